@@ -1,0 +1,46 @@
+#include "cli/cli.hpp"
+
+#include <ostream>
+
+namespace ovl::cli {
+namespace {
+
+constexpr const char* kUsage = R"(usage: ovl <command> [options]
+
+commands:
+  info       report the GPUs, their green-context granularity, peer access and versions (--json)
+  plan       choose the overlap mode, SM split and tile groups for a problem
+             --op gemm-allreduce|gemm-reducescatter|allgather-gemm --m M --n N --k K --world W
+             [--gpu h100|h200|a100 | --profile FILE] [--dtype bf16|fp16] [--layout nt|nn]
+             [--gpus-per-node G] [--top N] [--json] [--trace FILE]
+  simulate   simulate one given plan: --plan FILE (a Plan JSON, or `ovl plan --json` output) plus the
+             problem options of `plan`, [--json] [--trace FILE]
+  calibrate  fit a hardware profile to benchmark JSON: ovl calibrate FILE.json... -o profile.json [--gpu NAME]
+  validate   predicted versus measured: ovl validate --measured FILE.json... [--profile FILE] [--json] [--plot DIR]
+)";
+
+}  // namespace
+
+int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const Command& info) {
+  if (argv.empty() || argv[0] == "help" || argv[0] == "--help" || argv[0] == "-h") {
+    (argv.empty() ? err : out) << kUsage;
+    return argv.empty() ? 2 : 0;
+  }
+  const std::string& command = argv[0];
+  const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (command == "info") {
+    if (!info) {
+      out << "ovl was built without CUDA (OVL_ENABLE_CUDA=OFF): no GPU report\n";
+      return 0;
+    }
+    return info(rest, out, err);
+  }
+  if (command == "plan") return cmd_plan(rest, out, err);
+  if (command == "simulate") return cmd_simulate(rest, out, err);
+  if (command == "calibrate") return cmd_calibrate(rest, out, err);
+  if (command == "validate") return cmd_validate(rest, out, err);
+  err << "ovl: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}
+
+}  // namespace ovl::cli

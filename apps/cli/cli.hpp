@@ -1,0 +1,23 @@
+// The `ovl` command's subcommands as library calls: each takes its arguments (without the subcommand name) and
+// the streams to write to, and returns the process exit status (0 ok, 1 failure, 2 bad arguments).
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ovl::cli {
+
+using Command = std::function<int(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)>;
+
+int cmd_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_simulate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_calibrate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// Dispatches argv[0] (the subcommand). `info` is the GPU report, available only in builds with CUDA: pass it
+// in, or null for a CPU-only build (then `ovl info` says so and exits 0).
+int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const Command& info);
+
+}  // namespace ovl::cli

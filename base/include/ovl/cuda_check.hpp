@@ -1,0 +1,59 @@
+// CUDA check macros. Include only from code built with the CUDA Toolkit (kernels/, core/, CUDA tests/bench).
+//
+// OVL_CUDA_CHECK(runtime call)   throws ovl::Error("cuda", ...) unless the call returns cudaSuccess.
+// OVL_CU_CHECK(driver call)      throws ovl::Error("cu", ...) unless the call returns CUDA_SUCCESS.
+// OVL_CUDA_CHECK_LAST()          checks cudaGetLastError() (after every kernel launch).
+// Driver entry points are loaded at run time (ovl never links libcuda), so the driver's error strings are
+// looked up through the same mechanism.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "ovl/error.hpp"
+
+namespace ovl::detail {
+
+inline std::string cu_error_string(CUresult result) {
+  using GetErrorString = CUresult (*)(CUresult, const char**);
+  static GetErrorString fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuGetErrorString", &ptr, 12000, cudaEnableDefault, &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      ptr = nullptr;
+    }
+    return reinterpret_cast<GetErrorString>(ptr);
+  }();
+  const char* text = nullptr;
+  if (fn != nullptr && fn(result, &text) == CUDA_SUCCESS && text != nullptr) return fmt::format("{} ({})", text, int(result));
+  return fmt::format("CUresult {}", int(result));
+}
+
+[[noreturn]] inline void throw_cuda(const char* file, int line, const char* call, cudaError_t err) {
+  throw Error("cuda", call, std::string(basename(file)), line,
+              fmt::format("{} ({})", cudaGetErrorString(err), cudaGetErrorName(err)));
+}
+
+[[noreturn]] inline void throw_cu(const char* file, int line, const char* call, CUresult result) {
+  throw Error("cu", call, std::string(basename(file)), line, cu_error_string(result));
+}
+
+}  // namespace ovl::detail
+
+#define OVL_CUDA_CHECK(call)                                                    \
+  do {                                                                          \
+    const cudaError_t ovl_err_ = (call);                                        \
+    if (ovl_err_ != cudaSuccess) ::ovl::detail::throw_cuda(__FILE__, __LINE__, #call, ovl_err_); \
+  } while (0)
+
+#define OVL_CU_CHECK(call)                                                      \
+  do {                                                                          \
+    const CUresult ovl_res_ = (call);                                           \
+    if (ovl_res_ != CUDA_SUCCESS) ::ovl::detail::throw_cu(__FILE__, __LINE__, #call, ovl_res_); \
+  } while (0)
+
+#define OVL_CUDA_CHECK_LAST() OVL_CUDA_CHECK(cudaGetLastError())

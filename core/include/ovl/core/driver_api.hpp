@@ -1,0 +1,38 @@
+// Driver-API entry points, loaded at run time through cudaGetDriverEntryPointByVersion.
+//
+// ovl never links libcuda: the same binary starts (and `ovl info` reports "no driver") on a machine that has
+// no NVIDIA driver, and the CPU-only CI machine runs every test binary. Each entry point is looked up once.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+namespace ovl {
+
+struct DriverApi {
+  PFN_cuDriverGetVersion_v2020 cuDriverGetVersion = nullptr;
+  PFN_cuDeviceGet_v2000 cuDeviceGet = nullptr;
+  PFN_cuDeviceGetDevResource_v12040 cuDeviceGetDevResource = nullptr;
+  PFN_cuDevSmResourceSplitByCount_v12040 cuDevSmResourceSplitByCount = nullptr;
+  PFN_cuDevResourceGenerateDesc_v12040 cuDevResourceGenerateDesc = nullptr;
+  PFN_cuGreenCtxCreate_v12040 cuGreenCtxCreate = nullptr;
+  PFN_cuGreenCtxDestroy_v12040 cuGreenCtxDestroy = nullptr;
+  PFN_cuGreenCtxGetDevResource_v12040 cuGreenCtxGetDevResource = nullptr;
+  PFN_cuGreenCtxStreamCreate_v12050 cuGreenCtxStreamCreate = nullptr;
+
+  // True when every entry point above was found (a driver with green contexts: 12.4 or newer).
+  bool green_contexts() const {
+    return cuDeviceGetDevResource && cuDevSmResourceSplitByCount && cuDevResourceGenerateDesc && cuGreenCtxCreate &&
+           cuGreenCtxDestroy && cuGreenCtxGetDevResource && cuGreenCtxStreamCreate;
+  }
+};
+
+// The process-wide table; entry points the driver lacks are null. Never throws: with no driver at all every
+// pointer is null and driver_available() is false.
+const DriverApi& driver_api();
+bool driver_available();
+
+// The table, or an ovl::Error saying what is missing ("no CUDA driver", "driver too old for green contexts").
+const DriverApi& require_green_contexts();
+
+}  // namespace ovl

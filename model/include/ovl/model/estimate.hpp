@@ -1,0 +1,60 @@
+// Closed-form estimates: GEMM time on n SMs, collective time, and each overlap mode's time, in microseconds.
+// Cheap enough (well under a microsecond per call) for the planner to evaluate every SM split of every mode.
+#pragma once
+
+#include <cstdint>
+
+#include "ovl/model/hardware.hpp"
+#include "ovl/model/plan.hpp"
+#include "ovl/model/problem.hpp"
+
+namespace ovl {
+
+enum class GemmImpl { kOvl, kCublas };
+enum class Collective { kAllReduce, kReduceScatter, kAllGather };
+
+Collective collective_of(Op op);  // the collective an op needs
+std::string_view to_string(GemmImpl impl);  // "ovl", "cublas"
+std::string_view to_string(Collective c);   // "allreduce", "reducescatter", "allgather"
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::kBF16;
+};
+
+struct GemmEstimate {
+  double us = 0;
+  int64_t tiles = 0;
+  int64_t waves = 0;           // ceil(tiles / sms)
+  double tail_fraction = 0;    // occupancy of the last wave, (0, 1]
+  bool memory_bound = false;   // the HBM floor, not the matrix rate, set the time
+};
+
+// `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own).
+GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
+
+struct CommEstimate {
+  double us = 0;
+  double algbw_GBps = 0;  // bytes / time (nccl-tests "algbw"; bytes = the full buffer)
+  double busbw_GBps = 0;  // algbw x 2(n-1)/n (AllReduce) or x (n-1)/n (ReduceScatter, AllGather)
+};
+
+// A collective over `bytes` (the full buffer, nccl-tests convention) among `world` ranks, driven by `ctas`
+// CTAs, alone on the GPU. world == 1 costs a launch and a local copy.
+CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlgo algo, int ctas, const Hardware& hw,
+                                 int nodes = 1);
+double bus_factor(Collective c, int world);  // busbw / algbw
+
+struct ModeEstimate {
+  double total_us = 0;       // predicted time of the whole operator
+  double gemm_alone_us = 0;  // the GEMM as the plan runs it, with nothing else on the GPU
+  double comm_alone_us = 0;  // the whole collective alone
+  double gemm_us = 0;        // the GEMM's time inside the overlap (after contention)
+  double exposed_comm_us = 0;  // communication not hidden behind the GEMM
+};
+
+// The plan's mode decides the formula (sequential: sum; decomposed: chunk pipeline; tile-signal/green-context/
+// tma: the pipeline recurrence over tile groups, with SM sharing or partitioning and HBM contention).
+ModeEstimate estimate(const Problem& problem, const Plan& plan, const Hardware& hw);
+
+}  // namespace ovl

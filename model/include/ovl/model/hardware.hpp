@@ -1,0 +1,65 @@
+// Hardware: what the model and simulator know about one GPU and its links. Built-in profiles carry datasheet
+// or measured values (each with its source in hardware.cpp); `ovl calibrate` fits the rest from benchmarks.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ovl {
+
+struct Hardware {
+  std::string name;                 // "H200 SXM"
+  // Device
+  int sm_count = 0;                 // SMs on the device
+  int sm_granularity = 8;           // green-context partition size and alignment (minSmPartitionSize)
+  double clock_ghz = 0;             // sustained SM clock under matrix load
+  double matrix_tflops_per_sm = 0;  // dense bf16 wgmma peak per SM at clock_ghz, TFLOP/s
+  double hbm_GBps = 0;              // achievable device-memory bandwidth, read + write, GB/s
+  double l2_bytes = 0;
+  double smem_per_sm_bytes = 0;
+  // Communication
+  double link_GBps = 0;             // NVLink bandwidth per direction per GPU (through the NVSwitch), GB/s
+  double link_latency_us = 0;       // one-way small-message latency over the link
+  double per_cta_copy_GBps = 0;     // bytes a single-warp TMA CTA (or one SIMT CTA) moves per second, GB/s
+  double net_GBps = 0;              // per-GPU inter-node bandwidth per direction (several nodes), GB/s
+  double net_latency_us = 0;
+  // Fitted efficiencies and overheads (defaults are educated guesses until `ovl calibrate` replaces them)
+  double gemm_efficiency = 0.85;         // fraction of matrix peak our persistent GEMM reaches in a full wave
+  double cublas_efficiency = 0.90;       // same for cuBLAS on the whole device
+  double cublas_partition_penalty = 0.0; // extra relative slowdown of cuBLAS per SM removed, see model/gemm.hpp
+  double launch_us = 4.0;                // kernel launch + ramp
+  double tile_epilogue_us = 0.5;         // per tile stored (epilogue + signal)
+  double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
+  double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
+  double nccl_launch_us = 10.0;          // NCCL call overhead (enqueue + kernel start + first handshake)
+  double tma_launch_us = 4.0;
+  double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
+  double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
+
+  // Throws ovl::Error naming the field and value: non-positive sizes or rates, sm_count not a multiple of
+  // sm_granularity, efficiencies outside (0, 1], negative latencies.
+  void validate() const;
+
+  double matrix_tflops() const { return matrix_tflops_per_sm * sm_count; }
+};
+
+// Built-in profiles: "h200", "h100", "a100" (case-insensitive; "h200-sxm" etc. accepted). Throws on unknown names.
+Hardware builtin_hardware(std::string_view name);
+std::vector<std::string> builtin_hardware_names();
+// Picks the built-in profile for a device name as the GPU reports it ("NVIDIA H200" -> h200); throws if none.
+Hardware hardware_for_device_name(std::string_view device_name);
+
+void to_json(nlohmann::json& j, const Hardware& h);
+// Every field is optional on input (missing ones keep the value already in h, so a profile can override a
+// built-in one field by field); a present field that is not a number, is negative, or breaks validate()
+// throws ovl::Error naming it. A "base" field ("h200") starts from that built-in profile.
+void from_json(const nlohmann::json& j, Hardware& h);
+Hardware load_hardware(const std::string& path);  // reads a JSON file; errors name the file and the field
+void save_hardware(const Hardware& h, const std::string& path);
+
+}  // namespace ovl

@@ -1,0 +1,82 @@
+// Plan: how one Problem is run. Plain data: made by the Planner or by hand, printable, JSON round-trippable.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ovl/model/hardware.hpp"
+#include "ovl/model/problem.hpp"
+
+namespace ovl {
+
+enum class Mode {
+  kSequential,    // cuBLAS GEMM, then the collective (the baseline)
+  kDecomposed,    // GEMM in row chunks, each chunk's collective on a second stream (TransformerEngine, Async-TP)
+  kTileSignal,    // FlashOverlap: our GEMM signals tile groups; NCCL sends each finished group; SMs shared
+  kGreenContext,  // GCOverlap: tile-signal with GEMM and communication on disjoint green-context partitions
+  kTma,           // Oh Overlap: a persistent TMA collective on few SMs polls the group counters
+};
+enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull };
+enum class TileOrder { kRowBand, kSwizzle, kExplicit };
+enum class OutputLayout { kRowMajor, kTileMajor };
+
+std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
+std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull"
+std::string_view to_string(TileOrder order);  // "row-band", "swizzle", "explicit"
+std::string_view to_string(OutputLayout layout);  // "row-major", "tile-major"
+Mode parse_mode(std::string_view text);
+CommAlgo parse_comm_algo(std::string_view text);
+TileOrder parse_tile_order(std::string_view text);
+OutputLayout parse_output_layout(std::string_view text);
+std::vector<Mode> all_modes();
+
+struct TileShape {
+  int m = 128, n = 256, k = 64;
+};
+
+struct Plan {
+  Mode mode = Mode::kSequential;
+  // SMs the GEMM runs on and SMs (or CTAs, for NCCL on shared SMs) given to communication. With partitioned
+  // set, the two are disjoint green-context partitions: multiples of the granularity, sum <= sm_count.
+  // Without it both kernels share the device and comm_sms is the communication kernel's CTA count.
+  int gemm_sms = 0;
+  int comm_sms = 0;
+  bool partitioned = false;  // true for kGreenContext; optional for kTma
+  TileShape tile;
+  TileOrder tile_order = TileOrder::kRowBand;
+  std::vector<int> explicit_order;  // kExplicit: a permutation of the tile ids (tile_row * tiles_n + tile_col)
+  OutputLayout output = OutputLayout::kRowMajor;
+  // Tile-signal modes: how many tiles (in visiting order) each signal covers; sums to the tile count.
+  std::vector<int> tile_groups;
+  CommAlgo comm_algo = CommAlgo::kNcclRing;
+  int comm_ctas = 0;  // CTAs of the collective kernel (<= comm_sms when partitioned)
+  int chunks = 1;     // kDecomposed: row chunks of the GEMM
+
+  // Throws ovl::Error naming the field and value when the plan cannot run the problem on this hardware:
+  // SM counts out of range or off the granularity, groups that do not sum to the tile count, a mode and
+  // algorithm that do not go together (kTma with NCCL), chunks that do not divide M, etc.
+  void validate(const Problem& problem, const Hardware& hw) const;
+
+  int64_t tiles_m(const Problem& p) const { return (p.m + tile.m - 1) / tile.m; }
+  int64_t tiles_n(const Problem& p) const { return (p.n + tile.n - 1) / tile.n; }
+  int64_t tile_count(const Problem& p) const { return tiles_m(p) * tiles_n(p); }
+  std::string summary() const;  // one line: "tma gemm_sms=132 comm_sms=16 groups=8 algo=tma-pull ctas=16"
+};
+
+// A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
+// band of tiles (modes that signal), 4 chunks (decomposed). The planner searches from here.
+Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
+// Splits `tiles` tiles into `groups` groups as evenly as possible, in row bands of tiles_n when that divides.
+std::vector<int> even_groups(int64_t tiles, int groups);
+
+void to_json(nlohmann::json& j, const Plan& p);
+void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
+Plan load_plan(const std::string& path);
+
+}  // namespace ovl

@@ -1,0 +1,66 @@
+// Problem: what one overlapped operator computes, independent of how it is run.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ovl {
+
+enum class Op {
+  kGemmAllReduce,      // row-parallel linear: every rank holds a K-slice, C = sum over ranks of A_r B_r, everywhere
+  kGemmReduceScatter,  // same partial products; rank r keeps rows [r M/W, (r+1) M/W) of the sum
+  kAllGatherGemm,      // column-parallel linear: rank r holds M/W rows of A; gather A, then C = A B_r (N is local)
+};
+enum class DType { kBF16, kFP16, kFP32 };
+// How B is stored: kKxN ("nn": K x N row-major) or kNxK ("nt": N x K row-major, a linear layer's weight).
+enum class BLayout { kKxN, kNxK };
+
+std::string_view to_string(Op op);
+std::string_view to_string(DType dtype);
+std::string_view to_string(BLayout layout);
+// Parse the names above ("gemm-allreduce", "gemm-reducescatter", "allgather-gemm"; "bf16", "fp16", "fp32";
+// "nn", "nt"); throw ovl::Error naming the bad text.
+Op parse_op(std::string_view text);
+DType parse_dtype(std::string_view text);
+BLayout parse_b_layout(std::string_view text);
+int dtype_bytes(DType dtype);
+
+// M, N, K are the sizes of the GEMM one rank runs:
+//   GemmAllReduce / GemmReduceScatter: A is M x K (the rank's K-slice), the partial product M x N.
+//   AllGatherGemm: M is the gathered row count (the rank holds M / world rows of A before the gather).
+struct Problem {
+  Op op = Op::kGemmAllReduce;
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::kBF16;
+  BLayout b_layout = BLayout::kNxK;
+  int world = 1;           // ranks taking part (GPUs)
+  int gpus_per_node = 8;   // ranks per node; world > gpus_per_node means several nodes
+
+  // Throws ovl::Error naming the bad field and value: sizes <= 0, K or N not a multiple of 8 (16-byte rows),
+  // world < 1, M not divisible by world for ReduceScatter / AllGather, world not a multiple of gpus_per_node
+  // when it spans nodes.
+  void validate() const;
+
+  int nodes() const { return world <= gpus_per_node ? 1 : world / gpus_per_node; }
+  double gemm_flops() const { return 2.0 * double(m) * double(n) * double(k); }
+  // Bytes of the collective's full buffer (the nccl-tests "size"): M x N output for AR/RS, M x K for AG.
+  int64_t comm_bytes() const;
+  std::string name() const;  // e.g. "gemm-allreduce/8192x8192x8192/bf16/nt/world:8"
+};
+
+void to_json(nlohmann::json& j, const Problem& p);
+void from_json(const nlohmann::json& j, Problem& p);  // validates
+
+}  // namespace ovl
+
+template <>
+struct fmt::formatter<ovl::Problem> : fmt::formatter<std::string_view> {
+  auto format(const ovl::Problem& p, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(p.name(), ctx);
+  }
+};

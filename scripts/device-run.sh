@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One call on the GPU machine does it all: build with the machine's own nvcc and cmake, `ovl info --json`,
+# the GPU tests, and the benchmarks named on the command line; JSON and logs go to $OUT (or --out DIR), and a
+# short table is printed last.
+#
+#   scripts/device-run.sh [--out DIR] [--tests REGEX|none] [--sanitize REGEX] [--cmd 'shell command'] \
+#                         [BENCH[:FILTER[:EXTRA_ARGS]]]...
+#   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
+#
+# The machine has no package manager: nlohmann/json travels in .deps/include (carry .deps) when it is missing.
+# At most 8 files come back from $OUT, so logs are concatenated into run.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-out}
+tests=""
+sanitize=""
+cmds=()
+benches=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --tests) tests=$2; shift 2 ;;
+    --sanitize) sanitize=$2; shift 2 ;;
+    --cmd) cmds+=("$2"); shift 2 ;;
+    *) benches+=("$1"); shift ;;
+  esac
+done
+mkdir -p "$out"
+log=$out/run.log
+: >"$log"
+summary=()
+note() { echo "$*" | tee -a "$log"; }
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+build=build-device
+start=$(date +%s)
+note "== configure + build ($(nvcc --version | tail -1), $(cmake --version | head -1))"
+extra=()
+[[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
+if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >>"$log" 2>&1 ||
+   ! cmake --build $build -j "$(nproc)" >>"$log" 2>&1; then
+  note "BUILD FAILED"; tail -n 60 "$log"; exit 1
+fi
+summary+=("build: ok in $(( $(date +%s) - start )) s")
+
+$build/apps/ovl info --json >"$out/ovl_info.json" 2>>"$log"
+$build/apps/ovl info | tee -a "$log"
+
+if [[ "$tests" != none ]]; then
+  note "== GPU tests ${tests:+(-R $tests)}"
+  args=(-L gpu --output-on-failure --timeout 300)
+  [[ -n "$tests" ]] && args+=(-R "$tests")
+  ctest --test-dir $build "${args[@]}" >"$out/ctest.log" 2>&1
+  rc=$?
+  cat "$out/ctest.log" >>"$log"
+  summary+=("gpu tests: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1) (rc $rc)")
+  grep -E '\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception' "$out/ctest.log" | head -20 | sed 's/^/  /' >>"$out/failed.txt"
+fi
+
+if [[ -n "$sanitize" ]]; then
+  for tool in memcheck racecheck synccheck; do
+    for exe in $build/tests/test_*; do
+      [[ -x $exe ]] || continue
+      name=$(basename "$exe")
+      [[ $name =~ $sanitize ]] || continue
+      note "== compute-sanitizer --tool $tool $name"
+      compute-sanitizer --tool $tool --error-exitcode 9 "$exe" --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
+      summary+=("sanitizer $tool $name: rc $?")
+    done
+  done
+fi
+
+for c in "${cmds[@]}"; do
+  note "== $c"
+  (eval "$c") >>"$log" 2>&1
+  summary+=("cmd rc $?: ${c:0:60}")
+done
+
+for spec in "${benches[@]}"; do
+  IFS=: read -r bench filter bargs <<<"$spec"
+  exe=$build/bench/$bench
+  [[ -x $exe ]] || { summary+=("$bench: not built"); continue; }
+  note "== $bench ${filter:+--benchmark_filter=$filter} $bargs"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
+       --benchmark_counters_tabular=true $bargs >>"$log" 2>&1
+  summary+=("$bench: rc $? in $(( $(date +%s) - t0 )) s, $(grep -c '"name"' "$out/$bench.json" 2>/dev/null) cases")
+done
+
+echo
+echo "== summary ($(( $(date +%s) - start )) s)"
+printf '%s\n' "${summary[@]}"
+[[ -s "$out/failed.txt" ]] && { echo "failures:"; cat "$out/failed.txt"; }
+for spec in "${benches[@]}"; do
+  bench=${spec%%:*}
+  [[ -f "$out/$bench.json" ]] && python3 scripts/bench_table.py "$out/$bench.json" 2>/dev/null | tail -n 40
+done
+exit 0

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds everything and runs the tests. On a machine without a GPU the GPU tests are reported as skipped.
+#   1. full build (CUDA when nvcc is present): libraries, `ovl`, tests, benchmarks; ctest
+#   2. install into a prefix and build examples/consumer against it through find_package(ovl)
+#   3. (OVL_TEST_NO_CUDA=1, default in CI) a build with -DOVL_ENABLE_CUDA=OFF: model/sim/cli and their tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=${OVL_JOBS:-$(nproc)}
+build=${OVL_BUILD_DIR:-build}
+prefix=$PWD/$build/install
+
+echo "== build ($build)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+cmake --build "$build" -j "$jobs"
+cmake --install "$build" >/dev/null
+
+echo "== consumer of the installed package (examples/consumer)"
+cmake -S examples/consumer -B "$build/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$build/consumer" -j "$jobs" >/dev/null
+"$build/consumer/ovl_consumer"
+
+if [[ "${OVL_TEST_NO_CUDA:-0}" == 1 ]]; then
+  echo "== build without CUDA ($build-nocuda)"
+  cmake -S . -B "$build-nocuda" -G Ninja -DOVL_ENABLE_CUDA=OFF -DOVL_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$build-nocuda" -j "$jobs"
+  ctest --test-dir "$build-nocuda" -j "$jobs" --output-on-failure | tail -n 3
+fi
+
+echo "== tests"
+ctest --test-dir "$build" -j "$jobs" --output-on-failure
