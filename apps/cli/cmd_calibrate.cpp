@@ -1,10 +1,58 @@
-#include "cli/cli.hpp"
+// `ovl calibrate FILE.json... -o profile.json [--gpu NAME | --profile FILE]`: fits the hardware profile's
+// parameters to Google Benchmark JSON (bench_gemm, bench_collectives, bench_overlap; any subset) by least squares
+// and prints each parameter with its fit residual. docs/model.md lists the names and counters read.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include <ostream>
 
+#include "cli/cli.hpp"
+#include "cli/json_files.hpp"
+#include "cli/problem_args.hpp"
+#include "ovl/error.hpp"
+#include "ovl/model/calibrate.hpp"
+
 namespace ovl::cli {
-int cmd_calibrate(const std::vector<std::string>&, std::ostream&, std::ostream& err) {
-  err << "ovl calibrate: not built yet\n";
-  return 1;
+
+int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  try {
+    std::vector<std::string> expanded;
+    for (const std::string& a : argv) expanded.push_back(a == "-o" ? "--output" : a);
+    const Args args(expanded, {"output", "gpu", "profile"}, {});
+    if (args.positionals().empty()) throw UsageError("give at least one benchmark JSON file");
+    const auto output = args.value("output");
+    if (!output) throw UsageError("missing -o FILE (where to write the fitted profile)");
+    const std::vector<nlohmann::json> files = read_json_files(args.positionals());
+    // The base profile: --profile/--gpu, else the GPU named in the first file's context, else the H200.
+    std::string fallback = "h200";
+    Hardware base;
+    if (!args.has("profile") && !args.has("gpu") && files[0].contains("context") &&
+        files[0]["context"].contains("gpu") && files[0]["context"]["gpu"].is_string()) {
+      try {
+        base = hardware_for_device_name(files[0]["context"]["gpu"].get<std::string>());
+      } catch (const Error&) {
+        base = builtin_hardware(fallback);
+      }
+    } else {
+      base = hardware_from_args(args, fallback);
+    }
+    const CalibrationResult result = calibrate(files, base);
+    try {
+      save_hardware(result.hardware, *output);
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("-o {}: {}", *output, e.message()));
+    }
+    fmt::print(out, "calibrated {} from {} measurements; profile written to {}\n", base.name, result.measurements,
+               *output);
+    out << result.summary();
+    return 0;
+  } catch (const UsageError& e) {
+    err << "ovl calibrate: " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    err << "ovl calibrate: " << e.message() << "\n";
+    return 1;
+  }
 }
+
 }  // namespace ovl::cli

@@ -1,16 +1,137 @@
-#include "cli/cli.hpp"
+// `ovl plan` and `ovl simulate`.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cli/cli.hpp"
+#include "cli/problem_args.hpp"
+#include "ovl/error.hpp"
+#include "ovl/sim/planner.hpp"
+#include "ovl/sim/simulate.hpp"
+
 namespace ovl::cli {
-int cmd_plan(const std::vector<std::string>&, std::ostream&, std::ostream& err) {
-  err << "ovl plan: not built yet\n";
-  return 1;
+namespace {
+
+std::set<std::string> with_problem_options(std::set<std::string> extra) {
+  extra.insert(problem_options().begin(), problem_options().end());
+  return extra;
 }
-}  // namespace ovl::cli
-namespace ovl::cli {
-int cmd_simulate(const std::vector<std::string>&, std::ostream&, std::ostream& err) {
-  err << "ovl simulate: not built yet\n";
-  return 1;
+
+void reject_positionals(const Args& args) {
+  if (!args.positionals().empty()) throw UsageError(fmt::format("unexpected argument '{}'", args.positionals()[0]));
 }
+
+void write_trace(const Timeline& timeline, const std::string& path) {
+  try {
+    timeline.write_chrome_trace(path);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--trace {}: {}", path, e.message()));
+  }
+}
+
+// Runs `body`, turning bad arguments into one line and exit status 2, and library failures into exit status 1.
+template <typename Body>
+int guarded(const char* command, std::ostream& err, Body&& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    err << "ovl " << command << ": " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    err << "ovl " << command << ": " << e.message() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    err << "ovl " << command << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+int cmd_plan(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  return guarded("plan", err, [&] {
+    const Args args(argv, with_problem_options({"trace", "top", "modes"}), {"json", "model-only"});
+    reject_positionals(args);
+    const Problem problem = problem_from_args(args);
+    const Hardware hw = hardware_from_args(args);
+    sim::PlannerOptions options;
+    options.use_simulator = !args.flag("model-only");
+    if (auto modes = args.value("modes")) {
+      size_t start = 0;
+      while (start <= modes->size()) {
+        const size_t comma = std::min(modes->find(',', start), modes->size());
+        try {
+          options.modes.push_back(parse_mode(modes->substr(start, comma - start)));
+        } catch (const Error& e) {
+          throw UsageError(e.message());
+        }
+        start = comma + 1;
+      }
+    }
+    const int top = static_cast<int>(args.integer("top", 10, 1, 1000));
+    sim::PlanResult result = sim::plan(problem, hw, options);
+    if (auto trace = args.value("trace")) write_trace(sim::simulate(problem, result.best, hw).timeline, *trace);
+    if (result.alternatives.size() > size_t(top)) result.alternatives.resize(size_t(top));
+    if (args.flag("json")) {
+      out << nlohmann::json(result).dump(2) << "\n";
+    } else {
+      out << sim::format_plan_result(result);
+    }
+    return 0;
+  });
+}
+
+int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  return guarded("simulate", err, [&] {
+    const Args args(argv, with_problem_options({"plan", "trace"}), {"json"});
+    reject_positionals(args);
+    const auto path = args.value("plan");
+    if (!path) throw UsageError("missing required option --plan FILE");
+    std::ifstream in(*path);
+    if (!in) throw UsageError(fmt::format("--plan {}: cannot open the file", *path));
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(fmt::format("--plan {}: not JSON ({})", *path, e.what()));
+    }
+    // Either a Plan, or `ovl plan --json` output ({"problem": ..., "plan": ...}).
+    Plan plan;
+    Problem base;
+    const bool from_planner = doc.is_object() && doc.contains("plan") && doc.contains("problem");
+    try {
+      plan = (from_planner ? doc.at("plan") : doc).get<Plan>();
+      if (from_planner) base = doc.at("problem").get<Problem>();
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--plan {}: {}", *path, e.message()));
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(fmt::format("--plan {}: {}", *path, e.what()));
+    }
+    const Problem problem = problem_from_args(args, from_planner ? &base : nullptr);
+    const Hardware hw = hardware_from_args(args);
+    try {
+      plan.validate(problem, hw);
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--plan {}: {}", *path, e.message()));
+    }
+    const sim::SimResult result = sim::simulate(problem, plan, hw);
+    if (auto trace = args.value("trace")) write_trace(result.timeline, *trace);
+    if (args.flag("json")) {
+      nlohmann::json j = result;
+      j["problem"] = problem;
+      j["plan"] = plan;
+      out << j.dump(2) << "\n";
+    } else {
+      fmt::print(out, "{} on {}\nplan: {}\n", problem.name(), hw.name, plan.summary());
+      fmt::print(out, "total {:.1f} us  gemm {:.1f} us  comm {:.1f} us  exposed comm {:.1f} us  ({} tiles, {} waves, {} groups)\n",
+                 result.total_us, result.gemm_us, result.comm_us, result.exposed_comm_us, result.tiles, result.waves,
+                 result.groups);
+    }
+    return 0;
+  });
+}
+
 }  // namespace ovl::cli

@@ -1,0 +1,53 @@
+#include "cli/problem_args.hpp"
+
+#include <fmt/format.h>
+
+#include "ovl/error.hpp"
+
+namespace ovl::cli {
+
+const std::set<std::string>& problem_options() {
+  static const std::set<std::string> options = {"op",     "m",   "n",       "k",      "world",
+                                                "dtype",  "layout", "gpus-per-node", "gpu", "profile"};
+  return options;
+}
+
+Problem problem_from_args(const Args& args, const Problem* base) {
+  Problem p = base ? *base : Problem{};
+  try {
+    if (auto v = args.value("op")) p.op = parse_op(*v);
+    if (auto v = args.value("dtype")) p.dtype = parse_dtype(*v);
+    if (auto v = args.value("layout")) p.b_layout = parse_b_layout(*v);
+  } catch (const Error& e) {
+    throw UsageError(e.message());
+  }
+  constexpr int64_t kMaxDim = int64_t(1) << 24;
+  p.m = args.integer("m", base ? p.m : 0, 1, kMaxDim);
+  p.n = args.integer("n", base ? p.n : 0, 1, kMaxDim);
+  p.k = args.integer("k", base ? p.k : 0, 1, kMaxDim);
+  if (!base) {
+    for (const char* dim : {"m", "n", "k"}) {
+      if (!args.has(dim)) throw UsageError(fmt::format("missing required option --{}", dim));
+    }
+  }
+  p.world = static_cast<int>(args.integer("world", p.world, 1, 4096));
+  p.gpus_per_node = static_cast<int>(args.integer("gpus-per-node", p.gpus_per_node, 1, 64));
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.message());
+  }
+  return p;
+}
+
+Hardware hardware_from_args(const Args& args, const std::string& fallback) {
+  if (args.has("profile") && args.has("gpu")) throw UsageError("give --gpu or --profile, not both");
+  try {
+    if (auto path = args.value("profile")) return load_hardware(*path);
+    return builtin_hardware(args.value_or("gpu", fallback));
+  } catch (const Error& e) {
+    throw UsageError(e.message());
+  }
+}
+
+}  // namespace ovl::cli

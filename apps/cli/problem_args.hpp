@@ -1,0 +1,22 @@
+// Problem and hardware options shared by `ovl plan`, `ovl simulate` and friends.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "cli/args.hpp"
+#include "ovl/model/hardware.hpp"
+#include "ovl/model/problem.hpp"
+
+namespace ovl::cli {
+
+// --op --m --n --k --world --dtype --layout --gpus-per-node --gpu --profile
+const std::set<std::string>& problem_options();
+// Builds and validates a Problem; `base` supplies values for missing options (or the defaults when null).
+// Throws UsageError naming the bad option and value.
+Problem problem_from_args(const Args& args, const Problem* base = nullptr);
+// --profile FILE, else --gpu NAME, else `fallback` (a built-in name). Throws UsageError naming the bad value.
+Hardware hardware_from_args(const Args& args, const std::string& fallback = "h200");
+
+}  // namespace ovl::cli
