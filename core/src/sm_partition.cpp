@@ -91,6 +91,9 @@ std::unique_ptr<SmPartition> SmPartition::split(int device, int comm_sms) {
             granularity, total);
   Split parts = split_device(api, resource);
   const size_t comm_groups = size_t(comm_sms / granularity);
+  OVL_CHECK(comm_groups < parts.groups.size() || (comm_groups == parts.groups.size() && parts.remainder.sm.smCount > 0),
+            "comm_sms = {} needs {} groups of {} SMs; this device splits into {}", comm_sms, comm_groups, granularity,
+            parts.groups.size());
   std::vector<CUdevResource> comm(parts.groups.begin(), parts.groups.begin() + comm_groups);
   std::vector<CUdevResource> gemm(parts.groups.begin() + comm_groups, parts.groups.end());
   if (parts.remainder.sm.smCount > 0) gemm.push_back(parts.remainder);
@@ -114,11 +117,17 @@ std::unique_ptr<SmPartition> SmPartition::confine(int device, int sms) {
   const CUdevResource resource = device_sm_resource(api, dev);
   Split parts = split_device(api, resource);
   const int granularity = int(resource.sm.minSmPartitionSize);
+  // The split yields equal groups plus a remainder (on the H200: 15 groups of 8 and 12 SMs, since groups stay
+  // inside a GPC), so a partition is some groups, with or without the remainder.
   const int remainder = int(parts.remainder.sm.smCount);
-  const bool with_remainder = remainder > 0 && sms % granularity == remainder;
-  OVL_CHECK(sms > 0 && sms <= int(resource.sm.smCount) && (sms % granularity == 0 || with_remainder),
-            "sms = {} cannot be a green-context partition: use a multiple of {} up to {}, or {} minus such a multiple",
-            sms, granularity, resource.sm.smCount, resource.sm.smCount);
+  const int group_count = int(parts.groups.size());
+  const auto fits = [&](int rest) { return rest >= 0 && rest % granularity == 0 && rest / granularity <= group_count; };
+  const bool without_remainder = sms > 0 && fits(sms);
+  const bool with_remainder = !without_remainder && remainder > 0 && sms > 0 && fits(sms - remainder);
+  OVL_CHECK(without_remainder || with_remainder,
+            "sms = {} cannot be a green-context partition of this device ({} groups of {} SMs plus {}): use a "
+            "multiple of {}, optionally plus {}",
+            sms, group_count, granularity, remainder, granularity, remainder);
   const size_t groups = size_t((sms - (with_remainder ? remainder : 0)) / granularity);
   std::vector<CUdevResource> use(parts.groups.begin(), parts.groups.begin() + groups);
   if (with_remainder) use.push_back(parts.remainder);
