@@ -1,0 +1,70 @@
+// plan(): chooses the Plan for a Problem on a Hardware profile.
+//
+// Search space: mode x communication SMs (multiples of hw.sm_granularity) x tile grouping x tile order x
+// collective algorithm (NCCL ring for the NCCL modes, TMA push/pull for tma) x partitioning (tma) x chunks
+// (decomposed). Tile groupings are bounded: whole row bands times {1, 2, 4, ...}, and FlashOverlap's predictive
+// grouping (each group's collective about as long as the GEMM of the next group). Every candidate is priced by
+// the closed-form model (estimate()); the best few overall and the best of each mode are then simulated, and the
+// simulator's time ranks them. Deterministic: same inputs, same PlanResult.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "ovl/model/hardware.hpp"
+#include "ovl/model/plan.hpp"
+#include "ovl/model/problem.hpp"
+#include "ovl/sim/simulate.hpp"
+
+namespace ovl::sim {
+
+struct PlannerOptions {
+  std::vector<Mode> modes;  // modes to consider; empty = all
+  int min_comm_sms = 8;     // communication SMs searched: multiples of hw.sm_granularity in [min, max]
+  int max_comm_sms = 64;
+  int simulate_top = 8;       // candidates (best by the model) the simulator ranks, plus the best of each mode
+  int max_groups = 64;        // upper bound on tile groups per plan
+  bool use_simulator = true;  // false: rank by the closed-form model only (predicted_us = model_us)
+};
+
+struct PlanAlternative {
+  Plan plan;
+  double predicted_us = 0;  // simulator (or model when use_simulator is false)
+  double model_us = 0;      // closed-form estimate()
+  double speedup = 0;       // sequential_us / predicted_us
+};
+
+struct PlanResult {
+  Problem problem;
+  std::string hardware;  // Hardware::name
+  Plan best;
+  double predicted_us = 0;                    // of best
+  double sequential_us = 0;                   // the sequential baseline (cuBLAS then NCCL), simulated
+  double speedup = 0;                         // sequential_us / predicted_us
+  std::vector<PlanAlternative> alternatives;  // ranked, best first (best is alternatives[0])
+  int candidates = 0;                         // plans priced by the model
+  int simulated = 0;                          // plans run through the simulator
+};
+
+// Validates the problem and the hardware (ovl::Error naming the bad field), then searches. Throws ovl::Error when
+// no candidate plan is valid.
+PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions& options = {});
+
+// The candidate plans plan() prices, in its deterministic order (for tests and tools).
+std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, const PlannerOptions& options = {});
+
+// Tile groups whose collectives roughly match the GEMM time of the next group (FlashOverlap's predictive
+// grouping), in units of `unit` tiles (a row band, or a swizzle block of bands); sums to the tile count.
+std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, const Hardware& hw, int64_t unit,
+                                   int max_groups);
+
+// {"problem", "hardware", "plan", "predicted_us", "sequential_us", "speedup", "candidates", "simulated",
+//  "alternatives": [{"mode", "gemm_sms", "comm_sms", "groups", "comm_algo", "predicted_us", "model_us",
+//  "speedup", "plan"}]}
+void to_json(nlohmann::json& j, const PlanResult& r);
+// The text `ovl plan` prints: the chosen plan, then a table of the alternatives (mode, GEMM SMs, comm SMs,
+// groups, algorithm, predicted time, model time, speedup over sequential).
+std::string format_plan_result(const PlanResult& r);
+
+}  // namespace ovl::sim

@@ -1,0 +1,549 @@
+// The pieces every pipeline is built from: the simulation context (resources of the representative GPU), the
+// persistent GEMM in waves, the steps of each collective and the FIFO of collective calls; and simulate().
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "ovl/error.hpp"
+#include "pipelines_internal.hpp"
+
+namespace ovl::sim {
+
+namespace detail {
+
+Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimOptions& opt)
+    : problem(p), plan(pl), hw(h), options(opt) {
+  partitioned = plan.partitioned || plan.mode == Mode::kGreenContext;
+  if (plan.gemm_sms > 0)
+    gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
+  else
+    gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
+  comm_ctas = plan.comm_ctas > 0 ? plan.comm_ctas : (plan.comm_sms > 0 ? plan.comm_sms : kDefaultNcclCtas);
+  const bool cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
+  const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
+  // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9.
+  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency;
+
+  // GB/s = bytes per ns.
+  sm = engine.add_resource("gpu0 sm pool", ResourceKind::kSmPool, 0, gemm_sms * per_sm_flops_per_ns);
+  hbm = engine.add_resource("gpu0 hbm", ResourceKind::kHbm, 0, hw.hbm_GBps);
+  if (problem.world > 1) {
+    tx = engine.add_resource("gpu0 nvlink tx", ResourceKind::kLinkTx, 0, hw.link_GBps);
+    rx = engine.add_resource("gpu0 nvlink rx", ResourceKind::kLinkRx, 0, hw.link_GBps);
+  }
+  // The node's network link, as the representative GPU's share of it (net_GBps per GPU per direction).
+  if (problem.nodes() > 1) net = engine.add_resource("node0 net (gpu0 share)", ResourceKind::kNet, 0, hw.net_GBps);
+  if (options.record_counters) engine.set_rate_observer([this](TimeNs t) { sample_counters(t); });
+}
+
+void Context::update_pool() {
+  double usable = gemm_sms;
+  if (!partitioned)
+    usable = std::clamp(hw.sm_count - comm_sms_active * hw.shared_sm_penalty, 0.0, static_cast<double>(gemm_sms));
+  engine.set_capacity(sm, usable * per_sm_flops_per_ns);
+}
+
+void Context::comm_kernel_started(int ctas) {
+  if (partitioned) return;
+  comm_sms_active += ctas;
+  update_pool();
+}
+
+void Context::comm_kernel_ended(int ctas) {
+  if (partitioned) return;
+  comm_sms_active -= ctas;
+  update_pool();
+}
+
+void Context::add_interval(const std::string& lane, std::string name, const std::string& category, TimeNs start,
+                           TimeNs end) {
+  if (!options.record_timeline) return;
+  timeline.intervals.push_back(Interval{0, lane, std::move(name), category, start, end});
+}
+
+void Context::sample_counters(TimeNs t) {
+  auto sample = [&](ResourceId id, const char* track) {
+    if (id < 0) return;
+    const Resource& r = engine.resource(id);
+    const double value = r.capacity > 0 ? std::min(1.0, r.load / r.capacity) : 0.0;
+    auto it = last_sample_.find(track);
+    if (it != last_sample_.end()) {
+      if (std::abs(it->second.second - value) < 1e-9) return;
+      if (it->second.first == t) {  // several recomputations in one instant: keep the last value
+        for (auto c = timeline.counters.rbegin(); c != timeline.counters.rend(); ++c)
+          if (c->track == track) {
+            c->value = value;
+            break;
+          }
+        it->second.second = value;
+        return;
+      }
+    }
+    last_sample_[track] = {t, value};
+    timeline.counters.push_back(CounterSample{0, track, t, value});
+  };
+  sample(tx, "nvlink util");
+  sample(hbm, "hbm util");
+  sample(sm, "sm util");
+  sample(net, "net util");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+GemmRun::GemmRun(Context& ctx, std::vector<Tile> tiles, std::string label)
+    : ctx_(ctx), tiles_(std::move(tiles)), label_(std::move(label)) {
+  const auto grid = static_cast<size_t>(std::max(1, ctx_.gemm_sms));
+  for (size_t end = std::min(grid, tiles_.size()); !tiles_.empty(); end = std::min(end + grid, tiles_.size())) {
+    wave_end_.push_back(end);
+    if (end == tiles_.size()) break;
+  }
+  double needed = 0;
+  size_t begin = 0;
+  for (size_t end : wave_end_) {
+    for (size_t i = begin; i < end; ++i)
+      needed = std::max(needed, static_cast<double>(tiles_[i].row * ctx_.plan.tile.m + tiles_[i].rows) /
+                                    static_cast<double>(ctx_.problem.m));
+    wave_rows_needed_.push_back(needed);
+    begin = end;
+  }
+}
+
+void GemmRun::start(TimeNs launch_delay) {
+  ctx_.engine.after(launch_delay, [this] { start_wave(0); });
+}
+
+void GemmRun::data_arrived() {
+  if (waiting_) start_wave(next_wave_);
+}
+
+void GemmRun::start_wave(size_t w) {
+  if (w >= wave_end_.size()) {
+    ctx_.gemm_end = std::max(ctx_.gemm_end, ctx_.engine.now());
+    if (on_finished) on_finished(ctx_.engine.now());
+    return;
+  }
+  next_wave_ = w;
+  // AllGather: wait until the rows this wave reads have arrived (1e-9: rounding of summed fractions).
+  if (rows_available && rows_available() + 1e-9 < wave_rows_needed_[w]) {
+    if (!waiting_) wait_start_ = ctx_.engine.now();
+    waiting_ = true;
+    return;
+  }
+  if (waiting_) {
+    ctx_.add_interval("gemm", "wait for rows", "wait", wait_start_, ctx_.engine.now());
+    waiting_ = false;
+  }
+  const size_t begin = w == 0 ? 0 : wave_end_[w - 1];
+  const size_t end = wave_end_[w];
+  const Problem& p = ctx_.problem;
+  const double elem = dtype_bytes(p.dtype);
+  double flops = 0, out_bytes = 0;
+  std::vector<std::pair<int64_t, int64_t>> rows, cols;  // (tile row or column, its extent)
+  for (size_t i = begin; i < end; ++i) {
+    const Tile& t = tiles_[i];
+    flops += 2.0 * static_cast<double>(t.rows) * static_cast<double>(t.cols) * static_cast<double>(p.k);
+    out_bytes += static_cast<double>(t.rows * t.cols) * elem;
+    rows.emplace_back(t.row, t.rows);
+    cols.emplace_back(t.col, t.cols);
+  }
+  // Distinct panels (sort + unique: a wave may hold many tiles on a large device profile).
+  auto distinct_extent = [](std::vector<std::pair<int64_t, int64_t>>& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    int64_t sum = 0;
+    for (const auto& e : v) sum += e.second;
+    return sum;
+  };
+  const int64_t a_rows = distinct_extent(rows);
+  const int64_t b_cols = distinct_extent(cols);
+  // HBM traffic of a wave: every A row panel and B column panel the wave touches is read once (L2 serves the
+  // reuse among the wave's tiles), and each C tile is written once.
+  const double bytes = static_cast<double>(a_rows + b_cols) * static_cast<double>(p.k) * elem + out_bytes;
+  const double flops_per_byte = flops / bytes;
+  const auto n_tiles = static_cast<double>(end - begin);
+  const TimeNs wave_start = ctx_.engine.now();
+  ++ctx_.waves;
+  FlowSpec spec;
+  spec.name = fmt::format("{}wave {}", label_, w);
+  spec.amount = bytes;
+  spec.uses = {{ctx_.sm, flops_per_byte}, {ctx_.hbm, 1.0}};
+  spec.cap = n_tiles * ctx_.per_sm_flops_per_ns / flops_per_byte;
+  spec.on_done = [this, w, wave_start, end] {
+    ctx_.engine.after(us_to_ns(ctx_.hw.tile_epilogue_us), [this, w, wave_start, end] {
+      const TimeNs now = ctx_.engine.now();
+      ctx_.add_interval("gemm", fmt::format("{}wave {}", label_, w), "gemm", wave_start, now);
+      if (on_wave_done) on_wave_done(static_cast<int64_t>(end), now);
+      start_wave(w + 1);
+    });
+  };
+  ctx_.engine.start_flow(std::move(spec));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+namespace {
+
+// Reduction half of a collective among `w` ranks of one node over D bytes (each rank ends with D / w summed).
+void reduce_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const Step& base) {
+  if (w <= 1) return;
+  if (algo == CommAlgo::kNcclRing) {
+    // step s: send chunk (r - s) to the next rank, receive from the previous one, add it to the local chunk.
+    for (int s = 0; s < w - 1; ++s) {
+      Step st = base;
+      st.amount = d / w;
+      st.hbm_weight = 3;  // read local + read received + write sum
+      st.name = fmt::format("reduce-scatter step {}", s);
+      out.push_back(st);
+    }
+  } else if (algo == CommAlgo::kNcclNvls) {
+    // The switch reduces: each rank sends its (w-1) foreign shards and receives one summed shard.
+    Step st = base;
+    st.amount = d * (w - 1) / w;
+    st.rx_weight = 1.0 / (w - 1);
+    st.hbm_weight = 1.0 + 1.0 / (w - 1);
+    st.name = "nvls reduce";
+    out.push_back(st);
+  } else {
+    // One shot: push (or pull) every foreign shard to (from) its owner at once; the owner adds them.
+    Step st = base;
+    st.amount = d * (w - 1) / w;
+    st.hbm_weight = algo == CommAlgo::kTmaPush ? 3 : 2;  // pull reduces in flight: no staging write
+    st.name = algo == CommAlgo::kTmaPush ? "push-reduce" : "pull-reduce";
+    out.push_back(st);
+  }
+}
+
+// Gather half among `w` ranks of one node: each rank holds D / w and ends with all D.
+void gather_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const Step& base) {
+  if (w <= 1) return;
+  if (algo == CommAlgo::kNcclRing) {
+    for (int s = 0; s < w - 1; ++s) {
+      Step st = base;
+      st.amount = d / w;
+      st.hbm_weight = 2;  // write received + read to forward
+      st.name = fmt::format("all-gather step {}", s);
+      out.push_back(st);
+    }
+  } else if (algo == CommAlgo::kNcclNvls) {
+    // Multicast: send one shard, receive (w-1).
+    Step st = base;
+    st.amount = d / w;
+    st.rx_weight = w - 1;
+    st.hbm_weight = w;
+    st.name = "nvls multicast";
+    out.push_back(st);
+  } else {
+    Step st = base;
+    st.amount = d * (w - 1) / w;
+    st.hbm_weight = algo == CommAlgo::kTmaPush ? 2 : 1;
+    st.name = algo == CommAlgo::kTmaPush ? "push-gather" : "pull-gather";
+    out.push_back(st);
+  }
+}
+
+void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base, double hbm_weight, const char* what) {
+  for (int s = 0; s < steps; ++s) {
+    Step st = base;
+    st.amount = chunk;
+    st.hbm_weight = hbm_weight;
+    st.name = fmt::format("net {} step {}", what, s);
+    out.push_back(st);
+  }
+}
+}  // namespace
+
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, int ctas) {
+  const Hardware& hw = ctx.hw;
+  const Problem& p = ctx.problem;
+  const CommAlgo algo = ctx.plan.comm_algo;
+  std::vector<Step> out;
+  if (p.world <= 1) {
+    Step st;
+    st.amount = bytes;
+    st.local = true;
+    st.rx_weight = 0;
+    st.hbm_weight = 2;
+    st.cap = ctas * hw.per_cta_copy_GBps;
+    st.name = "local copy";
+    out.push_back(st);
+    return out;
+  }
+  const int nodes = p.nodes();
+  const int local = nodes > 1 ? p.gpus_per_node : p.world;
+  Step link;
+  link.cap = is_nccl(algo) ? std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.link_GBps)
+                           : ctas * hw.per_cta_copy_GBps;
+  link.latency = us_to_ns(hw.link_latency_us);
+  Step netw;
+  netw.network = true;
+  netw.cap = std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.net_GBps);
+  netw.latency = us_to_ns(hw.net_latency_us);
+  // Several nodes: hierarchical (intra-node NVLink phase, ring over the nodes on the network, intra-node phase),
+  // as NCCL's tree/ring hybrids move data; the network part is always NCCL's ring.
+  switch (c) {
+    case Collective::kAllReduce:
+      reduce_phase(out, algo, bytes, local, link);
+      if (nodes > 1) {
+        const double d = bytes / local;  // each GPU holds the node's sum of its 1/local share
+        net_ring(out, nodes - 1, d / nodes, netw, 3, "reduce-scatter");
+        net_ring(out, nodes - 1, d / nodes, netw, 2, "all-gather");
+      }
+      gather_phase(out, algo, bytes, local, link);
+      break;
+    case Collective::kReduceScatter:
+      reduce_phase(out, algo, bytes, local, link);
+      if (nodes > 1) net_ring(out, nodes - 1, bytes / local / nodes, netw, 3, "reduce-scatter");
+      break;
+    case Collective::kAllGather:
+      if (nodes > 1) net_ring(out, nodes - 1, bytes / p.world, netw, 2, "all-gather");
+      gather_phase(out, algo, bytes, local, link);
+      break;
+  }
+  for (Step& s : out) s.hbm_weight *= hw.hbm_contention;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+void CommQueue::post(Call call) {
+  for (const Step& s : call.steps) {
+    if (s.network)
+      ctx_.required_net_bytes += s.amount;
+    else if (!s.local)
+      ctx_.required_link_bytes += s.amount;
+  }
+  pending_.push_back(std::move(call));
+  if (!busy_) start_next();
+}
+
+void CommQueue::start_next() {
+  if (head_ >= pending_.size()) {
+    busy_ = false;
+    return;
+  }
+  busy_ = true;
+  current_ = std::move(pending_[head_++]);
+  call_start_ = ctx_.engine.now();
+  if (holds_sms_per_call_) ctx_.comm_kernel_started(ctx_.comm_ctas);
+  auto after_reorder = [this] { ctx_.engine.after(current_.overhead, [this] { run_step(0); }); };
+  if (current_.reorder_bytes > 0) {
+    // Tile-major output to row-major rows for NCCL: read + write every byte of the group.
+    FlowSpec spec;
+    spec.name = current_.name + " reorder";
+    spec.amount = current_.reorder_bytes;
+    spec.uses = {{ctx_.hbm, 2.0}};
+    spec.cap = ctx_.comm_ctas * ctx_.hw.per_cta_copy_GBps;
+    spec.on_done = after_reorder;
+    ctx_.engine.start_flow(std::move(spec));
+  } else {
+    after_reorder();
+  }
+}
+
+void CommQueue::run_step(size_t i) {
+  if (i >= current_.steps.size()) {
+    const TimeNs now = ctx_.engine.now();
+    if (holds_sms_per_call_) ctx_.comm_kernel_ended(ctx_.comm_ctas);
+    ctx_.add_interval("comm", current_.name, "comm", call_start_, now);
+    ctx_.comm_calls.emplace_back(call_start_, now);
+    auto done = std::move(current_.on_done);
+    start_next();  // the next call may start in this instant
+    if (done) done(now);
+    return;
+  }
+  const Step& st = current_.steps[i];
+  ctx_.engine.after(st.latency, [this, i] {
+    const Step& s = current_.steps[i];
+    const TimeNs start = ctx_.engine.now();
+    FlowSpec spec;
+    spec.name = current_.name + " " + s.name;
+    spec.amount = s.amount;
+    if (s.local) {
+      spec.uses = {{ctx_.hbm, s.hbm_weight}};
+    } else if (s.network) {
+      spec.uses = {{ctx_.net, 1.0}, {ctx_.hbm, s.hbm_weight}};
+    } else {
+      spec.uses = {{ctx_.tx, 1.0}, {ctx_.rx, s.rx_weight}, {ctx_.hbm, s.hbm_weight}};
+    }
+    spec.cap = s.cap;
+    spec.on_done = [this, i, start] {
+      const Step& done = current_.steps[i];
+      if (ctx_.options.record_steps)
+        ctx_.add_interval("comm/steps", current_.name + " " + done.name, "comm", start, ctx_.engine.now());
+      if (current_.on_step_done) current_.on_step_done(done, ctx_.engine.now());
+      run_step(i + 1);
+    };
+    ctx_.engine.start_flow(std::move(spec));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+std::vector<Tile> visit_tiles(const Problem& p, const Plan& plan, int64_t row_begin, int64_t row_end) {
+  Problem sub = p;
+  sub.m = row_end - row_begin;
+  const std::vector<int64_t> order = tile_visit_order(sub, plan);
+  const int64_t tn = plan.tiles_n(sub);
+  std::vector<Tile> tiles;
+  tiles.reserve(order.size());
+  for (int64_t id : order) {
+    Tile t;
+    t.row = id / tn;
+    t.col = id % tn;
+    t.rows = std::min<int64_t>(plan.tile.m, sub.m - t.row * plan.tile.m);
+    t.cols = std::min<int64_t>(plan.tile.n, p.n - t.col * plan.tile.n);
+    // Rows are counted from the start of the whole output (AllGather readiness reads them).
+    t.row += row_begin / plan.tile.m;
+    tiles.push_back(t);
+  }
+  return tiles;
+}
+
+}  // namespace detail
+
+std::vector<int64_t> tile_visit_order(const Problem& problem, const Plan& plan) {
+  const int64_t tm = plan.tiles_m(problem);
+  const int64_t tn = plan.tiles_n(problem);
+  const int64_t count = tm * tn;
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(count));
+  switch (plan.tile_order) {
+    case TileOrder::kRowBand:
+      for (int64_t i = 0; i < count; ++i) order.push_back(i);
+      break;
+    case TileOrder::kSwizzle:
+      // Blocks of kSwizzleRows tile rows, each visited column by column: a wave reads few B panels.
+      for (int64_t r0 = 0; r0 < tm; r0 += kSwizzleRows) {
+        const int64_t r1 = std::min<int64_t>(tm, r0 + kSwizzleRows);
+        for (int64_t c = 0; c < tn; ++c)
+          for (int64_t r = r0; r < r1; ++r) order.push_back(r * tn + c);
+      }
+      break;
+    case TileOrder::kExplicit: {
+      OVL_CHECK(static_cast<int64_t>(plan.explicit_order.size()) == count,
+                "explicit_order has {} entries, the problem has {} tiles", plan.explicit_order.size(), count);
+      std::vector<char> seen(static_cast<size_t>(count), 0);
+      for (int id : plan.explicit_order) {
+        OVL_CHECK(id >= 0 && id < count && !seen[static_cast<size_t>(id)],
+                  "explicit_order is not a permutation of the tile ids (entry {})", id);
+        seen[static_cast<size_t>(id)] = 1;
+        order.push_back(id);
+      }
+      break;
+    }
+  }
+  return order;
+}
+
+void check_simulatable(const Problem& problem) {
+  OVL_CHECK(problem.m <= kMaxSimDim && problem.n <= kMaxSimDim && problem.k <= kMaxSimDim,
+            "problem {}x{}x{} exceeds the simulator's limit of {} per dimension", problem.m, problem.n, problem.k,
+            kMaxSimDim);
+  OVL_CHECK(problem.world <= kMaxSimWorld, "world = {} exceeds the simulator's limit of {}", problem.world,
+            kMaxSimWorld);
+}
+
+SimResult simulate(const Problem& problem, const Plan& plan, const Hardware& hw, const SimOptions& options) {
+  check_simulatable(problem);
+  problem.validate();
+  hw.validate();
+  OVL_CHECK(options.trace_ranks >= 1, "trace_ranks = {} must be >= 1", options.trace_ranks);
+  OVL_CHECK(plan.tile.m > 0 && plan.tile.n > 0, "plan field \"tile\" = {}x{} must be positive", plan.tile.m,
+            plan.tile.n);
+  OVL_CHECK(plan.tile_count(problem) >= 1 && plan.tile_count(problem) <= kMaxSimTiles,
+            "{} tiles of {}x{} exceed the simulator's limit of {}", plan.tile_count(problem), plan.tile.m, plan.tile.n,
+            kMaxSimTiles);
+
+  OVL_CHECK(static_cast<int64_t>(plan.tile_groups.size()) <= kMaxSimGroups && plan.chunks <= kMaxSimGroups,
+            "{} tile groups / {} chunks exceed the simulator's limit of {} collective calls", plan.tile_groups.size(),
+            plan.chunks, kMaxSimGroups);
+  plan.validate(problem, hw);
+
+  detail::Context ctx(problem, plan, hw, options);
+  TimeNs end = 0;
+  switch (plan.mode) {
+    case Mode::kSequential:
+      end = detail::run_sequential(ctx);
+      break;
+    case Mode::kDecomposed:
+      end = detail::run_decomposed(ctx);
+      break;
+    case Mode::kTileSignal:
+    case Mode::kGreenContext:
+    case Mode::kTma:
+      end = detail::run_signaled(ctx);
+      break;
+  }
+
+  SimResult r;
+  r.total_us = static_cast<double>(end) / 1000.0;
+  r.gemm_us = static_cast<double>(ctx.gemm_end) / 1000.0;
+  r.exposed_comm_us = std::max(0.0, r.total_us - r.gemm_us);
+  // Union of rank 0's collective calls.
+  auto calls = ctx.comm_calls;
+  std::sort(calls.begin(), calls.end());
+  TimeNs covered = 0, cur_s = -1, cur_e = -1;
+  for (auto [s, e] : calls) {
+    if (s > cur_e) {
+      covered += cur_e - cur_s;
+      cur_s = s;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  covered += cur_e - cur_s;
+  r.comm_us = static_cast<double>(covered) / 1000.0;
+  r.tiles = plan.tile_count(problem);
+  r.waves = ctx.waves;
+  r.groups = ctx.groups;
+  r.events = ctx.engine.events_processed();
+  r.required_flops = problem.gemm_flops();
+  for (const Resource& res : ctx.engine.resources()) {
+    ResourceUsage u;
+    u.name = res.name;
+    u.kind = res.kind;
+    u.gpu = res.gpu;
+    u.capacity = res.capacity;
+    u.work_done = res.work_done;
+    u.utilization = end > 0 ? res.busy_ns / static_cast<double>(end) : 0.0;
+    r.resources.push_back(std::move(u));
+  }
+  // What the links must carry: the per-rank bytes of every posted call's steps.
+  r.required_link_bytes = ctx.required_link_bytes;
+  r.required_net_bytes = ctx.required_net_bytes;
+
+  if (options.record_timeline || options.record_counters) {
+    ctx.timeline.source = "simulated";
+    const size_t n_iv = ctx.timeline.intervals.size();
+    const size_t n_c = ctx.timeline.counters.size();
+    const int ranks = std::min(options.trace_ranks, problem.world);
+    for (int g = 1; g < ranks; ++g) {
+      for (size_t i = 0; i < n_iv; ++i) {
+        Interval iv = ctx.timeline.intervals[i];
+        iv.gpu = g;
+        ctx.timeline.intervals.push_back(std::move(iv));
+      }
+      for (size_t i = 0; i < n_c; ++i) {
+        CounterSample c = ctx.timeline.counters[i];
+        c.gpu = g;
+        ctx.timeline.counters.push_back(std::move(c));
+      }
+    }
+    r.timeline = std::move(ctx.timeline);
+  }
+  return r;
+}
+
+void to_json(nlohmann::json& j, const SimResult& r) {
+  j = nlohmann::json{
+      {"total_us", r.total_us}, {"gemm_us", r.gemm_us}, {"comm_us", r.comm_us}, {"exposed_comm_us", r.exposed_comm_us},
+      {"tiles", r.tiles},       {"waves", r.waves},     {"groups", r.groups},   {"events", r.events}};
+  nlohmann::json res = nlohmann::json::array();
+  for (const ResourceUsage& u : r.resources)
+    res.push_back({{"name", u.name},
+                   {"kind", std::string(to_string(u.kind))},
+                   {"capacity_per_ns", u.capacity},
+                   {"work_done", u.work_done},
+                   {"utilization", u.utilization}});
+  j["resources"] = std::move(res);
+}
+
+}  // namespace ovl::sim

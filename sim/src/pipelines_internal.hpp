@@ -1,0 +1,154 @@
+// Internal pieces of the pipelines (not installed): the simulation context, the GEMM runner and the
+// collective queue. Shared by pipelines.cpp (the pieces) and pipelines_modes.cpp (one pipeline per mode).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
+#include "ovl/model/hardware.hpp"
+#include "ovl/model/plan.hpp"
+#include "ovl/model/problem.hpp"
+#include "ovl/model/timeline.hpp"
+#include "ovl/sim/engine.hpp"
+#include "ovl/sim/simulate.hpp"
+
+namespace ovl::sim::detail {
+
+// Microseconds (a Hardware field) to engine nanoseconds; a value past ~30 years of simulated time is an error, not
+// an overflow.
+inline TimeNs us_to_ns(double us) {
+  OVL_CHECK(us >= 0 && us * 1000.0 < 1e18, "a duration of {} us is out of the simulator's range", us);
+  return static_cast<TimeNs>(us * 1000.0 + 0.5);
+}
+
+// One tile of the GEMM as the kernel visits it (clipped at the matrix edges).
+struct Tile {
+  int64_t row = 0, col = 0;    // tile coordinates
+  int64_t rows = 0, cols = 0;  // element extents after clipping
+};
+
+class Context {
+ public:
+  Context(const Problem& p, const Plan& plan, const Hardware& hw, const SimOptions& opt);
+
+  const Problem& problem;
+  const Plan& plan;
+  const Hardware& hw;
+  const SimOptions& options;
+  Engine engine;
+  Timeline timeline;
+
+  ResourceId sm = -1, hbm = -1, tx = -1, rx = -1, net = -1;
+  int gemm_sms = 0;   // CTAs of the persistent GEMM (its grid)
+  int comm_ctas = 0;  // CTAs of the collective kernel
+  bool partitioned = false;
+  double per_sm_flops_per_ns = 0;  // at the efficiency of the GEMM this mode runs
+  int comm_sms_active = 0;         // shared-SM comm kernels running now (their CTAs)
+
+  // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
+  void comm_kernel_started(int ctas);
+  void comm_kernel_ended(int ctas);
+  void update_pool();
+
+  void add_interval(const std::string& lane, std::string name, const std::string& category, TimeNs start, TimeNs end);
+  void sample_counters(TimeNs t);
+
+  int64_t waves = 0;
+  TimeNs gemm_end = 0;
+  std::vector<std::pair<TimeNs, TimeNs>> comm_calls;  // rank 0's collective calls, for comm_us
+  int groups = 0;
+  double required_link_bytes = 0;  // bytes rank 0 must send over NVLink (sum over posted calls)
+  double required_net_bytes = 0;   // and over the network link
+
+ private:
+  std::map<std::string, std::pair<TimeNs, double>> last_sample_;
+};
+
+// The persistent GEMM: tiles in waves of `grid` on the SM pool. Each wave is one flow whose progress unit is an
+// HBM byte (A/B panels read + C tiles written); its FLOPs are charged to the SM pool through the weight
+// FLOPs/byte, and its cap is (tiles in the wave) x (per-SM rate), so a tail wave runs on as many SMs as it has
+// tiles. After the flow, the tiles' epilogues take tile_epilogue_us.
+class GemmRun {
+ public:
+  // tiles in visiting order; `m_rows` the row count these tiles cover (for AllGather readiness).
+  GemmRun(Context& ctx, std::vector<Tile> tiles, std::string label);
+
+  // Called when tile `index` (visiting order) and all before it are done.
+  std::function<void(int64_t tiles_done, TimeNs t)> on_wave_done;
+  std::function<void(TimeNs t)> on_finished;
+  // AllGather: wave w may start only when rows up to its last row have arrived (fraction of M).
+  std::function<double()> rows_available;  // fraction of M present now; empty = all present
+
+  void start(TimeNs launch_delay);
+  void data_arrived();  // re-check a wave waiting for rows
+  int64_t wave_count() const { return static_cast<int64_t>(wave_end_.size()); }
+
+ private:
+  void start_wave(size_t w);
+  Context& ctx_;
+  std::vector<Tile> tiles_;
+  std::string label_;
+  std::vector<size_t> wave_end_;  // exclusive tile index where each wave ends
+  std::vector<double> wave_rows_needed_;
+  size_t next_wave_ = 0;
+  bool waiting_ = false;
+  TimeNs wait_start_ = 0;
+};
+
+// One step of a collective: a flow over the link directions (or the network link) and HBM.
+struct Step {
+  double amount = 0;      // bytes sent by this rank (progress unit)
+  double rx_weight = 1;   // bytes received per byte sent
+  double hbm_weight = 2;  // HBM bytes per byte sent (reads + writes of the reduction or copy)
+  bool network = false;   // inter-node step (network link) instead of NVLink
+  bool local = false;     // world 1: a local copy, HBM only
+  double cap = 0;         // bytes/ns (CTA cap)
+  TimeNs latency = 0;     // before the bytes move (handshake / signal)
+  std::string name;
+};
+
+// The steps of one collective call over `bytes` (the call's full buffer) for this problem and plan.
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, int ctas);
+
+// A FIFO of collective calls on one stream (NCCL) or one persistent kernel (TMA): a call starts when it has been
+// posted and the previous one is done; its steps run back to back.
+class CommQueue {
+ public:
+  CommQueue(Context& ctx, bool holds_sms_per_call) : ctx_(ctx), holds_sms_per_call_(holds_sms_per_call) {}
+  struct Call {
+    std::string name;
+    TimeNs overhead = 0;       // per-call launch (NCCL) or signal latency (TMA)
+    double reorder_bytes = 0;  // tile-major to row-major reorder before the call (HBM read + write)
+    std::vector<Step> steps;
+    std::function<void(const Step&, TimeNs)> on_step_done;
+    std::function<void(TimeNs)> on_done;
+  };
+  void post(Call call);
+  bool idle() const { return !busy_ && pending_.empty(); }
+
+ private:
+  void start_next();
+  void run_step(size_t i);
+  Context& ctx_;
+  bool holds_sms_per_call_;
+  bool busy_ = false;
+  std::vector<Call> pending_;
+  size_t head_ = 0;
+  Call current_;
+  TimeNs call_start_ = 0;
+};
+
+// Tiles of rows [row_begin, row_end) of the output in the plan's visiting order (a chunk, or all rows).
+std::vector<Tile> visit_tiles(const Problem& p, const Plan& plan, int64_t row_begin, int64_t row_end);
+
+// Per-mode pipelines (pipelines_modes.cpp): set up, run the engine, return the time of the last event.
+TimeNs run_sequential(Context& ctx);
+TimeNs run_decomposed(Context& ctx);
+TimeNs run_signaled(Context& ctx);  // tile-signal, green-context, tma
+
+}  // namespace ovl::sim::detail

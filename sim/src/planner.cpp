@@ -1,0 +1,291 @@
+#include "ovl/sim/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
+
+namespace ovl::sim {
+
+namespace {
+
+bool valid(const Plan& plan, const Problem& problem, const Hardware& hw) {
+  try {
+    plan.validate(problem, hw);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Groups of `per_group` units of `unit` tiles each (the last takes the rest).
+std::vector<int> unit_groups(int64_t tiles, int64_t unit, int64_t per_group) {
+  std::vector<int> groups;
+  const int64_t size = unit * per_group;
+  for (int64_t done = 0; done < tiles; done += size) groups.push_back(static_cast<int>(std::min(size, tiles - done)));
+  return groups;
+}
+
+// Tile groupings searched for one plan: whole units x {1, 2, 4, ...} and the predictive grouping.
+std::vector<std::vector<int>> groupings(const Problem& problem, const Plan& plan, const Hardware& hw, int max_groups) {
+  const int64_t tiles = plan.tile_count(problem);
+  const int64_t tiles_n = plan.tiles_n(problem);
+  const int64_t unit = plan.tile_order == TileOrder::kSwizzle ? tiles_n * kSwizzleRows : tiles_n;
+  const int64_t units = (tiles + unit - 1) / unit;
+  std::vector<std::vector<int>> out;
+  for (int64_t per = 1; per <= units; per *= 2) {
+    if ((units + per - 1) / per > max_groups) continue;
+    out.push_back(unit_groups(tiles, unit, per));
+  }
+  try {
+    std::vector<int> predicted = predictive_groups(problem, plan, hw, unit, max_groups);
+    if (std::find(out.begin(), out.end(), predicted) == out.end()) out.push_back(std::move(predicted));
+  } catch (const Error&) {
+    // The model cannot price this plan's collective (plan validation rejects the plan too).
+  }
+  return out;
+}
+
+std::vector<int> comm_sms_options(const Hardware& hw, const PlannerOptions& o) {
+  const int g = std::max(1, hw.sm_granularity);
+  std::vector<int> out;
+  const int lo = std::max(g, (o.min_comm_sms + g - 1) / g * g);
+  const int hi = std::min(o.max_comm_sms, hw.sm_count / 2);
+  for (int c = lo; c <= hi; c += g) out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, const Hardware& hw, int64_t unit,
+                                   int max_groups) {
+  const int64_t tiles = plan.tile_count(problem);
+  unit = std::clamp<int64_t>(unit, 1, tiles);
+  max_groups = std::max(1, max_groups);
+  const int grid = plan.gemm_sms > 0 ? plan.gemm_sms : hw.sm_count;
+  // GEMM time per tile in a full wave (fluid: a wave of `grid` tiles per wave time).
+  const double tile_flops = 2.0 * plan.tile.m * plan.tile.n * static_cast<double>(problem.k);
+  const double wave_us = tile_flops / (hw.matrix_tflops_per_sm * 1e6 * hw.gemm_efficiency) + hw.tile_epilogue_us;
+  const double gemm_us_per_tile = wave_us / grid;
+  const double tile_bytes = static_cast<double>(plan.tile.m) * plan.tile.n * dtype_bytes(problem.dtype);
+  const Collective c = collective_of(problem.op);
+  const int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : std::max(1, plan.comm_sms);
+  auto comm_us = [&](int64_t n) {
+    return estimate_collective(c, static_cast<int64_t>(static_cast<double>(n) * tile_bytes), problem.world,
+                               plan.comm_algo, ctas, hw, problem.nodes())
+        .us;
+  };
+  auto round_units = [&](double n) {
+    // Clamped to the tile count first: a collective that dwarfs the GEMM (or a NaN) means "the rest in one".
+    const double capped =
+        std::isfinite(n) ? std::clamp(n, 0.0, static_cast<double>(tiles)) : static_cast<double>(tiles);
+    return std::max<int64_t>(unit, std::llround(capped / static_cast<double>(unit)) * unit);
+  };
+  std::vector<int> groups;
+  int64_t done = 0;
+  // The first group: one wave's worth of tiles, so communication starts as early as the GEMM allows.
+  int64_t size = round_units(static_cast<double>(grid));
+  while (done < tiles) {
+    if (static_cast<int>(groups.size()) + 1 >= max_groups) size = tiles - done;
+    size = std::min(size, tiles - done);
+    groups.push_back(static_cast<int>(size));
+    done += size;
+    // The next group's GEMM should last about as long as this group's collective.
+    size = round_units(comm_us(size) / gemm_us_per_tile);
+  }
+  return groups;
+}
+
+std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, const PlannerOptions& options) {
+  std::vector<Mode> modes = options.modes.empty() ? all_modes() : options.modes;
+  const std::vector<int> comm_options = comm_sms_options(hw, options);
+  std::vector<Plan> out;
+  auto add = [&](const Plan& p) {
+    if (valid(p, problem, hw)) out.push_back(p);
+  };
+  auto add_grouped = [&](Plan base) {
+    for (TileOrder order : {TileOrder::kRowBand, TileOrder::kSwizzle}) {
+      base.tile_order = order;
+      // NCCL needs contiguous groups: a swizzled GEMM writes tile-major output, reordered before each call.
+      base.output =
+          order == TileOrder::kSwizzle && is_nccl(base.comm_algo) ? OutputLayout::kTileMajor : OutputLayout::kRowMajor;
+      for (std::vector<int>& g : groupings(problem, base, hw, options.max_groups)) {
+        Plan p = base;
+        p.tile_groups = std::move(g);
+        add(p);
+      }
+    }
+  };
+  for (Mode mode : modes) {
+    switch (mode) {
+      case Mode::kSequential:
+        add(default_plan(mode, problem, hw, 0));
+        break;
+      case Mode::kDecomposed:
+        for (int chunks : {2, 4, 8, 16}) {
+          if (problem.m % chunks != 0) continue;
+          Plan p = default_plan(mode, problem, hw, 0);
+          p.chunks = chunks;
+          add(p);
+        }
+        break;
+      case Mode::kTileSignal:
+      case Mode::kGreenContext:
+        for (int comm : comm_options) add_grouped(default_plan(mode, problem, hw, comm));
+        break;
+      case Mode::kTma:
+        if (problem.nodes() > 1) break;  // TMA collectives reach peers over NVLink only
+        for (int comm : comm_options) {
+          if (comm > 32) continue;  // a TMA collective saturates the links with few CTAs
+          for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+            for (bool partitioned : {false, true}) {
+              Plan p = default_plan(mode, problem, hw, comm);
+              p.comm_algo = algo;
+              if (p.partitioned != partitioned) {
+                // Shared SMs: the GEMM's grid covers the device and the TMA kernel's CTAs take SMs from it.
+                p.partitioned = partitioned;
+                p.gemm_sms = partitioned ? hw.sm_count - comm : hw.sm_count;
+              }
+              add_grouped(p);
+            }
+          }
+        }
+        break;
+    }
+  }
+  return out;
+}
+
+PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions& options) {
+  check_simulatable(problem);
+  problem.validate();
+  hw.validate();
+  {
+    const Plan probe = default_plan(Mode::kSequential, problem, hw, 0);
+    OVL_CHECK(probe.tile_count(problem) >= 1 && probe.tile_count(problem) <= kMaxSimTiles,
+              "{} is too large to plan: {} tiles (limit {})", problem.name(), probe.tile_count(problem), kMaxSimTiles);
+  }
+  OVL_CHECK(options.simulate_top >= 1, "simulate_top = {} must be >= 1", options.simulate_top);
+  OVL_CHECK(options.max_groups >= 1, "max_groups = {} must be >= 1", options.max_groups);
+  OVL_CHECK(options.min_comm_sms <= options.max_comm_sms, "min_comm_sms = {} > max_comm_sms = {}", options.min_comm_sms,
+            options.max_comm_sms);
+
+  std::vector<Plan> plans = candidate_plans(problem, hw, options);
+  // Price every candidate with the closed-form model.
+  struct Priced {
+    size_t index;
+    double model_us;
+  };
+  std::vector<Priced> priced;
+  priced.reserve(plans.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    try {
+      const double us = estimate(problem, plans[i], hw).total_us;
+      if (std::isfinite(us) && us > 0) priced.push_back({i, us});
+    } catch (const Error&) {
+      // A plan the model cannot price is left out.
+    }
+  }
+  OVL_CHECK(!priced.empty(), "no valid plan for {} on {}", problem.name(), hw.name);
+  std::stable_sort(priced.begin(), priced.end(),
+                   [](const Priced& a, const Priced& b) { return a.model_us < b.model_us; });
+
+  // The best few overall, and the best of each mode, go to the simulator.
+  std::vector<Priced> chosen;
+  auto pick = [&](const Priced& c) {
+    for (const Priced& x : chosen)
+      if (x.index == c.index) return;
+    chosen.push_back(c);
+  };
+  for (size_t i = 0; i < priced.size() && static_cast<int>(i) < options.simulate_top; ++i) pick(priced[i]);
+  for (Mode mode : all_modes())
+    for (const Priced& c : priced)
+      if (plans[c.index].mode == mode) {
+        pick(c);
+        break;
+      }
+
+  SimOptions fast;
+  fast.record_timeline = false;
+  fast.record_counters = false;
+  fast.record_steps = false;
+
+  PlanResult r;
+  r.problem = problem;
+  r.hardware = hw.name;
+  r.candidates = static_cast<int>(priced.size());
+  const Plan sequential = default_plan(Mode::kSequential, problem, hw, 0);
+  r.sequential_us = options.use_simulator ? simulate(problem, sequential, hw, fast).total_us
+                                          : estimate(problem, sequential, hw).total_us;
+  if (options.use_simulator) ++r.simulated;
+  for (const Priced& c : chosen) {
+    PlanAlternative a;
+    a.plan = plans[c.index];
+    a.model_us = c.model_us;
+    if (options.use_simulator) {
+      a.predicted_us = simulate(problem, a.plan, hw, fast).total_us;
+      ++r.simulated;
+    } else {
+      a.predicted_us = c.model_us;
+    }
+    a.speedup = a.predicted_us > 0 ? r.sequential_us / a.predicted_us : 0;
+    r.alternatives.push_back(std::move(a));
+  }
+  std::stable_sort(r.alternatives.begin(), r.alternatives.end(),
+                   [](const PlanAlternative& a, const PlanAlternative& b) { return a.predicted_us < b.predicted_us; });
+  r.best = r.alternatives.front().plan;
+  r.predicted_us = r.alternatives.front().predicted_us;
+  r.speedup = r.alternatives.front().speedup;
+  return r;
+}
+
+void to_json(nlohmann::json& j, const PlanResult& r) {
+  j = nlohmann::json::object();
+  j["problem"] = r.problem;
+  j["hardware"] = r.hardware;
+  j["plan"] = r.best;
+  j["predicted_us"] = r.predicted_us;
+  j["sequential_us"] = r.sequential_us;
+  j["speedup"] = r.speedup;
+  j["candidates"] = r.candidates;
+  j["simulated"] = r.simulated;
+  nlohmann::json alts = nlohmann::json::array();
+  for (const PlanAlternative& a : r.alternatives) {
+    alts.push_back({{"mode", std::string(to_string(a.plan.mode))},
+                    {"gemm_sms", a.plan.gemm_sms},
+                    {"comm_sms", a.plan.comm_sms},
+                    {"groups", a.plan.tile_groups.size()},
+                    {"comm_algo", std::string(to_string(a.plan.comm_algo))},
+                    {"predicted_us", a.predicted_us},
+                    {"model_us", a.model_us},
+                    {"speedup", a.speedup},
+                    {"plan", a.plan}});
+  }
+  j["alternatives"] = std::move(alts);
+}
+
+std::string format_plan_result(const PlanResult& r) {
+  std::string out = fmt::format(
+      "problem    {}\nhardware   {}\nplan       {}\npredicted  {:.1f} us  (sequential "
+      "{:.1f} us, speedup {:.2f}x; {} candidates, {} simulated)\n\n",
+      r.problem.name(), r.hardware, r.best.summary(), r.predicted_us, r.sequential_us, r.speedup, r.candidates,
+      r.simulated);
+  out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<9} {:>12} {:>10} {:>8}\n", "#", "mode", "gemm_sms",
+                     "comm_sms", "groups", "order", "algo", "predicted_us", "model_us", "speedup");
+  int rank = 0;
+  for (const PlanAlternative& a : r.alternatives) {
+    const Plan& p = a.plan;
+    const std::string groups =
+        p.mode == Mode::kDecomposed ? fmt::format("c{}", p.chunks) : fmt::format("{}", p.tile_groups.size());
+    out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<9} {:>12.1f} {:>10.1f} {:>7.2f}x\n", ++rank,
+                       std::string(to_string(p.mode)) + (p.partitioned && p.mode == Mode::kTma ? "/gc" : ""),
+                       p.gemm_sms, p.comm_sms, groups, to_string(p.tile_order), to_string(p.comm_algo), a.predicted_us,
+                       a.model_us, a.speedup);
+  }
+  return out;
+}
+
+}  // namespace ovl::sim

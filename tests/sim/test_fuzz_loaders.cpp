@@ -1,0 +1,206 @@
+// Randomized robustness: garbage bytes, valid JSON with wrong types, negative, huge and missing values fed to the
+// Problem / Hardware / Plan loaders (nlohmann::json::parse + get<>) and on to simulate() and plan(). Nothing may
+// crash or hang: every failure must be an ovl::Error or a nlohmann::json::exception. Fixed seeds and bounded
+// iterations keep the test deterministic and under a few seconds.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ovl/error.hpp"
+#include "ovl/sim/planner.hpp"
+#include "ovl/sim/simulate.hpp"
+
+namespace ovl::sim {
+namespace {
+
+struct Outcome {
+  int ok = 0, ovl_errors = 0, json_errors = 0;
+};
+
+template <typename Fn>
+void run_guarded(Outcome& out, Fn&& fn) {
+  try {
+    fn();
+    ++out.ok;
+  } catch (const Error&) {
+    ++out.ovl_errors;
+  } catch (const nlohmann::json::exception&) {
+    ++out.json_errors;
+  }
+  // Anything else (std::bad_alloc, std::out_of_range, a crash) fails the test.
+}
+
+nlohmann::json random_scalar(std::mt19937& rng) {
+  switch (rng() % 12) {
+    case 0:
+      return nullptr;
+    case 1:
+      return rng() % 2 == 0;
+    case 2:
+      return "garbage";
+    case 3:
+      return nlohmann::json::array({1, "x", nullptr});
+    case 4:
+      return nlohmann::json::object({{"a", 1}});
+    case 5:
+      return -static_cast<int64_t>(rng() % 1000) - 1;
+    case 6:
+      return std::numeric_limits<int64_t>::max();
+    case 7:
+      return std::numeric_limits<int64_t>::min();
+    case 8:
+      return 1e300;
+    case 9:
+      return -0.0;
+    case 10:
+      return 3.5;
+    default:
+      return static_cast<int64_t>(rng() % 100000);
+  }
+}
+
+// Changes, removes or adds fields (recursively into objects and arrays).
+void mutate(nlohmann::json& j, std::mt19937& rng, int depth = 0) {
+  if (j.is_object() && !j.empty()) {
+    auto it = j.begin();
+    std::advance(it, static_cast<long>(rng() % j.size()));
+    const std::string key = it.key();
+    switch (rng() % 4) {
+      case 0:
+        j.erase(key);
+        break;
+      case 1:
+        j[key] = random_scalar(rng);
+        break;
+      case 2:
+        j["unexpected_" + std::to_string(rng() % 5)] = random_scalar(rng);
+        break;
+      default:
+        if (depth < 3) mutate(j[key], rng, depth + 1);
+        break;
+    }
+  } else if (j.is_array() && !j.empty()) {
+    const size_t i = rng() % j.size();
+    if (rng() % 3 == 0)
+      j.erase(i);
+    else
+      j[i] = random_scalar(rng);
+  } else {
+    j = random_scalar(rng);
+  }
+}
+
+Problem base_problem() {
+  Problem p;
+  p.op = Op::kGemmAllReduce;
+  p.m = 4096;
+  p.n = 4096;
+  p.k = 4096;
+  p.world = 8;
+  return p;
+}
+
+TEST(FuzzLoaders, RandomBytes) {
+  std::mt19937 rng(1234);
+  Outcome out;
+  const std::string alphabet = "{}[]\":,0123456789-+.eE truefalsnl\\\x01\xff";
+  for (int i = 0; i < 3000; ++i) {
+    std::string text(rng() % 64, ' ');
+    for (char& c : text) c = rng() % 2 ? static_cast<char>(rng() % 256) : alphabet[rng() % alphabet.size()];
+    run_guarded(out, [&] { (void)nlohmann::json::parse(text).get<Problem>(); });
+    run_guarded(out, [&] {
+      Hardware h = builtin_hardware("h200");
+      from_json(nlohmann::json::parse(text), h);
+    });
+    run_guarded(out, [&] { (void)nlohmann::json::parse(text).get<Plan>(); });
+  }
+  EXPECT_EQ(out.ok + out.ovl_errors + out.json_errors, 9000);
+  EXPECT_GT(out.json_errors, 0);
+}
+
+TEST(FuzzLoaders, MutatedProblemsAndHardwareThroughThePlanner) {
+  std::mt19937 rng(99);
+  const Hardware h200 = builtin_hardware("h200");
+  const nlohmann::json problem_json = base_problem();
+  const nlohmann::json hw_json = h200;
+  Outcome parse, planned;
+  for (int i = 0; i < 400; ++i) {
+    nlohmann::json pj = problem_json, hj = hw_json;
+    for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) mutate(rng() % 2 ? pj : hj, rng);
+    Problem p;
+    Hardware hw = h200;
+    bool loaded = false;
+    run_guarded(parse, [&] {
+      p = nlohmann::json::parse(pj.dump()).get<Problem>();
+      from_json(nlohmann::json::parse(hj.dump()), hw);
+      loaded = true;
+    });
+    if (!loaded) continue;
+    PlannerOptions o;
+    o.simulate_top = 2;  // keep each iteration cheap
+    run_guarded(planned, [&] { (void)plan(p, hw, o); });
+  }
+  EXPECT_GT(parse.ovl_errors + parse.json_errors, 0);
+  EXPECT_GT(planned.ok, 0);
+  RecordProperty("planned_ok", planned.ok);
+  RecordProperty("planned_errors", planned.ovl_errors + planned.json_errors);
+}
+
+TEST(FuzzLoaders, MutatedPlansThroughTheSimulator) {
+  std::mt19937 rng(7);
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = base_problem();
+  Outcome parse, simulated;
+  for (Mode mode : all_modes()) {
+    const nlohmann::json plan_json = default_plan(mode, p, hw, 16);
+    for (int i = 0; i < 300; ++i) {
+      nlohmann::json j = plan_json;
+      for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) mutate(j, rng);
+      Plan plan;
+      bool loaded = false;
+      run_guarded(parse, [&] {
+        plan = nlohmann::json::parse(j.dump()).get<Plan>();
+        loaded = true;
+      });
+      if (!loaded) continue;
+      SimOptions fast;
+      fast.record_timeline = false;
+      run_guarded(simulated, [&] { (void)simulate(p, plan, hw, fast); });
+    }
+  }
+  EXPECT_GT(parse.ovl_errors + parse.json_errors, 0);
+  EXPECT_GT(simulated.ok, 0);
+}
+
+TEST(FuzzLoaders, ExtremeButTypedValuesInTheApi) {
+  // Values a loader would accept by type but that stress the simulator: huge sizes, tiny rates, huge latencies.
+  std::mt19937 rng(2024);
+  const Hardware h200 = builtin_hardware("h200");
+  Outcome out;
+  const double rates[] = {1e-300, 1e-6, 1.0, 1e6, 1e300};
+  const int64_t sizes[] = {8, 64, 1000, 8192, int64_t{1} << 40, std::numeric_limits<int64_t>::max() / 2};
+  for (int i = 0; i < 300; ++i) {
+    Problem p = base_problem();
+    p.op = static_cast<Op>(rng() % 3);
+    p.m = sizes[rng() % 6];
+    p.n = sizes[rng() % 6] / 8 * 8;
+    p.k = sizes[rng() % 6] / 8 * 8;
+    p.world = static_cast<int>(1u << (rng() % 14));
+    Hardware hw = h200;
+    hw.link_GBps = rates[rng() % 5];
+    hw.matrix_tflops_per_sm = rates[rng() % 5];
+    hw.launch_us = rates[rng() % 5];
+    hw.hbm_GBps = rates[rng() % 5];
+    PlannerOptions o;
+    o.simulate_top = 1;
+    run_guarded(out, [&] { (void)plan(p, hw, o); });
+  }
+  EXPECT_EQ(out.ok + out.ovl_errors + out.json_errors, 300);
+}
+
+}  // namespace
+}  // namespace ovl::sim
