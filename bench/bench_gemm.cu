@@ -1,0 +1,330 @@
+// bench_gemm: the signaling Hopper GEMM against cuBLAS, on the whole GPU and on green-context partitions.
+//
+// Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
+//   impl    ovl (signals on: one group per tile row, release add per tile), ovl-nosignal, cublas
+//   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
+//   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
+//           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
+// Counters: tflops (2 M N K per GEMM over the CUDA-event time) and us (per GEMM). Each iteration enqueues enough
+// GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the numbers.
+// Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
+//          --benchmark_out_format=json
+
+// fmt 9 under nvcc in C++20 (see kernels/src/gemm_sm90.cu). Must precede every include of fmt.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/kernels/gemm.hpp"
+
+namespace {
+
+using ovl::kernels::GemmArguments;
+using ovl::kernels::GemmBLayout;
+
+template <typename Fn>
+Fn driver_entry(const char* name) {
+  void* ptr = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  OVL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &ptr, 12050, cudaEnableDefault, &status));
+  OVL_CHECK(status == cudaDriverEntryPointSuccess && ptr != nullptr, "driver entry point {} not found", name);
+  return reinterpret_cast<Fn>(ptr);
+}
+
+// A green context of exactly `sms` SMs and a non-blocking stream in it. On the H200 an 8-SM split gives only 15
+// groups plus a remainder of 12 (groups stay inside a GPC), so: a multiple of 8 that fits takes the first sms / 8
+// groups; otherwise the partition is the remainder of a split into (total - sms) / 8 groups of 8 (124 = 132 - 8);
+// otherwise one group of at least `sms` SMs. Whatever is chosen must hold exactly `sms` SMs.
+struct GreenPartition {
+  CUgreenCtx green{};
+  CUcontext context{};
+  CUstream stream{};
+  int sms = 0;
+};
+
+GreenPartition make_partition(int sms) {
+  static auto get_resource = driver_entry<PFN_cuDeviceGetDevResource_v12040>("cuDeviceGetDevResource");
+  static auto split = driver_entry<PFN_cuDevSmResourceSplitByCount_v12040>("cuDevSmResourceSplitByCount");
+  static auto generate = driver_entry<PFN_cuDevResourceGenerateDesc_v12040>("cuDevResourceGenerateDesc");
+  static auto create = driver_entry<PFN_cuGreenCtxCreate_v12040>("cuGreenCtxCreate");
+  static auto to_context = driver_entry<PFN_cuCtxFromGreenCtx_v12040>("cuCtxFromGreenCtx");
+  static auto create_stream = driver_entry<PFN_cuGreenCtxStreamCreate_v12050>("cuGreenCtxStreamCreate");
+  int device = 0;
+  OVL_CUDA_CHECK(cudaGetDevice(&device));
+  CUdevResource all{};
+  OVL_CU_CHECK(get_resource(CUdevice(device), &all, CU_DEV_RESOURCE_TYPE_SM));
+  const int total = int(all.sm.smCount);
+  std::vector<CUdevResource> groups(total / 8 + 1);
+  CUdevResource rest{};
+  std::vector<CUdevResource> chosen;
+  unsigned int count = unsigned(groups.size());
+  OVL_CU_CHECK(split(groups.data(), &count, &all, &rest, 0, 8));
+  if (sms % 8 == 0 && unsigned(sms / 8) <= count) {
+    chosen.assign(groups.begin(), groups.begin() + sms / 8);
+  } else if ((total - sms) % 8 == 0 && total > sms) {
+    count = unsigned(total - sms) / 8;
+    OVL_CU_CHECK(split(groups.data(), &count, &all, &rest, 0, 8));
+    chosen.push_back(rest);
+  } else {
+    count = 1;
+    OVL_CU_CHECK(split(groups.data(), &count, &all, &rest, 0, unsigned(sms)));
+    chosen.push_back(groups[0]);
+  }
+  unsigned int got = 0;
+  for (const CUdevResource& r : chosen) got += r.sm.smCount;
+  OVL_CHECK(got == unsigned(sms), "green-context partition of {} SMs: the splits of {} SMs gave {}", sms, total, got);
+  CUdevResourceDesc desc{};
+  OVL_CU_CHECK(generate(&desc, chosen.data(), unsigned(chosen.size())));
+  GreenPartition p;
+  p.sms = sms;
+  OVL_CU_CHECK(create(&p.green, desc, CUdevice(device), CU_GREEN_CTX_DEFAULT_STREAM));
+  OVL_CU_CHECK(to_context(&p.context, p.green));
+  OVL_CU_CHECK(create_stream(&p.stream, p.green, CU_STREAM_NON_BLOCKING, 0));
+  return p;
+}
+
+// Partitions live for the whole run (one per SM count).
+const GreenPartition& partition(int sms) {
+  static std::map<int, GreenPartition> cache;
+  auto it = cache.find(sms);
+  if (it == cache.end()) it = cache.emplace(sms, make_partition(sms)).first;
+  return it->second;
+}
+
+void set_current_context(CUcontext ctx) {
+  static auto set_current = driver_entry<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent");
+  OVL_CU_CHECK(set_current(ctx));
+}
+CUcontext current_context() {
+  static auto get_current = driver_entry<PFN_cuCtxGetCurrent_v4000>("cuCtxGetCurrent");
+  CUcontext ctx{};
+  OVL_CU_CHECK(get_current(&ctx));
+  return ctx;
+}
+
+__global__ void fill_random(__nv_bfloat16* out, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ (seed * 0x9E3779B9u) ^ uint32_t(i >> 32);
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    const float v = (float(h & 0xFFFF) / 65535.f) * 2.f - 1.f;
+    out[i] = __float2bfloat16(v == 0.f ? 0.5f : v);
+  }
+}
+
+// Input sets for one shape: several when one set would sit in L2, so repeated GEMMs read device memory.
+struct Buffers {
+  int m = 0, n = 0, k = 0;
+  std::vector<void*> a, b;
+  void* d = nullptr;
+  unsigned int* counters = nullptr;
+  ~Buffers() {
+    for (void* p : a) cudaFree(p);
+    for (void* p : b) cudaFree(p);
+    cudaFree(d);
+    cudaFree(counters);
+  }
+};
+
+Buffers& buffers(int m, int n, int k) {
+  static std::unique_ptr<Buffers> current;
+  if (current && current->m == m && current->n == n && current->k == k) return *current;
+  current.reset();
+  current = std::make_unique<Buffers>();
+  Buffers& b = *current;
+  b.m = m;
+  b.n = n;
+  b.k = k;
+  int l2 = 0;
+  OVL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const size_t a_bytes = size_t(m) * k * 2, b_bytes = size_t(k) * n * 2;
+  const int sets = int(std::clamp<size_t>((3 * size_t(l2) + a_bytes + b_bytes - 1) / (a_bytes + b_bytes), 1, 8));
+  for (int s = 0; s < sets; ++s) {
+    void* pa = nullptr;
+    void* pb = nullptr;
+    OVL_CUDA_CHECK(cudaMalloc(&pa, a_bytes));
+    OVL_CUDA_CHECK(cudaMalloc(&pb, b_bytes));
+    fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(pa), a_bytes / 2, 2 * s + 1);
+    OVL_CUDA_CHECK_LAST();
+    fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(pb), b_bytes / 2, 2 * s + 2);
+    OVL_CUDA_CHECK_LAST();
+    b.a.push_back(pa);
+    b.b.push_back(pb);
+  }
+  OVL_CUDA_CHECK(cudaMalloc(&b.d, size_t(m) * n * 2));
+  OVL_CUDA_CHECK(cudaMalloc(&b.counters, 4096 * sizeof(unsigned int)));
+  OVL_CUDA_CHECK(cudaMemset(b.counters, 0, 4096 * sizeof(unsigned int)));
+  OVL_CUDA_CHECK(cudaDeviceSynchronize());
+  return b;
+}
+
+enum class Impl { kOvl, kOvlNoSignal, kCublas };
+
+struct Case {
+  Impl impl;
+  int m, n, k;
+  GemmBLayout layout;
+  int sms;
+};
+
+cublasHandle_t cublas_handle() {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h;
+    OVL_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed");
+    return h;
+  }();
+  return handle;
+}
+
+void run_gemm(const Case& c, Buffers& buf, int set, cudaStream_t stream, int device_sms) {
+  if (c.impl == Impl::kCublas) {
+    // Row-major D = A B is column-major D^T = B^T A^T.
+    const float alpha = 1.f, beta = 0.f;
+    const bool kxn = c.layout == GemmBLayout::kKxN;
+    const cublasStatus_t st =
+        cublasGemmEx(cublas_handle(), kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, c.n, c.m, c.k, &alpha, buf.b[set],
+                     CUDA_R_16BF, kxn ? c.n : c.k, buf.a[set], CUDA_R_16BF, c.k, &beta, buf.d, CUDA_R_16BF, c.n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: {}", int(st));
+    (void)device_sms;
+    return;
+  }
+  GemmArguments args;
+  args.m = c.m;
+  args.n = c.n;
+  args.k = c.k;
+  args.b_layout = c.layout;
+  args.a = buf.a[set];
+  args.b = buf.b[set];
+  args.d = buf.d;
+  args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
+  args.sm_count = c.sms;
+  if (c.impl == Impl::kOvl) {
+    // One group per tile row: the counters a row-band collective would wait on.
+    const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
+    const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n;
+    args.tile_groups.assign(tiles_m, tiles_n);
+    args.group_counters = buf.counters;
+  }
+  ovl::kernels::gemm_run(args, nullptr, stream);
+}
+
+void bench_gemm(benchmark::State& state, Case c) {
+  try {
+    int device_sms = 0, major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      state.SkipWithError("no CUDA GPU");
+      return;
+    }
+    if (major * 10 + minor != 90) {
+      state.SkipWithError("needs a Hopper GPU (compute capability 9.0)");
+      return;
+    }
+    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, 0));
+    if (c.sms > device_sms) {
+      state.SkipWithError("more SMs asked than the device has");
+      return;
+    }
+    Buffers& buf = buffers(c.m, c.n, c.k);
+    const int sets = int(buf.a.size());
+    // About 1 ms of GEMMs per iteration at ~700 TFLOP/s.
+    const double flops = 2.0 * c.m * c.n * c.k;
+    const int reps = std::max(1, int(std::ceil(1e-3 / (flops / 700e12))));
+
+    const bool partitioned = c.sms < device_sms;
+    cudaStream_t stream = nullptr;
+    CUcontext saved = current_context();
+    if (partitioned) {
+      const GreenPartition& p = partition(c.sms);
+      set_current_context(p.context);
+      stream = reinterpret_cast<cudaStream_t>(p.stream);
+    } else {
+      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    }
+    if (c.impl == Impl::kCublas) {
+      OVL_CHECK(cublasSetStream(cublas_handle(), stream) == CUBLAS_STATUS_SUCCESS, "cublasSetStream failed");
+      OVL_CHECK(cublasSetSmCountTarget(cublas_handle(), partitioned ? c.sms : 0) == CUBLAS_STATUS_SUCCESS,
+                "cublasSetSmCountTarget failed");
+    }
+    for (int w = 0; w < 2; ++w) run_gemm(c, buf, w % sets, stream, device_sms);
+    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+    int set = 0;
+    for (auto _ : state) {
+      ovl::bench::CudaEventTimer timer(state, stream);
+      for (int r = 0; r < reps; ++r) {
+        run_gemm(c, buf, set, stream, device_sms);
+        set = (set + 1) % sets;
+      }
+    }
+    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (c.impl == Impl::kCublas) {
+      cublasSetSmCountTarget(cublas_handle(), 0);
+      cublasSetStream(cublas_handle(), nullptr);
+    }
+    if (partitioned) {
+      set_current_context(saved);
+    } else {
+      OVL_CUDA_CHECK(cudaStreamDestroy(stream));
+    }
+    state.counters["tflops"] = benchmark::Counter(flops * reps * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["us"] =
+        benchmark::Counter(1e-6 * reps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    state.counters["sets"] = sets;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// Registration touches no device, so listing (--benchmark_list_tests) works anywhere.
+const bool registered = [] {
+  const int shapes[][3] = {{8192, 8192, 8192}, {4096, 8192, 8192}, {8192, 8192, 2048},
+                           {2048, 8192, 4096}, {8192, 4096, 1024}, {16384, 8192, 1024}};
+  const int sm_counts[] = {132, 128, 124, 116, 100, 64, 32};
+  const std::pair<Impl, const char*> impls[] = {
+      {Impl::kOvl, "ovl"}, {Impl::kOvlNoSignal, "ovl-nosignal"}, {Impl::kCublas, "cublas"}};
+  for (const auto& s : shapes) {
+    for (GemmBLayout layout : {GemmBLayout::kKxN, GemmBLayout::kNxK}) {
+      for (int sms : sm_counts) {
+        for (const auto& [impl, impl_name] : impls) {
+          const std::string name = std::string("gemm/") + impl_name + "/" + std::to_string(s[0]) + "x" +
+                                   std::to_string(s[1]) + "x" + std::to_string(s[2]) + "/" +
+                                   (layout == GemmBLayout::kKxN ? "nn" : "nt") + "/sms:" + std::to_string(sms);
+          benchmark::RegisterBenchmark(name.c_str(), bench_gemm, Case{impl, s[0], s[1], s[2], layout, sms})
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+
+OVL_BENCHMARK_MAIN()

@@ -1,0 +1,81 @@
+// The Hopper GEMM that signals finished tiles: D = A x B (bf16 or fp16 in, fp32 accumulation, same type out).
+//
+// A persistent, warp-specialized sm_90a kernel (TMA loads, wgmma, one producer and two consumer warpgroups). Its
+// grid is exactly `sm_count` CTAs, so it fills a green-context partition of that many SMs and no more. The CTAs take
+// tiles in a visiting order (row bands, an L2 swizzle or an explicit permutation); after each tile is stored, one
+// thread adds 1 with release semantics at system scope to the counter of the tile's group, so a consumer on this or
+// another GPU that acquires `counter == group size` may read the group's output.
+//
+// Usage:
+//   GemmArguments args{...};
+//   if (auto why = gemm_can_implement(args); !why.empty()) ...;
+//   workspace = device buffer of gemm_workspace_bytes(args) bytes (may be 0: then nullptr is fine);
+//   gemm_run(args, workspace, stream);
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ovl::kernels {
+
+enum class GemmDType { kBF16, kFP16 };
+// kKxN ("nn"): B is K x N row-major. kNxK ("nt"): B is N x K row-major (a linear layer's weight).
+enum class GemmBLayout { kKxN, kNxK };
+// kRowBand: tiles in row-major tile order (a group of whole tile rows is a contiguous band of row-major output).
+// kSwizzle: bands of `swizzle` tile rows, visited column by column inside a band (L2 reuse of B).
+// kExplicit: `explicit_order[position]` is the tile id visited at that position.
+enum class GemmTileOrder { kRowBand, kSwizzle, kExplicit };
+// kTileMajor: tile t (t = tile_row * tiles_n + tile_col) occupies elements [t * tile_m * tile_n, (t + 1) * tile_m *
+// tile_n) of D, row-major inside the tile with row length tile_n. Edge tiles keep the full slot; the part outside
+// M x N is written with zeros. D then needs gemm_output_bytes() bytes, which is more than M * N elements when M or N
+// is not a multiple of the tile.
+enum class GemmOutputLayout { kRowMajor, kTileMajor };
+
+struct GemmTileShape {
+  int m, n, k;
+};
+
+// The CTA tile the kernel uses (128 x 256 x 64); planners count tiles with it.
+GemmTileShape gemm_tile_shape();
+
+struct GemmArguments {
+  int m = 0, n = 0, k = 0;
+  GemmDType dtype = GemmDType::kBF16;
+  GemmBLayout b_layout = GemmBLayout::kNxK;
+  const void* a = nullptr;  // M x K row-major, 16-byte aligned
+  const void* b = nullptr;  // K x N or N x K row-major, 16-byte aligned
+  void* d = nullptr;        // output, 16-byte aligned
+  GemmOutputLayout output_layout = GemmOutputLayout::kRowMajor;
+  GemmTileOrder tile_order = GemmTileOrder::kRowBand;
+  int swizzle = 8;                      // kSwizzle: tile rows per band
+  const int* explicit_order = nullptr;  // kExplicit: device array, a permutation of [0, tiles); not checked
+  // Signals. Tiles are numbered by their position in the visiting order; group g covers the next tile_groups[g].
+  std::vector<int> tile_groups;                   // empty: no signals. Sum must equal the tile count.
+  unsigned int* group_counters = nullptr;         // tile_groups.size() counters (local or peer-mapped); +1 per tile
+  unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
+  int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
+};
+
+// "" when the arguments can run, else a message naming the bad value. Touches no device.
+std::string gemm_can_implement(const GemmArguments& args);
+
+// Device workspace gemm_run needs: 0 for up to kGemmMaxInlineGroups groups (their bounds travel in the kernel's
+// parameters), else one int per tile (the position -> group map, filled by gemm_run with cudaMemcpyAsync).
+inline constexpr int kGemmMaxInlineGroups = 256;
+size_t gemm_workspace_bytes(const GemmArguments& args);
+
+// Bytes D must hold: M * N elements row-major, tiles * tile_m * tile_n elements tile-major.
+size_t gemm_output_bytes(const GemmArguments& args);
+
+// Number of tiles (ceil(M / tile_m) * ceil(N / tile_n)).
+int gemm_tile_count(const GemmArguments& args);
+
+// Enqueues the GEMM on `stream` (of the current device). Throws ovl::Error on bad arguments (the can_implement
+// message), on a device that is not compute capability 9.0, and on launch errors. Allocates nothing. The caller
+// zeroes the group counters before the run (a counter's final value is its start value + its group's tile count).
+void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream);
+
+}  // namespace ovl::kernels

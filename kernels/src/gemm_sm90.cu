@@ -1,0 +1,503 @@
+// The Hopper GEMM that signals finished tiles (see ovl/kernels/gemm.hpp for the contract).
+
+// fmt 9 under nvcc in C++20: fmt turns constexpr off for __NVCC__, which leaves its own constexpr helpers calling
+// non-constexpr ones (a host-compiler error), and nvcc's front end rejects the consteval format-string check. In
+// CUDA translation units: constexpr on, format strings checked at run time. Must precede every include of fmt.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gemm_sm90_detail.cuh"
+#include "ovl/cuda_check.hpp"
+#include "ovl/error.hpp"
+#include "ovl/kernels/gemm.hpp"
+
+namespace ovl::kernels {
+namespace {
+
+// One CTA computes a 128 x 256 tile, K in steps of 64 (one 128-byte swizzle row of bf16 per step).
+constexpr int kTileM = 128;
+constexpr int kTileN = 256;
+constexpr int kTileK = 64;
+constexpr int kStages = 4;
+constexpr int kThreads = 384;  // warpgroup 0: producer; warpgroups 1, 2: consumers (64 rows each)
+constexpr int kConsumerWarps = 8;
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;                 // 128 x 40 + 256 x 232 = 64512 <= 65536 registers per SM
+constexpr int kStageBytesA = kTileM * kTileK * 2;  // 16 KB
+constexpr int kStageBytesB = kTileN * kTileK * 2;  // 32 KB
+constexpr int kChunkBytesB = kTileK * 64 * 2;      // MN-major B: one 64-column chunk, 8 KB
+constexpr int kBarriers = 2 * kStages + 2;         // full[], empty[], stored, signaled
+constexpr int kSmemBytes = kStages * (kStageBytesA + kStageBytesB) + kBarriers * 8 + 1024;  // + alignment slack
+constexpr int kMaxDevices = 64;
+
+enum : int { kOrderRowBand = 0, kOrderSwizzle = 1, kOrderExplicit = 2 };
+
+struct KernelParams {
+  int m, n, k;
+  int tiles_m, tiles_n, tiles, k_blocks;
+  int tile_order, swizzle;
+  const int* explicit_order;
+  void* d;
+  int tile_major;
+  int signal;  // group counters or timestamps present: the per-tile barrier and publish step run
+  unsigned int* group_counters;
+  int num_groups;
+  const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
+  unsigned long long* tile_timestamps;
+  int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
+};
+
+__device__ __forceinline__ int tile_at(const KernelParams& p, int position) {
+  if (p.tile_order == kOrderRowBand) return position;
+  if (p.tile_order == kOrderExplicit) return __ldg(p.explicit_order + position);
+  const int band_tiles = p.swizzle * p.tiles_n;
+  const int band = position / band_tiles;
+  const int inside = position - band * band_tiles;
+  const int rows = min(p.swizzle, p.tiles_m - band * p.swizzle);
+  return (band * p.swizzle + inside % rows) * p.tiles_n + inside / rows;
+}
+
+__device__ __forceinline__ int group_at(const KernelParams& p, int position) {
+  if (p.group_of_position != nullptr) return __ldg(p.group_of_position + position);
+  int lo = 0, hi = p.num_groups - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (position < p.group_end[mid]) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// w[index] for a run-time index without sending the array to local memory.
+__device__ __forceinline__ uint32_t pick4(const uint32_t (&w)[4], int index) {
+  return index == 0 ? w[0] : index == 1 ? w[1] : index == 2 ? w[2] : w[3];
+}
+
+template <typename T, int kTransB>
+__device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    detail::wgmma_m64n256k16_bf16<kTransB>(acc, desc_a, desc_b, scale_d);
+  } else {
+    detail::wgmma_m64n256k16_f16<kTransB>(acc, desc_a, desc_b, scale_d);
+  }
+}
+
+// Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
+//
+// Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and ~193 KB of shared memory). CTA b visits
+// the positions b, b + gridDim.x, ... of the tile order and computes tile tile_at(position).
+// Block: 384 threads = 3 warpgroups.
+//   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads of A (128 x 64) and B (256 x 64
+//     K-major, or 64 x 256 as four 64 x 64 MN-major boxes) into a 4-stage ring; step 0: wait until the slot is empty,
+//     step 1: arm the slot's full barrier with the byte count, step 2: issue the copies. Thread 32 is the signal
+//     thread (only when signals or timestamps are asked for): per tile, wait on `stored`, write the timestamp,
+//     publish, arrive on `signaled`. The other producer warps exit.
+//   warpgroups 1 and 2, consumers (setmaxnreg.inc to 232): each owns 64 rows of the tile and a 64 x 256 fp32
+//     accumulator in registers; per k-block: wait full, 4 x wgmma m64n256k16, keep one wgmma group in flight and
+//     release the previous slot (one arrival per consumer warp on its empty barrier). Epilogue: convert to the
+//     output type, transpose words inside each lane quad and store 16 bytes per lane straight from registers
+//     (row-major: bounds-checked; tile-major: the whole slot, zeros outside M x N), then arrive on `stored`.
+// Shared memory (dynamic, 1024-byte aligned): 4 x 16 KB A stages, 4 x 32 KB B stages (128-byte swizzle, the
+//   layout wgmma's descriptors name), then 4 full, 4 empty, 1 stored and 1 signaled mbarriers.
+// Architecture: sm_90a (TMA, wgmma, setmaxnreg).
+// Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
+//   wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
+//   before overwriting it. Signal: each of the 256 consumer threads arrives on `stored` (release.cta) after its
+//   stores; the signal thread acquires it (try_wait acquire.cta), writes the timestamp, then fence.acq_rel.sys +
+//   red.release.sys.global.add.u32 on the group counter (cumulative, so it covers the consumers' stores): a reader
+//   that acquires the counter at system scope (ld.acquire.sys, or a fence after a relaxed read) sees the tile.
+template <typename T, int kTransB>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                     const __grid_constant__ KernelParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
+  uint8_t* smem_a = smem_raw + pad;
+  uint8_t* smem_b = smem_a + kStages * kStageBytesA;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem_b + kStages * kStageBytesB);
+  uint64_t* empty = full + kStages;
+  uint64_t* stored = empty + kStages;  // phase t completes when all 256 consumer threads stored their t-th tile
+  uint64_t* signaled = stored + 1;     // phase t completes when the signal thread published the t-th tile
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      detail::mbarrier_init(&full[s], 1);
+      detail::mbarrier_init(&empty[s], kConsumerWarps);
+    }
+    detail::mbarrier_init(stored, 256);
+    detail::mbarrier_init(signaled, 1);
+    // Make the initialized barriers visible to the async proxy (TMA complete_tx) as well.
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    detail::prefetch_tensor_map(&tmap_a);
+    detail::prefetch_tensor_map(&tmap_b);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    detail::setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int position = blockIdx.x; position < p.tiles; position += gridDim.x) {
+        const int tile = tile_at(p, position);
+        const int m0 = (tile / p.tiles_n) * kTileM;
+        const int n0 = (tile % p.tiles_n) * kTileN;
+        for (int kb = 0; kb < p.k_blocks; ++kb) {
+          detail::mbarrier_wait(&empty[stage], phase ^ 1);
+          detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + kStageBytesB);
+          const int k0 = kb * kTileK;
+          detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
+          if constexpr (kTransB == 0) {
+            detail::tma_load_2d(smem_b + stage * kStageBytesB, &tmap_b, &full[stage], k0, n0);
+          } else {
+#pragma unroll
+            for (int c = 0; c < kTileN / 64; ++c) {
+              detail::tma_load_2d(smem_b + stage * kStageBytesB + c * kChunkBytesB, &tmap_b, &full[stage], n0 + 64 * c,
+                                  k0);
+            }
+          }
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    } else if (threadIdx.x == 32 && p.signal) {
+      // Signal thread: publishes each tile once the consumers stored it, off the consumers' critical path (the
+      // system-scope fence waits for the stores to be acknowledged, which takes microseconds).
+      uint32_t t = 0;
+      for (int position = blockIdx.x; position < p.tiles; position += gridDim.x, ++t) {
+        detail::mbarrier_wait(stored, t & 1);
+        const int tile = tile_at(p, position);
+        if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
+        if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
+        detail::mbarrier_arrive(signaled);
+      }
+    }
+  } else {
+    detail::setmaxnreg_inc<kConsumerRegs>();
+    const int consumer = warpgroup - 1;
+    const int warp = (threadIdx.x % 128) / 32;
+    const int lane = threadIdx.x % 32;
+    float acc[128];
+    int stage = 0;
+    uint32_t phase = 0;
+    uint32_t t = 0;
+    for (int position = blockIdx.x; position < p.tiles; position += gridDim.x, ++t) {
+      const int tile = tile_at(p, position);
+      const int m0 = (tile / p.tiles_n) * kTileM;
+      const int n0 = (tile % p.tiles_n) * kTileN;
+      int previous_stage = 0;
+      for (int kb = 0; kb < p.k_blocks; ++kb) {
+        detail::mbarrier_wait(&full[stage], phase);
+        const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
+        const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
+        detail::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kTileK / 16; ++kk) {
+          // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
+          const uint64_t desc_a = detail::make_smem_desc(a_base + kk * 32, 16, 1024);
+          // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
+          // a k16 step is 16 rows of 128 bytes.
+          const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
+                                          : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
+          wgmma_step<T, kTransB>(acc, desc_a, desc_b, (kb > 0 || kk > 0) ? 1 : 0);
+        }
+        detail::wgmma_commit();
+        detail::wgmma_wait<1>();
+        if (kb > 0 && lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
+        previous_stage = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      detail::wgmma_wait<0>();
+      detail::fence_accumulators(acc);
+      if (lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
+
+      // Epilogue. Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i,
+      // column 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
+      const int row = consumer * 64 + warp * 16 + lane / 4;
+      // 16-byte stores: the 4 lanes of a quad transpose their 4 x 4 words of each 32-column group, so lane q ends
+      // up with the 8 consecutive columns 8 (4g + q) .. +7 of its row (a warp store covers 8 rows x 64 bytes).
+      const int q = lane % 4;
+      const bool full_tile = m0 + kTileM <= p.m && n0 + kTileN <= p.n;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = row + 8 * i;  // row inside the tile
+        T* out_row = p.tile_major ? static_cast<T*>(p.d) + size_t(tile) * kTileM * kTileN + size_t(r) * kTileN
+                                  : static_cast<T*>(p.d) + size_t(m0 + r) * p.n + n0;
+        const bool row_ok = p.tile_major || full_tile || m0 + r < p.m;
+#pragma unroll
+        for (int g = 0; g < 8; ++g) {
+          uint32_t w[4];  // w[jj]: columns 8 (4g + jj) + 2q, +1 of this lane
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            w[jj] = pack2<T>(acc[4 * (4 * g + jj) + 2 * i], acc[4 * (4 * g + jj) + 2 * i + 1]);
+          }
+          uint32_t v[4];  // v[x] = word q of lane q ^ x
+          v[0] = pick4(w, q);
+#pragma unroll
+          for (int x = 1; x < 4; ++x) v[x] = __shfl_xor_sync(0xFFFFFFFFu, pick4(w, q ^ x), x);
+          const int c = 8 * (4 * g + q);
+          if (row_ok && (p.tile_major || full_tile || n0 + c < p.n)) {
+            const uint4 vec = make_uint4(pick4(v, q), pick4(v, q ^ 1), pick4(v, q ^ 2), pick4(v, q ^ 3));
+            *reinterpret_cast<uint4*>(out_row + c) = vec;
+          }
+        }
+      }
+
+      if (p.signal) {
+        // Hand the tile to the signal thread. Waiting for the previous tile's signal first keeps the two
+        // barriers at most one phase apart (a warpgroup can run a whole tile ahead of the other when K is small).
+        detail::mbarrier_wait(signaled, (t & 1) ^ 1);
+        detail::mbarrier_arrive(stored);
+      }
+    }
+  }
+#endif
+}
+
+// ---- host side ---------------------------------------------------------------------------------------------------
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    OVL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &status));
+    OVL_CHECK(status == cudaDriverEntryPointSuccess && ptr != nullptr,
+              "cuTensorMapEncodeTiled not found in the driver (query result {})", int(status));
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+  }();
+  return fn;
+}
+
+// Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols, 128-byte swizzle, zero fill.
+CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
+                            uint32_t box_cols) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * 2};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  OVL_CU_CHECK(tensor_map_encoder()(
+      &map, dtype == GemmDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
+// Compute capability check, once per device.
+void check_device(int device) {
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<int, kMaxDevices> capability{};
+  OVL_CHECK(device >= 0 && device < kMaxDevices, "device {} out of range (at most {} devices)", device, kMaxDevices);
+  std::call_once(once[device], [device] {
+    int major = 0, minor = 0;
+    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    capability[device] = major * 10 + minor;
+  });
+  const int cc = capability[device];
+  OVL_CHECK(cc == 90,
+            "unsupported architecture: device {} has compute capability {}.{}; the GEMM is built for sm_90a (Hopper, "
+            "9.0) only",
+            device, cc / 10, cc % 10);
+}
+
+// The shared-memory opt-in, once per context of the calling thread (a green context may hold its own copy of the
+// kernel's function, so a per-device flag is not enough).
+void opt_in_shared_memory() {
+  static const auto get_current = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    OVL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &ptr, 4000, cudaEnableDefault, &status));
+    OVL_CHECK(status == cudaDriverEntryPointSuccess && ptr != nullptr, "cuCtxGetCurrent not found in the driver");
+    return reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(ptr);
+  }();
+  thread_local CUcontext done = nullptr;
+  CUcontext ctx = nullptr;
+  OVL_CU_CHECK(get_current(&ctx));
+  if (ctx != nullptr && ctx == done) return;
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<__nv_bfloat16, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kSmemBytes));
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<__nv_bfloat16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kSmemBytes));
+  OVL_CUDA_CHECK(
+      cudaFuncSetAttribute(gemm_sm90_kernel<__half, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  OVL_CUDA_CHECK(
+      cudaFuncSetAttribute(gemm_sm90_kernel<__half, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  if (ctx == nullptr) OVL_CU_CHECK(get_current(&ctx));  // the runtime made the primary context current
+  done = ctx;
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+GemmTileShape gemm_tile_shape() { return {kTileM, kTileN, kTileK}; }
+
+int gemm_tile_count(const GemmArguments& args) {
+  if (args.m <= 0 || args.n <= 0) return 0;
+  return ceil_div(args.m, kTileM) * ceil_div(args.n, kTileN);
+}
+
+std::string gemm_can_implement(const GemmArguments& args) {
+  if (args.m <= 0) return fmt::format("M = {} must be positive", args.m);
+  if (args.n <= 0) return fmt::format("N = {} must be positive", args.n);
+  if (args.k <= 0) return fmt::format("K = {} must be positive", args.k);
+  if (args.k % 8 != 0) return fmt::format("K = {} is not a multiple of 8 (TMA needs 16-byte rows)", args.k);
+  if (args.n % 8 != 0) return fmt::format("N = {} is not a multiple of 8 (TMA needs 16-byte rows)", args.n);
+  if (args.dtype != GemmDType::kBF16 && args.dtype != GemmDType::kFP16) {
+    return fmt::format("dtype = {} is not bf16 or fp16", int(args.dtype));
+  }
+  if (args.a == nullptr) return "a is a null pointer";
+  if (args.b == nullptr) return "b is a null pointer";
+  if (args.d == nullptr) return "d is a null pointer";
+  if (!aligned16(args.a)) return fmt::format("a = {} is not 16-byte aligned", args.a);
+  if (!aligned16(args.b)) return fmt::format("b = {} is not 16-byte aligned", args.b);
+  if (!aligned16(args.d)) return fmt::format("d = {} is not 16-byte aligned", args.d);
+  if (args.sm_count <= 0) return fmt::format("sm_count = {} must be positive", args.sm_count);
+  if (args.tile_order == GemmTileOrder::kSwizzle && args.swizzle <= 0) {
+    return fmt::format("swizzle = {} must be positive", args.swizzle);
+  }
+  if (args.tile_order == GemmTileOrder::kExplicit && args.explicit_order == nullptr) {
+    return "explicit_order is a null pointer (tile_order is kExplicit)";
+  }
+  const int tiles = gemm_tile_count(args);
+  if (!args.tile_groups.empty()) {
+    long long sum = 0;
+    for (size_t g = 0; g < args.tile_groups.size(); ++g) {
+      if (args.tile_groups[g] <= 0) return fmt::format("tile_groups[{}] = {} must be positive", g, args.tile_groups[g]);
+      sum += args.tile_groups[g];
+    }
+    if (sum != tiles) {
+      return fmt::format("tile_groups sum to {}, but the GEMM has {} tiles ({} x {} of {} x {})", sum, tiles,
+                         ceil_div(args.m, kTileM), ceil_div(args.n, kTileN), kTileM, kTileN);
+    }
+    if (args.group_counters == nullptr) return "group_counters is a null pointer (tile_groups is not empty)";
+  } else if (args.group_counters != nullptr) {
+    return "group_counters is set but tile_groups is empty";
+  }
+  return "";
+}
+
+size_t gemm_workspace_bytes(const GemmArguments& args) {
+  if (args.tile_groups.size() <= size_t(kGemmMaxInlineGroups)) return 0;
+  return size_t(gemm_tile_count(args)) * sizeof(int);
+}
+
+size_t gemm_output_bytes(const GemmArguments& args) {
+  const size_t elements = args.output_layout == GemmOutputLayout::kTileMajor
+                              ? size_t(gemm_tile_count(args)) * kTileM * kTileN
+                              : size_t(std::max(args.m, 0)) * size_t(std::max(args.n, 0));
+  return elements * 2;
+}
+
+void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
+  if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_run: {}", why);
+  int device = 0;
+  OVL_CUDA_CHECK(cudaGetDevice(&device));
+  check_device(device);
+  opt_in_shared_memory();
+
+  KernelParams p{};
+  p.m = args.m;
+  p.n = args.n;
+  p.k = args.k;
+  p.tiles_m = ceil_div(args.m, kTileM);
+  p.tiles_n = ceil_div(args.n, kTileN);
+  p.tiles = p.tiles_m * p.tiles_n;
+  p.k_blocks = ceil_div(args.k, kTileK);
+  p.tile_order = args.tile_order == GemmTileOrder::kRowBand   ? kOrderRowBand
+                 : args.tile_order == GemmTileOrder::kSwizzle ? kOrderSwizzle
+                                                              : kOrderExplicit;
+  p.swizzle = args.swizzle;
+  p.explicit_order = args.explicit_order;
+  p.d = args.d;
+  p.tile_major = args.output_layout == GemmOutputLayout::kTileMajor;
+  p.group_counters = args.group_counters;
+  p.tile_timestamps = args.tile_timestamps;
+  p.signal = args.group_counters != nullptr || args.tile_timestamps != nullptr;
+  p.num_groups = int(args.tile_groups.size());
+  if (p.num_groups > kGemmMaxInlineGroups) {
+    OVL_CHECK(workspace != nullptr, "gemm_run: {} tile groups need a workspace of {} bytes, got a null pointer",
+              p.num_groups, gemm_workspace_bytes(args));
+    std::vector<int> map(p.tiles);
+    int position = 0;
+    for (int g = 0; g < p.num_groups; ++g) {
+      for (int t = 0; t < args.tile_groups[g]; ++t) map[position++] = g;
+    }
+    // Pageable source: the call returns once the data is staged, so `map` may die right after.
+    OVL_CUDA_CHECK(cudaMemcpyAsync(workspace, map.data(), map.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+    p.group_of_position = static_cast<const int*>(workspace);
+  } else {
+    int end = 0;
+    for (int g = 0; g < p.num_groups; ++g) p.group_end[g] = end += args.tile_groups[g];
+  }
+
+  const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, kTileK);
+  const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
+  const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
+                                        : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
+
+  const dim3 grid(std::min(args.sm_count, p.tiles));
+  const dim3 block(kThreads);
+  if (args.dtype == GemmDType::kBF16) {
+    if (b_mn_major) {
+      gemm_sm90_kernel<__nv_bfloat16, 1><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+    } else {
+      gemm_sm90_kernel<__nv_bfloat16, 0><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+    }
+  } else {
+    if (b_mn_major) {
+      gemm_sm90_kernel<__half, 1><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+    } else {
+      gemm_sm90_kernel<__half, 0><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+    }
+  }
+  OVL_CUDA_CHECK_LAST();
+}
+
+}  // namespace ovl::kernels

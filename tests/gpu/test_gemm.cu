@@ -1,0 +1,544 @@
+// Tests of the Hopper GEMM that signals finished tiles (ovl/kernels/gemm.hpp).
+//
+// Tolerance: inputs are bf16 (or fp16), products are summed in fp32 and the output is rounded to bf16 (8 bits of
+// mantissa, relative rounding error up to 2^-9 = 0.002 per element). Against a float64 (or cuBLAS fp32) reference
+// the relative error norm ||out - ref|| / ||ref|| of a correct kernel is therefore ~1e-3; a wrong index, a missed
+// k-block or an unwritten element gives O(1). 1e-2 separates the two with margin. Every output is poisoned with NaN
+// (0xFFFF) before the run, so an unwritten element fails the NaN check.
+
+// fmt 9 under nvcc in C++20 (see kernels/src/gemm_sm90.cu). Must precede every include of fmt.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_test.hpp"
+#include "ovl/error.hpp"
+#include "ovl/kernels/gemm.hpp"
+
+namespace ovl::kernels {
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call
+#define CUBLAS_OK(call) ASSERT_EQ(CUBLAS_STATUS_SUCCESS, (call)) << #call
+
+uint16_t float_to_half_bits(float f, GemmDType dtype) {
+  if (dtype == GemmDType::kBF16) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even (inputs are finite)
+    return uint16_t(u >> 16);
+  }
+  // fp16, round to nearest even, for |f| in the normal range (our inputs are in [-1, 1] and not tiny).
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int exp = int((u >> 23) & 0xFF) - 127 + 15;
+  uint32_t mant = u & 0x7FFFFF;
+  if (exp <= 0) return uint16_t(sign);
+  uint32_t h = (uint32_t(exp) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1FFF;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return uint16_t(sign | h);
+}
+
+double half_bits_to_double(uint16_t h, GemmDType dtype) {
+  if (dtype == GemmDType::kBF16) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  double v;
+  if (exp == 0) {
+    v = std::ldexp(double(mant), -24);
+  } else if (exp == 31) {
+    v = mant ? NAN : INFINITY;
+  } else {
+    v = std::ldexp(double(mant | 0x400), exp - 25);
+  }
+  return sign ? -v : v;
+}
+
+// Random inputs in [-1, 1], away from 0 so that no input is zero.
+std::vector<uint16_t> random_matrix(size_t count, uint32_t seed, GemmDType dtype) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mag(0.05f, 1.0f);
+  std::vector<uint16_t> out(count);
+  for (auto& x : out) x = float_to_half_bits((rng() & 1) ? mag(rng) : -mag(rng), dtype);
+  return out;
+}
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (count_ > 0 && cudaMalloc(&ptr_, count_ * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t count_;
+};
+
+struct Problem {
+  int m, n, k;
+  GemmDType dtype = GemmDType::kBF16;
+  GemmBLayout b_layout = GemmBLayout::kNxK;
+};
+
+std::string describe(const Problem& p) {
+  return std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) +
+         (p.b_layout == GemmBLayout::kKxN ? "/nn" : "/nt") + (p.dtype == GemmDType::kBF16 ? "/bf16" : "/fp16");
+}
+
+// Inputs of one problem on host and device.
+struct Inputs {
+  Problem problem;
+  std::vector<uint16_t> a, b;  // A: M x K; B: K x N or N x K, row-major
+  DeviceBuffer<uint16_t> a_dev, b_dev;
+  Inputs(const Problem& p, uint32_t seed)
+      : problem(p),
+        a(random_matrix(size_t(p.m) * p.k, seed, p.dtype)),
+        b(random_matrix(size_t(p.k) * p.n, seed + 1, p.dtype)),
+        a_dev(a.size()),
+        b_dev(b.size()) {
+    if (a_dev.get()) cudaMemcpy(a_dev.get(), a.data(), a_dev.bytes(), cudaMemcpyHostToDevice);
+    if (b_dev.get()) cudaMemcpy(b_dev.get(), b.data(), b_dev.bytes(), cudaMemcpyHostToDevice);
+  }
+  double b_at(int kk, int nn) const {
+    const size_t i = problem.b_layout == GemmBLayout::kKxN ? size_t(kk) * problem.n + nn : size_t(nn) * problem.k + kk;
+    return half_bits_to_double(b[i], problem.dtype);
+  }
+};
+
+// float64 reference, row-major M x N.
+std::vector<double> cpu_reference(const Inputs& in) {
+  const Problem& p = in.problem;
+  std::vector<double> a(in.a.size()), bt(size_t(p.n) * p.k);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = half_bits_to_double(in.a[i], p.dtype);
+  for (int nn = 0; nn < p.n; ++nn) {
+    for (int kk = 0; kk < p.k; ++kk) bt[size_t(nn) * p.k + kk] = in.b_at(kk, nn);
+  }
+  std::vector<double> ref(size_t(p.m) * p.n);
+  for (int mm = 0; mm < p.m; ++mm) {
+    for (int nn = 0; nn < p.n; ++nn) {
+      double s = 0;
+      const double* ar = &a[size_t(mm) * p.k];
+      const double* br = &bt[size_t(nn) * p.k];
+      for (int kk = 0; kk < p.k; ++kk) s += ar[kk] * br[kk];
+      ref[size_t(mm) * p.n + nn] = s;
+    }
+  }
+  return ref;
+}
+
+// cuBLAS reference (fp32 compute, fp32 output), row-major M x N. Row-major C = A B is column-major C^T = B^T A^T.
+void cublas_reference(const Inputs& in, std::vector<double>& ref) {
+  const Problem& p = in.problem;
+  DeviceBuffer<float> c(size_t(p.m) * p.n);
+  ASSERT_NE(c.get(), nullptr);
+  cublasHandle_t handle;
+  CUBLAS_OK(cublasCreate(&handle));
+  const float alpha = 1.f, beta = 0.f;
+  const cudaDataType t = p.dtype == GemmDType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const bool kxn = p.b_layout == GemmBLayout::kKxN;
+  CUBLAS_OK(cublasGemmEx(handle, kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha, in.b_dev.get(), t,
+                         kxn ? p.n : p.k, in.a_dev.get(), t, p.k, &beta, c.get(), CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT));
+  CUDA_OK(cudaDeviceSynchronize());
+  CUBLAS_OK(cublasDestroy(handle));
+  std::vector<float> host(c.count());
+  CUDA_OK(cudaMemcpy(host.data(), c.get(), c.bytes(), cudaMemcpyDeviceToHost));
+  ref.assign(host.begin(), host.end());
+}
+
+struct RunOptions {
+  GemmOutputLayout output_layout = GemmOutputLayout::kRowMajor;
+  GemmTileOrder tile_order = GemmTileOrder::kRowBand;
+  int swizzle = 8;
+  std::vector<int> explicit_order;  // host copy; uploaded by run()
+  std::vector<int> tile_groups;
+  bool timestamps = false;
+  int sm_count = 132;
+};
+
+struct RunResult {
+  std::vector<uint16_t> d;  // raw output buffer (row-major M x N, or tile-major slots)
+  std::vector<unsigned int> counters;
+  std::vector<unsigned long long> timestamps;
+};
+
+void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
+  const Problem& p = in.problem;
+  GemmArguments args;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  args.dtype = p.dtype;
+  args.b_layout = p.b_layout;
+  args.a = in.a_dev.get();
+  args.b = in.b_dev.get();
+  args.output_layout = opt.output_layout;
+  args.tile_order = opt.tile_order;
+  args.swizzle = opt.swizzle;
+  args.tile_groups = opt.tile_groups;
+  args.sm_count = opt.sm_count;
+  const int tiles = gemm_tile_count(args);
+
+  DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
+  DeviceBuffer<int> order(opt.explicit_order.size());
+  DeviceBuffer<unsigned int> counters(opt.tile_groups.size());
+  DeviceBuffer<unsigned long long> stamps(opt.timestamps ? tiles : 0);
+  ASSERT_NE(d.get(), nullptr);
+  CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));  // NaN in bf16 and fp16
+  args.d = d.get();
+  if (!opt.explicit_order.empty()) {
+    CUDA_OK(cudaMemcpy(order.get(), opt.explicit_order.data(), order.bytes(), cudaMemcpyHostToDevice));
+    args.explicit_order = order.get();
+  }
+  if (!opt.tile_groups.empty()) {
+    CUDA_OK(cudaMemset(counters.get(), 0, counters.bytes()));
+    args.group_counters = counters.get();
+  }
+  if (opt.timestamps) {
+    CUDA_OK(cudaMemset(stamps.get(), 0, stamps.bytes()));
+    args.tile_timestamps = stamps.get();
+  }
+  ASSERT_EQ("", gemm_can_implement(args));
+  DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaStreamDestroy(stream));
+  CUDA_OK(cudaGetLastError());
+
+  out.d.resize(d.count());
+  CUDA_OK(cudaMemcpy(out.d.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+  out.counters.resize(counters.count());
+  if (counters.count())
+    CUDA_OK(cudaMemcpy(out.counters.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
+  out.timestamps.resize(stamps.count());
+  if (stamps.count()) CUDA_OK(cudaMemcpy(out.timestamps.data(), stamps.get(), stamps.bytes(), cudaMemcpyDeviceToHost));
+}
+
+// Element (r, c) of the output buffer.
+size_t output_index(const Problem& p, GemmOutputLayout layout, int r, int c) {
+  if (layout == GemmOutputLayout::kRowMajor) return size_t(r) * p.n + c;
+  const GemmTileShape t = gemm_tile_shape();
+  const int tiles_n = (p.n + t.n - 1) / t.n;
+  const size_t tile = size_t(r / t.m) * tiles_n + c / t.n;
+  return tile * t.m * t.n + size_t(r % t.m) * t.n + c % t.n;
+}
+
+// Relative error norm over M x N; counts NaN (unwritten or broken) elements.
+void expect_close(const Problem& p, GemmOutputLayout layout, const std::vector<uint16_t>& d,
+                  const std::vector<double>& ref, const std::string& what) {
+  double diff2 = 0, ref2 = 0;
+  size_t nans = 0;
+  for (int r = 0; r < p.m; ++r) {
+    for (int c = 0; c < p.n; ++c) {
+      const double v = half_bits_to_double(d[output_index(p, layout, r, c)], p.dtype);
+      const double x = ref[size_t(r) * p.n + c];
+      if (std::isnan(v)) {
+        ++nans;
+        continue;
+      }
+      diff2 += (v - x) * (v - x);
+      ref2 += x * x;
+    }
+  }
+  EXPECT_EQ(nans, 0u) << what << ": NaN (unwritten) elements";
+  const double rel = std::sqrt(diff2 / ref2);
+  EXPECT_LT(rel, 1e-2) << what << ": relative error norm " << rel;
+  std::printf("  %-40s relative error norm %.3g\n", what.c_str(), rel);
+  if (layout == GemmOutputLayout::kTileMajor) {
+    // The slot padding outside M x N is written with zeros.
+    size_t bad = 0;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (std::isnan(half_bits_to_double(d[i], p.dtype))) ++bad;
+    }
+    EXPECT_EQ(bad, 0u) << what << ": NaN in tile-major slots (padding not written)";
+  }
+}
+
+// The visiting order of the tile orders, computed on the host (position -> tile id).
+std::vector<int> host_order(const Problem& p, const RunOptions& opt) {
+  const GemmTileShape t = gemm_tile_shape();
+  const int tiles_m = (p.m + t.m - 1) / t.m, tiles_n = (p.n + t.n - 1) / t.n;
+  std::vector<int> order(size_t(tiles_m) * tiles_n);
+  if (opt.tile_order == GemmTileOrder::kExplicit) return opt.explicit_order;
+  if (opt.tile_order == GemmTileOrder::kRowBand) {
+    std::iota(order.begin(), order.end(), 0);
+    return order;
+  }
+  size_t pos = 0;
+  for (int band = 0; band * opt.swizzle < tiles_m; ++band) {
+    const int rows = std::min(opt.swizzle, tiles_m - band * opt.swizzle);
+    for (int c = 0; c < tiles_n; ++c) {
+      for (int r = 0; r < rows; ++r) order[pos++] = (band * opt.swizzle + r) * tiles_n + c;
+    }
+  }
+  return order;
+}
+
+class GemmTest : public test::HopperTest {};
+
+// Small and odd shapes (edge tiles in M and N, K tails, M = 1, N and K below one box), both B layouts, both output
+// layouts, against float64.
+TEST_F(GemmTest, SmallShapesMatchCpuReference) {
+  const int shapes[][3] = {{128, 256, 64}, {200, 264, 72}, {1000, 520, 136}, {1, 256, 64},
+                           {1, 8, 8},      {33, 40, 24},   {130, 512, 200}};
+  uint32_t seed = 1;
+  for (const auto& s : shapes) {
+    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+      Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
+      const std::vector<double> ref = cpu_reference(in);
+      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+        RunOptions opt;
+        opt.output_layout = ol;
+        opt.sm_count = 5;
+        RunResult r;
+        run(in, opt, r);
+        expect_close(in.problem, ol, r.d, ref,
+                     describe(in.problem) + (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major"));
+      }
+    }
+  }
+}
+
+TEST_F(GemmTest, Fp16MatchesCpuReference) {
+  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    Inputs in(Problem{200, 264, 136, GemmDType::kFP16, bl}, 77);
+    RunResult r;
+    run(in, RunOptions{}, r);
+    expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, cpu_reference(in), describe(in.problem));
+  }
+}
+
+// Large shapes against cuBLAS (fp32 compute).
+TEST_F(GemmTest, LargeShapesMatchCublas) {
+  const int shapes[][3] = {{4096, 4096, 4096}, {2048, 8192, 1024}, {1000, 3000, 2056}};
+  uint32_t seed = 100;
+  for (const auto& s : shapes) {
+    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+      Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
+      std::vector<double> ref;
+      cublas_reference(in, ref);
+      RunOptions opt;
+      opt.tile_order = GemmTileOrder::kSwizzle;
+      RunResult r;
+      run(in, opt, r);
+      expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, ref, describe(in.problem) + " vs cuBLAS");
+    }
+  }
+}
+
+// All tile orders give the same bits; group counters end at their tile counts; timestamps are nonzero and increase
+// along each CTA's visiting order (CTA b visits positions b, b + grid, ...).
+TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
+  const Problem p{1000, 1800, 200, GemmDType::kBF16, GemmBLayout::kNxK};  // 8 x 8 = 64 tiles, edge tiles in M and N
+  Inputs in(p, 9);
+  const std::vector<double> ref = cpu_reference(in);
+  const int tiles = 64;
+  std::vector<int> permutation(tiles);
+  std::iota(permutation.begin(), permutation.end(), 0);
+  std::shuffle(permutation.begin(), permutation.end(), std::mt19937(3));
+
+  std::vector<uint16_t> first;
+  for (GemmTileOrder order : {GemmTileOrder::kRowBand, GemmTileOrder::kSwizzle, GemmTileOrder::kExplicit}) {
+    for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+      RunOptions opt;
+      opt.tile_order = order;
+      opt.swizzle = 3;  // a partial last band
+      opt.output_layout = ol;
+      if (order == GemmTileOrder::kExplicit) opt.explicit_order = permutation;
+      opt.tile_groups = {5, 11, 1, 47};
+      opt.timestamps = true;
+      opt.sm_count = 7;
+      RunResult r;
+      run(in, opt, r);
+      const std::string what = "order " + std::to_string(int(order)) + " layout " + std::to_string(int(ol));
+      expect_close(p, ol, r.d, ref, what);
+      if (ol == GemmOutputLayout::kRowMajor) {
+        if (first.empty()) {
+          first = r.d;
+        } else {
+          EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
+        }
+      }
+      ASSERT_EQ(r.counters.size(), opt.tile_groups.size());
+      for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
+        EXPECT_EQ(r.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
+      }
+      const std::vector<int> visit = host_order(p, opt);
+      for (int cta = 0; cta < opt.sm_count; ++cta) {
+        unsigned long long last = 0;
+        for (int pos = cta; pos < tiles; pos += opt.sm_count) {
+          const unsigned long long t = r.timestamps[visit[pos]];
+          EXPECT_NE(t, 0u) << what << ": tile " << visit[pos] << " has no timestamp";
+          EXPECT_GE(t, last) << what << ": CTA " << cta << " position " << pos;
+          last = t;
+        }
+      }
+    }
+  }
+}
+
+// More groups than travel in the kernel's parameters: the position -> group map goes through the workspace.
+TEST_F(GemmTest, ManyGroupsUseWorkspace) {
+  const Problem p{4096, 8192, 64, GemmDType::kBF16, GemmBLayout::kKxN};  // 32 x 32 = 1024 tiles
+  Inputs in(p, 21);
+  RunOptions opt;
+  opt.tile_order = GemmTileOrder::kSwizzle;
+  opt.tile_groups.assign(512, 2);
+  GemmArguments probe;
+  probe.tile_groups = opt.tile_groups;
+  probe.m = p.m;
+  probe.n = p.n;
+  EXPECT_EQ(gemm_workspace_bytes(probe), 1024 * sizeof(int));
+  RunResult r;
+  run(in, opt, r);
+  for (size_t g = 0; g < r.counters.size(); ++g) ASSERT_EQ(r.counters[g], 2u) << "counter " << g;
+  std::vector<double> ref;
+  cublas_reference(in, ref);
+  expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, "many groups");
+}
+
+// The grid size changes which CTA computes a tile, never the tile's arithmetic: bitwise identical results.
+TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
+  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    const Problem p{2000, 4096, 520, GemmDType::kBF16, bl};
+    Inputs in(p, 31);
+    std::vector<uint16_t> first;
+    for (int sms : {8, 64, 124, 132}) {
+      RunOptions opt;
+      opt.sm_count = sms;
+      opt.tile_order = GemmTileOrder::kSwizzle;
+      opt.tile_groups = {100, 156};  // 16 x 16 tiles
+      RunResult r;
+      run(in, opt, r);
+      EXPECT_EQ(r.counters[0], 100u);
+      EXPECT_EQ(r.counters[1], 156u);
+      if (first.empty()) {
+        first = r.d;
+        std::vector<double> ref;
+        cublas_reference(in, ref);
+        expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, describe(p) + " sms 8");
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << describe(p) << " sms " << sms;
+      }
+    }
+  }
+}
+
+GemmArguments valid_arguments() {
+  GemmArguments args;
+  args.m = 256;
+  args.n = 512;
+  args.k = 128;
+  // Never dereferenced: can_implement only looks at the values.
+  args.a = reinterpret_cast<const void*>(uintptr_t{0x10000});
+  args.b = reinterpret_cast<const void*>(uintptr_t{0x20000});
+  args.d = reinterpret_cast<void*>(uintptr_t{0x30000});
+  args.sm_count = 132;
+  return args;
+}
+
+// can_implement touches no device: these run (and pass) on machines without a GPU.
+TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
+  EXPECT_EQ("", gemm_can_implement(valid_arguments()));
+  auto refuses = [](GemmArguments args, const std::string& needle) {
+    const std::string why = gemm_can_implement(args);
+    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
+  };
+  GemmArguments a = valid_arguments();
+  a.k = 12;
+  refuses(a, "K = 12");
+  a = valid_arguments();
+  a.n = 4;
+  refuses(a, "N = 4");
+  a = valid_arguments();
+  a.m = 0;
+  refuses(a, "M = 0");
+  a = valid_arguments();
+  a.a = nullptr;
+  refuses(a, "a is a null pointer");
+  a = valid_arguments();
+  a.b = nullptr;
+  refuses(a, "b is a null pointer");
+  a = valid_arguments();
+  a.d = nullptr;
+  refuses(a, "d is a null pointer");
+  a = valid_arguments();
+  a.sm_count = 0;
+  refuses(a, "sm_count = 0");
+  a = valid_arguments();
+  a.tile_groups = {2, 2, 1};  // the GEMM has 2 x 2 = 4 tiles
+  a.group_counters = reinterpret_cast<unsigned int*>(uintptr_t{0x40000});
+  refuses(a, "sum to 5");
+  a.tile_groups = {2, 2};
+  a.group_counters = nullptr;
+  refuses(a, "group_counters is a null pointer");
+  a = valid_arguments();
+  a.tile_order = GemmTileOrder::kExplicit;
+  refuses(a, "explicit_order");
+  a = valid_arguments();
+  a.a = reinterpret_cast<const void*>(uintptr_t{0x10008});
+  refuses(a, "not 16-byte aligned");
+}
+
+TEST(GemmArgumentsTest, RunThrowsBeforeTouchingTheDevice) {
+  GemmArguments a = valid_arguments();
+  a.k = 12;
+  try {
+    gemm_run(a, nullptr, nullptr);
+    FAIL() << "gemm_run accepted K = 12";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("K = 12"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemmArgumentsTest, TileShapeAndCounts) {
+  const GemmTileShape t = gemm_tile_shape();
+  EXPECT_EQ(t.m, 128);
+  EXPECT_EQ(t.n, 256);
+  EXPECT_EQ(t.k, 64);
+  GemmArguments a = valid_arguments();
+  a.m = 1000;
+  a.n = 520;
+  EXPECT_EQ(gemm_tile_count(a), 8 * 3);
+  EXPECT_EQ(gemm_output_bytes(a), size_t(1000) * 520 * 2);
+  a.output_layout = GemmOutputLayout::kTileMajor;
+  EXPECT_EQ(gemm_output_bytes(a), size_t(24) * 128 * 256 * 2);
+  EXPECT_EQ(gemm_workspace_bytes(a), 0u);
+}
+
+}  // namespace
+}  // namespace ovl::kernels
