@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -32,6 +33,7 @@
 
 #include "gpu/gpu_test.hpp"
 #include "ovl/error.hpp"
+#include "ovl/core/sm_partition.hpp"
 #include "ovl/kernels/gemm.hpp"
 
 namespace ovl::kernels {
@@ -186,6 +188,7 @@ struct RunOptions {
   std::vector<int> tile_groups;
   bool timestamps = false;
   int sm_count = 132;
+  cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
 
 struct RunResult {
@@ -232,11 +235,11 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   }
   ASSERT_EQ("", gemm_can_implement(args));
   DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = opt.stream;
+  if (stream == nullptr) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
   CUDA_OK(cudaStreamSynchronize(stream));
-  CUDA_OK(cudaStreamDestroy(stream));
+  if (opt.stream == nullptr) CUDA_OK(cudaStreamDestroy(stream));
   CUDA_OK(cudaGetLastError());
 
   out.d.resize(d.count());
@@ -455,6 +458,33 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
         EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << describe(p) << " sms " << sms;
       }
     }
+  }
+}
+
+// The same GEMM confined to green-context partitions of 8, 64 and 124 SMs (grid = the partition's SM count, the
+// stream the partition's) gives the same bits as on the whole device: the result never depends on the grid.
+TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
+  const Problem p{1000, 2048, 776, GemmDType::kBF16, GemmBLayout::kNxK};
+  Inputs in(p, 47);
+  RunOptions whole;
+  whole.tile_groups = {32, 32};  // 8 x 8 tiles
+  RunResult reference;
+  run(in, whole, reference);
+  for (int sms : {8, 64, 124}) {
+    std::unique_ptr<SmPartition> partition;
+    try {
+      partition = SmPartition::confine(0, sms);
+    } catch (const Error& e) {
+      GTEST_SKIP() << "no green contexts here: " << e.what();
+    }
+    ASSERT_EQ(partition->gemm_sms(), sms);
+    RunOptions opt = whole;
+    opt.sm_count = partition->gemm_sms();
+    opt.stream = partition->gemm_stream();
+    RunResult r;
+    run(in, opt, r);
+    EXPECT_EQ(r.counters, reference.counters) << "partition of " << sms << " SMs";
+    EXPECT_EQ(0, std::memcmp(reference.d.data(), r.d.data(), r.d.size() * 2)) << "partition of " << sms << " SMs";
   }
 }
 
