@@ -28,10 +28,15 @@ struct GemmEstimate {
   int64_t waves = 0;           // ceil(tiles / sms)
   double tail_fraction = 0;    // occupancy of the last wave, (0, 1]
   bool memory_bound = false;   // the HBM floor, not the matrix rate, set the time
+  double hbm_bytes = 0;        // modeled HBM traffic: operand panels re-read past the L2, plus C written
+  double wave_us = 0;          // time of one wave of tiles (the body divided by the waves it takes)
 };
 
 // `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own).
+// Our GEMM visits tiles in swizzled blocks here; the overload takes the plan's order (it changes L2 reuse).
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
+GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
+                           const Hardware& hw);
 
 struct CommEstimate {
   double us = 0;
@@ -45,12 +50,16 @@ CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlg
                                  int nodes = 1);
 double bus_factor(Collective c, int world);  // busbw / algbw
 
+// A local copy of `bytes` bytes (read once, written once) by `ctas` CTAs (bench_collectives' copy/ cases).
+CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw);
+
 struct ModeEstimate {
   double total_us = 0;       // predicted time of the whole operator
   double gemm_alone_us = 0;  // the GEMM as the plan runs it, with nothing else on the GPU
   double comm_alone_us = 0;  // the whole collective alone
   double gemm_us = 0;        // the GEMM's time inside the overlap (after contention)
   double exposed_comm_us = 0;  // communication not hidden behind the GEMM
+  double comm_us = 0;        // communication's busy time inside the overlap (per-group costs, contention included)
 };
 
 // The plan's mode decides the formula (sequential: sum; decomposed: chunk pipeline; tile-signal/green-context/

@@ -31,7 +31,7 @@ struct Hardware {
   // Fitted efficiencies and overheads (defaults are educated guesses until `ovl calibrate` replaces them)
   double gemm_efficiency = 0.85;         // fraction of matrix peak our persistent GEMM reaches in a full wave
   double cublas_efficiency = 0.90;       // same for cuBLAS on the whole device
-  double cublas_partition_penalty = 0.0; // extra relative slowdown of cuBLAS per SM removed, see model/gemm.hpp
+  double cublas_partition_penalty = 0.0; // cuBLAS slowdown on a partition beyond proportional, docs/model.md
   double launch_us = 4.0;                // kernel launch + ramp
   double tile_epilogue_us = 0.5;         // per tile stored (epilogue + signal)
   double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
@@ -41,12 +41,23 @@ struct Hardware {
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
 
-  // Throws ovl::Error naming the field and value: non-positive sizes or rates, sm_count not a multiple of
-  // sm_granularity, efficiencies outside (0, 1], negative latencies.
+  // Throws ovl::Error naming the field and value: non-positive sizes or rates, a granularity larger than the
+  // device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a multiple of the
+  // granularity: Hopper's 132 SMs split into 16 groups of 8 and a remainder of 4.)
   void validate() const;
 
   double matrix_tflops() const { return matrix_tflops_per_sm * sm_count; }
+  std::string summary() const;  // one line with every field
 };
+
+// The JSON names of every numeric field (all but "name"), in declaration order.
+std::vector<std::string> hardware_field_names();
+
+// A profile for loopback runs: `world` virtual ranks on one GPU of profile `base`. The ranks run at once and
+// share the device: each gets hbm_GBps / world of HBM, and its "link" is a local copy (a read and a write), so
+// link_GBps = hbm_GBps / (2 world); link latency is a flag round trip on the device. Use it (or calibrate from
+// loopback benchmarks) to model the validation runs made on one GPU.
+Hardware loopback_hardware(const Hardware& base, int world);
 
 // Built-in profiles: "h200", "h100", "a100" (case-insensitive; "h200-sxm" etc. accepted). Throws on unknown names.
 Hardware builtin_hardware(std::string_view name);
@@ -57,9 +68,19 @@ Hardware hardware_for_device_name(std::string_view device_name);
 void to_json(nlohmann::json& j, const Hardware& h);
 // Every field is optional on input (missing ones keep the value already in h, so a profile can override a
 // built-in one field by field); a present field that is not a number, is negative, or breaks validate()
-// throws ovl::Error naming it. A "base" field ("h200") starts from that built-in profile.
+// throws ovl::Error naming it. A "base" field ("h200") starts from that built-in profile. Unknown keys are
+// errors (typos would otherwise be ignored) except "comment" and keys starting with "_".
 void from_json(const nlohmann::json& j, Hardware& h);
-Hardware load_hardware(const std::string& path);  // reads a JSON file; errors name the file and the field
+// Reads a JSON file, starting from the H200 profile unless the file names a "base"; errors name the file and the
+// field.
+Hardware load_hardware(const std::string& path);
 void save_hardware(const Hardware& h, const std::string& path);
 
 }  // namespace ovl
+
+template <>
+struct fmt::formatter<ovl::Hardware> : fmt::formatter<std::string_view> {
+  auto format(const ovl::Hardware& h, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(h.summary(), ctx);
+  }
+};

@@ -35,6 +35,11 @@ CommAlgo parse_comm_algo(std::string_view text);
 TileOrder parse_tile_order(std::string_view text);
 OutputLayout parse_output_layout(std::string_view text);
 std::vector<Mode> all_modes();
+bool is_nccl(CommAlgo algo);  // kNcclRing or kNcclNvls
+bool mode_signals(Mode mode);  // the modes that signal tile groups: tile-signal, green-context, tma
+
+// NCCL's CTA (channel) count when a plan does not choose one: what NCCL typically runs with on an NVSwitch node.
+inline constexpr int kDefaultNcclCtas = 24;
 
 struct TileShape {
   int m = 128, n = 256, k = 64;
@@ -72,11 +77,22 @@ struct Plan {
 // A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
 // band of tiles (modes that signal), 4 chunks (decomposed). The planner searches from here.
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
-// Splits `tiles` tiles into `groups` groups as evenly as possible, in row bands of tiles_n when that divides.
+// Splits `tiles` tiles into `groups` groups as evenly as possible (equal sizes when `groups` divides `tiles`,
+// else the first tiles % groups groups get one more), so groups of tiles_m / groups whole bands stay whole bands.
 std::vector<int> even_groups(int64_t tiles, int groups);
+// Groups of whole row bands: tiles_m bands spread over `groups` groups as evenly as possible, each group's size
+// in tiles (a multiple of tiles_n). Throws unless 1 <= groups <= tiles_m.
+std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups);
 
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
 Plan load_plan(const std::string& path);
 
 }  // namespace ovl
+
+template <>
+struct fmt::formatter<ovl::Plan> : fmt::formatter<std::string_view> {
+  auto format(const ovl::Plan& p, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(p.summary(), ctx);
+  }
+};

@@ -1,0 +1,50 @@
+// The benchmark names bench_gemm / bench_collectives / bench_overlap write, parsed into cases the model can predict.
+// `ovl calibrate` and `ovl validate` read Google Benchmark JSON through these; docs/model.md lists the names.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ovl/model/estimate.hpp"
+#include "ovl/model/plan.hpp"
+#include "ovl/model/problem.hpp"
+
+namespace ovl {
+
+enum class BenchKind { kGemm, kCollective, kCopy, kOverlap };
+std::string_view to_string(BenchKind kind);  // "gemm", "coll", "copy", "overlap"
+
+// One benchmark case. Names (Google Benchmark may append "/manual_time", "/iterations:N", "/repeats:N",
+// "/threads:N", "/min_time:X" and "_mean" / "_median"; those are stripped):
+//   gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>                impl ovl | ovl-nosignal | cublas; layout nn | nt
+//   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>             impl nccl | nccl-nvls | tma-push | tma-pull | simt;
+//                                                           op allreduce | reducescatter | allgather
+//   copy/<impl>/<bytes>/ctas:<c>                            impl: any word (simt, tma, ...)
+//   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>  mode as to_string(Mode); op allreduce | reducescatter
+//                                                           | allgather or the Problem op names
+struct BenchCase {
+  BenchKind kind = BenchKind::kGemm;
+  std::string impl;                                // gemm/coll/copy implementation; overlap: the mode's name
+  int64_t m = 0, n = 0, k = 0;                     // gemm, overlap
+  BLayout b_layout = BLayout::kNxK;                // gemm
+  int sms = 0;                                     // gemm
+  Collective collective = Collective::kAllReduce;  // coll; overlap: the op's collective
+  Op op = Op::kGemmAllReduce;                      // overlap
+  Mode mode = Mode::kSequential;                   // overlap
+  int64_t bytes = 0;                               // coll, copy
+  int world = 1;                                   // coll, overlap
+  int ctas = 0;                                    // coll, copy
+  int comm_sms = 0;                                // overlap
+
+  GemmImpl gemm_impl() const;  // ovl and ovl-nosignal -> kOvl; cublas -> kCublas
+  CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-push
+  std::string name() const;    // the canonical name (parse_bench_name(name()) gives the case back)
+};
+
+// Nullopt when `name` is not one of the forms above (other benchmarks in the same file are simply not ours);
+// also nullopt for the "_stddev" / "_cv" aggregates.
+std::optional<BenchCase> parse_bench_name(std::string_view name);
+
+}  // namespace ovl

@@ -1,0 +1,641 @@
+// Calibration by least squares (Eigen) and validation against Google Benchmark JSON.
+#include "ovl/model/calibrate.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+
+#include "model_detail.hpp"
+#include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
+
+namespace ovl {
+namespace {
+
+double to_us(double t, std::string_view unit, const std::string& name) {
+  if (unit == "ns") return t / 1e3;
+  if (unit == "us") return t;
+  if (unit == "ms") return t * 1e3;
+  if (unit == "s") return t * 1e6;
+  OVL_FAIL("benchmark \"{}\": field \"time_unit\" = \"{}\" is not ns, us, ms or s", name, unit);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+GemmShape shape_of(const BenchCase& b) { return GemmShape{b.m, b.n, b.k, DType::kBF16}; }
+
+// ---- weighted linear least squares with held (fixed) parameters -----------------------------------------------
+// Minimizes sum_i ((A_i . x - b_i) / t_i)^2 (relative errors) over the free entries of x; held entries keep their
+// value. When the free columns are rank deficient, or a solution breaks its bound (x_j >= lower_j), the first
+// offending parameter in `hold_order` (then any offender) is held at its current value and the fit is repeated.
+struct LinearProblem {
+  Eigen::MatrixXd a;
+  Eigen::VectorXd b;
+  Eigen::VectorXd t;  // the measured times (weights 1 / t)
+};
+
+std::vector<bool> solve_held(const LinearProblem& p, Eigen::VectorXd& x, std::vector<bool> free,
+                             const std::vector<double>& lower, const std::vector<int>& hold_order) {
+  const int cols = int(p.a.cols());
+  for (int j = 0; j < cols; ++j) {
+    if (free[size_t(j)] && p.a.col(j).cwiseAbs().maxCoeff() == 0.0) free[size_t(j)] = false;  // nothing informs it
+  }
+  for (int attempt = 0; attempt <= cols; ++attempt) {
+    std::vector<int> idx;
+    for (int j = 0; j < cols; ++j) {
+      if (free[size_t(j)]) idx.push_back(j);
+    }
+    if (idx.empty()) return free;
+    Eigen::VectorXd rhs = p.b;
+    for (int j = 0; j < cols; ++j) {
+      if (!free[size_t(j)]) rhs -= p.a.col(j) * x(j);
+    }
+    Eigen::MatrixXd m(p.a.rows(), Eigen::Index(idx.size()));
+    for (size_t c = 0; c < idx.size(); ++c) m.col(Eigen::Index(c)) = p.a.col(idx[c]);
+    const Eigen::VectorXd w = p.t.cwiseInverse();
+    m = w.asDiagonal() * m;
+    rhs = w.asDiagonal() * rhs;
+    // Scale the columns so the rank test is about directions, not units.
+    Eigen::VectorXd scale = m.colwise().norm().transpose();
+    for (Eigen::Index c = 0; c < scale.size(); ++c) {
+      if (scale(c) == 0) scale(c) = 1;
+    }
+    const Eigen::MatrixXd ms = m * scale.cwiseInverse().asDiagonal();
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(ms);
+    qr.setThreshold(1e-6);
+    int offender = -1;
+    Eigen::VectorXd sol;
+    if (qr.rank() < Eigen::Index(idx.size())) {
+      for (int j : hold_order) {
+        if (free[size_t(j)]) {
+          offender = j;
+          break;
+        }
+      }
+      if (offender < 0) offender = idx.back();
+    } else {
+      sol = scale.cwiseInverse().asDiagonal() * qr.solve(rhs);
+      for (size_t c = 0; c < idx.size() && offender < 0; ++c) {
+        if (!(sol(Eigen::Index(c)) >= lower[size_t(idx[c])])) {
+          // Prefer holding the parameter the order names first among the offenders.
+          offender = idx[c];
+          for (int j : hold_order) {
+            const auto it = std::find(idx.begin(), idx.end(), j);
+            if (it != idx.end() && !(sol(Eigen::Index(it - idx.begin())) >= lower[size_t(j)])) {
+              offender = j;
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (offender < 0) {
+      for (size_t c = 0; c < idx.size(); ++c) x(idx[c]) = sol(Eigen::Index(c));
+      return free;
+    }
+    free[size_t(offender)] = false;
+  }
+  return free;
+}
+
+double rms_rel(const std::vector<const Measurement*>& ms, const Hardware& hw) {
+  double s = 0;
+  int n = 0;
+  for (const Measurement* m : ms) {
+    const auto p = predict_us(m->bench, hw);
+    if (!p) continue;
+    const double e = (*p - m->us) / m->us;
+    s += e * e;
+    ++n;
+  }
+  return n ? std::sqrt(s / n) : 0.0;
+}
+
+int count_nonzero(const Eigen::MatrixXd& a, int col) {
+  int n = 0;
+  for (Eigen::Index i = 0; i < a.rows(); ++i) n += a(i, col) != 0.0;
+  return n;
+}
+
+struct Fitter {
+  Hardware hw;
+  CalibrationResult* out;
+
+  void record(const char* name, double base, double value, int points, const std::string& subset) {
+    FittedParameter p;
+    p.name = name;
+    p.base_value = base;
+    p.value = value;
+    p.points = points;
+    p.subset = subset;
+    out->parameters.push_back(p);
+  }
+  void note(std::string s) { out->notes.push_back(std::move(s)); }
+
+  // gemm/ovl*: t = launch + waves x (F x (1/eff) + epilogue), F = one tile's matrix time at full efficiency.
+  void fit_gemm_ovl(const std::vector<const Measurement*>& ms) {
+    std::vector<const Measurement*> used;
+    for (const Measurement* m : ms) {
+      const auto g =
+          detail::gemm_timing(shape_of(m->bench), GemmImpl::kOvl, m->bench.sms, TileShape{}, TileOrder::kSwizzle, hw);
+      if (g.memory_us > 0.9 * g.compute_us) {
+        note(fmt::format("{}: near the HBM floor, not used to fit the matrix rate", m->name));
+        continue;
+      }
+      used.push_back(m);
+    }
+    if (used.empty()) return;
+    LinearProblem p{Eigen::MatrixXd(Eigen::Index(used.size()), 3), Eigen::VectorXd(Eigen::Index(used.size())),
+                    Eigen::VectorXd(Eigen::Index(used.size()))};
+    for (size_t i = 0; i < used.size(); ++i) {
+      const auto& b = used[i]->bench;
+      const auto g = detail::gemm_timing(shape_of(b), GemmImpl::kOvl, b.sms, TileShape{}, TileOrder::kSwizzle, hw);
+      const TileShape t{};
+      const double f = 2.0 * t.m * t.n * double(b.k) / (hw.matrix_tflops_per_sm * 1e6);
+      const auto r = Eigen::Index(i);
+      p.a(r, 0) = double(g.waves) * f;
+      p.a(r, 1) = double(g.waves);
+      p.a(r, 2) = 1.0;
+      p.b(r) = used[i]->us;
+      p.t(r) = used[i]->us;
+    }
+    Eigen::VectorXd x(3);
+    x << 1.0 / hw.gemm_efficiency, hw.tile_epilogue_us, hw.launch_us;
+    const auto free = solve_held(p, x, {true, true, true}, {1e-9, 0.0, 0.0}, {2, 1});
+    const Hardware base = hw;
+    double eff = 1.0 / x(0);
+    if (eff > 1.0) {
+      note(fmt::format("gemm_efficiency fitted {:.3f} > 1: clamped to 1 (is matrix_tflops_per_sm too low?)", eff));
+      eff = 1.0;
+    }
+    hw.gemm_efficiency = eff;
+    hw.tile_epilogue_us = x(1);
+    hw.launch_us = x(2);
+    const double rms = rms_rel(used, hw);
+    const int n = int(used.size());
+    record("gemm_efficiency", base.gemm_efficiency, hw.gemm_efficiency, n, "gemm/ovl");
+    if (free[1])
+      record("tile_epilogue_us", base.tile_epilogue_us, hw.tile_epilogue_us, n, "gemm/ovl");
+    else
+      note("tile_epilogue_us held at the base value (the gemm/ovl data cannot separate it)");
+    if (free[2])
+      record("launch_us", base.launch_us, hw.launch_us, n, "gemm/ovl");
+    else
+      note("launch_us held at the base value (the gemm/ovl data cannot separate it)");
+    for (auto& q : out->parameters) {
+      if (q.subset == "gemm/ovl") q.rms_rel_error = rms;
+    }
+    launch_fitted_ = free[2];
+  }
+
+  // gemm/cublas: t = launch + w x (F / eff + epilogue) x (1 + p r), w = max(1, tiles / sms), r = the share of a
+  // granule removed (0 on the full device). Linear in (1/eff, p/eff) once the epilogue term uses the previous p.
+  void fit_gemm_cublas(const std::vector<const Measurement*>& ms) {
+    if (ms.empty()) return;
+    const Hardware base = hw;
+    std::vector<bool> free;
+    double raw_eff = hw.cublas_efficiency;
+    for (int iter = 0; iter < 4; ++iter) {
+      LinearProblem p{Eigen::MatrixXd(Eigen::Index(ms.size()), 3), Eigen::VectorXd(Eigen::Index(ms.size())),
+                      Eigen::VectorXd(Eigen::Index(ms.size()))};
+      for (size_t i = 0; i < ms.size(); ++i) {
+        const auto& b = ms[i]->bench;
+        const auto g = detail::gemm_timing(shape_of(b), GemmImpl::kCublas, b.sms, TileShape{}, TileOrder::kSwizzle, hw);
+        const double f =
+            2.0 * detail::kCublasTile.m * detail::kCublasTile.n * double(b.k) / (hw.matrix_tflops_per_sm * 1e6);
+        const double r = std::min(1.0, double(hw.sm_count - b.sms) / hw.sm_granularity);
+        const auto row = Eigen::Index(i);
+        p.a(row, 0) = g.waves_used * f;
+        p.a(row, 1) = g.waves_used * f * r;
+        p.a(row, 2) = 1.0;
+        p.b(row) = ms[i]->us - g.waves_used * hw.tile_epilogue_us * (1 + hw.cublas_partition_penalty * r);
+        p.t(row) = ms[i]->us;
+      }
+      Eigen::VectorXd x(3);
+      x << 1.0 / hw.cublas_efficiency, hw.cublas_partition_penalty / hw.cublas_efficiency, hw.launch_us;
+      free = solve_held(p, x, {true, true, !launch_fitted_}, {1e-9, 0.0, 0.0}, {2, 1});
+      raw_eff = 1.0 / x(0);
+      hw.cublas_efficiency = std::min(1.0, raw_eff);
+      hw.cublas_partition_penalty = free[1] ? x(1) / x(0) : base.cublas_partition_penalty;
+      if (free[2]) hw.launch_us = x(2);
+    }
+    if (raw_eff > 1.0) note(fmt::format("cublas_efficiency fitted {:.3f} > 1: clamped to 1", raw_eff));
+    const double rms = rms_rel(ms, hw);
+    const int n = int(ms.size());
+    record("cublas_efficiency", base.cublas_efficiency, hw.cublas_efficiency, n, "gemm/cublas");
+    int partitioned = 0;
+    for (const Measurement* m : ms) partitioned += m->bench.sms < hw.sm_count;
+    if (free[1])
+      record("cublas_partition_penalty", base.cublas_partition_penalty, hw.cublas_partition_penalty, partitioned,
+             "gemm/cublas");
+    else
+      note("cublas_partition_penalty held at the base value (no cuBLAS case on a partition)");
+    if (free[2]) record("launch_us", base.launch_us, hw.launch_us, n, "gemm/cublas");
+    for (auto& q : out->parameters) {
+      if (q.subset == "gemm/cublas") q.rms_rel_error = rms;
+    }
+  }
+
+  // coll + copy, jointly: t = launch + latency x steps + bytes x factor / bandwidth, the bandwidth of the resource
+  // that binds under the current estimate (re-decided each pass). Unknowns, in x:
+  enum { kNcclLaunch, kTmaLaunch, kLatency, kInvPerCta, kInvHbm, kInvLink, kInvNcclLink, kInvNcclPerCta, kCommCols };
+  void fit_comm(const std::vector<const Measurement*>& ms) {
+    if (ms.empty()) return;
+    const Hardware base = hw;
+    Eigen::VectorXd x(kCommCols);
+    std::vector<bool> free;
+    LinearProblem p;
+    for (int iter = 0; iter < 6; ++iter) {
+      const auto rows = Eigen::Index(ms.size());
+      p = LinearProblem{Eigen::MatrixXd::Zero(rows, kCommCols), Eigen::VectorXd(rows), Eigen::VectorXd(rows)};
+      for (size_t i = 0; i < ms.size(); ++i) comm_row(ms[i]->bench, p.a.row(Eigen::Index(i)));
+      for (size_t i = 0; i < ms.size(); ++i) p.b(Eigen::Index(i)) = p.t(Eigen::Index(i)) = ms[i]->us;
+      x << hw.nccl_launch_us, hw.tma_launch_us, hw.link_latency_us, 1 / hw.per_cta_copy_GBps, 1 / hw.hbm_GBps,
+          1 / hw.link_GBps, 1 / (hw.link_GBps * hw.nccl_efficiency), 1 / hw.nccl_per_cta_GBps;
+      free = solve_held(p, x, std::vector<bool>(kCommCols, true), {0, 0, 0, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12},
+                        {kLatency, kTmaLaunch, kNcclLaunch});
+      // Only what the data informed changes (a held nccl_efficiency stays put even when link_GBps moves).
+      if (free[kNcclLaunch]) hw.nccl_launch_us = x(kNcclLaunch);
+      if (free[kTmaLaunch]) hw.tma_launch_us = x(kTmaLaunch);
+      if (free[kLatency]) hw.link_latency_us = x(kLatency);
+      if (free[kInvPerCta]) hw.per_cta_copy_GBps = 1 / x(kInvPerCta);
+      if (free[kInvHbm]) hw.hbm_GBps = 1 / x(kInvHbm);
+      if (free[kInvLink]) hw.link_GBps = 1 / x(kInvLink);
+      if (free[kInvNcclLink]) hw.nccl_efficiency = std::min(1.0, 1 / x(kInvNcclLink) / hw.link_GBps);
+      if (free[kInvNcclPerCta]) hw.nccl_per_cta_GBps = 1 / x(kInvNcclPerCta);
+    }
+    if (free[kInvNcclLink] && 1 / x(kInvNcclLink) > hw.link_GBps) {
+      note(fmt::format("NCCL reached {:.0f} GB/s, above link_GBps = {:.0f}: nccl_efficiency clamped to 1",
+                       1 / x(kInvNcclLink), hw.link_GBps));
+    }
+    const double rms = rms_rel(ms, hw);
+    struct Out {
+      const char* name;
+      int col;
+      double base, value;
+    };
+    const Out outs[] = {{"nccl_launch_us", kNcclLaunch, base.nccl_launch_us, hw.nccl_launch_us},
+                        {"tma_launch_us", kTmaLaunch, base.tma_launch_us, hw.tma_launch_us},
+                        {"link_latency_us", kLatency, base.link_latency_us, hw.link_latency_us},
+                        {"per_cta_copy_GBps", kInvPerCta, base.per_cta_copy_GBps, hw.per_cta_copy_GBps},
+                        {"hbm_GBps", kInvHbm, base.hbm_GBps, hw.hbm_GBps},
+                        {"link_GBps", kInvLink, base.link_GBps, hw.link_GBps},
+                        {"nccl_efficiency", kInvNcclLink, base.nccl_efficiency, hw.nccl_efficiency},
+                        {"nccl_per_cta_GBps", kInvNcclPerCta, base.nccl_per_cta_GBps, hw.nccl_per_cta_GBps}};
+    for (const auto& o : outs) {
+      if (free[size_t(o.col)]) {
+        record(o.name, o.base, o.value, count_nonzero(p.a, o.col), "comm");
+        out->parameters.back().rms_rel_error = rms;
+      } else if (count_nonzero(p.a, o.col) > 0) {
+        note(fmt::format("{} held at the base value (the coll/copy data cannot separate it)", o.name));
+      }
+    }
+  }
+
+  // One row of the comm fit for the current `hw`.
+  template <typename Row>
+  void comm_row(const BenchCase& b, Row row) const {
+    const bool copy = b.kind == BenchKind::kCopy;
+    const CommAlgo algo = copy ? CommAlgo::kTmaPush : b.comm_algo();
+    const int world = copy ? 1 : b.world;
+    const detail::CollCoeffs k = detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world);
+    const double s = double(b.bytes) / detail::kBytesPerUsPerGBps;  // bytes x (1/GBps) -> us
+    const double ctas = b.ctas;
+    if (is_nccl(algo)) {
+      row(kNcclLaunch) = 1;
+      if (world == 1) {
+        row(kInvHbm) = 2 * s;
+        return;
+      }
+      row(kLatency) = k.steps;
+      const double link_rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
+      if (k.hbm_bytes / hw.hbm_GBps > k.link_bytes / link_rate) {
+        row(kInvHbm) = k.hbm_bytes * s;
+      } else if (hw.link_GBps * hw.nccl_efficiency <= ctas * hw.nccl_per_cta_GBps) {
+        row(kInvNcclLink) = k.link_bytes * s;
+      } else {
+        row(kInvNcclPerCta) = k.link_bytes * s / ctas;
+      }
+      return;
+    }
+    row(kTmaLaunch) = 1;
+    row(kLatency) = k.steps;
+    const double t_hbm = k.hbm_bytes / hw.hbm_GBps;
+    const double t_cta = k.cta_bytes / (ctas * hw.per_cta_copy_GBps);
+    const double t_link = k.link_bytes / hw.link_GBps;
+    if (t_hbm >= t_cta && t_hbm >= t_link) {
+      row(kInvHbm) = k.hbm_bytes * s;
+    } else if (t_cta >= t_link) {
+      row(kInvPerCta) = k.cta_bytes * s / ctas;
+    } else {
+      row(kInvLink) = k.link_bytes * s;
+    }
+  }
+
+  // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
+  void fit_overlap(const std::vector<const Measurement*>& ms) {
+    if (ms.empty()) return;
+    const Hardware base = hw;
+    auto residuals = [&](const Hardware& h, Eigen::VectorXd& r) {
+      r.resize(Eigen::Index(ms.size()));
+      for (size_t i = 0; i < ms.size(); ++i) {
+        const auto pred = predict_us(ms[i]->bench, h);
+        r(Eigen::Index(i)) = pred ? (*pred - ms[i]->us) / ms[i]->us : 0.0;
+      }
+    };
+    auto with = [&](const Eigen::Vector2d& th) {
+      Hardware h = hw;
+      h.hbm_contention = th(0);
+      h.shared_sm_penalty = th(1);
+      return h;
+    };
+    Eigen::Vector2d th(hw.hbm_contention, hw.shared_sm_penalty);
+    Eigen::VectorXd r;
+    residuals(with(th), r);
+    std::array<int, 2> informed{0, 0};
+    for (int iter = 0; iter < 10; ++iter) {
+      Eigen::MatrixXd j(r.size(), 2);
+      for (int c = 0; c < 2; ++c) {
+        Eigen::Vector2d tp = th;
+        tp(c) += 0.05;
+        Eigen::VectorXd rp;
+        residuals(with(tp), rp);
+        j.col(c) = (rp - r) / 0.05;
+      }
+      std::vector<int> cols;
+      for (int c = 0; c < 2; ++c) {
+        informed[size_t(c)] = int((j.col(c).array().abs() > 1e-6).count());
+        if (informed[size_t(c)] > 0) cols.push_back(c);
+      }
+      if (cols.empty()) break;
+      Eigen::MatrixXd js(r.size(), Eigen::Index(cols.size()));
+      for (size_t c = 0; c < cols.size(); ++c) js.col(Eigen::Index(c)) = j.col(cols[c]);
+      const Eigen::VectorXd step = js.colPivHouseholderQr().solve(-r);
+      double scale = 1.0;
+      const double cost = r.squaredNorm();
+      bool improved = false;
+      for (int half = 0; half < 6 && !improved; ++half, scale /= 2) {
+        Eigen::Vector2d tn = th;
+        for (size_t c = 0; c < cols.size(); ++c)
+          tn(cols[c]) = std::max(0.0, th(cols[c]) + scale * step(Eigen::Index(c)));
+        Eigen::VectorXd rn;
+        residuals(with(tn), rn);
+        if (rn.squaredNorm() < cost) {
+          th = tn;
+          r = rn;
+          improved = true;
+        }
+      }
+      if (!improved || scale * step.norm() < 1e-4) break;
+    }
+    hw = with(th);
+    const double rms = rms_rel(ms, hw);
+    if (informed[0] > 0) {
+      record("hbm_contention", base.hbm_contention, hw.hbm_contention, informed[0], "overlap");
+      out->parameters.back().rms_rel_error = rms;
+    } else {
+      note("hbm_contention held at the base value (no overlap case is sensitive to it)");
+    }
+    if (informed[1] > 0) {
+      record("shared_sm_penalty", base.shared_sm_penalty, hw.shared_sm_penalty, informed[1], "overlap");
+      out->parameters.back().rms_rel_error = rms;
+    } else {
+      note("shared_sm_penalty held at the base value (no overlap case shares SMs)");
+    }
+  }
+
+  bool launch_fitted_ = false;
+};
+
+}  // namespace
+
+std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& files, std::vector<std::string>* notes) {
+  struct Acc {
+    Measurement m;
+    std::vector<double> iterations;
+    std::optional<double> median, mean;
+  };
+  std::map<std::string, Acc> by_name;
+  std::vector<std::string> order;
+  static const std::set<std::string> kStandard = {"name",
+                                                  "run_name",
+                                                  "run_type",
+                                                  "repetitions",
+                                                  "repetition_index",
+                                                  "threads",
+                                                  "iterations",
+                                                  "real_time",
+                                                  "cpu_time",
+                                                  "time_unit",
+                                                  "family_index",
+                                                  "per_family_instance_index",
+                                                  "aggregate_name",
+                                                  "aggregate_unit",
+                                                  "error_occurred",
+                                                  "error_message",
+                                                  "label"};
+  for (size_t f = 0; f < files.size(); ++f) {
+    const auto& doc = files[f];
+    OVL_CHECK(doc.is_object() && doc.contains("benchmarks") && doc["benchmarks"].is_array(),
+              "benchmark file {}: no \"benchmarks\" array (is it Google Benchmark JSON?)", f);
+    for (const auto& b : doc["benchmarks"]) {
+      if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) continue;
+      const std::string name = b["name"].get<std::string>();
+      if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>()) {
+        if (notes) notes->push_back(fmt::format("{}: skipped (the run reported an error)", name));
+        continue;
+      }
+      std::string agg;
+      if (b.contains("run_type") && b["run_type"] == "aggregate") {
+        agg = b.contains("aggregate_name") && b["aggregate_name"].is_string() ? b["aggregate_name"].get<std::string>()
+                                                                              : "";
+        if (agg != "median" && agg != "mean") continue;
+      }
+      const auto bench = parse_bench_name(name);
+      if (!bench) {
+        if (notes && agg.empty()) notes->push_back(fmt::format("{}: not a name the model knows, skipped", name));
+        continue;
+      }
+      OVL_CHECK(b.contains("real_time") && b["real_time"].is_number(),
+                "benchmark \"{}\": field \"real_time\" is missing or not a number", name);
+      const std::string unit =
+          b.contains("time_unit") && b["time_unit"].is_string() ? b["time_unit"].get<std::string>() : "ns";
+      double us = to_us(b["real_time"].get<double>(), unit, name);
+      std::map<std::string, double> counters;
+      for (const auto& [key, value] : b.items()) {
+        if (value.is_number() && !kStandard.count(key)) counters[key] = value.get<double>();
+      }
+      if (counters.count("us")) us = counters["us"];  // per-operation time when a case times several per iteration
+      OVL_CHECK(std::isfinite(us) && us > 0, "benchmark \"{}\": time {} us must be positive", name, us);
+      const std::string key = bench->name();
+      auto [it, inserted] = by_name.try_emplace(key);
+      if (inserted) {
+        order.push_back(key);
+        it->second.m.bench = *bench;
+        it->second.m.name = name;
+        it->second.m.counters = counters;
+      }
+      if (agg == "median")
+        it->second.median = us;
+      else if (agg == "mean")
+        it->second.mean = us;
+      else
+        it->second.iterations.push_back(us);
+    }
+  }
+  std::vector<Measurement> out;
+  for (const auto& key : order) {
+    Acc& a = by_name[key];
+    a.m.us = a.median ? *a.median : a.mean ? *a.mean : median(a.iterations);
+    out.push_back(std::move(a.m));
+  }
+  return out;
+}
+
+std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
+  try {
+    switch (b.kind) {
+      case BenchKind::kGemm:
+        if (b.sms > hw.sm_count) return std::nullopt;
+        return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw).us;
+      case BenchKind::kCollective:
+        return estimate_collective(b.collective, b.bytes, b.world, b.comm_algo(), b.ctas, hw).us;
+      case BenchKind::kCopy:
+        return estimate_copy(b.bytes, b.ctas, hw).us;
+      case BenchKind::kOverlap: {
+        Problem p;
+        p.op = b.op;
+        p.m = b.m;
+        p.n = b.n;
+        p.k = b.k;
+        p.world = b.world;
+        p.gpus_per_node = std::max(p.gpus_per_node, b.world);
+        const Plan plan = default_plan(b.mode, p, hw, b.comm_sms);
+        return estimate(p, plan, hw).total_us;
+      }
+    }
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+CalibrationResult calibrate_measurements(const std::vector<Measurement>& measurements, const Hardware& base) {
+  base.validate();
+  OVL_CHECK(!measurements.empty(), "calibrate: no benchmark the model knows was found in the input");
+  CalibrationResult result;
+  result.measurements = int(measurements.size());
+  std::vector<const Measurement*> ovl, cublas, comm, overlap;
+  for (const auto& m : measurements) {
+    switch (m.bench.kind) {
+      case BenchKind::kGemm:
+        if (m.bench.sms > base.sm_count) {
+          result.notes.push_back(
+              fmt::format("{}: {} SMs exceed the profile's {}, skipped", m.name, m.bench.sms, base.sm_count));
+        } else {
+          (m.bench.gemm_impl() == GemmImpl::kCublas ? cublas : ovl).push_back(&m);
+        }
+        break;
+      case BenchKind::kCollective:
+        if (m.bench.world > 8) {
+          result.notes.push_back(
+              fmt::format("{}: world {} spans nodes, not used (one-node fit)", m.name, m.bench.world));
+        } else {
+          comm.push_back(&m);
+        }
+        break;
+      case BenchKind::kCopy:
+        comm.push_back(&m);
+        break;
+      case BenchKind::kOverlap:
+        overlap.push_back(&m);
+        break;
+    }
+  }
+  Fitter fit{base, &result};
+  fit.fit_gemm_ovl(ovl);
+  fit.fit_gemm_cublas(cublas);
+  fit.fit_comm(comm);
+  fit.fit_overlap(overlap);
+  fit.hw.validate();
+  result.hardware = fit.hw;
+  return result;
+}
+
+CalibrationResult calibrate(const std::vector<nlohmann::json>& files, const Hardware& base) {
+  std::vector<std::string> notes;
+  const auto ms = read_measurements(files, &notes);
+  CalibrationResult r = calibrate_measurements(ms, base);
+  r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+  return r;
+}
+
+std::string CalibrationResult::summary() const {
+  std::string s = fmt::format("{:<26} {:>12} {:>12} {:>7} {:>9}  {}\n", "parameter", "base", "fitted", "points",
+                              "rms err %", "subset");
+  for (const auto& p : parameters) {
+    s += fmt::format("{:<26} {:>12.5g} {:>12.5g} {:>7} {:>9.2f}  {}\n", p.name, p.base_value, p.value, p.points,
+                     100.0 * p.rms_rel_error, p.subset);
+  }
+  for (const auto& n : notes) s += fmt::format("note: {}\n", n);
+  return s;
+}
+
+ValidationReport validate_measurements(const std::vector<Measurement>& ms, const Hardware& hw,
+                                       std::optional<BenchKind> kind) {
+  hw.validate();
+  ValidationReport r;
+  std::map<std::string, std::pair<double, int>> sums;
+  double total = 0;
+  for (const auto& m : ms) {
+    if (kind && m.bench.kind != *kind) continue;
+    const auto p = predict_us(m.bench, hw);
+    if (!p) {
+      r.notes.push_back(fmt::format("{}: the model cannot run this case on {}", m.name, hw.name));
+      continue;
+    }
+    ValidationCase c;
+    c.name = m.name;
+    c.kind = m.bench.kind;
+    c.measured_us = m.us;
+    c.predicted_us = *p;
+    c.rel_error = (*p - m.us) / m.us;
+    total += std::fabs(c.rel_error);
+    auto& [sum, n] = sums[std::string(to_string(c.kind))];
+    sum += std::fabs(c.rel_error);
+    ++n;
+    r.cases.push_back(std::move(c));
+  }
+  r.mape = r.cases.empty() ? 0.0 : 100.0 * total / double(r.cases.size());
+  for (const auto& [k, v] : sums) r.mape_by_kind[k] = 100.0 * v.first / v.second;
+  return r;
+}
+
+ValidationReport validate_benchmarks(const std::vector<nlohmann::json>& files, const Hardware& hw,
+                                     std::optional<BenchKind> kind) {
+  std::vector<std::string> notes;
+  const auto ms = read_measurements(files, &notes);
+  ValidationReport r = validate_measurements(ms, hw, kind);
+  r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+  return r;
+}
+
+std::string ValidationReport::summary() const {
+  std::string s = fmt::format("{:<60} {:>12} {:>12} {:>8}\n", "case", "measured us", "model us", "error %");
+  for (const auto& c : cases) {
+    s += fmt::format("{:<60} {:>12.2f} {:>12.2f} {:>+8.2f}\n", c.name, c.measured_us, c.predicted_us,
+                     100.0 * c.rel_error);
+  }
+  for (const auto& [k, v] : mape_by_kind) s += fmt::format("MAPE {}: {:.2f}%\n", k, v);
+  s += fmt::format("MAPE all: {:.2f}% over {} cases\n", mape, cases.size());
+  for (const auto& n : notes) s += fmt::format("note: {}\n", n);
+  return s;
+}
+
+}  // namespace ovl

@@ -1,0 +1,141 @@
+// Collective time: launch + latency x steps + bytes x (per-byte cost of the slowest resource).
+#include <algorithm>
+
+#include "model_detail.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl::detail {
+
+CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world) {
+  OVL_CHECK(world >= 1, "collective world = {} must be at least 1", world);
+  if (world == 1) return {0.0, 2.0, 2.0, 0.0};  // a local copy: read once, written once
+  const double w = world;
+  const double f = (w - 1) / w;  // the share of the buffer that crosses the link, per direction
+  switch (algo) {
+    case CommAlgo::kNcclRing:
+      // Ring: each GPU sends f S per pass (RS and AG one pass, AR both) in W-1 steps per pass. HBM: read the
+      // input, write the output, and the received data once.
+      switch (c) {
+        case Collective::kAllReduce:
+          return {2 * f, 0.0, 2 + 2 * f, 2 * (w - 1)};
+        case Collective::kReduceScatter:
+          return {f, 0.0, 1 + 1 / w + f, w - 1};
+        case Collective::kAllGather:
+          return {f, 0.0, 1 + 1 / w, w - 1};
+      }
+      break;
+    case CommAlgo::kNcclNvls:
+      // NVLink SHARP: the switch reduces (multimem.ld_reduce) and multicasts (multimem.st), so an AllReduce sends
+      // about half the ring's bytes per GPU; RS and AG move the ring's bytes. One step per phase.
+      switch (c) {
+        case Collective::kAllReduce:
+          return {f, 0.0, 2 + f, 2};
+        case Collective::kReduceScatter:
+          return {f, 0.0, 1 + 1 / w + f, 1};
+        case Collective::kAllGather:
+          return {f, 0.0, 1 + 1 / w, 1};
+      }
+      break;
+    case CommAlgo::kTmaPush:
+      // Push-reduce: each rank reads its whole partial and cp.reduce.async.bulk-adds chunk j into rank j (a
+      // read-modify-write there): CTAs and HBM see 1 + 2 = 3 bytes per buffer byte. AllGather pushes each shard to
+      // every peer (a read and a write per byte received). AllReduce = push-reduce then push the reduced chunk.
+      switch (c) {
+        case Collective::kAllReduce:
+          return {2 * f, 3 + 2 * f, 3 + 2 * f, 2};
+        case Collective::kReduceScatter:
+          return {f, 3.0, 3.0, 1};
+        case Collective::kAllGather:
+          return {f, 2.0, 2.0, 1};
+      }
+      break;
+    case CommAlgo::kTmaPull:
+      // Pull-reduce: rank r reads chunk r from all W ranks (W chunks per output chunk, W-1 over the link), sums
+      // them on chip, writes one chunk: 1 + 1/W bytes per buffer byte; ready flag then read = 2 latencies.
+      switch (c) {
+        case Collective::kAllReduce:
+          return {2 * f, 1 + 1 / w + 2 * f, 1 + 1 / w + 2 * f, 4};
+        case Collective::kReduceScatter:
+          return {f, 1 + 1 / w, 1 + 1 / w, 2};
+        case Collective::kAllGather:
+          return {f, 2 * f, 2 * f, 2};
+      }
+      break;
+  }
+  OVL_FAIL("unknown collective or algorithm");
+}
+
+namespace {
+double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int ctas, const Hardware& hw, double hbm_GBps) {
+  double t = k.hbm_bytes / hbm_GBps;
+  if (is_nccl(algo)) {
+    // NCCL channels each move nccl_per_cta_GBps until the link (at NCCL's protocol efficiency) caps them.
+    const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
+    if (k.link_bytes > 0) t = std::max(t, k.link_bytes / rate);
+  } else {
+    // TMA / SIMT: bandwidth = min(ctas x per-CTA copy, link, HBM share), each with its data-movement factor.
+    t = std::max(t, k.cta_bytes / (ctas * hw.per_cta_copy_GBps));
+    if (k.link_bytes > 0) t = std::max(t, k.link_bytes / hw.link_GBps);
+  }
+  return t / kBytesPerUsPerGBps;
+}
+}  // namespace
+
+CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const Hardware& hw, double hbm_GBps) {
+  OVL_CHECK(ctas >= 1, "collective ctas = {} must be at least 1", ctas);
+  OVL_CHECK(nodes >= 1 && world % nodes == 0, "collective nodes = {} must divide world = {}", nodes, world);
+  OVL_CHECK(hbm_GBps > 0, "collective HBM bandwidth {} GB/s must be positive", hbm_GBps);
+  CollCost cost;
+  cost.launch_us = is_nccl(algo) ? hw.nccl_launch_us : hw.tma_launch_us;
+  if (world == 1 && is_nccl(algo)) {
+    // NCCL with one rank: a device copy at HBM speed.
+    cost.us_per_byte = 2.0 / hbm_GBps / kBytesPerUsPerGBps;
+    return cost;
+  }
+  if (nodes == 1) {
+    const CollCoeffs k = coll_coeffs(c, algo, world);
+    cost.latency_us = k.steps * hw.link_latency_us;
+    cost.us_per_byte = per_byte_one_node(k, algo, ctas, hw, hbm_GBps);
+    return cost;
+  }
+  OVL_CHECK(is_nccl(algo), "collective algorithm {} works within one node; world {} spans {} nodes", to_string(algo),
+            world, nodes);
+  // Hierarchical: within each node of g GPUs a reduce-scatter / all-gather over the link, and among the nodes the
+  // same collective on S / g bytes per GPU over the network (each GPU's own NIC), which is the bottleneck.
+  const int g = world / nodes;
+  const double n = nodes;
+  const double fn = (n - 1) / n;
+  const CollCoeffs rs = coll_coeffs(Collective::kReduceScatter, algo, g);
+  const CollCoeffs ag = coll_coeffs(Collective::kAllGather, algo, g);
+  const double net_rate = std::min(hw.net_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
+  double intra = 0, net_bytes = 0, net_steps = 0, hbm_bytes = 0;
+  switch (c) {
+    case Collective::kAllReduce:
+      intra = per_byte_one_node(rs, algo, ctas, hw, hbm_GBps) + per_byte_one_node(ag, algo, ctas, hw, hbm_GBps);
+      net_bytes = 2 * fn / g;
+      net_steps = 2 * (n - 1);
+      cost.latency_us = (rs.steps + ag.steps) * hw.link_latency_us;
+      hbm_bytes = rs.hbm_bytes + ag.hbm_bytes;
+      break;
+    case Collective::kReduceScatter:
+      intra = per_byte_one_node(rs, algo, ctas, hw, hbm_GBps);
+      net_bytes = fn / g;
+      net_steps = n - 1;
+      cost.latency_us = rs.steps * hw.link_latency_us;
+      hbm_bytes = rs.hbm_bytes;
+      break;
+    case Collective::kAllGather:
+      intra = per_byte_one_node(ag, algo, ctas, hw, hbm_GBps);
+      net_bytes = fn / g;
+      net_steps = n - 1;
+      cost.latency_us = ag.steps * hw.link_latency_us;
+      hbm_bytes = ag.hbm_bytes;
+      break;
+  }
+  cost.latency_us += net_steps * hw.net_latency_us;
+  cost.us_per_byte =
+      std::max(intra + net_bytes / net_rate / kBytesPerUsPerGBps, hbm_bytes / hbm_GBps / kBytesPerUsPerGBps);
+  return cost;
+}
+
+}  // namespace ovl::detail

@@ -1,0 +1,409 @@
+// The public estimates: GEMM, collective, copy, and each overlap mode's pipeline.
+#include "ovl/model/estimate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "model_detail.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl {
+
+using detail::CollCost;
+using detail::GemmTiming;
+using detail::kBytesPerUsPerGBps;
+
+Collective collective_of(Op op) {
+  switch (op) {
+    case Op::kGemmAllReduce:
+      return Collective::kAllReduce;
+    case Op::kGemmReduceScatter:
+      return Collective::kReduceScatter;
+    case Op::kAllGatherGemm:
+      return Collective::kAllGather;
+  }
+  OVL_FAIL("unknown op");
+}
+
+std::string_view to_string(GemmImpl impl) { return impl == GemmImpl::kOvl ? "ovl" : "cublas"; }
+
+std::string_view to_string(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return "allreduce";
+    case Collective::kReduceScatter:
+      return "reducescatter";
+    case Collective::kAllGather:
+      return "allgather";
+  }
+  return "?";
+}
+
+double bus_factor(Collective c, int world) {
+  const double w = world;
+  return c == Collective::kAllReduce ? 2.0 * (w - 1) / w : (w - 1) / w;
+}
+
+GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
+                           const Hardware& hw) {
+  const GemmTiming g = detail::gemm_timing(shape, impl, sms, tile, order, hw);
+  GemmEstimate e;
+  e.us = g.total_us();
+  e.tiles = g.tiles;
+  e.waves = g.waves;
+  e.tail_fraction = double(g.tiles - (g.waves - 1) * int64_t(sms)) / sms;
+  e.memory_bound = g.memory_us > g.compute_us;
+  e.hbm_bytes = g.hbm_bytes;
+  e.wave_us = g.wave_us();
+  return e;
+}
+
+GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw) {
+  return estimate_gemm(shape, impl, sms, tile, TileOrder::kSwizzle, hw);
+}
+
+namespace {
+CommEstimate comm_estimate_from(double us, int64_t bytes, Collective c, int world) {
+  CommEstimate e;
+  e.us = us;
+  e.algbw_GBps = double(bytes) / us / kBytesPerUsPerGBps;
+  e.busbw_GBps = e.algbw_GBps * bus_factor(c, world);
+  return e;
+}
+}  // namespace
+
+CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlgo algo, int ctas, const Hardware& hw,
+                                 int nodes) {
+  OVL_CHECK(bytes >= 0, "collective bytes = {} must not be negative", bytes);
+  const CollCost cost = detail::coll_cost(c, algo, world, nodes, ctas, hw, hw.hbm_GBps);
+  return comm_estimate_from(cost.time_us(double(bytes)), bytes, c, world);
+}
+
+CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
+  OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
+  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, hw, hw.hbm_GBps);
+  CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
+  e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written, as DEVICE.md counts
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Overlap modes. Every overlapped mode is a pipeline of GEMM work (groups of tiles, or row chunks) and
+// communication of the matching bytes, solved by a recurrence in O(groups). Contention enters through two
+// numbers found by a short fixed-point iteration:
+//   stretch: the GEMM body's slowdown while communication runs beside it,
+//       stretch = 1 + hbm_contention x u_gemm x u_comm x f + shared_sm_penalty x f_sm x (body(n - conflict) - body(n))
+//       / body(n)
+//     with u_* each side's HBM demand over the device's bandwidth, f the fraction of the GEMM's run during which
+//     communication is active, conflict = SMs the communication kernel takes from the GEMM (plain streams only:
+//     gemm_sms + comm_ctas - sm_count), and f_sm = f (NCCL holds SMs while it runs) or 1 (a persistent TMA kernel
+//     on shared SMs holds them throughout);
+//   the communication's HBM share while the GEMM runs: max(HBM - GEMM demand, HBM / 2) (max-min fair share).
+namespace {
+
+struct PipelineResult {
+  double total_us = 0;
+  double gemm_end_us = 0;   // when the GEMM's last tile (chunk) is done
+  double gemm_busy_us = 0;  // the GEMM's own time (launches + stretched bodies), waits excluded
+  double comm_busy_us = 0;  // sum of the communication's durations
+  double overlap_us = 0;    // communication time that fell inside the GEMM's run
+};
+
+// How each group's communication costs: fixed + bytes x per-byte, the per-byte cost depending on whether the
+// GEMM is still running (HBM shared) when the group starts.
+struct GroupComm {
+  double start_at_us = 0;  // earliest start: a persistent TMA kernel's own launch
+  double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
+  double per_byte_busy = 0;
+  double per_byte_idle = 0;
+  double per_byte(double start, double gemm_end) const { return start < gemm_end ? per_byte_busy : per_byte_idle; }
+};
+
+double clipped(double a, double b, double lo, double hi) { return std::max(0.0, std::min(b, hi) - std::max(a, lo)); }
+
+// GemmAllReduce / GemmReduceScatter with tile groups: group g is ready when its last tile finishes (waves on the
+// GEMM's SMs, stretched by contention); its communication starts at max(ready_g, end of group g-1).
+PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, const std::vector<int>& groups,
+                                         double bytes_per_tile, const GroupComm& gc) {
+  PipelineResult r;
+  const double gemm_start = gt.launch_us;
+  r.gemm_end_us = gemm_start + gt.body_us * stretch;
+  r.gemm_busy_us = r.gemm_end_us;
+  double comm_free = gc.start_at_us;
+  int64_t done = 0;
+  for (int tiles : groups) {
+    done += tiles;
+    const double ready = gemm_start + stretch * gt.tile_end_us(done - 1);
+    const double start = std::max(ready, comm_free);
+    const double end = start + gc.fixed_us + tiles * bytes_per_tile * gc.per_byte(start, r.gemm_end_us);
+    r.comm_busy_us += end - start;
+    r.overlap_us += clipped(start, end, gemm_start, r.gemm_end_us);
+    comm_free = end;
+  }
+  r.total_us = std::max(r.gemm_end_us, comm_free);
+  return r;
+}
+
+// AllGatherGemm with tile groups: the gather of group g's rows runs back to back from the start; the GEMM's tiles
+// of group g wait for it. A late chunk delays the rest of the GEMM by the same amount (lockstep waves).
+PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, const std::vector<int>& groups,
+                                         double bytes_per_tile, const GroupComm& gc) {
+  PipelineResult r;
+  const double gemm_start = gt.launch_us;
+  const double nominal_end = gemm_start + gt.body_us * stretch;
+  double comm_free = gc.start_at_us;
+  double delay = 0;
+  int64_t first = 0;
+  std::vector<std::pair<double, double>> comm;  // intervals, for the overlap with the GEMM's run
+  comm.reserve(groups.size());
+  for (int tiles : groups) {
+    const double start = comm_free;
+    const double end = start + gc.fixed_us + tiles * bytes_per_tile * gc.per_byte(start, nominal_end + delay);
+    comm.emplace_back(start, end);
+    r.comm_busy_us += end - start;
+    comm_free = end;
+    delay = std::max(delay, end - (gemm_start + stretch * gt.tile_start_us(first)));
+    first += tiles;
+  }
+  r.gemm_end_us = nominal_end + delay;
+  r.gemm_busy_us = nominal_end;
+  for (const auto& [a, b] : comm) r.overlap_us += clipped(a, b, gemm_start, r.gemm_end_us);
+  r.total_us = std::max(r.gemm_end_us, comm_free);
+  return r;
+}
+
+// Decomposed, GEMM first: chunk i's GEMM (back to back on one stream), then its collective on the other stream
+// once both the chunk and the previous collective are done.
+PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
+                                                const CollCost& busy, const CollCost& idle) {
+  PipelineResult r;
+  const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
+  const double gemm_end = chunks * gemm_us;
+  double comm_free = 0;
+  for (int i = 0; i < chunks; ++i) {
+    const double ready = (i + 1) * gemm_us;
+    const double start = std::max(ready, comm_free);
+    const double end = start + (start < gemm_end ? busy : idle).time_us(chunk_bytes);
+    r.comm_busy_us += end - start;
+    r.overlap_us += clipped(start, end, 0, gemm_end);
+    comm_free = end;
+  }
+  r.gemm_end_us = gemm_end;
+  r.gemm_busy_us = gemm_end;
+  r.total_us = std::max(gemm_end, comm_free);
+  return r;
+}
+
+// Decomposed, gather first: chunk i's all-gather back to back, chunk i's GEMM once its rows arrived.
+PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
+                                                const CollCost& busy) {
+  PipelineResult r;
+  const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
+  double comm_free = 0, gemm_free = 0;
+  std::vector<std::pair<double, double>> comm;
+  comm.reserve(size_t(chunks));
+  for (int i = 0; i < chunks; ++i) {
+    const double end = comm_free + busy.time_us(chunk_bytes);  // the GEMM runs until the last chunk arrives
+    comm.emplace_back(comm_free, end);
+    r.comm_busy_us += end - comm_free;
+    comm_free = end;
+    gemm_free = std::max(gemm_free, end) + gemm_us;
+  }
+  r.gemm_end_us = gemm_free;
+  r.gemm_busy_us = chunks * gemm_us;
+  for (const auto& [a, b] : comm) r.overlap_us += clipped(a, b, gemm_free - r.gemm_busy_us, gemm_free);
+  r.total_us = gemm_free;
+  return r;
+}
+
+// The GEMM's slowdown from contention, given the overlap a previous pass found (see the block comment above).
+struct Contention {
+  double hbm_weight = 0;      // hbm_contention x u_gemm x u_comm (x f)
+  double sm_extra = 0;        // shared_sm_penalty x (body(n - conflict) - body(n)) / body(n) (x f_sm)
+  bool sm_always = false;     // the communication kernel holds its SMs for the GEMM's whole run
+  double comm_hbm_bytes = 0;  // HBM bytes the whole communication moves (for u_comm)
+
+  double stretch(const PipelineResult& r, const Hardware& hw) const {
+    const double busy = std::max(r.gemm_busy_us, 1e-9);
+    const double f = std::min(1.0, r.overlap_us / busy);
+    const double u_comm =
+        r.comm_busy_us > 0 ? std::min(1.0, comm_hbm_bytes / r.comm_busy_us / kBytesPerUsPerGBps / hw.hbm_GBps) : 0.0;
+    return 1.0 + hbm_weight * u_comm * f + sm_extra * (sm_always ? 1.0 : f);
+  }
+};
+
+// Runs `pass(stretch)` to a fixed point of the stretch: three passes settle it to well under a percent.
+template <typename Pass>
+PipelineResult solve_contention(const Contention& c, const Hardware& hw, Pass pass, double* stretch_out) {
+  double stretch = 1.0;
+  PipelineResult r = pass(stretch);
+  for (int it = 0; it < 2; ++it) {
+    stretch = c.stretch(r, hw);
+    r = pass(stretch);
+  }
+  *stretch_out = stretch;
+  return r;
+}
+
+double gemm_hbm_GBps(const GemmTiming& g) { return g.hbm_bytes / g.body_us / kBytesPerUsPerGBps; }
+
+// The HBM the communication gets while the GEMM runs: what the GEMM leaves, but at least a fair half.
+double comm_hbm_share(const GemmTiming& g, const Hardware& hw) {
+  return std::max(hw.hbm_GBps - gemm_hbm_GBps(g), hw.hbm_GBps / 2);
+}
+
+Contention make_contention(const GemmTiming& gemm, const GemmTiming* reduced, double comm_hbm_bytes,
+                           const Hardware& hw) {
+  Contention c;
+  const double u_gemm = std::min(1.0, gemm_hbm_GBps(gemm) / hw.hbm_GBps);
+  c.hbm_weight = hw.hbm_contention * u_gemm;
+  c.comm_hbm_bytes = comm_hbm_bytes;
+  if (reduced != nullptr) c.sm_extra = hw.shared_sm_penalty * (reduced->body_us - gemm.body_us) / gemm.body_us;
+  return c;
+}
+
+GemmShape shape_of(const Problem& p) { return GemmShape{p.m, p.n, p.k, p.dtype}; }
+
+ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const Hardware& hw) {
+  const Collective coll = collective_of(problem.op);
+  const GemmTiming g =
+      detail::gemm_timing(shape_of(problem), GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw);
+  const CommEstimate c = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas,
+                                             hw, problem.nodes());
+  ModeEstimate e;
+  e.gemm_alone_us = e.gemm_us = g.total_us();
+  e.comm_alone_us = e.comm_us = e.exposed_comm_us = c.us;
+  e.total_us = e.gemm_us + e.comm_us;
+  return e;
+}
+
+ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
+  const Collective coll = collective_of(problem.op);
+  const int chunks = plan.chunks;
+  GemmShape chunk_shape = shape_of(problem);
+  chunk_shape.m = problem.m / chunks;
+  const GemmTiming chunk =
+      detail::gemm_timing(chunk_shape, GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw);
+  // NCCL on a second plain stream takes comm_ctas SMs from cuBLAS while it runs.
+  const int conflict = std::max(0, plan.gemm_sms + plan.comm_ctas - hw.sm_count);
+  GemmTiming reduced;
+  if (conflict > 0) {
+    reduced = detail::gemm_timing(chunk_shape, GemmImpl::kCublas, std::max(1, plan.gemm_sms - conflict), plan.tile,
+                                  TileOrder::kSwizzle, hw, /*partition_penalty=*/false);
+    // Losing SMs dynamically costs cuBLAS only the lost SMs, never less than it had.
+    reduced.body_us = std::max(reduced.body_us, chunk.body_us);
+  }
+  const double bytes = double(problem.comm_bytes());
+  const double chunk_bytes = bytes / chunks;
+  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw,
+                                          comm_hbm_share(chunk, hw));
+  const CollCost idle =
+      detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw, hw.hbm_GBps);
+  const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world);
+  const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
+  double stretch = 1;
+  const PipelineResult r = solve_contention(
+      contention, hw,
+      [&](double s) {
+        return problem.op == Op::kAllGatherGemm
+                   ? recurrence_chunks_comm_then_gemm(chunk, s, chunks, chunk_bytes, busy)
+                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, busy, idle);
+      },
+      &stretch);
+  ModeEstimate e;
+  e.total_us = r.total_us;
+  e.gemm_alone_us = chunks * chunk.total_us();
+  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas, hw,
+                                        problem.nodes())
+                        .us;
+  e.gemm_us = r.gemm_busy_us;
+  e.comm_us = r.comm_busy_us;
+  e.exposed_comm_us = std::max(0.0, e.total_us - e.gemm_us);
+  return e;
+}
+
+// Tile-signal, green-context and tma: our GEMM signals tile groups; each group is communicated as it completes.
+ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const Hardware& hw) {
+  const Collective coll = collective_of(problem.op);
+  const GemmShape shape = shape_of(problem);
+  const GemmTiming gemm = detail::gemm_timing(shape, GemmImpl::kOvl, plan.gemm_sms, plan.tile, plan.tile_order, hw);
+  const bool nccl = is_nccl(plan.comm_algo);
+
+  // SMs the communication takes from the GEMM: none on disjoint partitions.
+  const int conflict = plan.partitioned ? 0 : std::max(0, plan.gemm_sms + plan.comm_ctas - hw.sm_count);
+  GemmTiming reduced;
+  if (conflict > 0) {
+    reduced = detail::gemm_timing(shape, GemmImpl::kOvl, std::max(1, plan.gemm_sms - conflict), plan.tile,
+                                  plan.tile_order, hw);
+  }
+  const double bytes = double(problem.comm_bytes());
+  const double bytes_per_tile = bytes / double(gemm.tiles);
+  const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world);
+  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw,
+                                          comm_hbm_share(gemm, hw));
+  const CollCost idle =
+      detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw, hw.hbm_GBps);
+  GroupComm gc;
+  double comm_hbm_bytes = k.hbm_bytes * bytes;
+  if (nccl) {
+    // One NCCL call per group (a wait kernel on the counter, then the collective): launch + latencies each time.
+    gc.fixed_us = busy.launch_us + busy.latency_us;
+    gc.per_byte_busy = busy.us_per_byte;
+    gc.per_byte_idle = idle.us_per_byte;
+    if (plan.output == OutputLayout::kTileMajor && problem.op != Op::kAllGatherGemm) {
+      // Tile-major output: a reorder kernel makes each group contiguous for NCCL (read + write on the comm CTAs).
+      const double share = comm_hbm_share(gemm, hw);
+      gc.fixed_us += hw.launch_us;
+      gc.per_byte_busy += 2.0 / std::min(share, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      gc.per_byte_idle += 2.0 / std::min(hw.hbm_GBps, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      comm_hbm_bytes += 2.0 * bytes;
+    }
+  } else {
+    // A persistent TMA kernel launched beside the GEMM polls the counters: per group only the link latencies.
+    gc.start_at_us = busy.launch_us;
+    gc.fixed_us = busy.latency_us;
+    gc.per_byte_busy = busy.us_per_byte;
+    gc.per_byte_idle = idle.us_per_byte;
+  }
+  Contention contention = make_contention(gemm, conflict > 0 ? &reduced : nullptr, comm_hbm_bytes, hw);
+  contention.sm_always = !nccl && !plan.partitioned;
+  double stretch = 1;
+  const PipelineResult r = solve_contention(
+      contention, hw,
+      [&](double s) {
+        return problem.op == Op::kAllGatherGemm
+                   ? recurrence_comm_then_gemm(gemm, s, plan.tile_groups, bytes_per_tile, gc)
+                   : recurrence_gemm_then_comm(gemm, s, plan.tile_groups, bytes_per_tile, gc);
+      },
+      &stretch);
+  ModeEstimate e;
+  e.total_us = r.total_us;
+  e.gemm_alone_us = gemm.total_us();
+  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas, hw,
+                                        problem.nodes())
+                        .us;
+  e.gemm_us = r.gemm_busy_us;
+  e.comm_us = r.comm_busy_us;
+  e.exposed_comm_us = std::max(0.0, e.total_us - e.gemm_us);
+  return e;
+}
+
+}  // namespace
+
+ModeEstimate estimate(const Problem& problem, const Plan& plan, const Hardware& hw) {
+  plan.validate(problem, hw);
+  switch (plan.mode) {
+    case Mode::kSequential:
+      return estimate_sequential(problem, plan, hw);
+    case Mode::kDecomposed:
+      return estimate_decomposed(problem, plan, hw);
+    case Mode::kTileSignal:
+    case Mode::kGreenContext:
+    case Mode::kTma:
+      return estimate_signaled(problem, plan, hw);
+  }
+  OVL_FAIL("unknown mode");
+}
+
+}  // namespace ovl

@@ -1,0 +1,112 @@
+// GEMM time on n SMs: waves of tiles at the per-SM matrix rate, an HBM floor with L2 reuse, launch and epilogue.
+#include <algorithm>
+#include <cmath>
+
+#include "model_detail.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl::detail {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Operand bytes (A rows + B columns) the tiles of a block of `b` tiles read, for a visiting order. Continuous in
+// b (average band counts, not rounded) so that per-tile traffic only falls as blocks grow.
+// Row-band: b consecutive tiles of row-major tile order span b / tiles_n bands (at least one) and min(b, tiles_n)
+// columns. Swizzle (and cuBLAS, and explicit orders, assumed blocked): a block as square in bytes as the grid allows.
+double block_panel_bytes(double b, int64_t tiles_m, int64_t tiles_n, const TileShape& t, TileOrder order,
+                         double k_bytes) {
+  double bm = 0, bn = 0;
+  if (order == TileOrder::kRowBand) {
+    bn = std::min(b, double(tiles_n));
+    bm = std::max(1.0, b / double(tiles_n));
+  } else {
+    bm = std::clamp(std::sqrt(b * t.n / t.m), 1.0, double(tiles_m));
+    bn = std::clamp(b / bm, 1.0, double(tiles_n));
+    bm = std::clamp(b / bn, 1.0, double(tiles_m));
+  }
+  return (bm * t.m + bn * t.n) * k_bytes;
+}
+
+// HBM bytes of a GEMM whose `concurrent` tiles run at once: the tiles are walked in blocks whose operand panels
+// stay in the L2 share; each block reads its panels once. A block holds at least the tiles in flight (a wave),
+// and at most the whole grid (then A and B are each read once).
+double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, const TileShape& t, TileOrder order,
+                      int64_t concurrent, const Hardware& hw) {
+  const double e = dtype_bytes(s.dtype);
+  const double k_bytes = double(s.k) * e;
+  const double tiles = double(tiles_m * tiles_n);
+  const double l2 = hw.l2_bytes * kL2OperandShare;
+  // Largest block that fits the L2 share (bisection: panel bytes grow with the block), unless the tiles in
+  // flight alone overflow it.
+  double lo = 1;
+  const double in_flight = std::min(double(concurrent), tiles);
+  if (block_panel_bytes(in_flight, tiles_m, tiles_n, t, order, k_bytes) < l2) {
+    double hi = tiles;
+    if (block_panel_bytes(hi, tiles_m, tiles_n, t, order, k_bytes) <= l2) {
+      lo = hi;
+    } else {
+      lo = in_flight;
+      for (int it = 0; it < 20 && hi - lo > 1; ++it) {
+        const double mid = std::floor((lo + hi) / 2);
+        if (block_panel_bytes(mid, tiles_m, tiles_n, t, order, k_bytes) <= l2)
+          lo = mid;
+        else
+          hi = mid;
+      }
+    }
+  }
+  const double block = std::clamp(std::max(lo, double(concurrent)), 1.0, tiles);
+  const double operands = tiles / block * block_panel_bytes(block, tiles_m, tiles_n, t, order, k_bytes);
+  const double a_plus_b = double(s.m) * double(s.k) * e + double(s.k) * double(s.n) * e;
+  const double c = double(s.m) * double(s.n) * e;
+  return std::max(operands, a_plus_b) + c;
+}
+
+}  // namespace
+
+double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : 1.0; }
+
+GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile_in, TileOrder order,
+                       const Hardware& hw, bool partition_penalty) {
+  OVL_CHECK(shape.m > 0 && shape.n > 0 && shape.k > 0, "GEMM shape {}x{}x{} must be positive", shape.m, shape.n,
+            shape.k);
+  OVL_CHECK(sms >= 1 && sms <= hw.sm_count, "GEMM sms = {} must be in [1, {}] (sm_count)", sms, hw.sm_count);
+  const TileShape tile = impl == GemmImpl::kCublas ? kCublasTile : tile_in;
+  OVL_CHECK(tile.m > 0 && tile.n > 0, "GEMM tile {}x{} must be positive", tile.m, tile.n);
+  const TileOrder walk = impl == GemmImpl::kCublas ? TileOrder::kSwizzle : order;
+
+  GemmTiming g;
+  g.sms = sms;
+  const int64_t tiles_m = ceil_div(shape.m, tile.m);
+  const int64_t tiles_n = ceil_div(shape.n, tile.n);
+  g.tiles = tiles_m * tiles_n;
+  g.waves = ceil_div(g.tiles, sms);
+  // Every tile costs a full tile (wgmma pads the edges). Matrix rate in FLOP per microsecond.
+  const double tile_flops = 2.0 * tile.m * tile.n * double(shape.k);
+  const double rate = hw.matrix_tflops_per_sm * 1e6 * matrix_rate_scale(shape.dtype);
+  if (impl == GemmImpl::kOvl) {
+    // Our persistent kernel: tile i runs in wave i / sms; the last wave costs a full wave however full it is.
+    g.tile_us = tile_flops / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
+    g.waves_used = double(g.waves);
+  } else {
+    // cuBLAS balances its tail (its heuristics and stream-K), so it scales with tiles / sms, down to one tile.
+    // On a partition it loses a further fixed fraction (its kernels are tuned for the full device): the
+    // penalty ramps in over the first granule of SMs removed.
+    const double removed = double(hw.sm_count - sms);
+    const double penalty =
+        partition_penalty ? hw.cublas_partition_penalty * std::min(1.0, removed / hw.sm_granularity) : 0.0;
+    g.tile_us = (tile_flops / (rate * hw.cublas_efficiency) + hw.tile_epilogue_us) * (1.0 + penalty);
+    g.waves_used = std::max(1.0, double(g.tiles) / sms);
+  }
+  g.compute_us = g.waves_used * g.tile_us;
+  g.hbm_bytes = gemm_hbm_bytes(shape, tiles_m, tiles_n, tile, walk, std::min<int64_t>(sms, g.tiles), hw);
+  // An SM loads at most what one copy CTA moves: few SMs cannot pull the whole HBM bandwidth.
+  const double bw = std::min(hw.hbm_GBps, sms * hw.per_cta_copy_GBps) * kBytesPerUsPerGBps;
+  g.memory_us = g.hbm_bytes / bw;
+  g.body_us = std::max(g.compute_us, g.memory_us);
+  g.launch_us = hw.launch_us;
+  return g;
+}
+
+}  // namespace ovl::detail

@@ -1,0 +1,61 @@
+// Private: the pieces the estimates, the mode recurrences and calibration share. Units: microseconds, bytes,
+// GB/s (1 GB/s = 1e3 bytes per microsecond).
+#pragma once
+
+#include <cstdint>
+
+#include "ovl/model/estimate.hpp"
+
+namespace ovl::detail {
+
+inline constexpr double kBytesPerUsPerGBps = 1e3;
+// Fraction of the L2 the operand panels of the tiles in flight may use (the rest holds C tiles and others).
+inline constexpr double kL2OperandShare = 0.5;
+// cuBLAS picks its own tile; the model counts its work in 128x256 tiles.
+inline constexpr TileShape kCublasTile{128, 256, 64};
+
+// One GEMM's timing on `sms` SMs, alone on the GPU.
+struct GemmTiming {
+  int sms = 0;
+  int64_t tiles = 0;
+  int64_t waves = 0;      // ceil(tiles / sms)
+  double waves_used = 0;  // waves the time is counted in: `waves` (ours), max(1, tiles / sms) (cuBLAS)
+  double tile_us = 0;     // one tile: matrix time at the efficiency + epilogue (x the partition penalty)
+  double compute_us = 0;  // waves_used x tile_us
+  double hbm_bytes = 0;
+  double memory_us = 0;  // hbm_bytes at min(HBM, sms x per-CTA copy)
+  double body_us = 0;    // max(compute, memory)
+  double launch_us = 0;
+  double total_us() const { return launch_us + body_us; }
+  double wave_us() const { return body_us / waves_used; }
+  // When tile `i` (0-based, visiting order) finishes / could start, counted from the kernel's start (after launch).
+  double tile_end_us(int64_t i) const { return double(i / sms + 1) * wave_us(); }
+  double tile_start_us(int64_t i) const { return double(i / sms) * wave_us(); }
+};
+
+// `partition_penalty`: apply cublas_partition_penalty when cuBLAS runs on fewer than sm_count SMs (a green-context
+// partition); off when a cuBLAS kernel merely loses SMs to a concurrent kernel.
+GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
+                       const Hardware& hw, bool partition_penalty = true);
+double matrix_rate_scale(DType dtype);  // 1 for bf16/fp16; 0.5 for fp32 (TF32)
+
+// Per-buffer-byte coefficients of one collective among the ranks of one node (bytes = the full buffer S).
+struct CollCoeffs {
+  double link_bytes = 0;  // bytes each GPU sends per direction over the link, per buffer byte
+  double cta_bytes = 0;   // bytes the TMA/SIMT CTAs read + write (as per_cta_copy_GBps counts), per buffer byte
+  double hbm_bytes = 0;   // local HBM traffic (read + write) per buffer byte
+  double steps = 0;       // dependent link latencies on the critical path
+};
+CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world);
+
+// A collective split as time = fixed_us + bytes x us_per_byte (linear in bytes, so monotone).
+struct CollCost {
+  double launch_us = 0;    // the kernel / NCCL call launch
+  double latency_us = 0;   // link latencies (steps x latency, plus network steps)
+  double us_per_byte = 0;  // per buffer byte: the slowest of link, CTAs and HBM (and network)
+  double time_us(double bytes) const { return launch_us + latency_us + bytes * us_per_byte; }
+};
+// `hbm_GBps`: the HBM bandwidth the collective may use (the whole device alone, less under a running GEMM).
+CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const Hardware& hw, double hbm_GBps);
+
+}  // namespace ovl::detail

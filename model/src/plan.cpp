@@ -1,0 +1,390 @@
+// Plan: names, validation, defaults and JSON.
+#include "ovl/model/plan.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "json_fields.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl {
+
+std::string_view to_string(Mode mode) {
+  switch (mode) {
+    case Mode::kSequential:
+      return "sequential";
+    case Mode::kDecomposed:
+      return "decomposed";
+    case Mode::kTileSignal:
+      return "tile-signal";
+    case Mode::kGreenContext:
+      return "green-context";
+    case Mode::kTma:
+      return "tma";
+  }
+  return "?";
+}
+
+std::string_view to_string(CommAlgo algo) {
+  switch (algo) {
+    case CommAlgo::kNcclRing:
+      return "nccl";
+    case CommAlgo::kNcclNvls:
+      return "nccl-nvls";
+    case CommAlgo::kTmaPush:
+      return "tma-push";
+    case CommAlgo::kTmaPull:
+      return "tma-pull";
+  }
+  return "?";
+}
+
+std::string_view to_string(TileOrder order) {
+  switch (order) {
+    case TileOrder::kRowBand:
+      return "row-band";
+    case TileOrder::kSwizzle:
+      return "swizzle";
+    case TileOrder::kExplicit:
+      return "explicit";
+  }
+  return "?";
+}
+
+std::string_view to_string(OutputLayout layout) {
+  switch (layout) {
+    case OutputLayout::kRowMajor:
+      return "row-major";
+    case OutputLayout::kTileMajor:
+      return "tile-major";
+  }
+  return "?";
+}
+
+std::vector<Mode> all_modes() {
+  return {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
+}
+
+Mode parse_mode(std::string_view text) {
+  for (Mode m : all_modes()) {
+    if (text == to_string(m)) return m;
+  }
+  OVL_FAIL("unknown mode \"{}\" (expected sequential, decomposed, tile-signal, green-context or tma)", text);
+}
+
+CommAlgo parse_comm_algo(std::string_view text) {
+  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+    if (text == to_string(a)) return a;
+  }
+  OVL_FAIL("unknown comm algorithm \"{}\" (expected nccl, nccl-nvls, tma-push or tma-pull)", text);
+}
+
+TileOrder parse_tile_order(std::string_view text) {
+  for (TileOrder o : {TileOrder::kRowBand, TileOrder::kSwizzle, TileOrder::kExplicit}) {
+    if (text == to_string(o)) return o;
+  }
+  OVL_FAIL("unknown tile order \"{}\" (expected row-band, swizzle or explicit)", text);
+}
+
+OutputLayout parse_output_layout(std::string_view text) {
+  for (OutputLayout l : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
+    if (text == to_string(l)) return l;
+  }
+  OVL_FAIL("unknown output layout \"{}\" (expected row-major or tile-major)", text);
+}
+
+bool is_nccl(CommAlgo algo) { return algo == CommAlgo::kNcclRing || algo == CommAlgo::kNcclNvls; }
+bool mode_signals(Mode mode) { return mode == Mode::kTileSignal || mode == Mode::kGreenContext || mode == Mode::kTma; }
+
+void Plan::validate(const Problem& problem, const Hardware& hw) const {
+  problem.validate();
+  hw.validate();
+  const int sms = hw.sm_count;
+  const int gran = hw.sm_granularity;
+  const std::string_view mode_name = to_string(mode);
+
+  OVL_CHECK(tile.m > 0 && tile.m % 64 == 0 && tile.m <= 256,
+            "plan field \"tile.m\" = {} must be 64, 128, 192 or 256 (wgmma rows)", tile.m);
+  OVL_CHECK(tile.n > 0 && tile.n % 8 == 0 && tile.n <= 256,
+            "plan field \"tile.n\" = {} must be a multiple of 8 up to 256", tile.n);
+  OVL_CHECK(tile.k > 0 && tile.k % 16 == 0 && tile.k <= 256,
+            "plan field \"tile.k\" = {} must be a multiple of 16 up to 256", tile.k);
+
+  OVL_CHECK(gemm_sms >= 1 && gemm_sms <= sms, "plan field \"gemm_sms\" = {} must be in [1, {}] (sm_count)", gemm_sms,
+            sms);
+  OVL_CHECK(comm_sms >= 0 && comm_sms <= sms, "plan field \"comm_sms\" = {} must be in [0, {}] (sm_count)", comm_sms,
+            sms);
+  OVL_CHECK(comm_ctas >= 1 && comm_ctas <= sms, "plan field \"comm_ctas\" = {} must be in [1, {}] (sm_count)",
+            comm_ctas, sms);
+  OVL_CHECK(chunks >= 1, "plan field \"chunks\" = {} must be at least 1", chunks);
+
+  // Modes and partitioning.
+  if (mode == Mode::kGreenContext) {
+    OVL_CHECK(partitioned, "plan field \"partitioned\" = false: mode {} runs on green-context partitions", mode_name);
+  }
+  if (mode == Mode::kSequential || mode == Mode::kDecomposed || mode == Mode::kTileSignal) {
+    OVL_CHECK(!partitioned,
+              "plan field \"partitioned\" = true: mode {} runs on plain streams (use green-context or tma)", mode_name);
+  }
+  if (partitioned) {
+    OVL_CHECK(comm_sms >= gran && comm_sms % gran == 0,
+              "plan field \"comm_sms\" = {} must be a positive multiple of the green-context granularity {}", comm_sms,
+              gran);
+    // A split gives groups of `gran` SMs and a remainder (132 = 16 x 8 + 4); the remainder may join the GEMM.
+    OVL_CHECK(gemm_sms % gran == 0 || gemm_sms % gran == sms % gran,
+              "plan field \"gemm_sms\" = {} must be a multiple of the green-context granularity {} (or one plus the "
+              "remainder {})",
+              gemm_sms, gran, sms % gran);
+    OVL_CHECK(gemm_sms + comm_sms <= sms, "plan fields \"gemm_sms\" + \"comm_sms\" = {} + {} exceed sm_count = {}",
+              gemm_sms, comm_sms, sms);
+    OVL_CHECK(comm_ctas <= comm_sms, "plan field \"comm_ctas\" = {} exceeds comm_sms = {} (its partition)", comm_ctas,
+              comm_sms);
+  }
+
+  // Mode and algorithm.
+  if (mode == Mode::kTma) {
+    OVL_CHECK(!is_nccl(comm_algo), "plan field \"comm_algo\" = {} does not go with mode tma (use tma-push or tma-pull)",
+              to_string(comm_algo));
+  } else if (mode != Mode::kSequential) {
+    OVL_CHECK(is_nccl(comm_algo), "plan field \"comm_algo\" = {} does not go with mode {} (NCCL modes; use mode tma)",
+              to_string(comm_algo), mode_name);
+  }
+  if (!is_nccl(comm_algo)) {
+    OVL_CHECK(problem.nodes() == 1, "plan field \"comm_algo\" = {} works within one node, but world {} spans {} nodes",
+              to_string(comm_algo), problem.world, problem.nodes());
+  }
+
+  // Tiles, order and groups.
+  const int64_t tiles = tile_count(problem);
+  const int64_t tn = tiles_n(problem);
+  if (tile_order == TileOrder::kExplicit) {
+    OVL_CHECK(int64_t(explicit_order.size()) == tiles,
+              "plan field \"explicit_order\" has {} entries but the problem has {} tiles", explicit_order.size(),
+              tiles);
+    std::vector<char> seen(size_t(tiles), 0);
+    for (size_t i = 0; i < explicit_order.size(); ++i) {
+      const int t = explicit_order[i];
+      OVL_CHECK(t >= 0 && t < tiles && !seen[size_t(t)],
+                "plan field \"explicit_order\"[{}] = {} is out of range or repeated (needs a permutation of 0..{})", i,
+                t, tiles - 1);
+      seen[size_t(t)] = 1;
+    }
+  } else {
+    OVL_CHECK(explicit_order.empty(), "plan field \"explicit_order\" has {} entries but tile_order is {}",
+              explicit_order.size(), to_string(tile_order));
+  }
+  if (mode_signals(mode) || !tile_groups.empty()) {
+    OVL_CHECK(!tile_groups.empty(), "plan field \"tile_groups\" is empty: mode {} signals tile groups", mode_name);
+    int64_t sum = 0;
+    for (size_t g = 0; g < tile_groups.size(); ++g) {
+      OVL_CHECK(tile_groups[g] >= 1, "plan field \"tile_groups\"[{}] = {} must be at least 1", g, tile_groups[g]);
+      sum += tile_groups[g];
+    }
+    OVL_CHECK(sum == tiles, "plan field \"tile_groups\" sums to {} but the problem has {} tiles ({} x {} of {}x{})",
+              sum, tiles, tiles_m(problem), tn, tile.m, tile.n);
+  }
+  // NCCL sends contiguous buffers: with a row-major output a group must be whole row bands of tiles.
+  if (mode_signals(mode) && is_nccl(comm_algo) && output == OutputLayout::kRowMajor) {
+    OVL_CHECK(tile_order != TileOrder::kSwizzle,
+              "plan field \"tile_order\" = swizzle leaves NCCL groups non-contiguous in a row-major output (use "
+              "row-band or a tile-major output)");
+    int64_t start = 0;
+    for (size_t g = 0; g < tile_groups.size(); ++g) {
+      const int64_t end = start + tile_groups[g];
+      OVL_CHECK(
+          start % tn == 0 && end % tn == 0,
+          "plan field \"tile_groups\"[{}] = {} covers tiles [{}, {}), not whole row bands of {} tiles: NCCL needs "
+          "contiguous groups in a row-major output",
+          g, tile_groups[g], start, end, tn);
+      if (tile_order == TileOrder::kExplicit) {
+        std::vector<int64_t> per_band(size_t(tiles_m(problem)), 0);
+        for (int64_t i = start; i < end; ++i) per_band[size_t(explicit_order[size_t(i)] / tn)]++;
+        for (size_t b = 0; b < per_band.size(); ++b) {
+          OVL_CHECK(per_band[b] == 0 || per_band[b] == tn,
+                    "plan field \"explicit_order\": group {} holds {} of the {} tiles of row band {}, so it is not "
+                    "contiguous in a row-major output",
+                    g, per_band[b], tn, b);
+        }
+      }
+      start = end;
+    }
+  }
+  if (mode == Mode::kDecomposed) {
+    OVL_CHECK(problem.m % chunks == 0, "plan field \"chunks\" = {} does not divide M = {}", chunks, problem.m);
+    if (problem.op != Op::kGemmAllReduce) {
+      OVL_CHECK((problem.m / chunks) % problem.world == 0,
+                "plan field \"chunks\" = {}: a chunk of M / chunks = {} rows must split across world = {} for {}",
+                chunks, problem.m / chunks, problem.world, to_string(problem.op));
+    }
+  }
+}
+
+std::string Plan::summary() const {
+  std::string s =
+      fmt::format("{} gemm_sms={} comm_sms={}{} tile={}x{}x{} order={} output={}", to_string(mode), gemm_sms, comm_sms,
+                  partitioned ? " partitioned" : "", tile.m, tile.n, tile.k, to_string(tile_order), to_string(output));
+  if (!tile_groups.empty()) s += fmt::format(" groups={}", tile_groups.size());
+  if (mode == Mode::kDecomposed) s += fmt::format(" chunks={}", chunks);
+  s += fmt::format(" algo={} ctas={}", to_string(comm_algo), comm_ctas);
+  return s;
+}
+
+std::vector<int> even_groups(int64_t tiles, int groups) {
+  OVL_CHECK(tiles >= 1, "even_groups: tiles = {} must be positive", tiles);
+  OVL_CHECK(groups >= 1 && groups <= tiles, "even_groups: groups = {} must be in [1, {}] (tiles)", groups, tiles);
+  // Equal sizes where the count divides (so groups of tiles_m / g whole bands stay whole bands); otherwise the
+  // first (tiles % groups) groups get one tile more.
+  std::vector<int> out(size_t(groups), int(tiles / groups));
+  for (int64_t g = 0; g < tiles % groups; ++g) out[size_t(g)]++;
+  return out;
+}
+
+std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
+  OVL_CHECK(tiles_m >= 1 && tiles_n >= 1, "band_groups: tiles_m = {}, tiles_n = {} must be positive", tiles_m, tiles_n);
+  OVL_CHECK(groups >= 1 && groups <= tiles_m, "band_groups: groups = {} must be in [1, {}] (row bands)", groups,
+            tiles_m);
+  std::vector<int> out;
+  for (int b : even_groups(tiles_m, groups)) out.push_back(int(b * tiles_n));
+  return out;
+}
+
+Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms) {
+  problem.validate();
+  hw.validate();
+  OVL_CHECK(comm_sms >= 0 && comm_sms <= hw.sm_count, "default_plan: comm_sms = {} must be in [0, {}]", comm_sms,
+            hw.sm_count);
+  Plan p;
+  p.mode = mode;
+  p.gemm_sms = hw.sm_count;
+  const int ctas = comm_sms > 0 ? comm_sms : kDefaultNcclCtas;
+  p.comm_algo = CommAlgo::kNcclRing;
+  p.comm_ctas = std::min(ctas, hw.sm_count);
+  p.comm_sms = p.comm_ctas;
+  const int64_t tm = p.tiles_m(problem);
+  const int64_t tn = p.tiles_n(problem);
+  switch (mode) {
+    case Mode::kSequential:
+      break;
+    case Mode::kDecomposed: {
+      // The largest chunk count up to 4 that divides the rows (and each chunk across ranks for RS / AG).
+      const int64_t unit = problem.op == Op::kGemmAllReduce ? 1 : problem.world;
+      p.chunks = 1;
+      for (int c = 4; c >= 1; --c) {
+        if (problem.m % (int64_t(c) * unit) == 0) {
+          p.chunks = c;
+          break;
+        }
+      }
+      break;
+    }
+    case Mode::kTileSignal:
+      p.tile_groups = band_groups(tm, tn, int(tm));
+      break;
+    case Mode::kGreenContext:
+    case Mode::kTma: {
+      // Disjoint partitions: round the communication SMs up to the granularity (at least one group).
+      const int gran = hw.sm_granularity;
+      int c = comm_sms > 0 ? comm_sms : (mode == Mode::kTma ? gran : kDefaultNcclCtas);
+      c = std::max(gran, (c + gran - 1) / gran * gran);
+      OVL_CHECK(c < hw.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c, hw.sm_count);
+      p.partitioned = true;
+      p.comm_sms = c;
+      p.comm_ctas = c;
+      p.gemm_sms = hw.sm_count - c;
+      p.tile_groups = band_groups(tm, tn, int(tm));
+      if (mode == Mode::kTma) p.comm_algo = CommAlgo::kTmaPush;
+      break;
+    }
+  }
+  return p;
+}
+
+void to_json(nlohmann::json& j, const Plan& p) {
+  j = nlohmann::json{{"mode", to_string(p.mode)},
+                     {"gemm_sms", p.gemm_sms},
+                     {"comm_sms", p.comm_sms},
+                     {"partitioned", p.partitioned},
+                     {"tile", {{"m", p.tile.m}, {"n", p.tile.n}, {"k", p.tile.k}}},
+                     {"tile_order", to_string(p.tile_order)},
+                     {"explicit_order", p.explicit_order},
+                     {"output", to_string(p.output)},
+                     {"tile_groups", p.tile_groups},
+                     {"comm_algo", to_string(p.comm_algo)},
+                     {"comm_ctas", p.comm_ctas},
+                     {"chunks", p.chunks}};
+}
+
+namespace {
+std::vector<int> read_int_array(const nlohmann::json& j, const char* field) {
+  const auto& v = detail::require_field(j, field, "plan");
+  OVL_CHECK(v.is_array(), "plan field \"{}\" = {} is not an array", field, v.dump());
+  std::vector<int> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string name = fmt::format("{}[{}]", field, i);
+    out.push_back(detail::as_int32(v[i], name.c_str(), "plan"));
+  }
+  return out;
+}
+}  // namespace
+
+void from_json(const nlohmann::json& j, Plan& p) {
+  using namespace detail;
+  OVL_CHECK(j.is_object(), "plan JSON must be an object, got {}", j.dump());
+  Plan q;
+  q.mode = parse_mode(read_string(j, "mode", "plan"));
+  q.gemm_sms = read_int32(j, "gemm_sms", "plan");
+  q.comm_sms = read_int32(j, "comm_sms", "plan");
+  q.partitioned = read_bool(j, "partitioned", "plan");
+  const auto& t = require_field(j, "tile", "plan");
+  OVL_CHECK(t.is_object(), "plan field \"tile\" = {} is not an object {{\"m\", \"n\", \"k\"}}", t.dump());
+  q.tile.m = read_int32(t, "m", "plan tile");
+  q.tile.n = read_int32(t, "n", "plan tile");
+  q.tile.k = read_int32(t, "k", "plan tile");
+  q.tile_order = parse_tile_order(read_string(j, "tile_order", "plan"));
+  q.explicit_order = read_int_array(j, "explicit_order");
+  q.output = parse_output_layout(read_string(j, "output", "plan"));
+  q.tile_groups = read_int_array(j, "tile_groups");
+  q.comm_algo = parse_comm_algo(read_string(j, "comm_algo", "plan"));
+  q.comm_ctas = read_int32(j, "comm_ctas", "plan");
+  q.chunks = read_int32(j, "chunks", "plan");
+  // What needs no problem to check is checked here; Plan::validate checks the rest against a problem.
+  OVL_CHECK(q.gemm_sms >= 1, "plan field \"gemm_sms\" = {} must be positive", q.gemm_sms);
+  OVL_CHECK(q.comm_sms >= 0, "plan field \"comm_sms\" = {} must not be negative", q.comm_sms);
+  OVL_CHECK(q.comm_ctas >= 1, "plan field \"comm_ctas\" = {} must be positive", q.comm_ctas);
+  OVL_CHECK(q.chunks >= 1, "plan field \"chunks\" = {} must be positive", q.chunks);
+  OVL_CHECK(q.tile.m > 0 && q.tile.n > 0 && q.tile.k > 0, "plan field \"tile\" = {}x{}x{} must be positive", q.tile.m,
+            q.tile.n, q.tile.k);
+  for (size_t g = 0; g < q.tile_groups.size(); ++g) {
+    OVL_CHECK(q.tile_groups[g] >= 1, "plan field \"tile_groups\"[{}] = {} must be at least 1", g, q.tile_groups[g]);
+  }
+  for (const auto& [key, value] : j.items()) {
+    static const char* kKnown[] = {"mode",        "gemm_sms",   "comm_sms",       "partitioned",
+                                   "tile",        "tile_order", "explicit_order", "output",
+                                   "tile_groups", "comm_algo",  "comm_ctas",      "chunks"};
+    const bool known = key == "comment" || key.rfind('_', 0) == 0 ||
+                       std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; });
+    OVL_CHECK(known, "plan field \"{}\" = {} is not a Plan field", key, value.dump());
+  }
+  p = std::move(q);
+}
+
+Plan load_plan(const std::string& path) {
+  std::ifstream in(path);
+  OVL_CHECK(in.good(), "cannot open plan \"{}\"", path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    OVL_FAIL("plan \"{}\" is not valid JSON: {}", path, e.what());
+  }
+  try {
+    return j.get<Plan>();
+  } catch (const Error& e) {
+    OVL_FAIL("plan \"{}\": {}", path, e.message());
+  }
+}
+
+}  // namespace ovl

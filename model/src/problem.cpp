@@ -1,0 +1,126 @@
+// Problem: names, validation and JSON.
+#include "ovl/model/problem.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "json_fields.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl {
+
+std::string_view to_string(Op op) {
+  switch (op) {
+    case Op::kGemmAllReduce:
+      return "gemm-allreduce";
+    case Op::kGemmReduceScatter:
+      return "gemm-reducescatter";
+    case Op::kAllGatherGemm:
+      return "allgather-gemm";
+  }
+  return "?";
+}
+
+std::string_view to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kFP16:
+      return "fp16";
+    case DType::kFP32:
+      return "fp32";
+  }
+  return "?";
+}
+
+std::string_view to_string(BLayout layout) {
+  switch (layout) {
+    case BLayout::kKxN:
+      return "nn";
+    case BLayout::kNxK:
+      return "nt";
+  }
+  return "?";
+}
+
+Op parse_op(std::string_view text) {
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    if (text == to_string(op)) return op;
+  }
+  OVL_FAIL("unknown op \"{}\" (expected gemm-allreduce, gemm-reducescatter or allgather-gemm)", text);
+}
+
+DType parse_dtype(std::string_view text) {
+  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    if (text == to_string(d)) return d;
+  }
+  OVL_FAIL("unknown dtype \"{}\" (expected bf16, fp16 or fp32)", text);
+}
+
+BLayout parse_b_layout(std::string_view text) {
+  for (BLayout l : {BLayout::kKxN, BLayout::kNxK}) {
+    if (text == to_string(l)) return l;
+  }
+  OVL_FAIL("unknown B layout \"{}\" (expected nn or nt)", text);
+}
+
+int dtype_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
+
+void Problem::validate() const {
+  OVL_CHECK(m > 0, "problem field \"m\" = {} must be positive", m);
+  OVL_CHECK(n > 0, "problem field \"n\" = {} must be positive", n);
+  OVL_CHECK(k > 0, "problem field \"k\" = {} must be positive", k);
+  // 16-byte rows for TMA and vectorized loads: K (A's row) and N (C's row) in multiples of 8 elements.
+  OVL_CHECK(k % 8 == 0, "problem field \"k\" = {} must be a multiple of 8 (16-byte rows)", k);
+  OVL_CHECK(n % 8 == 0, "problem field \"n\" = {} must be a multiple of 8 (16-byte rows)", n);
+  OVL_CHECK(world >= 1, "problem field \"world\" = {} must be at least 1", world);
+  OVL_CHECK(gpus_per_node >= 1, "problem field \"gpus_per_node\" = {} must be at least 1", gpus_per_node);
+  if (op != Op::kGemmAllReduce) {
+    OVL_CHECK(m % world == 0, "problem field \"m\" = {} must be divisible by world = {} for {}", m, world,
+              to_string(op));
+  }
+  if (world > gpus_per_node) {
+    OVL_CHECK(world % gpus_per_node == 0,
+              "problem field \"world\" = {} spans nodes and must be a multiple of gpus_per_node = {}", world,
+              gpus_per_node);
+  }
+}
+
+int64_t Problem::comm_bytes() const {
+  const int64_t elems = op == Op::kAllGatherGemm ? m * k : m * n;
+  return elems * dtype_bytes(dtype);
+}
+
+std::string Problem::name() const {
+  return fmt::format("{}/{}x{}x{}/{}/{}/world:{}", to_string(op), m, n, k, to_string(dtype), to_string(b_layout),
+                     world);
+}
+
+void to_json(nlohmann::json& j, const Problem& p) {
+  j = nlohmann::json{{"op", to_string(p.op)},
+                     {"m", p.m},
+                     {"n", p.n},
+                     {"k", p.k},
+                     {"dtype", to_string(p.dtype)},
+                     {"b_layout", to_string(p.b_layout)},
+                     {"world", p.world},
+                     {"gpus_per_node", p.gpus_per_node}};
+}
+
+void from_json(const nlohmann::json& j, Problem& p) {
+  using detail::read_int;
+  using detail::read_string;
+  OVL_CHECK(j.is_object(), "problem JSON must be an object, got {}", j.dump());
+  Problem q;
+  q.op = parse_op(read_string(j, "op", "problem"));
+  q.m = read_int(j, "m", "problem");
+  q.n = read_int(j, "n", "problem");
+  q.k = read_int(j, "k", "problem");
+  if (j.contains("dtype")) q.dtype = parse_dtype(read_string(j, "dtype", "problem"));
+  if (j.contains("b_layout")) q.b_layout = parse_b_layout(read_string(j, "b_layout", "problem"));
+  q.world = detail::read_int32(j, "world", "problem");
+  if (j.contains("gpus_per_node")) q.gpus_per_node = detail::read_int32(j, "gpus_per_node", "problem");
+  q.validate();
+  p = q;
+}
+
+}  // namespace ovl

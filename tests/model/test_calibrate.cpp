@@ -1,0 +1,279 @@
+// Benchmark names, reading Google Benchmark JSON, and calibration: fitting known parameters back from synthetic
+// benchmark files that the model itself generated (with noise), and held-out validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "ovl/error.hpp"
+#include "ovl/model/bench_names.hpp"
+#include "ovl/model/calibrate.hpp"
+
+namespace ovl {
+namespace {
+
+// Deterministic noise in [-amplitude, +amplitude] (relative).
+struct Noise {
+  uint64_t state = 12345;
+  double amplitude;
+  double operator()() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return amplitude * (2.0 * double(state >> 11) / double(uint64_t(1) << 53) - 1.0);
+  }
+};
+
+// A Google Benchmark JSON document with one manual-time run per case, times from `truth` x (1 + noise).
+nlohmann::json synthetic(const std::vector<BenchCase>& cases, const Hardware& truth, double noise_amplitude) {
+  Noise noise{12345, noise_amplitude};
+  nlohmann::json doc{{"context", {{"library_build_type", "release"}}}, {"benchmarks", nlohmann::json::array()}};
+  for (const auto& c : cases) {
+    const auto us = predict_us(c, truth);
+    if (!us) continue;
+    const double t = *us * (1 + noise());
+    nlohmann::json b{{"name", c.name() + "/manual_time"},
+                     {"run_type", "iteration"},
+                     {"iterations", 10},
+                     {"real_time", t * 1e3},
+                     {"cpu_time", 5.0},
+                     {"time_unit", "ns"}};
+    if (c.kind == BenchKind::kGemm) b["tflops"] = 2.0 * c.m * c.n * c.k / t / 1e6;
+    if (c.kind == BenchKind::kCollective) b["algbw_GBps"] = c.bytes / t / 1e3;
+    doc["benchmarks"].push_back(b);
+  }
+  return doc;
+}
+
+BenchCase gemm_case(const char* impl, int64_t m, int64_t n, int64_t k, int sms) {
+  return *parse_bench_name(fmt::format("gemm/{}/{}x{}x{}/nt/sms:{}", impl, m, n, k, sms));
+}
+
+const FittedParameter* find(const CalibrationResult& r, const std::string& name) {
+  for (const auto& p : r.parameters) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+TEST(BenchNames, Parse) {
+  auto g = parse_bench_name("gemm/cublas/8192x4096x1024/nn/sms:124/manual_time");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->kind, BenchKind::kGemm);
+  EXPECT_EQ(g->gemm_impl(), GemmImpl::kCublas);
+  EXPECT_EQ(g->m, 8192);
+  EXPECT_EQ(g->n, 4096);
+  EXPECT_EQ(g->k, 1024);
+  EXPECT_EQ(g->b_layout, BLayout::kKxN);
+  EXPECT_EQ(g->sms, 124);
+  EXPECT_EQ(parse_bench_name(g->name())->name(), "gemm/cublas/8192x4096x1024/nn/sms:124");
+  auto c = parse_bench_name("coll/tma-pull/reducescatter/67108864/world:8/ctas:16/manual_time/repeats:5_median");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->kind, BenchKind::kCollective);
+  EXPECT_EQ(c->comm_algo(), CommAlgo::kTmaPull);
+  EXPECT_EQ(c->collective, Collective::kReduceScatter);
+  EXPECT_EQ(c->bytes, 67108864);
+  EXPECT_EQ(c->world, 8);
+  EXPECT_EQ(c->ctas, 16);
+  EXPECT_EQ(parse_bench_name("coll/simt/allgather/1024/world:2/ctas:4")->comm_algo(), CommAlgo::kTmaPush);
+  auto cp = parse_bench_name("copy/tma/1073741824/ctas:32/iterations:20");
+  ASSERT_TRUE(cp);
+  EXPECT_EQ(cp->kind, BenchKind::kCopy);
+  EXPECT_EQ(cp->ctas, 32);
+  auto o = parse_bench_name("overlap/green-context/allgather/8192x8192x8192/world:4/comm_sms:16");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->mode, Mode::kGreenContext);
+  EXPECT_EQ(o->op, Op::kAllGatherGemm);
+  EXPECT_EQ(o->comm_sms, 16);
+  EXPECT_EQ(parse_bench_name("overlap/tma/gemm-reducescatter/1024x1024x1024/world:2/comm_sms:8")->op,
+            Op::kGemmReduceScatter);
+  for (const char* bad :
+       {"gemm/ovl/8192x8192/nt/sms:132", "gemm/mkl/8x8x8/nt/sms:1", "gemm/ovl/8x8x8/tt/sms:1", "gemm/ovl/8x8x8/nt/sm:1",
+        "coll/nccl/broadcast/8/world:2/ctas:1", "coll/nccl/allreduce/-8/world:2/ctas:1",
+        "overlap/magic/allreduce/8x8x8/world:2/comm_sms:8", "BM_Other/16", "", "gemm/ovl/8x8x8/nt/sms:132_stddev"}) {
+    EXPECT_FALSE(parse_bench_name(bad)) << bad;
+  }
+}
+
+TEST(Calibrate, ReadMeasurements) {
+  nlohmann::json doc{{"benchmarks",
+                      {{{"name", "gemm/ovl/1024x1024x1024/nt/sms:8/manual_time"},
+                        {"run_type", "iteration"},
+                        {"real_time", 2.5},
+                        {"time_unit", "ms"},
+                        {"tflops", 0.86}},
+                       {{"name", "copy/simt/1048576/ctas:4/manual_time"}, {"real_time", 10.0}, {"time_unit", "us"}},
+                       {{"name", "copy/simt/1048576/ctas:4/manual_time"}, {"real_time", 30.0}, {"time_unit", "us"}},
+                       {{"name", "copy/simt/1048576/ctas:4/manual_time"}, {"real_time", 12.0}, {"time_unit", "us"}},
+                       {{"name", "copy/simt/2048/ctas:4/manual_time"},
+                        {"real_time", 99.0},
+                        {"time_unit", "us"},
+                        {"error_occurred", true},
+                        {"error_message", "no GPU"}},
+                       {{"name", "coll/nccl/allreduce/1024/world:2/ctas:2/manual_time_median"},
+                        {"run_type", "aggregate"},
+                        {"aggregate_name", "median"},
+                        {"real_time", 20000.0},
+                        {"time_unit", "ns"}},
+                       {{"name", "coll/nccl/allreduce/1024/world:2/ctas:2/manual_time_stddev"},
+                        {"run_type", "aggregate"},
+                        {"aggregate_name", "stddev"},
+                        {"real_time", 5.0},
+                        {"time_unit", "ns"}},
+                       {{"name", "coll/nccl/allreduce/1024/world:2/ctas:2/manual_time"},
+                        {"run_type", "iteration"},
+                        {"real_time", 90000.0},
+                        {"time_unit", "ns"}},
+                       {{"name", "overlap/tma/allreduce/1024x1024x1024/world:2/comm_sms:8"},
+                        {"real_time", 1.0},
+                        {"time_unit", "s"},
+                        {"us", 123.0}},
+                       {{"name", "BM_Unrelated"}, {"real_time", 1.0}}}}};
+  std::vector<std::string> notes;
+  const auto ms = read_measurements({doc}, &notes);
+  ASSERT_EQ(ms.size(), 4u);
+  EXPECT_DOUBLE_EQ(ms[0].us, 2500.0);
+  EXPECT_DOUBLE_EQ(ms[0].counters.at("tflops"), 0.86);
+  EXPECT_DOUBLE_EQ(ms[1].us, 12.0);   // the median of 10, 30, 12
+  EXPECT_DOUBLE_EQ(ms[2].us, 20.0);   // the median aggregate wins over the single iterations
+  EXPECT_DOUBLE_EQ(ms[3].us, 123.0);  // overlap cases: the "us" counter
+  EXPECT_EQ(notes.size(), 2u);        // the errored run and the unrelated name
+  EXPECT_THROW(read_measurements({nlohmann::json{{"context", 1}}}), Error);
+  nlohmann::json bad_unit{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1.0}, {"time_unit", "h"}}}}};
+  EXPECT_THROW(read_measurements({bad_unit}), Error);
+  EXPECT_THROW(calibrate(std::vector<nlohmann::json>{nlohmann::json{{"benchmarks", nlohmann::json::array()}}},
+                         builtin_hardware("h200")),
+               Error);
+}
+
+TEST(Calibrate, RecoversGemmParameters) {
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.gemm_efficiency = 0.72;
+  truth.tile_epilogue_us = 0.8;
+  truth.launch_us = 6.0;
+  truth.cublas_efficiency = 0.83;
+  truth.cublas_partition_penalty = 0.09;
+  std::vector<BenchCase> cases;
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {4096, 4096, 4096},  {2048, 8192, 4096},  {8192, 2048, 16384},
+                               {1024, 1024, 8192}, {4096, 14336, 4096}, {16384, 4096, 2048}, {1024, 4096, 512}};
+  for (const auto& s : shapes) {
+    for (int sms : {8, 16, 32, 64, 96, 116, 124, 128, 132}) {
+      for (const char* impl : {"ovl", "cublas"}) cases.push_back(gemm_case(impl, s[0], s[1], s[2], sms));
+    }
+  }
+  const CalibrationResult r = calibrate({synthetic(cases, truth, 0.005)}, base);
+  const auto* eff = find(r, "gemm_efficiency");
+  ASSERT_TRUE(eff);
+  EXPECT_NEAR(eff->value, 0.72, 0.72 * 0.015);
+  EXPECT_GT(eff->points, 50);
+  EXPECT_LT(eff->rms_rel_error, 0.01);  // 0.5% noise
+  EXPECT_NEAR(r.hardware.cublas_efficiency, 0.83, 0.83 * 0.015);
+  EXPECT_NEAR(r.hardware.cublas_partition_penalty, 0.09, 0.015);
+  EXPECT_NEAR(r.hardware.launch_us, 6.0, 3.0);
+  EXPECT_NEAR(r.hardware.tile_epilogue_us, 0.8, 0.6);
+  EXPECT_NE(r.summary().find("cublas_partition_penalty"), std::string::npos);
+  // Parameters no GEMM case informs are left alone.
+  EXPECT_DOUBLE_EQ(r.hardware.link_GBps, base.link_GBps);
+  EXPECT_EQ(find(r, "link_GBps"), nullptr);
+}
+
+TEST(Calibrate, RecoversCommParameters) {
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.link_GBps = 400;
+  truth.nccl_efficiency = 0.85;
+  truth.nccl_per_cta_GBps = 25;
+  truth.per_cta_copy_GBps = 90;
+  truth.hbm_GBps = 4000;
+  truth.link_latency_us = 1.0;
+  truth.nccl_launch_us = 12;
+  truth.tma_launch_us = 3;
+  std::vector<BenchCase> cases;
+  for (const char* op : {"allreduce", "reducescatter", "allgather"}) {
+    for (int64_t bytes = 1024; bytes <= (int64_t(1) << 30); bytes *= 4) {
+      for (int ctas : {4, 8, 16, 32}) {
+        cases.push_back(*parse_bench_name(fmt::format("coll/nccl/{}/{}/world:8/ctas:{}", op, bytes, ctas)));
+      }
+      for (const char* impl : {"tma-push", "tma-pull"}) {
+        for (int ctas : {1, 2, 4, 8, 16, 32, 64}) {
+          cases.push_back(*parse_bench_name(fmt::format("coll/{}/{}/{}/world:8/ctas:{}", impl, op, bytes, ctas)));
+        }
+      }
+    }
+  }
+  for (int64_t bytes = int64_t(1) << 20; bytes <= (int64_t(1) << 30); bytes *= 4) {
+    for (int ctas : {1, 4, 16, 32, 64, 132})
+      cases.push_back(*parse_bench_name(fmt::format("copy/simt/{}/ctas:{}", bytes, ctas)));
+  }
+  const CalibrationResult r = calibrate({synthetic(cases, truth, 0.01)}, base);
+  const Hardware& h = r.hardware;
+  EXPECT_NEAR(h.link_GBps, 400, 400 * 0.03);
+  EXPECT_NEAR(h.nccl_efficiency, 0.85, 0.85 * 0.03);
+  EXPECT_NEAR(h.nccl_per_cta_GBps, 25, 25 * 0.03);
+  EXPECT_NEAR(h.per_cta_copy_GBps, 90, 90 * 0.03);
+  EXPECT_NEAR(h.hbm_GBps, 4000, 4000 * 0.03);
+  EXPECT_NEAR(h.link_latency_us, 1.0, 0.2);
+  EXPECT_NEAR(h.nccl_launch_us, 12, 1.0);
+  EXPECT_NEAR(h.tma_launch_us, 3, 0.5);
+  for (const auto& p : r.parameters) {
+    EXPECT_EQ(p.subset, "comm");
+    EXPECT_GT(p.points, 0) << p.name;
+    EXPECT_LT(p.rms_rel_error, 0.02) << p.name;  // 1% noise
+  }
+  // The fitted profile predicts the cases within the noise.
+  EXPECT_LT(validate_benchmarks({synthetic(cases, truth, 0.01)}, h).mape, 1.5);
+}
+
+TEST(Calibrate, RecoversContentionWeights) {
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.hbm_contention = 2.0;
+  truth.shared_sm_penalty = 0.5;
+  std::vector<BenchCase> cases;
+  for (const char* mode : {"tile-signal", "green-context", "tma", "decomposed"}) {
+    for (const char* op : {"allreduce", "reducescatter"}) {
+      for (const char* shape : {"8192x8192x8192", "4096x8192x8192", "8192x8192x2048"}) {
+        for (int comm : {8, 16, 24, 32}) {
+          cases.push_back(
+              *parse_bench_name(fmt::format("overlap/{}/{}/{}/world:8/comm_sms:{}", mode, op, shape, comm)));
+        }
+      }
+    }
+  }
+  const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
+  EXPECT_NEAR(r.hardware.hbm_contention, 2.0, 0.2);
+  EXPECT_NEAR(r.hardware.shared_sm_penalty, 0.5, 0.05);
+  ASSERT_TRUE(find(r, "shared_sm_penalty"));
+  EXPECT_LT(find(r, "shared_sm_penalty")->rms_rel_error, 0.005);
+}
+
+TEST(Calibrate, HeldOutGemmValidation) {
+  // The held-out check `ovl validate` runs on real data: fit on the full device for a few shapes, predict other
+  // shapes on partitions of 8 to 128 SMs. Here the "measurements" come from a model with other parameters.
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.gemm_efficiency = 0.75;
+  truth.tile_epilogue_us = 0.3;
+  truth.launch_us = 5;
+  std::vector<BenchCase> fit, held_out;
+  for (const auto& s : {std::array<int64_t, 3>{8192, 8192, 8192},
+                        {4096, 4096, 4096},
+                        {2048, 2048, 8192},
+                        {1024, 8192, 1024},
+                        {8192, 8192, 1024}}) {
+    fit.push_back(gemm_case("ovl", s[0], s[1], s[2], 132));
+  }
+  for (const auto& s : {std::array<int64_t, 3>{6144, 6144, 6144}, {4096, 14336, 4096}, {16384, 4096, 2048}}) {
+    for (int sms = 8; sms <= 128; sms += 8) held_out.push_back(gemm_case("ovl", s[0], s[1], s[2], sms));
+  }
+  const CalibrationResult r = calibrate({synthetic(fit, truth, 0.003)}, base);
+  const ValidationReport before = validate_gemm({synthetic(held_out, truth, 0.003)}, base);
+  const ValidationReport after = validate_gemm({synthetic(held_out, truth, 0.003)}, r.hardware);
+  EXPECT_EQ(after.cases.size(), held_out.size());
+  EXPECT_GT(before.mape, 4.0);
+  EXPECT_LT(after.mape, 1.5);
+  EXPECT_NEAR(after.mape_by_kind.at("gemm"), after.mape, 1e-9);
+  EXPECT_NE(after.summary().find("MAPE all"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ovl

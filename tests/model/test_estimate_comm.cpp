@@ -1,0 +1,134 @@
+// Collective time: closed-form cases, bus bandwidth conventions, monotonicity, loopback and several nodes.
+#include <gtest/gtest.h>
+
+#include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
+
+namespace ovl {
+namespace {
+
+const Hardware kH200 = builtin_hardware("h200");
+constexpr int64_t kMiB = int64_t(1) << 20;
+
+TEST(EstimateComm, BusFactor) {
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kReduceScatter, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllGather, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllReduce, 1), 0.0);
+}
+
+TEST(EstimateComm, NcclRingAllReduceClosedForm) {
+  // 128 MiB AllReduce, 8 GPUs, 24 CTAs: rate = min(450 x 0.80, 24 x 20) = 360 GB/s; each GPU sends
+  // 2 x 7/8 x 128 MiB = 234.9 MB -> 652.4 us; + 14 steps x 0.7 us + 8 us launch = 670.3 us.
+  // (HBM: (2 + 1.75) x 134 MB / 4200 GB/s = 120 us, not binding.) busbw = algbw x 1.75 = 350 GB/s.
+  const CommEstimate e = estimate_collective(Collective::kAllReduce, 128 * kMiB, 8, CommAlgo::kNcclRing, 24, kH200);
+  const double expect = 8.0 + 14 * 0.7 + 1.75 * 128 * kMiB / 360e3;
+  EXPECT_NEAR(e.us, expect, 1e-6);
+  EXPECT_NEAR(e.algbw_GBps, 128.0 * kMiB / expect / 1e3, 1e-9);
+  EXPECT_NEAR(e.busbw_GBps, e.algbw_GBps * 1.75, 1e-9);
+  EXPECT_NEAR(e.busbw_GBps, 350.4, 0.5);
+  // With 8 CTAs the channels cap it: 8 x 20 = 160 GB/s.
+  const CommEstimate few = estimate_collective(Collective::kAllReduce, 128 * kMiB, 8, CommAlgo::kNcclRing, 8, kH200);
+  EXPECT_NEAR(few.us, 8.0 + 14 * 0.7 + 1.75 * 128 * kMiB / 160e3, 1e-6);
+}
+
+TEST(EstimateComm, NvlsHalvesAllReduceBytes) {
+  const double ring = estimate_collective(Collective::kAllReduce, 1024 * kMiB, 8, CommAlgo::kNcclRing, 32, kH200).us;
+  const double nvls = estimate_collective(Collective::kAllReduce, 1024 * kMiB, 8, CommAlgo::kNcclNvls, 32, kH200).us;
+  EXPECT_NEAR(nvls / ring, 0.5, 0.01);
+  // ReduceScatter moves the same bytes either way.
+  const double rs_ring =
+      estimate_collective(Collective::kReduceScatter, 1024 * kMiB, 8, CommAlgo::kNcclRing, 32, kH200).us;
+  const double rs_nvls =
+      estimate_collective(Collective::kReduceScatter, 1024 * kMiB, 8, CommAlgo::kNcclNvls, 32, kH200).us;
+  EXPECT_NEAR(rs_nvls / rs_ring, 1.0, 0.02);
+}
+
+TEST(EstimateComm, TmaClosedForm) {
+  // Push-reduce ReduceScatter of 64 MiB among 8, 16 CTAs: link 7/8 x 67.1 MB / 450 GB/s = 130.5 us; CTAs
+  // 3 x 67.1 MB / (16 x 100 GB/s) = 125.8 us; HBM 3 x 67.1 MB / 4200 GB/s = 47.9 us -> the link binds.
+  // + 1 step x 0.7 us + 4 us launch.
+  const double s = 64.0 * kMiB;
+  const CommEstimate push =
+      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, kH200);
+  EXPECT_NEAR(push.us, 4.0 + 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
+  // With 8 CTAs the CTAs bind: 3 x 67.1 MB / 800 GB/s = 251.7 us.
+  const CommEstimate push8 =
+      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 8, kH200);
+  EXPECT_NEAR(push8.us, 4.0 + 0.7 + 3 * s / 800e3, 1e-6);
+  // Pull-reduce reads W chunks per output chunk but writes one: (1 + 1/8) bytes per buffer byte on the CTAs,
+  // so with 8 CTAs it is link bound again; and it waits 2 latencies (flag, then read).
+  const CommEstimate pull8 =
+      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPull, 8, kH200);
+  EXPECT_NEAR(pull8.us, 4.0 + 2 * 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
+  // More CTAs help until the link caps: 1, 2, 4 ... 64 CTAs never slower, and 32 = 64.
+  double prev = 1e300;
+  for (int c = 1; c <= 64; c *= 2) {
+    const double t = estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, c, kH200).us;
+    EXPECT_LE(t, prev);
+    prev = t;
+  }
+  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 32, kH200).us,
+                   estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 64, kH200).us);
+}
+
+TEST(EstimateComm, WorldOneIsALocalCopy) {
+  // NCCL with one rank: 8 us + 2 x 64 MiB / 4200 GB/s (read + write at HBM speed); busbw 0.
+  const CommEstimate e = estimate_collective(Collective::kAllReduce, 64 * kMiB, 1, CommAlgo::kNcclRing, 24, kH200);
+  EXPECT_NEAR(e.us, 8.0 + 2.0 * 64 * kMiB / 4200e3, 1e-6);
+  EXPECT_DOUBLE_EQ(e.busbw_GBps, 0.0);
+  // A copy by 16 CTAs: 16 x 100 GB/s (read + written) = 1600 GB/s < HBM: 4 us + 2 x 1 GiB / 1600 GB/s.
+  const CommEstimate c16 = estimate_copy(1024 * kMiB, 16, kH200);
+  EXPECT_NEAR(c16.us, 4.0 + 2.0 * 1024 * kMiB / 1600e3, 1e-6);
+  EXPECT_NEAR(c16.busbw_GBps, 2 * c16.algbw_GBps, 1e-9);
+  // From 42 CTAs on, HBM (4200 GB/s) caps it.
+  EXPECT_DOUBLE_EQ(estimate_copy(1024 * kMiB, 64, kH200).us, estimate_copy(1024 * kMiB, 132, kH200).us);
+}
+
+TEST(EstimateComm, NeverFasterWithMoreBytes) {
+  const Hardware lb = loopback_hardware(kH200, 4);
+  for (const Hardware* hw : {&kH200, &lb}) {
+    for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+      for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+        for (int world : {1, 2, 4, 8, 16, 32}) {
+          const int nodes = world > 8 ? world / 8 : 1;
+          if (nodes > 1 && !is_nccl(a)) continue;
+          for (int ctas : {1, 8, 24, 64}) {
+            double prev = 0;
+            for (int64_t bytes = 0; bytes <= (int64_t(4) << 30); bytes = bytes ? bytes * 2 : 1) {
+              const double t = estimate_collective(c, bytes, world, a, ctas, *hw, nodes).us;
+              EXPECT_GE(t, prev) << to_string(c) << " " << to_string(a) << " world " << world << " bytes " << bytes;
+              prev = t;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(EstimateComm, SeveralNodes) {
+  // 2 nodes of 8: intra-node reduce-scatter and all-gather over NVLink, and an AllReduce of S/8 per GPU between
+  // the nodes over 50 GB/s x 0.8 NICs: the network's share 2 x 1/2 x S/8 / 40 GB/s dominates.
+  const int64_t s = 1024 * kMiB;
+  const double one = estimate_collective(Collective::kAllReduce, s, 8, CommAlgo::kNcclRing, 32, kH200).us;
+  const double two = estimate_collective(Collective::kAllReduce, s, 16, CommAlgo::kNcclRing, 32, kH200, 2).us;
+  EXPECT_GT(two, one);
+  EXPECT_GE(two, double(s) / 8 / 40e3);
+  EXPECT_THROW(estimate_collective(Collective::kAllReduce, s, 16, CommAlgo::kTmaPush, 32, kH200, 2), Error);
+  EXPECT_THROW(estimate_collective(Collective::kAllReduce, s, 12, CommAlgo::kNcclRing, 32, kH200, 5), Error);
+}
+
+TEST(EstimateComm, Loopback) {
+  // 4 virtual ranks on one H200 (loopback_hardware): each rank's HBM share is 1050 GB/s and its "link" 525 GB/s.
+  // Push-reduce ReduceScatter of 64 MiB with 32 CTAs: HBM 3 x S / 1050 GB/s binds (the four ranks together move
+  // 12 S through the device's 4200 GB/s: the same time).
+  const Hardware lb = loopback_hardware(kH200, 4);
+  const double s = 64.0 * kMiB;
+  const CommEstimate e = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 32, lb);
+  EXPECT_NEAR(e.us, lb.tma_launch_us + lb.link_latency_us + 3 * s / 1050e3, 1e-6);
+  EXPECT_NEAR(3 * s / 1050e3, 4 * 3 * s / 4200e3, 1e-9);
+}
+
+}  // namespace
+}  // namespace ovl

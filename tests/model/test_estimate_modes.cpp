@@ -1,0 +1,185 @@
+// Per-mode estimates: closed-form pipelines (contention weights zeroed where a closed form needs it), the
+// shared-SM wave push, the AllGather order flip, and bounds over many problems and splits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
+
+namespace ovl {
+namespace {
+
+const Hardware kH200 = builtin_hardware("h200");
+
+Problem make(Op op, int64_t m, int64_t n, int64_t k, int world) {
+  Problem p;
+  p.op = op;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.world = world;
+  return p;
+}
+
+Hardware no_contention() {
+  Hardware h = kH200;
+  h.hbm_contention = 0;
+  h.shared_sm_penalty = 0;
+  return h;
+}
+
+TEST(EstimateModes, SequentialIsTheSum) {
+  // cuBLAS 8192^3 on 132 SMs (1409.6 us) then a 128 MiB ring AllReduce with 24 CTAs (670.3 us).
+  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Plan plan = default_plan(Mode::kSequential, p, kH200, 0);
+  const ModeEstimate e = estimate(p, plan, kH200);
+  const double gemm = estimate_gemm({8192, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, kH200).us;
+  const double comm = estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 24, kH200).us;
+  EXPECT_NEAR(e.total_us, gemm + comm, 1e-9);
+  EXPECT_NEAR(e.total_us, 1409.6 + 670.3, 0.5);
+  EXPECT_DOUBLE_EQ(e.exposed_comm_us, comm);
+}
+
+TEST(EstimateModes, TileSignalPipelineClosedForm) {
+  // 2048 x 8448 x 8192 AllReduce on 8 GPUs: 16 x 33 = 528 tiles = 4 waves of 132 on 132 SMs (90.03 us each).
+  // Four groups of 4 bands = 132 tiles = one wave each: group g is ready at 4 + (g + 1) x 90.03 us.
+  // Each group's NCCL call: 8 us + 14 x 0.7 us + 1.75 x 8.65 MB / 360 GB/s = 59.9 us < one wave, so nothing
+  // queues and only the last group's call is exposed: total = GEMM + one group's call.
+  const Hardware hw = no_contention();
+  const Problem p = make(Op::kGemmAllReduce, 2048, 8448, 8192, 8);
+  Plan plan = default_plan(Mode::kTileSignal, p, hw, 24);
+  plan.tile_groups = band_groups(16, 33, 4);
+  ASSERT_EQ(plan.tile_groups, std::vector<int>(4, 132));
+  const ModeEstimate e = estimate(p, plan, hw);
+  const double gemm = estimate_gemm({2048, 8448, 8192}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw).us;
+  const double group =
+      estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 24, hw).us;
+  EXPECT_NEAR(e.total_us, gemm + group, 1e-6);
+  EXPECT_NEAR(e.gemm_us, gemm, 1e-9);
+  EXPECT_NEAR(e.comm_us, 4 * group, 1e-6);
+  EXPECT_NEAR(e.exposed_comm_us, group, 1e-6);
+}
+
+TEST(EstimateModes, SharedSmsPushAGemmIntoASecondWave) {
+  // A 132-tile GEMM (1536 x 2816) on all 132 SMs beside a persistent TMA kernel of 24 CTAs on the same SMs
+  // (not partitioned): the kernel holds 24 SMs throughout, the GEMM has 108, and its 132 tiles take two waves:
+  // with shared_sm_penalty 1 the GEMM's time is 4 us + 2 waves.
+  Hardware hw = kH200;
+  hw.hbm_contention = 0;
+  const Problem p = make(Op::kGemmAllReduce, 1536, 2816, 4096, 8);
+  Plan plan = default_plan(Mode::kTma, p, hw, 24);
+  plan.partitioned = false;
+  plan.gemm_sms = 132;
+  const ModeEstimate e = estimate(p, plan, hw);
+  const GemmEstimate alone =
+      estimate_gemm({1536, 2816, 4096}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw);
+  EXPECT_EQ(alone.waves, 1);
+  EXPECT_NEAR(e.gemm_us, 4.0 + 2 * (alone.us - 4.0), 1e-6);
+  // On disjoint partitions (108 + 24) there is no sharing: the GEMM's own 108 SMs take the same two waves, but
+  // at penalty 0 the shared plan's GEMM would run in one.
+  hw.shared_sm_penalty = 0;
+  EXPECT_NEAR(estimate(p, plan, hw).gemm_us, alone.us, 1e-6);
+}
+
+TEST(EstimateModes, GreenContextHasNoSmConflict) {
+  const Hardware hw = no_contention();
+  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Plan plan = default_plan(Mode::kGreenContext, p, hw, 16);
+  const ModeEstimate e = estimate(p, plan, hw);
+  EXPECT_DOUBLE_EQ(e.gemm_us, e.gemm_alone_us);
+  // HBM contention can only slow it down.
+  const ModeEstimate c = estimate(p, plan, kH200);
+  EXPECT_GE(c.gemm_us, e.gemm_us);
+  EXPECT_GE(c.total_us, e.total_us);
+}
+
+TEST(EstimateModes, AllGatherWaitsForTheFirstWavesRows) {
+  // AllGather-GEMM 8192^3 on 8 GPUs, tma mode, 16 CTAs (push), GEMM on 116 SMs: 2048 tiles in 64 groups of one
+  // band (32 tiles, 2 MiB of A each), 18 waves. Each group's gather: 0.7 us + 7/8 x 2 MiB / 450 GB/s = 4.78 us
+  // (the link binds; the CTAs would take 2 x 2 MiB / 1600 GB/s = 2.62 us), after the kernel's 4 us launch. The
+  // first wave (tiles 0-115) needs groups 0-3: the GEMM starts 4 x 4.78 us late, and nothing later waits (a wave
+  // takes 90 us, 4 groups' gathers 19 us).
+  const Hardware hw = no_contention();
+  const Problem p = make(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
+  const Plan plan = default_plan(Mode::kTma, p, hw, 16);
+  ASSERT_EQ(plan.gemm_sms, 116);
+  ASSERT_EQ(plan.tile_groups.size(), 64u);
+  const ModeEstimate e = estimate(p, plan, hw);
+  const double gather = 0.7 + 7.0 / 8 * (2 << 20) / 450e3;
+  EXPECT_NEAR(e.total_us, e.gemm_alone_us + 4 * gather, 1e-6);
+  EXPECT_NEAR(e.exposed_comm_us, 4 * gather, 1e-6);
+}
+
+TEST(EstimateModes, DecomposedClosedForm) {
+  // 4 chunks of 2048 x 8192 x 8192 on cuBLAS (512 tiles / 132 SMs = 3.88 waves of 90.6 us, + 4 us) and a
+  // 32 MiB AllReduce each (16 CTAs: 320 GB/s -> 183.5 us + 17.8 us); the calls are shorter than the chunks,
+  // so total = 4 chunks + the last call.
+  const Hardware hw = no_contention();
+  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Plan plan = default_plan(Mode::kDecomposed, p, hw, 16);
+  ASSERT_EQ(plan.chunks, 4);
+  const ModeEstimate e = estimate(p, plan, hw);
+  const double chunk = estimate_gemm({2048, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, hw).us;
+  const double call =
+      estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
+  EXPECT_LT(call, chunk);
+  EXPECT_NEAR(e.total_us, 4 * chunk + call, 1e-6);
+  // AllGather-GEMM flips it: the first chunk's gather is exposed, then the chunks' GEMMs.
+  const Problem ag = make(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
+  const ModeEstimate a = estimate(ag, default_plan(Mode::kDecomposed, ag, hw, 16), hw);
+  const double gather =
+      estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
+  EXPECT_NEAR(a.total_us, gather + 4 * chunk, 1e-6);
+}
+
+TEST(EstimateModes, BoundsHoldEverywhere) {
+  // For every mode, op, shape, world and split: the overlapped time is at least the larger of the GEMM and the
+  // collective alone, and at most the GEMM's (contended) time plus all the communication's time (plus the TMA
+  // kernel's launch, which may precede its first group).
+  const Problem problems[] = {
+      make(Op::kGemmAllReduce, 8192, 8192, 8192, 8),     make(Op::kGemmReduceScatter, 8192, 8192, 8192, 8),
+      make(Op::kAllGatherGemm, 8192, 8192, 8192, 8),     make(Op::kGemmAllReduce, 4096, 4096, 1024, 2),
+      make(Op::kGemmReduceScatter, 16384, 4096, 512, 4), make(Op::kAllGatherGemm, 2048, 14336, 4096, 8),
+      make(Op::kGemmAllReduce, 512, 8192, 8192, 8),      make(Op::kGemmAllReduce, 8192, 8192, 8192, 16)};
+  int checked = 0;
+  for (const auto& p : problems) {
+    for (Mode mode : all_modes()) {
+      for (int comm = 8; comm <= 64; comm += 8) {
+        Plan plan = default_plan(mode, p, kH200, comm);
+        if (p.nodes() > 1 && mode == Mode::kTma) continue;  // TMA works within one node
+        const ModeEstimate e = estimate(p, plan, kH200);
+        const double slack = 1e-6 * e.total_us;
+        EXPECT_GE(e.total_us + slack, std::max(e.gemm_alone_us, e.comm_alone_us)) << p.name() << " " << plan.summary();
+        EXPECT_LE(e.total_us, e.gemm_us + e.comm_us + kH200.tma_launch_us + slack) << p.name() << " " << plan.summary();
+        EXPECT_GE(e.gemm_us + slack, e.gemm_alone_us);
+        EXPECT_NEAR(e.exposed_comm_us, e.total_us - e.gemm_us, slack);
+        EXPECT_TRUE(std::isfinite(e.total_us));
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 250);
+}
+
+TEST(EstimateModes, MoreNcclGroupsCostMoreLaunches) {
+  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  double prev = 0;
+  for (int groups : {1, 4, 16, 64}) {
+    Plan plan = default_plan(Mode::kTileSignal, p, kH200, 24);
+    plan.tile_groups = band_groups(64, 32, groups);
+    const ModeEstimate e = estimate(p, plan, kH200);
+    EXPECT_GT(e.comm_us, prev);
+    prev = e.comm_us;
+  }
+}
+
+TEST(EstimateModes, ValidatesThePlan) {
+  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  Plan plan = default_plan(Mode::kTma, p, kH200, 16);
+  plan.comm_algo = CommAlgo::kNcclRing;
+  EXPECT_THROW(estimate(p, plan, kH200), Error);
+}
+
+}  // namespace
+}  // namespace ovl

@@ -1,0 +1,189 @@
+// Plan: defaults, validation (each bad field named), groups, JSON round trip.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "ovl/error.hpp"
+#include "ovl/model/plan.hpp"
+
+namespace ovl {
+namespace {
+
+template <typename F>
+void expect_error_naming(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one naming " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+Problem ar8192() {
+  Problem p;
+  p.m = p.n = p.k = 8192;
+  p.world = 8;
+  return p;
+}
+
+TEST(Plan, Names) {
+  for (Mode m : all_modes()) EXPECT_EQ(parse_mode(to_string(m)), m);
+  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+    EXPECT_EQ(parse_comm_algo(to_string(a)), a);
+  }
+  for (TileOrder o : {TileOrder::kRowBand, TileOrder::kSwizzle, TileOrder::kExplicit})
+    EXPECT_EQ(parse_tile_order(to_string(o)), o);
+  for (OutputLayout l : {OutputLayout::kRowMajor, OutputLayout::kTileMajor})
+    EXPECT_EQ(parse_output_layout(to_string(l)), l);
+  expect_error_naming([] { parse_mode("flash"); }, "flash");
+  expect_error_naming([] { parse_comm_algo("mpi"); }, "mpi");
+}
+
+TEST(Plan, Groups) {
+  // 10 tiles in 3 groups: 4, 3, 3.
+  EXPECT_EQ(even_groups(10, 3), (std::vector<int>{4, 3, 3}));
+  // 2048 tiles (64 bands of 32) in 8 groups: 256 each = 8 whole bands.
+  EXPECT_EQ(even_groups(2048, 8), std::vector<int>(8, 256));
+  EXPECT_EQ(band_groups(64, 32, 8), std::vector<int>(8, 256));
+  // 5 bands of 3 tiles in 2 groups: 3 bands (9 tiles) and 2 bands (6 tiles).
+  EXPECT_EQ(band_groups(5, 3, 2), (std::vector<int>{9, 6}));
+  EXPECT_THROW(even_groups(4, 5), Error);
+  EXPECT_THROW(band_groups(4, 2, 5), Error);
+}
+
+TEST(Plan, DefaultsValidate) {
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = ar8192();
+  for (Mode mode : all_modes()) {
+    for (int comm : {0, 8, 12, 16, 32}) {
+      const Plan plan = default_plan(mode, p, hw, comm);
+      EXPECT_NO_THROW(plan.validate(p, hw)) << plan.summary();
+    }
+  }
+  // 8192 x 8192 in 128 x 256 tiles: 64 bands of 32 tiles; one group per band.
+  const Plan ts = default_plan(Mode::kTileSignal, p, hw, 24);
+  EXPECT_EQ(ts.tile_groups, std::vector<int>(64, 32));
+  EXPECT_EQ(ts.gemm_sms, 132);
+  EXPECT_EQ(ts.comm_ctas, 24);
+  // Green context: 12 communication SMs round up to 16; the GEMM gets 132 - 16 = 116 (14 groups of 8 + the
+  // remainder 4).
+  const Plan gc = default_plan(Mode::kGreenContext, p, hw, 12);
+  EXPECT_TRUE(gc.partitioned);
+  EXPECT_EQ(gc.comm_sms, 16);
+  EXPECT_EQ(gc.gemm_sms, 116);
+  const Plan tma = default_plan(Mode::kTma, p, hw, 8);
+  EXPECT_EQ(tma.comm_algo, CommAlgo::kTmaPush);
+  EXPECT_EQ(tma.summary(),
+            "tma gemm_sms=124 comm_sms=8 partitioned tile=128x256x64 order=row-band output=row-major "
+            "groups=64 algo=tma-push ctas=8");
+  EXPECT_EQ(fmt::format("{}", tma), tma.summary());
+  EXPECT_EQ(default_plan(Mode::kDecomposed, p, hw, 16).chunks, 4);
+}
+
+TEST(Plan, EachBadFieldIsNamed) {
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = ar8192();
+  struct Case {
+    Mode mode;
+    const char* needle;
+    void (*mutate)(Plan&);
+  };
+  const Case cases[] = {
+      {Mode::kTileSignal, "gemm_sms", [](Plan& q) { q.gemm_sms = 0; }},
+      {Mode::kTileSignal, "gemm_sms", [](Plan& q) { q.gemm_sms = 140; }},
+      {Mode::kTileSignal, "comm_ctas", [](Plan& q) { q.comm_ctas = 0; }},
+      {Mode::kGreenContext, "comm_sms",
+       [](Plan& q) {
+         q.comm_sms = 12;
+         q.comm_ctas = 12;
+         q.gemm_sms = 120;
+       }},
+      {Mode::kGreenContext, "gemm_sms", [](Plan& q) { q.gemm_sms = 110; }},
+      {Mode::kGreenContext, "exceed",
+       [](Plan& q) {
+         q.gemm_sms = 124;
+         q.comm_sms = 16;
+         q.comm_ctas = 16;
+       }},
+      {Mode::kGreenContext, "comm_ctas", [](Plan& q) { q.comm_ctas = 20; }},
+      {Mode::kGreenContext, "partitioned", [](Plan& q) { q.partitioned = false; }},
+      {Mode::kTileSignal, "partitioned", [](Plan& q) { q.partitioned = true; }},
+      {Mode::kTileSignal, "tile_groups", [](Plan& q) { q.tile_groups.pop_back(); }},
+      {Mode::kTileSignal, "tile_groups", [](Plan& q) { q.tile_groups = {}; }},
+      {Mode::kTileSignal, "tile_groups", [](Plan& q) { q.tile_groups = even_groups(2048, 3); }},  // not whole bands
+      {Mode::kTileSignal, "tile_order", [](Plan& q) { q.tile_order = TileOrder::kSwizzle; }},
+      {Mode::kTma, "comm_algo", [](Plan& q) { q.comm_algo = CommAlgo::kNcclRing; }},
+      {Mode::kTileSignal, "comm_algo", [](Plan& q) { q.comm_algo = CommAlgo::kTmaPull; }},
+      {Mode::kDecomposed, "chunks", [](Plan& q) { q.chunks = 3; }},
+      {Mode::kTileSignal, "explicit_order",
+       [](Plan& q) {
+         q.tile_order = TileOrder::kExplicit;
+         q.explicit_order = {0, 1};
+       }},
+      {Mode::kTileSignal, "tile.m", [](Plan& q) { q.tile.m = 100; }},
+      {Mode::kTileSignal, "tile.n", [](Plan& q) { q.tile.n = 300; }},
+  };
+  for (const auto& c : cases) {
+    Plan plan = default_plan(c.mode, p, hw, 16);
+    c.mutate(plan);
+    expect_error_naming([&] { plan.validate(p, hw); }, c.needle);
+  }
+  // What a row-major NCCL plan forbids, TMA (which addresses tiles) and tile-major outputs allow.
+  Plan tma = default_plan(Mode::kTma, p, hw, 16);
+  tma.tile_order = TileOrder::kSwizzle;
+  tma.tile_groups = even_groups(2048, 3);
+  EXPECT_NO_THROW(tma.validate(p, hw));
+  Plan tile_major = default_plan(Mode::kTileSignal, p, hw, 16);
+  tile_major.output = OutputLayout::kTileMajor;
+  tile_major.tile_order = TileOrder::kSwizzle;
+  EXPECT_NO_THROW(tile_major.validate(p, hw));
+  // An explicit order that keeps whole bands together is contiguous.
+  Plan expl = default_plan(Mode::kTileSignal, p, hw, 16);
+  expl.tile_order = TileOrder::kExplicit;
+  expl.explicit_order.resize(2048);
+  for (int i = 0; i < 2048; ++i) expl.explicit_order[size_t(i)] = (i / 32 * 37 % 64) * 32 + (31 - i % 32);
+  EXPECT_NO_THROW(expl.validate(p, hw));
+  std::swap(expl.explicit_order[0], expl.explicit_order[40]);
+  expect_error_naming([&] { expl.validate(p, hw); }, "explicit_order");
+}
+
+TEST(Plan, JsonRoundTripAndMissingFields) {
+  const Hardware hw = builtin_hardware("h200");
+  Plan plan = default_plan(Mode::kTma, ar8192(), hw, 16);
+  plan.comm_algo = CommAlgo::kTmaPull;
+  plan.output = OutputLayout::kTileMajor;
+  const nlohmann::json j = plan;
+  const Plan back = j.get<Plan>();
+  EXPECT_EQ(nlohmann::json(back), j);
+  EXPECT_EQ(back.summary(), plan.summary());
+  for (const auto& [key, value] : j.items()) {
+    nlohmann::json missing = j;
+    missing.erase(key);
+    expect_error_naming([&] { (void)missing.get<Plan>(); }, "\"" + key + "\"");
+    nlohmann::json bad = j;
+    bad[key] = key == "partitioned" ? nlohmann::json(3) : nlohmann::json(nullptr);
+    expect_error_naming([&] { (void)bad.get<Plan>(); }, "\"" + key + "\"");
+  }
+  nlohmann::json neg = j;
+  neg["comm_ctas"] = -1;
+  expect_error_naming([&] { (void)neg.get<Plan>(); }, "\"comm_ctas\" = -1");
+  nlohmann::json abc = j;
+  abc["gemm_sms"] = "abc";
+  expect_error_naming([&] { (void)abc.get<Plan>(); }, "\"gemm_sms\" = \"abc\"");
+  nlohmann::json group = j;
+  group["tile_groups"][2] = "x";
+  expect_error_naming([&] { (void)group.get<Plan>(); }, "tile_groups[2]");
+
+  const std::string path = ::testing::TempDir() + "ovl_plan_test.json";
+  std::ofstream(path) << j.dump(2);
+  EXPECT_EQ(nlohmann::json(load_plan(path)), j);
+  std::ofstream(path) << "{\"mode\": \"tma\"}";
+  expect_error_naming([&] { load_plan(path); }, path);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace ovl

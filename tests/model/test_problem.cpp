@@ -1,0 +1,110 @@
+// Problem: names, validation (each bad field named), sizes, JSON round trip.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ovl/error.hpp"
+#include "ovl/model/problem.hpp"
+
+namespace ovl {
+namespace {
+
+Problem ar8192() {
+  Problem p;
+  p.op = Op::kGemmAllReduce;
+  p.m = p.n = p.k = 8192;
+  p.world = 8;
+  return p;
+}
+
+// Expects `f` to throw an ovl::Error whose message contains `needle`.
+template <typename F>
+void expect_error_naming(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one naming " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Problem, NamesRoundTrip) {
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) EXPECT_EQ(parse_op(to_string(op)), op);
+  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32}) EXPECT_EQ(parse_dtype(to_string(d)), d);
+  for (BLayout l : {BLayout::kKxN, BLayout::kNxK}) EXPECT_EQ(parse_b_layout(to_string(l)), l);
+  expect_error_naming([] { parse_op("gemm-allgather"); }, "gemm-allgather");
+  expect_error_naming([] { parse_dtype("int8"); }, "int8");
+  expect_error_naming([] { parse_b_layout("tn"); }, "tn");
+  EXPECT_EQ(dtype_bytes(DType::kBF16), 2);
+  EXPECT_EQ(dtype_bytes(DType::kFP32), 4);
+}
+
+TEST(Problem, SizesAndName) {
+  const Problem p = ar8192();
+  EXPECT_NO_THROW(p.validate());
+  // AllReduce buffer: the M x N partial product, 8192 x 8192 x 2 bytes = 128 MiB.
+  EXPECT_EQ(p.comm_bytes(), int64_t(128) << 20);
+  EXPECT_DOUBLE_EQ(p.gemm_flops(), 2.0 * 8192.0 * 8192.0 * 8192.0);
+  EXPECT_EQ(p.nodes(), 1);
+  EXPECT_EQ(p.name(), "gemm-allreduce/8192x8192x8192/bf16/nt/world:8");
+  EXPECT_EQ(fmt::format("{}", p), p.name());
+  Problem ag = p;
+  ag.op = Op::kAllGatherGemm;
+  ag.k = 4096;
+  EXPECT_EQ(ag.comm_bytes(), int64_t(8192) * 4096 * 2);  // AllGather buffer: M x K
+  Problem two_nodes = p;
+  two_nodes.world = 16;
+  EXPECT_EQ(two_nodes.nodes(), 2);
+}
+
+TEST(Problem, EachBadFieldIsNamed) {
+  struct Case {
+    const char* field;
+    void (*mutate)(Problem&);
+  };
+  const Case cases[] = {
+      {"\"m\"", [](Problem& p) { p.m = 0; }},
+      {"\"n\"", [](Problem& p) { p.n = -8; }},
+      {"\"n\"", [](Problem& p) { p.n = 8190; }},  // not a multiple of 8
+      {"\"k\"", [](Problem& p) { p.k = 0; }},
+      {"\"k\"", [](Problem& p) { p.k = 100; }},
+      {"\"world\"", [](Problem& p) { p.world = 0; }},
+      {"\"gpus_per_node\"", [](Problem& p) { p.gpus_per_node = 0; }},
+      {"\"m\"",
+       [](Problem& p) {
+         p.op = Op::kGemmReduceScatter;
+         p.m = 8190;
+       }},                                              // M not divisible by world
+      {"\"world\"", [](Problem& p) { p.world = 12; }},  // spans nodes but not a multiple of 8
+  };
+  for (const auto& c : cases) {
+    Problem p = ar8192();
+    c.mutate(p);
+    expect_error_naming([&] { p.validate(); }, c.field);
+  }
+}
+
+TEST(Problem, JsonRoundTripAndErrors) {
+  Problem p = ar8192();
+  p.op = Op::kGemmReduceScatter;
+  p.dtype = DType::kFP16;
+  p.b_layout = BLayout::kKxN;
+  const nlohmann::json j = p;
+  const Problem q = j.get<Problem>();
+  EXPECT_EQ(q.name(), p.name());
+  EXPECT_EQ(q.gpus_per_node, p.gpus_per_node);
+  for (const char* field : {"op", "m", "n", "k", "world"}) {
+    nlohmann::json missing = j;
+    missing.erase(field);
+    expect_error_naming([&] { (void)missing.get<Problem>(); }, field);
+    nlohmann::json bad = j;
+    bad[field] = field == std::string("op") ? nlohmann::json(7) : nlohmann::json("abc");
+    expect_error_naming([&] { (void)bad.get<Problem>(); }, field);
+  }
+  nlohmann::json neg = j;
+  neg["m"] = -1;
+  expect_error_naming([&] { (void)neg.get<Problem>(); }, "\"m\" = -1");
+}
+
+}  // namespace
+}  // namespace ovl
