@@ -3,8 +3,11 @@
 # the GPU tests, and the benchmarks named on the command line; JSON and logs go to $OUT (or --out DIR), and a
 # short table is printed last.
 #
-#   scripts/device-run.sh [--out DIR] [--tests REGEX|none] [--sanitize REGEX] [--cmd 'shell command'] \
-#                         [BENCH[:FILTER[:EXTRA_ARGS]]]...
+#   scripts/device-run.sh [--out DIR] [--targets 'T1 T2'] [--tests REGEX|none] [--sanitize REGEX] \
+#                         [--cmd 'shell command'] [BENCH[:FILTER[:EXTRA_ARGS]]]...
+# --targets builds only those targets (and what they need) instead of everything; --sanitize runs
+# compute-sanitizer memcheck, racecheck and synccheck on the test executables matching REGEX (OVL_SANITIZE_FILTER
+# narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools).
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
 # The machine has no package manager: nlohmann/json travels in .deps/include (carry .deps) when it is missing.
@@ -13,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
 tests=""
+targets=""
 sanitize=""
 cmds=()
 benches=()
@@ -20,6 +24,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
+    --targets) targets=$2; shift 2 ;;
     --sanitize) sanitize=$2; shift 2 ;;
     --cmd) cmds+=("$2"); shift 2 ;;
     *) benches+=("$1"); shift ;;
@@ -38,7 +43,7 @@ note "== configure + build ($(nvcc --version | tail -1), $(cmake --version | hea
 extra=()
 [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
 if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >>"$log" 2>&1 ||
-   ! cmake --build $build -j "$(nproc)" >>"$log" 2>&1; then
+   ! cmake --build $build -j "$(nproc)" ${targets:+--target $targets} >>"$log" 2>&1; then
   note "BUILD FAILED"; tail -n 60 "$log"; exit 1
 fi
 summary+=("build: ok in $(( $(date +%s) - start )) s")
@@ -58,7 +63,7 @@ if [[ "$tests" != none ]]; then
 fi
 
 if [[ -n "$sanitize" ]]; then
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${OVL_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     for exe in $build/tests/test_*; do
       [[ -x $exe ]] || continue
       name=$(basename "$exe")

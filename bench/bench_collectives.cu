@@ -1,0 +1,265 @@
+// Collective bandwidth: NCCL, TMA push-reduce, TMA pull-reduce and the SIMT comparison kernel, plus local copies.
+//
+//   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt, op allreduce|reducescatter|allgather
+//   copy/<impl>/<bytes>/ctas:<c>                  impl tma|simt (1-warp TMA ring vs 512-thread SIMT), plus
+//   copy/memcpy/<bytes>                           cudaMemcpyAsync device to device (the device's copy bandwidth)
+// <bytes> is the full buffer as in nccl-tests: the AllReduce buffer, the ReduceScatter input, the AllGather output.
+// Counters: algbw_GBps = bytes / time, busbw_GBps = algbw * 2(n-1)/n (AllReduce) or (n-1)/n (RS, AG); wrong =
+// elements differing from the exact expected value (checked once per case, outside the timed loop: inputs are small
+// integers, so every sum is exact in bf16). Copies: GBps = bytes read + written per second, GBps_per_cta.
+// Loopback worlds play every rank on one GPU: all ranks' traffic shares one HBM, so busbw there is a measure of the
+// kernel, not of NVLink. NCCL cases need a World of distinct GPUs and are skipped in loopback.
+// bf16 throughout. Run a short subset with --benchmark_filter, e.g. 'coll/tma-push/allreduce/16777216/world:8/.*'.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+
+#include <cuda_bf16.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "bench_util.hpp"
+#include "ovl/core/collectives.hpp"
+#include "ovl/core/world.hpp"
+#include "ovl/kernels/collectives.hpp"
+
+namespace {
+
+using ovl::CollectiveImpl;
+using ovl::CollectiveOp;
+
+// Input of rank p at element i: a small integer, so sums of up to 8 ranks are exact in bf16.
+__device__ __forceinline__ float input_value(std::uint64_t i, int p) { return float(int((i * 7 + std::uint64_t(p) * 3) % 17) - 8); }
+
+__global__ void fill_kernel(__nv_bfloat16* x, std::uint64_t n, int p) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += std::uint64_t(gridDim.x) * blockDim.x)
+    x[i] = __float2bfloat16(input_value(i, p));
+}
+
+// Counts elements of rank r's output that differ from the exact result.
+__global__ void check_kernel(const __nv_bfloat16* out, std::uint64_t n, int op, int r, int world, std::uint64_t chunk,
+                             unsigned long long* wrong) {
+  unsigned long long bad = 0;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += std::uint64_t(gridDim.x) * blockDim.x) {
+    float want = 0;
+    if (op == int(CollectiveOp::kAllGather)) {
+      want = input_value(i % chunk, int(i / chunk));
+    } else {
+      const std::uint64_t j = op == int(CollectiveOp::kReduceScatter) ? r * chunk + i : i;
+      for (int p = 0; p < world; ++p) want += input_value(j, p);
+    }
+    if (__bfloat162float(out[i]) != want) ++bad;
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// One loopback world per size, with its Collectives and the largest buffers asked for so far.
+struct WorldSlot {
+  ovl::World world;
+  std::unique_ptr<ovl::Collectives> coll;
+  ovl::SymmetricBuffer send, recv;
+};
+WorldSlot& world_slot(int n, std::size_t send_bytes, std::size_t recv_bytes) {
+  // Never freed: destroying buffers after the CUDA runtime has shut down at exit would only log errors.
+  static auto& slots = *new std::map<int, WorldSlot>();
+  auto it = slots.find(n);
+  if (it == slots.end()) {
+    ovl::WorldOptions options;
+    options.create_nccl = false;
+    WorldSlot s;
+    s.world = ovl::World::loopback(n, 0, options);
+    s.coll = std::make_unique<ovl::Collectives>(s.world);
+    it = slots.emplace(n, std::move(s)).first;
+  }
+  WorldSlot& s = it->second;
+  if (s.send.bytes() < send_bytes) {
+    s.send = ovl::SymmetricBuffer();
+    s.send = ovl::SymmetricBuffer(s.world, send_bytes);
+  }
+  if (s.recv.bytes() < recv_bytes) {
+    s.recv = ovl::SymmetricBuffer();
+    s.recv = ovl::SymmetricBuffer(s.world, recv_bytes);
+  }
+  return s;
+}
+
+cudaStream_t bench_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s;
+    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+// Bytes the kernel reads plus writes in one call, all ranks together (loopback: all on one GPU), with
+// c = bytes / n the per-owner chunk, out of place. A bulk reduce counts a read of the source, plus a read and a
+// write of the destination. This is the per-CTA data movement to set beside the plain copy's GB/s per CTA.
+double moved_bytes(CollectiveImpl impl, CollectiveOp op, double bytes, int n) {
+  const double c = bytes / n;
+  const bool push = impl == CollectiveImpl::kTmaPush;
+  double per_rank = 0;
+  const bool rs = op != CollectiveOp::kAllGather, ag = op != CollectiveOp::kReduceScatter;
+  if (rs) per_rank += push ? 2 * c + 3 * (n - 1) * c  // own copy, then n-1 bulk reduces
+                           : (n + 1) * c;            // read n chunks, write the sum
+  if (ag) {
+    if (op == CollectiveOp::kAllGather) per_rank += 2 * c;  // own copy into the output
+    per_rank += push ? n * c                                // read mine once, write it to n-1 peers
+                     : 2 * (n - 1) * c;                     // read and write each of the n-1 other chunks
+  }
+  return per_rank * n;
+}
+
+void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int n, int ctas) {
+  if (impl == CollectiveImpl::kNccl) {
+    state.SkipWithError("NCCL needs distinct GPUs: loopback world (run with a threads/MPI world of real GPUs)");
+    return;
+  }
+  try {
+    const std::size_t es = 2;
+    const std::size_t elems = bytes / es;
+    const std::size_t chunk = elems / n;  // RS: recv count; AG: send count
+    const std::size_t send_bytes = op == CollectiveOp::kAllGather ? chunk * es : bytes;
+    const std::size_t recv_bytes = op == CollectiveOp::kReduceScatter ? chunk * es : bytes;
+    WorldSlot& s = world_slot(n, send_bytes, recv_bytes);
+    cudaStream_t stream = bench_stream();
+    const std::size_t in_elems = send_bytes / es, out_elems = recv_bytes / es;
+    for (int p = 0; p < n; ++p) fill_kernel<<<1024, 256, 0, stream>>>(s.send.peer<__nv_bfloat16>(p), in_elems, p);
+    for (int p = 0; p < n; ++p) OVL_CUDA_CHECK(cudaMemsetAsync(s.recv.peer_ptr(p), 0xff, recv_bytes, stream));
+    ovl::CollectiveOptions opt;
+    opt.num_ctas = ctas;
+    opt.simt_threads = 512;
+    auto run = [&] {
+      switch (op) {
+        case CollectiveOp::kAllReduce: s.coll->all_reduce(s.send, s.recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kReduceScatter: s.coll->reduce_scatter(s.send, s.recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kAllGather: s.coll->all_gather(s.send, s.recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+      }
+    };
+    run();  // warm-up and the one checked run
+    s.coll->check(stream);
+    unsigned long long* wrong = nullptr;
+    OVL_CUDA_CHECK(cudaMallocManaged(&wrong, sizeof(*wrong)));
+    *wrong = 0;
+    for (int p = 0; p < n; ++p)
+      check_kernel<<<1024, 256, 0, stream>>>(s.recv.peer<const __nv_bfloat16>(p), out_elems, int(op), p, n, chunk, wrong);
+    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double wrong_count = double(*wrong);
+    cudaFree(wrong);
+    for (auto _ : state) {
+      ovl::bench::CudaEventTimer timer(state, stream);
+      run();
+    }
+    s.coll->check(stream);
+    const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
+    state.counters["algbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["busbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9 * factor, benchmark::Counter::kIsIterationInvariantRate);
+    const double moved = moved_bytes(impl, op, double(bytes), n);
+    state.counters["moved_GBps"] = benchmark::Counter(moved * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["moved_GBps_per_cta"] = benchmark::Counter(moved * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["wrong"] = wrong_count;
+    state.counters["ctas"] = ctas;
+    state.counters["world"] = n;
+    state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+struct CopyBuffers {
+  void* src = nullptr;
+  void* dst = nullptr;
+  std::size_t bytes = 0;
+};
+CopyBuffers& copy_buffers(std::size_t bytes) {
+  static CopyBuffers b;
+  if (b.bytes < bytes) {
+    if (b.src) cudaFree(b.src);
+    if (b.dst) cudaFree(b.dst);
+    OVL_CUDA_CHECK(cudaMalloc(&b.src, bytes));
+    OVL_CUDA_CHECK(cudaMalloc(&b.dst, bytes));
+    OVL_CUDA_CHECK(cudaMemset(b.src, 1, bytes));
+    b.bytes = bytes;
+  }
+  return b;
+}
+
+// impl: 0 tma, 1 simt, 2 memcpy
+void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) {
+  try {
+    CopyBuffers& b = copy_buffers(bytes);
+    cudaStream_t stream = bench_stream();
+    auto run = [&] {
+      if (impl == 2) OVL_CUDA_CHECK(cudaMemcpyAsync(b.dst, b.src, bytes, cudaMemcpyDeviceToDevice, stream));
+      else ovl::kernels::launch_local_copy(impl == 0 ? ovl::kernels::CopyImpl::kTma : ovl::kernels::CopyImpl::kSimt, b.dst, b.src,
+                                           bytes, ctas, 512, stream);
+    };
+    OVL_CUDA_CHECK(cudaMemsetAsync(b.dst, 0, bytes, stream));
+    run();
+    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // Spot check: the first, middle and last 4 KB equal the source pattern (0x01 bytes).
+    double wrong = 0;
+    for (std::size_t at : {std::size_t(0), bytes / 2, bytes - 4096}) {
+      unsigned char host[4096];
+      OVL_CUDA_CHECK(cudaMemcpy(host, static_cast<char*>(b.dst) + at, sizeof(host), cudaMemcpyDeviceToHost));
+      for (unsigned char c : host) wrong += c != 1;
+    }
+    for (auto _ : state) {
+      ovl::bench::CudaEventTimer timer(state, stream);
+      run();
+    }
+    state.counters["GBps"] = benchmark::Counter(2.0 * double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    if (impl != 2)
+      state.counters["GBps_per_cta"] = benchmark::Counter(2.0 * double(bytes) * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["ctas"] = ctas;
+    state.counters["wrong"] = wrong;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void register_all() {
+  const CollectiveImpl impls[] = {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
+  const CollectiveOp ops[] = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather};
+  for (CollectiveImpl impl : impls)
+    for (CollectiveOp op : ops)
+      for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4)
+        for (int n : {2, 4, 8})
+          for (int ctas : {1, 2, 4, 8, 16, 32, 64}) {
+            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::kernels::to_string(op), bytes, n, ctas);
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective(st, impl, op, bytes, n, ctas); })
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+  for (std::size_t bytes : {std::size_t(1) << 28, std::size_t(1) << 30}) {
+    for (int impl : {0, 1})
+      for (int ctas : {1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 132}) {
+        const std::string name = fmt::format("copy/{}/{}/ctas:{}", impl == 0 ? "tma" : "simt", bytes, ctas);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_copy(st, impl, bytes, ctas); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    benchmark::RegisterBenchmark(fmt::format("copy/memcpy/{}", bytes).c_str(), [=](benchmark::State& st) { bench_copy(st, 2, bytes, 0); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::benchmark::Initialize(&argc, argv);
+  if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ::ovl::bench::add_device_context();
+  register_all();
+  ::benchmark::RunSpecifiedBenchmarks();
+  ::benchmark::Shutdown();
+  return 0;
+}

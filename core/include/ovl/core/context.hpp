@@ -1,0 +1,134 @@
+// The public API: one call computes a GEMM and its collective, overlapped the way a Plan says.
+//
+//   ovl::Context ctx({.loopback_world = 8});            // or a real world (an NCCL communicator), or a world of 1
+//   ctx.gemm_reduce_scatter(a, b, c, std::nullopt, stream);  // std::nullopt: ask the planner (cached per shape)
+//   ctx.synchronize(stream);                             // waits; a device-side timeout becomes an ovl::Error
+//
+// Shapes (per rank, as in a row- or column-parallel linear layer; see model/problem.hpp):
+//   gemm_all_reduce      A: M x K (this rank's K-slice), B: K x N or N x K, C: M x N         C = sum_r A_r B_r
+//   gemm_reduce_scatter  A: M x K, B: K x N or N x K, C: M/W x N      C = rows [rank M/W, (rank+1) M/W) of the sum
+//   all_gather_gemm      A: M/W x K (this rank's rows), B: K x N or N x K, C: M x N       C = gather(A) B
+// Every tensor is row-major, bf16 or fp16 (one dtype for all three), 16-byte aligned, on the context's device.
+//
+// Loopback emulation (ContextOptions::loopback_world = W > 1): W virtual ranks on one GPU. Rank 0 runs for real
+// (its GEMM on the caller's tensors); the other ranks' inputs (their partial products M x N for GEMM+AR/RS, their
+// A rows for AG+GEMM) are buffers made once per shape from their own random data, and one launch of the collective
+// plays every rank's part, so the collective's traffic, HBM contention and SM use are real and only the link
+// (NVLink) is replaced by the device's own memory. docs/overlap.md says what this does and does not model.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ovl/core/world.hpp"
+#include "ovl/model/hardware.hpp"
+#include "ovl/model/plan.hpp"
+#include "ovl/model/problem.hpp"
+#include "ovl/model/timeline.hpp"
+
+namespace ovl {
+
+// A row-major matrix on the device. For B, `b_layout` says how it is stored (kNxK: rows = N, cols = K, a linear
+// layer's weight; kKxN: rows = K, cols = N); other tensors ignore it.
+struct TensorRef {
+  void* ptr = nullptr;
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::kBF16;
+  BLayout b_layout = BLayout::kNxK;
+};
+
+// Test-only fault injection: make the GEMM side fail so that the communication side must time out.
+enum class Fault {
+  kNone,
+  kSkipGemm,        // the signaled GEMM is not launched: no counter ever moves
+  kCounterTooHigh,  // the last group's expected count is one more than its tile count
+};
+
+struct ContextOptions {
+  int device = 0;
+  // > 0: loopback emulation of this many ranks (1..8) on `device`. 0: a real world: `nccl_comm` when given (its
+  // rank and size), else a world of 1 (a one-rank NCCL communicator made on first use).
+  int loopback_world = 0;
+  ncclComm_t nccl_comm = nullptr;  // not owned
+  // Alternatively a World (core/world.hpp): a loopback World sets loopback_world and device; a real one gives its
+  // rank's communicator (nccl_comm(0)) and device. Takes precedence over the two fields above.
+  World world;
+  // The profile the planner uses; default: the built-in profile of the detected GPU (loopback: its
+  // loopback_hardware()). A measured profile (load_hardware) goes here.
+  std::optional<Hardware> hardware;
+  // Every device-side wait gives up after this long with an ovl::Error (default: env OVL_WAIT_TIMEOUT_MS, else 10 s).
+  double wait_timeout_ms = 0;
+  bool trace = false;  // record a measured Timeline of each call (last_timeline())
+  uint64_t loopback_seed = 0x5eed;
+  Fault fault = Fault::kNone;
+};
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const;
+  int rank() const;
+  int world_size() const;
+  bool loopback() const;
+  int sm_count() const;
+  // The device's profile (Plan::validate uses it) and the one the planner uses (loopback: loopback_hardware()).
+  const Hardware& hardware() const;
+  const Hardware& planning_hardware() const;
+
+  // Enqueue the operator on `stream`. `plan`: a Plan (validated against the problem and the device), or
+  // std::nullopt for the planner's choice for this shape (cached). Throws ovl::Error naming the bad value for
+  // shapes, dtypes, pointers and plans; device-side timeouts surface in synchronize().
+  void gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
+                       cudaStream_t stream);
+  void gemm_reduce_scatter(const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
+                           cudaStream_t stream);
+  void all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
+                       cudaStream_t stream);
+
+  // The Problem a call describes (shapes checked against each other and the world); throws like the calls.
+  Problem problem_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c) const;
+  // The plan std::nullopt runs for `problem`: the planner's best plan that this executor supports (cached).
+  const Plan& auto_plan(const Problem& problem);
+  // "" when the executor can run `plan` for `problem` in this context, else why not (naming the value).
+  std::string can_run(const Problem& problem, const Plan& plan) const;
+
+  // Waits for `stream` (and the context's own streams) and throws ovl::Error when a device-side wait timed out
+  // (the GEMM never signaled, or a peer is missing). The context stays usable afterwards.
+  void synchronize(cudaStream_t stream);
+
+  // Benchmark support: one part of a call alone, run the way `plan` runs it (same streams, partition, grid and
+  // CTAs). kGemm: only the GEMM (GEMM+AR/RS: into rank 0's partial product; AG+GEMM: on whatever the gathered A
+  // holds). kComm: only the collective(s), ungated (no counter waits), on whatever the partial product holds.
+  enum class Part { kAll, kGemm, kComm };
+  void run_part(Part part, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const Plan& plan,
+                cudaStream_t stream);
+
+  void set_tracing(bool on);
+  // The measured Timeline of the last call (source "measured", lanes "gemm" and "comm" of gpu = rank, times in ns
+  // from the call's first stamp). Synchronizes. Empty when tracing was off.
+  Timeline last_timeline();
+
+  // Loopback only: the other ranks' inputs for `problem`, on the device (made on first use). GEMM+AR/RS: ranks
+  // 1..W-1's partial products (M x N); AG+GEMM: their A rows (M/W x K). For references in tests.
+  std::vector<const void*> loopback_peer_inputs(const Problem& problem);
+
+  struct Impl;
+
+ private:
+  void run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
+           cudaStream_t stream);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ovl

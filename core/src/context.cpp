@@ -1,0 +1,607 @@
+// Context: the public entry points. They validate and record the call, then hand it to one mode runner
+// (executor_*.cpp). Caches: SM partitions per comm SM count, buffers per Problem, device tables per (Problem, Plan),
+// planner results per Problem.
+#include "ovl/core/context.hpp"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "context_impl.hpp"
+#include "ovl/core/nccl_check.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/kernels/gemm.hpp"
+#include "ovl/sim/planner.hpp"
+
+namespace ovl {
+namespace detail {
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) OVL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr && cudaFree(ptr_) != cudaSuccess) {
+    fmt::print(stderr, "ovl: cudaFree failed in ~DeviceBuffer: {}\n", cudaGetErrorString(cudaGetLastError()));
+  }
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_ != nullptr) (void)cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::DeviceBuffer;
+
+// OVL_WAIT_TIMEOUT_MS, read once.
+double env_timeout_ms() {
+  static const double value = [] {
+    const char* text = std::getenv("OVL_WAIT_TIMEOUT_MS");
+    if (text == nullptr || *text == '\0') return 10000.0;
+    char* end = nullptr;
+    const double v = std::strtod(text, &end);
+    OVL_CHECK(end != text && *end == '\0' && v > 0, "OVL_WAIT_TIMEOUT_MS = \"{}\" is not a positive number", text);
+    return v;
+  }();
+  return value;
+}
+
+std::string plan_key(const Problem& p, const Plan& plan) {
+  nlohmann::json j = plan;
+  return p.name() + "|" + j.dump();
+}
+
+int64_t elems_of(const TensorRef& t) { return t.rows * t.cols; }
+
+void check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
+  OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
+  OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
+  OVL_CHECK(t.rows > 0 && t.cols > 0, "{}: {} has shape {} x {} (must be positive)", api, name, t.rows, t.cols);
+  OVL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kFP16, "{}: {} dtype {} is not supported (bf16 or fp16)", api,
+            name, to_string(t.dtype));
+  OVL_CHECK(t.dtype == dtype, "{}: {} dtype {} differs from A's dtype {}", api, name, to_string(t.dtype),
+            to_string(dtype));
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, t.ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    OVL_FAIL("{}: {} pointer {} is not known to CUDA", api, name, t.ptr);
+  }
+  OVL_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
+            "{}: {} pointer {} is not device memory", api, name, t.ptr);
+  OVL_CHECK(attr.type == cudaMemoryTypeManaged || attr.device == device,
+            "{}: {} pointer {} is on device {}, the context's device is {}", api, name, t.ptr, attr.device, device);
+}
+
+}  // namespace
+
+Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = options;
+  s.device = options.device;
+  if (options.world.valid()) {
+    s.device = options.world.device();
+    if (options.world.is_loopback()) {
+      s.loopback = options.world.size() > 1;
+      s.world = options.world.size();
+    } else {
+      s.comm = options.world.nccl_comm(0);
+      s.rank = options.world.rank();
+      s.world = options.world.size();
+    }
+  } else if (options.loopback_world > 0) {
+    OVL_CHECK(options.loopback_world <= detail::kMaxLoopbackRanks,
+              "ContextOptions: loopback_world = {} is not in 1..{}", options.loopback_world, detail::kMaxLoopbackRanks);
+    s.loopback = options.loopback_world > 1;
+    s.world = options.loopback_world;
+  } else if (options.nccl_comm != nullptr) {
+    s.comm = options.nccl_comm;
+    OVL_NCCL_CHECK(ncclCommUserRank(s.comm, &s.rank));
+    OVL_NCCL_CHECK(ncclCommCount(s.comm, &s.world));
+    int dev = 0;
+    OVL_NCCL_CHECK(ncclCommCuDevice(s.comm, &dev));
+    s.device = dev;
+  }
+  OVL_CHECK(options.loopback_world >= 0, "ContextOptions: loopback_world = {} is negative", options.loopback_world);
+  int count = 0;
+  OVL_CUDA_CHECK(cudaGetDeviceCount(&count));
+  OVL_CHECK(s.device >= 0 && s.device < count, "ContextOptions: device = {} is not in [0, {})", s.device, count);
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  cudaDeviceProp prop{};
+  OVL_CUDA_CHECK(cudaGetDeviceProperties(&prop, s.device));
+  s.sms = prop.multiProcessorCount;
+
+  if (options.hardware) {
+    s.hw = *options.hardware;
+  } else {
+    try {
+      s.hw = hardware_for_device_name(prop.name);
+    } catch (const Error&) {
+      s.hw = builtin_hardware("h100");  // an unknown GPU: keep the H100's rates, take the real SM count
+      s.hw.name = prop.name;
+    }
+  }
+  s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
+  s.hw.validate();
+  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world) : s.hw;
+  const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
+  s.timeout_ns = uint64_t(timeout_ms * 1e6);
+  s.trace = options.trace;
+
+  if (cublasCreate(&s.cublas) != CUBLAS_STATUS_SUCCESS) OVL_FAIL("cublasCreate failed on device {}", s.device);
+  int least = 0, greatest = 0;
+  OVL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.comm_stream, cudaStreamNonBlocking, greatest));
+  s.counters = DeviceBuffer(sizeof(unsigned) * Impl::kMaxGroups);
+  OVL_CUDA_CHECK(cudaMemset(s.counters.get(), 0, s.counters.bytes()));
+  s.error = DeviceBuffer(sizeof(detail::WaitError));
+  OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, s.error.bytes()));
+  s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
+}
+
+Context::~Context() {
+  Impl& s = *impl_;
+  if (cudaSetDevice(s.device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    fmt::print(stderr, "ovl: ~Context: device {} reported {}\n", s.device, cudaGetErrorString(cudaGetLastError()));
+  }
+  s.shapes.clear();
+  s.plans.clear();
+  s.partitions.clear();
+  for (cudaEvent_t e : s.events) (void)cudaEventDestroy(e);
+  if (s.comm_stream != nullptr) (void)cudaStreamDestroy(s.comm_stream);
+  if (s.cublas != nullptr) (void)cublasDestroy(s.cublas);
+  if (s.own_comm && s.comm != nullptr) (void)ncclCommDestroy(s.comm);
+}
+
+int Context::device() const { return impl_->device; }
+int Context::rank() const { return impl_->rank; }
+int Context::world_size() const { return impl_->world; }
+bool Context::loopback() const { return impl_->loopback; }
+int Context::sm_count() const { return impl_->sms; }
+const Hardware& Context::hardware() const { return impl_->hw; }
+const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
+void Context::set_tracing(bool on) { impl_->trace = on; }
+
+// ---- Impl helpers ----
+
+cudaEvent_t Context::Impl::event() {
+  if (next_event == int(events.size())) {
+    cudaEvent_t e = nullptr;
+    OVL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events.push_back(e);
+  }
+  return events[size_t(next_event++)];
+}
+
+int Context::Impl::alloc_slots(int count) {
+  OVL_CHECK(next_slot + count <= kStampSlots, "tracing: {} stamp slots needed, {} available", next_slot + count,
+            kStampSlots);
+  const int first = next_slot;
+  next_slot += count;
+  return first;
+}
+
+ncclComm_t Context::Impl::nccl() {
+  if (comm == nullptr) {
+    OVL_CHECK(!loopback, "NCCL is not used in a loopback world of {} ranks", world);
+    int dev = device;
+    OVL_NCCL_CHECK(ncclCommInitAll(&comm, 1, &dev));
+    own_comm = true;
+  }
+  return comm;
+}
+
+SmPartition& Context::Impl::partition(int comm_sms) {
+  auto it = partitions.find(comm_sms);
+  if (it == partitions.end()) it = partitions.emplace(comm_sms, SmPartition::split(device, comm_sms)).first;
+  return *it->second;
+}
+
+detail::ShapeState& Context::Impl::shape(const Problem& p) {
+  const std::string key = p.name();
+  auto it = shapes.find(key);
+  if (it != shapes.end()) return *it->second;
+  auto st = std::make_unique<detail::ShapeState>();
+  st->problem = p;
+  const int64_t eb = dtype_bytes(p.dtype);
+  const int w = world;
+  if (p.op == Op::kAllGatherGemm) {
+    st->gathered_a = DeviceBuffer(size_t(p.m * p.k * eb));
+  } else {
+    st->partial = DeviceBuffer(size_t(p.m * p.n * eb));
+  }
+  if (loopback) {
+    // The other ranks' inputs, from their own random data (seeded by rank): partial products made with cuBLAS
+    // from random A_r and B_r, or their A rows.
+    cudaStream_t st0 = comm_stream;
+    const int64_t b_elems = p.k * p.n;
+    DeviceBuffer a_tmp, b_tmp;
+    if (p.op != Op::kAllGatherGemm) {
+      a_tmp = DeviceBuffer(size_t(p.m * p.k * eb));
+      b_tmp = DeviceBuffer(size_t(b_elems * eb));
+    }
+    for (int r = 1; r < w; ++r) {
+      const uint64_t seed = options.loopback_seed * 1000003ull + uint64_t(r) * 7919ull;
+      if (p.op == Op::kAllGatherGemm) {
+        st->peer_src.emplace_back(size_t(p.m / w * p.k * eb));
+        detail::launch_fill_random(st->peer_src.back().get(), p.m / w * p.k, p.dtype, seed, 1.0f, st0);
+        st->peer_dst.emplace_back(size_t(p.m * p.k * eb));
+      } else {
+        detail::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, 1.0f, st0);
+        detail::launch_fill_random(b_tmp.get(), b_elems, p.dtype, seed + 1, 1.0f, st0);
+        st->peer_src.emplace_back(size_t(p.m * p.n * eb));
+        detail::Call call{p.op,
+                          p,
+                          Plan{},
+                          TensorRef{a_tmp.get(), p.m, p.k, p.dtype},
+                          TensorRef{b_tmp.get(), p.b_layout == BLayout::kNxK ? p.n : p.k,
+                                    p.b_layout == BLayout::kNxK ? p.k : p.n, p.dtype, p.b_layout},
+                          TensorRef{},
+                          st0,
+                          st.get(),
+                          nullptr};
+        cublas_gemm(call, a_tmp.get(), st->peer_src.back().get(), 0, p.m, st0);
+        const int64_t rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
+        st->peer_dst.emplace_back(size_t(rows * p.n * eb));
+      }
+    }
+    OVL_CUDA_CHECK(cudaStreamSynchronize(st0));
+  }
+  return *shapes.emplace(key, std::move(st)).first->second;
+}
+
+// Units: sequential 1 (everything); decomposed `chunks` row chunks (AG: chunks of the gathered rows, made to fall
+// inside one owner's block); signal modes one unit per tile group (whole row bands).
+detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan, detail::ShapeState& s) {
+  const std::string key = plan_key(p, plan);
+  auto it = plans.find(key);
+  if (it != plans.end()) return *it->second;
+  (void)s;
+  auto ps = std::make_unique<detail::PlanState>();
+  const int w = world;
+  const int64_t mb = p.m / w;  // rows of one owner's block (RS output, AG input)
+  if (plan.mode == Mode::kSequential) {
+    ps->row_begin = {0};
+    ps->row_end = {p.m};
+  } else if (plan.mode == Mode::kDecomposed) {
+    int chunks = plan.chunks;
+    if (p.op == Op::kAllGatherGemm && chunks % w != 0) chunks = w;
+    for (int c = 0; c < chunks; ++c) {
+      ps->row_begin.push_back(p.m * c / chunks);
+      ps->row_end.push_back(p.m * (c + 1) / chunks);
+    }
+  } else {
+    const int64_t tn = plan.tiles_n(p);
+    int64_t tile = 0;
+    for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
+      const int64_t tr0 = tile / tn, tr1 = (tile + plan.tile_groups[g]) / tn;
+      tile += plan.tile_groups[g];
+      ps->tile_rows_begin.push_back(int(tr0));
+      ps->tile_rows_end.push_back(int(tr1));
+      ps->row_begin.push_back(std::min<int64_t>(tr0 * plan.tile.m, p.m));
+      ps->row_end.push_back(std::min<int64_t>(tr1 * plan.tile.m, p.m));
+      ps->expected_host.push_back(unsigned(plan.tile_groups[g]));
+    }
+    const size_t groups = ps->expected_host.size();
+    ps->expected = DeviceBuffer(groups * sizeof(unsigned));
+    OVL_CUDA_CHECK(
+        cudaMemcpy(ps->expected.get(), ps->expected_host.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice));
+    std::vector<unsigned> fault = ps->expected_host;
+    fault.back() += 1;
+    ps->expected_fault = DeviceBuffer(groups * sizeof(unsigned));
+    OVL_CUDA_CHECK(
+        cudaMemcpy(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice));
+  }
+  ps->units = int(ps->row_begin.size());
+
+  // Loopback range table: (unit, owner) -> elements of the source and destination buffers.
+  std::vector<detail::LoopbackRange> table(size_t(ps->units) * size_t(w), detail::LoopbackRange{0, 0, 0});
+  for (int u = 0; u < ps->units; ++u) {
+    const int64_t r0 = ps->row_begin[size_t(u)], r1 = ps->row_end[size_t(u)];
+    for (int r = 0; r < w; ++r) {
+      detail::LoopbackRange& e = table[size_t(u) * size_t(w) + size_t(r)];
+      if (p.op == Op::kGemmAllReduce) {
+        // Owner r reduces the r-th of W equal (16-byte multiple) pieces of the unit's rows.
+        const int64_t elems = (r1 - r0) * p.n;
+        const int64_t piece = ((elems + w - 1) / w + 7) / 8 * 8;
+        const int64_t b0 = std::min(elems, piece * r), b1 = std::min(elems, piece * (r + 1));
+        e = {r0 * p.n + b0, r0 * p.n + b0, b1 - b0};
+      } else {
+        const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
+        if (a1 <= a0) continue;
+        if (p.op == Op::kGemmReduceScatter) {
+          e = {a0 * p.n, (a0 - mb * r) * p.n, (a1 - a0) * p.n};
+        } else {
+          e = {(a0 - mb * r) * p.k, a0 * p.k, (a1 - a0) * p.k};
+        }
+      }
+    }
+  }
+  ps->ranges = DeviceBuffer(table.size() * sizeof(detail::LoopbackRange));
+  OVL_CUDA_CHECK(
+      cudaMemcpy(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange), cudaMemcpyHostToDevice));
+  return *plans.emplace(key, std::move(ps)).first->second;
+}
+
+// ---- validation ----
+
+Problem Context::problem_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c) const {
+  const char* api = op == Op::kGemmAllReduce       ? "gemm_all_reduce"
+                    : op == Op::kGemmReduceScatter ? "gemm_reduce_scatter"
+                                                   : "all_gather_gemm";
+  const Impl& s = *impl_;
+  const DType dtype = a.dtype;
+  check_tensor(api, "A", a, dtype, s.device);
+  check_tensor(api, "B", b, dtype, s.device);
+  check_tensor(api, "C", c, dtype, s.device);
+  Problem p;
+  p.op = op;
+  p.dtype = dtype;
+  p.b_layout = b.b_layout;
+  p.world = s.world;
+  p.gpus_per_node = std::max(8, s.world);
+  p.k = a.cols;
+  const int64_t b_k = b.b_layout == BLayout::kNxK ? b.cols : b.rows;
+  p.n = b.b_layout == BLayout::kNxK ? b.rows : b.cols;
+  OVL_CHECK(b_k == p.k, "{}: B ({} x {}, layout {}) has K = {}, but A has K = {} columns", api, b.rows, b.cols,
+            to_string(b.b_layout), b_k, p.k);
+  OVL_CHECK(c.cols == p.n, "{}: C has {} columns, but B has N = {}", api, c.cols, p.n);
+  switch (op) {
+    case Op::kGemmAllReduce:
+      p.m = a.rows;
+      OVL_CHECK(c.rows == p.m, "{}: C has {} rows, but A has M = {}", api, c.rows, p.m);
+      break;
+    case Op::kGemmReduceScatter:
+      p.m = a.rows;
+      OVL_CHECK(p.m % s.world == 0, "{}: M = {} (A's rows) is not divisible by world = {}", api, p.m, s.world);
+      OVL_CHECK(c.rows * s.world == p.m, "{}: C has {} rows, but M / world = {} / {} = {}", api, c.rows, p.m, s.world,
+                p.m / s.world);
+      break;
+    case Op::kAllGatherGemm:
+      p.m = a.rows * s.world;
+      OVL_CHECK(c.rows == p.m, "{}: C has {} rows, but A's {} rows x world {} = {}", api, c.rows, a.rows, s.world, p.m);
+      break;
+  }
+  p.validate();
+  (void)elems_of;
+  return p;
+}
+
+std::string Context::can_run(const Problem& p, const Plan& plan) const {
+  const Impl& s = *impl_;
+  try {
+    plan.validate(p, s.hw);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  const bool signals = mode_signals(plan.mode);
+  if (p.op == Op::kAllGatherGemm && signals) {
+    return fmt::format(
+        "mode {} is not implemented for allgather-gemm (the GEMM would have to wait on the gather; "
+        "use sequential or decomposed)",
+        to_string(plan.mode));
+  }
+  if (plan.mode == Mode::kDecomposed && p.m % plan.chunks != 0) {
+    return fmt::format("plan field \"chunks\" = {} does not divide M = {}", plan.chunks, p.m);
+  }
+  if (signals) {
+    const kernels::GemmTileShape t = kernels::gemm_tile_shape();
+    if (plan.tile.m != t.m || plan.tile.n != t.n) {
+      return fmt::format("plan tile {} x {} differs from the GEMM's tile {} x {}", plan.tile.m, plan.tile.n, t.m, t.n);
+    }
+    if (plan.tile_order != TileOrder::kRowBand) {
+      return fmt::format(
+          "plan field \"tile_order\" = {}: the executor needs row-band order (a group of whole bands "
+          "is a contiguous block of rows for the collective)",
+          to_string(plan.tile_order));
+    }
+    const int64_t tn = plan.tiles_n(p);
+    for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
+      if (plan.tile_groups[g] % tn != 0) {
+        return fmt::format("plan field \"tile_groups\"[{}] = {} is not a whole number of row bands of {} tiles", g,
+                           plan.tile_groups[g], tn);
+      }
+    }
+    if (int(plan.tile_groups.size()) > Impl::kMaxGroups) {
+      return fmt::format("plan has {} tile groups, more than the {} counters of a context", plan.tile_groups.size(),
+                         Impl::kMaxGroups);
+    }
+  }
+  if (plan.mode == Mode::kTma) {
+    if (plan.output != OutputLayout::kRowMajor) {
+      return "plan field \"output\" = tile-major is not implemented for mode tma (the collective reads row bands)";
+    }
+    if (!s.loopback && s.world > 1) {
+      return fmt::format(
+          "mode tma needs peer-mapped symmetric buffers in a real world of {} ranks: not implemented "
+          "(use loopback, a world of 1, or an NCCL mode)",
+          s.world);
+    }
+  }
+  if (plan.mode == Mode::kGreenContext || (plan.mode == Mode::kTma && plan.partitioned)) {
+    if (plan.comm_sms % s.hw.sm_granularity != 0 || plan.comm_sms <= 0) {
+      return fmt::format("plan field \"comm_sms\" = {} is not a positive multiple of {}", plan.comm_sms,
+                         s.hw.sm_granularity);
+    }
+  }
+  return "";
+}
+
+const Plan& Context::auto_plan(const Problem& p) {
+  Impl& s = *impl_;
+  const std::string key = p.name();
+  auto it = s.auto_plans.find(key);
+  if (it != s.auto_plans.end()) return it->second;
+  sim::PlannerOptions options;
+  if (p.op == Op::kAllGatherGemm) options.modes = {Mode::kSequential, Mode::kDecomposed};
+  std::optional<Plan> chosen;
+  try {
+    const sim::PlanResult result = sim::plan(p, s.plan_hw, options);
+    for (const sim::PlanAlternative& alt : result.alternatives) {
+      Plan candidate = alt.plan;
+      if (can_run(p, candidate).empty()) {
+        chosen = candidate;
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ovl: planner failed for {} ({}); using the sequential plan\n", p.name(), e.what());
+  }
+  if (!chosen) chosen = default_plan(Mode::kSequential, p, s.hw, 0);
+  return s.auto_plans.emplace(key, *chosen).first->second;
+}
+
+std::vector<const void*> Context::loopback_peer_inputs(const Problem& problem) {
+  OVL_CHECK(impl_->loopback, "loopback_peer_inputs: the context is not a loopback world (world = {})", impl_->world);
+  problem.validate();
+  OVL_CHECK(problem.world == impl_->world, "loopback_peer_inputs: problem world {} differs from the context's {}",
+            problem.world, impl_->world);
+  detail::ShapeState& st = impl_->shape(problem);
+  std::vector<const void*> out;
+  for (const DeviceBuffer& b : st.peer_src) out.push_back(b.get());
+  return out;
+}
+
+// ---- entry points ----
+
+void Context::gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                              const std::optional<Plan>& plan, cudaStream_t stream) {
+  run(Op::kGemmAllReduce, a, b, c, plan, stream);
+}
+void Context::gemm_reduce_scatter(const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                                  const std::optional<Plan>& plan, cudaStream_t stream) {
+  run(Op::kGemmReduceScatter, a, b, c, plan, stream);
+}
+void Context::all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                              const std::optional<Plan>& plan, cudaStream_t stream) {
+  run(Op::kAllGatherGemm, a, b, c, plan, stream);
+}
+
+void Context::run_part(Part part, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const Plan& plan,
+                       cudaStream_t stream) {
+  impl_->part = part;
+  try {
+    run(op, a, b, c, plan, stream);
+  } catch (...) {
+    impl_->part = Part::kAll;
+    throw;
+  }
+  impl_->part = Part::kAll;
+}
+
+void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
+                  cudaStream_t stream) {
+  Impl& s = *impl_;
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  const Problem p = problem_for(op, a, b, c);
+  const Plan chosen = plan ? *plan : auto_plan(p);
+  if (const std::string why = can_run(p, chosen); !why.empty()) {
+    OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
+  }
+  detail::ShapeState& st = s.shape(p);
+  detail::PlanState& ps = s.plan_state(p, chosen, st);
+  const detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps};
+  s.next_event = 0;
+  s.next_slot = 0;
+  s.record = detail::TraceRecord{};
+  s.record.valid = s.trace;
+  s.record.comm_name = op == Op::kGemmAllReduce       ? "all-reduce"
+                       : op == Op::kGemmReduceScatter ? "reduce-scatter"
+                                                      : "all-gather";
+  s.last_stream = stream;
+  switch (chosen.mode) {
+    case Mode::kSequential:
+      s.run_sequential(call);
+      break;
+    case Mode::kDecomposed:
+      s.run_decomposed(call);
+      break;
+    case Mode::kTileSignal:
+    case Mode::kGreenContext:
+      s.run_tile_signal(call);
+      break;
+    case Mode::kTma:
+      s.run_tma(call);
+      break;
+  }
+  s.record.slots_used = s.next_slot;
+}
+
+void Context::synchronize(cudaStream_t stream) {
+  Impl& s = *impl_;
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
+  detail::WaitError e{};
+  OVL_CUDA_CHECK(cudaMemcpy(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost));
+  if (e.code != 0) {
+    OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, sizeof(e)));
+    OVL_FAIL(
+        "device-side wait timed out after {} ms: the {} waited for tile group {} (counter {} of {} expected, "
+        "CTA {}); the GEMM did not signal it (failed, skipped or fewer tiles than the plan) or a peer is missing",
+        double(s.timeout_ns) * 1e-6, e.where == 1 ? "counter wait kernel" : "persistent collective", e.group,
+        e.observed, e.expected, e.cta);
+  }
+}
+
+Timeline Context::last_timeline() {
+  Impl& s = *impl_;
+  Timeline t;
+  t.source = "measured";
+  const detail::TraceRecord& rec = s.record;
+  if (!rec.valid) return t;
+  OVL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<unsigned long long> slots(size_t(std::max(rec.slots_used, 1)));
+  OVL_CUDA_CHECK(
+      cudaMemcpy(slots.data(), s.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  const int gpu = s.rank;
+  auto add = [&](const std::string& lane, const std::string& name, const std::string& cat, unsigned long long a,
+                 unsigned long long b) {
+    t.intervals.push_back(Interval{gpu, lane, name, cat, int64_t(a), int64_t(std::max(a, b))});
+  };
+  for (const auto& sp : rec.spans)
+    add(sp.lane, sp.name, sp.category, slots[size_t(sp.start_slot)], slots[size_t(sp.end_slot)]);
+  if (rec.tile_stamps && rec.gemm_start_slot >= 0 && !rec.group_tiles.empty()) {
+    const int64_t count = rec.group_tiles.back().second;
+    std::vector<unsigned long long> ts(static_cast<size_t>(count));
+    OVL_CUDA_CHECK(
+        cudaMemcpy(ts.data(), rec.tile_stamp_ptr, ts.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    unsigned long long prev = slots[size_t(rec.gemm_start_slot)];
+    for (size_t g = 0; g < rec.group_tiles.size(); ++g) {
+      unsigned long long end = prev;
+      for (int64_t i = rec.group_tiles[g].first; i < rec.group_tiles[g].second; ++i) end = std::max(end, ts[size_t(i)]);
+      add("gemm", fmt::format("group {}", g), "gemm", prev, end);
+      prev = end;
+    }
+  }
+  if (rec.cta_base >= 0) {
+    for (int g = 0; g < rec.cta_groups; ++g) {
+      unsigned long long a = ~0ull, b = 0;
+      for (int c = 0; c < rec.cta_count; ++c) {
+        const size_t i = size_t(rec.cta_base) + (size_t(g) * size_t(rec.cta_count) + size_t(c)) * 2;
+        a = std::min(a, slots[i]);
+        b = std::max(b, slots[i + 1]);
+      }
+      add("comm", fmt::format("{} group {}", rec.comm_name, g), "comm", a, b);
+    }
+  }
+  // Times from the call's first stamp.
+  int64_t origin = INT64_MAX;
+  for (const Interval& i : t.intervals) origin = std::min(origin, i.start_ns);
+  for (Interval& i : t.intervals) {
+    i.start_ns -= origin;
+    i.end_ns -= origin;
+  }
+  return t;
+}
+
+}  // namespace ovl

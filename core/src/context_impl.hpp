@@ -1,0 +1,165 @@
+// Context internals shared by context.cpp (API, validation, caches) and executor_*.cpp (one runner per mode).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "executor_kernels.hpp"
+#include "ovl/core/context.hpp"
+#include "ovl/core/sm_partition.hpp"
+
+namespace ovl {
+
+namespace detail {
+
+// Owns one cudaMalloc'ed block; frees it in the destructor (logging, never throwing).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Buffers of one Problem (shape): rank 0's partial product, the tile-major staging, the gathered A, and in
+// loopback the other ranks' inputs and outputs.
+struct ShapeState {
+  Problem problem;
+  DeviceBuffer partial;     // M x N (GEMM+AR/RS)
+  DeviceBuffer tile_major;  // tiles x tile_m x tile_n, made when a plan asks for tile-major output
+  DeviceBuffer gathered_a;  // M x K (AG+GEMM)
+  DeviceBuffer gemm_workspace;
+  DeviceBuffer tile_stamps;                      // one u64 per tile (tracing)
+  std::vector<DeviceBuffer> peer_src, peer_dst;  // loopback ranks 1..W-1
+};
+
+// What one Plan needs on the device for one Problem: the row range of each unit (tile group or chunk), the
+// counters' expected values, and the loopback range table (unit u, owner r) -> elements.
+struct PlanState {
+  std::vector<int64_t> row_begin, row_end;          // per unit; AG: rows of the gathered A / of C
+  std::vector<int> tile_rows_begin, tile_rows_end;  // per group (signal modes): tile rows
+  std::vector<unsigned> expected_host;
+  DeviceBuffer expected;        // u32 per group
+  DeviceBuffer expected_fault;  // the same with the last group + 1 (Fault::kCounterTooHigh)
+  DeviceBuffer ranges;          // LoopbackRange[units * world]
+  int units = 0;
+};
+
+// A call after validation, as the mode runners see it.
+struct Call {
+  Op op;
+  Problem problem;
+  Plan plan;
+  TensorRef a, b, c;
+  cudaStream_t stream;
+  ShapeState* shape;
+  PlanState* ps;
+};
+
+// Stamp slots of the last call and how they become a Timeline.
+struct TraceRecord {
+  struct Span {
+    std::string lane, name, category;
+    int start_slot, end_slot;
+  };
+  bool valid = false;
+  int slots_used = 0;
+  std::vector<Span> spans;
+  // Signaled GEMM: tile stamps (by tile id) and the groups' tile id ranges; the GEMM lane gets one interval per group.
+  bool tile_stamps = false;
+  const unsigned long long* tile_stamp_ptr = nullptr;
+  int gemm_start_slot = -1;
+  std::vector<std::pair<int64_t, int64_t>> group_tiles;
+  // Persistent collective: per group and CTA [start, end] stamps from slot cta_base on.
+  int cta_base = -1, cta_count = 0, cta_groups = 0;
+  std::string comm_name;  // "reduce-scatter", "all-reduce", "all-gather"
+};
+
+}  // namespace detail
+
+struct Context::Impl {
+  ContextOptions options;
+  int device = 0;
+  int rank = 0;
+  int world = 1;
+  bool loopback = false;
+  int sms = 0;
+  Hardware hw, plan_hw;
+  uint64_t timeout_ns = 0;
+  bool trace = false;
+  Context::Part part = Context::Part::kAll;  // of the call being enqueued
+
+  cublasHandle_t cublas = nullptr;
+  cudaStream_t comm_stream = nullptr;  // highest priority, non-blocking
+  std::vector<cudaEvent_t> events;
+  ncclComm_t comm = nullptr;
+  bool own_comm = false;
+  std::map<int, std::unique_ptr<SmPartition>> partitions;
+  std::map<std::string, std::unique_ptr<detail::ShapeState>> shapes;
+  std::map<std::string, std::unique_ptr<detail::PlanState>> plans;
+  std::map<std::string, Plan> auto_plans;
+
+  static constexpr int kMaxGroups = 4096;
+  static constexpr int kStampSlots = 1 << 16;
+  detail::DeviceBuffer counters;  // u32 x kMaxGroups
+  detail::DeviceBuffer error;     // WaitError
+  detail::DeviceBuffer stamps;    // u64 x kStampSlots
+  detail::TraceRecord record;
+  int next_event = 0;
+  int next_slot = 0;
+  cudaStream_t last_stream = nullptr;
+
+  // context.cpp
+  cudaEvent_t event();         // the next event of this call (made on first use)
+  int alloc_slots(int count);  // the first of `count` consecutive stamp slots of this call
+  unsigned long long* slot_ptr(int index) const { return stamps.as<unsigned long long>() + index; }
+  ncclComm_t nccl();
+  SmPartition& partition(int comm_sms);
+  detail::ShapeState& shape(const Problem& p);
+  detail::PlanState& plan_state(const Problem& p, const Plan& plan, detail::ShapeState& s);
+  unsigned* counter_ptr() const { return counters.as<unsigned>(); }
+  detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
+
+  // executor_common.cpp
+  void cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end,
+                   cudaStream_t stream);
+  // The collective of unit u (a group, a chunk, or everything) on `stream`: NCCL in a real world (unless
+  // force_kernel), else the loopback collective with `ctas` CTAs.
+  void collective_unit(const detail::Call& call, int unit, int ctas, cudaStream_t stream, bool force_kernel = false);
+  detail::LoopbackArguments loopback_args(const detail::Call& call, int ctas) const;
+  // Tracing (no-ops returning -1 / null when tracing is off): a span is two stamp slots on one lane.
+  int new_span(const std::string& lane, const std::string& name, const std::string& category);
+  int stamp_span(const std::string& lane, const std::string& name, const std::string& category, cudaStream_t stream);
+  unsigned long long* start_ptr(int span);
+  void end_span(int span, cudaStream_t stream);
+  void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream);
+
+  // executor_*.cpp
+  void run_sequential(const detail::Call& call);
+  void run_decomposed(const detail::Call& call);
+  void run_tile_signal(const detail::Call& call);  // kTileSignal and kGreenContext
+  void run_tma(const detail::Call& call);
+};
+
+}  // namespace ovl

@@ -1,0 +1,227 @@
+// Pieces every mode runner uses: the cuBLAS GEMM on a row range, one unit's collective (NCCL or loopback), the
+// signaled GEMM launch and the tracing stamps.
+#include <cublas_v2.h>
+
+#include <algorithm>
+
+#include "context_impl.hpp"
+#include "ovl/core/nccl_check.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/kernels/gemm.hpp"
+
+namespace ovl {
+namespace {
+
+const char* cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "cuBLAS error";
+  }
+}
+
+#define OVL_CUBLAS_CHECK(call)                                                                                     \
+  do {                                                                                                             \
+    const cublasStatus_t ovl_cublas_status_ = (call);                                                              \
+    if (ovl_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                               \
+      throw ::ovl::Error("cublas", #call, "executor_common.cpp", __LINE__,                                         \
+                         fmt::format("{} ({})", cublas_status_name(ovl_cublas_status_), int(ovl_cublas_status_))); \
+  } while (0)
+
+ncclDataType_t nccl_type(DType d) { return d == DType::kBF16 ? ncclBfloat16 : ncclFloat16; }
+
+template <typename T>
+T* offset(T* base, int64_t elements, int64_t element_bytes) {
+  return reinterpret_cast<T*>(reinterpret_cast<std::conditional_t<std::is_const_v<T>, const char, char>*>(base) +
+                              elements * element_bytes);
+}
+
+}  // namespace
+
+// Row-major D[rows r0..r1) = A[r0..r1) B through cuBLAS' column-major view: D^T (N x rows) = op(B') A'^T, where
+// A' (row-major M x K) is a K x M column-major matrix and B' is N x K (kNxK, transposed) or K x N... read as N x K.
+void Context::Impl::cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t r0, int64_t r1,
+                                cudaStream_t stream) {
+  const Problem& p = call.problem;
+  const int64_t rows = r1 - r0;
+  if (rows <= 0) return;
+  const int64_t eb = dtype_bytes(p.dtype);
+  const cudaDataType_t t = p.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float alpha = 1.f, beta = 0.f;
+  OVL_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  const void* a_rows = offset(a, r0 * p.k, eb);
+  void* d_rows = offset(d, r0 * p.n, eb);
+  if (p.b_layout == BLayout::kNxK) {
+    OVL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(p.n), int(rows), int(p.k), &alpha, call.b.ptr,
+                                  t, int(p.k), a_rows, t, int(p.k), &beta, d_rows, t, int(p.n), CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+  } else {
+    OVL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_N, int(p.n), int(rows), int(p.k), &alpha, call.b.ptr,
+                                  t, int(p.n), a_rows, t, int(p.k), &beta, d_rows, t, int(p.n), CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call, int ctas) const {
+  detail::LoopbackArguments a;
+  const Problem& p = call.problem;
+  a.op = p.op == Op::kGemmAllReduce       ? detail::LoopbackOp::kAllReduce
+         : p.op == Op::kGemmReduceScatter ? detail::LoopbackOp::kReduceScatter
+                                          : detail::LoopbackOp::kAllGather;
+  a.dtype = p.dtype;
+  a.world = loopback ? world : 1;
+  if (p.op == Op::kAllGatherGemm) {
+    a.src[0] = call.a.ptr;
+    a.dst[0] = call.shape->gathered_a.get();
+  } else {
+    a.src[0] = call.shape->partial.get();
+    a.dst[0] = call.c.ptr;
+  }
+  for (int r = 1; r < a.world; ++r) {
+    a.src[r] = call.shape->peer_src[size_t(r - 1)].get();
+    a.dst[r] = call.shape->peer_dst[size_t(r - 1)].get();
+  }
+  a.ranges = call.ps->ranges.as<detail::LoopbackRange>();
+  a.ctas = std::max(1, ctas);
+  a.threads = 512;
+  a.timeout_ns = timeout_ns;
+  a.error = error_ptr();
+  return a;
+}
+
+void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas, cudaStream_t stream,
+                                    bool force_kernel) {
+  const Problem& p = call.problem;
+  if (loopback || force_kernel) {
+    detail::LoopbackArguments a = loopback_args(call, ctas);
+    a.first_group = unit;
+    a.num_groups = 1;
+    detail::launch_loopback_collective(a, stream);
+    return;
+  }
+  // A real world: NCCL on the unit's rows (contiguous in row-major order).
+  ncclComm_t c = nccl();
+  const ncclDataType_t t = nccl_type(p.dtype);
+  const int64_t eb = dtype_bytes(p.dtype);
+  const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
+  const int64_t mb = p.m / world;
+  const bool whole = r0 == 0 && r1 == p.m;
+  void* partial = call.shape->partial.get();
+  switch (p.op) {
+    case Op::kGemmAllReduce:
+      OVL_NCCL_CHECK(ncclAllReduce(offset(partial, r0 * p.n, eb), offset(call.c.ptr, r0 * p.n, eb),
+                                   size_t((r1 - r0) * p.n), t, ncclSum, c, stream));
+      break;
+    case Op::kGemmReduceScatter:
+      if (whole) {
+        OVL_NCCL_CHECK(ncclReduceScatter(partial, call.c.ptr, size_t(mb * p.n), t, ncclSum, c, stream));
+        break;
+      }
+      // The unit's rows, owner by owner: a reduce to each owner of its part (NCCL's ReduceScatter needs every
+      // owner's part to be the same size).
+      OVL_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < world; ++r) {
+        const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
+        if (a1 <= a0) continue;
+        void* recv = r == rank ? offset(call.c.ptr, (a0 - mb * r) * p.n, eb) : offset(partial, a0 * p.n, eb);
+        OVL_NCCL_CHECK(
+            ncclReduce(offset(partial, a0 * p.n, eb), recv, size_t((a1 - a0) * p.n), t, ncclSum, r, c, stream));
+      }
+      OVL_NCCL_CHECK(ncclGroupEnd());
+      break;
+    case Op::kAllGatherGemm: {
+      void* gathered = call.shape->gathered_a.get();
+      if (whole) {
+        OVL_NCCL_CHECK(ncclAllGather(call.a.ptr, gathered, size_t(mb * p.k), t, c, stream));
+        break;
+      }
+      OVL_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < world; ++r) {
+        const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
+        if (a1 <= a0) continue;
+        OVL_NCCL_CHECK(ncclBroadcast(offset(call.a.ptr, (a0 - mb * r) * p.k, eb), offset(gathered, a0 * p.k, eb),
+                                     size_t((a1 - a0) * p.k), t, r, c, stream));
+      }
+      OVL_NCCL_CHECK(ncclGroupEnd());
+      break;
+    }
+  }
+}
+
+void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream) {
+  const Problem& p = call.problem;
+  detail::ShapeState& st = *call.shape;
+  kernels::GemmArguments g;
+  g.m = int(p.m);
+  g.n = int(p.n);
+  g.k = int(p.k);
+  g.dtype = p.dtype == DType::kBF16 ? kernels::GemmDType::kBF16 : kernels::GemmDType::kFP16;
+  g.b_layout = p.b_layout == BLayout::kNxK ? kernels::GemmBLayout::kNxK : kernels::GemmBLayout::kKxN;
+  g.a = call.a.ptr;
+  g.b = call.b.ptr;
+  g.tile_order = kernels::GemmTileOrder::kRowBand;
+  g.tile_groups = call.plan.tile_groups;
+  g.group_counters = counter_ptr();
+  g.sm_count = grid;
+  if (call.plan.output == OutputLayout::kTileMajor) {
+    g.output_layout = kernels::GemmOutputLayout::kTileMajor;
+    const size_t bytes = kernels::gemm_output_bytes(g);
+    if (st.tile_major.bytes() < bytes) st.tile_major = detail::DeviceBuffer(bytes);
+    g.d = st.tile_major.get();
+  } else {
+    g.d = st.partial.get();
+  }
+  const int tiles = kernels::gemm_tile_count(g);
+  if (record.valid) {
+    if (st.tile_stamps.bytes() < size_t(tiles) * 8) st.tile_stamps = detail::DeviceBuffer(size_t(tiles) * 8);
+    g.tile_timestamps = st.tile_stamps.as<unsigned long long>();
+    record.tile_stamps = true;
+    record.tile_stamp_ptr = g.tile_timestamps;
+    record.gemm_start_slot = alloc_slots(1);
+    detail::launch_stamp(slot_ptr(record.gemm_start_slot), stream);
+    int64_t t = 0;
+    for (int n : call.plan.tile_groups) {
+      record.group_tiles.emplace_back(t, t + n);
+      t += n;
+    }
+  }
+  const size_t ws = kernels::gemm_workspace_bytes(g);
+  if (st.gemm_workspace.bytes() < ws) st.gemm_workspace = detail::DeviceBuffer(ws);
+  if (options.fault == Fault::kSkipGemm) return;  // test-only: nothing will ever signal
+  kernels::gemm_run(g, st.gemm_workspace.get(), stream);
+}
+
+int Context::Impl::new_span(const std::string& lane, const std::string& name, const std::string& category) {
+  if (!record.valid) return -1;
+  const int first = alloc_slots(2);
+  record.spans.push_back(detail::TraceRecord::Span{lane, name, category, first, first + 1});
+  return int(record.spans.size()) - 1;
+}
+
+int Context::Impl::stamp_span(const std::string& lane, const std::string& name, const std::string& category,
+                              cudaStream_t stream) {
+  const int span = new_span(lane, name, category);
+  if (span >= 0) detail::launch_stamp(start_ptr(span), stream);
+  return span;
+}
+
+unsigned long long* Context::Impl::start_ptr(int span) {
+  return span < 0 ? nullptr : slot_ptr(record.spans[size_t(span)].start_slot);
+}
+
+void Context::Impl::end_span(int span, cudaStream_t stream) {
+  if (span >= 0) detail::launch_stamp(slot_ptr(record.spans[size_t(span)].end_slot), stream);
+}
+
+}  // namespace ovl

@@ -1,0 +1,276 @@
+// Core-private kernels of the executors (see executor_kernels.hpp).
+// fmt 9 under nvcc in C++20 (as in gemm_sm90.cu): constexpr on, format strings checked at run time. Before any fmt.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "executor_kernels.hpp"
+#include "ovl/cuda_check.hpp"
+
+namespace ovl::detail {
+namespace {
+
+__device__ __forceinline__ unsigned long long global_timer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ unsigned int ld_acquire_sys(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned int error_code(const WaitError* e) {
+  return *reinterpret_cast<const volatile unsigned int*>(&e->code);
+}
+
+__device__ void record_timeout(WaitError* e, unsigned where, unsigned group, unsigned observed, unsigned expected,
+                               unsigned cta) {
+  if (atomicCAS(&e->code, 0u, 1u) == 0u) {
+    e->where = where;
+    e->group = group;
+    e->observed = observed;
+    e->expected = expected;
+    e->cta = cta;
+    __threadfence_system();
+  }
+}
+
+// Thread 0 only: spin until *counter >= expected, a timeout, or an error recorded elsewhere. True when ready.
+__device__ bool wait_at_least(const unsigned int* counter, unsigned expected, std::uint64_t timeout_ns, WaitError* e,
+                              unsigned where, unsigned group, unsigned cta) {
+  const unsigned long long start = global_timer();
+  for (unsigned spins = 0;; ++spins) {
+    const unsigned seen = ld_acquire_sys(counter);
+    if (seen >= expected) return true;
+    if ((spins & 63u) == 0u) {
+      if (error_code(e) != 0u) return false;
+      if (global_timer() - start > timeout_ns) {
+        record_timeout(e, where, group, seen, expected, cta);
+        return false;
+      }
+    }
+  }
+}
+
+std::uint64_t __device__ __forceinline__ splitmix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// grid-stride, 256 threads: uniform values in [-scale, scale).
+template <typename T>
+__global__ void fill_random_kernel(T* data, std::int64_t n, std::uint64_t seed, float scale) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint64_t h = splitmix(seed * 0x100000001b3ull + std::uint64_t(i));
+    const float u = float(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    data[i] = T((2.f * u - 1.f) * scale);
+  }
+}
+
+// 1 CTA: zero `count` counters. Runs on the GEMM's stream before the GEMM, after the previous run's consumers.
+__global__ void reset_counters_kernel(unsigned int* counters, int count) {
+  for (int i = threadIdx.x; i < count; i += blockDim.x) counters[i] = 0u;
+}
+
+// 1 CTA of 32 threads; thread 0 waits (acquire, system scope) for the GEMM's release adds. The next kernel on the
+// stream (the collective) starts after this one ends, so it sees the group's tiles.
+__global__ void wait_counter_kernel(const unsigned int* counter, unsigned expected, int group, std::uint64_t timeout_ns,
+                                    WaitError* e, unsigned long long* stamp) {
+  if (threadIdx.x != 0) return;
+  if (error_code(e) == 0u) (void)wait_at_least(counter, expected, timeout_ns, e, 1u, unsigned(group), 0u);
+  __threadfence_system();
+  if (stamp != nullptr) *stamp = global_timer();
+}
+
+__global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer(); }
+
+template <typename T>
+struct Vec;
+template <>
+struct Vec<__nv_bfloat16> {
+  static __device__ void add(float* acc, uint4 v) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(h[i]);
+      acc[2 * i] += f.x;
+      acc[2 * i + 1] += f.y;
+    }
+  }
+  static __device__ uint4 pack(const float* acc) {
+    uint4 v;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
+    return v;
+  }
+};
+template <>
+struct Vec<__half> {
+  static __device__ void add(float* acc, uint4 v) {
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      acc[2 * i] += f.x;
+      acc[2 * i + 1] += f.y;
+    }
+  }
+  static __device__ uint4 pack(const float* acc) {
+    uint4 v;
+    __half2* h = reinterpret_cast<__half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(acc[2 * i], acc[2 * i + 1]);
+    return v;
+  }
+};
+
+// The loopback collective.
+// grid: args.ctas CTAs (persistent over the groups), block: args.threads (multiple of 32, <= 512), no shared memory
+// beyond one int; any sm_70+ GPU. W (the world) is a template argument so that a thread issues its W 16-byte loads
+// before the first add (one memory latency per vector, not W). CTA c owns slice c (an equal share of 16-byte vectors)
+// of every (group, owner) range, for every played rank, so no CTA ever waits on another CTA. Per group: step 0: thread
+// 0 acquires the group counter (system scope; the GEMM adds with release after its tile stores), then a barrier;
+// step 1: every thread sums its vectors over the ranks' sources in rank order 0..W-1 (fp32) and stores the result
+// (RS: to the owner; AR: to every rank; AG: the owner's vector to every rank). Sources are read with ld.global.cg
+// (L2), so no stale L1 line of a GEMM tile is ever used.
+template <typename T, int W>
+__global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ LoopbackArguments a) {
+  __shared__ int ok;
+  for (int gi = 0; gi < a.num_groups; ++gi) {
+    const int g = a.first_group + gi;
+    if (threadIdx.x == 0) {
+      ok = a.expected == nullptr
+               ? 1
+               : int(wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x));
+      if (ok) __threadfence();
+      if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer();
+    }
+    __syncthreads();
+    if (!ok) return;
+#pragma unroll 1
+    for (int r = 0; r < W; ++r) {
+      const LoopbackRange rg = a.ranges[std::int64_t(g) * W + r];
+      const std::int64_t nv = rg.count / 8;
+      const std::int64_t v0 = nv * blockIdx.x / gridDim.x, v1 = nv * (blockIdx.x + 1) / gridDim.x;
+      auto src = [&](int p) { return reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[p]) + rg.src_offset); };
+      auto dst = [&](int p) { return reinterpret_cast<uint4*>(static_cast<T*>(a.dst[p]) + rg.dst_offset); };
+      for (std::int64_t v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
+        uint4 out;
+        if (a.op == LoopbackOp::kAllGather) {
+          out = __ldcg(src(r) + v);
+        } else {
+          uint4 in[W];
+#pragma unroll
+          for (int p = 0; p < W; ++p) in[p] = __ldcg(src(p) + v);
+          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+          for (int p = 0; p < W; ++p) Vec<T>::add(acc, in[p]);
+          out = Vec<T>::pack(acc);
+        }
+        if (a.op == LoopbackOp::kReduceScatter) {
+          dst(r)[v] = out;
+        } else {
+#pragma unroll
+          for (int p = 0; p < W; ++p) dst(p)[v] = out;
+        }
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && a.stamps != nullptr)
+      a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer();
+  }
+}
+
+template <typename T>
+void launch_loopback_typed(const LoopbackArguments& a, cudaStream_t stream) {
+  switch (a.world) {
+    case 1:
+      loopback_kernel<T, 1><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    case 2:
+      loopback_kernel<T, 2><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    case 3:
+      loopback_kernel<T, 3><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    case 4:
+      loopback_kernel<T, 4><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    case 5:
+      loopback_kernel<T, 5><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    case 6:
+      loopback_kernel<T, 6><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    case 7:
+      loopback_kernel<T, 7><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+    default:
+      loopback_kernel<T, 8><<<a.ctas, a.threads, 0, stream>>>(a);
+      break;
+  }
+}
+
+}  // namespace
+
+void launch_fill_random(void* data, std::int64_t elements, DType dtype, std::uint64_t seed, float scale,
+                        cudaStream_t stream) {
+  const int ctas = int(std::min<std::int64_t>((elements + 255) / 256, 4096));
+  if (dtype == DType::kBF16) {
+    fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), elements, seed, scale);
+  } else if (dtype == DType::kFP16) {
+    fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<__half*>(data), elements, seed, scale);
+  } else {
+    fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<float*>(data), elements, seed, scale);
+  }
+  OVL_CUDA_CHECK_LAST();
+}
+
+void launch_reset_counters(unsigned int* counters, int count, cudaStream_t stream) {
+  reset_counters_kernel<<<1, 256, 0, stream>>>(counters, count);
+  OVL_CUDA_CHECK_LAST();
+}
+
+void launch_wait_counter(const unsigned int* counter, unsigned int expected, int group, std::uint64_t timeout_ns,
+                         WaitError* error, unsigned long long* stamp, cudaStream_t stream) {
+  wait_counter_kernel<<<1, 32, 0, stream>>>(counter, expected, group, timeout_ns, error, stamp);
+  OVL_CUDA_CHECK_LAST();
+}
+
+void launch_stamp(unsigned long long* slot, cudaStream_t stream) {
+  stamp_kernel<<<1, 1, 0, stream>>>(slot);
+  OVL_CUDA_CHECK_LAST();
+}
+
+void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream) {
+  OVL_CHECK(a.world >= 1 && a.world <= kMaxLoopbackRanks, "loopback collective: world = {} is not in 1..{}", a.world,
+            kMaxLoopbackRanks);
+  OVL_CHECK(a.ctas >= 1 && a.ctas <= 1024, "loopback collective: ctas = {} is not in 1..1024", a.ctas);
+  OVL_CHECK(a.threads >= 32 && a.threads <= 512 && a.threads % 32 == 0,
+            "loopback collective: threads = {} is not a multiple of 32 in 32..512", a.threads);
+  OVL_CHECK(a.error != nullptr && a.ranges != nullptr, "loopback collective: error record and range table required");
+  OVL_CHECK(a.dtype != DType::kFP32, "loopback collective: dtype fp32 is not supported (bf16 or fp16)");
+  if (a.num_groups <= 0) return;
+  if (a.dtype == DType::kBF16) {
+    launch_loopback_typed<__nv_bfloat16>(a, stream);
+  } else {
+    launch_loopback_typed<__half>(a, stream);
+  }
+  OVL_CUDA_CHECK_LAST();
+}
+
+}  // namespace ovl::detail

@@ -1,0 +1,36 @@
+// Mode sequential (the baseline): the cuBLAS GEMM on the whole device, then the collective on the same stream
+// (NCCL in a real world, the loopback collective with comm_ctas CTAs in loopback). AG+GEMM: gather, then GEMM.
+#include "context_impl.hpp"
+
+namespace ovl {
+
+void Context::Impl::run_sequential(const detail::Call& c) {
+  const int ctas = c.plan.comm_ctas > 0 ? c.plan.comm_ctas : kDefaultNcclCtas;
+  const std::string comm = record.comm_name;
+  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  if (c.op == Op::kAllGatherGemm) {
+    if (coll) {
+      const int s0 = stamp_span("comm", comm, "comm", c.stream);
+      collective_unit(c, 0, ctas, c.stream);
+      end_span(s0, c.stream);
+    }
+    if (gemm) {
+      const int s1 = stamp_span("gemm", "gemm", "gemm", c.stream);
+      cublas_gemm(c, c.shape->gathered_a.get(), c.c.ptr, 0, c.problem.m, c.stream);
+      end_span(s1, c.stream);
+    }
+    return;
+  }
+  if (gemm) {
+    const int s0 = stamp_span("gemm", "gemm", "gemm", c.stream);
+    cublas_gemm(c, c.a.ptr, c.shape->partial.get(), 0, c.problem.m, c.stream);
+    end_span(s0, c.stream);
+  }
+  if (coll) {
+    const int s1 = stamp_span("comm", comm, "comm", c.stream);
+    collective_unit(c, 0, ctas, c.stream);
+    end_span(s1, c.stream);
+  }
+}
+
+}  // namespace ovl

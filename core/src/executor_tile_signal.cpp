@@ -1,0 +1,84 @@
+// Modes tile-signal (FlashOverlap) and green-context (GCOverlap).
+//
+// Our GEMM adds 1 (release, system scope) to its tile group's counter after each tile; a high-priority
+// communication stream runs, per group, a one-warp counter wait kernel (device side, no host round trip) and then
+// the group's collective on its rows: NCCL in a real world, the loopback collective in loopback. Groups are whole
+// row bands, so a group is a contiguous block of rows; with tile-major output a reorder pass on the communication
+// stream turns the group's tiles into those rows first.
+//
+// tile-signal: GEMM on the caller's stream with gemm_sms CTAs, at most sm_count - 1 (the wait kernel spins on an
+// SM of its own, so every GEMM CTA can be resident whatever the launch order: no deadlock). green-context: GEMM
+// and communication on the two streams of an SmPartition (disjoint SMs), GEMM grid = the partition's SMs.
+// Counters are reset by a one-CTA kernel on the caller's stream before the GEMM (after the previous call's
+// communication, which the caller's stream joined), never by a host memset.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "context_impl.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/kernels/reorder.hpp"
+
+namespace ovl {
+
+void Context::Impl::run_tile_signal(const detail::Call& c) {
+  const Plan& plan = c.plan;
+  const detail::PlanState& ps = *c.ps;
+  const bool green = plan.mode == Mode::kGreenContext;
+  cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
+  int grid = std::min(plan.gemm_sms, sms - 1);
+  int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas;
+  if (green) {
+    SmPartition& pt = partition(plan.comm_sms);
+    gemm_st = pt.gemm_stream();
+    comm_st = pt.comm_stream();
+    grid = std::min(plan.gemm_sms, pt.gemm_sms());
+    ctas = std::min(ctas, pt.comm_sms());
+  }
+  const int groups = int(plan.tile_groups.size());
+  detail::launch_reset_counters(counter_ptr(), groups, c.stream);
+  cudaEvent_t start = event();
+  OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
+  if (gemm_st != c.stream) OVL_CUDA_CHECK(cudaStreamWaitEvent(gemm_st, start, 0));
+  OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_st, start, 0));
+
+  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  if (gemm) signaled_gemm(c, grid, gemm_st);
+
+  for (int g = 0; coll && g < groups; ++g) {
+    unsigned expected = ps.expected_host[size_t(g)];
+    if (options.fault == Fault::kCounterTooHigh && g == groups - 1) ++expected;
+    const int span = new_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm");
+    if (gemm) {
+      detail::launch_wait_counter(counter_ptr() + g, expected, g, timeout_ns, error_ptr(), start_ptr(span), comm_st);
+    } else if (span >= 0) {
+      detail::launch_stamp(start_ptr(span), comm_st);
+    }
+    if (plan.output == OutputLayout::kTileMajor) {
+      kernels::ReorderArguments r;
+      r.src = c.shape->tile_major.get();
+      r.dst = c.shape->partial.get();
+      r.m = c.problem.m;
+      r.n = c.problem.n;
+      r.tile_m = plan.tile.m;
+      r.tile_n = plan.tile.n;
+      r.tile_row_begin = ps.tile_rows_begin[size_t(g)];
+      r.tile_row_end = ps.tile_rows_end[size_t(g)];
+      r.ctas = ctas;
+      kernels::reorder_tile_major_to_row_major(r, comm_st);
+    }
+    collective_unit(c, g, ctas, comm_st);
+    end_span(span, comm_st);
+  }
+
+  cudaEvent_t comm_done = event();
+  OVL_CUDA_CHECK(cudaEventRecord(comm_done, comm_st));
+  OVL_CUDA_CHECK(cudaStreamWaitEvent(c.stream, comm_done, 0));
+  if (gemm_st != c.stream) {
+    cudaEvent_t gemm_done = event();
+    OVL_CUDA_CHECK(cudaEventRecord(gemm_done, gemm_st));
+    OVL_CUDA_CHECK(cudaStreamWaitEvent(c.stream, gemm_done, 0));
+  }
+}
+
+}  // namespace ovl

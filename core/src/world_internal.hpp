@@ -1,0 +1,66 @@
+// Private state of a World (shared by the World handles of one threads backend) and the cuMem helpers of the
+// MPI backend. Not installed.
+#pragma once
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "ovl/core/world.hpp"
+
+namespace ovl::detail {
+
+struct WorldState {
+  World::Backend backend = World::Backend::kLoopback;
+  int size = 1;
+  std::vector<int> devices;                    // per rank
+  std::vector<std::map<int, ncclComm_t>> comms;  // per rank: CTA bound -> communicator (ranks of this process)
+  std::vector<int> cta_bounds;
+
+  // threads backend: a reusable barrier and the slots of all_gather.
+  std::mutex mutex;
+  std::condition_variable cv;
+  int arrived = 0;
+  unsigned long long generation = 0;
+  std::vector<std::vector<std::byte>> slots;
+
+#if defined(OVL_HAVE_MPI)
+  MPI_Comm mpi_comm = MPI_COMM_NULL;
+  int mpi_rank = 0;
+#endif
+
+  void thread_barrier();
+  ~WorldState();
+};
+
+// ---- cuMem driver entry points for the MPI backend, loaded with cudaGetDriverEntryPointByVersion ----
+// (ovl never links libcuda). Kept small: only what symmetric buffers across processes need.
+struct WorldDriver {
+  CUresult (*cuMemGetAllocationGranularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUresult (*cuMemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
+  CUresult (*cuMemRelease)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*cuMemExportToShareableHandle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                           unsigned long long) = nullptr;
+  CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
+  CUresult (*cuMemAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*cuMemAddressFree)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*cuMemUnmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+};
+// The table; throws ovl::Error naming the first entry point the driver lacks.
+const WorldDriver& world_driver();
+
+#if defined(OVL_HAVE_MPI)
+// Sends `my_fd` to every other rank of the MPI world and returns the descriptors received (index = rank; mine at
+// my rank), over abstract Unix datagram sockets with SCM_RIGHTS (works under any ptrace policy, unlike
+// pidfd_getfd). All ranks must be on one host.
+std::vector<int> exchange_fds(const WorldState& state, int my_fd);
+#endif
+
+}  // namespace ovl::detail

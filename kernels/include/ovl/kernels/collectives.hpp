@@ -1,0 +1,150 @@
+// TMA and SIMT collectives on symmetric buffers: ReduceScatter, AllGather, AllReduce (= reduce-scatter, then
+// all-gather), plus plain local copies for the "bandwidth per CTA" question.
+//
+// The kernels move data between buffers whose every rank's copy is addressable from the launching process (peer
+// mapped, or all on one device in loopback). Nothing here allocates, knows about NCCL or chooses policy: core/
+// builds the arguments (core/include/ovl/core/collectives.hpp) and owns the memory.
+//
+// Model: every op is described by byte ranges, each owned by one rank. Owner r's result lives at its ranges:
+//   ReduceScatter  dst_r[range.dst_offset]  = sum over ranks p of src_p[range.src_offset]     (ranges of owner r)
+//   AllGather      dst_p[range.dst_offset]  = src_r[range.src_offset]           for every p   (ranges of owner r)
+//   AllReduce      reduce-scatter as above, then dst_p[range.dst_offset] = dst_r[range.dst_offset] for every p
+// src == dst (in place) is allowed; NCCL-shaped calls are one range per owner (uniform layout), tile-addressed
+// calls pass a table of ranges grouped by GEMM tile group (RangeTable), optionally gated by GEMM group counters.
+//
+// One launch plays `num_played_ranks` consecutive ranks starting at `first_rank`: all N ranks in loopback (one
+// CTA plays every rank's part of its slice in turn, so the traffic is real and no CTA waits on another CTA), one
+// rank per launch otherwise. CTA c of every rank handles slice c of every owner's ranges, so cross-rank flags are
+// per slice and no CTA ever waits for a different slice.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ovl::kernels {
+
+inline constexpr int kMaxRanks = 8;
+inline constexpr int kMaxCollectiveCtas = 256;  // slices, hence flag slots per (kind, peer)
+inline constexpr std::uint64_t kDefaultTimeoutNs = 5'000'000'000ull;
+
+enum class DType : std::uint8_t { kBF16, kF16, kF32 };
+enum class CollectiveOp : std::uint8_t { kReduceScatter, kAllGather, kAllReduce };
+// kTmaPush: reduce by cp.reduce.async.bulk .add into the owner's buffer; gather by TMA stores to every peer.
+// kTmaPull: the owner TMA-loads every rank's chunk and adds in fp32 in rank order 0..N-1 (deterministic);
+//           gather by TMA loads from every owner.
+// kSimt:    the pull protocol with plain 16-byte loads/stores by a whole block (the comparison kernel).
+enum class CollectiveAlgo : std::uint8_t { kTmaPush, kTmaPull, kSimt };
+
+std::size_t dtype_bytes(DType dtype);
+const char* to_string(DType dtype);
+const char* to_string(CollectiveOp op);
+const char* to_string(CollectiveAlgo algo);
+
+// One contiguous piece of an op: bytes at src_offset in the source buffer, bytes at dst_offset in the
+// destination. Offsets must be multiples of 16 bytes (TMA); bytes a multiple of the element size (a final
+// remainder below 16 bytes is moved with plain loads/stores).
+struct ByteRange {
+  std::uint64_t src_offset = 0;
+  std::uint64_t dst_offset = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Device form of a range table entry: stream_begin is the 16-byte-padded prefix of the bytes of the ranges before
+// it in the same (group, owner) list, which lets each CTA find its slice without scanning.
+struct DeviceRange {
+  std::uint64_t src_offset;
+  std::uint64_t dst_offset;
+  std::uint64_t bytes;
+  std::uint64_t stream_begin;
+};
+
+// Kinds of cross-rank waits, reported by a timeout.
+enum class WaitKind : std::uint32_t { kNone = 0, kStart = 1, kReduceScatterDone = 2, kAllGatherDone = 3, kGroupCounter = 4 };
+const char* to_string(WaitKind kind);
+
+// Written by the first wait that times out (code != 0); the host turns it into an ovl::Error. Lives in device
+// memory of the launching device (system-scope atomics on it); the host copies it after a synchronization.
+struct CollectiveError {
+  std::uint32_t code;      // 0: no error; 1: timeout
+  std::uint32_t wait;      // WaitKind
+  std::uint32_t rank;      // the rank that waited
+  std::uint32_t peer;      // the rank it waited for
+  std::uint32_t slice;     // CTA slice
+  std::uint32_t group;     // tile group (kGroupCounter), else 0
+  std::uint32_t observed;  // value seen last
+  std::uint32_t expected;  // value waited for
+};
+std::string describe(const CollectiveError& error);
+
+// Flag words per rank (a symmetric buffer of flag_bytes()): [kind 0..2][source rank][slice] epochs.
+inline constexpr std::size_t kCollectiveFlagWords = 3ull * kMaxRanks * kMaxCollectiveCtas;
+inline constexpr std::size_t collective_flag_bytes() { return kCollectiveFlagWords * sizeof(std::uint32_t); }
+
+// Everything one launch needs. Pointers are addresses valid on the launching device (peer-mapped or local).
+struct CollectiveArguments {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  CollectiveAlgo algo = CollectiveAlgo::kTmaPush;
+  DType dtype = DType::kBF16;
+  int world_size = 1;
+  int first_rank = 0;        // first rank this launch plays
+  int num_played_ranks = 1;  // world_size in loopback, 1 when each device/process launches for its own rank
+  const void* src[kMaxRanks] = {};  // every rank's source buffer
+  void* dst[kMaxRanks] = {};        // every rank's destination buffer (may equal src)
+  std::uint32_t* flags[kMaxRanks] = {};  // every rank's flag words (collective_flag_bytes(), zeroed once)
+  std::uint64_t src_bytes = 0;  // size of each rank's source buffer (bounds check in can_implement)
+  std::uint64_t dst_bytes = 0;
+
+  // Layout, uniform form (ranges == nullptr): owner r's one range is
+  //   {src_offset = r * src_owner_stride, dst_offset = r * dst_owner_stride, bytes = chunk_bytes}.
+  std::uint64_t chunk_bytes = 0;
+  std::uint64_t src_owner_stride = 0;
+  std::uint64_t dst_owner_stride = 0;
+  // Layout, table form: num_groups * world_size lists (group-major, then owner), list k is
+  // ranges[list_begin[k] .. list_begin[k + 1]). Device memory; see make_device_ranges().
+  const DeviceRange* ranges = nullptr;
+  const std::uint32_t* list_begin = nullptr;
+  int num_groups = 1;
+
+  // Optional gate (the persistent, counter-polling form): before moving group g of rank p's data the kernel
+  // waits (ld.acquire.sys) until counters[p][g] >= expected[g]. The producer (the GEMM) adds to its counter
+  // with a release at system scope after its tile stores. Counters are never reset here: the host resets them
+  // (wait.hpp) after the collective has completed on every rank, or uses monotonic expected values.
+  const std::uint32_t* counters[kMaxRanks] = {};
+  const std::uint32_t* expected = nullptr;  // device, num_groups entries; null: no gate
+
+  int num_ctas = 1;            // slices; 1 .. kMaxCollectiveCtas and at most the SMs given
+  int simt_threads = 512;      // block size of kSimt (32..512)
+  int pull_warps = 4;          // kTmaPull: warps sharing the fp32 adds (1..8); one thread issues all TMA ops
+  std::uint32_t epoch = 1;     // strictly increasing per call on a flag buffer, same on every rank
+  std::uint64_t timeout_ns = kDefaultTimeoutNs;
+  CollectiveError* error = nullptr;  // device memory, zeroed; required
+};
+
+// The launcher (CUTLASS-style): can_implement() returns "" or a message naming the bad value.
+class CollectiveKernel {
+ public:
+  static std::string can_implement(const CollectiveArguments& args);
+  // No scratch is needed beyond the flags and the error record the caller passes in.
+  static std::size_t workspace_bytes(const CollectiveArguments&) { return 0; }
+  // Dynamic shared memory of one CTA for these arguments.
+  static std::size_t shared_bytes(const CollectiveArguments& args);
+  // Enqueues the collective on `stream` (device = the current device). Throws ovl::Error on bad arguments.
+  static void run(const CollectiveArguments& args, void* workspace, cudaStream_t stream);
+};
+
+// Loads every kernel of this file and of wait.hpp into the current context. With lazy module loading (the CUDA
+// default) the first launch of a kernel loads its module, which waits for running kernels: a consumer spinning on
+// a counter that a not-yet-loaded producer kernel would set then never sees it. Call before running kernels that
+// wait on each other (the overlap executor: before launching the GEMM and the communication kernel together).
+void preload_collective_kernels();
+
+// Plain local copies (bytes read + written = 2 * bytes) for "bandwidth per CTA": a 1-warp TMA ring, and a SIMT
+// block of `threads` threads with 16-byte accesses. dst, src 16-byte aligned.
+enum class CopyImpl : std::uint8_t { kTma, kSimt };
+void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
+                       cudaStream_t stream);
+
+}  // namespace ovl::kernels

@@ -1,0 +1,677 @@
+// TMA (and SIMT comparison) collectives: kernel and launcher. See ovl/kernels/collectives.hpp for the model.
+
+// fmt 9 under nvcc in C++20 (see gemm_sm90.cu): constexpr on, format strings checked at run time. Before any fmt.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "collectives_device.cuh"
+#include "ovl/cuda_check.hpp"
+#include "ovl/kernels/collectives.hpp"
+#include "ovl/kernels/wait.hpp"
+
+namespace ovl::kernels {
+
+std::size_t dtype_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+    case DType::kF32: return "f32";
+  }
+  return "?";
+}
+const char* to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kReduceScatter: return "reducescatter";
+    case CollectiveOp::kAllGather: return "allgather";
+    case CollectiveOp::kAllReduce: return "allreduce";
+  }
+  return "?";
+}
+const char* to_string(CollectiveAlgo algo) {
+  switch (algo) {
+    case CollectiveAlgo::kTmaPush: return "tma-push";
+    case CollectiveAlgo::kTmaPull: return "tma-pull";
+    case CollectiveAlgo::kSimt: return "simt";
+  }
+  return "?";
+}
+const char* to_string(WaitKind kind) {
+  switch (kind) {
+    case WaitKind::kNone: return "none";
+    case WaitKind::kStart: return "start flag (peer entered the collective)";
+    case WaitKind::kReduceScatterDone: return "reduce-scatter done flag";
+    case WaitKind::kAllGatherDone: return "all-gather done flag";
+    case WaitKind::kGroupCounter: return "GEMM group counter";
+  }
+  return "?";
+}
+std::string describe(const CollectiveError& e) {
+  if (e.code == 0) return "no error";
+  if (WaitKind(e.wait) == WaitKind::kGroupCounter)
+    return fmt::format("rank {} timed out waiting for {} {} of rank {} (slice {}): saw {}, expected >= {}", e.rank,
+                       to_string(WaitKind(e.wait)), e.group, e.peer, e.slice, e.observed, e.expected);
+  return fmt::format("rank {} timed out waiting for the {} from rank {} (slice {}): saw epoch {}, expected >= {}",
+                     e.rank, to_string(WaitKind(e.wait)), e.peer, e.slice, e.observed, e.expected);
+}
+
+namespace {
+
+using detail::Layout;
+using detail::Piece;
+using detail::Ring;
+using detail::SliceCursor;
+
+constexpr std::uint32_t kFlagStart = 0, kFlagRs = 1, kFlagAg = 2;
+constexpr int kTmaThreads = 32;
+constexpr std::uint32_t kPushStageBytes = 32 * 1024;
+constexpr int kPushStages = 4;
+constexpr std::uint32_t kPullRingBytes = 192 * 1024;
+constexpr std::size_t kHeaderBytes = 1024;  // mbarriers + stage groups, before the (16-byte aligned) stages
+
+enum class MoveKind { kOwnCopy, kPushReduce, kPullSum, kPushBcast, kPullCopy };
+
+__host__ __device__ inline std::uint32_t flag_index(std::uint32_t kind, int src, int slice) {
+  return (kind * kMaxRanks + std::uint32_t(src)) * kMaxCollectiveCtas + std::uint32_t(slice);
+}
+
+// Per-CTA state shared by the phases.
+struct Cta {
+  const CollectiveArguments* a;
+  int slice;
+  bool tma;
+  int* abort_flag;  // shared memory: set by thread 0 when a wait timed out
+};
+
+__device__ void record_timeout(const CollectiveArguments& a, WaitKind kind, int rank, int peer, int slice, int group,
+                               std::uint32_t observed, std::uint32_t expected) {
+  CollectiveError* e = a.error;
+  if (atomicCAS_system(&e->code, 0u, 1u) == 0u) {
+    e->wait = std::uint32_t(kind);
+    e->rank = std::uint32_t(rank);
+    e->peer = std::uint32_t(peer);
+    e->slice = std::uint32_t(slice);
+    e->group = std::uint32_t(group);
+    e->observed = observed;
+    e->expected = expected;
+    __threadfence_system();
+  }
+}
+
+// Thread 0: spin (acquire, system scope) until *word >= target, or time out. Returns false on timeout.
+__device__ bool wait_at_least(const std::uint32_t* word, std::uint32_t target, std::uint64_t timeout_ns,
+                              std::uint32_t& seen) {
+  const std::uint64_t start = ptx::global_timer_ns();
+  for (;;) {
+    seen = ptx::ld_acquire_sys(word);
+    if (seen >= target) return true;
+    if (ptx::global_timer_ns() - start > timeout_ns) return false;
+  }
+}
+
+// Thread 0: wait for flag `kind` from every peer of `me` (all ranks except me). Sets the abort flag on timeout.
+__device__ void wait_peers(const Cta& cta, std::uint32_t kind, int me) {
+  const CollectiveArguments& a = *cta.a;
+  if (*cta.abort_flag) return;
+  const int n = a.world_size;
+  for (int i = 1; i < n; ++i) {
+    const int p = (me + i) % n;
+    std::uint32_t seen = 0;
+    if (!wait_at_least(a.flags[me] + flag_index(kind, p, cta.slice), a.epoch, a.timeout_ns, seen)) {
+      const WaitKind wk = kind == kFlagStart ? WaitKind::kStart : kind == kFlagRs ? WaitKind::kReduceScatterDone
+                                                                                    : WaitKind::kAllGatherDone;
+      record_timeout(a, wk, me, p, cta.slice, 0, seen, a.epoch);
+      *cta.abort_flag = 1;
+      return;
+    }
+  }
+  ptx::fence_proxy_async_global();  // the data these flags publish may be read by TMA next
+}
+
+// Thread 0: tell every peer of `me` that `kind` is done for this slice (after all our writes completed).
+__device__ void signal_peers(const Cta& cta, std::uint32_t kind, int me) {
+  const CollectiveArguments& a = *cta.a;
+  const int n = a.world_size;
+  for (int i = 1; i < n; ++i) {
+    const int q = (me + i) % n;
+    ptx::st_release_sys(a.flags[q] + flag_index(kind, me, cta.slice), a.epoch);
+  }
+}
+
+// Thread 0: the counter gate of group g for the ranks in `mask`. Returns false on timeout (abort flag set).
+__device__ bool gate_group(const Cta& cta, int g, unsigned mask, int me) {
+  const CollectiveArguments& a = *cta.a;
+  if (a.expected == nullptr) return true;
+  const std::uint32_t target = a.expected[g];
+  for (int p = 0; p < a.world_size; ++p) {
+    if (!(mask & (1u << p))) continue;
+    std::uint32_t seen = 0;
+    if (!wait_at_least(a.counters[p] + g, target, a.timeout_ns, seen)) {
+      record_timeout(a, WaitKind::kGroupCounter, me, p, cta.slice, g, seen, target);
+      *cta.abort_flag = 1;
+      return false;
+    }
+  }
+  ptx::fence_proxy_async_global();
+  return true;
+}
+
+// Everything a move needs to resolve a piece into addresses.
+struct Move {
+  MoveKind kind;
+  int me;
+  int owners[kMaxRanks];
+  int num_owners;
+  const unsigned char* gather_base[kMaxRanks];  // AG source per owner (src for AllGather, dst for AllReduce)
+  bool gather_from_dst;
+  unsigned gate_mask_all;  // counter gate: which ranks' counters (besides per-owner for pull-copy)
+};
+
+template <typename T>
+__device__ void tail_op(const CollectiveArguments& a, const Move& m, const Piece& p) {
+  const int n = a.world_size;
+  const int elems = int(p.bytes / sizeof(T));
+  auto src = [&](int r) { return reinterpret_cast<const T*>(static_cast<const unsigned char*>(a.src[r]) + p.src_offset); };
+  auto dst = [&](int r) { return reinterpret_cast<T*>(static_cast<unsigned char*>(a.dst[r]) + p.dst_offset); };
+  for (int i = 0; i < elems; ++i) {
+    switch (m.kind) {
+      case MoveKind::kOwnCopy: dst(m.me)[i] = src(m.me)[i]; break;
+      case MoveKind::kPushReduce: ptx::red_add_sys(dst(p.owner) + i, src(m.me)[i]); break;
+      case MoveKind::kPullSum: {
+        float acc = 0.f;
+        for (int r = 0; r < n; ++r) {
+          const volatile T* s = src(r);
+          acc += ptx::to_f32(const_cast<const T&>(s[i]));
+        }
+        dst(m.me)[i] = ptx::from_f32<T>(acc);
+        break;
+      }
+      case MoveKind::kPushBcast: {
+        const T* s = reinterpret_cast<const T*>(m.gather_base[m.me] + (m.gather_from_dst ? p.dst_offset : p.src_offset));
+        const T v = s[i];
+        for (int q = 0; q < n; ++q)
+          if (q != m.me) dst(q)[i] = v;
+        break;
+      }
+      case MoveKind::kPullCopy: {
+        const volatile T* s =
+            reinterpret_cast<const T*>(m.gather_base[p.owner] + (m.gather_from_dst ? p.dst_offset : p.src_offset));
+        dst(m.me)[i] = const_cast<const T&>(s[i]);
+        break;
+      }
+    }
+  }
+}
+
+__device__ inline unsigned counter_mask(const CollectiveArguments& a, const Move& m, int owner) {
+  switch (m.kind) {
+    case MoveKind::kPullSum: return (1u << a.world_size) - 1u;  // every rank's data of this group
+    case MoveKind::kPullCopy: return 1u << owner;
+    default: return 1u << m.me;  // our own data
+  }
+}
+
+// ---- the TMA mover: thread 0 (lane 0 of warp 0) issues every TMA op; for pull the block's warps add ----
+// Every thread keeps the same ring bookkeeping; broadcasts go through the monotonic abort flag and __syncthreads.
+template <typename T>
+__device__ void tma_move(const Cta& cta, Ring& ring, const Move& m) {
+  const int tid = int(threadIdx.x);
+  const CollectiveArguments& a = *cta.a;
+  const int n = a.world_size;
+  const Layout layout{a.ranges, a.list_begin, a.num_groups, n, a.chunk_bytes, a.src_owner_stride, a.dst_owner_stride};
+  SliceCursor prod{layout, m.owners, m.num_owners, cta.slice, a.num_ctas, ring.stage_bytes};
+  SliceCursor cons = prod;
+  const bool sum = m.kind == MoveKind::kPullSum;
+  const std::uint32_t unit = sum ? std::uint32_t(n) : 1u;
+  int gated_group = -1, gated_owner = -1;
+  bool have = false, prod_done = false, aborted = false;
+  Piece pn{};
+  std::uint32_t issued = 0, consumed = 0;
+  for (;;) {
+    // Fill: issue loads while the ring has room.
+    while (!prod_done && !aborted) {
+      if (!have) {
+        have = prod.next(pn);
+        if (!have) {
+          prod_done = true;
+          break;
+        }
+      }
+      const std::uint32_t u = pn.tail ? 0u : unit;
+      if (ring.head + u - ring.tail > std::uint32_t(ring.num_stages)) break;
+      if (a.expected != nullptr && (pn.group != gated_group || (m.kind == MoveKind::kPullCopy && pn.owner != gated_owner))) {
+        if (tid == 0) gate_group(cta, pn.group, counter_mask(a, m, pn.owner), m.me);
+        __syncthreads();
+        if (*cta.abort_flag) {
+          aborted = true;
+          break;
+        }
+        gated_group = pn.group;
+        gated_owner = pn.owner;
+      }
+      if (tid == 0 && u > 0) {
+        for (std::uint32_t s = 0; s < u; ++s) {
+          const std::uint32_t idx = ring.head + s;
+          ring.reclaim(idx);
+          ring.mark(idx, -1);
+          const unsigned char* src;
+          if (sum) {
+            src = static_cast<const unsigned char*>(a.src[s]) + pn.src_offset;  // rank s, fixed order
+          } else if (m.kind == MoveKind::kPushBcast || m.kind == MoveKind::kPullCopy) {
+            src = m.gather_base[m.kind == MoveKind::kPullCopy ? pn.owner : m.me] +
+                  (m.gather_from_dst ? pn.dst_offset : pn.src_offset);
+          } else {
+            src = static_cast<const unsigned char*>(a.src[m.me]) + pn.src_offset;
+          }
+          ptx::mbar_arrive_expect_tx(ring.bar(idx), pn.bytes);
+          ptx::bulk_load(ring.stage(idx), src, pn.bytes, ring.bar(idx));
+        }
+      }
+      ring.head += u;
+      ++issued;
+      have = false;
+    }
+    if (consumed == issued) break;  // everything issued was consumed, nothing more to issue (or aborted)
+    // Consume one unit.
+    Piece pc{};
+    cons.next(pc);
+    ++consumed;
+    if (pc.tail) {
+      if (tid == 0) tail_op<T>(a, m, pc);
+      continue;
+    }
+    const std::uint32_t first = ring.tail;
+    if (sum) {
+      for (std::uint32_t s = 0; s < unit; ++s) ptx::mbar_wait(ring.bar(first + s), ring.parity(first + s));
+      constexpr int kE = ptx::Vec16<T>::kElems;
+      const int nvec = int(pc.bytes / 16);
+      for (int v = tid; v < nvec; v += int(blockDim.x)) {
+        float acc[kE];
+        ptx::Vec16<T>::set(acc, reinterpret_cast<const uint4*>(ring.stage(first))[v]);
+        for (std::uint32_t s = 1; s < unit; ++s) ptx::Vec16<T>::add(acc, reinterpret_cast<const uint4*>(ring.stage(first + s))[v]);
+        reinterpret_cast<uint4*>(ring.stage(first))[v] = ptx::Vec16<T>::pack(acc);
+      }
+      ptx::fence_proxy_async_shared();
+      __syncthreads();
+    } else if (tid == 0) {
+      ptx::mbar_wait(ring.bar(first), ring.parity(first));
+    }
+    if (tid == 0) {
+      const unsigned char* s = ring.stage(first);
+      switch (m.kind) {
+        case MoveKind::kOwnCopy:
+        case MoveKind::kPullSum:
+        case MoveKind::kPullCopy:
+          ptx::bulk_store(static_cast<unsigned char*>(a.dst[m.me]) + pc.dst_offset, s, pc.bytes);
+          break;
+        case MoveKind::kPushReduce:
+          ptx::bulk_reduce_add<T>(static_cast<unsigned char*>(a.dst[pc.owner]) + pc.dst_offset, s, pc.bytes);
+          break;
+        case MoveKind::kPushBcast:
+          for (int i = 1; i < n; ++i) {
+            const int q = (m.me + i) % n;
+            ptx::bulk_store(static_cast<unsigned char*>(a.dst[q]) + pc.dst_offset, s, pc.bytes);
+          }
+          break;
+      }
+      ptx::bulk_commit();
+      ++ring.committed;
+      ring.mark(first, ring.committed - 1);
+    }
+    ring.tail += unit;
+  }
+  (void)n;
+}
+
+// ---- the SIMT mover: the whole block, 16-byte loads/stores through L2 (peer data is never cached in L1) ----
+template <typename T>
+__device__ void simt_move(const Cta& cta, const Move& m) {
+  const CollectiveArguments& a = *cta.a;
+  const int n = a.world_size;
+  const Layout layout{a.ranges, a.list_begin, a.num_groups, n, a.chunk_bytes, a.src_owner_stride, a.dst_owner_stride};
+  SliceCursor cur{layout, m.owners, m.num_owners, cta.slice, a.num_ctas, 1u << 30};
+  int gated_group = -1, gated_owner = -1;
+  Piece p{};
+  constexpr int kE = ptx::Vec16<T>::kElems;
+  while (cur.next(p)) {
+    if (a.expected != nullptr && (p.group != gated_group || (m.kind == MoveKind::kPullCopy && p.owner != gated_owner))) {
+      if (threadIdx.x == 0) gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me);
+      __syncthreads();
+      if (*cta.abort_flag) return;  // monotonic: safe to read without a second barrier
+      gated_group = p.group;
+      gated_owner = p.owner;
+    }
+    if (p.tail) {
+      if (threadIdx.x == 0) tail_op<T>(a, m, p);
+      continue;
+    }
+    const int nvec = int(p.bytes / 16);
+    auto src_vec = [&](int r) {
+      return reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(a.src[r]) + p.src_offset);
+    };
+    auto dst_vec = [&](int r) { return reinterpret_cast<uint4*>(static_cast<unsigned char*>(a.dst[r]) + p.dst_offset); };
+    for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+      switch (m.kind) {
+        case MoveKind::kOwnCopy: dst_vec(m.me)[v] = __ldcg(src_vec(m.me) + v); break;
+        case MoveKind::kPullSum: {
+          float acc[kE];
+          ptx::Vec16<T>::set(acc, __ldcg(src_vec(0) + v));
+          for (int r = 1; r < n; ++r) ptx::Vec16<T>::add(acc, __ldcg(src_vec(r) + v));
+          dst_vec(m.me)[v] = ptx::Vec16<T>::pack(acc);
+          break;
+        }
+        case MoveKind::kPushBcast: {
+          const uint4 x = __ldcg(reinterpret_cast<const uint4*>(m.gather_base[m.me] +
+                                                                (m.gather_from_dst ? p.dst_offset : p.src_offset)) + v);
+          for (int i = 1; i < n; ++i) dst_vec((m.me + i) % n)[v] = x;
+          break;
+        }
+        case MoveKind::kPullCopy:
+          dst_vec(m.me)[v] = __ldcg(reinterpret_cast<const uint4*>(m.gather_base[p.owner] +
+                                                                   (m.gather_from_dst ? p.dst_offset : p.src_offset)) + v);
+          break;
+        case MoveKind::kPushReduce: break;  // not a SIMT move (can_implement refuses)
+      }
+    }
+  }
+  __threadfence_system();  // our stores before thread 0's release
+}
+
+__device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
+  Move m{};
+  m.kind = kind;
+  m.me = me;
+  const int n = a.world_size;
+  const bool ar = a.op == CollectiveOp::kAllReduce;
+  m.gather_from_dst = ar;
+  for (int r = 0; r < n; ++r)
+    m.gather_base[r] = ar ? static_cast<const unsigned char*>(a.dst[r]) : static_cast<const unsigned char*>(a.src[r]);
+  switch (kind) {
+    case MoveKind::kOwnCopy:
+    case MoveKind::kPullSum:
+    case MoveKind::kPushBcast:
+      m.owners[0] = me;
+      m.num_owners = 1;
+      break;
+    case MoveKind::kPushReduce:
+    case MoveKind::kPullCopy:
+      m.num_owners = 0;
+      for (int i = 1; i < n; ++i) m.owners[m.num_owners++] = (me + i) % n;
+      break;
+  }
+  return m;
+}
+
+// grid: num_ctas CTAs, CTA c = slice c (of every owner's ranges, for every played rank).
+// block: 32 threads (one warp) for tma-push; 32 * pull_warps for tma-pull (thread 0 still issues every TMA op,
+//        the warps share the fp32 adds); simt_threads for kSimt.
+// shared: kHeaderBytes + stages * stage_bytes (TMA), none (SIMT).
+// arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
+// Ordering: each phase ends with cp.async.bulk.wait_group 0 (writes performed), then st.release.sys of the
+// epoch into every peer's flag slot [kind][me][slice]; a waiter does ld.acquire.sys until >= epoch, then
+// fence.proxy.async.global before TMA reads. Steps (per slice, per played rank):
+//   step 0: out-of-place push reduce / gather: copy our own chunk to dst; signal START (our buffers are ready).
+//   step 1 (RS, push): wait START of every owner; cp.reduce.async.bulk our src[R_r] into dst_r[R_r]; signal RS.
+//   step 1 (RS, pull): wait START of every rank; load src_p[R_me] for p = 0..N-1, add in fp32 in that order,
+//                      store dst_me[R_me]; signal RS (we are done reading your src). Wait RS from every peer.
+//   step 2 (AG, push): (AllGather: wait START of every peer) store our R_me to every peer; signal AG.
+//   step 2 (AG, pull): (AllGather: wait START of every owner) load R_r of every owner into dst_me; signal AG.
+//   exit: wait the last phase's flag from every peer (no peer still touches our buffers).
+template <typename T>
+__global__ void collective_kernel(const __grid_constant__ CollectiveArguments a, int num_stages, std::uint32_t stage_bytes) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ int abort_flag;
+  const bool tma = a.algo != CollectiveAlgo::kSimt;
+  const bool push = a.algo == CollectiveAlgo::kTmaPush;
+  if (threadIdx.x == 0) abort_flag = 0;
+  Cta cta{&a, int(blockIdx.x), tma, &abort_flag};
+  Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), num_stages,
+            stage_bytes};
+  if (tma && threadIdx.x == 0) {
+    for (int s = 0; s < num_stages; ++s) {
+      ptx::mbar_init(ring.bars + s, 1);
+      ring.stage_group[s] = -1;
+    }
+    ptx::mbar_init_fence();
+  }
+  __syncthreads();
+
+  const bool in_place = a.src[a.first_rank] == a.dst[a.first_rank];
+  const bool has_rs = a.op != CollectiveOp::kAllGather;
+  const bool has_ag = a.op != CollectiveOp::kReduceScatter;
+  const int r0 = a.first_rank, r1 = a.first_rank + a.num_played_ranks;
+
+  auto run_move = [&](MoveKind kind, int me) {
+    if (abort_flag) return;
+    const Move m = make_move(a, kind, me);
+    if (tma) tma_move<T>(cta, ring, m);
+    else simt_move<T>(cta, m);
+  };
+  // End of a phase: all writes performed, then release to the peers; then (optionally) wait for theirs.
+  auto finish_phase = [&](std::uint32_t kind, bool wait) {
+    __syncthreads();  // every thread's part of the move is issued (SIMT: stored and fenced)
+    if (threadIdx.x == 0) {
+      if (tma) ptx::bulk_wait_all();
+      if (!abort_flag)
+        for (int me = r0; me < r1; ++me) signal_peers(cta, kind, me);
+      if (wait)
+        for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
+    }
+    __syncthreads();
+  };
+  auto wait_all = [&](std::uint32_t kind) {
+    if (threadIdx.x == 0)
+      for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
+    __syncthreads();
+  };
+
+  // step 0
+  if (!in_place && ((push && has_rs) || a.op == CollectiveOp::kAllGather))
+    for (int me = r0; me < r1; ++me) run_move(MoveKind::kOwnCopy, me);
+  finish_phase(kFlagStart, false);
+
+  // step 1
+  if (has_rs) {
+    wait_all(kFlagStart);
+    for (int me = r0; me < r1; ++me) run_move(push ? MoveKind::kPushReduce : MoveKind::kPullSum, me);
+    finish_phase(kFlagRs, true);
+  }
+  // step 2
+  if (has_ag) {
+    if (!has_rs) wait_all(kFlagStart);
+    for (int me = r0; me < r1; ++me) run_move(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, me);
+    finish_phase(kFlagAg, true);
+  }
+}
+
+struct RingShape {
+  int stages;
+  std::uint32_t stage_bytes;
+};
+RingShape ring_shape(const CollectiveArguments& a) {
+  if (a.algo == CollectiveAlgo::kSimt) return {0, 0};
+  if (a.algo == CollectiveAlgo::kTmaPush || a.op == CollectiveOp::kAllGather) return {kPushStages, kPushStageBytes};
+  // Pull: a unit takes N stages (one per rank); keep two units in flight.
+  const int stages = std::max(2 * a.world_size, 4);
+  std::uint32_t bytes = kPullRingBytes / std::uint32_t(stages) / 1024u * 1024u;
+  bytes = std::min(bytes, kPushStageBytes);
+  return {stages, bytes};
+}
+
+template <typename T>
+void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
+  const RingShape shape = ring_shape(a);
+  const std::size_t smem = a.algo == CollectiveAlgo::kSimt ? 0 : kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
+  if (smem > 48 * 1024) OVL_CUDA_CHECK(cudaFuncSetAttribute(collective_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int threads = a.algo == CollectiveAlgo::kSimt ? a.simt_threads
+                      : a.algo == CollectiveAlgo::kTmaPull ? kTmaThreads * a.pull_warps
+                                                           : kTmaThreads;
+  collective_kernel<T><<<a.num_ctas, threads, smem, stream>>>(a, shape.stages, shape.stage_bytes);
+  OVL_CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+std::size_t CollectiveKernel::shared_bytes(const CollectiveArguments& args) {
+  if (args.algo == CollectiveAlgo::kSimt) return 0;
+  const RingShape shape = ring_shape(args);
+  return kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
+}
+
+std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
+  const std::size_t es = dtype_bytes(a.dtype);
+  if (a.world_size < 1 || a.world_size > kMaxRanks) return fmt::format("world_size = {} is not in 1..{}", a.world_size, kMaxRanks);
+  if (a.num_played_ranks < 1 || a.first_rank < 0 || a.first_rank + a.num_played_ranks > a.world_size)
+    return fmt::format("played ranks [{}, {}) are not within the world of {}", a.first_rank,
+                       a.first_rank + a.num_played_ranks, a.world_size);
+  if (a.num_ctas < 1 || a.num_ctas > kMaxCollectiveCtas) return fmt::format("num_ctas = {} is not in 1..{}", a.num_ctas, kMaxCollectiveCtas);
+  // 512: the collective kernel needs about 100 registers per thread.
+  if (a.algo == CollectiveAlgo::kSimt && (a.simt_threads < 32 || a.simt_threads > 512 || a.simt_threads % 32 != 0))
+    return fmt::format("simt_threads = {} is not a multiple of 32 in 32..512", a.simt_threads);
+  if (a.algo == CollectiveAlgo::kTmaPull && (a.pull_warps < 1 || a.pull_warps > 8))
+    return fmt::format("pull_warps = {} is not in 1..8", a.pull_warps);
+  if (a.error == nullptr) return "error = null: the collective needs a device-visible error record";
+  if (a.timeout_ns == 0) return "timeout_ns = 0";
+  if (a.epoch == 0) return "epoch = 0: epochs start at 1 (flags are zeroed)";
+  if (a.num_groups < 1) return fmt::format("num_groups = {} < 1", a.num_groups);
+  if (a.ranges == nullptr && a.num_groups != 1) return fmt::format("num_groups = {} needs a range table", a.num_groups);
+  if (a.ranges != nullptr && a.list_begin == nullptr) return "ranges given without list_begin";
+  for (int r = 0; r < a.world_size; ++r) {
+    if (a.src[r] == nullptr || a.dst[r] == nullptr || a.flags[r] == nullptr)
+      return fmt::format("src, dst or flags pointer of rank {} is null", r);
+    if (reinterpret_cast<std::uintptr_t>(a.src[r]) % 16 != 0 || reinterpret_cast<std::uintptr_t>(a.dst[r]) % 16 != 0)
+      return fmt::format("src or dst of rank {} is not 16-byte aligned (TMA)", r);
+    if ((a.src[r] == a.dst[r]) != (a.src[0] == a.dst[0])) return fmt::format("rank {} is in place but rank 0 is not (or the reverse)", r);
+    if (a.expected != nullptr && a.counters[r] == nullptr) return fmt::format("expected given but counters[{}] is null", r);
+  }
+  if (a.ranges == nullptr) {
+    if (a.chunk_bytes % es != 0) return fmt::format("chunk_bytes = {} is not a multiple of the {}-byte element", a.chunk_bytes, es);
+    if (a.src_owner_stride % 16 != 0 || a.dst_owner_stride % 16 != 0)
+      return fmt::format("owner strides {} / {} are not multiples of 16 bytes", a.src_owner_stride, a.dst_owner_stride);
+    const std::uint64_t last = std::uint64_t(a.world_size - 1);
+    if (a.src_bytes < last * a.src_owner_stride + a.chunk_bytes)
+      return fmt::format("src_bytes = {} < {} needed", a.src_bytes, last * a.src_owner_stride + a.chunk_bytes);
+    if (a.dst_bytes < last * a.dst_owner_stride + a.chunk_bytes)
+      return fmt::format("dst_bytes = {} < {} needed", a.dst_bytes, last * a.dst_owner_stride + a.chunk_bytes);
+  }
+  if (a.algo == CollectiveAlgo::kTmaPull && a.op != CollectiveOp::kAllGather) {
+    const RingShape s = ring_shape(a);
+    if (s.stages < a.world_size) return fmt::format("pull ring of {} stages < world_size {}", s.stages, a.world_size);
+  }
+  return {};
+}
+
+void CollectiveKernel::run(const CollectiveArguments& args, void* /*workspace*/, cudaStream_t stream) {
+  const std::string why = can_implement(args);
+  OVL_CHECK(why.empty(), "collective {} {} {}: {}", to_string(args.op), to_string(args.algo), to_string(args.dtype), why);
+  switch (args.dtype) {
+    case DType::kBF16: launch_typed<__nv_bfloat16>(args, stream); break;
+    case DType::kF16: launch_typed<__half>(args, stream); break;
+    case DType::kF32: launch_typed<float>(args, stream); break;
+  }
+}
+
+// ---- local copies for the bandwidth-per-CTA measurement ----
+namespace {
+
+// grid: num_ctas, CTA c copies the c-th slice (4 KB aligned, see slice_bound); block: 32 (lane 0 drives a 4 x 32 KB ring).
+// shared: kHeaderBytes + 4 * 32 KB. sm_90. No cross-CTA ordering.
+__global__ void tma_copy_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  if (threadIdx.x != 0) return;
+  Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), kPushStages,
+            kPushStageBytes};
+  for (int s = 0; s < kPushStages; ++s) {
+    ptx::mbar_init(ring.bars + s, 1);
+    ring.stage_group[s] = -1;
+  }
+  ptx::mbar_init_fence();
+  const std::uint64_t units = bytes / 16;
+  const std::uint64_t begin = detail::slice_bound(units, int(blockIdx.x), int(gridDim.x)) * 16;
+  const std::uint64_t end = detail::slice_bound(units, int(blockIdx.x) + 1, int(gridDim.x)) * 16;
+  const std::uint64_t count = (end - begin + kPushStageBytes - 1) / kPushStageBytes;
+  auto piece = [&](std::uint64_t i, std::uint64_t& off) {
+    off = begin + i * kPushStageBytes;
+    return std::uint32_t(std::min<std::uint64_t>(kPushStageBytes, end - off));
+  };
+  std::uint64_t issued = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    while (issued < count && ring.head - ring.tail < std::uint32_t(kPushStages)) {
+      std::uint64_t off;
+      const std::uint32_t b = piece(issued, off);
+      ring.reclaim(ring.head);
+      ptx::mbar_arrive_expect_tx(ring.bar(ring.head), b);
+      ptx::bulk_load(ring.stage(ring.head), src + off, b, ring.bar(ring.head));
+      ++ring.head;
+      ++issued;
+    }
+    std::uint64_t off;
+    const std::uint32_t b = piece(i, off);
+    ptx::mbar_wait(ring.bar(ring.tail), ring.parity(ring.tail));
+    ptx::bulk_store(dst + off, ring.stage(ring.tail), b);
+    ptx::bulk_commit();
+    ++ring.committed;
+    ring.mark(ring.tail, ring.committed - 1);
+    ++ring.tail;
+  }
+  ptx::bulk_wait_all();
+  if (blockIdx.x == gridDim.x - 1)
+    for (std::uint64_t i = units * 16; i < bytes; ++i) dst[i] = src[i];
+}
+
+// grid: num_ctas; block: threads; each CTA copies its slice with 16-byte loads/stores, 4 in flight per thread.
+__global__ void simt_copy_kernel(uint4* dst, const uint4* src, std::uint64_t vecs) {
+  const std::uint64_t begin = vecs * blockIdx.x / gridDim.x, end = vecs * (blockIdx.x + 1) / gridDim.x;
+  std::uint64_t i = begin + threadIdx.x;
+  const std::uint64_t step = blockDim.x;
+  for (; i + 3 * step < end; i += 4 * step) {
+    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + step), c = __ldcs(src + i + 2 * step), d = __ldcs(src + i + 3 * step);
+    __stcs(dst + i, a);
+    __stcs(dst + i + step, b);
+    __stcs(dst + i + 2 * step, c);
+    __stcs(dst + i + 3 * step, d);
+  }
+  for (; i < end; i += step) __stcs(dst + i, __ldcs(src + i));
+}
+
+}  // namespace
+
+void preload_collective_kernels() {
+  cudaFuncAttributes attr{};
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__nv_bfloat16>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__half>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<float>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_copy_kernel));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, simt_copy_kernel));
+  preload_wait_kernels();
+}
+
+void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
+                       cudaStream_t stream) {
+  OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);
+  OVL_CHECK(reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0,
+            "local copy: dst or src is not 16-byte aligned");
+  if (impl == CopyImpl::kTma) {
+    const std::size_t smem = kHeaderBytes + std::size_t(kPushStages) * kPushStageBytes;
+    OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    tma_copy_kernel<<<num_ctas, 32, smem, stream>>>(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes);
+  } else {
+    OVL_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0, "threads = {} is not a multiple of 32 in 32..1024", threads);
+    OVL_CHECK(bytes % 16 == 0, "simt copy: bytes = {} is not a multiple of 16", bytes);
+    simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16);
+  }
+  OVL_CUDA_CHECK_LAST();
+}
+
+}  // namespace ovl::kernels

@@ -1,0 +1,32 @@
+// Context validation that needs no GPU: bad options are refused with an ovl::Error naming the value before (or
+// instead of) touching a device, and a machine without a GPU gives an ovl::Error, not a crash.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ovl/core/ovl.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl {
+namespace {
+
+TEST(ContextValidation, LoopbackWorldOutOfRangeIsNamed) {
+  ContextOptions options;
+  options.loopback_world = 9;
+  try {
+    Context ctx(options);
+    ADD_FAILURE() << "no error for loopback_world = 9";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loopback_world = 9"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ContextValidation, BadDeviceIsAnError) {
+  ContextOptions options;
+  options.device = 999;
+  // With a GPU: "device = 999 is not in [0, n)"; without one: the CUDA error of the device query. Never a crash.
+  EXPECT_THROW({ Context ctx(options); }, Error);
+}
+
+}  // namespace
+}  // namespace ovl

@@ -1,0 +1,434 @@
+// Collectives (NCCL, TMA push, TMA pull, SIMT) against a CPU reference, in loopback worlds of 1, 2, 4 and 8 ranks.
+//
+// Reference: every rank's input rounded to the dtype, summed in fp64, rounded once to the dtype.
+// Tolerance for reductions: (N + 1) * eps * sum_p |x_p| per element, eps = 2^-8 (bf16), 2^-11 (f16), 2^-24 (f32).
+//   push-reduce rounds to the dtype after each of its N-1 adds (each add errs by at most eps * |partial sum| <=
+//   eps * sum |x|), plus one eps for the reference's own rounding; pull-reduce adds in fp32 and rounds once, so it
+//   meets the same bound with room to spare. Gathers must be exact.
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test.hpp"
+#include "ovl/core/collectives.hpp"
+#include "ovl/core/world.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/kernels/wait.hpp"
+
+namespace ovl {
+namespace {
+
+using test::HopperTest;
+
+// ---- host element conversions ----
+double to_double(DType t, const unsigned char* p) {
+  if (t == DType::kFP32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  std::uint16_t b;
+  std::memcpy(&b, p, 2);
+  if (t == DType::kBF16) {
+    const std::uint32_t u = std::uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  __half_raw raw;
+  raw.x = b;
+  return double(__half2float(__half(raw)));
+}
+void from_double(DType t, double v, unsigned char* p) {
+  if (t == DType::kFP32) {
+    const float f = float(v);
+    std::memcpy(p, &f, 4);
+    return;
+  }
+  std::uint16_t b;
+  if (t == DType::kBF16) {
+    const __nv_bfloat16 h = __double2bfloat16(v);
+    std::memcpy(&b, &h, 2);
+  } else {
+    const __half h = __double2half(v);
+    std::memcpy(&b, &h, 2);
+  }
+  std::memcpy(p, &b, 2);
+}
+double eps_of(DType t) { return t == DType::kBF16 ? std::ldexp(1.0, -8) : t == DType::kFP16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -24); }
+
+std::vector<unsigned char> random_data(DType t, std::size_t elems, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  const std::size_t es = std::size_t(dtype_bytes(t));
+  std::vector<unsigned char> out(elems * es);
+  for (std::size_t i = 0; i < elems; ++i) from_double(t, dist(gen), out.data() + i * es);
+  return out;
+}
+
+struct Case {
+  CollectiveOp op;
+  CollectiveImpl impl;
+  DType dtype;
+  std::size_t count;  // AR: count; RS: recv_count; AG: send_count
+  int ctas;
+  bool in_place;
+};
+std::string name(const Case& c, int n) {
+  return fmt::format("{} {} {} count={} ctas={} world={}{}", kernels::to_string(c.op), to_string(c.impl), to_string(c.dtype),
+                     c.count, c.ctas, n, c.in_place ? " in-place" : "");
+}
+
+// Runs one case on a loopback (or single-rank) World and compares with the CPU reference. Returns wrong elements.
+std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaStream_t stream,
+                     std::vector<unsigned char>* result0 = nullptr, int pull_warps = 4) {
+  const int n = world.size();
+  const std::size_t es = std::size_t(dtype_bytes(c.dtype));
+  const std::size_t in_elems = c.op == CollectiveOp::kReduceScatter ? c.count * n : c.count;
+  const std::size_t out_elems = c.op == CollectiveOp::kAllGather ? c.count * n : c.count;
+  const std::size_t full = std::max(in_elems, out_elems);
+  SymmetricBuffer send(world, (c.in_place ? full : in_elems) * es);
+  SymmetricBuffer recv_separate;
+  if (!c.in_place) recv_separate = SymmetricBuffer(world, out_elems * es);
+  const SymmetricBuffer& recv = c.in_place ? send : recv_separate;
+  // Inputs: for in-place AG, rank r's input sits at element r*count of its buffer.
+  std::vector<std::vector<unsigned char>> in(n);
+  for (int r = 0; r < n; ++r) {
+    in[r] = random_data(c.dtype, in_elems, 1234u + 77u * r + std::uint32_t(c.count));
+    const std::size_t at = (c.in_place && c.op == CollectiveOp::kAllGather) ? r * c.count * es : 0;
+    OVL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(send.peer_ptr(r)) + at, in[r].data(), in[r].size(), cudaMemcpyHostToDevice));
+  }
+  CollectiveOptions opt;
+  opt.num_ctas = c.ctas;
+  opt.pull_warps = pull_warps;
+  switch (c.op) {
+    case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
+    case CollectiveOp::kReduceScatter: coll.reduce_scatter(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
+    case CollectiveOp::kAllGather: coll.all_gather(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
+  }
+  coll.check(stream);
+  std::size_t wrong = 0;
+  const double eps = eps_of(c.dtype);
+  std::vector<unsigned char> got(out_elems * es);
+  for (int r = 0; r < n; ++r) {
+    // Where rank r's result is: in-place RS leaves it at element r*count.
+    const std::size_t at = (c.in_place && c.op == CollectiveOp::kReduceScatter) ? r * c.count * es : 0;
+    const std::size_t check_elems = c.op == CollectiveOp::kReduceScatter ? c.count : out_elems;
+    OVL_CUDA_CHECK(cudaMemcpy(got.data(), static_cast<const char*>(recv.peer_ptr(r)) + at, check_elems * es, cudaMemcpyDeviceToHost));
+    if (r == 0 && result0 != nullptr) *result0 = got;
+    for (std::size_t i = 0; i < check_elems; ++i) {
+      const double g = to_double(c.dtype, got.data() + i * es);
+      if (c.op == CollectiveOp::kAllGather) {
+        const std::size_t owner = i / c.count, j = i % c.count;
+        if (std::memcmp(got.data() + i * es, in[owner].data() + j * es, es) != 0) ++wrong;
+        continue;
+      }
+      const std::size_t j = c.op == CollectiveOp::kReduceScatter ? r * c.count + i : i;
+      double sum = 0, abs_sum = 0;
+      for (int p = 0; p < n; ++p) {
+        const double x = to_double(c.dtype, in[p].data() + j * es);
+        sum += x;
+        abs_sum += std::fabs(x);
+      }
+      unsigned char ref_bits[4];
+      from_double(c.dtype, sum, ref_bits);
+      const double ref = to_double(c.dtype, ref_bits);
+      if (!(std::fabs(g - ref) <= (n + 1) * eps * abs_sum)) {
+        if (wrong < 3) ADD_FAILURE() << name(c, n) << ": rank " << r << " element " << i << " got " << g << " want " << ref;
+        ++wrong;
+      }
+    }
+  }
+  return wrong;
+}
+
+class CollectivesTest : public HopperTest {
+ protected:
+  void SetUp() override {
+    HopperTest::SetUp();
+    if (IsSkipped()) return;
+    OVL_CUDA_CHECK(cudaSetDevice(0));
+    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  void sweep(int n) {
+    WorldOptions wopt;
+    World world = World::loopback(n, 0, wopt);
+    Collectives coll(world);
+    std::vector<CollectiveImpl> impls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
+    if (n == 1) impls.push_back(CollectiveImpl::kNccl);
+    for (CollectiveImpl impl : impls)
+      for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32})
+        for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+          // Not multiples of the 32 KB piece; RS/AG chunks of more than one rank must be 16-byte multiples.
+          const std::size_t align = 16 / std::size_t(dtype_bytes(dtype));
+          std::vector<std::size_t> counts{(1u << 20) + 24};
+          if (op == CollectiveOp::kAllReduce || n == 1) {
+            counts.push_back(1);
+            counts.push_back(4097);
+          } else {
+            counts.push_back(align);
+            counts.push_back(4096 + align);
+          }
+          for (std::size_t count : counts)
+            for (int ctas : {1, 5}) {
+              if (ctas == 1 && count > 5000) continue;
+              const Case c{op, impl, dtype, count, ctas, false};
+              SCOPED_TRACE(name(c, n));
+              EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
+            }
+          // In place, one size, 32 CTAs.
+          const Case c{op, impl, dtype, 4096 * 8 + 2 * align, 32, true};
+          SCOPED_TRACE(name(c, n));
+          EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
+        }
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(CollectivesTest, WorldOf1) { sweep(1); }
+TEST_F(CollectivesTest, LoopbackWorldOf2) { sweep(2); }
+TEST_F(CollectivesTest, LoopbackWorldOf4) { sweep(4); }
+TEST_F(CollectivesTest, LoopbackWorldOf8) { sweep(8); }
+
+// Small cases for compute-sanitizer (memcheck, racecheck, synccheck): every algorithm and op, worlds 2 and 4.
+TEST_F(CollectivesTest, SanitizerSized) {
+  for (int n : {2, 4}) {
+    World world = World::loopback(n);
+    Collectives coll(world);
+    for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt})
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+        const Case c{op, impl, DType::kBF16, op == CollectiveOp::kAllReduce ? 20001u : 20008u, 3, false};
+        EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
+        if (impl == CollectiveImpl::kTmaPull) EXPECT_EQ(run_case(world, coll, c, stream_, nullptr, 1), 0u) << name(c, n) << " 1 pull warp";
+      }
+  }
+}
+
+TEST_F(CollectivesTest, ThreadsWorldOf1) {
+  std::vector<World> worlds = World::threads({0});
+  run_per_rank(worlds, [&](World& w) {
+    Collectives coll(w);
+    for (CollectiveImpl impl : {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull})
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+        const Case c{op, impl, DType::kBF16, 4097, 4, false};
+        EXPECT_EQ(run_case(w, coll, c, stream_), 0u) << name(c, 1);
+      }
+  });
+}
+
+// Pull-reduce adds in a fixed rank order in fp32: bitwise identical run to run.
+TEST_F(CollectivesTest, PullReduceIsDeterministic) {
+  World world = World::loopback(8);
+  Collectives coll(world);
+  const Case c{CollectiveOp::kAllReduce, CollectiveImpl::kTmaPull, DType::kBF16, (1u << 20) + 24, 16, false};
+  std::vector<unsigned char> first, again;
+  ASSERT_EQ(run_case(world, coll, c, stream_, &first), 0u);
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_EQ(run_case(world, coll, c, stream_, &again), 0u);
+    ASSERT_EQ(std::memcmp(first.data(), again.data(), first.size()), 0) << "run " << i + 2 << " differs";
+  }
+  // Also independent of the CTA count and of how many warps share the adds.
+  Case other = c;
+  other.ctas = 3;
+  ASSERT_EQ(run_case(world, coll, other, stream_, &again, 1), 0u);
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size()), 0) << "3 CTAs, 1 pull warp differs";
+}
+
+// A peer that never arrives: rank 0 of a world of 2 launched alone waits for rank 1's start flag and times out.
+TEST_F(CollectivesTest, MissingPeerTimesOut) {
+  World world = World::loopback(2);
+  SymmetricBuffer buf(world, 4096), flags(world, kernels::collective_flag_bytes());
+  kernels::CollectiveError* err = nullptr;
+  OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
+  std::memset(err, 0, sizeof(*err));
+  kernels::CollectiveArguments a;
+  a.op = CollectiveOp::kAllReduce;
+  a.algo = kernels::CollectiveAlgo::kTmaPush;
+  a.world_size = 2;
+  a.first_rank = 0;
+  a.num_played_ranks = 1;  // rank 1 never runs
+  for (int r = 0; r < 2; ++r) {
+    a.src[r] = a.dst[r] = buf.peer_ptr(r);
+    a.flags[r] = flags.peer<std::uint32_t>(r);
+  }
+  a.src_bytes = a.dst_bytes = 4096;
+  a.chunk_bytes = 2048;
+  a.src_owner_stride = a.dst_owner_stride = 2048;
+  a.num_ctas = 2;
+  a.timeout_ns = 50'000'000;
+  a.error = err;
+  kernels::CollectiveKernel::run(a, nullptr, stream_);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(err->code, 1u);
+  EXPECT_EQ(err->rank, 0u);
+  EXPECT_EQ(err->peer, 1u);
+  EXPECT_EQ(kernels::WaitKind(err->wait), kernels::WaitKind::kStart);
+  EXPECT_NE(kernels::describe(*err).find("rank 0 timed out"), std::string::npos) << kernels::describe(*err);
+  cudaFree(err);
+}
+
+// The same through the public API: a GEMM group counter that never reaches its value -> ovl::Error from check().
+TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
+  World world = World::loopback(2);
+  Collectives coll(world);
+  SymmetricBuffer buf(world, 1 << 16), counters(world, 4 * sizeof(std::uint32_t));
+  std::vector<TileRange> ranges{{0, 0, 0, 0, 1 << 15}, {1, 0, 1 << 15, 1 << 15, 1 << 15}};
+  RangeTable table(world, ranges, 1);
+  std::uint32_t* expected = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&expected, sizeof(std::uint32_t)));
+  const std::uint32_t one = 1;
+  OVL_CUDA_CHECK(cudaMemcpy(expected, &one, sizeof(one), cudaMemcpyHostToDevice));
+  CollectiveOptions opt;
+  opt.num_ctas = 2;
+  opt.timeout_ns = 50'000'000;
+  GroupGate gate{&counters, expected};
+  coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, CollectiveImpl::kTmaPull, opt, stream_, &gate);
+  try {
+    coll.check(stream_);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GEMM group counter"), std::string::npos) << e.what();
+  }
+  // The World still works afterwards.
+  const Case c{CollectiveOp::kAllReduce, CollectiveImpl::kTmaPull, DType::kBF16, 4097, 2, false};
+  EXPECT_EQ(run_case(world, coll, c, stream_), 0u);
+  cudaFree(expected);
+}
+
+// Tile-addressed, counter-polling reduce-scatter in place: tiles in scrambled order, owners interleaved, groups
+// released late by a separate kernel (the stand-in GEMM) on another stream.
+TEST_F(CollectivesTest, TileRangesGatedByCounters) {
+  const int n = 4, tiles = 48, groups = 6;
+  const std::size_t tile_elems = 128 * 64 + 8;  // a tile-ish size that is not a multiple of the 32 KB piece
+  const std::size_t tile_bytes = tile_elems * 2;
+  World world = World::loopback(n);
+  Collectives coll(world);
+  SymmetricBuffer buf(world, tiles * tile_bytes), counters(world, groups * sizeof(std::uint32_t));
+  std::vector<TileRange> ranges;
+  std::mt19937 gen(7);
+  std::vector<int> order(tiles);
+  for (int t = 0; t < tiles; ++t) order[t] = t;
+  std::shuffle(order.begin(), order.end(), gen);
+  for (int t : order) ranges.push_back(TileRange{t % n, t / (tiles / groups), t * tile_bytes, t * tile_bytes, tile_bytes});
+  RangeTable table(world, ranges, groups);
+  std::uint32_t* expected = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&expected, groups * sizeof(std::uint32_t)));
+  const std::vector<std::uint32_t> ones(groups, 1);
+  OVL_CUDA_CHECK(cudaMemcpy(expected, ones.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  cudaStream_t producer;
+  OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
+  // Collectives' constructor preloaded the collective and counter kernels (lazy loading would otherwise load the
+  // producer's module only after the spinning consumer finished: the first run of this test on the H200 timed out).
+  for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
+    SCOPED_TRACE(to_string(impl));
+    std::vector<std::vector<unsigned char>> in(n);
+    for (int r = 0; r < n; ++r) {
+      in[r] = random_data(DType::kBF16, tiles * tile_elems, 99u + r);
+      OVL_CUDA_CHECK(cudaMemcpy(buf.peer_ptr(r), in[r].data(), in[r].size(), cudaMemcpyHostToDevice));
+    }
+    CollectiveOptions opt;
+    opt.num_ctas = 6;
+    GroupGate gate{&counters, expected};
+    coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream_, &gate);
+    // The "GEMM" finishes its groups 2 ms later; every rank's counters.
+    for (int r = 0; r < n; ++r) kernels::launch_add_counters_after(counters.peer<std::uint32_t>(r), groups, 1, 2'000'000, producer);
+    coll.check(stream_);
+    OVL_CUDA_CHECK(cudaStreamSynchronize(producer));
+    for (int r = 0; r < n; ++r) kernels::launch_reset_counters(counters.peer<std::uint32_t>(r), groups, stream_);
+    std::size_t wrong = 0;
+    std::vector<unsigned char> got(tiles * tile_bytes);
+    for (int r = 0; r < n; ++r) {
+      OVL_CUDA_CHECK(cudaMemcpy(got.data(), buf.peer_ptr(r), got.size(), cudaMemcpyDeviceToHost));
+      for (int t = r; t < tiles; t += n)
+        for (std::size_t i = 0; i < tile_elems; ++i) {
+          const std::size_t j = t * tile_elems + i;
+          double sum = 0, abs_sum = 0;
+          for (int p = 0; p < n; ++p) {
+            const double x = to_double(DType::kBF16, in[p].data() + j * 2);
+            sum += x;
+            abs_sum += std::fabs(x);
+          }
+          if (!(std::fabs(to_double(DType::kBF16, got.data() + j * 2) - sum) <= (n + 1) * eps_of(DType::kBF16) * abs_sum)) ++wrong;
+        }
+    }
+    EXPECT_EQ(wrong, 0u);
+  }
+  cudaStreamDestroy(producer);
+  cudaFree(expected);
+}
+
+TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
+  std::uint32_t* counters = nullptr;
+  kernels::CounterWaitError* err = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&counters, 4 * sizeof(std::uint32_t)));
+  OVL_CUDA_CHECK(cudaMemset(counters, 0, 4 * sizeof(std::uint32_t)));
+  OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
+  std::memset(err, 0, sizeof(*err));
+  kernels::launch_wait_counters(counters, 4, 1, 50'000'000, err, stream_);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(err->code, 1u);
+  EXPECT_EQ(err->index, 0u);
+  std::memset(err, 0, sizeof(*err));
+  kernels::launch_add_counters(counters, 4, 2, stream_);
+  kernels::launch_wait_counters(counters, 4, 2, 50'000'000, err, stream_);
+  kernels::launch_reset_counters(counters, 4, stream_);
+  kernels::launch_wait_counters(counters, 4, 0, 50'000'000, err, stream_);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(err->code, 0u);
+  cudaFree(err);
+  cudaFree(counters);
+}
+
+TEST_F(CollectivesTest, BadArgumentsAreRejectedByName) {
+  World world = World::loopback(4);
+  Collectives coll(world);
+  SymmetricBuffer buf(world, 1 << 16);
+  CollectiveOptions opt;
+  auto message = [&](auto&& fn) -> std::string {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  opt.num_ctas = 0;
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CollectiveImpl::kTmaPush, opt, stream_); }).find("num_ctas = 0"),
+            std::string::npos);
+  opt.num_ctas = 4;
+  opt.simt_threads = 1000;
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CollectiveImpl::kSimt, opt, stream_); }).find("simt_threads = 1000"),
+            std::string::npos);
+  opt.simt_threads = 512;
+  EXPECT_NE(message([&] { coll.reduce_scatter(buf, buf, 3, DType::kBF16, CollectiveImpl::kTmaPull, opt, stream_); }).find("recv_count = 3"),
+            std::string::npos);
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1 << 20, DType::kBF16, CollectiveImpl::kTmaPush, opt, stream_); }).find("count = 1048576"),
+            std::string::npos);
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CollectiveImpl::kNccl, opt, stream_); })
+                .find("NCCL needs distinct GPUs: loopback world of 4 ranks"),
+            std::string::npos);
+  std::vector<TileRange> bad{{0, 0, 8, 0, 32}};
+  EXPECT_NE(message([&] { RangeTable t(world, bad, 1); }).find("not multiples of 16"), std::string::npos);
+  std::vector<TileRange> bad_owner{{5, 0, 0, 0, 32}};
+  EXPECT_NE(message([&] { RangeTable t(world, bad_owner, 1); }).find("owner = 5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ovl

@@ -1,0 +1,151 @@
+// World backends and symmetric buffers: loopback sizes, threads with one device, MPI with one rank (when built
+// with MPI; works as a singleton or under mpirun -np 1).
+#if defined(__CUDACC__)
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+#ifndef FMT_CONSTEVAL
+#define FMT_CONSTEVAL
+#endif
+#endif
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_test.hpp"
+#include "ovl/core/collectives.hpp"
+#include "ovl/core/world.hpp"
+#include "ovl/cuda_check.hpp"
+
+namespace ovl {
+namespace {
+
+using test::GpuTest;
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Each rank's copy gets its own pattern through peer_ptr; reading back through peer_ptr sees it (and zeros before).
+void check_peer_pointers(const World& world) {
+  const std::size_t bytes = 4096 + 48;
+  SymmetricBuffer buf(world, bytes);
+  EXPECT_EQ(buf.size(), world.size());
+  EXPECT_EQ(buf.bytes(), bytes);
+  EXPECT_GE(buf.allocated_bytes(), bytes);
+  std::vector<unsigned char> host(bytes);
+  for (int r = 0; r < world.size(); ++r) {
+    ASSERT_NE(buf.peer_ptr(r), nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(buf.peer_ptr(r)) % 256, 0u);
+    OVL_CUDA_CHECK(cudaMemcpy(host.data(), buf.peer_ptr(r), bytes, cudaMemcpyDeviceToHost));
+    for (unsigned char b : host) ASSERT_EQ(b, 0) << "not zero-filled";
+    for (int j = 0; j < r; ++j) EXPECT_NE(buf.peer_ptr(r), buf.peer_ptr(j));
+  }
+  for (int r = 0; r < world.size(); ++r) OVL_CUDA_CHECK(cudaMemset(buf.peer_ptr(r), 0x10 + r, bytes));
+  for (int r = 0; r < world.size(); ++r) {
+    OVL_CUDA_CHECK(cudaMemcpy(host.data(), buf.peer_ptr(r), bytes, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(host.front(), 0x10 + r);
+    EXPECT_EQ(host.back(), 0x10 + r);
+  }
+  SymmetricBuffer moved(std::move(buf));
+  EXPECT_TRUE(buf.empty());
+  EXPECT_EQ(moved.size(), world.size());
+}
+
+TEST_F(GpuTest, LoopbackSizes) {
+  for (int n : {1, 2, 4, 8}) {
+    World w = World::loopback(n);
+    EXPECT_EQ(w.size(), n);
+    EXPECT_EQ(w.rank(), 0);
+    EXPECT_EQ(w.device(), 0);
+    EXPECT_TRUE(w.is_loopback());
+    EXPECT_EQ(w.num_local_ranks(), n);
+    if (n == 1) EXPECT_NE(w.nccl_comm(), nullptr);
+    else EXPECT_EQ(w.nccl_comm(), nullptr);
+    check_peer_pointers(w);
+  }
+  EXPECT_NE(error_of([] { World::loopback(0); }).find("loopback world of 0 ranks"), std::string::npos);
+  EXPECT_NE(error_of([] { World::loopback(9); }).find("loopback world of 9 ranks"), std::string::npos);
+  EXPECT_NE(error_of([] { World::loopback(2, 999); }).find("device 999"), std::string::npos);
+  World w = World::loopback(2);
+  EXPECT_NE(error_of([&] { SymmetricBuffer b(w, 0); }).find("bytes = 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { SymmetricBuffer b(w, 16); (void)b.peer_ptr(2); }).find("peer_ptr(2)"), std::string::npos);
+}
+
+TEST_F(GpuTest, ThreadsWorldOfOneDevice) {
+  WorldOptions options;
+  options.nccl_cta_bounds = {0, 2};
+  std::vector<World> worlds = World::threads({0}, options);
+  ASSERT_EQ(worlds.size(), 1u);
+  World& w = worlds[0];
+  EXPECT_EQ(w.size(), 1);
+  EXPECT_EQ(w.rank(), 0);
+  EXPECT_EQ(w.device(), 0);
+  EXPECT_FALSE(w.is_loopback());
+  EXPECT_EQ(w.num_local_ranks(), 1);
+  EXPECT_NE(w.nccl_comm(0), nullptr);
+  EXPECT_NE(w.nccl_comm(2), nullptr);
+  EXPECT_NE(error_of([&] { w.nccl_comm(5); }).find("CTA bound 5"), std::string::npos);
+  w.barrier();
+  const int mine = 42;
+  const auto all = w.all_gather(std::as_bytes(std::span<const int>(&mine, 1)));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].size(), sizeof(int));
+  check_peer_pointers(w);
+  // An NCCL all-reduce on the CTA-bounded communicator (a world of one: a local copy).
+  Collectives coll(w);
+  SymmetricBuffer a(w, 4096), b(w, 4096);
+  CollectiveOptions opt;
+  opt.nccl_cta_bound = 2;
+  coll.all_reduce(a, b, 1024, DType::kFP32, CollectiveImpl::kNccl, opt, nullptr);
+  OVL_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_NE(error_of([] { World::threads({0, 0}); }).find("not distinct"), std::string::npos);
+}
+
+#if defined(OVL_HAVE_MPI)
+// Finalizes MPI after the last test if a test initialized it (under mpirun a missing MPI_Finalize is an error).
+class MpiFinalizer : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kMpiFinalizer = ::testing::AddGlobalTestEnvironment(new MpiFinalizer);
+
+TEST_F(GpuTest, MpiWorldOfOneRank) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  }
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != 1) GTEST_SKIP() << "this test runs with one MPI rank (mpirun -np 1 or singleton), found " << size;
+  {
+    World w = World::mpi(MPI_COMM_WORLD);
+    EXPECT_EQ(w.size(), 1);
+    EXPECT_EQ(w.backend(), World::Backend::kMpi);
+    EXPECT_NE(w.nccl_comm(), nullptr);
+    check_peer_pointers(w);  // cuMemCreate + POSIX fd path
+    Collectives coll(w);
+    SymmetricBuffer a(w, 1 << 20), b(w, 1 << 20);
+    CollectiveOptions opt;
+    opt.num_ctas = 4;
+    coll.all_reduce(a, b, 4097, DType::kBF16, CollectiveImpl::kTmaPull, opt, nullptr);
+    coll.check(nullptr);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace ovl
