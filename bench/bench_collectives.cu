@@ -10,15 +10,6 @@
 // Loopback worlds play every rank on one GPU: all ranks' traffic shares one HBM, so busbw there is a measure of the
 // kernel, not of NVLink. NCCL cases need a World of distinct GPUs and are skipped in loopback.
 // bf16 throughout. Run a short subset with --benchmark_filter, e.g. 'coll/tma-push/allreduce/16777216/world:8/.*'.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
-
 #include <cuda_bf16.h>
 
 #include <map>

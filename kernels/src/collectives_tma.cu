@@ -1,14 +1,5 @@
 // TMA (and SIMT comparison) collectives: kernel and launcher. See ovl/kernels/collectives.hpp for the model.
 
-// fmt 9 under nvcc in C++20 (see gemm_sm90.cu): constexpr on, format strings checked at run time. Before any fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <fmt/format.h>

@@ -1,17 +1,5 @@
 // The Hopper GEMM that signals finished tiles (see ovl/kernels/gemm.hpp for the contract).
 
-// fmt 9 under nvcc in C++20: fmt turns constexpr off for __NVCC__, which leaves its own constexpr helpers calling
-// non-constexpr ones (a host-compiler error), and nvcc's front end rejects the consteval format-string check. In
-// CUDA translation units: constexpr on, format strings checked at run time. Must precede every include of fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
-
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>

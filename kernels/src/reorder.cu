@@ -1,13 +1,4 @@
 // Tile-major -> row-major reorder (see ovl/kernels/reorder.hpp).
-// fmt 9 under nvcc in C++20 (as in gemm_sm90.cu): constexpr on, format strings checked at run time. Before any fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
 #include <algorithm>
 #include <cstdint>
 

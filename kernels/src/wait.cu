@@ -1,14 +1,5 @@
 // Counter wait / add / reset kernels (see ovl/kernels/wait.hpp).
 
-// fmt 9 under nvcc in C++20 (see gemm_sm90.cu): constexpr on, format strings checked at run time. Before any fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
 #include "collectives_ptx.cuh"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/wait.hpp"

@@ -5,15 +5,6 @@
 //   push-reduce rounds to the dtype after each of its N-1 adds (each add errs by at most eps * |partial sum| <=
 //   eps * sum |x|), plus one eps for the reference's own rounding; pull-reduce adds in fp32 and rounds once, so it
 //   meets the same bound with room to spare. Gathers must be exact.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

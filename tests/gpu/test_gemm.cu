@@ -6,16 +6,6 @@
 // k-block or an unwritten element gives O(1). 1e-2 separates the two with margin. Every output is poisoned with NaN
 // (0xFFFF) before the run, so an unwritten element fails the NaN check.
 
-// fmt 9 under nvcc in C++20 (see kernels/src/gemm_sm90.cu). Must precede every include of fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
-
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

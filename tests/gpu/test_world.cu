@@ -1,14 +1,5 @@
 // World backends and symmetric buffers: loopback sizes, threads with one device, MPI with one rank (when built
 // with MPI; works as a singleton or under mpirun -np 1).
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
-
 #include <cstring>
 #include <string>
 #include <vector>
