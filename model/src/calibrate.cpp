@@ -138,107 +138,163 @@ struct Fitter {
   }
   void note(std::string s) { out->notes.push_back(std::move(s)); }
 
-  // gemm/ovl*: t = launch + waves x (F x (1/eff) + epilogue), F = one tile's matrix time at full efficiency.
-  void fit_gemm_ovl(const std::vector<const Measurement*>& ms) {
-    std::vector<const Measurement*> used;
-    for (const Measurement* m : ms) {
-      const auto g =
-          detail::gemm_timing(shape_of(m->bench), GemmImpl::kOvl, m->bench.sms, TileShape{}, TileOrder::kSwizzle, hw);
+  // gemm/ovl* and gemm/cublas, jointly (they share launch_us and the clock curve). For a given clock curve
+  // (clock_knee_sms, clock_exponent) every case is linear in the unknowns:
+  //   ovl   : t = launch + W x F c / eff + W x epilogue,                      W = waves, c = clock factor
+  //   cublas: t = launch + w x F c / eff_c + w x F c r x (p / eff_c) + w x epilogue_c,  w = max(1, tiles / sms),
+  //           r = min(1, removed SMs / granularity)
+  // F = one tile's matrix time at efficiency 1 with every SM busy. The clock curve is found by a grid search
+  // (coarse, then fine) on the RMS relative error of the linear fit, when the cases' busy-SM counts span enough
+  // to inform it; otherwise it keeps the base values.
+  enum { kInvEff, kEpi, kLaunch, kInvEffC, kPenC, kEpiC, kGemmCols };
+  struct GemmFit {
+    Eigen::VectorXd x;
+    std::vector<bool> free;
+    double rms = 1e300;
+  };
+  GemmFit solve_gemm(const std::vector<const Measurement*>& ms, const Hardware& h, const Eigen::VectorXd& x0) const {
+    const auto rows = Eigen::Index(ms.size());
+    LinearProblem p{Eigen::MatrixXd::Zero(rows, kGemmCols), Eigen::VectorXd(rows), Eigen::VectorXd(rows)};
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const auto& b = ms[i]->bench;
+      const auto r = Eigen::Index(i);
+      const bool cublas = b.gemm_impl() == GemmImpl::kCublas;
+      const auto g = detail::gemm_timing(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, h);
+      const TileShape t = cublas ? detail::kCublasTile : TileShape{};
+      const double f = 2.0 * t.m * t.n * double(b.k) / (h.matrix_tflops_per_sm * 1e6) * g.clock_factor;
+      p.a(r, kLaunch) = 1.0;
+      if (cublas) {
+        const double removed = std::min(1.0, double(h.sm_count - b.sms) / h.sm_granularity);
+        p.a(r, kInvEffC) = g.waves_used * f;
+        p.a(r, kPenC) = g.waves_used * f * removed;
+        p.a(r, kEpiC) = g.waves_used;
+      } else {
+        p.a(r, kInvEff) = g.waves_used * f;
+        p.a(r, kEpi) = g.waves_used;
+      }
+      p.b(r) = p.t(r) = ms[i]->us;
+    }
+    GemmFit out;
+    out.x = x0;
+    out.free = solve_held(p, out.x, std::vector<bool>(kGemmCols, true), {1e-9, 0, 0, 1e-9, 0, 0},
+                          {kLaunch, kPenC, kEpiC, kEpi});
+    const Eigen::VectorXd res = (p.a * out.x - p.b).cwiseQuotient(p.t);
+    out.rms = std::sqrt(res.squaredNorm() / double(std::max<Eigen::Index>(1, rows)));
+    return out;
+  }
+
+  void fit_gemm(const std::vector<const Measurement*>& all) {
+    std::vector<const Measurement*> ms, ovl, cublas;
+    for (const Measurement* m : all) {
+      const auto g = detail::gemm_timing(shape_of(m->bench), m->bench.gemm_impl(), m->bench.sms, TileShape{},
+                                         TileOrder::kSwizzle, hw);
       if (g.memory_us > 0.9 * g.compute_us) {
         note(fmt::format("{}: near the HBM floor, not used to fit the matrix rate", m->name));
         continue;
       }
-      used.push_back(m);
+      ms.push_back(m);
+      (m->bench.gemm_impl() == GemmImpl::kCublas ? cublas : ovl).push_back(m);
     }
-    if (used.empty()) return;
-    LinearProblem p{Eigen::MatrixXd(Eigen::Index(used.size()), 3), Eigen::VectorXd(Eigen::Index(used.size())),
-                    Eigen::VectorXd(Eigen::Index(used.size()))};
-    for (size_t i = 0; i < used.size(); ++i) {
-      const auto& b = used[i]->bench;
-      const auto g = detail::gemm_timing(shape_of(b), GemmImpl::kOvl, b.sms, TileShape{}, TileOrder::kSwizzle, hw);
-      const TileShape t{};
-      const double f = 2.0 * t.m * t.n * double(b.k) / (hw.matrix_tflops_per_sm * 1e6);
-      const auto r = Eigen::Index(i);
-      p.a(r, 0) = double(g.waves) * f;
-      p.a(r, 1) = double(g.waves);
-      p.a(r, 2) = 1.0;
-      p.b(r) = used[i]->us;
-      p.t(r) = used[i]->us;
-    }
-    Eigen::VectorXd x(3);
-    x << 1.0 / hw.gemm_efficiency, hw.tile_epilogue_us, hw.launch_us;
-    const auto free = solve_held(p, x, {true, true, true}, {1e-9, 0.0, 0.0}, {2, 1});
-    const Hardware base = hw;
-    double eff = 1.0 / x(0);
-    if (eff > 1.0) {
-      note(fmt::format("gemm_efficiency fitted {:.3f} > 1: clamped to 1 (is matrix_tflops_per_sm too low?)", eff));
-      eff = 1.0;
-    }
-    hw.gemm_efficiency = eff;
-    hw.tile_epilogue_us = x(1);
-    hw.launch_us = x(2);
-    const double rms = rms_rel(used, hw);
-    const int n = int(used.size());
-    record("gemm_efficiency", base.gemm_efficiency, hw.gemm_efficiency, n, "gemm/ovl");
-    if (free[1])
-      record("tile_epilogue_us", base.tile_epilogue_us, hw.tile_epilogue_us, n, "gemm/ovl");
-    else
-      note("tile_epilogue_us held at the base value (the gemm/ovl data cannot separate it)");
-    if (free[2])
-      record("launch_us", base.launch_us, hw.launch_us, n, "gemm/ovl");
-    else
-      note("launch_us held at the base value (the gemm/ovl data cannot separate it)");
-    for (auto& q : out->parameters) {
-      if (q.subset == "gemm/ovl") q.rms_rel_error = rms;
-    }
-    launch_fitted_ = free[2];
-  }
-
-  // gemm/cublas: t = launch + w x (F / eff + epilogue) x (1 + p r), w = max(1, tiles / sms), r = the share of a
-  // granule removed (0 on the full device). Linear in (1/eff, p/eff) once the epilogue term uses the previous p.
-  void fit_gemm_cublas(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
     const Hardware base = hw;
-    std::vector<bool> free;
-    double raw_eff = hw.cublas_efficiency;
-    for (int iter = 0; iter < 4; ++iter) {
-      LinearProblem p{Eigen::MatrixXd(Eigen::Index(ms.size()), 3), Eigen::VectorXd(Eigen::Index(ms.size())),
-                      Eigen::VectorXd(Eigen::Index(ms.size()))};
-      for (size_t i = 0; i < ms.size(); ++i) {
-        const auto& b = ms[i]->bench;
-        const auto g = detail::gemm_timing(shape_of(b), GemmImpl::kCublas, b.sms, TileShape{}, TileOrder::kSwizzle, hw);
-        const double f =
-            2.0 * detail::kCublasTile.m * detail::kCublasTile.n * double(b.k) / (hw.matrix_tflops_per_sm * 1e6);
-        const double r = std::min(1.0, double(hw.sm_count - b.sms) / hw.sm_granularity);
-        const auto row = Eigen::Index(i);
-        p.a(row, 0) = g.waves_used * f;
-        p.a(row, 1) = g.waves_used * f * r;
-        p.a(row, 2) = 1.0;
-        p.b(row) = ms[i]->us - g.waves_used * hw.tile_epilogue_us * (1 + hw.cublas_partition_penalty * r);
-        p.t(row) = ms[i]->us;
-      }
-      Eigen::VectorXd x(3);
-      x << 1.0 / hw.cublas_efficiency, hw.cublas_partition_penalty / hw.cublas_efficiency, hw.launch_us;
-      free = solve_held(p, x, {true, true, !launch_fitted_}, {1e-9, 0.0, 0.0}, {2, 1});
-      raw_eff = 1.0 / x(0);
-      hw.cublas_efficiency = std::min(1.0, raw_eff);
-      hw.cublas_partition_penalty = free[1] ? x(1) / x(0) : base.cublas_partition_penalty;
-      if (free[2]) hw.launch_us = x(2);
-    }
-    if (raw_eff > 1.0) note(fmt::format("cublas_efficiency fitted {:.3f} > 1: clamped to 1", raw_eff));
-    const double rms = rms_rel(ms, hw);
-    const int n = int(ms.size());
-    record("cublas_efficiency", base.cublas_efficiency, hw.cublas_efficiency, n, "gemm/cublas");
     int partitioned = 0;
-    for (const Measurement* m : ms) partitioned += m->bench.sms < hw.sm_count;
-    if (free[1])
-      record("cublas_partition_penalty", base.cublas_partition_penalty, hw.cublas_partition_penalty, partitioned,
-             "gemm/cublas");
+    for (const Measurement* m : cublas) partitioned += m->bench.sms < hw.sm_count;
+    Eigen::VectorXd x0(kGemmCols);
+    // A penalty the data pushes below 0 is held at 0 (its bound), not at the base value.
+    x0 << 1.0 / hw.gemm_efficiency, hw.tile_epilogue_us, hw.launch_us, 1.0 / hw.cublas_efficiency,
+        partitioned > 0 ? 0.0 : hw.cublas_partition_penalty / hw.cublas_efficiency, hw.cublas_tile_epilogue_us;
+
+    // The clock curve: informative when the busy-SM counts take at least 3 values spanning a factor 1.5.
+    std::set<int> busy;
+    for (const Measurement* m : ms) {
+      const auto g = detail::gemm_timing(shape_of(m->bench), m->bench.gemm_impl(), m->bench.sms, TileShape{},
+                                         TileOrder::kSwizzle, hw);
+      busy.insert(int(std::lround(g.busy_sms)));
+    }
+    const bool clock_informed = busy.size() >= 3 && *busy.rbegin() >= 1.5 * *busy.begin();
+    GemmFit best = solve_gemm(ms, hw, x0);
+    if (clock_informed) {
+      const double lo = std::max(1.0, double(*busy.begin())), hi = double(hw.sm_count);
+      auto search = [&](double k0, double k1, double kstep, double e0, double e1, double estep) {
+        for (double knee = k0; knee <= k1 + 1e-9; knee += kstep) {
+          for (double ex = e0; ex <= e1 + 1e-9; ex += estep) {
+            Hardware h = hw;
+            h.clock_knee_sms = std::clamp(knee, 1.0, hi);
+            h.clock_exponent = std::clamp(ex, 0.0, 1.0);
+            const GemmFit f = solve_gemm(ms, h, x0);
+            if (f.rms < best.rms * (1 - 1e-9)) {
+              best = f;
+              hw.clock_knee_sms = h.clock_knee_sms, hw.clock_exponent = h.clock_exponent;
+            }
+          }
+        }
+      };
+      const Hardware start = hw;
+      hw.clock_knee_sms = start.clock_knee_sms, hw.clock_exponent = start.clock_exponent;
+      search(lo, hi, 4, 0, 1, 0.05);
+      const double k = hw.clock_knee_sms, e = hw.clock_exponent;
+      search(std::max(lo, k - 4), std::min(hi, k + 4), 1, std::max(0.0, e - 0.05), std::min(1.0, e + 0.05), 0.005);
+    } else {
+      note("clock_knee_sms, clock_exponent held at the base values (the GEMM cases' busy-SM counts do not span "
+           "enough: at least 3 values over a factor 1.5 are needed)");
+    }
+    const Eigen::VectorXd& x = best.x;
+    const std::vector<bool>& free = best.free;
+    double eff = 1.0 / x(kInvEff), eff_c = 1.0 / x(kInvEffC);
+    if (free[kInvEff]) {
+      if (eff > 1.0) note(fmt::format("gemm_efficiency fitted {:.3f} > 1: clamped to 1", eff));
+      hw.gemm_efficiency = std::min(1.0, eff);
+    }
+    if (free[kEpi]) hw.tile_epilogue_us = x(kEpi);
+    if (free[kLaunch]) hw.launch_us = x(kLaunch);
+    if (free[kInvEffC]) {
+      if (eff_c > 1.0) note(fmt::format("cublas_efficiency fitted {:.3f} > 1: clamped to 1", eff_c));
+      hw.cublas_efficiency = std::min(1.0, eff_c);
+      hw.cublas_partition_penalty = std::max(0.0, x(kPenC) / x(kInvEffC));
+    }
+    if (free[kEpiC]) hw.cublas_tile_epilogue_us = x(kEpiC);
+
+    const double rms_ovl = rms_rel(ovl, hw), rms_cublas = rms_rel(cublas, hw), rms_all = rms_rel(ms, hw);
+    const int n_ovl = int(ovl.size()), n_cublas = int(cublas.size()), n = int(ms.size());
+    auto rec = [&](const char* name, double b, double v, int points, const char* subset, double rms) {
+      record(name, b, v, points, subset);
+      out->parameters.back().rms_rel_error = rms;
+    };
+    auto held = [&](const char* name, const char* why) { note(fmt::format("{} held at the base value ({})", name, why)); };
+    if (n_ovl > 0) {
+      if (free[kInvEff]) rec("gemm_efficiency", base.gemm_efficiency, hw.gemm_efficiency, n_ovl, "gemm/ovl", rms_ovl);
+      if (free[kEpi])
+        rec("tile_epilogue_us", base.tile_epilogue_us, hw.tile_epilogue_us, n_ovl, "gemm/ovl", rms_ovl);
+      else
+        held("tile_epilogue_us", "the gemm/ovl data cannot separate it");
+    }
+    if (n_cublas > 0) {
+      if (free[kInvEffC])
+        rec("cublas_efficiency", base.cublas_efficiency, hw.cublas_efficiency, n_cublas, "gemm/cublas", rms_cublas);
+      if (free[kEpiC])
+        rec("cublas_tile_epilogue_us", base.cublas_tile_epilogue_us, hw.cublas_tile_epilogue_us, n_cublas,
+            "gemm/cublas", rms_cublas);
+      else
+        held("cublas_tile_epilogue_us", "the gemm/cublas data cannot separate it");
+      if (partitioned == 0) {
+        held("cublas_partition_penalty", "no cuBLAS case on a partition");
+      } else if (free[kPenC]) {
+        rec("cublas_partition_penalty", base.cublas_partition_penalty, hw.cublas_partition_penalty, partitioned,
+            "gemm/cublas", rms_cublas);
+      } else {
+        hw.cublas_partition_penalty = 0.0;
+        rec("cublas_partition_penalty", base.cublas_partition_penalty, 0.0, partitioned, "gemm/cublas", rms_cublas);
+        note("cublas_partition_penalty fitted below 0 (cuBLAS on partitions is no slower than its clock-scaled "
+             "full-device rate): held at its bound 0");
+      }
+    }
+    if (free[kLaunch])
+      rec("launch_us", base.launch_us, hw.launch_us, n, "gemm", rms_all);
     else
-      note("cublas_partition_penalty held at the base value (no cuBLAS case on a partition)");
-    if (free[2]) record("launch_us", base.launch_us, hw.launch_us, n, "gemm/cublas");
-    for (auto& q : out->parameters) {
-      if (q.subset == "gemm/cublas") q.rms_rel_error = rms;
+      held("launch_us", "the GEMM data cannot separate it");
+    if (clock_informed) {
+      rec("clock_knee_sms", base.clock_knee_sms, hw.clock_knee_sms, n, "gemm", rms_all);
+      rec("clock_exponent", base.clock_exponent, hw.clock_exponent, n, "gemm", rms_all);
     }
   }
 
@@ -410,7 +466,6 @@ struct Fitter {
     }
   }
 
-  bool launch_fitted_ = false;
 };
 
 }  // namespace
@@ -559,8 +614,9 @@ CalibrationResult calibrate_measurements(const std::vector<Measurement>& measure
     }
   }
   Fitter fit{base, &result};
-  fit.fit_gemm_ovl(ovl);
-  fit.fit_gemm_cublas(cublas);
+  std::vector<const Measurement*> gemm = ovl;
+  gemm.insert(gemm.end(), cublas.begin(), cublas.end());
+  fit.fit_gemm(gemm);
   fit.fit_comm(comm);
   fit.fit_overlap(overlap);
   fit.hw.validate();

@@ -82,21 +82,29 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   const int64_t tiles_n = ceil_div(shape.n, tile.n);
   g.tiles = tiles_m * tiles_n;
   g.waves = ceil_div(g.tiles, sms);
-  // Every tile costs a full tile (wgmma pads the edges). Matrix rate in FLOP per microsecond.
+  // Every tile costs a full tile (wgmma pads the edges). Matrix rate in FLOP per microsecond, at the full-device
+  // clock; matrix_clock_factor scales it for the SMs actually busy.
   const double tile_flops = 2.0 * tile.m * tile.n * double(shape.k);
   const double rate = hw.matrix_tflops_per_sm * 1e6 * matrix_rate_scale(shape.dtype);
   if (impl == GemmImpl::kOvl) {
-    // Our persistent kernel: tile i runs in wave i / sms; the last wave costs a full wave however full it is.
-    g.tile_us = tile_flops / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
+    // Our persistent kernel: tile i runs in wave i / sms; the last wave costs a full wave however full it is, and
+    // the epilogue (store + signal) is not overlapped with the next tile's main loop. The clock follows the mean
+    // number of busy SMs over the kernel, tiles / waves (the power controller averages over milliseconds).
+    g.busy_sms = double(g.tiles) / double(g.waves);
+    g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
+    g.tile_us = tile_flops * g.clock_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
     g.waves_used = double(g.waves);
   } else {
-    // cuBLAS balances its tail (its heuristics and stream-K), so it scales with tiles / sms, down to one tile.
-    // On a partition it loses a further fixed fraction (its kernels are tuned for the full device): the
-    // penalty ramps in over the first granule of SMs removed.
+    // cuBLAS balances its tail (its heuristics and stream-K), so it scales with tiles / sms, down to one tile, and
+    // keeps every SM of the partition busy. On a partition it may lose a further fixed fraction of its matrix rate
+    // (cublas_partition_penalty, ramping in over the first granule of SMs removed; 0 on the H200 as measured).
     const double removed = double(hw.sm_count - sms);
     const double penalty =
         partition_penalty ? hw.cublas_partition_penalty * std::min(1.0, removed / hw.sm_granularity) : 0.0;
-    g.tile_us = (tile_flops / (rate * hw.cublas_efficiency) + hw.tile_epilogue_us) * (1.0 + penalty);
+    g.busy_sms = double(std::min<int64_t>(sms, g.tiles));
+    g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
+    g.tile_us = tile_flops * g.clock_factor * (1.0 + penalty) / (rate * hw.cublas_efficiency) +
+                hw.cublas_tile_epilogue_us;
     g.waves_used = std::max(1.0, double(g.tiles) / sms);
   }
   g.compute_us = g.waves_used * g.tile_us;
@@ -110,3 +118,13 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
 }
 
 }  // namespace ovl::detail
+
+namespace ovl {
+
+double matrix_clock_factor(const Hardware& hw, double busy_sms) {
+  if (hw.clock_exponent == 0.0) return 1.0;
+  const double busy = std::clamp(busy_sms, hw.clock_knee_sms, double(hw.sm_count));
+  return std::pow(busy / double(hw.sm_count), hw.clock_exponent);
+}
+
+}  // namespace ovl

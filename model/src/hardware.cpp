@@ -21,6 +21,7 @@ enum class Rule {
   kPositive,     // > 0
   kNonNegative,  // >= 0
   kFraction,     // (0, 1]
+  kUnit,         // [0, 1]
 };
 
 struct DoubleField {
@@ -55,6 +56,9 @@ constexpr DoubleField kDoubleFields[] = {
     {"cublas_partition_penalty", &Hardware::cublas_partition_penalty, Rule::kNonNegative},
     {"launch_us", &Hardware::launch_us, Rule::kNonNegative},
     {"tile_epilogue_us", &Hardware::tile_epilogue_us, Rule::kNonNegative},
+    {"cublas_tile_epilogue_us", &Hardware::cublas_tile_epilogue_us, Rule::kNonNegative},
+    {"clock_knee_sms", &Hardware::clock_knee_sms, Rule::kPositive},
+    {"clock_exponent", &Hardware::clock_exponent, Rule::kUnit},
     {"nccl_efficiency", &Hardware::nccl_efficiency, Rule::kFraction},
     {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, Rule::kPositive},
     {"nccl_launch_us", &Hardware::nccl_launch_us, Rule::kNonNegative},
@@ -74,6 +78,9 @@ void check_double(const char* name, double v, Rule rule) {
       break;
     case Rule::kFraction:
       OVL_CHECK(v > 0 && v <= 1, "hardware field \"{}\" = {} must be in (0, 1]", name, v);
+      break;
+    case Rule::kUnit:
+      OVL_CHECK(v >= 0 && v <= 1, "hardware field \"{}\" = {} must be in [0, 1]", name, v);
       break;
   }
 }
@@ -117,6 +124,9 @@ Hardware hopper_common() {
   h.cublas_partition_penalty = 0.06;
   h.launch_us = 4.0;
   h.tile_epilogue_us = 0.5;
+  h.cublas_tile_epilogue_us = 0.5;
+  h.clock_knee_sms = 132;  // with clock_exponent 0: a constant clock (unmeasured on the H100)
+  h.clock_exponent = 0.0;
   h.nccl_efficiency = 0.80;
   h.nccl_per_cta_GBps = 20.0;
   h.nccl_launch_us = 8.0;
@@ -132,6 +142,25 @@ Hardware h200_sxm() {
   h.sm_count = 132;        // DEVICE.md: cuDeviceGetDevResource smCount 132
   h.hbm_GBps = 4200;       // DEVICE.md: D2D cudaMemcpy ~4.2 TB/s read + written (HBM3e nominal 4.8 TB/s)
   h.l2_bytes = 60 * kMiB;  // DEVICE.md: 60 MB L2
+  // GEMM parameters calibrated on the H200 (2026-12-02 bench_gemm run, docs/results/gemm-h200/bench_gemm.json):
+  // `scripts/validate-h200.sh` fits them on the shapes 8192x8192x8192, 8192x8192x2048, 8192x4096x1024 (ovl,
+  // ovl-nosignal, cublas; 132..32 SMs) and validates on three other shapes (docs/results/validation-h200/; set
+  // here 2026-12-02). They replace the DEVICE.md-based guesses of hopper_common():
+  //  - the matrix clock falls as more SMs are busy (power limit): one tile's matrix time scales as
+  //    (max(busy, 74) / 132)^0.49, i.e. 32..74 busy SMs run 1.33x faster per SM than all 132;
+  //  - at 132 busy SMs our kernel reaches 0.702 of the 989.4 TFLOP/s datasheet peak and cuBLAS 0.710;
+  //  - our epilogue (not overlapped with the next tile's main loop) costs 2.91 us per tile, cuBLAS's 1.48 us;
+  //  - launch 1.53 us between back-to-back GEMMs in one stream;
+  //  - cuBLAS on green-context partitions: no penalty beyond its clock-scaled rate (fitted < 0, held at 0). The
+  //    1.14x at 124 SMs in shared/DEVICE.md was not reproduced in this run (1.03x).
+  h.gemm_efficiency = 0.702;
+  h.tile_epilogue_us = 2.91;
+  h.cublas_efficiency = 0.710;
+  h.cublas_tile_epilogue_us = 1.48;
+  h.cublas_partition_penalty = 0.0;
+  h.launch_us = 1.53;
+  h.clock_knee_sms = 74;
+  h.clock_exponent = 0.49;
   return h;
 }
 
@@ -178,18 +207,22 @@ void Hardware::validate() const {
   OVL_CHECK(sm_granularity <= sm_count, "hardware field \"sm_granularity\" = {} exceeds sm_count = {}", sm_granularity,
             sm_count);
   for (const auto& f : kDoubleFields) check_double(f.name, this->*f.member, f.rule);
+  OVL_CHECK(clock_knee_sms <= sm_count, "hardware field \"clock_knee_sms\" = {} exceeds sm_count = {}",
+            clock_knee_sms, sm_count);
 }
 
 std::string Hardware::summary() const {
   return fmt::format(
       "{}: {} SMs (partitions of {}), {:.3f} TFLOP/s per SM ({:.0f} total) at {:.2f} GHz, HBM {:.0f} GB/s, "
       "L2 {:.0f} MiB, link {:.0f} GB/s ({:.2f} us), per-CTA copy {:.0f} GB/s, net {:.0f} GB/s ({:.1f} us); "
-      "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), launch {:.1f} us, epilogue {:.2f} us/tile, "
+      "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / {})^{:.3f}, "
+      "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
       "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us), tma launch {:.1f} us, hbm contention {:.2f}, "
       "shared-SM penalty {:.2f}",
       name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
       link_GBps, link_latency_us, per_cta_copy_GBps, net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency,
-      cublas_partition_penalty, launch_us, tile_epilogue_us, nccl_efficiency, nccl_per_cta_GBps, nccl_launch_us,
+      cublas_partition_penalty, clock_knee_sms, sm_count, clock_exponent, launch_us, tile_epilogue_us,
+      cublas_tile_epilogue_us, nccl_efficiency, nccl_per_cta_GBps, nccl_launch_us,
       tma_launch_us, hbm_contention, shared_sm_penalty);
 }
 

@@ -20,7 +20,9 @@ struct GemmTiming {
   int64_t tiles = 0;
   int64_t waves = 0;      // ceil(tiles / sms)
   double waves_used = 0;  // waves the time is counted in: `waves` (ours), max(1, tiles / sms) (cuBLAS)
-  double tile_us = 0;     // one tile: matrix time at the efficiency + epilogue (x the partition penalty)
+  double busy_sms = 0;    // mean SMs running matrix work: tiles / waves (ours), min(sms, tiles) (cuBLAS)
+  double clock_factor = 1;  // matrix_clock_factor(hw, busy_sms): <= 1, the matrix time relative to all SMs busy
+  double tile_us = 0;     // one tile: matrix time (x clock factor, x the cuBLAS partition penalty) + epilogue
   double compute_us = 0;  // waves_used x tile_us
   double hbm_bytes = 0;
   double memory_us = 0;  // hbm_bytes at min(HBM, sms x per-CTA copy)

@@ -152,6 +152,9 @@ TEST(Calibrate, RecoversGemmParameters) {
   truth.launch_us = 6.0;
   truth.cublas_efficiency = 0.83;
   truth.cublas_partition_penalty = 0.09;
+  truth.cublas_tile_epilogue_us = 1.2;
+  truth.clock_knee_sms = 60;
+  truth.clock_exponent = 0.4;
   std::vector<BenchCase> cases;
   const int64_t shapes[][3] = {{8192, 8192, 8192}, {4096, 4096, 4096},  {2048, 8192, 4096},  {8192, 2048, 16384},
                                {1024, 1024, 8192}, {4096, 14336, 4096}, {16384, 4096, 2048}, {1024, 4096, 512}};
@@ -170,7 +173,18 @@ TEST(Calibrate, RecoversGemmParameters) {
   EXPECT_NEAR(r.hardware.cublas_partition_penalty, 0.09, 0.015);
   EXPECT_NEAR(r.hardware.launch_us, 6.0, 3.0);
   EXPECT_NEAR(r.hardware.tile_epilogue_us, 0.8, 0.6);
+  EXPECT_NEAR(r.hardware.cublas_tile_epilogue_us, 1.2, 0.6);
+  EXPECT_NEAR(r.hardware.clock_knee_sms, 60, 6);
+  EXPECT_NEAR(r.hardware.clock_exponent, 0.4, 0.04);
   EXPECT_NE(r.summary().find("cublas_partition_penalty"), std::string::npos);
+  ASSERT_TRUE(find(r, "clock_exponent"));
+  // The same data without a partition penalty in the truth: the fit finds ~0 (not the base value) and says so
+  // when it is pushed below 0.
+  Hardware no_penalty = truth;
+  no_penalty.cublas_partition_penalty = 0;
+  const CalibrationResult r0 = calibrate({synthetic(cases, no_penalty, 0.005)}, base);
+  EXPECT_NEAR(r0.hardware.cublas_partition_penalty, 0.0, 0.015);
+  ASSERT_TRUE(find(r0, "cublas_partition_penalty"));
   // Parameters no GEMM case informs are left alone.
   EXPECT_DOUBLE_EQ(r.hardware.link_GBps, base.link_GBps);
   EXPECT_EQ(find(r, "link_GBps"), nullptr);

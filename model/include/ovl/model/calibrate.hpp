@@ -41,7 +41,7 @@ struct FittedParameter {
   double base_value = 0;     // before the fit
   int points = 0;            // measurements that informed it
   double rms_rel_error = 0;  // RMS relative error of the fitted model over the subset that fit it
-  std::string subset;        // "gemm/ovl", "gemm/cublas", "comm", "overlap"
+  std::string subset;        // "gemm/ovl", "gemm/cublas", "gemm" (both), "comm", "overlap"
 };
 
 struct CalibrationResult {
@@ -53,9 +53,11 @@ struct CalibrationResult {
 };
 
 // Fits what each subset of the measurements can inform (see docs/model.md):
-//   gemm/ovl*  : gemm_efficiency, tile_epilogue_us, launch_us       (time = launch + waves x (flops_per_tile /
-//                                                                    (rate x eff) + epilogue), linear in 1/eff)
-//   gemm/cublas: cublas_efficiency, cublas_partition_penalty (launch_us when no ovl data)
+//   gemm/ovl*  : gemm_efficiency, tile_epilogue_us                  (time = launch + waves x (flops_per_tile x
+//                                                                    clock / (rate x eff) + epilogue))
+//   gemm/cublas: cublas_efficiency, cublas_tile_epilogue_us, cublas_partition_penalty
+//   gemm (both): launch_us, clock_knee_sms, clock_exponent           (one joint linear fit inside a grid search
+//                                                                    over the clock curve)
 //   coll, copy : nccl_launch_us, tma_launch_us, link_latency_us, per_cta_copy_GBps, hbm_GBps, link_GBps,
 //                nccl_efficiency, nccl_per_cta_GBps                  (time = launch + latency x steps + bytes x
 //                                                                    factor / bandwidth of the binding resource)

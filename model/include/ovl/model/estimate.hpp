@@ -38,6 +38,11 @@ GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
                            const Hardware& hw);
 
+// The matrix time of a tile when `busy_sms` SMs run matrix work, relative to its time with all sm_count SMs busy:
+// (clamp(busy_sms, clock_knee_sms, sm_count) / sm_count)^clock_exponent, in (0, 1]. The H200 under a power limit
+// clocks higher when fewer SMs draw power (docs/model.md, "clock"); 1 for a profile with clock_exponent 0.
+double matrix_clock_factor(const Hardware& hw, double busy_sms);
+
 struct CommEstimate {
   double us = 0;
   double algbw_GBps = 0;  // bytes / time (nccl-tests "algbw"; bytes = the full buffer)

@@ -29,11 +29,17 @@ struct Hardware {
   double net_GBps = 0;              // per-GPU inter-node bandwidth per direction (several nodes), GB/s
   double net_latency_us = 0;
   // Fitted efficiencies and overheads (defaults are educated guesses until `ovl calibrate` replaces them)
-  double gemm_efficiency = 0.85;         // fraction of matrix peak our persistent GEMM reaches in a full wave
-  double cublas_efficiency = 0.90;       // same for cuBLAS on the whole device
+  double gemm_efficiency = 0.85;         // fraction of matrix peak our persistent GEMM reaches with every SM busy
+  double cublas_efficiency = 0.90;       // same for cuBLAS (fewer busy SMs run faster: clock_* below)
   double cublas_partition_penalty = 0.0; // cuBLAS slowdown on a partition beyond proportional, docs/model.md
   double launch_us = 4.0;                // kernel launch + ramp
-  double tile_epilogue_us = 0.5;         // per tile stored (epilogue + signal)
+  double tile_epilogue_us = 0.5;         // per tile stored (epilogue + signal), our kernel (not overlapped)
+  double cublas_tile_epilogue_us = 0.5;  // per tile stored by cuBLAS (its epilogue partly overlaps the next tile)
+  // The matrix clock under load (docs/model.md, "clock"): with `busy` SMs running matrix work, one tile's matrix
+  // time is (max(busy, clock_knee_sms) / sm_count)^clock_exponent times its full-device time (the power limit
+  // lowers the clock as more SMs draw power). clock_exponent 0: a constant clock. Exponent in [0, 1].
+  double clock_knee_sms = 1.0;           // busy SMs up to which the clock stays at its maximum, in (0, sm_count]
+  double clock_exponent = 0.0;
   double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
   double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
   double nccl_launch_us = 10.0;          // NCCL call overhead (enqueue + kernel start + first handshake)

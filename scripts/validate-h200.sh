@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Held-out validation of the analytical GEMM model on the real H200 measurements (issues 3 and 8).
+#
+#   scripts/validate-h200.sh [BUILD_DIR]          (default build-lead; needs the `ovl` CLI: cmake --build BUILD --target ovl)
+#
+# 1. splits docs/results/gemm-h200/bench_gemm.json (bench_gemm, one H200, 2026-12-02) by shape:
+#      fit      : 8192x8192x8192, 8192x8192x2048, 8192x4096x1024
+#      held-out : 4096x8192x8192, 2048x8192x4096, 16384x8192x1024
+#    (every impl -- ovl, ovl-nosignal, cublas -- both layouts, all SM counts 132..32 on both sides);
+# 2. calibrates a profile on the fit shapes only (base: the built-in H200 profile);
+# 3. validates that profile on the held-out shapes (text, --json, --plot);
+# 4. writes everything to docs/results/validation-h200/ and prints the headline (held-out error only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-lead}
+OVL=$BUILD/apps/ovl
+OUT=docs/results/validation-h200
+IN=docs/results/gemm-h200/bench_gemm.json
+HELD='gemm/[^/]+/(4096x8192x8192|2048x8192x4096|16384x8192x1024)/'
+[[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
+mkdir -p "$OUT/plots"
+
+python3 scripts/split_bench.py "$IN" --held-out "$HELD" --fit "$OUT/fit.json" --test "$OUT/heldout.json"
+"$OVL" calibrate "$OUT/fit.json" --gpu h200 -o "$OUT/profile.json" | tee "$OUT/calibrate.txt"
+"$OVL" validate --measured "$OUT/heldout.json" --profile "$OUT/profile.json" --plot "$OUT/plots" > "$OUT/validate.txt"
+"$OVL" validate --measured "$OUT/heldout.json" --profile "$OUT/profile.json" --json > "$OUT/validate.json"
+# The fit data's own error, for reference only (not the headline).
+"$OVL" validate --measured "$OUT/fit.json" --profile "$OUT/profile.json" --json > "$OUT/fit-selfcheck.json"
+
+python3 - "$OUT" <<'PY'
+import json, re, sys, collections, math
+out = sys.argv[1]
+v = json.load(open(f"{out}/validate.json"))
+fit = json.load(open(f"{out}/fit-selfcheck.json"))
+def stats(rows):
+    e = sorted(abs(r["model_us"] - r["measured_us"]) / r["measured_us"] * 100 for r in rows)
+    if not e: return (0, 0, 0, 0)
+    p90 = e[max(1, math.ceil(0.9 * len(e))) - 1]
+    return (len(e), sum(e) / len(e), p90, e[-1])
+groups = collections.OrderedDict()
+groups["all held-out"] = v["rows"]
+for impl in ("ovl", "ovl-nosignal", "cublas"):
+    groups[f"impl {impl}"] = [r for r in v["rows"] if r["name"].split("/")[1] == impl]
+for s in (132, 128, 124, 116, 100, 64, 32):
+    groups[f"sms {s}"] = [r for r in v["rows"] if re.search(rf"/sms:{s}(/|$)", r["name"])]
+for shape in ("4096x8192x8192", "2048x8192x4096", "16384x8192x1024"):
+    groups[f"shape {shape}"] = [r for r in v["rows"] if f"/{shape}/" in r["name"]]
+groups["partitions 32..128 SMs"] = [r for r in v["rows"] if int(re.search(r"sms:(\d+)", r["name"]).group(1)) < 132]
+lines = ["| cases | set | MAPE % | P90 % | max % |", "|---|---|---:|---:|---:|"]
+for k, rows in groups.items():
+    n, m, p, x = stats(rows)
+    lines.append(f"| {n} | {k} | {m:.2f} | {p:.2f} | {x:.2f} |")
+n, m, p, x = stats(fit["rows"])
+lines.append(f"| {n} | (fit shapes, self-check, not held out) | {m:.2f} | {p:.2f} | {x:.2f} |")
+open(f"{out}/headline.md", "w").write("\n".join(lines) + "\n")
+print("\nHELD-OUT (model never saw these shapes): cases %d  MAPE %.2f%%  P90 %.2f%%  max %.2f%%"
+      % (v["cases"], v["mape"], v["p90_ape"], v["max_ape"]))
+print("\n".join(lines))
+PY
+# Per-shape curves: time versus SMs, measured points under the model's curve (bench_gemm has no comm SMs).
+python3 - "$OUT" <<'PY'
+import json, re, sys, collections
+out = sys.argv[1]
+v = json.load(open(f"{out}/validate.json"))
+series = collections.defaultdict(lambda: collections.defaultdict(list))
+for r in v["rows"]:
+    m = re.match(r"gemm/([\w-]+)/(\w+)/(nn|nt)/sms:(\d+)", r["name"])
+    impl, shape, lay, sms = m.groups()
+    series[shape][f"{impl}/{lay}"].append((int(sms), r["measured_us"], r["model_us"]))
+colors = {"ovl": "#1f77b4", "ovl-nosignal": "#2ca02c", "cublas": "#d62728"}
+for shape, by in series.items():
+    W, H, L, R, T, B = 720, 480, 70, 170, 40, 50
+    pts = [p for s in by.values() for p in s]
+    xmax = 136; ymax = max(max(p[1], p[2]) for p in pts) * 1.08
+    X = lambda x: L + (W - L - R) * x / xmax
+    Y = lambda y: H - B - (H - T - B) * y / ymax
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{W/2}" y="20" text-anchor="middle">{shape} (held out): time vs SMs, points measured, lines model</text>',
+           f'<line x1="{L}" y1="{H-B}" x2="{W-R}" y2="{H-B}" stroke="black"/><line x1="{L}" y1="{T}" x2="{L}" y2="{H-B}" stroke="black"/>',
+           f'<text x="{(L+W-R)/2}" y="{H-12}" text-anchor="middle">SMs</text>',
+           f'<text x="16" y="{(T+H-B)/2}" transform="rotate(-90 16 {(T+H-B)/2})" text-anchor="middle">us per GEMM</text>']
+    for x in (0, 32, 64, 100, 132):
+        svg.append(f'<text x="{X(x)}" y="{H-B+16}" text-anchor="middle">{x}</text>')
+    for i in range(6):
+        y = ymax * i / 5
+        svg.append(f'<text x="{L-6}" y="{Y(y)+4}" text-anchor="end">{y:.0f}</text>')
+    row = 0
+    for key in sorted(by):
+        impl, lay = key.split("/")
+        c = colors[impl]; pts = sorted(by[key])
+        dash = ' stroke-dasharray="4 3"' if lay == "nt" else ""
+        svg.append(f'<polyline fill="none" stroke="{c}"{dash} points="' + " ".join(f"{X(s):.1f},{Y(p):.1f}" for s, _, p in pts) + '"/>')
+        for s, m, _ in pts:
+            svg.append(f'<circle cx="{X(s):.1f}" cy="{Y(m):.1f}" r="3" fill="{c}" fill-opacity="0.6"/>')
+        svg.append(f'<line x1="{W-R+10}" y1="{T+14+row*18}" x2="{W-R+30}" y2="{T+14+row*18}" stroke="{c}"{dash}/>'
+                   f'<text x="{W-R+36}" y="{T+18+row*18}">{key}</text>')
+        row += 1
+    svg.append("</svg>")
+    open(f"{out}/plots/{shape}_sms.svg", "w").write("\n".join(svg) + "\n")
+PY
+echo "outputs in $OUT/"
