@@ -22,8 +22,13 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   comm_ctas = plan.comm_ctas > 0 ? plan.comm_ctas : (plan.comm_sms > 0 ? plan.comm_sms : kDefaultNcclCtas);
   const bool cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
-  // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9.
-  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency;
+  // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
+  // (the H200's clock under its power limit): the same busy-SM measure as the closed-form model uses.
+  const int64_t tiles = std::max<int64_t>(1, plan.tile_count(problem));
+  const int64_t waves = (tiles + gemm_sms - 1) / gemm_sms;
+  const double busy = cublas ? double(std::min<int64_t>(gemm_sms, tiles)) : double(tiles) / double(waves);
+  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency / matrix_clock_factor(hw, busy);
+  tile_epilogue_us = cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us;
 
   // GB/s = bytes per ns.
   sm = engine.add_resource("gpu0 sm pool", ResourceKind::kSmPool, 0, gemm_sms * per_sm_flops_per_ns);
@@ -169,7 +174,7 @@ void GemmRun::start_wave(size_t w) {
   spec.uses = {{ctx_.sm, flops_per_byte}, {ctx_.hbm, 1.0}};
   spec.cap = n_tiles * ctx_.per_sm_flops_per_ns / flops_per_byte;
   spec.on_done = [this, w, wave_start, end] {
-    ctx_.engine.after(us_to_ns(ctx_.hw.tile_epilogue_us), [this, w, wave_start, end] {
+    ctx_.engine.after(us_to_ns(ctx_.tile_epilogue_us), [this, w, wave_start, end] {
       const TimeNs now = ctx_.engine.now();
       ctx_.add_interval("gemm", fmt::format("{}wave {}", label_, w), "gemm", wave_start, now);
       if (on_wave_done) on_wave_done(static_cast<int64_t>(end), now);

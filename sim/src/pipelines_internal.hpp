@@ -47,7 +47,8 @@ class Context {
   int gemm_sms = 0;   // CTAs of the persistent GEMM (its grid)
   int comm_ctas = 0;  // CTAs of the collective kernel
   bool partitioned = false;
-  double per_sm_flops_per_ns = 0;  // at the efficiency of the GEMM this mode runs
+  double per_sm_flops_per_ns = 0;  // at the efficiency and clock of the GEMM this mode runs
+  double tile_epilogue_us = 0;     // ours or cuBLAS's, by mode
   int comm_sms_active = 0;         // shared-SM comm kernels running now (their CTAs)
 
   // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
