@@ -1,32 +1,35 @@
 // bench_overlap: every overlap mode against the sequential baseline, in loopback emulation of 8 ranks on one GPU.
 //
-// Cases: overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>
-//   mode        sequential (comm_sms:0 = its collective on every SM: the strongest baseline), decomposed,
-//               tile-signal, green-context, tma (green-context partition), tma-shared (no partition)
-//   c           SMs (CTAs) of the communication: 8, 16, 24, 32
-// Counters (all measured in the same process, each part alone, 2 warm-up runs then the mean of 10):
+// Cases (filter with --benchmark_filter, e.g. 'overlap/tma/', '/reducescatter/', '/8192x8192x4096/', 'comm_sms:16'):
+//   overlap/<mode>/<op>/<M>x<N>x<K>/world:8/comm_sms:<c>
+//     mode decomposed, tile-signal, green-context, tma; c = 8, 16, 24, 32. The plan is exactly
+//     default_plan(mode, problem, hw, c), what `ovl validate` / `ovl calibrate` reconstruct from the name: tma is
+//     partitioned with default_plan's comm_algo (tma-push: the TMA push mover); the other modes use the SIMT
+//     mover (it stands in for NCCL in loopback).
+//   overlap/sequential/<op>/<M>x<N>x<K>/world:8/comm_sms:<S>            (S = the device's SM count)
+//     default_plan(sequential, problem, hw, S): cuBLAS on the whole device, then the collective with the SIMT mover
+//     on S CTAs (the whole device: the strongest baseline). The baseline of decomposed, tile-signal, green-context.
+//   overlap/sequential/<op>/<M>x<N>x<K>/world:8/comm_sms:<S>/algo:<a>   (a = the tma mode's comm_algo)
+//     the same with comm_algo a, i.e. the tma mode's TMA mover on S CTAs: the tma cases' baseline (like with
+//     like). Seven name parts: the model's bench-name parser skips it on purpose (its plan is not
+//     default_plan(sequential, ...), which has an NCCL algorithm).
+// Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
+// OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
+// Counters (all measured in the same process, each part alone, 1 warm-up run then the mean of kReps):
 //   us            time of the overlapped operator
-//   speedup       t_sequential / us
+//   t_seq_us      the sequential baseline with the same mover (see above); speedup = t_seq_us / us
 //   t_gemm_us, t_comm_us   the GEMM alone and the collective alone, as this plan runs them (same SMs, CTAs)
 //   efficiency    (t_gemm + t_comm - us) / min(t_gemm, t_comm): 1 = the shorter part fully hidden, 0 = no overlap
 //   gemm_slowdown the GEMM's span inside the overlapped run (measured timeline) / t_gemm
-//   wrong         elements of the result off the sequential result by more than 2% (+ 2% of the typical size),
-//                 checked once per case outside the timed loop
+//   wrong         elements of rank 0's result off the SIMT sequential result by more than 2% (+ 2% of the typical
+//                 size), checked once per case outside the timed loop
+// Setup (inputs, peers, baselines) is made on first use per shape, so a filtered run pays only for its shapes.
 // The iteration time Google Benchmark reports is the same operator, timed with CUDA events (UseManualTime).
-
-// fmt 9 under nvcc in C++20 (see kernels/src/gemm_sm90.cu). Must precede every include of fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
 
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,7 +47,26 @@ struct Shape {
 };
 
 constexpr int kWorld = 8;
-constexpr int kReps = 10;
+constexpr int kReps = 5;
+constexpr int kIterations = 5;
+
+// OVL_BENCH_SHARE: "rank0" (default) or "whole-world".
+LoopbackShare bench_share() {
+  const char* text = std::getenv("OVL_BENCH_SHARE");
+  if (text == nullptr || *text == '\0' || std::string(text) == "rank0") return LoopbackShare::kRank0;
+  OVL_CHECK(std::string(text) == "whole-world", "OVL_BENCH_SHARE = \"{}\" is not rank0 or whole-world", text);
+  return LoopbackShare::kWholeWorld;
+}
+
+// The device's SM count (the sequential cases' comm_sms); 132 when no GPU answers (the cases then fail).
+int device_sms() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  return prop.multiProcessorCount;
+}
 
 __global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -85,6 +107,7 @@ Context& context() {
   static std::unique_ptr<Context> ctx = [] {
     ContextOptions o;
     o.loopback_world = kWorld;
+    o.loopback_share = bench_share();
     return std::make_unique<Context>(o);
   }();
   return *ctx;
@@ -92,10 +115,9 @@ Context& context() {
 
 struct Inputs {
   std::unique_ptr<Buffer> a, b, c, c_seq;
-  TensorRef ta, tb, tc, tc_seq;
+  TensorRef ta, tb, tc, tc_seq;  // c_seq: rank 0's result of the SIMT baseline (the `wrong` reference)
   Problem problem;
-  Plan baseline;
-  double t_seq_us = 0;
+  std::map<CommAlgo, double> t_seq_us;  // the baseline per mover (its plan's comm_algo), measured on first use
 };
 
 void run(Context& ctx, Op op, const Inputs& in, const TensorRef& c, const Plan& plan, cudaStream_t s) {
@@ -105,11 +127,11 @@ void run(Context& ctx, Op op, const Inputs& in, const TensorRef& c, const Plan& 
     ctx.gemm_reduce_scatter(in.ta, in.tb, c, plan, s);
 }
 
-// Mean time in microseconds of `reps` back-to-back runs of fn (after 2 warm-up runs).
+// Mean time in microseconds of `reps` back-to-back runs of fn (after 1 warm-up run).
 template <typename Fn>
 double time_us(Fn fn, int reps = kReps) {
   cudaStream_t s = bench_stream();
-  for (int i = 0; i < 2; ++i) fn();
+  fn();
   cudaEvent_t e0, e1;
   OVL_CUDA_CHECK(cudaEventCreate(&e0));
   OVL_CUDA_CHECK(cudaEventCreate(&e1));
@@ -122,6 +144,14 @@ double time_us(Fn fn, int reps = kReps) {
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return double(ms) * 1e3 / reps;
+}
+
+// The sequential baseline with the mover of `algo`: cuBLAS on the whole device, then the collective on every SM.
+// With an NCCL algorithm this is exactly default_plan(sequential, p, hw, sm_count) (SIMT mover in loopback).
+Plan sequential_plan(const Problem& p, const Context& ctx, CommAlgo algo) {
+  Plan plan = default_plan(Mode::kSequential, p, ctx.hardware(), ctx.sm_count());
+  plan.comm_algo = algo;
+  return plan;
 }
 
 Inputs& inputs(Op op, const Shape& sh) {
@@ -144,57 +174,36 @@ Inputs& inputs(Op op, const Shape& sh) {
   in->tc = TensorRef{in->c->ptr, c_rows, sh.n, DType::kBF16};
   in->tc_seq = TensorRef{in->c_seq->ptr, c_rows, sh.n, DType::kBF16};
   in->problem = ctx.problem_for(op, in->ta, in->tb, in->tc);
-  // The baseline: cuBLAS on the whole device, then the collective on every SM.
-  in->baseline = default_plan(Mode::kSequential, in->problem, ctx.hardware(), 0);
-  in->baseline.comm_ctas = ctx.sm_count();
-  in->baseline.comm_sms = ctx.sm_count();
-  Inputs& ref = *in;
-  run(ctx, op, ref, ref.tc_seq, ref.baseline, bench_stream());
+  run(ctx, op, *in, in->tc_seq, sequential_plan(in->problem, ctx, CommAlgo::kNcclRing), bench_stream());
   ctx.synchronize(bench_stream());
-  ref.t_seq_us = time_us([&] { run(ctx, op, ref, ref.tc_seq, ref.baseline, bench_stream()); });
   return *cache.emplace(key, std::move(in)).first->second;
 }
 
-Plan make_plan(const std::string& mode, const Problem& p, const Context& ctx, int c) {
-  const Hardware& hw = ctx.hardware();
-  const int sms = ctx.sm_count();
-  const int64_t tm = (p.m + 127) / 128, tn = (p.n + 255) / 256;
-  if (mode == "sequential") {
-    Plan plan = default_plan(Mode::kSequential, p, hw, 0);
-    plan.comm_ctas = plan.comm_sms = sms;
-    return plan;
-  }
-  if (mode == "decomposed") return default_plan(Mode::kDecomposed, p, hw, c);
-  if (mode == "tile-signal") {
-    Plan plan = default_plan(Mode::kTileSignal, p, hw, c);
-    plan.gemm_sms = sms - c;
-    plan.tile_groups = band_groups(tm, tn, int(std::min<int64_t>(16, tm)));  // 16 NCCL-style calls
-    return plan;
-  }
-  if (mode == "green-context") {
-    Plan plan = default_plan(Mode::kGreenContext, p, hw, c);
-    plan.tile_groups = band_groups(tm, tn, int(std::min<int64_t>(16, tm)));
-    return plan;
-  }
-  Plan plan = default_plan(Mode::kTma, p, hw, c);  // one group per row band, polled by one persistent kernel
-  plan.comm_algo = CommAlgo::kTmaPull;
-  if (mode == "tma-shared") {
-    plan.partitioned = false;
-    plan.gemm_sms = sms - c;
-  }
-  return plan;
+double baseline_us(Inputs& in, Op op, CommAlgo algo) {
+  auto it = in.t_seq_us.find(algo);
+  if (it != in.t_seq_us.end()) return it->second;
+  Context& ctx = context();
+  const Plan plan = sequential_plan(in.problem, ctx, algo);
+  const double t = time_us([&] { run(ctx, op, in, in.tc, plan, bench_stream()); });
+  return in.t_seq_us.emplace(algo, t).first->second;
 }
 
-void bench_case(benchmark::State& state, std::string mode, Op op, Shape sh, int c) {
+// mode "sequential": sequential_plan(seq_algo); otherwise exactly default_plan(mode, p, hw, c).
+void bench_case(benchmark::State& state, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo) {
   try {
     Context& ctx = context();
     Inputs& in = inputs(op, sh);
     const Problem& p = in.problem;
-    const Plan plan = make_plan(mode, p, ctx, c);
+    const Plan plan =
+        mode == Mode::kSequential ? sequential_plan(p, ctx, seq_algo) : default_plan(mode, p, ctx.hardware(), c);
     if (const std::string why = ctx.can_run(p, plan); !why.empty()) {
       state.SkipWithError(why.c_str());
       return;
     }
+    // Like with like: the baseline moves data with this plan's mover (TMA algorithms: the TMA mover; else SIMT).
+    const bool tma_mover = plan.comm_algo == CommAlgo::kTmaPull || plan.comm_algo == CommAlgo::kTmaPush;
+    const CommAlgo base_algo = tma_mover ? plan.comm_algo : CommAlgo::kNcclRing;
+    const double t_seq = baseline_us(in, op, base_algo);
     cudaStream_t s = bench_stream();
     auto whole = [&] { run(ctx, op, in, in.tc, plan, s); };
     auto part = [&](Context::Part pt) { ctx.run_part(pt, op, in.ta, in.tb, in.tc, plan, s); };
@@ -202,7 +211,7 @@ void bench_case(benchmark::State& state, std::string mode, Op op, Shape sh, int 
     const double t_comm = time_us([&] { part(Context::Part::kComm); });
     const double t_all = time_us(whole);
 
-    // Correctness, once: against the sequential result.
+    // Correctness, once: rank 0's result against the SIMT sequential result.
     OVL_CUDA_CHECK(cudaMemsetAsync(in.c->ptr, 0xFF, size_t(in.tc.rows * in.tc.cols * 2), s));
     whole();
     unsigned long long* wrong_d = nullptr;
@@ -237,47 +246,71 @@ void bench_case(benchmark::State& state, std::string mode, Op op, Shape sh, int 
     }
     ctx.synchronize(s);
     state.counters["us"] = t_all;
-    state.counters["t_seq_us"] = in.t_seq_us;
+    state.counters["t_seq_us"] = t_seq;
     state.counters["t_gemm_us"] = t_gemm;
     state.counters["t_comm_us"] = t_comm;
-    state.counters["speedup"] = in.t_seq_us / t_all;
+    state.counters["speedup"] = t_seq / t_all;
     state.counters["efficiency"] = (t_gemm + t_comm - t_all) / std::min(t_gemm, t_comm);
     state.counters["gemm_slowdown"] = g1 > g0 ? double(g1 - g0) * 1e-3 / t_gemm : 0.0;
     state.counters["wrong"] = double(wrong);
-    state.SetLabel(plan.summary());
+    state.SetLabel(fmt::format("{} share={} baseline_algo={}", plan.summary(), to_string(ctx.loopback_share()),
+                               to_string(base_algo)));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
 }
 
-const bool registered = [] {
+// Registered from main, after Initialize: the sequential cases' names carry the device's SM count.
+void register_cases() {
+  const int sms = device_sms();
   const std::vector<Shape> shapes = {
       {8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096}, {8192, 8192, 8192}, {4096, 8192, 8192}};
+  auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo) {
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_case(st, mode, op, sh, c, seq_algo); })
+        ->UseManualTime()
+        ->Iterations(kIterations)
+        ->Unit(benchmark::kMicrosecond);
+  };
+  Hardware hw = builtin_hardware("h200");  // only for the tma mode's default comm_algo (independent of the GPU)
+  hw.sm_count = sms;
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+      Problem p;
+      p.op = op;
+      p.m = sh.m;
+      p.n = sh.n;
+      p.k = sh.k;
+      p.world = kWorld;
+      const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, kWorld);
-      const std::string seq_name = fmt::format("overlap/sequential/{}/comm_sms:0", tail);
-      benchmark::RegisterBenchmark(seq_name.c_str(),
-                                   [op, sh](benchmark::State& st) { bench_case(st, "sequential", op, sh, 0); })
-          ->UseManualTime()
-          ->Iterations(5)
-          ->Unit(benchmark::kMicrosecond);
-      for (const char* mode : {"decomposed", "tile-signal", "green-context", "tma", "tma-shared"}) {
+      add(fmt::format("overlap/sequential/{}/comm_sms:{}", tail, sms), Mode::kSequential, op, sh, sms,
+          CommAlgo::kNcclRing);
+      add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)), Mode::kSequential,
+          op, sh, sms, tma_algo);
+      for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
         for (int c : {8, 16, 24, 32}) {
-          const std::string name = fmt::format("overlap/{}/{}/comm_sms:{}", mode, tail, c);
-          const std::string mode_name = mode;
-          benchmark::RegisterBenchmark(
-              name.c_str(), [mode_name, op, sh, c](benchmark::State& st) { bench_case(st, mode_name, op, sh, c); })
-              ->UseManualTime()
-              ->Iterations(5)
-              ->Unit(benchmark::kMicrosecond);
+          add(fmt::format("overlap/{}/{}/comm_sms:{}", to_string(mode), tail, c), mode, op, sh, c, CommAlgo::kNcclRing);
         }
       }
     }
   }
-  return true;
-}();
+}
 
 }  // namespace
 
-OVL_BENCHMARK_MAIN()
+// OVL_BENCHMARK_MAIN() plus the share in the JSON context and the registration (which needs the device).
+int main(int argc, char** argv) {
+  ::benchmark::Initialize(&argc, argv);
+  if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ::ovl::bench::add_device_context();
+  try {
+    ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_overlap: {}\n", e.what());
+    return 2;
+  }
+  register_cases();
+  ::benchmark::RunSpecifiedBenchmarks();
+  ::benchmark::Shutdown();
+  return 0;
+}

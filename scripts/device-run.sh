@@ -53,7 +53,7 @@ $build/apps/ovl info | tee -a "$log"
 
 if [[ "$tests" != none ]]; then
   note "== GPU tests ${tests:+(-R $tests)}"
-  args=(-L gpu --output-on-failure --timeout 300)
+  args=(-L gpu --output-on-failure --timeout "${OVL_TEST_TIMEOUT:-120}")
   [[ -n "$tests" ]] && args+=(-R "$tests")
   ctest --test-dir $build "${args[@]}" >"$out/ctest.log" 2>&1
   rc=$?

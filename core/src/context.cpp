@@ -39,6 +39,16 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 }  // namespace detail
 
+std::string_view to_string(LoopbackShare share) {
+  switch (share) {
+    case LoopbackShare::kRank0:
+      return "rank0";
+    case LoopbackShare::kWholeWorld:
+      return "whole-world";
+  }
+  return "?";
+}
+
 namespace {
 
 using detail::DeviceBuffer;
@@ -88,6 +98,9 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   Impl& s = *impl_;
   s.options = options;
   s.device = options.device;
+  OVL_CHECK(options.loopback_share == LoopbackShare::kRank0 || options.loopback_share == LoopbackShare::kWholeWorld,
+            "ContextOptions: loopback_share = {} is not kRank0 or kWholeWorld", int(options.loopback_share));
+  s.share = options.loopback_share;
   if (options.world.valid()) {
     s.device = options.world.device();
     if (options.world.is_loopback()) {
@@ -166,6 +179,7 @@ int Context::device() const { return impl_->device; }
 int Context::rank() const { return impl_->rank; }
 int Context::world_size() const { return impl_->world; }
 bool Context::loopback() const { return impl_->loopback; }
+LoopbackShare Context::loopback_share() const { return impl_->share; }
 int Context::sm_count() const { return impl_->sms; }
 const Hardware& Context::hardware() const { return impl_->hw; }
 const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
@@ -221,7 +235,10 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
   }
   if (loopback) {
     // The other ranks' inputs, from their own random data (seeded by rank): partial products made with cuBLAS
-    // from random A_r and B_r, or their A rows.
+    // from random A_r and B_r, or their A rows. Their outputs only where the play writes or reads them: every
+    // rank's with kWholeWorld; with kRank0 only for GEMM+AR (the reduced pieces rank 0 copies in, filled by
+    // prepare_loopback_peers on the first call).
+    const bool peer_outputs = share == LoopbackShare::kWholeWorld || p.op == Op::kGemmAllReduce;
     cudaStream_t st0 = comm_stream;
     const int64_t b_elems = p.k * p.n;
     DeviceBuffer a_tmp, b_tmp;
@@ -234,7 +251,7 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
       if (p.op == Op::kAllGatherGemm) {
         st->peer_src.emplace_back(size_t(p.m / w * p.k * eb));
         detail::launch_fill_random(st->peer_src.back().get(), p.m / w * p.k, p.dtype, seed, 1.0f, st0);
-        st->peer_dst.emplace_back(size_t(p.m * p.k * eb));
+        if (peer_outputs) st->peer_dst.emplace_back(size_t(p.m * p.k * eb));
       } else {
         detail::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, 1.0f, st0);
         detail::launch_fill_random(b_tmp.get(), b_elems, p.dtype, seed + 1, 1.0f, st0);
@@ -251,7 +268,7 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
                           nullptr};
         cublas_gemm(call, a_tmp.get(), st->peer_src.back().get(), 0, p.m, st0);
         const int64_t rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
-        st->peer_dst.emplace_back(size_t(rows * p.n * eb));
+        if (peer_outputs) st->peer_dst.emplace_back(size_t(rows * p.n * eb));
       }
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(st0));
@@ -325,6 +342,13 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan,
         }
       }
     }
+  }
+  // The movers work in 16-byte vectors (uint4 / bulk copies): every offset and count a multiple of 8 elements.
+  for (size_t i = 0; i < table.size(); ++i) {
+    const detail::LoopbackRange& e = table[i];
+    OVL_CHECK(e.src_offset % 8 == 0 && e.dst_offset % 8 == 0 && e.count % 8 == 0,
+              "{}: loopback range (unit {}, owner {}) = {{src {}, dst {}, count {}}} is not in 16-byte vectors",
+              p.name(), i / size_t(w), i % size_t(w), e.src_offset, e.dst_offset, e.count);
   }
   ps->ranges = DeviceBuffer(table.size() * sizeof(detail::LoopbackRange));
   OVL_CUDA_CHECK(
@@ -471,6 +495,17 @@ std::vector<const void*> Context::loopback_peer_inputs(const Problem& problem) {
   return out;
 }
 
+std::vector<void*> Context::loopback_peer_outputs(const Problem& problem) {
+  OVL_CHECK(impl_->loopback, "loopback_peer_outputs: the context is not a loopback world (world = {})", impl_->world);
+  problem.validate();
+  OVL_CHECK(problem.world == impl_->world, "loopback_peer_outputs: problem world {} differs from the context's {}",
+            problem.world, impl_->world);
+  detail::ShapeState& st = impl_->shape(problem);
+  std::vector<void*> out;
+  for (const DeviceBuffer& b : st.peer_dst) out.push_back(b.get());
+  return out;
+}
+
 // ---- entry points ----
 
 void Context::gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c,
@@ -518,6 +553,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
                        : op == Op::kGemmReduceScatter ? "reduce-scatter"
                                                       : "all-gather";
   s.last_stream = stream;
+  s.prepare_loopback_peers(call);
   switch (chosen.mode) {
     case Mode::kSequential:
       s.run_sequential(call);

@@ -51,7 +51,12 @@ struct ShapeState {
   DeviceBuffer gathered_a;  // M x K (AG+GEMM)
   DeviceBuffer gemm_workspace;
   DeviceBuffer tile_stamps;                      // one u64 per tile (tracing)
-  std::vector<DeviceBuffer> peer_src, peer_dst;  // loopback ranks 1..W-1
+  std::vector<DeviceBuffer> peer_src, peer_dst;  // loopback ranks 1..W-1 (peer_dst: kWholeWorld, or kRank0 AR)
+  // kRank0 GEMM+AR: peer_dst holds the full AllReduce result (the peers' reduced pieces rank 0 copies), computed
+  // from the inputs of the call that made it (A and B pointers below).
+  bool peers_reduced = false;
+  const void* reduced_a = nullptr;
+  const void* reduced_b = nullptr;
 };
 
 // What one Plan needs on the device for one Problem: the row range of each unit (tile group or chunk), the
@@ -104,6 +109,7 @@ struct Context::Impl {
   int rank = 0;
   int world = 1;
   bool loopback = false;
+  LoopbackShare share = LoopbackShare::kRank0;
   int sms = 0;
   Hardware hw, plan_hw;
   uint64_t timeout_ns = 0;
@@ -147,7 +153,11 @@ struct Context::Impl {
   // The collective of unit u (a group, a chunk, or everything) on `stream`: NCCL in a real world (unless
   // force_kernel), else the loopback collective with `ctas` CTAs.
   void collective_unit(const detail::Call& call, int unit, int ctas, cudaStream_t stream, bool force_kernel = false);
+  // The loopback collective's arguments for `call` with `ctas` CTAs: the context's share, the mover the plan's
+  // comm_algo names (tma-pull / tma-push: the TMA movers; NCCL algorithms: the SIMT mover, NCCL's stand-in).
   detail::LoopbackArguments loopback_args(const detail::Call& call, int ctas) const;
+  // kRank0 GEMM+AR in loopback: (re)computes the peers' reduced pieces when missing or when A / B changed pointer.
+  void prepare_loopback_peers(const detail::Call& call);
   // Tracing (no-ops returning -1 / null when tracing is off): a span is two stamp slots on one lane.
   int new_span(const std::string& lane, const std::string& name, const std::string& category);
   int stamp_span(const std::string& lane, const std::string& name, const std::string& category, cudaStream_t stream);

@@ -81,6 +81,10 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
                                           : detail::LoopbackOp::kAllGather;
   a.dtype = p.dtype;
   a.world = loopback ? world : 1;
+  a.play = share == LoopbackShare::kWholeWorld ? detail::LoopbackPlay::kWholeWorld : detail::LoopbackPlay::kRank0;
+  a.mover = call.plan.comm_algo == CommAlgo::kTmaPull   ? detail::LoopbackMover::kTmaPull
+            : call.plan.comm_algo == CommAlgo::kTmaPush ? detail::LoopbackMover::kTmaPush
+                                                        : detail::LoopbackMover::kSimt;
   if (p.op == Op::kAllGatherGemm) {
     a.src[0] = call.a.ptr;
     a.dst[0] = call.shape->gathered_a.get();
@@ -90,7 +94,7 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
   }
   for (int r = 1; r < a.world; ++r) {
     a.src[r] = call.shape->peer_src[size_t(r - 1)].get();
-    a.dst[r] = call.shape->peer_dst[size_t(r - 1)].get();
+    a.dst[r] = call.shape->peer_dst.empty() ? nullptr : call.shape->peer_dst[size_t(r - 1)].get();
   }
   a.ranges = call.ps->ranges.as<detail::LoopbackRange>();
   a.ctas = std::max(1, ctas);
@@ -98,6 +102,29 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
   a.timeout_ns = timeout_ns;
   a.error = error_ptr();
   return a;
+}
+
+// The peers' reduced pieces for kRank0 GEMM+AR: rank 0's partial product of this call (cuBLAS), then the
+// whole-world AllReduce (SIMT mover, every SM, ungated) into the peers' outputs. Rank 0's own output slot of that
+// launch points at peer 1's buffer: the same thread stores the same value to both, so there is no race and no
+// extra buffer. Enqueued on the call's stream before the mode runs; once per shape (and A / B pointers).
+void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
+  detail::ShapeState& st = *call.shape;
+  if (!loopback || share != LoopbackShare::kRank0 || call.op != Op::kGemmAllReduce) return;
+  if (st.peers_reduced && st.reduced_a == call.a.ptr && st.reduced_b == call.b.ptr) return;
+  OVL_CHECK(st.peer_dst.size() == size_t(world - 1), "loopback: the peers' output buffers of {} are missing",
+            call.problem.name());
+  cublas_gemm(call, call.a.ptr, st.partial.get(), 0, call.problem.m, call.stream);
+  detail::LoopbackArguments a = loopback_args(call, sms);
+  a.play = detail::LoopbackPlay::kWholeWorld;
+  a.mover = detail::LoopbackMover::kSimt;
+  a.dst[0] = st.peer_dst[0].get();
+  a.first_group = 0;
+  a.num_groups = call.ps->units;
+  detail::launch_loopback_collective(a, call.stream);
+  st.peers_reduced = true;
+  st.reduced_a = call.a.ptr;
+  st.reduced_b = call.b.ptr;
 }
 
 void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas, cudaStream_t stream,

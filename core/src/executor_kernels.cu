@@ -1,66 +1,20 @@
 // Core-private kernels of the executors (see executor_kernels.hpp).
-// fmt 9 under nvcc in C++20 (as in gemm_sm90.cu): constexpr on, format strings checked at run time. Before any fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
+#include "executor_device.hpp"
 #include "executor_kernels.hpp"
 #include "ovl/cuda_check.hpp"
 
 namespace ovl::detail {
 namespace {
 
-__device__ __forceinline__ unsigned long long global_timer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ unsigned int ld_acquire_sys(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ unsigned int error_code(const WaitError* e) {
-  return *reinterpret_cast<const volatile unsigned int*>(&e->code);
-}
-
-__device__ void record_timeout(WaitError* e, unsigned where, unsigned group, unsigned observed, unsigned expected,
-                               unsigned cta) {
-  if (atomicCAS(&e->code, 0u, 1u) == 0u) {
-    e->where = where;
-    e->group = group;
-    e->observed = observed;
-    e->expected = expected;
-    e->cta = cta;
-    __threadfence_system();
-  }
-}
-
-// Thread 0 only: spin until *counter >= expected, a timeout, or an error recorded elsewhere. True when ready.
-__device__ bool wait_at_least(const unsigned int* counter, unsigned expected, std::uint64_t timeout_ns, WaitError* e,
-                              unsigned where, unsigned group, unsigned cta) {
-  const unsigned long long start = global_timer();
-  for (unsigned spins = 0;; ++spins) {
-    const unsigned seen = ld_acquire_sys(counter);
-    if (seen >= expected) return true;
-    if ((spins & 63u) == 0u) {
-      if (error_code(e) != 0u) return false;
-      if (global_timer() - start > timeout_ns) {
-        record_timeout(e, where, group, seen, expected, cta);
-        return false;
-      }
-    }
-  }
-}
+using dev::error_code;
+using dev::global_timer;
+using dev::Vec;
+using dev::wait_at_least;
 
 std::uint64_t __device__ __forceinline__ splitmix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -97,56 +51,15 @@ __global__ void wait_counter_kernel(const unsigned int* counter, unsigned expect
 
 __global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer(); }
 
-template <typename T>
-struct Vec;
-template <>
-struct Vec<__nv_bfloat16> {
-  static __device__ void add(float* acc, uint4 v) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(h[i]);
-      acc[2 * i] += f.x;
-      acc[2 * i + 1] += f.y;
-    }
-  }
-  static __device__ uint4 pack(const float* acc) {
-    uint4 v;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-    return v;
-  }
-};
-template <>
-struct Vec<__half> {
-  static __device__ void add(float* acc, uint4 v) {
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      acc[2 * i] += f.x;
-      acc[2 * i + 1] += f.y;
-    }
-  }
-  static __device__ uint4 pack(const float* acc) {
-    uint4 v;
-    __half2* h = reinterpret_cast<__half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(acc[2 * i], acc[2 * i + 1]);
-    return v;
-  }
-};
-
-// The loopback collective.
+// The SIMT mover of the loopback collective.
 // grid: args.ctas CTAs (persistent over the groups), block: args.threads (multiple of 32, <= 512), no shared memory
 // beyond one int; any sm_70+ GPU. W (the world) is a template argument so that a thread issues its W 16-byte loads
 // before the first add (one memory latency per vector, not W). CTA c owns slice c (an equal share of 16-byte vectors)
-// of every (group, owner) range, for every played rank, so no CTA ever waits on another CTA. Per group: step 0: thread
+// of every (group, owner) piece of the played share, so no CTA ever waits on another CTA. Per group: step 0: thread
 // 0 acquires the group counter (system scope; the GEMM adds with release after its tile stores), then a barrier;
-// step 1: every thread sums its vectors over the ranks' sources in rank order 0..W-1 (fp32) and stores the result
-// (RS: to the owner; AR: to every rank; AG: the owner's vector to every rank). Sources are read with ld.global.cg
-// (L2), so no stale L1 line of a GEMM tile is ever used.
+// step 1: every thread sums its vectors over the ranks' sources in rank order 0..W-1 (fp32) or copies them, and
+// stores the result to the piece's destinations (dev::plan_piece). Sources are read with ld.global.cg (L2), so no
+// stale L1 line of a GEMM tile is ever used.
 template <typename T, int W>
 __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ LoopbackArguments a) {
   __shared__ int ok;
@@ -164,14 +77,17 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
 #pragma unroll 1
     for (int r = 0; r < W; ++r) {
       const LoopbackRange rg = a.ranges[std::int64_t(g) * W + r];
+      dev::Piece pc;
+      if (!dev::plan_piece<T>(a, r, rg, pc)) continue;
       const std::int64_t nv = rg.count / 8;
       const std::int64_t v0 = nv * blockIdx.x / gridDim.x, v1 = nv * (blockIdx.x + 1) / gridDim.x;
       auto src = [&](int p) { return reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[p]) + rg.src_offset); };
       auto dst = [&](int p) { return reinterpret_cast<uint4*>(static_cast<T*>(a.dst[p]) + rg.dst_offset); };
+      const uint4* copy_src = reinterpret_cast<const uint4*>(pc.copy_src);
       for (std::int64_t v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
         uint4 out;
-        if (a.op == LoopbackOp::kAllGather) {
-          out = __ldcg(src(r) + v);
+        if (!pc.reduce) {
+          out = __ldcg(copy_src + v);
         } else {
           uint4 in[W];
 #pragma unroll
@@ -181,12 +97,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
           for (int p = 0; p < W; ++p) Vec<T>::add(acc, in[p]);
           out = Vec<T>::pack(acc);
         }
-        if (a.op == LoopbackOp::kReduceScatter) {
-          dst(r)[v] = out;
-        } else {
-#pragma unroll
-          for (int p = 0; p < W; ++p) dst(p)[v] = out;
-        }
+        for (int d = pc.dst_first; d < pc.dst_first + pc.dst_count; ++d) dst(d)[v] = out;
       }
     }
     __syncthreads();
@@ -264,7 +175,22 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
             "loopback collective: threads = {} is not a multiple of 32 in 32..512", a.threads);
   OVL_CHECK(a.error != nullptr && a.ranges != nullptr, "loopback collective: error record and range table required");
   OVL_CHECK(a.dtype != DType::kFP32, "loopback collective: dtype fp32 is not supported (bf16 or fp16)");
+  // What the play touches: every source; dst_0; every dst_p when the whole world is played or when rank 0 copies
+  // the peers' reduced pieces (kRank0 AllReduce). All 16-byte aligned (the TMA movers need it; so do uint4 ld/st).
+  const bool all_dst = a.play == LoopbackPlay::kWholeWorld || a.op == LoopbackOp::kAllReduce;
+  for (int r = 0; r < a.world; ++r) {
+    OVL_CHECK(a.src[r] != nullptr && reinterpret_cast<std::uintptr_t>(a.src[r]) % 16 == 0,
+              "loopback collective: source of rank {} ({}) is null or not 16-byte aligned", r, a.src[r]);
+    if (r == 0 || all_dst) {
+      OVL_CHECK(a.dst[r] != nullptr && reinterpret_cast<std::uintptr_t>(a.dst[r]) % 16 == 0,
+                "loopback collective: destination of rank {} ({}) is null or not 16-byte aligned", r, a.dst[r]);
+    }
+  }
   if (a.num_groups <= 0) return;
+  if (a.mover != LoopbackMover::kSimt) {
+    launch_tma_mover(a, stream);
+    return;
+  }
   if (a.dtype == DType::kBF16) {
     launch_loopback_typed<__nv_bfloat16>(a, stream);
   } else {

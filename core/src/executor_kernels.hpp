@@ -1,9 +1,11 @@
 // Small kernels the executors need that are not part of kernels/ (core-private): random fill for loopback peers,
-// counter reset, the device-side counter wait, %globaltimer stamps, and the loopback collective.
+// counter reset, the device-side counter wait, %globaltimer stamps, and the loopback collective with two movers:
+// a SIMT one (executor_kernels.cu; it stands in for NCCL in the NCCL modes in loopback) and a one-warp TMA one
+// (executor_tma_kernels.cu; cp.async.bulk / cp.reduce.async.bulk through a shared-memory ring, the tma mode's).
 //
 // The loopback collective exists here rather than in kernels/collectives because the executors need it
-// group-major: every played rank's share of group g is moved as soon as group g is ready (kernels::CollectiveKernel
-// plays the ranks in the outer loop, so in loopback only rank 0's share would overlap with the GEMM).
+// group-major: the played share of group g is moved as soon as group g is ready (kernels::CollectiveKernel plays
+// the ranks in the outer loop, so in loopback only rank 0's share would overlap with the GEMM).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,6 +38,13 @@ void launch_wait_counter(const unsigned int* counter, unsigned int expected, int
 void launch_stamp(unsigned long long* slot, cudaStream_t stream);
 
 enum class LoopbackOp { kReduceScatter, kAllReduce, kAllGather };
+// Whose part is played (ovl::LoopbackShare): rank 0's only, or every rank's.
+enum class LoopbackPlay { kRank0, kWholeWorld };
+// Which kernel moves the data: kSimt (16-byte ld/st, 512 threads per CTA), kTmaPull (one warp per CTA: bulk loads
+// of the W sources into a shared ring, fp32 sum in rank order, bulk store: deterministic), kTmaPush (one warp: the
+// output initialised by a bulk copy of source 0, then cp.reduce.async.bulk .add of the other sources: bf16/f16
+// adds in arrival order, not deterministic). Copies are a bulk load + bulk store in both TMA movers.
+enum class LoopbackMover { kSimt, kTmaPull, kTmaPush };
 
 // One contiguous piece, in elements: list (group g, owner r) is ranges[g * world + r].
 struct LoopbackRange {
@@ -44,14 +53,22 @@ struct LoopbackRange {
   std::int64_t count;  // a multiple of 8 (16-byte vectors)
 };
 
-// The whole world's collective on one GPU (all `world` ranks played), group by group:
+// The collective on one GPU, group by group; src_p / dst_p are rank p's input / output. kWholeWorld (every rank):
 //   kReduceScatter  dst_r[range(g, r).dst] = sum over p of src_p[range(g, r).src]         (fp32, p = 0..W-1)
 //   kAllReduce      the same sum, stored to every dst_p                                   (one-shot, all ranks)
 //   kAllGather      dst_p[range(g, r).dst] = src_r[range(g, r).src] for every p
-// With `expected` set, group g waits until counters[g] >= expected[g] (the GEMM's release adds) first.
+// kRank0 (rank 0's share, pull style; only dst_0 is written):
+//   kReduceScatter  owner 0 only: dst_0[range(g, 0).dst] = sum over p of src_p[range(g, 0).src]
+//   kAllReduce      r = 0: dst_0[range(g, 0).dst] = the sum; r > 0: dst_0[range(g, r).dst] = dst_r[range(g, r).src]
+//                   (peer r's reduced piece: dst_r must hold the reduced result, precomputed by the caller)
+//   kAllGather      dst_0[range(g, r).dst] = src_r[range(g, r).src] for every r (r = 0: a local copy)
+// With `expected` set, group g waits until counters[g] >= expected[g] (the GEMM's release adds) first; every group
+// is waited for, also one without work for the played share (its per-CTA stamps are then start = end).
 struct LoopbackArguments {
   LoopbackOp op = LoopbackOp::kAllReduce;
   DType dtype = DType::kBF16;
+  LoopbackPlay play = LoopbackPlay::kWholeWorld;
+  LoopbackMover mover = LoopbackMover::kSimt;
   int world = 1;
   const void* src[kMaxLoopbackRanks] = {};
   void* dst[kMaxLoopbackRanks] = {};
@@ -60,11 +77,20 @@ struct LoopbackArguments {
   const unsigned int* counters = nullptr;  // device, indexed by group; null: no gate
   const unsigned int* expected = nullptr;  // device, indexed by group
   int ctas = 16;
-  int threads = 512;
+  int threads = 512;  // SIMT mover only (the TMA movers run one warp per CTA)
   std::uint64_t timeout_ns = 10'000'000'000ull;
   WaitError* error = nullptr;            // required
   unsigned long long* stamps = nullptr;  // optional: [group][cta][start, end]
 };
+// Checks the arguments (world, CTAs, pointers present and 16-byte aligned for what the play touches) and launches
+// the mover `args.mover` names.
 void launch_loopback_collective(const LoopbackArguments& args, cudaStream_t stream);
+// The TMA movers (executor_tma_kernels.cu); called by launch_loopback_collective after its checks.
+void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
+// Dynamic shared memory of one TMA mover CTA (bytes): a 128-byte header (mbarriers) + kTmaStages x kTmaStageBytes.
+inline constexpr int kTmaStages = 4;
+inline constexpr unsigned kTmaStageBytes = 32768;
+inline constexpr unsigned kTmaHeaderBytes = 128;
+inline constexpr unsigned kTmaSmemBytes = kTmaHeaderBytes + kTmaStages * kTmaStageBytes;
 
 }  // namespace ovl::detail

@@ -1,5 +1,8 @@
 // Mode sequential (the baseline): the cuBLAS GEMM on the whole device, then the collective on the same stream
-// (NCCL in a real world, the loopback collective with comm_ctas CTAs in loopback). AG+GEMM: gather, then GEMM.
+// (NCCL in a real world; in loopback the loopback collective with comm_ctas CTAs (default_plan(kSequential, p, hw,
+// c): c CTAs, or kDefaultNcclCtas for c = 0), the context's share, and the mover of plan.comm_algo: SIMT for the
+// NCCL algorithms, the TMA movers for tma-pull / tma-push, so a baseline can use the same mover as the tma mode).
+// AG+GEMM: gather, then GEMM.
 #include "context_impl.hpp"
 
 namespace ovl {

@@ -4,9 +4,11 @@
 // context's high-priority stream and the GEMM's grid is capped at sm_count - comm_ctas, so every GEMM CTA and
 // every spinning collective CTA are resident at once whatever order the hardware starts them in.
 //
-// The mover is the core-private loopback collective (executor_kernels.cu): 16-byte SIMT loads/stores, group-major
-// over all played ranks. A real world of more than one rank needs peer-mapped symmetric buffers: not implemented
-// (Context::can_run refuses it).
+// The mover is the one plan.comm_algo names (Plan::validate allows only tma-push / tma-pull in this mode): the
+// core-private one-warp TMA movers (executor_tma_kernels.cu: cp.async.bulk loads into a shared-memory ring on
+// mbarriers, bulk stores / cp.reduce.async.bulk adds), group-major over the played share (loopback: rank 0's or
+// the whole world's, ContextOptions::loopback_share; a real world of 1: a copy). A real world of more than one rank
+// needs peer-mapped symmetric buffers: not implemented (Context::can_run refuses it).
 #include <algorithm>
 
 #include "context_impl.hpp"

@@ -21,6 +21,25 @@ TEST(ContextValidation, LoopbackWorldOutOfRangeIsNamed) {
   }
 }
 
+TEST(ContextValidation, LoopbackShareDefaultsToRank0) {
+  EXPECT_EQ(ContextOptions{}.loopback_share, LoopbackShare::kRank0);
+  EXPECT_EQ(to_string(LoopbackShare::kRank0), "rank0");
+  EXPECT_EQ(to_string(LoopbackShare::kWholeWorld), "whole-world");
+}
+
+TEST(ContextValidation, BadLoopbackShareIsNamed) {
+  ContextOptions options;
+  options.loopback_world = 2;
+  options.loopback_share = static_cast<LoopbackShare>(7);
+  // Checked before the device is touched: the same error with or without a GPU.
+  try {
+    Context ctx(options);
+    ADD_FAILURE() << "no error for loopback_share = 7";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loopback_share = 7"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ContextValidation, BadDeviceIsAnError) {
   ContextOptions options;
   options.device = 999;

@@ -7,18 +7,17 @@
 // missing group, a wrong row offset or an unreduced rank gives >= 0.1 (one of W partials missing). 1e-2 separates
 // them. Outputs are poisoned with NaN first, so an unwritten element fails.
 //
+// Loopback shares: with LoopbackShare::kRank0 (the default) the collective plays rank 0's share and only rank 0's
+// output (the caller's C) is complete: it is what is checked (for GEMM+AR it includes the other owners' pieces,
+// copied from the peers' precomputed reductions). With kWholeWorld every rank's output is complete and every
+// rank's is checked against the float64 reference (peers: Context::loopback_peer_outputs, poisoned before each run).
+//
+// TMA movers (mode tma, comm_algo tma-pull / tma-push; and sequential with those algorithms): an odd shape
+// (M = 1000, N = 776: partial tiles, partial bulk-copy chunks, slices that wrap the 4-stage ring) in loopback 2, 4,
+// 8, both shares, GEMM+AR and GEMM+RS; tma-pull must be bitwise identical over 3 runs (fixed summation order).
+//
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
 // the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms).
-
-// fmt 9 under nvcc in C++20 (see kernels/src/gemm_sm90.cu). Must precede every include of fmt.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -133,8 +132,11 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   ts_tile.output = OutputLayout::kTileMajor;
   v.push_back(ts_tile);
   v.push_back(default_plan(Mode::kGreenContext, p, hw, 16));
-  Plan tma = default_plan(Mode::kTma, p, hw, 16);
+  Plan tma = default_plan(Mode::kTma, p, hw, 16);  // tma-push
   v.push_back(tma);
+  Plan tma_pull = tma;
+  tma_pull.comm_algo = CommAlgo::kTmaPull;
+  v.push_back(tma_pull);
   Plan tma_shared = tma;
   tma_shared.partitioned = false;
   tma_shared.gemm_sms = hw.sm_count - 16;
@@ -158,10 +160,78 @@ void run_op(Context& ctx, Op op, const TensorRef& a, const TensorRef& b, const T
   }
 }
 
-// World 0 = a real world of 1 (NCCL); W > 1 = loopback of W ranks.
-void check_all_modes(int world, Op op) {
+// The float64 references of a run (rank 0's inputs plus the peers' inputs the context made): `rank0` is rank 0's
+// output; `all` is every row of the reduced result (GEMM+AR/RS) or the gathered A (AG+GEMM, exact values) from
+// which each rank's output is cut.
+struct References {
+  std::vector<double> rank0, all;
+  std::vector<uint16_t> gathered_a;  // AG+GEMM
+};
+
+References make_references(Context& ctx, const Problem& p, Op op, const DeviceMatrix& a, const DeviceMatrix& b) {
+  const int w = ctx.world_size();
+  const int64_t m = p.m, n = p.n, k = p.k;
+  References r;
+  if (op == Op::kAllGatherGemm) {
+    r.gathered_a = a.host;
+    if (ctx.loopback()) {
+      for (const void* peer : ctx.loopback_peer_inputs(p)) {
+        const auto rows = read_device(peer, (m / w) * k);
+        r.gathered_a.insert(r.gathered_a.end(), rows.begin(), rows.end());
+      }
+    }
+    r.rank0 = cpu_gemm(r.gathered_a, b.host, 0, m, n, k);
+    return r;
+  }
+  r.all = cpu_gemm(a.host, b.host, 0, m, n, k);
+  if (ctx.loopback()) {
+    for (const void* peer : ctx.loopback_peer_inputs(p)) {
+      const auto part = read_device(peer, m * n);
+      for (size_t i = 0; i < r.all.size(); ++i) r.all[i] += from_bf16(part[i]);
+    }
+  }
+  const int64_t rows = op == Op::kGemmReduceScatter ? m / w : m;
+  r.rank0.assign(r.all.begin(), r.all.begin() + rows * n);
+  return r;
+}
+
+// kWholeWorld: poisons (before) or checks (after) ranks 1..W-1's outputs.
+void poison_peers(Context& ctx, const Problem& p, cudaStream_t stream) {
+  if (!ctx.loopback() || ctx.loopback_share() != LoopbackShare::kWholeWorld) return;
+  const int64_t w = ctx.world_size();
+  const int64_t elems = p.op == Op::kAllGatherGemm       ? p.m * p.k
+                        : p.op == Op::kGemmReduceScatter ? p.m / w * p.n
+                                                         : p.m * p.n;
+  for (void* out : ctx.loopback_peer_outputs(p)) cudaMemsetAsync(out, 0xFF, size_t(elems) * 2, stream);
+}
+void check_peers(Context& ctx, const Problem& p, const References& ref) {
+  if (!ctx.loopback() || ctx.loopback_share() != LoopbackShare::kWholeWorld) return;
+  const int64_t w = ctx.world_size(), mb = p.m / w;
+  const std::vector<void*> outs = ctx.loopback_peer_outputs(p);
+  ASSERT_EQ(outs.size(), size_t(w - 1));
+  for (int64_t r = 1; r < w; ++r) {
+    const void* out = outs[size_t(r - 1)];
+    switch (p.op) {
+      case Op::kAllGatherGemm:
+        EXPECT_EQ(read_device(out, p.m * p.k), ref.gathered_a) << "rank " << r << "'s gathered A";
+        break;
+      case Op::kGemmAllReduce:
+        EXPECT_LT(rel_error(read_device(out, p.m * p.n), ref.all), kTolerance) << "rank " << r << "'s output";
+        break;
+      case Op::kGemmReduceScatter: {
+        const std::vector<double> rows(ref.all.begin() + r * mb * p.n, ref.all.begin() + (r + 1) * mb * p.n);
+        EXPECT_LT(rel_error(read_device(out, mb * p.n), rows), kTolerance) << "rank " << r << "'s rows";
+        break;
+      }
+    }
+  }
+}
+
+// World 0 = a real world of 1 (NCCL); W > 1 = loopback of W ranks playing `share`.
+void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRank0) {
   ContextOptions options;
   options.loopback_world = world;
+  options.loopback_share = share;
   Context ctx(options);
   const int w = ctx.world_size();
   const int64_t m = 1024, n = 768, k = 256;  // 8 row bands of 3 tiles; M / 8 = 128 rows per rank
@@ -171,43 +241,26 @@ void check_all_modes(int world, Op op) {
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-
-  // float64 reference from rank 0's inputs and the other ranks' inputs the context made.
-  std::vector<double> ref;
-  if (ag) {
-    std::vector<uint16_t> full = a.host;
-    if (ctx.loopback()) {
-      for (const void* peer : ctx.loopback_peer_inputs(p)) {
-        const auto rows = read_device(peer, (m / w) * k);
-        full.insert(full.end(), rows.begin(), rows.end());
-      }
-    }
-    ref = cpu_gemm(full, b.host, 0, m, n, k);
-  } else {
-    const int64_t rows = op == Op::kGemmReduceScatter ? m / w : m;
-    ref = cpu_gemm(a.host, b.host, 0, rows, n, k);
-    if (ctx.loopback()) {
-      for (const void* peer : ctx.loopback_peer_inputs(p)) {
-        const auto part = read_device(peer, rows * n);
-        for (size_t i = 0; i < ref.size(); ++i) ref[i] += from_bf16(part[i]);
-      }
-    }
-  }
+  const References ref = make_references(ctx, p, op, a, b);
 
   c_seq.poison(stream);
+  poison_peers(ctx, p, stream);
   run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, ctx.hardware(), 16), stream);
   ctx.synchronize(stream);
   const auto seq = c_seq.read();
-  EXPECT_LT(rel_error(seq, ref), kTolerance) << "sequential vs float64, " << p.name();
+  EXPECT_LT(rel_error(seq, ref.rank0), kTolerance) << "sequential vs float64, " << p.name();
+  check_peers(ctx, p, ref);
 
   for (const Plan& plan : plans_for(ctx, p)) {
     SCOPED_TRACE(p.name() + " plan: " + plan.summary());
     c.poison(stream);
+    poison_peers(ctx, p, stream);
     run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
     ctx.synchronize(stream);
     const auto out = c.read();
     EXPECT_LT(rel_error(out, seq), kTolerance) << "vs sequential";
-    EXPECT_LT(rel_error(out, ref), kTolerance) << "vs float64";
+    EXPECT_LT(rel_error(out, ref.rank0), kTolerance) << "vs float64";
+    check_peers(ctx, p, ref);
     // Twice: the counters must be reset by the executor, not by the test.
     c.poison(stream);
     run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
@@ -220,6 +273,68 @@ void check_all_modes(int world, Op op) {
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), std::nullopt, stream);
   ctx.synchronize(stream);
   EXPECT_LT(rel_error(c.read(), seq), kTolerance) << "auto plan: " << ctx.auto_plan(p).summary();
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// The TMA movers on an odd shape (see the file comment): tma with tma-pull and tma-push (partitioned, 8 comm SMs:
+// large slices that wrap the ring; unpartitioned, 16 CTAs), and sequential with each TMA algorithm (the tma mode's
+// like-for-like baseline), against sequential with the SIMT mover and the float64 reference.
+void check_tma_movers(int world, Op op, LoopbackShare share) {
+  ContextOptions options;
+  options.loopback_world = world;
+  options.loopback_share = share;
+  Context ctx(options);
+  const int w = ctx.world_size();
+  const int64_t m = 1000, n = 776, k = 256;  // 8 bands (the last of 104 rows), 4 tile columns (the last of 8)
+  DeviceMatrix a(m, k, 21), b(n, k, 22);
+  DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0), c_seq(c.rows, n, 0);
+  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
+  const Hardware& hw = ctx.hardware();
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const References ref = make_references(ctx, p, op, a, b);
+
+  c_seq.poison(stream);
+  run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, hw, 16), stream);
+  ctx.synchronize(stream);
+  const auto seq = c_seq.read();
+  ASSERT_LT(rel_error(seq, ref.rank0), kTolerance) << "sequential (SIMT mover) vs float64, " << p.name();
+
+  std::vector<Plan> plans;
+  for (CommAlgo algo : {CommAlgo::kTmaPull, CommAlgo::kTmaPush}) {
+    Plan part = default_plan(Mode::kTma, p, hw, 8);
+    part.comm_algo = algo;
+    plans.push_back(part);
+    Plan shared = default_plan(Mode::kTma, p, hw, 16);
+    shared.comm_algo = algo;
+    shared.partitioned = false;
+    shared.gemm_sms = hw.sm_count - 16;
+    plans.push_back(shared);
+    Plan seq_tma = default_plan(Mode::kSequential, p, hw, 16);
+    seq_tma.comm_algo = algo;
+    plans.push_back(seq_tma);
+  }
+  for (const Plan& plan : plans) {
+    SCOPED_TRACE(fmt::format("{} share {}: plan {}", p.name(), to_string(share), plan.summary()));
+    ASSERT_EQ(ctx.can_run(p, plan), "");
+    std::vector<uint16_t> first;
+    const int runs = plan.comm_algo == CommAlgo::kTmaPull ? 3 : 1;
+    for (int run = 0; run < runs; ++run) {
+      c.poison(stream);
+      poison_peers(ctx, p, stream);
+      run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
+      ctx.synchronize(stream);
+      const auto out = c.read();
+      EXPECT_LT(rel_error(out, seq), kTolerance) << "vs sequential, run " << run;
+      EXPECT_LT(rel_error(out, ref.rank0), kTolerance) << "vs float64, run " << run;
+      check_peers(ctx, p, ref);
+      if (run == 0) {
+        first = out;
+      } else {
+        EXPECT_TRUE(out == first) << "tma-pull is not bitwise identical across runs (run " << run << ")";
+      }
+    }
+  }
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
@@ -237,6 +352,39 @@ TEST_F(OverlapTest, AllModesAllGatherGemmLoopback4) { check_all_modes(4, Op::kAl
 TEST_F(OverlapTest, AllModesGemmAllReduceLoopback8) { check_all_modes(8, Op::kGemmAllReduce); }
 TEST_F(OverlapTest, AllModesGemmReduceScatterLoopback8) { check_all_modes(8, Op::kGemmReduceScatter); }
 TEST_F(OverlapTest, AllModesAllGatherGemmLoopback8) { check_all_modes(8, Op::kAllGatherGemm); }
+// Every rank played: every rank's output checked.
+constexpr LoopbackShare kWhole = LoopbackShare::kWholeWorld;
+TEST_F(OverlapTest, AllModesGemmAllReduceLoopback2WholeWorld) { check_all_modes(2, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, AllModesGemmReduceScatterLoopback2WholeWorld) {
+  check_all_modes(2, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, AllModesAllGatherGemmLoopback2WholeWorld) { check_all_modes(2, Op::kAllGatherGemm, kWhole); }
+TEST_F(OverlapTest, AllModesGemmAllReduceLoopback8WholeWorld) { check_all_modes(8, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, AllModesGemmReduceScatterLoopback8WholeWorld) {
+  check_all_modes(8, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, AllModesAllGatherGemmLoopback8WholeWorld) { check_all_modes(8, Op::kAllGatherGemm, kWhole); }
+
+// The TMA movers, odd shape, loopback 2 / 4 / 8 x share x op.
+constexpr LoopbackShare kRank0 = LoopbackShare::kRank0;
+TEST_F(OverlapTest, TmaMoversGemmAllReduceLoopback2Rank0) { check_tma_movers(2, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, TmaMoversGemmAllReduceLoopback4Rank0) { check_tma_movers(4, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, TmaMoversGemmAllReduceLoopback8Rank0) { check_tma_movers(8, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback2Rank0) { check_tma_movers(2, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback4Rank0) { check_tma_movers(4, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback8Rank0) { check_tma_movers(8, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, TmaMoversGemmAllReduceLoopback2WholeWorld) { check_tma_movers(2, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, TmaMoversGemmAllReduceLoopback4WholeWorld) { check_tma_movers(4, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, TmaMoversGemmAllReduceLoopback8WholeWorld) { check_tma_movers(8, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback2WholeWorld) {
+  check_tma_movers(2, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback4WholeWorld) {
+  check_tma_movers(4, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback8WholeWorld) {
+  check_tma_movers(8, Op::kGemmReduceScatter, kWhole);
+}
 
 // A real World (threads backend: one Context per rank, each on its own host thread) over every visible GPU (at most
 // 8): every NCCL mode equals the sequential result on every rank. On a one-GPU machine this is a world of 1, which
@@ -334,9 +482,11 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
 }
 
 // A GEMM that never signals, or fewer tiles than the comm side waits for: the comm side times out with an error.
-void expect_timeout(Fault fault, Mode mode) {
+void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
+                    LoopbackShare share = LoopbackShare::kRank0) {
   ContextOptions options;
   options.loopback_world = 2;
+  options.loopback_share = share;
   options.wait_timeout_ms = 300;
   options.fault = fault;
   Context ctx(options);
@@ -346,6 +496,7 @@ void expect_timeout(Fault fault, Mode mode) {
   const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
+  if (mode == Mode::kTma) plan.comm_algo = tma_algo;
   ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream);
   expect_error([&] { ctx.synchronize(stream); }, {"timed out", "tile group"});
   // The context stays usable: the error was consumed.
@@ -358,6 +509,13 @@ TEST_F(OverlapTest, SkippedGemmTimesOutGreenContext) { expect_timeout(Fault::kSk
 TEST_F(OverlapTest, SkippedGemmTimesOutTma) { expect_timeout(Fault::kSkipGemm, Mode::kTma); }
 TEST_F(OverlapTest, MissingTileTimesOutTileSignal) { expect_timeout(Fault::kCounterTooHigh, Mode::kTileSignal); }
 TEST_F(OverlapTest, MissingTileTimesOutTma) { expect_timeout(Fault::kCounterTooHigh, Mode::kTma); }
+TEST_F(OverlapTest, SkippedGemmTimesOutTmaPull) { expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPull); }
+TEST_F(OverlapTest, MissingTileTimesOutTmaPull) {
+  expect_timeout(Fault::kCounterTooHigh, Mode::kTma, CommAlgo::kTmaPull);
+}
+TEST_F(OverlapTest, SkippedGemmTimesOutTmaPushWholeWorld) {
+  expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPush, LoopbackShare::kWholeWorld);
+}
 
 TEST_F(OverlapTest, MeasuredTimelineHasGemmAndCommLanes) {
   ContextOptions options;

@@ -12,8 +12,9 @@
 //
 // Loopback emulation (ContextOptions::loopback_world = W > 1): W virtual ranks on one GPU. Rank 0 runs for real
 // (its GEMM on the caller's tensors); the other ranks' inputs (their partial products M x N for GEMM+AR/RS, their
-// A rows for AG+GEMM) are buffers made once per shape from their own random data, and one launch of the collective
-// plays every rank's part, so the collective's traffic, HBM contention and SM use are real and only the link
+// A rows for AG+GEMM) are buffers made once per shape from their own random data. The collective plays rank 0's
+// share of the traffic (LoopbackShare::kRank0, the default: what one real GPU's SMs and HBM do) or every rank's
+// (kWholeWorld: W GPUs' traffic on one HBM; every rank's output is complete, for verification). Only the link
 // (NVLink) is replaced by the device's own memory. docs/overlap.md says what this does and does not model.
 #pragma once
 
@@ -25,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ovl/core/world.hpp"
@@ -51,6 +53,18 @@ enum class Fault {
   kCounterTooHigh,  // the last group's expected count is one more than its tile count
 };
 
+// What the loopback collective plays (see docs/overlap.md, "Loopback emulation").
+enum class LoopbackShare {
+  // Rank 0's own share, as one real GPU of a W-rank world does it (pull style): RS: reduce the rows rank 0 owns
+  // (W reads, 1 write); AR (two-shot): reduce rank 0's piece of each group, then copy the W-1 other owners' reduced
+  // pieces in (they are precomputed per shape, see ContextOptions::loopback_share); AG: copy the W-1 peers' rows
+  // in (plus rank 0's own rows, a local copy). Rank 0's output (the caller's C) is complete and correct.
+  kRank0,
+  // Every rank's part (W times rank 0's traffic on one HBM); every rank's output is complete (verification).
+  kWholeWorld,
+};
+std::string_view to_string(LoopbackShare share);  // "rank0", "whole-world"
+
 struct ContextOptions {
   int device = 0;
   // > 0: loopback emulation of this many ranks (1..8) on `device`. 0: a real world: `nccl_comm` when given (its
@@ -67,6 +81,11 @@ struct ContextOptions {
   double wait_timeout_ms = 0;
   bool trace = false;  // record a measured Timeline of each call (last_timeline())
   uint64_t loopback_seed = 0x5eed;
+  // Loopback only: whose collective traffic one launch plays. kRank0 with GEMM+AllReduce: the other owners' reduced
+  // pieces that rank 0 copies in are computed once per shape (and again when A's or B's pointer changes) from that
+  // call's inputs, so a later call whose A or B changed IN PLACE gets those pieces from the old data (only rank 0's
+  // own piece is recomputed each call); use new buffers or kWholeWorld when the data changes in place.
+  LoopbackShare loopback_share = LoopbackShare::kRank0;
   Fault fault = Fault::kNone;
 };
 
@@ -81,6 +100,7 @@ class Context {
   int rank() const;
   int world_size() const;
   bool loopback() const;
+  LoopbackShare loopback_share() const;
   int sm_count() const;
   // The device's profile (Plan::validate uses it) and the one the planner uses (loopback: loopback_hardware()).
   const Hardware& hardware() const;
@@ -122,6 +142,10 @@ class Context {
   // Loopback only: the other ranks' inputs for `problem`, on the device (made on first use). GEMM+AR/RS: ranks
   // 1..W-1's partial products (M x N); AG+GEMM: their A rows (M/W x K). For references in tests.
   std::vector<const void*> loopback_peer_inputs(const Problem& problem);
+  // Loopback only: ranks 1..W-1's output buffers for `problem` (RS: M/W x N, AR: M x N, AG: their gathered A,
+  // M x K). Complete after a call only with LoopbackShare::kWholeWorld; with kRank0 they exist only for GEMM+AR
+  // (the precomputed reduced pieces rank 0 copies from: do not write them) and the list is empty otherwise.
+  std::vector<void*> loopback_peer_outputs(const Problem& problem);
 
   struct Impl;
 
