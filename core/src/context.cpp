@@ -39,15 +39,6 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 }  // namespace detail
 
-std::string_view to_string(LoopbackShare share) {
-  switch (share) {
-    case LoopbackShare::kRank0:
-      return "rank0";
-    case LoopbackShare::kWholeWorld:
-      return "whole-world";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -145,7 +136,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   }
   s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
   s.hw.validate();
-  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world) : s.hw;
+  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share) : s.hw;
   const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
   s.timeout_ns = uint64_t(timeout_ms * 1e6);
   s.trace = options.trace;

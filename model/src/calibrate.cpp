@@ -108,7 +108,7 @@ double rms_rel(const std::vector<const Measurement*>& ms, const Hardware& hw) {
   double s = 0;
   int n = 0;
   for (const Measurement* m : ms) {
-    const auto p = predict_us(m->bench, hw);
+    const auto p = predict_us(m->bench, measurement_hardware(*m, hw));
     if (!p) continue;
     const double e = (*p - m->us) / m->us;
     s += e * e;
@@ -395,37 +395,53 @@ struct Fitter {
   }
 
   // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
+  // Overlap cases inform the contention weights and the communication kernels' per-CTA rates (the loopback
+  // movers and NCCL's channels move far less per CTA than a plain copy). Gauss-Newton on the relative residuals,
+  // in the logarithm of each parameter (all positive; steps are relative), with step halving.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
+    struct Param {
+      const char* name;
+      double Hardware::*field;
+      double lo, hi;
+    };
+    const std::array<Param, 4> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
+                                          {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
+                                          {"per_cta_copy_GBps", &Hardware::per_cta_copy_GBps, 1.0, 400.0},
+                                          {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0}}};
+    constexpr int kP = 4;
     const Hardware base = hw;
+    using Vec = Eigen::Matrix<double, kP, 1>;
+    auto with = [&](const Vec& log_th) {
+      Hardware h = hw;
+      for (int c = 0; c < kP; ++c)
+        h.*(params[size_t(c)].field) = std::clamp(std::exp(log_th(c)), params[size_t(c)].lo, params[size_t(c)].hi);
+      return h;
+    };
     auto residuals = [&](const Hardware& h, Eigen::VectorXd& r) {
       r.resize(Eigen::Index(ms.size()));
       for (size_t i = 0; i < ms.size(); ++i) {
-        const auto pred = predict_us(ms[i]->bench, h);
+        const auto pred = predict_us(ms[i]->bench, measurement_hardware(*ms[i], h));
         r(Eigen::Index(i)) = pred ? (*pred - ms[i]->us) / ms[i]->us : 0.0;
       }
     };
-    auto with = [&](const Eigen::Vector2d& th) {
-      Hardware h = hw;
-      h.hbm_contention = th(0);
-      h.shared_sm_penalty = th(1);
-      return h;
-    };
-    Eigen::Vector2d th(hw.hbm_contention, hw.shared_sm_penalty);
+    Vec th;
+    for (int c = 0; c < kP; ++c) th(c) = std::log(std::max(hw.*(params[size_t(c)].field), params[size_t(c)].lo));
     Eigen::VectorXd r;
     residuals(with(th), r);
-    std::array<int, 2> informed{0, 0};
-    for (int iter = 0; iter < 10; ++iter) {
-      Eigen::MatrixXd j(r.size(), 2);
-      for (int c = 0; c < 2; ++c) {
-        Eigen::Vector2d tp = th;
-        tp(c) += 0.05;
+    std::array<int, kP> informed{};
+    constexpr double kStep = 0.05;  // 5% in each parameter
+    for (int iter = 0; iter < 25; ++iter) {
+      Eigen::MatrixXd j(r.size(), kP);
+      for (int c = 0; c < kP; ++c) {
+        Vec tp = th;
+        tp(c) += kStep;
         Eigen::VectorXd rp;
         residuals(with(tp), rp);
-        j.col(c) = (rp - r) / 0.05;
+        j.col(c) = (rp - r) / kStep;
       }
       std::vector<int> cols;
-      for (int c = 0; c < 2; ++c) {
+      for (int c = 0; c < kP; ++c) {
         informed[size_t(c)] = int((j.col(c).array().abs() > 1e-6).count());
         if (informed[size_t(c)] > 0) cols.push_back(c);
       }
@@ -436,10 +452,10 @@ struct Fitter {
       double scale = 1.0;
       const double cost = r.squaredNorm();
       bool improved = false;
-      for (int half = 0; half < 6 && !improved; ++half, scale /= 2) {
-        Eigen::Vector2d tn = th;
+      for (int half = 0; half < 8 && !improved; ++half, scale /= 2) {
+        Vec tn = th;
         for (size_t c = 0; c < cols.size(); ++c)
-          tn(cols[c]) = std::max(0.0, th(cols[c]) + scale * step(Eigen::Index(c)));
+          tn(cols[c]) = th(cols[c]) + std::clamp(scale * step(Eigen::Index(c)), -1.0, 1.0);
         Eigen::VectorXd rn;
         residuals(with(tn), rn);
         if (rn.squaredNorm() < cost) {
@@ -452,17 +468,14 @@ struct Fitter {
     }
     hw = with(th);
     const double rms = rms_rel(ms, hw);
-    if (informed[0] > 0) {
-      record("hbm_contention", base.hbm_contention, hw.hbm_contention, informed[0], "overlap");
-      out->parameters.back().rms_rel_error = rms;
-    } else {
-      note("hbm_contention held at the base value (no overlap case is sensitive to it)");
-    }
-    if (informed[1] > 0) {
-      record("shared_sm_penalty", base.shared_sm_penalty, hw.shared_sm_penalty, informed[1], "overlap");
-      out->parameters.back().rms_rel_error = rms;
-    } else {
-      note("shared_sm_penalty held at the base value (no overlap case shares SMs)");
+    for (int c = 0; c < kP; ++c) {
+      const Param& p = params[size_t(c)];
+      if (informed[size_t(c)] > 0) {
+        record(p.name, base.*(p.field), hw.*(p.field), informed[size_t(c)], "overlap");
+        out->parameters.back().rms_rel_error = rms;
+      } else {
+        note(fmt::format("{} held at the base value (no overlap case is sensitive to it)", p.name));
+      }
     }
   }
 
@@ -499,6 +512,19 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
     const auto& doc = files[f];
     OVL_CHECK(doc.is_object() && doc.contains("benchmarks") && doc["benchmarks"].is_array(),
               "benchmark file {}: no \"benchmarks\" array (is it Google Benchmark JSON?)", f);
+    // Loopback: fewer GPUs than ranks in the context.
+    int gpus = 0;
+    std::optional<LoopbackShare> share;
+    if (doc.contains("context") && doc["context"].is_object()) {
+      const auto& ctx = doc["context"];
+      if (ctx.contains("gpu_count")) {
+        const auto& v = ctx["gpu_count"];
+        if (v.is_number_integer()) gpus = v.get<int>();
+        if (v.is_string()) gpus = std::atoi(v.get<std::string>().c_str());
+      }
+      if (ctx.contains("loopback_share") && ctx["loopback_share"].is_string())
+        share = parse_loopback_share(ctx["loopback_share"].get<std::string>());
+    }
     for (const auto& b : doc["benchmarks"]) {
       if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) continue;
       const std::string name = b["name"].get<std::string>();
@@ -535,6 +561,10 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         it->second.m.bench = *bench;
         it->second.m.name = name;
         it->second.m.counters = counters;
+        const bool communicates = bench->kind == BenchKind::kCollective || bench->kind == BenchKind::kOverlap;
+        if (communicates && bench->world > 1 && gpus > 0 && gpus < bench->world) {
+          it->second.m.loopback = bench->kind == BenchKind::kOverlap && share ? *share : LoopbackShare::kWholeWorld;
+        }
       }
       if (agg == "median")
         it->second.median = us;
@@ -551,6 +581,10 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
     out.push_back(std::move(a.m));
   }
   return out;
+}
+
+Hardware measurement_hardware(const Measurement& m, const Hardware& hw) {
+  return m.loopback ? loopback_hardware(hw, m.bench.world, *m.loopback) : hw;
 }
 
 std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
@@ -651,7 +685,7 @@ ValidationReport validate_measurements(const std::vector<Measurement>& ms, const
   double total = 0;
   for (const auto& m : ms) {
     if (kind && m.bench.kind != *kind) continue;
-    const auto p = predict_us(m.bench, hw);
+    const auto p = predict_us(m.bench, measurement_hardware(m, hw));
     if (!p) {
       r.notes.push_back(fmt::format("{}: the model cannot run this case on {}", m.name, hw.name));
       continue;

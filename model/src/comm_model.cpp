@@ -139,3 +139,13 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
 }
 
 }  // namespace ovl::detail
+
+namespace ovl {
+
+double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world) {
+  if (is_nccl(algo) || world <= 1) return 1.0;
+  const detail::CollCoeffs k = detail::coll_coeffs(c, algo, world);
+  return k.link_bytes > 0 ? k.cta_bytes / k.link_bytes : 1.0;
+}
+
+}  // namespace ovl

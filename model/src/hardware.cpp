@@ -259,15 +259,30 @@ Hardware hardware_for_device_name(std::string_view device_name) {
   OVL_FAIL("no built-in hardware profile for device \"{}\" (built-in: h200, h100, a100)", device_name);
 }
 
-Hardware loopback_hardware(const Hardware& base, int world) {
+std::string_view to_string(LoopbackShare share) {
+  switch (share) {
+    case LoopbackShare::kRank0: return "rank0";
+    case LoopbackShare::kWholeWorld: return "whole-world";
+  }
+  return "?";
+}
+
+LoopbackShare parse_loopback_share(std::string_view text) {
+  if (text == "rank0") return LoopbackShare::kRank0;
+  if (text == "whole-world") return LoopbackShare::kWholeWorld;
+  OVL_FAIL("unknown loopback share '{}' (expected rank0 or whole-world)", text);
+}
+
+Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share) {
   OVL_CHECK(world >= 1, "loopback world = {} must be at least 1", world);
   Hardware h = base;
-  h.name = fmt::format("{} loopback x{}", base.name, world);
-  // All W virtual ranks run at once on one GPU and share its HBM evenly: each rank's "HBM" is 1/W of the
-  // device's, and each byte a rank sends over its "link" is a local copy (one read + one write), so a rank's
-  // link is half its HBM share. Latency is a flag round trip through L2 rather than NVLink.
-  h.hbm_GBps = base.hbm_GBps / world;
-  h.link_GBps = base.hbm_GBps / (2.0 * world);
+  h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
+  if (share == LoopbackShare::kWholeWorld) {
+    h.hbm_GBps = base.hbm_GBps / world;
+    h.link_GBps = base.hbm_GBps / (2.0 * world);
+  } else {
+    h.link_GBps = base.hbm_GBps;
+  }
   h.link_latency_us = std::min(base.link_latency_us, 0.5);
   h.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself
   return h;

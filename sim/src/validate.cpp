@@ -14,18 +14,6 @@
 namespace ovl::sim {
 namespace {
 
-int context_gpu_count(const nlohmann::json& file) {
-  if (!file.is_object() || !file.contains("context")) return 0;
-  const auto& ctx = file["context"];
-  if (!ctx.contains("gpu_count")) return 0;
-  const auto& v = ctx["gpu_count"];
-  try {
-    return v.is_string() ? std::stoi(v.get<std::string>()) : v.get<int>();
-  } catch (...) {
-    return 0;
-  }
-}
-
 std::string context_gpu(const std::vector<nlohmann::json>& files) {
   for (const auto& f : files) {
     if (f.is_object() && f.contains("context") && f["context"].contains("gpu") && f["context"]["gpu"].is_string()) {
@@ -121,7 +109,6 @@ ValidationResult validate(const std::vector<nlohmann::json>& files, const std::o
     std::vector<std::string> notes;
     const std::vector<Measurement> ms = read_measurements({file}, &notes);
     r.notes.insert(r.notes.end(), notes.begin(), notes.end());
-    const int gpus = context_gpu_count(file);
     for (const Measurement& m : ms) {
       if (!(m.us > 0)) {
         r.notes.push_back(fmt::format("{}: no positive time measured, skipped", m.name));
@@ -132,9 +119,8 @@ ValidationResult validate(const std::vector<nlohmann::json>& files, const std::o
       c.name = m.name;
       c.kind = b.kind;
       c.measured_us = m.us;
-      c.loopback = (b.kind == BenchKind::kCollective || b.kind == BenchKind::kOverlap) && b.world > 1 && gpus > 0 &&
-                   gpus < b.world;
-      const Hardware case_hw = c.loopback ? loopback_hardware(hw, b.world) : hw;
+      c.loopback = m.loopback.has_value();
+      const Hardware case_hw = measurement_hardware(m, hw);
       c.model_us = predict_us(b, case_hw);
       if (b.kind == BenchKind::kOverlap) {
         c.problem = problem_key(b);

@@ -53,17 +53,7 @@ enum class Fault {
   kCounterTooHigh,  // the last group's expected count is one more than its tile count
 };
 
-// What the loopback collective plays (see docs/overlap.md, "Loopback emulation").
-enum class LoopbackShare {
-  // Rank 0's own share, as one real GPU of a W-rank world does it (pull style): RS: reduce the rows rank 0 owns
-  // (W reads, 1 write); AR (two-shot): reduce rank 0's piece of each group, then copy the W-1 other owners' reduced
-  // pieces in (they are precomputed per shape, see ContextOptions::loopback_share); AG: copy the W-1 peers' rows
-  // in (plus rank 0's own rows, a local copy). Rank 0's output (the caller's C) is complete and correct.
-  kRank0,
-  // Every rank's part (W times rank 0's traffic on one HBM); every rank's output is complete (verification).
-  kWholeWorld,
-};
-std::string_view to_string(LoopbackShare share);  // "rank0", "whole-world"
+// LoopbackShare (what the loopback collective plays) is declared with the loopback profile in ovl/model/hardware.hpp.
 
 struct ContextOptions {
   int device = 0;

@@ -21,7 +21,13 @@ struct Measurement {
   std::string name;  // the benchmark's own name
   double us = 0;
   std::map<std::string, double> counters;  // the numeric user counters (tflops, algbw_GBps, busbw_GBps, us, ...)
+  // Set when the file's context has fewer GPUs ("gpu_count") than the case's world: virtual ranks on one GPU, with
+  // the share of the collective the benchmark played ("loopback_share" in the context; every rank's when absent).
+  std::optional<LoopbackShare> loopback;
 };
+
+// The profile a measurement ran on: `hw`, or loopback_hardware(hw, world, share) for a loopback measurement.
+Hardware measurement_hardware(const Measurement& m, const Hardware& hw);
 
 // Reads every benchmark whose name parse_bench_name() knows, from any number of Google Benchmark JSON documents
 // (each {"benchmarks": [...]}). Errored runs, spread aggregates and unknown names are skipped (with a note in

@@ -54,6 +54,10 @@ struct CommEstimate {
 CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlgo algo, int ctas, const Hardware& hw,
                                  int nodes = 1);
 double bus_factor(Collective c, int world);  // busbw / algbw
+// Bytes the CTAs of a TMA or SIMT collective read and write per byte a rank sends over its link (push-reduce reads
+// its partial and read-modify-writes the owner's chunk; pull reads W chunks per chunk written). The simulator
+// scales its per-CTA caps by it so that both price a CTA's work alike. 1 for NCCL algorithms.
+double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world);
 
 // A local copy of `bytes` bytes (read once, written once) by `ctas` CTAs (bench_collectives' copy/ cases).
 CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw);

@@ -59,11 +59,26 @@ struct Hardware {
 // The JSON names of every numeric field (all but "name"), in declaration order.
 std::vector<std::string> hardware_field_names();
 
-// A profile for loopback runs: `world` virtual ranks on one GPU of profile `base`. The ranks run at once and
-// share the device: each gets hbm_GBps / world of HBM, and its "link" is a local copy (a read and a write), so
-// link_GBps = hbm_GBps / (2 world); link latency is a flag round trip on the device. Use it (or calibrate from
-// loopback benchmarks) to model the validation runs made on one GPU.
-Hardware loopback_hardware(const Hardware& base, int world);
+// What the loopback collective plays (see docs/overlap.md, "Loopback emulation").
+enum class LoopbackShare {
+  // Rank 0's own share, as one real GPU of a W-rank world does it (pull style): RS: reduce the rows rank 0 owns
+  // (W reads, 1 write); AR (two-shot): reduce rank 0's piece of each group, then copy the W-1 other owners' reduced
+  // pieces in (they are precomputed per shape, see ContextOptions::loopback_share); AG: copy the W-1 peers' rows
+  // in (plus rank 0's own rows, a local copy). Rank 0's output (the caller's C) is complete and correct.
+  kRank0,
+  // Every rank's part (W times rank 0's traffic on one HBM); every rank's output is complete (verification).
+  kWholeWorld,
+};
+std::string_view to_string(LoopbackShare share);  // "rank0", "whole-world"
+LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error naming the text
+
+// A profile for loopback runs: `world` virtual ranks on one GPU of profile `base`.
+//   kWholeWorld: all W ranks run at once and share the device: each gets hbm_GBps / world of HBM, and its "link"
+//     is a local copy (a read and a write), so link_GBps = hbm_GBps / (2 world). bench_collectives' loopback cases.
+//   kRank0: only rank 0's share runs (the overlap executor's default emulation): the GEMM has the whole HBM, and a
+//     byte from a "peer" is an HBM access rather than an NVLink transfer, so link_GBps = hbm_GBps.
+// Link latency is a flag round trip through L2 rather than NVLink; NCCL's protocol losses do not apply.
+Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld);
 
 // Built-in profiles: "h200", "h100", "a100" (case-insensitive; "h200-sxm" etc. accepted). Throws on unknown names.
 Hardware builtin_hardware(std::string_view name);

@@ -7,7 +7,8 @@
 // (measured time of the predicted best - measured best) / measured best.
 //
 // Loopback: a file whose context says fewer GPUs (`gpu_count`) than a case's world was measured with virtual
-// ranks on one GPU; its collective and overlap cases are predicted on loopback_hardware(hw, world).
+// ranks on one GPU; its collective and overlap cases are predicted on loopback_hardware(hw, world, share), with
+// the share the file's context records ("loopback_share", bench_overlap) or every rank's (bench_collectives).
 #pragma once
 
 #include <optional>
