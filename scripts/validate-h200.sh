@@ -100,3 +100,27 @@ for shape, by in series.items():
     open(f"{out}/plots/{shape}_sms.svg", "w").write("\n".join(svg) + "\n")
 PY
 echo "outputs in $OUT/"
+
+# ---- Overlap modes (loopback emulation of rank 0's share, world 8; docs/results/overlap-h200-rank0) ----
+# fit      : 8192x8192x1024, 8192x8192x4096, 4096x8192x8192 (every mode x comm SMs) + all of bench_gemm
+# held-out : 8192x8192x2048, 8192x8192x8192
+# The overlap fit informs the contention weights and the communication kernels' per-CTA rates.
+OV=$OUT/overlap
+mkdir -p "$OV/plots"
+python3 scripts/split_bench.py docs/results/overlap-h200-rank0/bench_overlap.json \
+  --held-out 'overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192)/' --fit "$OV/fit.json" --test "$OV/heldout.json"
+"$OVL" calibrate "$OV/fit.json" "$IN" --gpu h200 -o "$OV/profile.json" | grep -v '^note' | tee "$OV/calibrate.txt"
+"$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --plot "$OV/plots" > "$OV/validate.txt"
+"$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --json > "$OV/validate.json"
+python3 - "$OV" <<'PY'
+import json, sys
+v = json.load(open(f"{sys.argv[1]}/validate.json"))
+rows = [("model", v["model_overlap"], v["ranking_model"]), ("simulator", v["simulator"], v["ranking_simulator"])]
+lines = ["| predictor | cases | MAPE % | P90 % | max % | problems | top-1 | regret mean % | regret max % |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for name, e, r in rows:
+    lines.append(f"| {name} | {e['cases']} | {e['mape']:.2f} | {e['p90_ape']:.2f} | {e['max_ape']:.2f} | {r['problems']} | "
+                 f"{100 * r['top1']:.0f}% | {100 * r['regret_mean']:.2f} | {100 * r['regret_max']:.2f} |")
+open(f"{sys.argv[1]}/headline.md", "w").write("\n".join(lines) + "\n")
+print("\nOVERLAP, HELD-OUT SHAPES:\n" + "\n".join(lines))
+PY
