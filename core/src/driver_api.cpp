@@ -31,6 +31,16 @@ DriverApi load_driver_api() {
   load(api.cuGreenCtxDestroy, "cuGreenCtxDestroy", 12040);
   load(api.cuGreenCtxGetDevResource, "cuGreenCtxGetDevResource", 12040);
   load(api.cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050);
+  load(api.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020);
+  load(api.cuMemCreate, "cuMemCreate", 10020);
+  load(api.cuMemRelease, "cuMemRelease", 10020);
+  load(api.cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 10020);
+  load(api.cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020);
+  load(api.cuMemAddressReserve, "cuMemAddressReserve", 10020);
+  load(api.cuMemAddressFree, "cuMemAddressFree", 10020);
+  load(api.cuMemMap, "cuMemMap", 10020);
+  load(api.cuMemUnmap, "cuMemUnmap", 10020);
+  load(api.cuMemSetAccess, "cuMemSetAccess", 10020);
   return api;
 }
 
@@ -50,6 +60,13 @@ const DriverApi& require_green_contexts() {
   api.cuDriverGetVersion(&version);
   OVL_CHECK(api.green_contexts(), "the CUDA driver ({}.{}) has no green-context API (needs 12.5 or newer)",
             version / 1000, version % 1000 / 10);
+  return api;
+}
+
+const DriverApi& require_virtual_memory() {
+  const DriverApi& api = driver_api();
+  OVL_CHECK(driver_available(), "no CUDA driver found: symmetric buffers across processes need an NVIDIA driver");
+  OVL_CHECK(api.virtual_memory(), "the CUDA driver has no virtual-memory (cuMem) API");
   return api;
 }
 

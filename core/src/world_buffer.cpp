@@ -8,6 +8,7 @@
 
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/core/driver_api.hpp"
 #include "world_internal.hpp"
 
 namespace ovl {
@@ -67,7 +68,7 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
     }
     case World::Backend::kMpi: {
 #if defined(OVL_HAVE_MPI)
-      const auto& drv = detail::world_driver();
+      const DriverApi& drv = require_virtual_memory();
       const int device = world.device();
       CUmemAllocationProp prop = cumem_prop(device);
       std::size_t granularity = 0;
@@ -171,7 +172,7 @@ void SymmetricBuffer::release() noexcept {
       case World::Backend::kMpi: {
 #if defined(OVL_HAVE_MPI)
         MPI_Barrier(state_->mpi_comm);
-        const auto& drv = detail::world_driver();
+        const DriverApi& drv = driver_api();
         for (std::size_t r = 0; r < ptrs_.size(); ++r) {
           const CUdeviceptr va = reinterpret_cast<CUdeviceptr>(ptrs_[r]);
           if (CUresult e = drv.cuMemUnmap(va, alloc_); e != CUDA_SUCCESS) log("cuMemUnmap", int(e));

@@ -38,23 +38,6 @@ struct WorldState {
   ~WorldState();
 };
 
-// ---- cuMem driver entry points for the MPI backend, loaded with cudaGetDriverEntryPointByVersion ----
-// (ovl never links libcuda). Kept small: only what symmetric buffers across processes need.
-struct WorldDriver {
-  CUresult (*cuMemGetAllocationGranularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
-  CUresult (*cuMemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
-  CUresult (*cuMemRelease)(CUmemGenericAllocationHandle) = nullptr;
-  CUresult (*cuMemExportToShareableHandle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
-                                           unsigned long long) = nullptr;
-  CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
-  CUresult (*cuMemAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
-  CUresult (*cuMemAddressFree)(CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
-  CUresult (*cuMemUnmap)(CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
-};
-// The table; throws ovl::Error naming the first entry point the driver lacks.
-const WorldDriver& world_driver();
 
 #if defined(OVL_HAVE_MPI)
 // Sends `my_fd` to every other rank of the MPI world and returns the descriptors received (index = rank; mine at

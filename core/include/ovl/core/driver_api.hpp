@@ -19,8 +19,24 @@ struct DriverApi {
   PFN_cuGreenCtxDestroy_v12040 cuGreenCtxDestroy = nullptr;
   PFN_cuGreenCtxGetDevResource_v12040 cuGreenCtxGetDevResource = nullptr;
   PFN_cuGreenCtxStreamCreate_v12050 cuGreenCtxStreamCreate = nullptr;
+  // Virtual memory, for symmetric buffers shared across processes (the MPI World).
+  PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity = nullptr;
+  PFN_cuMemCreate_v10020 cuMemCreate = nullptr;
+  PFN_cuMemRelease_v10020 cuMemRelease = nullptr;
+  PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle = nullptr;
+  PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle = nullptr;
+  PFN_cuMemAddressReserve_v10020 cuMemAddressReserve = nullptr;
+  PFN_cuMemAddressFree_v10020 cuMemAddressFree = nullptr;
+  PFN_cuMemMap_v10020 cuMemMap = nullptr;
+  PFN_cuMemUnmap_v10020 cuMemUnmap = nullptr;
+  PFN_cuMemSetAccess_v10020 cuMemSetAccess = nullptr;
 
   // True when every entry point above was found (a driver with green contexts: 12.4 or newer).
+  bool virtual_memory() const {
+    return cuMemGetAllocationGranularity && cuMemCreate && cuMemRelease && cuMemExportToShareableHandle &&
+           cuMemImportFromShareableHandle && cuMemAddressReserve && cuMemAddressFree && cuMemMap && cuMemUnmap &&
+           cuMemSetAccess;
+  }
   bool green_contexts() const {
     return cuDeviceGetDevResource && cuDevSmResourceSplitByCount && cuDevResourceGenerateDesc && cuGreenCtxCreate &&
            cuGreenCtxDestroy && cuGreenCtxGetDevResource && cuGreenCtxStreamCreate;
@@ -34,5 +50,7 @@ bool driver_available();
 
 // The table, or an ovl::Error saying what is missing ("no CUDA driver", "driver too old for green contexts").
 const DriverApi& require_green_contexts();
+// The table, or an ovl::Error when the driver lacks the virtual-memory (cuMem) entry points.
+const DriverApi& require_virtual_memory();
 
 }  // namespace ovl

@@ -1,4 +1,4 @@
-// The cuMem entry points of the MPI symmetric buffers (loaded at run time), and the file-descriptor exchange.
+// The file-descriptor exchange of the MPI symmetric buffers (cuMem handles shared between processes).
 #include <cuda_runtime_api.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,38 +11,6 @@
 #include "world_internal.hpp"
 
 namespace ovl::detail {
-
-namespace {
-template <typename Fn>
-void load(Fn& fn, const char* name, int version) {
-  void* ptr = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion(name, &ptr, version, cudaEnableDefault, &status) != cudaSuccess ||
-      status != cudaDriverEntryPointSuccess || ptr == nullptr) {
-    (void)cudaGetLastError();
-    OVL_FAIL("driver entry point {} (version {}) not found: the driver is missing or too old", name, version);
-  }
-  fn = reinterpret_cast<Fn>(ptr);
-}
-}  // namespace
-
-const WorldDriver& world_driver() {
-  static const WorldDriver table = [] {
-    WorldDriver d;
-    load(d.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020);
-    load(d.cuMemCreate, "cuMemCreate", 10020);
-    load(d.cuMemRelease, "cuMemRelease", 10020);
-    load(d.cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 10020);
-    load(d.cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020);
-    load(d.cuMemAddressReserve, "cuMemAddressReserve", 10020);
-    load(d.cuMemAddressFree, "cuMemAddressFree", 10020);
-    load(d.cuMemMap, "cuMemMap", 10020);
-    load(d.cuMemUnmap, "cuMemUnmap", 10020);
-    load(d.cuMemSetAccess, "cuMemSetAccess", 10020);
-    return d;
-  }();
-  return table;
-}
 
 #if defined(OVL_HAVE_MPI)
 namespace {
