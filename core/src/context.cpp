@@ -187,6 +187,15 @@ cudaEvent_t Context::Impl::event() {
   return events[size_t(next_event++)];
 }
 
+void Context::Impl::join_streams(cudaStream_t caller, cudaStream_t gemm_stream, cudaStream_t comm_stream) {
+  for (cudaStream_t s : {comm_stream, gemm_stream}) {
+    if (s == caller) continue;
+    cudaEvent_t done = event();
+    OVL_CUDA_CHECK(cudaEventRecord(done, s));
+    OVL_CUDA_CHECK(cudaStreamWaitEvent(caller, done, 0));
+  }
+}
+
 int Context::Impl::alloc_slots(int count) {
   OVL_CHECK(next_slot + count <= kStampSlots, "tracing: {} stamp slots needed, {} available", next_slot + count,
             kStampSlots);

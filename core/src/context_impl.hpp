@@ -138,6 +138,8 @@ struct Context::Impl {
 
   // context.cpp
   cudaEvent_t event();         // the next event of this call (made on first use)
+  // The caller's stream waits for the work on the communication stream and (when it is another) the GEMM stream.
+  void join_streams(cudaStream_t caller, cudaStream_t gemm_stream, cudaStream_t comm_stream);
   int alloc_slots(int count);  // the first of `count` consecutive stamp slots of this call
   unsigned long long* slot_ptr(int index) const { return stamps.as<unsigned long long>() + index; }
   ncclComm_t nccl();

@@ -71,14 +71,7 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
     end_span(span, comm_st);
   }
 
-  cudaEvent_t comm_done = event();
-  OVL_CUDA_CHECK(cudaEventRecord(comm_done, comm_st));
-  OVL_CUDA_CHECK(cudaStreamWaitEvent(c.stream, comm_done, 0));
-  if (gemm_st != c.stream) {
-    cudaEvent_t gemm_done = event();
-    OVL_CUDA_CHECK(cudaEventRecord(gemm_done, gemm_st));
-    OVL_CUDA_CHECK(cudaStreamWaitEvent(c.stream, gemm_done, 0));
-  }
+  join_streams(c.stream, gemm_st, comm_st);
 }
 
 }  // namespace ovl
