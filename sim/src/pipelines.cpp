@@ -2,6 +2,7 @@
 // persistent GEMM in waves, the steps of each collective and the FIFO of collective calls; and simulate().
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -20,7 +21,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   else
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
   comm_ctas = plan.comm_ctas > 0 ? plan.comm_ctas : (plan.comm_sms > 0 ? plan.comm_sms : kDefaultNcclCtas);
-  const bool cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
+  cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
   // (the H200's clock under its power limit): the same busy-SM measure as the closed-form model uses.
@@ -29,6 +30,16 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   const double busy = cublas ? double(std::min<int64_t>(gemm_sms, tiles)) : double(tiles) / double(waves);
   per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency / matrix_clock_factor(hw, busy);
   tile_epilogue_us = cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us;
+  // The GEMM's HBM demand alone (one decomposed chunk, or the whole GEMM), as the closed-form model measures it
+  // for its HBM contention term: its HBM bytes over its body time, over the device's bandwidth.
+  {
+    GemmShape shape{problem.m, problem.n, problem.k, problem.dtype};
+    if (plan.mode == Mode::kDecomposed && plan.chunks > 1) shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
+    const GemmEstimate g = estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl,
+                                         std::clamp(gemm_sms, 1, hw.sm_count), plan.tile, plan.tile_order, hw);
+    const double body_us = std::max(g.us - hw.launch_us, 1e-9);
+    gemm_hbm_util = std::min(1.0, g.hbm_bytes / body_us / 1e3 / hw.hbm_GBps);
+  }
 
   // GB/s = bytes per ns.
   sm = engine.add_resource("gpu0 sm pool", ResourceKind::kSmPool, 0, gemm_sms * per_sm_flops_per_ns);
@@ -42,11 +53,32 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   if (options.record_counters) engine.set_rate_observer([this](TimeNs t) { sample_counters(t); });
 }
 
+// The GEMM's slowdown while communication runs beside it, with the closed-form model's two terms and the same
+// Hardware parameters (so one calibrated profile serves both):
+//   time factor = 1 + shared_sm_penalty x lost / (gemm_sms - lost) + hbm_contention x u_gemm x u_comm
+// lost = SMs a shared-SM communication kernel takes from the GEMM's grid (gemm_sms + its CTAs - sm_count; none on
+// partitions), lost / (gemm_sms - lost) the fluid slowdown of running the grid's tiles on the SMs left; u_gemm the
+// GEMM's HBM demand alone, u_comm that of the communication flows running now (both over hbm_GBps). The terms
+// apply only while the communication runs, which is how the model's overlap fraction f enters.
+// The pool runs the current wave's tiles (a tail wave on as many SMs as it has tiles); cuBLAS (sequential,
+// decomposed) balances its tail over the whole grid, as the model's tiles / sms waves.
 void Context::update_pool() {
-  double usable = gemm_sms;
-  if (!partitioned)
-    usable = std::clamp(hw.sm_count - comm_sms_active * hw.shared_sm_penalty, 0.0, static_cast<double>(gemm_sms));
-  engine.set_capacity(sm, usable * per_sm_flops_per_ns);
+  const double grid = gemm_sms;
+  double sms = grid;
+  if (!cublas && wave_tiles > 0) sms = std::min(grid, static_cast<double>(wave_tiles));
+  double factor = 1.0;
+  if (!partitioned && comm_sms_active > 0) {
+    const double lost = std::clamp(grid + comm_sms_active - hw.sm_count, 0.0, grid - 1.0);
+    factor += hw.shared_sm_penalty * lost / (grid - lost);
+  }
+  factor += hw.hbm_contention * gemm_hbm_util * std::clamp(comm_hbm_util, 0.0, 1.0);
+  engine.set_capacity(sm, sms * per_sm_flops_per_ns / factor);
+}
+
+void Context::comm_hbm_changed(double util) {
+  comm_hbm_util += util;
+  if (std::abs(comm_hbm_util) < 1e-12) comm_hbm_util = 0;
+  update_pool();
 }
 
 void Context::comm_kernel_started(int ctas) {
@@ -172,7 +204,9 @@ void GemmRun::start_wave(size_t w) {
   spec.name = fmt::format("{}wave {}", label_, w);
   spec.amount = bytes;
   spec.uses = {{ctx_.sm, flops_per_byte}, {ctx_.hbm, 1.0}};
-  spec.cap = n_tiles * ctx_.per_sm_flops_per_ns / flops_per_byte;
+  // The wave's SMs (its tile count, or cuBLAS's whole grid) and the contention are the SM pool's capacity.
+  ctx_.wave_tiles = static_cast<int64_t>(n_tiles);
+  ctx_.update_pool();
   spec.on_done = [this, w, wave_start, end] {
     ctx_.engine.after(us_to_ns(ctx_.tile_epilogue_us), [this, w, wave_start, end] {
       const TimeNs now = ctx_.engine.now();
@@ -187,15 +221,46 @@ void GemmRun::start_wave(size_t w) {
 // ---------------------------------------------------------------------------------------------------------------
 namespace {
 
+// HBM bytes per buffer byte of each half of a collective among `w` ranks of one node: the closed-form model's
+// coefficients (coll_coeffs' hbm_bytes), split into the reduce half and the gather half. `both`: the halves of one
+// AllReduce (the reduce half's output is the gather half's input: neither written nor read on its own).
+//   NCCL ring   RS 1 + 1/w + f, AG 1 + 1/w, AR 2 + 2f (1 + f each half)
+//   TMA push    RS 3, AG 2, AR 3 + 2f
+//   TMA pull    RS 1 + 1/w, AG 2f, AR 1 + 1/w + 2f
+double reduce_hbm(CommAlgo algo, int w, bool both) {
+  const double f = double(w - 1) / w;
+  switch (algo) {
+    case CommAlgo::kTmaPush:
+      return 3.0;
+    case CommAlgo::kTmaPull:
+      return 1.0 + 1.0 / w;
+    default:
+      return both ? 1.0 + f : 1.0 + 1.0 / w + f;
+  }
+}
+double gather_hbm(CommAlgo algo, int w, bool both) {
+  const double f = double(w - 1) / w;
+  switch (algo) {
+    case CommAlgo::kTmaPush:
+      return both ? 2.0 * f : 2.0;
+    case CommAlgo::kTmaPull:
+      return 2.0 * f;
+    default:
+      return both ? 1.0 + f : 1.0 + 1.0 / w;
+  }
+}
+
 // Reduction half of a collective among `w` ranks of one node over D bytes (each rank ends with D / w summed).
-void reduce_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const Step& base) {
+// `hbm`: the half's HBM bytes per buffer byte, spread over its steps.
+void reduce_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const Step& base, double hbm) {
   if (w <= 1) return;
+  const double f = double(w - 1) / w;
   if (algo == CommAlgo::kNcclRing) {
     // step s: send chunk (r - s) to the next rank, receive from the previous one, add it to the local chunk.
     for (int s = 0; s < w - 1; ++s) {
       Step st = base;
       st.amount = d / w;
-      st.hbm_weight = 3;  // read local + read received + write sum
+      st.hbm_weight = hbm / f;
       st.name = fmt::format("reduce-scatter step {}", s);
       out.push_back(st);
     }
@@ -211,20 +276,21 @@ void reduce_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const 
     // One shot: push (or pull) every foreign shard to (from) its owner at once; the owner adds them.
     Step st = base;
     st.amount = d * (w - 1) / w;
-    st.hbm_weight = algo == CommAlgo::kTmaPush ? 3 : 2;  // pull reduces in flight: no staging write
+    st.hbm_weight = hbm / f;  // pull reduces in flight: no staging write
     st.name = algo == CommAlgo::kTmaPush ? "push-reduce" : "pull-reduce";
     out.push_back(st);
   }
 }
 
 // Gather half among `w` ranks of one node: each rank holds D / w and ends with all D.
-void gather_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const Step& base) {
+void gather_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const Step& base, double hbm) {
   if (w <= 1) return;
+  const double f = double(w - 1) / w;
   if (algo == CommAlgo::kNcclRing) {
     for (int s = 0; s < w - 1; ++s) {
       Step st = base;
       st.amount = d / w;
-      st.hbm_weight = 2;  // write received + read to forward
+      st.hbm_weight = hbm / f;
       st.name = fmt::format("all-gather step {}", s);
       out.push_back(st);
     }
@@ -239,7 +305,7 @@ void gather_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const 
   } else {
     Step st = base;
     st.amount = d * (w - 1) / w;
-    st.hbm_weight = algo == CommAlgo::kTmaPush ? 2 : 1;
+    st.hbm_weight = hbm / f;
     st.name = algo == CommAlgo::kTmaPush ? "push-gather" : "pull-gather";
     out.push_back(st);
   }
@@ -286,24 +352,25 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   // as NCCL's tree/ring hybrids move data; the network part is always NCCL's ring.
   switch (c) {
     case Collective::kAllReduce:
-      reduce_phase(out, algo, bytes, local, link);
+      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, true));
       if (nodes > 1) {
         const double d = bytes / local;  // each GPU holds the node's sum of its 1/local share
         net_ring(out, nodes - 1, d / nodes, netw, 3, "reduce-scatter");
         net_ring(out, nodes - 1, d / nodes, netw, 2, "all-gather");
       }
-      gather_phase(out, algo, bytes, local, link);
+      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, true));
       break;
     case Collective::kReduceScatter:
-      reduce_phase(out, algo, bytes, local, link);
+      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, false));
       if (nodes > 1) net_ring(out, nodes - 1, bytes / local / nodes, netw, 3, "reduce-scatter");
       break;
     case Collective::kAllGather:
       if (nodes > 1) net_ring(out, nodes - 1, bytes / p.world, netw, 2, "all-gather");
-      gather_phase(out, algo, bytes, local, link);
+      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, false));
       break;
   }
-  for (Step& s : out) s.hbm_weight *= hw.hbm_contention;
+  // The HBM weights are the traffic the collective moves; hbm_contention is not a traffic multiplier but the
+  // model's GEMM-slowdown weight, applied to the SM pool while the steps run (Context::update_pool).
   return out;
 }
 
@@ -336,7 +403,12 @@ void CommQueue::start_next() {
     spec.amount = current_.reorder_bytes;
     spec.uses = {{ctx_.hbm, 2.0}};
     spec.cap = ctx_.comm_ctas * ctx_.hw.per_cta_copy_GBps;
-    spec.on_done = after_reorder;
+    const double util = std::min(spec.cap, ctx_.hw.hbm_GBps / 2.0) * 2.0 / ctx_.hw.hbm_GBps;
+    ctx_.comm_hbm_changed(util);
+    spec.on_done = [this, util, after_reorder] {
+      ctx_.comm_hbm_changed(-util);
+      after_reorder();
+    };
     ctx_.engine.start_flow(std::move(spec));
   } else {
     after_reorder();
@@ -369,7 +441,19 @@ void CommQueue::run_step(size_t i) {
       spec.uses = {{ctx_.tx, 1.0}, {ctx_.rx, s.rx_weight}, {ctx_.hbm, s.hbm_weight}};
     }
     spec.cap = s.cap;
-    spec.on_done = [this, i, start] {
+    // The step's HBM demand alone (its own rate: cap, link or network, HBM), for the GEMM's contention term.
+    double rate = s.cap > 0 ? s.cap : std::numeric_limits<double>::infinity();
+    if (s.hbm_weight > 0) rate = std::min(rate, ctx_.hw.hbm_GBps / s.hbm_weight);
+    if (s.network) {
+      rate = std::min(rate, ctx_.hw.net_GBps);
+    } else if (!s.local) {
+      rate = std::min(rate, ctx_.hw.link_GBps);
+      if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.link_GBps / s.rx_weight);
+    }
+    const double util = std::isfinite(rate) ? rate * s.hbm_weight / ctx_.hw.hbm_GBps : 0.0;
+    ctx_.comm_hbm_changed(util);
+    spec.on_done = [this, i, start, util] {
+      ctx_.comm_hbm_changed(-util);
       const Step& done = current_.steps[i];
       if (ctx_.options.record_steps)
         ctx_.add_interval("comm/steps", current_.name + " " + done.name, "comm", start, ctx_.engine.now());

@@ -50,10 +50,17 @@ class Context {
   double per_sm_flops_per_ns = 0;  // at the efficiency and clock of the GEMM this mode runs
   double tile_epilogue_us = 0;     // ours or cuBLAS's, by mode
   int comm_sms_active = 0;         // shared-SM comm kernels running now (their CTAs)
+  bool cublas = false;             // sequential / decomposed: cuBLAS balances its tail over the whole grid
+  double gemm_hbm_util = 0;        // the GEMM's HBM demand alone over hbm_GBps (as the model's u_gemm), <= 1
+  double comm_hbm_util = 0;        // HBM demand of the communication flows running now over hbm_GBps
+  int64_t wave_tiles = 0;          // tiles of the GEMM wave running now (0: none)
 
   // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
   void comm_kernel_started(int ctas);
   void comm_kernel_ended(int ctas);
+  // A communication flow with standalone HBM demand `util` (fraction of hbm_GBps) starts (+) or ends (-).
+  void comm_hbm_changed(double util);
+  // The SM pool's capacity: the running wave's SMs, slowed by the model's contention terms (see pipelines.cpp).
   void update_pool();
 
   void add_interval(const std::string& lane, std::string name, const std::string& category, TimeNs start, TimeNs end);
