@@ -24,7 +24,7 @@ if [[ "${OVL_TEST_NO_CUDA:-0}" == 1 ]]; then
   echo "== build without CUDA ($build-nocuda)"
   cmake -S . -B "$build-nocuda" -G Ninja -DOVL_ENABLE_CUDA=OFF -DOVL_BUILD_BENCH=OFF >/dev/null
   cmake --build "$build-nocuda" -j "$jobs"
-  ctest --test-dir "$build-nocuda" -j "$jobs" --output-on-failure | tail -n 3
+  ctest --test-dir "$build-nocuda" -j "$jobs" --output-on-failure | grep -E "tests passed|tests failed|Failed|Total Test"
 fi
 
 echo "== tests"
