@@ -14,6 +14,8 @@ echo "== build ($build)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
 cmake --build "$build" -j "$jobs"
 cmake --install "$build" >/dev/null
+echo "== ovl info (one line and exit 0 without a GPU or driver)"
+"$build/apps/ovl" info
 
 echo "== consumer of the installed package (examples/consumer)"
 cmake -S examples/consumer -B "$build/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
