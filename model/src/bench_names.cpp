@@ -92,8 +92,8 @@ GemmImpl BenchCase::gemm_impl() const { return impl == "cublas" ? GemmImpl::kCub
 CommAlgo BenchCase::comm_algo() const {
   if (impl == "nccl") return CommAlgo::kNcclRing;
   if (impl == "nccl-nvls") return CommAlgo::kNcclNvls;
-  if (impl == "tma-pull") return CommAlgo::kTmaPull;
-  return CommAlgo::kTmaPush;  // tma-push, simt
+  if (impl == "tma-pull" || impl == "simt") return CommAlgo::kTmaPull;  // simt: the pull protocol, SIMT loads
+  return CommAlgo::kTmaPush;
 }
 
 std::string BenchCase::name() const {

@@ -299,8 +299,25 @@ struct Fitter {
   }
 
   // coll + copy, jointly: t = launch + latency x steps + bytes x factor / bandwidth, the bandwidth of the resource
-  // that binds under the current estimate (re-decided each pass). Unknowns, in x:
-  enum { kNcclLaunch, kTmaLaunch, kLatency, kInvPerCta, kInvHbm, kInvLink, kInvNcclLink, kInvNcclPerCta, kCommCols };
+  // that binds under the current estimate (re-decided each pass). Each algorithm's CTAs have their own per-CTA
+  // rate (copy, tma-push, tma-pull, simt). Loopback cases run on loopback_hardware(): their rates are the base
+  // rates scaled (HBM / W, link = HBM / 2W, per-CTA / W), so a row's coefficient carries that scale, and their
+  // latency (a flag round trip in L2, not the link's) is a known offset, not a row of the link latency column.
+  // Unknowns, in x:
+  enum {
+    kNcclLaunch,
+    kTmaLaunch,
+    kLatency,
+    kInvCopy,
+    kInvPush,
+    kInvPull,
+    kInvSimt,
+    kInvHbm,
+    kInvLink,
+    kInvNcclLink,
+    kInvNcclPerCta,
+    kCommCols
+  };
   void fit_comm(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
     const Hardware base = hw;
@@ -310,17 +327,25 @@ struct Fitter {
     for (int iter = 0; iter < 6; ++iter) {
       const auto rows = Eigen::Index(ms.size());
       p = LinearProblem{Eigen::MatrixXd::Zero(rows, kCommCols), Eigen::VectorXd(rows), Eigen::VectorXd(rows)};
-      for (size_t i = 0; i < ms.size(); ++i) comm_row(ms[i]->bench, p.a.row(Eigen::Index(i)));
-      for (size_t i = 0; i < ms.size(); ++i) p.b(Eigen::Index(i)) = p.t(Eigen::Index(i)) = ms[i]->us;
-      x << hw.nccl_launch_us, hw.tma_launch_us, hw.link_latency_us, 1 / hw.per_cta_copy_GBps, 1 / hw.hbm_GBps,
+      for (size_t i = 0; i < ms.size(); ++i) {
+        const double offset = comm_row(*ms[i], p.a.row(Eigen::Index(i)));
+        p.b(Eigen::Index(i)) = ms[i]->us - offset;
+        p.t(Eigen::Index(i)) = ms[i]->us;
+      }
+      x << hw.nccl_launch_us, hw.tma_launch_us, hw.link_latency_us, 1 / hw.per_cta_copy_GBps,
+          1 / hw.tma_push_per_cta_GBps, 1 / hw.tma_pull_per_cta_GBps, 1 / hw.simt_per_cta_GBps, 1 / hw.hbm_GBps,
           1 / hw.link_GBps, 1 / (hw.link_GBps * hw.nccl_efficiency), 1 / hw.nccl_per_cta_GBps;
-      free = solve_held(p, x, std::vector<bool>(kCommCols, true), {0, 0, 0, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12},
+      free = solve_held(p, x, std::vector<bool>(kCommCols, true),
+                        {0, 0, 0, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12},
                         {kLatency, kTmaLaunch, kNcclLaunch});
       // Only what the data informed changes (a held nccl_efficiency stays put even when link_GBps moves).
       if (free[kNcclLaunch]) hw.nccl_launch_us = x(kNcclLaunch);
       if (free[kTmaLaunch]) hw.tma_launch_us = x(kTmaLaunch);
       if (free[kLatency]) hw.link_latency_us = x(kLatency);
-      if (free[kInvPerCta]) hw.per_cta_copy_GBps = 1 / x(kInvPerCta);
+      if (free[kInvCopy]) hw.per_cta_copy_GBps = 1 / x(kInvCopy);
+      if (free[kInvPush]) hw.tma_push_per_cta_GBps = 1 / x(kInvPush);
+      if (free[kInvPull]) hw.tma_pull_per_cta_GBps = 1 / x(kInvPull);
+      if (free[kInvSimt]) hw.simt_per_cta_GBps = 1 / x(kInvSimt);
       if (free[kInvHbm]) hw.hbm_GBps = 1 / x(kInvHbm);
       if (free[kInvLink]) hw.link_GBps = 1 / x(kInvLink);
       if (free[kInvNcclLink]) hw.nccl_efficiency = std::min(1.0, 1 / x(kInvNcclLink) / hw.link_GBps);
@@ -339,7 +364,10 @@ struct Fitter {
     const Out outs[] = {{"nccl_launch_us", kNcclLaunch, base.nccl_launch_us, hw.nccl_launch_us},
                         {"tma_launch_us", kTmaLaunch, base.tma_launch_us, hw.tma_launch_us},
                         {"link_latency_us", kLatency, base.link_latency_us, hw.link_latency_us},
-                        {"per_cta_copy_GBps", kInvPerCta, base.per_cta_copy_GBps, hw.per_cta_copy_GBps},
+                        {"per_cta_copy_GBps", kInvCopy, base.per_cta_copy_GBps, hw.per_cta_copy_GBps},
+                        {"tma_push_per_cta_GBps", kInvPush, base.tma_push_per_cta_GBps, hw.tma_push_per_cta_GBps},
+                        {"tma_pull_per_cta_GBps", kInvPull, base.tma_pull_per_cta_GBps, hw.tma_pull_per_cta_GBps},
+                        {"simt_per_cta_GBps", kInvSimt, base.simt_per_cta_GBps, hw.simt_per_cta_GBps},
                         {"hbm_GBps", kInvHbm, base.hbm_GBps, hw.hbm_GBps},
                         {"link_GBps", kInvLink, base.link_GBps, hw.link_GBps},
                         {"nccl_efficiency", kInvNcclLink, base.nccl_efficiency, hw.nccl_efficiency},
@@ -354,49 +382,69 @@ struct Fitter {
     }
   }
 
-  // One row of the comm fit for the current `hw`.
+  // One row of the comm fit for the current `hw`; returns the part of the time that is known (subtracted from the
+  // measurement): a loopback case's latency.
   template <typename Row>
-  void comm_row(const BenchCase& b, Row row) const {
+  double comm_row(const Measurement& m, Row row) const {
+    const BenchCase& b = m.bench;
+    const Hardware h = measurement_hardware(m, hw);  // the profile the case ran on (loopback: scaled rates)
     const bool copy = b.kind == BenchKind::kCopy;
     const CommAlgo algo = copy ? CommAlgo::kTmaPush : b.comm_algo();
     const int world = copy ? 1 : b.world;
     const detail::CollCoeffs k = detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world);
     const double s = double(b.bytes) / detail::kBytesPerUsPerGBps;  // bytes x (1/GBps) -> us
     const double ctas = b.ctas;
+    // x holds the base profile's inverse rates; the case's rate is base / scale, so its coefficient is x scale.
+    const double hbm_scale = hw.hbm_GBps / h.hbm_GBps;
+    double offset = 0;
+    if (m.loopback) {
+      offset = k.steps * h.link_latency_us;
+    } else {
+      row(kLatency) = k.steps;
+    }
     if (is_nccl(algo)) {
       row(kNcclLaunch) = 1;
       if (world == 1) {
-        row(kInvHbm) = 2 * s;
-        return;
+        row(kInvHbm) = 2 * s * hbm_scale;
+        return 0;
       }
-      row(kLatency) = k.steps;
-      const double link_rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
-      if (k.hbm_bytes / hw.hbm_GBps > k.link_bytes / link_rate) {
-        row(kInvHbm) = k.hbm_bytes * s;
-      } else if (hw.link_GBps * hw.nccl_efficiency <= ctas * hw.nccl_per_cta_GBps) {
-        row(kInvNcclLink) = k.link_bytes * s;
+      const double link_rate = std::min(h.link_GBps * h.nccl_efficiency, ctas * h.nccl_per_cta_GBps);
+      if (k.hbm_bytes / h.hbm_GBps > k.link_bytes / link_rate) {
+        row(kInvHbm) = k.hbm_bytes * s * hbm_scale;
+      } else if (h.link_GBps * h.nccl_efficiency <= ctas * h.nccl_per_cta_GBps) {
+        row(kInvNcclLink) = k.link_bytes * s * (hw.link_GBps / h.link_GBps);
       } else {
-        row(kInvNcclPerCta) = k.link_bytes * s / ctas;
+        row(kInvNcclPerCta) = k.link_bytes * s / ctas * (hw.nccl_per_cta_GBps / h.nccl_per_cta_GBps);
       }
-      return;
+      return offset;
     }
     row(kTmaLaunch) = 1;
-    row(kLatency) = k.steps;
-    const double t_hbm = k.hbm_bytes / hw.hbm_GBps;
-    const double t_cta = k.cta_bytes / (ctas * hw.per_cta_copy_GBps);
-    const double t_link = k.link_bytes / hw.link_GBps;
+    const bool simt = b.impl == "simt";
+    int cta_col = kInvCopy;
+    double base_rate = hw.per_cta_copy_GBps, case_rate = h.per_cta_copy_GBps;
+    if (world > 1) {
+      cta_col = simt ? kInvSimt : algo == CommAlgo::kTmaPull ? kInvPull : kInvPush;
+      base_rate = simt ? hw.simt_per_cta_GBps : per_cta_GBps(algo, hw);
+      case_rate = simt ? h.simt_per_cta_GBps : per_cta_GBps(algo, h);
+    }
+    const double t_hbm = k.hbm_bytes / h.hbm_GBps;
+    const double t_cta = k.cta_bytes / (ctas * case_rate);
+    const double t_link = k.link_bytes / h.link_GBps;
     if (t_hbm >= t_cta && t_hbm >= t_link) {
-      row(kInvHbm) = k.hbm_bytes * s;
+      row(kInvHbm) = k.hbm_bytes * s * hbm_scale;
     } else if (t_cta >= t_link) {
-      row(kInvPerCta) = k.cta_bytes * s / ctas;
+      row(cta_col) = k.cta_bytes * s / ctas * (base_rate / case_rate);
+    } else if (m.loopback) {
+      row(kInvHbm) = k.link_bytes * s * (hw.hbm_GBps / h.link_GBps);  // the loopback "link" is HBM
     } else {
       row(kInvLink) = k.link_bytes * s;
     }
+    return offset;
   }
 
   // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
-  // Overlap cases inform the contention weights and the communication kernels' per-CTA rates (the loopback
-  // movers and NCCL's channels move far less per CTA than a plain copy). Gauss-Newton on the relative residuals,
+  // Overlap cases inform the contention weights and the communication kernels' per-CTA rates: NCCL's channels and
+  // the TMA mover of the tma mode, which default_plan runs as tma-push (tma_push_per_cta_GBps). Gauss-Newton on the relative residuals,
   // in the logarithm of each parameter (all positive; steps are relative), with step halving.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
@@ -407,7 +455,7 @@ struct Fitter {
     };
     const std::array<Param, 4> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
                                           {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
-                                          {"per_cta_copy_GBps", &Hardware::per_cta_copy_GBps, 1.0, 400.0},
+                                          {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, 1.0, 400.0},
                                           {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0}}};
     constexpr int kP = 4;
     const Hardware base = hw;
@@ -593,8 +641,12 @@ std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
       case BenchKind::kGemm:
         if (b.sms > hw.sm_count) return std::nullopt;
         return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw).us;
-      case BenchKind::kCollective:
-        return estimate_collective(b.collective, b.bytes, b.world, b.comm_algo(), b.ctas, hw).us;
+      case BenchKind::kCollective: {
+        // The SIMT kernel runs the pull protocol with plain loads, at its own per-CTA rate.
+        Hardware h = hw;
+        if (b.impl == "simt") h.tma_pull_per_cta_GBps = hw.simt_per_cta_GBps;
+        return estimate_collective(b.collective, b.bytes, b.world, b.comm_algo(), b.ctas, h).us;
+      }
       case BenchKind::kCopy:
         return estimate_copy(b.bytes, b.ctas, hw).us;
       case BenchKind::kOverlap: {

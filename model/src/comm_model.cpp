@@ -37,28 +37,31 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world) {
       }
       break;
     case CommAlgo::kTmaPush:
-      // Push-reduce: each rank reads its whole partial and cp.reduce.async.bulk-adds chunk j into rank j (a
-      // read-modify-write there): CTAs and HBM see 1 + 2 = 3 bytes per buffer byte. AllGather pushes each shard to
-      // every peer (a read and a write per byte received). AllReduce = push-reduce then push the reduced chunk.
+      // Push-reduce: each rank copies its own chunk (2/W) and cp.reduce.async.bulk-adds each of the W-1 other
+      // chunks into its owner (a read here, a read-modify-write there: 3 (W-1)/W): 3 - 1/W bytes of CTA work per
+      // buffer byte. AllGather: read the own chunk once, write it to the W-1 peers (1 per buffer byte), plus the
+      // own chunk's copy into the output (2/W). AllReduce = push-reduce, then push the reduced chunk (1). The
+      // counts are the kernels' own (bench/bench_collectives.cu, moved_bytes()).
       switch (c) {
         case Collective::kAllReduce:
-          return {2 * f, 3 + 2 * f, 3 + 2 * f, 2};
+          return {2 * f, 4 - 1 / w, 4 - 1 / w, 2};
         case Collective::kReduceScatter:
-          return {f, 3.0, 3.0, 1};
+          return {f, 3 - 1 / w, 3 - 1 / w, 1};
         case Collective::kAllGather:
-          return {f, 2.0, 2.0, 1};
+          return {f, 1 + 2 / w, 1 + 2 / w, 1};
       }
       break;
     case CommAlgo::kTmaPull:
       // Pull-reduce: rank r reads chunk r from all W ranks (W chunks per output chunk, W-1 over the link), sums
       // them on chip, writes one chunk: 1 + 1/W bytes per buffer byte; ready flag then read = 2 latencies.
+      // AllGather: the own chunk's copy (2/W) plus a read and a write of each of the W-1 other chunks: 2.
       switch (c) {
         case Collective::kAllReduce:
           return {2 * f, 1 + 1 / w + 2 * f, 1 + 1 / w + 2 * f, 4};
         case Collective::kReduceScatter:
           return {f, 1 + 1 / w, 1 + 1 / w, 2};
         case Collective::kAllGather:
-          return {f, 2 * f, 2 * f, 2};
+          return {f, 2.0, 2.0, 2};
       }
       break;
   }
@@ -66,15 +69,18 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world) {
 }
 
 namespace {
-double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int ctas, const Hardware& hw, double hbm_GBps) {
+double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas, const Hardware& hw,
+                         double hbm_GBps) {
   double t = k.hbm_bytes / hbm_GBps;
   if (is_nccl(algo)) {
     // NCCL channels each move nccl_per_cta_GBps until the link (at NCCL's protocol efficiency) caps them.
     const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
     if (k.link_bytes > 0) t = std::max(t, k.link_bytes / rate);
   } else {
-    // TMA / SIMT: bandwidth = min(ctas x per-CTA copy, link, HBM share), each with its data-movement factor.
-    t = std::max(t, k.cta_bytes / (ctas * hw.per_cta_copy_GBps));
+    // TMA / SIMT: bandwidth = min(ctas x the algorithm's per-CTA rate, link, HBM share), each with its
+    // data-movement factor. A world of one is a local copy, at the plain copy's per-CTA rate.
+    const double per_cta = world == 1 ? hw.per_cta_copy_GBps : per_cta_GBps(algo, hw);
+    t = std::max(t, k.cta_bytes / (ctas * per_cta));
     if (k.link_bytes > 0) t = std::max(t, k.link_bytes / hw.link_GBps);
   }
   return t / kBytesPerUsPerGBps;
@@ -95,7 +101,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   if (nodes == 1) {
     const CollCoeffs k = coll_coeffs(c, algo, world);
     cost.latency_us = k.steps * hw.link_latency_us;
-    cost.us_per_byte = per_byte_one_node(k, algo, ctas, hw, hbm_GBps);
+    cost.us_per_byte = per_byte_one_node(k, algo, world, ctas, hw, hbm_GBps);
     return cost;
   }
   OVL_CHECK(is_nccl(algo), "collective algorithm {} works within one node; world {} spans {} nodes", to_string(algo),
@@ -111,21 +117,21 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   double intra = 0, net_bytes = 0, net_steps = 0, hbm_bytes = 0;
   switch (c) {
     case Collective::kAllReduce:
-      intra = per_byte_one_node(rs, algo, ctas, hw, hbm_GBps) + per_byte_one_node(ag, algo, ctas, hw, hbm_GBps);
+      intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps) + per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps);
       net_bytes = 2 * fn / g;
       net_steps = 2 * (n - 1);
       cost.latency_us = (rs.steps + ag.steps) * hw.link_latency_us;
       hbm_bytes = rs.hbm_bytes + ag.hbm_bytes;
       break;
     case Collective::kReduceScatter:
-      intra = per_byte_one_node(rs, algo, ctas, hw, hbm_GBps);
+      intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps);
       net_bytes = fn / g;
       net_steps = n - 1;
       cost.latency_us = rs.steps * hw.link_latency_us;
       hbm_bytes = rs.hbm_bytes;
       break;
     case Collective::kAllGather:
-      intra = per_byte_one_node(ag, algo, ctas, hw, hbm_GBps);
+      intra = per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps);
       net_bytes = fn / g;
       net_steps = n - 1;
       cost.latency_us = ag.steps * hw.link_latency_us;
@@ -146,6 +152,19 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world) {
   if (is_nccl(algo) || world <= 1) return 1.0;
   const detail::CollCoeffs k = detail::coll_coeffs(c, algo, world);
   return k.link_bytes > 0 ? k.cta_bytes / k.link_bytes : 1.0;
+}
+
+double per_cta_GBps(CommAlgo algo, const Hardware& hw) {
+  switch (algo) {
+    case CommAlgo::kNcclRing:
+    case CommAlgo::kNcclNvls:
+      return hw.nccl_per_cta_GBps;
+    case CommAlgo::kTmaPush:
+      return hw.tma_push_per_cta_GBps;
+    case CommAlgo::kTmaPull:
+      return hw.tma_pull_per_cta_GBps;
+  }
+  OVL_FAIL("unknown collective algorithm");
 }
 
 }  // namespace ovl

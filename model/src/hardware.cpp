@@ -49,6 +49,9 @@ constexpr DoubleField kDoubleFields[] = {
     {"link_GBps", &Hardware::link_GBps, Rule::kPositive},
     {"link_latency_us", &Hardware::link_latency_us, Rule::kNonNegative},
     {"per_cta_copy_GBps", &Hardware::per_cta_copy_GBps, Rule::kPositive},
+    {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, Rule::kPositive},
+    {"tma_pull_per_cta_GBps", &Hardware::tma_pull_per_cta_GBps, Rule::kPositive},
+    {"simt_per_cta_GBps", &Hardware::simt_per_cta_GBps, Rule::kPositive},
     {"net_GBps", &Hardware::net_GBps, Rule::kPositive},
     {"net_latency_us", &Hardware::net_latency_us, Rule::kNonNegative},
     {"gemm_efficiency", &Hardware::gemm_efficiency, Rule::kFraction},
@@ -117,6 +120,11 @@ Hardware hopper_common() {
   h.link_GBps = 450;          // NVLink 4: 18 links x 25 GB/s per direction = 450 GB/s (900 GB/s bidirectional)
   h.link_latency_us = 0.7;    // see above
   h.per_cta_copy_GBps = 100;  // DEVICE.md: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring, H200
+  // Our collective kernels per CTA, measured on the H200 (docs/results/collectives-h200/bench_collectives.json,
+  // 2026-12-02, loopback world 8, bf16, "moved_GBps_per_cta" at 1..32 CTAs; the plain TMA copy moved 94 there):
+  h.tma_push_per_cta_GBps = 56;  // tma-push AllReduce 56, ReduceScatter 57, AllGather 51-52
+  h.tma_pull_per_cta_GBps = 15;  // tma-pull AllReduce 16, ReduceScatter 14 (AllGather, no adds: 40-42)
+  h.simt_per_cta_GBps = 32;      // simt AllReduce 30-34, ReduceScatter 29-32, AllGather 29-34
   h.net_GBps = 50;            // DGX H100/H200: one ConnectX-7 400 Gb/s NIC per GPU = 50 GB/s per direction
   h.net_latency_us = 5;       // InfiniBand NDR small message through NCCL's net proxy: a few us. Guess.
   h.gemm_efficiency = 0.80;
@@ -186,6 +194,9 @@ Hardware a100_sxm() {
   h.link_GBps = 300;                       // NVLink 3: 12 links x 25 GB/s per direction
   h.link_latency_us = 0.9;                 // guess, a little above NVLink 4
   h.per_cta_copy_GBps = 60;                // guess: no TMA, SIMT copy per SM at lower clock and bandwidth
+  h.tma_push_per_cta_GBps = 34;            // guesses: the H200's collective/copy ratios (0.56, 0.15, 0.32) x 60
+  h.tma_pull_per_cta_GBps = 9;
+  h.simt_per_cta_GBps = 19;
   h.net_GBps = 25;                         // DGX A100: one HDR 200 Gb/s NIC per GPU
   h.net_latency_us = 5;
   h.gemm_efficiency = 0.80;  // guesses, as for Hopper (A100 cuBLAS reaches ~80% of 312)
@@ -214,13 +225,14 @@ void Hardware::validate() const {
 std::string Hardware::summary() const {
   return fmt::format(
       "{}: {} SMs (partitions of {}), {:.3f} TFLOP/s per SM ({:.0f} total) at {:.2f} GHz, HBM {:.0f} GB/s, "
-      "L2 {:.0f} MiB, link {:.0f} GB/s ({:.2f} us), per-CTA copy {:.0f} GB/s, net {:.0f} GB/s ({:.1f} us); "
+      "L2 {:.0f} MiB, link {:.0f} GB/s ({:.2f} us), per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), net {:.0f} GB/s ({:.1f} us); "
       "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / {})^{:.3f}, "
       "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
       "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us), tma launch {:.1f} us, hbm contention {:.2f}, "
       "shared-SM penalty {:.2f}",
       name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
-      link_GBps, link_latency_us, per_cta_copy_GBps, net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency,
+      link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
+      simt_per_cta_GBps, net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency,
       cublas_partition_penalty, clock_knee_sms, sm_count, clock_exponent, launch_us, tile_epilogue_us,
       cublas_tile_epilogue_us, nccl_efficiency, nccl_per_cta_GBps, nccl_launch_us,
       tma_launch_us, hbm_contention, shared_sm_penalty);
@@ -280,6 +292,11 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share)
   if (share == LoopbackShare::kWholeWorld) {
     h.hbm_GBps = base.hbm_GBps / world;
     h.link_GBps = base.hbm_GBps / (2.0 * world);
+    // The benchmark's CTA count drives all W ranks' shares at once: each rank's share gets 1/W of every CTA.
+    h.per_cta_copy_GBps = base.per_cta_copy_GBps / world;
+    h.tma_push_per_cta_GBps = base.tma_push_per_cta_GBps / world;
+    h.tma_pull_per_cta_GBps = base.tma_pull_per_cta_GBps / world;
+    h.simt_per_cta_GBps = base.simt_per_cta_GBps / world;
   } else {
     h.link_GBps = base.hbm_GBps;
   }

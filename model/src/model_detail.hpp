@@ -44,7 +44,7 @@ double matrix_rate_scale(DType dtype);  // 1 for bf16/fp16; 0.5 for fp32 (TF32)
 // Per-buffer-byte coefficients of one collective among the ranks of one node (bytes = the full buffer S).
 struct CollCoeffs {
   double link_bytes = 0;  // bytes each GPU sends per direction over the link, per buffer byte
-  double cta_bytes = 0;   // bytes the TMA/SIMT CTAs read + write (as per_cta_copy_GBps counts), per buffer byte
+  double cta_bytes = 0;   // bytes the TMA/SIMT CTAs read + write (as per_cta_GBps counts), per buffer byte
   double hbm_bytes = 0;   // local HBM traffic (read + write) per buffer byte
   double steps = 0;       // dependent link latencies on the critical path
 };

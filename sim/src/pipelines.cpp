@@ -225,13 +225,13 @@ namespace {
 // coefficients (coll_coeffs' hbm_bytes), split into the reduce half and the gather half. `both`: the halves of one
 // AllReduce (the reduce half's output is the gather half's input: neither written nor read on its own).
 //   NCCL ring   RS 1 + 1/w + f, AG 1 + 1/w, AR 2 + 2f (1 + f each half)
-//   TMA push    RS 3, AG 2, AR 3 + 2f
-//   TMA pull    RS 1 + 1/w, AG 2f, AR 1 + 1/w + 2f
+//   TMA push    RS 3 - 1/w, AG 1 + 2/w, AR 4 - 1/w (3 - 1/w + 1)
+//   TMA pull    RS 1 + 1/w, AG 2, AR 1 + 1/w + 2f
 double reduce_hbm(CommAlgo algo, int w, bool both) {
   const double f = double(w - 1) / w;
   switch (algo) {
     case CommAlgo::kTmaPush:
-      return 3.0;
+      return 3.0 - 1.0 / w;
     case CommAlgo::kTmaPull:
       return 1.0 + 1.0 / w;
     default:
@@ -242,9 +242,9 @@ double gather_hbm(CommAlgo algo, int w, bool both) {
   const double f = double(w - 1) / w;
   switch (algo) {
     case CommAlgo::kTmaPush:
-      return both ? 2.0 * f : 2.0;
+      return both ? 1.0 : 1.0 + 2.0 / w;
     case CommAlgo::kTmaPull:
-      return 2.0 * f;
+      return both ? 2.0 * f : 2.0;
     default:
       return both ? 1.0 + f : 1.0 + 1.0 / w;
   }
@@ -342,7 +342,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
   Step link;
   link.cap = is_nccl(algo) ? std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.link_GBps)
-                           : ctas * hw.per_cta_copy_GBps / cta_bytes_per_link_byte(c, algo, p.world);
+                           : ctas * per_cta_GBps(algo, hw) / cta_bytes_per_link_byte(c, algo, p.world);
   link.latency = us_to_ns(hw.link_latency_us);
   Step netw;
   netw.network = true;

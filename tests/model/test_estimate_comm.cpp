@@ -45,22 +45,31 @@ TEST(EstimateComm, NvlsHalvesAllReduceBytes) {
 }
 
 TEST(EstimateComm, TmaClosedForm) {
-  // Push-reduce ReduceScatter of 64 MiB among 8, 16 CTAs: link 7/8 x 67.1 MB / 450 GB/s = 130.5 us; CTAs
-  // 3 x 67.1 MB / (16 x 100 GB/s) = 125.8 us; HBM 3 x 67.1 MB / 4200 GB/s = 47.9 us -> the link binds.
-  // + 1 step x 0.7 us + 4 us launch.
+  // Push-reduce ReduceScatter of 64 MiB among 8, 16 CTAs: CTA work 3 - 1/8 = 2.875 bytes per buffer byte (own
+  // chunk copied, 7 chunks bulk-reduced into their owners) at 56 GB/s per push CTA: 2.875 x 67.1 MB / 896 GB/s =
+  // 215.3 us; link 7/8 x 67.1 MB / 450 GB/s = 130.5 us; HBM 2.875 x 67.1 MB / 4200 GB/s = 45.9 us -> the CTAs
+  // bind. + 1 step x 0.7 us + 4 us launch.
   const double s = 64.0 * kMiB;
   const CommEstimate push =
       estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, kH200);
-  EXPECT_NEAR(push.us, 4.0 + 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
-  // With 8 CTAs the CTAs bind: 3 x 67.1 MB / 800 GB/s = 251.7 us.
+  EXPECT_NEAR(push.us, 4.0 + 0.7 + 2.875 * s / 896e3, 1e-6);
+  // With 8 CTAs: 2.875 x 67.1 MB / 448 GB/s = 430.7 us.
   const CommEstimate push8 =
       estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 8, kH200);
-  EXPECT_NEAR(push8.us, 4.0 + 0.7 + 3 * s / 800e3, 1e-6);
-  // Pull-reduce reads W chunks per output chunk but writes one: (1 + 1/8) bytes per buffer byte on the CTAs,
-  // so with 8 CTAs it is link bound again; and it waits 2 latencies (flag, then read).
+  EXPECT_NEAR(push8.us, 4.0 + 0.7 + 2.875 * s / 448e3, 1e-6);
+  // With 64 CTAs (3584 GB/s, 53.8 us) the link binds.
+  const CommEstimate push64 =
+      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 64, kH200);
+  EXPECT_NEAR(push64.us, 4.0 + 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
+  // Pull-reduce reads W chunks per output chunk but writes one: (1 + 1/8) bytes per buffer byte on the CTAs, at
+  // the pull kernel's 15 GB/s per CTA: with 8 CTAs 1.125 x 67.1 MB / 120 GB/s = 629.1 us; it waits 2 latencies
+  // (flag, then read). With 64 CTAs (960 GB/s, 78.6 us) the link binds.
   const CommEstimate pull8 =
       estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPull, 8, kH200);
-  EXPECT_NEAR(pull8.us, 4.0 + 2 * 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
+  EXPECT_NEAR(pull8.us, 4.0 + 2 * 0.7 + 1.125 * s / 120e3, 1e-6);
+  const CommEstimate pull64 =
+      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPull, 64, kH200);
+  EXPECT_NEAR(pull64.us, 4.0 + 2 * 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
   // More CTAs help until the link caps: 1, 2, 4 ... 64 CTAs never slower, and 32 = 64.
   double prev = 1e300;
   for (int c = 1; c <= 64; c *= 2) {
@@ -120,14 +129,19 @@ TEST(EstimateComm, SeveralNodes) {
 }
 
 TEST(EstimateComm, Loopback) {
-  // 4 virtual ranks on one H200 (loopback_hardware): each rank's HBM share is 1050 GB/s and its "link" 525 GB/s.
-  // Push-reduce ReduceScatter of 64 MiB with 32 CTAs: HBM 3 x S / 1050 GB/s binds (the four ranks together move
-  // 12 S through the device's 4200 GB/s: the same time).
+  // 4 virtual ranks on one H200 (loopback_hardware): each rank's HBM share is 1050 GB/s, its "link" 525 GB/s, and
+  // each rank's share of a CTA 56 / 4 = 14 GB/s (the benchmark's CTAs drive all four ranks).
+  // Push-reduce ReduceScatter of 64 MiB (CTA work and HBM 3 - 1/4 = 2.75 bytes per buffer byte) with 128 CTAs
+  // (1792 GB/s per rank): HBM 2.75 x S / 1050 GB/s binds (the four ranks together move 11 S through the device's
+  // 4200 GB/s: the same time). With 32 CTAs (448 GB/s per rank) the CTAs bind.
   const Hardware lb = loopback_hardware(kH200, 4);
+  EXPECT_DOUBLE_EQ(lb.tma_push_per_cta_GBps, 14.0);
   const double s = 64.0 * kMiB;
-  const CommEstimate e = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 32, lb);
-  EXPECT_NEAR(e.us, lb.tma_launch_us + lb.link_latency_us + 3 * s / 1050e3, 1e-6);
-  EXPECT_NEAR(3 * s / 1050e3, 4 * 3 * s / 4200e3, 1e-9);
+  const CommEstimate e = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 128, lb);
+  EXPECT_NEAR(e.us, lb.tma_launch_us + lb.link_latency_us + 2.75 * s / 1050e3, 1e-6);
+  EXPECT_NEAR(2.75 * s / 1050e3, 4 * 2.75 * s / 4200e3, 1e-9);
+  const CommEstimate e32 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 32, lb);
+  EXPECT_NEAR(e32.us, lb.tma_launch_us + lb.link_latency_us + 2.75 * s / 448e3, 1e-6);
 }
 
 }  // namespace

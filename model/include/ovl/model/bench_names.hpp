@@ -39,7 +39,8 @@ struct BenchCase {
   int comm_sms = 0;                                // overlap
 
   GemmImpl gemm_impl() const;  // ovl and ovl-nosignal -> kOvl; cublas -> kCublas
-  CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-push
+  CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
+  // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;    // the canonical name (parse_bench_name(name()) gives the case back)
 };
 

@@ -64,10 +64,14 @@ struct CalibrationResult {
 //   gemm/cublas: cublas_efficiency, cublas_tile_epilogue_us, cublas_partition_penalty
 //   gemm (both): launch_us, clock_knee_sms, clock_exponent           (one joint linear fit inside a grid search
 //                                                                    over the clock curve)
-//   coll, copy : nccl_launch_us, tma_launch_us, link_latency_us, per_cta_copy_GBps, hbm_GBps, link_GBps,
-//                nccl_efficiency, nccl_per_cta_GBps                  (time = launch + latency x steps + bytes x
-//                                                                    factor / bandwidth of the binding resource)
-//   overlap    : hbm_contention, shared_sm_penalty                   (Gauss-Newton on the mode estimates)
+//   coll, copy : nccl_launch_us, tma_launch_us, link_latency_us, per_cta_copy_GBps (copies),
+//                tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps (each impl's coll cases),
+//                hbm_GBps, link_GBps, nccl_efficiency, nccl_per_cta_GBps
+//                                                                    (time = launch + latency x steps + bytes x
+//                                                                    factor / bandwidth of the binding resource;
+//                                                                    loopback cases on their scaled profile)
+//   overlap    : hbm_contention, shared_sm_penalty, tma_push_per_cta_GBps (the tma mode's mover),
+//                nccl_per_cta_GBps                                   (Gauss-Newton on the mode estimates)
 // Throws ovl::Error when no measurement is usable.
 CalibrationResult calibrate(const std::vector<nlohmann::json>& benchmark_files, const Hardware& base);
 CalibrationResult calibrate_measurements(const std::vector<Measurement>& measurements, const Hardware& base);

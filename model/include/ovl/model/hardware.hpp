@@ -25,7 +25,12 @@ struct Hardware {
   // Communication
   double link_GBps = 0;             // NVLink bandwidth per direction per GPU (through the NVSwitch), GB/s
   double link_latency_us = 0;       // one-way small-message latency over the link
-  double per_cta_copy_GBps = 0;     // bytes a single-warp TMA CTA (or one SIMT CTA) moves per second, GB/s
+  double per_cta_copy_GBps = 0;     // bytes (read + written) one CTA of a plain local copy moves per second, GB/s
+  // Bytes (read + written, as each collective's CTA work counts them, docs/model.md) one CTA of our collective
+  // kernels moves per second, per algorithm: a reduction costs far more per byte than a copy (per_cta_GBps()).
+  double tma_push_per_cta_GBps = 56.0;  // tma-push (bulk reduce at the owner; push all-gather)
+  double tma_pull_per_cta_GBps = 15.0;  // tma-pull (read W chunks, fp32 sums on the consumer warps)
+  double simt_per_cta_GBps = 32.0;      // the SIMT comparison kernel (the pull protocol, 16-byte loads)
   double net_GBps = 0;              // per-GPU inter-node bandwidth per direction (several nodes), GB/s
   double net_latency_us = 0;
   // Fitted efficiencies and overheads (defaults are educated guesses until `ovl calibrate` replaces them)
