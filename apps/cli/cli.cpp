@@ -2,6 +2,9 @@
 
 #include <ostream>
 
+#include "cli/args.hpp"
+#include "ovl/error.hpp"
+
 namespace ovl::cli {
 namespace {
 
@@ -20,6 +23,21 @@ commands:
 )";
 
 }  // namespace
+
+int guarded(const char* command, std::ostream& err, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    err << "ovl " << command << ": " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    err << "ovl " << command << ": " << e.message() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    err << "ovl " << command << ": " << e.what() << "\n";
+    return 1;
+  }
+}
 
 int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const Command& info) {
   if (argv.empty() || argv[0] == "help" || argv[0] == "--help" || argv[0] == "-h") {

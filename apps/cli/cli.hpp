@@ -16,6 +16,10 @@ int cmd_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
 int cmd_calibrate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// Runs a subcommand's body: bad arguments (UsageError) print one line and give 2; library errors (ovl::Error) and
+// anything else thrown print one line and give 1. Nothing escapes.
+int guarded(const char* command, std::ostream& err, const std::function<int()>& body);
+
 // Dispatches argv[0] (the subcommand). `info` is the GPU report, available only in builds with CUDA: pass it
 // in, or null for a CPU-only build (then `ovl info` says so and exits 0).
 int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const Command& info);

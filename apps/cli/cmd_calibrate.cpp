@@ -15,7 +15,7 @@
 namespace ovl::cli {
 
 int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  try {
+  return guarded("calibrate", err, [&] {
     std::vector<std::string> expanded;
     for (const std::string& a : argv) expanded.push_back(a == "-o" ? "--output" : a);
     const Args args(expanded, {"output", "gpu", "profile"}, {});
@@ -46,13 +46,7 @@ int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::
                *output);
     out << result.summary();
     return 0;
-  } catch (const UsageError& e) {
-    err << "ovl calibrate: " << e.what() << "\n";
-    return 2;
-  } catch (const Error& e) {
-    err << "ovl calibrate: " << e.message() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace ovl::cli

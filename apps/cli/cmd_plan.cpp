@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -29,23 +30,6 @@ void write_trace(const Timeline& timeline, const std::string& path) {
     timeline.write_chrome_trace(path);
   } catch (const Error& e) {
     throw UsageError(fmt::format("--trace {}: {}", path, e.message()));
-  }
-}
-
-// Runs `body`, turning bad arguments into one line and exit status 2, and library failures into exit status 1.
-template <typename Body>
-int guarded(const char* command, std::ostream& err, Body&& body) {
-  try {
-    return body();
-  } catch (const UsageError& e) {
-    err << "ovl " << command << ": " << e.what() << "\n";
-    return 2;
-  } catch (const Error& e) {
-    err << "ovl " << command << ": " << e.message() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    err << "ovl " << command << ": " << e.what() << "\n";
-    return 1;
   }
 }
 
@@ -90,6 +74,8 @@ int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::o
     reject_positionals(args);
     const auto path = args.value("plan");
     if (!path) throw UsageError("missing required option --plan FILE");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*path, ec)) throw UsageError(fmt::format("--plan {}: not a readable file", *path));
     std::ifstream in(*path);
     if (!in) throw UsageError(fmt::format("--plan {}: cannot open the file", *path));
     nlohmann::json doc;

@@ -82,7 +82,7 @@ void write_plots(const sim::ValidationResult& r, const std::filesystem::path& di
 }  // namespace
 
 int cmd_validate(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  try {
+  return guarded("validate", err, [&] {
     const Args args(argv, {"measured", "profile", "plot", "gpu"}, {"json"});
     std::vector<std::string> paths = args.values("measured");
     paths.insert(paths.end(), args.positionals().begin(), args.positionals().end());
@@ -98,13 +98,7 @@ int cmd_validate(const std::vector<std::string>& argv, std::ostream& out, std::o
       out << result.summary();
     }
     return 0;
-  } catch (const UsageError& e) {
-    err << "ovl validate: " << e.what() << "\n";
-    return 2;
-  } catch (const Error& e) {
-    err << "ovl validate: " << e.message() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace ovl::cli

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "cli/args.hpp"
@@ -11,6 +12,8 @@ namespace ovl::cli {
 std::vector<nlohmann::json> read_json_files(const std::vector<std::string>& paths) {
   std::vector<nlohmann::json> docs;
   for (const std::string& path : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) throw UsageError(fmt::format("'{}' is not a readable file", path));
     std::ifstream in(path);
     if (!in) throw UsageError(fmt::format("cannot open '{}'", path));
     try {

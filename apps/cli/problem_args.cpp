@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "ovl/error.hpp"
 
 namespace ovl::cli {
@@ -43,7 +45,11 @@ Problem problem_from_args(const Args& args, const Problem* base) {
 Hardware hardware_from_args(const Args& args, const std::string& fallback) {
   if (args.has("profile") && args.has("gpu")) throw UsageError("give --gpu or --profile, not both");
   try {
-    if (auto path = args.value("profile")) return load_hardware(*path);
+    if (auto path = args.value("profile")) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(*path, ec)) throw UsageError(fmt::format("--profile {}: not a readable file", *path));
+      return load_hardware(*path);
+    }
     return builtin_hardware(args.value_or("gpu", fallback));
   } catch (const Error& e) {
     throw UsageError(e.message());
