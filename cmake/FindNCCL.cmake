@@ -9,7 +9,6 @@ find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_nccl_hi
 if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
   file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
   foreach(_part MAJOR MINOR PATCH)
-    string(REGEX REPLACE ".*NCCL_${_part} +([0-9]+).*" "\\1" _v "${_nccl_ver}")
     string(REGEX MATCH "#define NCCL_${_part} +([0-9]+)" _m "${_nccl_ver}")
     set(NCCL_VERSION_${_part} ${CMAKE_MATCH_1})
   endforeach()

@@ -18,7 +18,7 @@ set(_ovl_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/ovl)
 install(EXPORT ovlTargets NAMESPACE ovl:: DESTINATION ${_ovl_cmake_dir})
 set(OVL_CONFIG_ENABLE_CUDA ${OVL_ENABLE_CUDA})
 set(OVL_CONFIG_WITH_MPI OFF)
-if(OVL_ENABLE_CUDA AND OVL_WITH_MPI)
+if(OVL_ENABLE_CUDA AND OVL_MPI_USED)
   set(OVL_CONFIG_WITH_MPI ON)
 endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ovlConfig.cmake.in ${PROJECT_BINARY_DIR}/ovlConfig.cmake

@@ -26,7 +26,9 @@ if [[ "${OVL_TEST_NO_CUDA:-0}" == 1 ]]; then
   echo "== build without CUDA ($build-nocuda)"
   cmake -S . -B "$build-nocuda" -G Ninja -DOVL_ENABLE_CUDA=OFF -DOVL_BUILD_BENCH=OFF >/dev/null
   cmake --build "$build-nocuda" -j "$jobs"
-  ctest --test-dir "$build-nocuda" -j "$jobs" --output-on-failure | grep -E "tests passed|tests failed|Failed|Total Test"
+  ctest --test-dir "$build-nocuda" -j "$jobs" --output-on-failure >"$build-nocuda/ctest.log" 2>&1 ||
+    { cat "$build-nocuda/ctest.log"; exit 1; }
+  grep -E "tests passed|tests failed" "$build-nocuda/ctest.log"
 fi
 
 echo "== tests"

@@ -3,6 +3,7 @@
 // planner results per Problem.
 #include "ovl/core/context.hpp"
 
+#include <cmath>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -137,6 +138,10 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
   s.hw.validate();
   s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share) : s.hw;
+  OVL_CHECK(std::isfinite(options.wait_timeout_ms) && options.wait_timeout_ms >= 0 &&
+                options.wait_timeout_ms <= 3.6e6,
+            "ContextOptions::wait_timeout_ms = {} must be between 0 (the default) and 3600000 (one hour)",
+            options.wait_timeout_ms);
   const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
   s.timeout_ns = uint64_t(timeout_ms * 1e6);
   s.trace = options.trace;

@@ -132,7 +132,8 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     OVL_CHECK(comm_sms >= gran && comm_sms % gran == 0,
               "plan field \"comm_sms\" = {} must be a positive multiple of the green-context granularity {}", comm_sms,
               gran);
-    // A split gives groups of `gran` SMs and a remainder (132 = 16 x 8 + 4); the remainder may join the GEMM.
+    // A split gives groups of `gran` SMs and a remainder (the H200 splits its 132 SMs into 15 groups
+    // of 8 and a remainder of 12, since groups stay inside a GPC); the remainder may join the GEMM.
     OVL_CHECK(gemm_sms % gran == 0 || gemm_sms % gran == sms % gran,
               "plan field \"gemm_sms\" = {} must be a multiple of the green-context granularity {} (or one plus the "
               "remainder {})",

@@ -2,6 +2,7 @@
 #include "ovl/model/problem.hpp"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
@@ -69,6 +70,14 @@ void Problem::validate() const {
   OVL_CHECK(m > 0, "problem field \"m\" = {} must be positive", m);
   OVL_CHECK(n > 0, "problem field \"n\" = {} must be positive", n);
   OVL_CHECK(k > 0, "problem field \"k\" = {} must be positive", k);
+  // Each size fits the kernels' 32-bit indices, and every matrix's bytes fit in 64 bits (no overflow downstream).
+  constexpr int64_t kMaxDim = int64_t{1} << 31;
+  for (const auto& [name, v] : {std::pair{"m", m}, std::pair{"n", n}, std::pair{"k", k}}) {
+    OVL_CHECK(v < kMaxDim, "problem field \"{}\" = {} exceeds the largest supported size {}", name, v, kMaxDim - 1);
+  }
+  constexpr int64_t kMaxElements = int64_t{1} << 40;  // 2 TB of bf16: larger than any GPU's memory
+  OVL_CHECK(m * n <= kMaxElements && m * k <= kMaxElements && n * k <= kMaxElements,
+            "problem {}x{}x{}: a matrix has more than 2^40 elements", m, n, k);
   // 16-byte rows for TMA and vectorized loads: K (A's row) and N (C's row) in multiples of 8 elements.
   OVL_CHECK(k % 8 == 0, "problem field \"k\" = {} must be a multiple of 8 (16-byte rows)", k);
   OVL_CHECK(n % 8 == 0, "problem field \"n\" = {} must be a multiple of 8 (16-byte rows)", n);

@@ -27,7 +27,7 @@ class SmPartition {
   // and all the others for the GEMM. The communication stream gets the highest stream priority.
   static std::unique_ptr<SmPartition> split(int device, int comm_sms);
   // One partition of `sms` SMs for a lone kernel (comm_stream() is null): a multiple of the granularity, or the
-  // device's SM count minus a multiple of it (132 - 8 = 124 takes the 4-SM remainder).
+  // groups plus the split's remainder (the H200 splits into 15 groups of 8 and 12 SMs: 124 = 14 x 8 + 12).
   static std::unique_ptr<SmPartition> confine(int device, int sms);
 
   ~SmPartition();
