@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -19,14 +20,22 @@ namespace detail {
 
 void WorldState::thread_barrier() {
   std::unique_lock lock(mutex);
+  OVL_CHECK(!abandoned, "threads World: another rank failed, so this barrier would never complete");
   const unsigned long long gen = generation;
   if (++arrived == size) {
     arrived = 0;
     ++generation;
     cv.notify_all();
   } else {
-    cv.wait(lock, [&] { return generation != gen; });
+    cv.wait(lock, [&] { return generation != gen || abandoned; });
+    OVL_CHECK(!abandoned, "threads World: another rank failed, so this barrier would never complete");
   }
+}
+
+void WorldState::abandon_barriers() {
+  std::lock_guard lock(mutex);
+  abandoned = true;
+  cv.notify_all();
 }
 
 WorldState::~WorldState() {
@@ -270,6 +279,7 @@ void run_per_rank(std::vector<World>& worlds, const std::function<void(World&)>&
     return;
   }
   std::vector<std::exception_ptr> errors(worlds.size());
+  std::atomic<int> first_failure{-1};
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < worlds.size(); ++i) {
     threads.emplace_back([&, i] {
@@ -278,12 +288,16 @@ void run_per_rank(std::vector<World>& worlds, const std::function<void(World&)>&
         fn(worlds[i]);
       } catch (...) {
         errors[i] = std::current_exception();
+        int none = -1;
+        first_failure.compare_exchange_strong(none, int(i));
+        // The other ranks may be waiting for this one in a barrier: release them (they throw) instead of hanging.
+        if (worlds[i].state()) worlds[i].state()->abandon_barriers();
       }
     });
   }
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  // The first failure is the cause; later ones are usually "another rank failed" from abandoned barriers.
+  if (first_failure >= 0) std::rethrow_exception(errors[size_t(first_failure.load())]);
 }
 
 }  // namespace ovl

@@ -27,6 +27,7 @@ struct WorldState {
   std::condition_variable cv;
   int arrived = 0;
   unsigned long long generation = 0;
+  bool abandoned = false;  // a rank's thread failed: barriers throw instead of waiting for it forever
   std::vector<std::vector<std::byte>> slots;
 
 #if defined(OVL_HAVE_MPI)
@@ -35,6 +36,7 @@ struct WorldState {
 #endif
 
   void thread_barrier();
+  void abandon_barriers();
   ~WorldState();
 };
 
