@@ -157,19 +157,22 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
 }
 
-Context::~Context() {
-  Impl& s = *impl_;
-  if (cudaSetDevice(s.device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-    fmt::print(stderr, "ovl: ~Context: device {} reported {}\n", s.device, cudaGetErrorString(cudaGetLastError()));
+// The Impl owns every resource, so a constructor that throws half-way (its Impl is destroyed by the unique_ptr)
+// leaks nothing. Destructors log, never throw.
+Context::Impl::~Impl() {
+  if (cudaSetDevice(device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    fmt::print(stderr, "ovl: ~Context: device {} reported {}\n", device, cudaGetErrorString(cudaGetLastError()));
   }
-  s.shapes.clear();
-  s.plans.clear();
-  s.partitions.clear();
-  for (cudaEvent_t e : s.events) (void)cudaEventDestroy(e);
-  if (s.comm_stream != nullptr) (void)cudaStreamDestroy(s.comm_stream);
-  if (s.cublas != nullptr) (void)cublasDestroy(s.cublas);
-  if (s.own_comm && s.comm != nullptr) (void)ncclCommDestroy(s.comm);
+  shapes.clear();
+  plans.clear();
+  partitions.clear();
+  for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+  if (comm_stream != nullptr) (void)cudaStreamDestroy(comm_stream);
+  if (cublas != nullptr) (void)cublasDestroy(cublas);
+  if (own_comm && comm != nullptr) (void)ncclCommDestroy(comm);
 }
+
+Context::~Context() = default;
 
 int Context::device() const { return impl_->device; }
 int Context::rank() const { return impl_->rank; }

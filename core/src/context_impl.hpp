@@ -104,6 +104,11 @@ struct TraceRecord {
 }  // namespace detail
 
 struct Context::Impl {
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl();
+
   ContextOptions options;
   int device = 0;
   int rank = 0;
