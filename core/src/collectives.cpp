@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "ovl/core/nccl_check.hpp"
@@ -71,6 +72,8 @@ RangeTable::RangeTable(const World& world, std::span<const TileRange> ranges, in
     OVL_CHECK(r.src_offset % 16 == 0 && r.dst_offset % 16 == 0,
               "RangeTable: range {} offsets src {} / dst {} are not multiples of 16 bytes (TMA)", i, r.src_offset, r.dst_offset);
     OVL_CHECK(r.bytes > 0, "RangeTable: range {} has bytes = 0", i);
+    OVL_CHECK(r.bytes <= std::numeric_limits<std::uint64_t>::max() - std::max(r.src_offset, r.dst_offset),
+              "RangeTable: range {} (offset {} / {} + {} bytes) overflows", i, r.src_offset, r.dst_offset, r.bytes);
     src_end_ = std::max(src_end_, r.src_offset + r.bytes);
     dst_end_ = std::max(dst_end_, r.dst_offset + r.bytes);
   }
@@ -98,10 +101,15 @@ RangeTable::RangeTable(const World& world, std::span<const TileRange> ranges, in
   }
   for (std::size_t j = std::size_t(list) + 1; j < begin.size(); ++j) begin[j] = std::uint32_t(order.size());
   OVL_CUDA_CHECK(cudaSetDevice(device_));
-  OVL_CUDA_CHECK(cudaMalloc(&ranges_, host.size() * sizeof(host[0])));
-  OVL_CUDA_CHECK(cudaMalloc(&list_begin_, begin.size() * sizeof(begin[0])));
-  OVL_CUDA_CHECK(cudaMemcpy(ranges_, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
-  OVL_CUDA_CHECK(cudaMemcpy(list_begin_, begin.data(), begin.size() * sizeof(begin[0]), cudaMemcpyHostToDevice));
+  try {
+    OVL_CUDA_CHECK(cudaMalloc(&ranges_, host.size() * sizeof(host[0])));
+    OVL_CUDA_CHECK(cudaMalloc(&list_begin_, begin.size() * sizeof(begin[0])));
+    OVL_CUDA_CHECK(cudaMemcpy(ranges_, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
+    OVL_CUDA_CHECK(cudaMemcpy(list_begin_, begin.data(), begin.size() * sizeof(begin[0]), cudaMemcpyHostToDevice));
+  } catch (...) {
+    release();  // no destructor runs for a constructor that throws
+    throw;
+  }
 }
 
 std::uint64_t RangeTable::bytes_gcd_check(std::size_t element_bytes) const {
@@ -140,9 +148,15 @@ Collectives::Collectives(const World& world) : world_(world) {
   kernels::preload_collective_kernels();  // no lazy module load while a collective spins (see the header)
   flags_ = SymmetricBuffer(world, kernels::collective_flag_bytes());  // zeroed, collective
   OVL_CUDA_CHECK(cudaMalloc(&error_, sizeof(kernels::CollectiveError)));
-  OVL_CUDA_CHECK(cudaMemset(error_, 0, sizeof(kernels::CollectiveError)));
-  OVL_CUDA_CHECK(cudaDeviceSynchronize());
-  world.barrier();
+  try {
+    OVL_CUDA_CHECK(cudaMemset(error_, 0, sizeof(kernels::CollectiveError)));
+    OVL_CUDA_CHECK(cudaDeviceSynchronize());
+    world.barrier();
+  } catch (...) {
+    cudaFree(error_);  // no destructor runs for a constructor that throws
+    error_ = nullptr;
+    throw;
+  }
 }
 
 Collectives::~Collectives() {
@@ -203,6 +217,7 @@ void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer&
                              CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
   const std::size_t es = kernels::dtype_bytes(kernel_dtype(dtype));
   OVL_CHECK(count > 0, "all_reduce: count = 0");
+  OVL_CHECK(count <= std::numeric_limits<std::size_t>::max() / es, "all_reduce: count = {} overflows a byte count", count);
   OVL_CHECK(send.bytes() >= count * es && recv.bytes() >= count * es, "all_reduce: count = {} ({} bytes) exceeds send {} / recv {} bytes",
             count, count * es, send.bytes(), recv.bytes());
   if (impl == CollectiveImpl::kNccl) return nccl(CollectiveOp::kAllReduce, send.local_ptr(), recv.local_ptr(), count, dtype, options, stream);
@@ -237,6 +252,8 @@ void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuf
   const int n = world_.size();
   const bool in_place = &send == &recv;
   OVL_CHECK(recv_count > 0, "reduce_scatter: recv_count = 0");
+  OVL_CHECK(recv_count <= std::numeric_limits<std::size_t>::max() / (es * std::size_t(n)),
+            "reduce_scatter: recv_count = {} x world {} overflows a byte count", recv_count, n);
   OVL_CHECK(send.bytes() >= n * recv_count * es, "reduce_scatter: send has {} bytes < world {} x recv_count {} x {} B",
             send.bytes(), n, recv_count, es);
   OVL_CHECK(in_place || recv.bytes() >= recv_count * es, "reduce_scatter: recv has {} bytes < recv_count {} x {} B",
@@ -262,6 +279,8 @@ void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer&
   const int n = world_.size();
   const bool in_place = &send == &recv;
   OVL_CHECK(send_count > 0, "all_gather: send_count = 0");
+  OVL_CHECK(send_count <= std::numeric_limits<std::size_t>::max() / (es * std::size_t(n)),
+            "all_gather: send_count = {} x world {} overflows a byte count", send_count, n);
   OVL_CHECK(recv.bytes() >= n * send_count * es, "all_gather: recv has {} bytes < world {} x send_count {} x {} B", recv.bytes(),
             n, send_count, es);
   OVL_CHECK(in_place || send.bytes() >= send_count * es, "all_gather: send has {} bytes < send_count {} x {} B", send.bytes(),
