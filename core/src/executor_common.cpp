@@ -150,14 +150,14 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
       OVL_NCCL_CHECK(ncclAllReduce(offset(partial, r0 * p.n, eb), offset(call.c.ptr, r0 * p.n, eb),
                                    size_t((r1 - r0) * p.n), t, ncclSum, c, stream));
       break;
-    case Op::kGemmReduceScatter:
+    case Op::kGemmReduceScatter: {
       if (whole) {
         OVL_NCCL_CHECK(ncclReduceScatter(partial, call.c.ptr, size_t(mb * p.n), t, ncclSum, c, stream));
         break;
       }
       // The unit's rows, owner by owner: a reduce to each owner of its part (NCCL's ReduceScatter needs every
       // owner's part to be the same size).
-      OVL_NCCL_CHECK(ncclGroupStart());
+      detail::NcclGroup group;
       for (int r = 0; r < world; ++r) {
         const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
         if (a1 <= a0) continue;
@@ -165,22 +165,23 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
         OVL_NCCL_CHECK(
             ncclReduce(offset(partial, a0 * p.n, eb), recv, size_t((a1 - a0) * p.n), t, ncclSum, r, c, stream));
       }
-      OVL_NCCL_CHECK(ncclGroupEnd());
+      group.end();
       break;
+    }
     case Op::kAllGatherGemm: {
       void* gathered = call.shape->gathered_a.get();
       if (whole) {
         OVL_NCCL_CHECK(ncclAllGather(call.a.ptr, gathered, size_t(mb * p.k), t, c, stream));
         break;
       }
-      OVL_NCCL_CHECK(ncclGroupStart());
+      detail::NcclGroup group;
       for (int r = 0; r < world; ++r) {
         const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
         if (a1 <= a0) continue;
         OVL_NCCL_CHECK(ncclBroadcast(offset(call.a.ptr, (a0 - mb * r) * p.k, eb), offset(gathered, a0 * p.k, eb),
                                      size_t((a1 - a0) * p.k), t, r, c, stream));
       }
-      OVL_NCCL_CHECK(ncclGroupEnd());
+      group.end();
       break;
     }
   }

@@ -152,12 +152,12 @@ std::vector<World> World::threads(const std::vector<int>& devices, const WorldOp
     OVL_NCCL_CHECK(ncclGetUniqueId(&id));
     std::vector<ncclComm_t> comms(n, nullptr);
     ncclConfig_t config = make_config(bound);
-    OVL_NCCL_CHECK(ncclGroupStart());
+    detail::NcclGroup group;
     for (int i = 0; i < n; ++i) {
       OVL_CUDA_CHECK(cudaSetDevice(devices[i]));
       OVL_NCCL_CHECK(ncclCommInitRankConfig(&comms[i], n, id, i, &config));
     }
-    OVL_NCCL_CHECK(ncclGroupEnd());
+    group.end();
     for (int i = 0; i < n; ++i) state->comms[i][bound] = comms[i];
   }
   OVL_CUDA_CHECK(cudaSetDevice(devices[0]));

@@ -26,3 +26,26 @@ namespace ovl::detail {
     if (ovl_nccl_res_ != ncclSuccess && ovl_nccl_res_ != ncclInProgress)                      \
       ::ovl::detail::throw_nccl(__FILE__, __LINE__, #call, ovl_nccl_res_);                    \
   } while (0)
+
+namespace ovl::detail {
+
+// ncclGroupStart() on construction; end() closes the group (and checks it). If an exception leaves the scope
+// first, the destructor still closes the group, so the thread is never left inside one.
+class NcclGroup {
+ public:
+  NcclGroup() { OVL_NCCL_CHECK(ncclGroupStart()); }
+  void end() {
+    open_ = false;
+    OVL_NCCL_CHECK(ncclGroupEnd());
+  }
+  ~NcclGroup() {
+    if (open_) (void)ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+ private:
+  bool open_ = true;
+};
+
+}  // namespace ovl::detail
