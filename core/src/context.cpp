@@ -497,6 +497,7 @@ std::vector<const void*> Context::loopback_peer_inputs(const Problem& problem) {
   problem.validate();
   OVL_CHECK(problem.world == impl_->world, "loopback_peer_inputs: problem world {} differs from the context's {}",
             problem.world, impl_->world);
+  OVL_CUDA_CHECK(cudaSetDevice(impl_->device));  // the shape's buffers live on the context's device
   detail::ShapeState& st = impl_->shape(problem);
   std::vector<const void*> out;
   for (const DeviceBuffer& b : st.peer_src) out.push_back(b.get());
@@ -508,6 +509,7 @@ std::vector<void*> Context::loopback_peer_outputs(const Problem& problem) {
   problem.validate();
   OVL_CHECK(problem.world == impl_->world, "loopback_peer_outputs: problem world {} differs from the context's {}",
             problem.world, impl_->world);
+  OVL_CUDA_CHECK(cudaSetDevice(impl_->device));  // the shape's buffers live on the context's device
   detail::ShapeState& st = impl_->shape(problem);
   std::vector<void*> out;
   for (const DeviceBuffer& b : st.peer_dst) out.push_back(b.get());
@@ -603,6 +605,7 @@ Timeline Context::last_timeline() {
   t.source = "measured";
   const detail::TraceRecord& rec = s.record;
   if (!rec.valid) return t;
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<unsigned long long> slots(size_t(std::max(rec.slots_used, 1)));
   OVL_CUDA_CHECK(
