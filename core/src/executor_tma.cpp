@@ -33,6 +33,12 @@ void Context::Impl::run_tma(const detail::Call& c) {
     grid = std::min(plan.gemm_sms, sms - ctas);
   }
   const int groups = int(plan.tile_groups.size());
+  // Stamp slots are reserved before anything is enqueued: running out throws with nothing half-launched.
+  if (record.valid) {
+    record.cta_base = alloc_slots(groups * ctas * 2);
+    record.cta_count = ctas;
+    record.cta_groups = groups;
+  }
   detail::launch_reset_counters(counter_ptr(), groups, c.stream);
   cudaEvent_t start = event();
   OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
@@ -51,12 +57,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
     a.expected =
         options.fault == Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
   }
-  if (record.valid) {
-    record.cta_base = alloc_slots(groups * ctas * 2);
-    record.cta_count = ctas;
-    record.cta_groups = groups;
-    a.stamps = slot_ptr(record.cta_base);
-  }
+  if (record.valid) a.stamps = slot_ptr(record.cta_base);
   if (coll) detail::launch_loopback_collective(a, comm_st);
 
   join_streams(c.stream, gemm_st, comm_st);
