@@ -20,7 +20,14 @@ namespace ovl {
 namespace detail {
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) OVL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  if (bytes == 0) return;
+  const cudaError_t err = cudaMalloc(&ptr_, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    OVL_FAIL("ovl::Context could not allocate {} bytes ({:.2f} GiB) of device memory for its buffers: {}; "
+             "Context::release_caches() frees the buffers of earlier shapes",
+             bytes, double(bytes) / double(1ull << 30), cudaGetErrorString(err));
+  }
 }
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_ != nullptr && cudaFree(ptr_) != cudaSuccess) {
@@ -173,6 +180,15 @@ Context::Impl::~Impl() {
 }
 
 Context::~Context() = default;
+
+void Context::release_caches() {
+  Impl& s = *impl_;
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  OVL_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use the buffers
+  s.plans.clear();
+  s.shapes.clear();
+  s.auto_plans.clear();
+}
 
 int Context::device() const { return impl_->device; }
 int Context::rank() const { return impl_->rank; }

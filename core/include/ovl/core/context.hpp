@@ -117,6 +117,11 @@ class Context {
   // (the GEMM never signaled, or a peer is missing). The context stays usable afterwards.
   void synchronize(cudaStream_t stream);
 
+  // The context keeps device buffers and plans per problem shape (a partial product per shape, and in loopback the
+  // peers' buffers) and never evicts them on its own: with many shapes, call this between steps to free them all.
+  // It waits for the device first; the next call of a shape rebuilds what it needs.
+  void release_caches();
+
   // Benchmark support: one part of a call alone, run the way `plan` runs it (same streams, partition, grid and
   // CTAs). kGemm: only the GEMM (GEMM+AR/RS: into rank 0's partial product; AG+GEMM: on whatever the gathered A
   // holds). kComm: only the collective(s), ungated (no counter waits), on whatever the partial product holds.
