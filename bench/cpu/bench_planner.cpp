@@ -8,16 +8,6 @@
 
 namespace {
 
-ovl::Problem problem(ovl::Op op, int64_t m, int64_t n, int64_t k, int world) {
-  ovl::Problem p;
-  p.op = op;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.world = world;
-  return p;
-}
-
 void plan_case(benchmark::State& state, ovl::Problem p, const char* gpu) {
   const ovl::Hardware hw = ovl::builtin_hardware(gpu);
   ovl::sim::PlanResult r;
@@ -50,17 +40,17 @@ void simulate_case(benchmark::State& state, ovl::Problem p, ovl::Mode mode) {
 }
 
 using ovl::Op;
-BENCHMARK_CAPTURE(plan_case, ar_8192x8192x8192_w8_h200, problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8), "h200")
+BENCHMARK_CAPTURE(plan_case, ar_8192x8192x8192_w8_h200, make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8), "h200")
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_case, rs_8192x8192x8192_w8_h200, problem(Op::kGemmReduceScatter, 8192, 8192, 8192, 8), "h200")
+BENCHMARK_CAPTURE(plan_case, rs_8192x8192x8192_w8_h200, make_problem(Op::kGemmReduceScatter, 8192, 8192, 8192, 8), "h200")
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_case, ag_16384x8192x8192_w8_h200, problem(Op::kAllGatherGemm, 16384, 8192, 8192, 8), "h200")
+BENCHMARK_CAPTURE(plan_case, ag_16384x8192x8192_w8_h200, make_problem(Op::kAllGatherGemm, 16384, 8192, 8192, 8), "h200")
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_case, ar_4096x4096x4096_w2_h100, problem(Op::kGemmAllReduce, 4096, 4096, 4096, 2), "h100")
+BENCHMARK_CAPTURE(plan_case, ar_4096x4096x4096_w2_h100, make_problem(Op::kGemmAllReduce, 4096, 4096, 4096, 2), "h100")
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_case, ar_16384x16384x8192_w64_h200, problem(Op::kGemmAllReduce, 16384, 16384, 8192, 64), "h200")
+BENCHMARK_CAPTURE(plan_case, ar_16384x16384x8192_w64_h200, make_problem(Op::kGemmAllReduce, 16384, 16384, 8192, 64), "h200")
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(simulate_case, tile_signal_ar_8192_w8, problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8),
+BENCHMARK_CAPTURE(simulate_case, tile_signal_ar_8192_w8, make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8),
                   ovl::Mode::kTileSignal)
     ->Unit(benchmark::kMicrosecond);
 

@@ -1,6 +1,7 @@
 // Parsing the benchmark names (see bench_names.hpp).
 #include "ovl/model/bench_names.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -207,5 +208,13 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
   }
   return std::nullopt;
 }
+
+Problem BenchCase::problem() const {
+  Problem p = make_problem(op, m, n, k, world);
+  p.gpus_per_node = std::max(p.gpus_per_node, world);
+  return p;
+}
+
+Plan BenchCase::plan(const Hardware& hw) const { return default_plan(mode, problem(), hw, comm_sms); }
 
 }  // namespace ovl

@@ -649,17 +649,7 @@ std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
       }
       case BenchKind::kCopy:
         return estimate_copy(b.bytes, b.ctas, hw).us;
-      case BenchKind::kOverlap: {
-        Problem p;
-        p.op = b.op;
-        p.m = b.m;
-        p.n = b.n;
-        p.k = b.k;
-        p.world = b.world;
-        p.gpus_per_node = std::max(p.gpus_per_node, b.world);
-        const Plan plan = default_plan(b.mode, p, hw, b.comm_sms);
-        return estimate(p, plan, hw).total_us;
-      }
+      case BenchKind::kOverlap: return estimate(b.problem(), b.plan(hw), hw).total_us;
     }
   } catch (const Error&) {
     return std::nullopt;

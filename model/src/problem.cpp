@@ -94,6 +94,16 @@ void Problem::validate() const {
   }
 }
 
+Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int world) {
+  Problem p;
+  p.op = op;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.world = world;
+  return p;
+}
+
 int64_t Problem::comm_bytes() const {
   const int64_t elems = op == Op::kAllGatherGemm ? m * k : m * n;
   return elems * dtype_bytes(dtype);

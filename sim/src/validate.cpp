@@ -27,17 +27,6 @@ std::string problem_key(const BenchCase& b) {
   return fmt::format("{}/{}x{}x{}/world:{}", to_string(b.op), b.m, b.n, b.k, b.world);
 }
 
-Problem overlap_problem(const BenchCase& b) {
-  Problem p;
-  p.op = b.op;
-  p.m = b.m;
-  p.n = b.n;
-  p.k = b.k;
-  p.world = b.world;
-  p.gpus_per_node = std::max(p.gpus_per_node, b.world);
-  return p;
-}
-
 // Picks, per problem, the case a predictor ranks best and compares its measured time with the measured best.
 RankingStats ranking(const std::vector<CaseResult>& cases, bool by_simulator) {
   std::map<std::string, std::vector<const CaseResult*>> groups;
@@ -125,8 +114,8 @@ ValidationResult validate(const std::vector<nlohmann::json>& files, const std::o
       if (b.kind == BenchKind::kOverlap) {
         c.problem = problem_key(b);
         try {
-          const Problem p = overlap_problem(b);
-          const Plan plan = default_plan(b.mode, p, case_hw, b.comm_sms);
+          const Problem p = b.problem();
+          const Plan plan = b.plan(case_hw);
           SimOptions quiet;
           quiet.record_timeline = quiet.record_counters = quiet.record_steps = false;
           c.sim_us = simulate(p, plan, case_hw, quiet).total_us;

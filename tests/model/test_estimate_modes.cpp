@@ -12,16 +12,6 @@ namespace {
 
 const Hardware kH200 = builtin_hardware("h200");
 
-Problem make(Op op, int64_t m, int64_t n, int64_t k, int world) {
-  Problem p;
-  p.op = op;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.world = world;
-  return p;
-}
-
 Hardware no_contention() {
   Hardware h = kH200;
   h.hbm_contention = 0;
@@ -32,7 +22,7 @@ Hardware no_contention() {
 TEST(EstimateModes, SequentialIsTheSum) {
   // cuBLAS 8192^3 on 132 SMs (1.53 + 2048/132 x (100.88 + 1.48) = 1589.7 us with the calibrated H200
   // profile; measured 1603 us) then a 128 MiB ring AllReduce with 24 CTAs (670.3 us).
-  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kSequential, p, kH200, 0);
   const ModeEstimate e = estimate(p, plan, kH200);
   const double gemm = estimate_gemm({8192, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, kH200).us;
@@ -48,7 +38,7 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
   // Each group's NCCL call: 8 us + 14 x 0.7 us + 1.75 x 8.65 MB / 360 GB/s = 59.9 us < one wave, so nothing
   // queues and only the last group's call is exposed: total = GEMM + one group's call.
   const Hardware hw = no_contention();
-  const Problem p = make(Op::kGemmAllReduce, 2048, 8448, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 2048, 8448, 8192, 8);
   Plan plan = default_plan(Mode::kTileSignal, p, hw, 24);
   plan.tile_groups = band_groups(16, 33, 4);
   ASSERT_EQ(plan.tile_groups, std::vector<int>(4, 132));
@@ -70,7 +60,7 @@ TEST(EstimateModes, SharedSmsPushAGemmIntoASecondWave) {
   Hardware hw = kH200;
   hw.hbm_contention = 0;
   hw.clock_exponent = 0;
-  const Problem p = make(Op::kGemmAllReduce, 1536, 2816, 4096, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 1536, 2816, 4096, 8);
   Plan plan = default_plan(Mode::kTma, p, hw, 24);
   plan.partitioned = false;
   plan.gemm_sms = 132;
@@ -87,7 +77,7 @@ TEST(EstimateModes, SharedSmsPushAGemmIntoASecondWave) {
 
 TEST(EstimateModes, GreenContextHasNoSmConflict) {
   const Hardware hw = no_contention();
-  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kGreenContext, p, hw, 16);
   const ModeEstimate e = estimate(p, plan, hw);
   EXPECT_DOUBLE_EQ(e.gemm_us, e.gemm_alone_us);
@@ -105,7 +95,7 @@ TEST(EstimateModes, AllGatherWaitsForTheFirstWavesRows) {
   // GEMM starts 4 - 1.53 + 4 x 4.78 us late, and nothing later waits (a wave takes ~100 us, 4 groups' gathers
   // 19 us).
   const Hardware hw = no_contention();
-  const Problem p = make(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
+  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kTma, p, hw, 16);
   ASSERT_EQ(plan.gemm_sms, 116);
   ASSERT_EQ(plan.tile_groups.size(), 64u);
@@ -121,7 +111,7 @@ TEST(EstimateModes, DecomposedClosedForm) {
   // 32 MiB AllReduce each (16 CTAs: 320 GB/s -> 183.5 us + 17.8 us); the calls are shorter than the chunks,
   // so total = 4 chunks + the last call.
   const Hardware hw = no_contention();
-  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kDecomposed, p, hw, 16);
   ASSERT_EQ(plan.chunks, 4);
   const ModeEstimate e = estimate(p, plan, hw);
@@ -131,7 +121,7 @@ TEST(EstimateModes, DecomposedClosedForm) {
   EXPECT_LT(call, chunk);
   EXPECT_NEAR(e.total_us, 4 * chunk + call, 1e-6);
   // AllGather-GEMM flips it: the first chunk's gather is exposed, then the chunks' GEMMs.
-  const Problem ag = make(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
+  const Problem ag = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   const ModeEstimate a = estimate(ag, default_plan(Mode::kDecomposed, ag, hw, 16), hw);
   const double gather =
       estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
@@ -143,10 +133,10 @@ TEST(EstimateModes, BoundsHoldEverywhere) {
   // collective alone, and at most the GEMM's (contended) time plus all the communication's time (plus the TMA
   // kernel's launch, which may precede its first group).
   const Problem problems[] = {
-      make(Op::kGemmAllReduce, 8192, 8192, 8192, 8),     make(Op::kGemmReduceScatter, 8192, 8192, 8192, 8),
-      make(Op::kAllGatherGemm, 8192, 8192, 8192, 8),     make(Op::kGemmAllReduce, 4096, 4096, 1024, 2),
-      make(Op::kGemmReduceScatter, 16384, 4096, 512, 4), make(Op::kAllGatherGemm, 2048, 14336, 4096, 8),
-      make(Op::kGemmAllReduce, 512, 8192, 8192, 8),      make(Op::kGemmAllReduce, 8192, 8192, 8192, 16)};
+      make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8),     make_problem(Op::kGemmReduceScatter, 8192, 8192, 8192, 8),
+      make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8),     make_problem(Op::kGemmAllReduce, 4096, 4096, 1024, 2),
+      make_problem(Op::kGemmReduceScatter, 16384, 4096, 512, 4), make_problem(Op::kAllGatherGemm, 2048, 14336, 4096, 8),
+      make_problem(Op::kGemmAllReduce, 512, 8192, 8192, 8),      make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 16)};
   int checked = 0;
   for (const auto& p : problems) {
     for (Mode mode : all_modes()) {
@@ -168,7 +158,7 @@ TEST(EstimateModes, BoundsHoldEverywhere) {
 }
 
 TEST(EstimateModes, MoreNcclGroupsCostMoreLaunches) {
-  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   double prev = 0;
   for (int groups : {1, 4, 16, 64}) {
     Plan plan = default_plan(Mode::kTileSignal, p, kH200, 24);
@@ -180,7 +170,7 @@ TEST(EstimateModes, MoreNcclGroupsCostMoreLaunches) {
 }
 
 TEST(EstimateModes, ValidatesThePlan) {
-  const Problem p = make(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   Plan plan = default_plan(Mode::kTma, p, kH200, 16);
   plan.comm_algo = CommAlgo::kNcclRing;
   EXPECT_THROW(estimate(p, plan, kH200), Error);

@@ -12,16 +12,6 @@
 namespace ovl::sim {
 namespace {
 
-Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int world) {
-  Problem p;
-  p.op = op;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.world = world;
-  return p;
-}
-
 TEST(Planner, Deterministic) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);

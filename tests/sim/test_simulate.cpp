@@ -16,16 +16,6 @@
 namespace ovl::sim {
 namespace {
 
-Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int world) {
-  Problem p;
-  p.op = op;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.world = world;
-  return p;
-}
-
 const ResourceUsage& usage(const SimResult& r, ResourceKind kind) {
   for (const ResourceUsage& u : r.resources)
     if (u.kind == kind) return u;

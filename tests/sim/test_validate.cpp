@@ -30,13 +30,7 @@ TEST(Validate, ErrorStatsByHand) {
 double simulated_us(const std::string& name, const ovl::Hardware& hw) {
   const auto b = ovl::parse_bench_name(name);
   EXPECT_TRUE(b.has_value()) << name;
-  ovl::Problem p;
-  p.op = b->op;
-  p.m = b->m;
-  p.n = b->n;
-  p.k = b->k;
-  p.world = b->world;
-  return ovl::sim::simulate(p, ovl::default_plan(b->mode, p, hw, b->comm_sms), hw).total_us;
+  return ovl::sim::simulate(b->problem(), b->plan(hw), hw).total_us;
 }
 
 nlohmann::json bench(const std::string& name, double us) {

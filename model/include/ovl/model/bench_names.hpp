@@ -42,6 +42,10 @@ struct BenchCase {
   CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
   // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;    // the canonical name (parse_bench_name(name()) gives the case back)
+  // Overlap cases: the problem the benchmark ran (bf16, B as N x K, all ranks on one node) and the plan it ran,
+  // default_plan(mode, problem(), hw, comm_sms).
+  Problem problem() const;
+  Plan plan(const Hardware& hw) const;
 };
 
 // Nullopt when `name` is not one of the forms above (other benchmarks in the same file are simply not ours);

@@ -53,6 +53,9 @@ struct Problem {
   std::string name() const;  // e.g. "gemm-allreduce/8192x8192x8192/bf16/nt/world:8"
 };
 
+// The common case spelled out: bf16, B as N x K, 8 GPUs per node. Not validated (call validate()).
+Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int world);
+
 void to_json(nlohmann::json& j, const Problem& p);
 void from_json(const nlohmann::json& j, Problem& p);  // validates
 
