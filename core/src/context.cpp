@@ -70,8 +70,6 @@ std::string plan_key(const Problem& p, const Plan& plan) {
   return p.name() + "|" + j.dump();
 }
 
-int64_t elems_of(const TensorRef& t) { return t.rows * t.cols; }
-
 void check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
   OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
   OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
@@ -302,11 +300,10 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
 
 // Units: sequential 1 (everything); decomposed `chunks` row chunks (AG: chunks of the gathered rows, made to fall
 // inside one owner's block); signal modes one unit per tile group (whole row bands).
-detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan, detail::ShapeState& s) {
+detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan) {
   const std::string key = plan_key(p, plan);
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
-  (void)s;
   auto ps = std::make_unique<detail::PlanState>();
   const int w = world;
   const int64_t mb = p.m / w;  // rows of one owner's block (RS output, AG input)
@@ -420,7 +417,6 @@ Problem Context::problem_for(Op op, const TensorRef& a, const TensorRef& b, cons
       break;
   }
   p.validate();
-  (void)elems_of;
   return p;
 }
 
@@ -569,7 +565,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
     OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
   }
   detail::ShapeState& st = s.shape(p);
-  detail::PlanState& ps = s.plan_state(p, chosen, st);
+  detail::PlanState& ps = s.plan_state(p, chosen);
   const detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps};
   s.next_event = 0;
   s.next_slot = 0;

@@ -150,7 +150,7 @@ struct Context::Impl {
   ncclComm_t nccl();
   SmPartition& partition(int comm_sms);
   detail::ShapeState& shape(const Problem& p);
-  detail::PlanState& plan_state(const Problem& p, const Plan& plan, detail::ShapeState& s);
+  detail::PlanState& plan_state(const Problem& p, const Plan& plan);
   unsigned* counter_ptr() const { return counters.as<unsigned>(); }
   detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
 
