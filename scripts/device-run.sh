@@ -4,7 +4,9 @@
 # short table is printed last.
 #
 #   scripts/device-run.sh [--out DIR] [--targets 'T1 T2'] [--tests REGEX|none] [--sanitize REGEX] \
-#                         [--cmd 'shell command'] [BENCH[:FILTER[:EXTRA_ARGS]]]...
+#                         [--cmd 'shell command'] [--bench-args 'ARGS'] [BENCH[:FILTER]]...
+# FILTER is everything after the first ':' (filters may hold ':', as in 'world:8'); --bench-args go to every
+# benchmark (e.g. '--benchmark_min_time=0.05s').
 # --targets builds only those targets (and what they need) instead of everything; --sanitize runs
 # compute-sanitizer memcheck, racecheck and synccheck on the test executables matching REGEX (OVL_SANITIZE_FILTER
 # narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools).
@@ -19,6 +21,7 @@ tests=""
 targets=""
 sanitize=""
 cmds=()
+bench_args=""
 benches=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -27,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --targets) targets=$2; shift 2 ;;
     --sanitize) sanitize=$2; shift 2 ;;
     --cmd) cmds+=("$2"); shift 2 ;;
+    --bench-args) bench_args=$2; shift 2 ;;
     *) benches+=("$1"); shift ;;
   esac
 done
@@ -82,14 +86,16 @@ for c in "${cmds[@]}"; do
 done
 
 for spec in "${benches[@]}"; do
-  IFS=: read -r bench filter bargs <<<"$spec"
+  bench=${spec%%:*}
+  filter=""
+  [[ $spec == *:* ]] && filter=${spec#*:}
   exe=$build/bench/$bench
   [[ -x $exe ]] || { summary+=("$bench: not built"); continue; }
-  note "== $bench ${filter:+--benchmark_filter=$filter} $bargs"
+  note "== $bench ${filter:+--benchmark_filter=$filter} $bench_args"
   t0=$(date +%s)
   # shellcheck disable=SC2086
   $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
-       --benchmark_counters_tabular=true $bargs >>"$log" 2>&1
+       --benchmark_counters_tabular=true $bench_args >>"$log" 2>&1
   summary+=("$bench: rc $? in $(( $(date +%s) - t0 )) s, $(grep -c '"name"' "$out/$bench.json" 2>/dev/null) cases")
 done
 
