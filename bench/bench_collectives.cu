@@ -3,6 +3,8 @@
 //   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt, op allreduce|reducescatter|allgather
 //   copy/<impl>/<bytes>/ctas:<c>                  impl tma|simt (1-warp TMA ring vs 512-thread SIMT), plus
 //   copy/memcpy/<bytes>                           cudaMemcpyAsync device to device (the device's copy bandwidth)
+//   ring/<copy|reduce>/<bytes>/ring:<S>x<KiB>/ctas:<c>  the bare 1-warp TMA ring at S stages of KiB: copy or bf16
+//                                                 reduce-add (cp.reduce.async.bulk) into the destination
 // <bytes> is the full buffer as in nccl-tests: the AllReduce buffer, the ReduceScatter input, the AllGather output.
 // Counters: algbw_GBps = bytes / time, busbw_GBps = algbw * 2(n-1)/n (AllReduce) or (n-1)/n (RS, AG); wrong =
 // elements differing from the exact expected value (checked once per case, outside the timed loop: inputs are small
@@ -182,6 +184,22 @@ CopyBuffers& copy_buffers(std::size_t bytes) {
   return b;
 }
 
+// Runs `run` once onto a zeroed destination and counts the bytes of the first, middle and last 4 KB that differ from
+// the source's 0x01 pattern (copy_buffers fills it).
+template <typename Run>
+double checked_once(Run&& run, const CopyBuffers& b, std::size_t bytes, cudaStream_t stream) {
+  OVL_CUDA_CHECK(cudaMemsetAsync(b.dst, 0, bytes, stream));
+  run();
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double wrong = 0;
+  for (std::size_t at : {std::size_t(0), bytes / 2, bytes - 4096}) {
+    unsigned char host[4096];
+    OVL_CUDA_CHECK(cudaMemcpy(host, static_cast<char*>(b.dst) + at, sizeof(host), cudaMemcpyDeviceToHost));
+    for (unsigned char c : host) wrong += c != 1;
+  }
+  return wrong;
+}
+
 // impl: 0 tma, 1 simt, 2 memcpy
 void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) {
   try {
@@ -192,16 +210,7 @@ void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) 
       else ovl::kernels::launch_local_copy(impl == 0 ? ovl::kernels::CopyImpl::kTma : ovl::kernels::CopyImpl::kSimt, b.dst, b.src,
                                            bytes, ctas, 512, stream);
     };
-    OVL_CUDA_CHECK(cudaMemsetAsync(b.dst, 0, bytes, stream));
-    run();
-    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
-    // Spot check: the first, middle and last 4 KB equal the source pattern (0x01 bytes).
-    double wrong = 0;
-    for (std::size_t at : {std::size_t(0), bytes / 2, bytes - 4096}) {
-      unsigned char host[4096];
-      OVL_CUDA_CHECK(cudaMemcpy(host, static_cast<char*>(b.dst) + at, sizeof(host), cudaMemcpyDeviceToHost));
-      for (unsigned char c : host) wrong += c != 1;
-    }
+    const double wrong = checked_once(run, b, bytes, stream);
     for (auto _ : state) {
       ovl::bench::CudaEventTimer timer(state, stream);
       run();
@@ -209,6 +218,29 @@ void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) 
     state.counters["GBps"] = benchmark::Counter(2.0 * double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     if (impl != 2)
       state.counters["GBps_per_cta"] = benchmark::Counter(2.0 * double(bytes) * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["ctas"] = ctas;
+    state.counters["wrong"] = wrong;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// The bare TMA ring (ovl::kernels::launch_local_ring) at one shape: copy (moved = 2 x bytes) or bf16 reduce-add
+// into the destination (moved = 3 x bytes: source read, destination read + write). For sizing the movers' rings.
+void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t bytes, int stages, int kib, int ctas) {
+  try {
+    CopyBuffers& b = copy_buffers(bytes);
+    cudaStream_t stream = bench_stream();
+    const auto stage_bytes = std::uint32_t(kib) * 1024u;
+    auto run = [&] { ovl::kernels::launch_local_ring(op, b.dst, b.src, bytes, ctas, stages, stage_bytes, stream); };
+    const double wrong = checked_once(run, b, bytes, stream);  // a reduce onto zeros leaves the source too
+    for (auto _ : state) {
+      ovl::bench::CudaEventTimer timer(state, stream);
+      run();
+    }
+    const double moved = (op == ovl::kernels::RingOp::kCopy ? 2.0 : 3.0) * double(bytes);
+    state.counters["GBps"] = benchmark::Counter(moved * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["GBps_per_cta"] = benchmark::Counter(moved * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["ctas"] = ctas;
     state.counters["wrong"] = wrong;
   } catch (const std::exception& e) {
@@ -241,6 +273,18 @@ void register_all() {
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
+  // ring/<copy|reduce>/<bytes>/ring:<stages>x<KiB>/ctas:<c>
+  const std::pair<int, int> rings[] = {{4, 32}, {6, 32}, {8, 24}, {8, 16}, {3, 64}, {4, 48}};
+  for (auto op : {ovl::kernels::RingOp::kCopy, ovl::kernels::RingOp::kReduceAddBf16})
+    for (auto [stages, kib] : rings)
+      for (int ctas : {1, 8, 16, 24, 32, 48, 64, 132}) {
+        const std::size_t bytes = std::size_t(1) << 28;
+        const std::string name = fmt::format("ring/{}/{}/ring:{}x{}/ctas:{}", op == ovl::kernels::RingOp::kCopy ? "copy" : "reduce",
+                                             bytes, stages, kib, ctas);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_ring(st, op, bytes, stages, kib, ctas); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
 }
 
 }  // namespace

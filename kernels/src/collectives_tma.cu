@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "collectives_device.cuh"
 #include "ovl/cuda_check.hpp"
@@ -492,7 +494,10 @@ struct RingShape {
 };
 RingShape ring_shape(const CollectiveArguments& a) {
   if (a.algo == CollectiveAlgo::kSimt) return {0, 0};
-  if (a.algo == CollectiveAlgo::kTmaPush || a.op == CollectiveOp::kAllGather) return {kPushStages, kPushStageBytes};
+  if (a.algo == CollectiveAlgo::kTmaPush || a.op == CollectiveOp::kAllGather) {
+    const TmaRingShape env = tma_ring_from_env();
+    return env.stages > 0 ? RingShape{env.stages, env.stage_bytes} : RingShape{kPushStages, kPushStageBytes};
+  }
   // Pull: a unit takes N stages (one per rank); keep two units in flight.
   const int stages = std::max(2 * a.world_size, 4);
   std::uint32_t bytes = kPullRingBytes / std::uint32_t(stages) / 1024u * 1024u;
@@ -576,14 +581,16 @@ void CollectiveKernel::run(const CollectiveArguments& args, void* /*workspace*/,
 // ---- local copies for the bandwidth-per-CTA measurement ----
 namespace {
 
-// grid: num_ctas, CTA c copies the c-th slice (4 KB aligned, see slice_bound); block: 32 (lane 0 drives a 4 x 32 KB ring).
-// shared: kHeaderBytes + 4 * 32 KB. sm_90. No cross-CTA ordering.
-__global__ void tma_copy_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes) {
+// grid: num_ctas, CTA c moves the c-th slice (4 KB aligned, see slice_bound); block: 32 (lane 0 drives a ring of
+// `stages` x `stage_bytes`). reduce: dst += src (bf16, cp.reduce.async.bulk .add.noftz) instead of dst = src.
+// shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
+__global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int stages,
+                                std::uint32_t stage_bytes, bool reduce) {
   extern __shared__ __align__(1024) unsigned char smem[];
   if (threadIdx.x != 0) return;
-  Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), kPushStages,
-            kPushStageBytes};
-  for (int s = 0; s < kPushStages; ++s) {
+  Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), stages,
+            stage_bytes};
+  for (int s = 0; s < stages; ++s) {
     ptx::mbar_init(ring.bars + s, 1);
     ring.stage_group[s] = -1;
   }
@@ -591,14 +598,14 @@ __global__ void tma_copy_kernel(unsigned char* dst, const unsigned char* src, st
   const std::uint64_t units = bytes / 16;
   const std::uint64_t begin = detail::slice_bound(units, int(blockIdx.x), int(gridDim.x)) * 16;
   const std::uint64_t end = detail::slice_bound(units, int(blockIdx.x) + 1, int(gridDim.x)) * 16;
-  const std::uint64_t count = (end - begin + kPushStageBytes - 1) / kPushStageBytes;
+  const std::uint64_t count = (end - begin + stage_bytes - 1) / stage_bytes;
   auto piece = [&](std::uint64_t i, std::uint64_t& off) {
-    off = begin + i * kPushStageBytes;
-    return std::uint32_t(std::min<std::uint64_t>(kPushStageBytes, end - off));
+    off = begin + i * stage_bytes;
+    return std::uint32_t(std::min<std::uint64_t>(stage_bytes, end - off));
   };
   std::uint64_t issued = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
-    while (issued < count && ring.head - ring.tail < std::uint32_t(kPushStages)) {
+    while (issued < count && ring.head - ring.tail < std::uint32_t(stages)) {
       std::uint64_t off;
       const std::uint32_t b = piece(issued, off);
       ring.reclaim(ring.head);
@@ -610,14 +617,18 @@ __global__ void tma_copy_kernel(unsigned char* dst, const unsigned char* src, st
     std::uint64_t off;
     const std::uint32_t b = piece(i, off);
     ptx::mbar_wait(ring.bar(ring.tail), ring.parity(ring.tail));
-    ptx::bulk_store(dst + off, ring.stage(ring.tail), b);
+    if (reduce) {
+      ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, ring.stage(ring.tail), b);
+    } else {
+      ptx::bulk_store(dst + off, ring.stage(ring.tail), b);
+    }
     ptx::bulk_commit();
     ++ring.committed;
     ring.mark(ring.tail, ring.committed - 1);
     ++ring.tail;
   }
   ptx::bulk_wait_all();
-  if (blockIdx.x == gridDim.x - 1)
+  if (!reduce && blockIdx.x == gridDim.x - 1)
     for (std::uint64_t i = units * 16; i < bytes; ++i) dst[i] = src[i];
 }
 
@@ -643,25 +654,59 @@ void preload_collective_kernels() {
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__nv_bfloat16>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__half>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<float>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_copy_kernel));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, simt_copy_kernel));
   preload_wait_kernels();
 }
 
+TmaRingShape tma_ring_from_env() {
+  static const TmaRingShape shape = [] {
+    TmaRingShape r;
+    const char* s = std::getenv("OVL_TMA_RING");
+    if (s == nullptr || *s == 0) return r;
+    int stages = 0, kib = 0;
+    char tail = 0;
+    const bool ok = std::sscanf(s, "%dx%d%c", &stages, &kib, &tail) == 2 && stages >= 2 && stages <= 8 && kib >= 1 &&
+                    std::size_t(stages) * std::size_t(kib) * 1024 + kHeaderBytes <= 227 * 1024;
+    OVL_CHECK(ok, "OVL_TMA_RING = '{}' is not <stages>x<KiB> with 2..8 stages in at most 227 KiB (e.g. 6x32)", s);
+    r.stages = stages;
+    r.stage_bytes = std::uint32_t(kib) * 1024u;
+    return r;
+  }();
+  return shape;
+}
+
+void launch_local_ring(RingOp op, void* dst, const void* src, std::size_t bytes, int num_ctas, int stages,
+                       std::uint32_t stage_bytes, cudaStream_t stream) {
+  OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);
+  OVL_CHECK(stages >= 2 && stages <= 8, "ring stages = {} is not in 2..8", stages);
+  OVL_CHECK(stage_bytes >= 1024 && stage_bytes % 1024 == 0, "stage_bytes = {} is not a positive multiple of 1 KiB",
+            stage_bytes);
+  const std::size_t smem = kHeaderBytes + std::size_t(stages) * stage_bytes;
+  OVL_CHECK(smem <= 227 * 1024, "a ring of {} x {} bytes needs {} bytes of shared memory (at most {})", stages,
+            stage_bytes, smem, 227 * 1024);
+  OVL_CHECK(reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0,
+            "local ring: dst or src is not 16-byte aligned");
+  OVL_CHECK(op == RingOp::kCopy || bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", bytes);
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  tma_ring_kernel<<<num_ctas, 32, smem, stream>>>(static_cast<unsigned char*>(dst),
+                                                  static_cast<const unsigned char*>(src), bytes, stages, stage_bytes,
+                                                  op == RingOp::kReduceAddBf16);
+  OVL_CUDA_CHECK_LAST();
+}
+
 void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
                        cudaStream_t stream) {
+  if (impl == CopyImpl::kTma) {
+    launch_local_ring(RingOp::kCopy, dst, src, bytes, num_ctas, kPushStages, kPushStageBytes, stream);
+    return;
+  }
   OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);
   OVL_CHECK(reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0,
             "local copy: dst or src is not 16-byte aligned");
-  if (impl == CopyImpl::kTma) {
-    const std::size_t smem = kHeaderBytes + std::size_t(kPushStages) * kPushStageBytes;
-    OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    tma_copy_kernel<<<num_ctas, 32, smem, stream>>>(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes);
-  } else {
-    OVL_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0, "threads = {} is not a multiple of 32 in 32..1024", threads);
-    OVL_CHECK(bytes % 16 == 0, "simt copy: bytes = {} is not a multiple of 16", bytes);
-    simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16);
-  }
+  OVL_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0, "threads = {} is not a multiple of 32 in 32..1024", threads);
+  OVL_CHECK(bytes % 16 == 0, "simt copy: bytes = {} is not a multiple of 16", bytes);
+  simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16);
   OVL_CUDA_CHECK_LAST();
 }
 

@@ -146,5 +146,20 @@ void preload_collective_kernels();
 enum class CopyImpl : std::uint8_t { kTma, kSimt };
 void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
                        cudaStream_t stream);
+// The 1-warp TMA ring alone, to size rings: `stages` (2..8) stages of `stage_bytes` (a multiple of 1 KiB; the ring at
+// most 227 KiB). kCopy: dst = src; kReduceAddBf16: dst += src (cp.reduce.async.bulk .add.noftz.bf16; bytes read +
+// written = 3 * bytes). launch_local_copy(kTma) is this ring with 4 x 32 KiB.
+enum class RingOp : std::uint8_t { kCopy, kReduceAddBf16 };
+
+// The environment's TMA ring shape, OVL_TMA_RING="<stages>x<KiB>" (e.g. 6x32), read once; {0, 0} when unset. It
+// overrides the default ring of tma-push and of the AllGather phases here and of the overlap executor's TMA movers,
+// for sweeps without a rebuild. A malformed value throws ovl::Error naming it.
+struct TmaRingShape {
+  int stages = 0;
+  std::uint32_t stage_bytes = 0;
+};
+TmaRingShape tma_ring_from_env();
+void launch_local_ring(RingOp op, void* dst, const void* src, std::size_t bytes, int num_ctas, int stages,
+                       std::uint32_t stage_bytes, cudaStream_t stream);
 
 }  // namespace ovl::kernels
