@@ -68,7 +68,9 @@ using detail::SliceCursor;
 
 constexpr std::uint32_t kFlagStart = 0, kFlagRs = 1, kFlagAg = 2;
 constexpr int kTmaThreads = 32;
-constexpr std::uint32_t kPushStageBytes = 32 * 1024;
+// 4 x 48 KiB: the bare ring's best shape on the H200 for copies (96 GB/s per CTA) and bulk adds (121 moved) alike
+// (bench_collectives ring/ cases, docs/results/collectives-h200/); 4 x 32 KiB moved 90 / 116.
+constexpr std::uint32_t kPushStageBytes = 48 * 1024;
 constexpr int kPushStages = 4;
 constexpr std::uint32_t kPullRingBytes = 192 * 1024;
 constexpr std::size_t kHeaderBytes = 1024;  // mbarriers + stage groups, before the (16-byte aligned) stages
@@ -501,7 +503,7 @@ RingShape ring_shape(const CollectiveArguments& a) {
   // Pull: a unit takes N stages (one per rank); keep two units in flight.
   const int stages = std::max(2 * a.world_size, 4);
   std::uint32_t bytes = kPullRingBytes / std::uint32_t(stages) / 1024u * 1024u;
-  bytes = std::min(bytes, kPushStageBytes);
+  bytes = std::min(bytes, 32u * 1024u);
   return {stages, bytes};
 }
 

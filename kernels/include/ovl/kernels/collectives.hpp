@@ -148,7 +148,7 @@ void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t by
                        cudaStream_t stream);
 // The 1-warp TMA ring alone, to size rings: `stages` (2..8) stages of `stage_bytes` (a multiple of 1 KiB; the ring at
 // most 227 KiB). kCopy: dst = src; kReduceAddBf16: dst += src (cp.reduce.async.bulk .add.noftz.bf16; bytes read +
-// written = 3 * bytes). launch_local_copy(kTma) is this ring with 4 x 32 KiB.
+// written = 3 * bytes). launch_local_copy(kTma) is this ring with 4 x 48 KiB.
 enum class RingOp : std::uint8_t { kCopy, kReduceAddBf16 };
 
 // The environment's TMA ring shape, OVL_TMA_RING="<stages>x<KiB>" (e.g. 6x32), read once; {0, 0} when unset. It
