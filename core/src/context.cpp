@@ -160,6 +160,8 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.error = DeviceBuffer(sizeof(detail::WaitError));
   OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, s.error.bytes()));
   s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
+  // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
+  detail::preload_tma_movers();
 }
 
 // The Impl owns every resource, so a constructor that throws half-way (its Impl is destroyed by the unique_ptr)
@@ -298,8 +300,9 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
   return *shapes.emplace(key, std::move(st)).first->second;
 }
 
-// Units: sequential 1 (everything); decomposed `chunks` row chunks (AG: chunks of the gathered rows, made to fall
-// inside one owner's block); signal modes one unit per tile group (whole row bands).
+// Units: sequential 1 (everything); decomposed exactly `chunks` row chunks (AG: of the gathered rows; a chunk may
+// span several owners' blocks, each owner's part is one range of the table and one NCCL broadcast); signal modes one
+// unit per tile group (whole row bands).
 detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan) {
   const std::string key = plan_key(p, plan);
   auto it = plans.find(key);
@@ -311,11 +314,9 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
     ps->row_begin = {0};
     ps->row_end = {p.m};
   } else if (plan.mode == Mode::kDecomposed) {
-    int chunks = plan.chunks;
-    if (p.op == Op::kAllGatherGemm && chunks % w != 0) chunks = w;
-    for (int c = 0; c < chunks; ++c) {
-      ps->row_begin.push_back(p.m * c / chunks);
-      ps->row_end.push_back(p.m * (c + 1) / chunks);
+    for (int c = 0; c < plan.chunks; ++c) {
+      ps->row_begin.push_back(p.m * c / plan.chunks);
+      ps->row_end.push_back(p.m * (c + 1) / plan.chunks);
     }
   } else {
     const int64_t tn = plan.tiles_n(p);

@@ -40,10 +40,10 @@ void launch_stamp(unsigned long long* slot, cudaStream_t stream);
 enum class LoopbackOp { kReduceScatter, kAllReduce, kAllGather };
 // Whose part is played (ovl::LoopbackShare): rank 0's only, or every rank's.
 enum class LoopbackPlay { kRank0, kWholeWorld };
-// Which kernel moves the data: kSimt (16-byte ld/st, 512 threads per CTA), kTmaPull (one warp per CTA: bulk loads
-// of the W sources into a shared ring, fp32 sum in rank order, bulk store: deterministic), kTmaPush (one warp: the
-// output initialised by a bulk copy of source 0, then cp.reduce.async.bulk .add of the other sources: bf16/f16
-// adds in arrival order, not deterministic). Copies are a bulk load + bulk store in both TMA movers.
+// Which kernel moves the data: kSimt (16-byte ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources
+// into a shared ring, fp32 sum in rank order by `pull_warps` warps, bulk store: deterministic), kTmaPush (one thread:
+// the destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
+// deterministic). Copies are a bulk load + bulk store in both TMA movers (executor_tma_kernels.cu).
 enum class LoopbackMover { kSimt, kTmaPull, kTmaPush };
 
 // One contiguous piece, in elements: list (group g, owner r) is ranges[g * world + r].
@@ -77,7 +77,11 @@ struct LoopbackArguments {
   const unsigned int* counters = nullptr;  // device, indexed by group; null: no gate
   const unsigned int* expected = nullptr;  // device, indexed by group
   int ctas = 16;
-  int threads = 512;  // SIMT mover only (the TMA movers run one warp per CTA)
+  int threads = 512;  // SIMT mover only
+  // TMA movers: the shared-memory ring (0: OVL_TMA_RING, else kTmaStages x kTmaStageBytes) and tma-pull's warps.
+  int tma_stages = 0;
+  unsigned tma_stage_bytes = 0;
+  int pull_warps = 4;
   std::uint64_t timeout_ns = 10'000'000'000ull;
   WaitError* error = nullptr;            // required
   unsigned long long* stamps = nullptr;  // optional: [group][cta][start, end]
@@ -85,12 +89,27 @@ struct LoopbackArguments {
 // Checks the arguments (world, CTAs, pointers present and 16-byte aligned for what the play touches) and launches
 // the mover `args.mover` names.
 void launch_loopback_collective(const LoopbackArguments& args, cudaStream_t stream);
-// The TMA movers (executor_tma_kernels.cu); called by launch_loopback_collective after its checks.
+// The TMA movers (executor_tma_kernels.cu); called by launch_loopback_collective after its checks. tma-push first
+// zeroes the destinations of the reduced pieces on the same stream (a small SIMT kernel), then adds every source.
 void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
-// Dynamic shared memory of one TMA mover CTA (bytes): a 128-byte header (mbarriers) + kTmaStages x kTmaStageBytes.
+// Loads the TMA movers' kernels (no lazy module load while a mover spins on a GEMM counter).
+void preload_tma_movers();
+
+// The TMA movers' shared-memory ring: `stages` stages of `stage_bytes` after a kTmaHeaderBytes header.
+struct TmaRing {
+  int stages = 0;
+  unsigned stage_bytes = 0;
+};
+// 4 x 48 KiB: the bare ring's best shape for both copies and bulk adds on the H200 (bench_collectives ring/ cases,
+// docs/results/collectives-h200/).
 inline constexpr int kTmaStages = 4;
-inline constexpr unsigned kTmaStageBytes = 32768;
-inline constexpr unsigned kTmaHeaderBytes = 128;
-inline constexpr unsigned kTmaSmemBytes = kTmaHeaderBytes + kTmaStages * kTmaStageBytes;
+inline constexpr unsigned kTmaStageBytes = 48 * 1024;
+inline constexpr int kTmaMaxStages = 8;
+inline constexpr int kTmaMaxPullWarps = 8;
+inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word
+inline constexpr unsigned kTmaMaxSmemBytes = 227 * 1024;  // sm_90's opt-in limit per block
+inline constexpr unsigned tma_smem_bytes(const TmaRing& r) { return kTmaHeaderBytes + unsigned(r.stages) * r.stage_bytes; }
+// The ring a launch with these arguments uses (checked: 2..8 stages, whole KiB, fits in shared memory).
+TmaRing resolve_tma_ring(const LoopbackArguments& args);
 
 }  // namespace ovl::detail

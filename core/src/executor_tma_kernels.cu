@@ -1,28 +1,30 @@
 // The TMA movers of the loopback collective (the tma mode's; see executor_kernels.hpp for what is moved).
 //
-// grid: args.ctas CTAs, persistent over the groups; block: ONE warp (32 threads); dynamic shared memory
-// kTmaSmemBytes: a 128-byte header of kTmaStages mbarriers, then a ring of kTmaStages stages of kTmaStageBytes.
-// arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
+// grid: args.ctas CTAs, persistent over the groups; block: a producer warp (thread 0 alone) plus one consumer warp
+// (tma-push, copies: its thread 0 alone) or `pull_warps` consumer warps (tma-pull: they share the fp32 adds);
+// dynamic shared memory tma_smem_bytes(ring): a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then
+// `stages` stages of `stage_bytes`. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
 //
-// CTA c owns slice c (an equal share of 16-byte vectors) of every (group, owner) piece of the played share. Its
-// work is a sequence of chunks, group-major: group g, then owner r = 0..W-1, then the piece's phases, then the
-// slice in chunks of at most `cap` bytes (the tail of a slice is a smaller chunk, still a multiple of 16 bytes).
-// A chunk occupies one ring stage; its sources go to `nsrc` slots of `cap` bytes in the stage:
-//   kReduce (tma-pull)  W slots (src_0..src_{W-1}), cap = stage / W; the warp sums them in fp32 in rank order
-//                       into slot 0 (bf16/f16), fence.proxy.async.shared::cta, __syncwarp, bulk store(s)
-//   kInit (tma-push)    1 slot (src_0), cap = stage; bulk store(s): the destination holds source 0
-//   kAdds (tma-push)    W-1 slots (src_1..src_{W-1}), cap = stage / (W-1); one cp.reduce.async.bulk .add per
-//                       source and destination. Before its first load, the ring is drained and lane 0 waits for
-//                       all bulk groups (wait_group 0), so the kInit stores of the same slice are complete.
-//   kCopy               1 slot, cap = stage; bulk store(s) straight from the slot
-// Lane 0 issues everything (loads, stores, commits, waits); the warp only adds. Issue runs up to kTmaStages chunks
-// ahead of consumption, across groups when the next group's counter is already there (a non-blocking poll); it
-// blocks on a counter (ld.acquire.sys, timeout -> WaitError, where = 2) only when nothing is in flight, after which
-// lane 0 executes fence.proxy.async.global before the group's first bulk load. A stage is refilled only after the
-// bulk group that stored from it has read it (cp.async.bulk.wait_group.read N, N = groups committed since). One
-// bulk group is committed per consumed chunk. Before exit: cp.async.bulk.wait_group 0.
-// Stamps (optional): per group and CTA, start = when its counter was acquired, end = when its last chunk's stores
-// were issued (start = end for a group with nothing in this CTA's slice).
+// Work: each (group, owner) piece of the played share is cut into chunks, and each chunk into units:
+//   pull reduce  1 unit per chunk of stage/W bytes: the W sources land in W slots of one stage; the consumers sum
+//                them in fp32 in rank order into slot 0 (deterministic), fence.proxy.async.shared::cta, barrier, one
+//                bulk store per destination
+//   push reduce  W units per chunk of `stage` bytes, one per source p: a bulk load of src_p, then one
+//                cp.reduce.async.bulk .add per destination. The destinations were zeroed by zero_pieces_kernel
+//                (same stream, before this kernel), so the W adds of a chunk are independent of each other: no
+//                unit ever waits for another unit's writes, and they may run on different CTAs (the adds are
+//                atomic at the destination; bf16/f16 adds in arrival order, each rounded: not deterministic)
+//   copy         1 unit per chunk of `stage` bytes: bulk load, one bulk store per destination
+// In each group the U units are split into equal contiguous runs, one per CTA (see Units), so every CTA gets an
+// equal share whatever the piece sizes, its loads stream through contiguous memory, and every bulk op is a whole
+// stage (except a piece's last chunk).
+// Why two roles: one thread driving both the loads and the stores/adds runs a long dependent instruction chain per
+// unit (measured: about half the bare ring's rate, docs/results/collectives-h200); a producer and a consumer
+// overlap theirs. Every group is gated (ld.acquire.sys on its counter, timeout -> WaitError, where = 2;
+// fence.proxy.async.global after the acquire, before the group's first bulk load), also one with no unit for this
+// CTA. Before exit the consumer waits for every bulk group (cp.async.bulk.wait_group 0: every write performed).
+// Stamps (optional): per group and CTA, start = when its counter was acquired, end = when its last unit's stores were
+// issued (start = end for a group with no unit for this CTA).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -31,13 +33,13 @@
 #include "executor_device.hpp"
 #include "executor_kernels.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/kernels/collectives.hpp"
 
 namespace ovl::detail {
 namespace {
 
-static_assert(kTmaStages >= 2 && kTmaStages <= 8, "wait_group.read takes N in 0..7");
-static_assert(kTmaStageBytes % (16 * 8) == 0, "a stage must split into 16-byte slots for up to 8 sources");
-static_assert(kTmaHeaderBytes >= 8 * kTmaStages && kTmaHeaderBytes % 16 == 0, "header holds the mbarriers");
+static_assert(kTmaMaxStages <= 8, "wait_group.read takes N in 0..7");
+static_assert(kTmaHeaderBytes >= 16 * kTmaMaxStages + 16, "the header holds the full and empty mbarriers");
 
 // ---- PTX (sm_90). Written here because kernels/src/collectives_ptx.cuh is private to ovl_kernels. ----
 __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
@@ -59,6 +61,17 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
                  : "r"(smem_u32(bar)), "r"(parity)
                  : "memory");
   }
+}
+__device__ __forceinline__ bool mbar_try_wait(std::uint64_t* bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+               : "=r"(done)
+               : "r"(smem_u32(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 __device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, std::uint32_t bytes,
                                           std::uint64_t* bar) {
@@ -90,7 +103,7 @@ __device__ __forceinline__ void bulk_reduce_add<__half>(void* gmem_dst, const vo
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Every committed bulk group complete: its global writes performed.
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// At most n of the most recent bulk groups may still be reading their shared-memory source.
+// At most n of the most recent bulk groups may still be reading their shared-memory source (n clamped to 7).
 __device__ __forceinline__ void bulk_wait_read(std::uint32_t n) {
   switch (n) {
     case 0:
@@ -126,265 +139,366 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-enum Kind : int { kReduce = 0, kInit = 1, kAdds = 2, kCopy = 3 };
+enum Kind : int { kPull = 0, kPushAdd = 1, kCopy = 2 };
 
-struct Chunk {
-  int group;
-  int kind;
+
+// One unit of work (see the file comment): piece (group, owner), its kind, the push source, the byte range.
+struct Unit {
+  int group, kind, source;
+  LoopbackRange range;
   dev::Piece piece;
-  std::int64_t src_offset, dst_offset;  // the range's, in elements
-  std::int64_t pos;                     // bytes from the range's start
-  std::uint32_t bytes, cap;             // this chunk; the slot size of its kind
-  bool first_of_phase, last_in_group;
+  std::int64_t pos;  // bytes from the piece's start
+  std::uint32_t bytes;
+  bool last_in_group;  // the last unit of this group for this CTA
 };
 
-// Walks this CTA's chunks in order (see the file comment). Group entry is explicit (enter()), so the issuer can
-// gate each group before walking it; `any` is false when the current group has nothing (left) for this CTA.
+// What one owner's piece of a group asks for.
+struct PieceInfo {
+  LoopbackRange range;
+  dev::Piece piece;
+  std::int64_t units = 0;   // 0: not part of the played share
+  std::uint32_t chunks = 0;  // chunks of cap bytes (push: W units each)
+  int kind = kCopy;
+};
+
+// Walks this CTA's units in order: in group g, the CTA's run is units [U c / ctas, U (c + 1) / ctas) of the
+// group's U units (owner by owner; push: chunk-major inside a piece, the W sources of a chunk in a row, so one CTA
+// adds every source into its chunks and no two CTAs add into the same bytes at once: measured on the H200, CTAs whose
+// adds met in the same chunks lost half their rate at 32 CTAs). Group entry is explicit (enter(), every group in
+// sequence; it reads each owner's piece once); any() is false when the current group has no (more) unit here. Taking
+// a unit is an increment.
 template <typename T>
-struct Cursor {
+struct Units {
   const LoopbackArguments* a;
   int cta, ctas;
   bool push;
-  int group = -1, r = 0, phase = 0, kind = kReduce;
-  dev::Piece piece{};
-  std::int64_t src_offset = 0, dst_offset = 0, begin = 0, pos = 0, end = 0;
-  bool any = false;
+  std::uint32_t stage_bytes;
+  int group = -1;
+  std::int64_t left = 0;  // units of the current group still to take here
+  int owner = 0, source = 0;
+  std::uint32_t chunk = 0;
+  PieceInfo pi;  // the current owner's piece
+  PieceInfo pieces[kMaxLoopbackRanks];  // every owner's piece of the current group (local memory, read per owner)
 
-  __device__ int phases(const dev::Piece& pc) const { return pc.reduce && push && a->world > 1 ? 2 : 1; }
-  __device__ int kind_of(const dev::Piece& pc, int ph) const {
-    if (!pc.reduce) return kCopy;
-    if (!push) return kReduce;
-    return ph == 0 ? kInit : kAdds;
+  __device__ std::uint32_t cap(int kind) const {
+    return kind == kPull ? (stage_bytes / std::uint32_t(a->world)) & ~15u : stage_bytes;
   }
-  __device__ std::uint32_t cap_of(int k) const {
-    const int slots = k == kReduce ? a->world : k == kAdds ? a->world - 1 : 1;
-    return (kTmaStageBytes / std::uint32_t(slots)) & ~15u;
-  }
-  // The first (owner, phase) at or after (rr, ph) of the current group with a non-empty slice for this CTA.
-  __device__ void seek(int rr, int ph) {
-    for (; rr < a->world; ++rr, ph = 0) {
-      const LoopbackRange rg = a->ranges[std::int64_t(group) * a->world + rr];
-      dev::Piece pc;
-      if (!dev::plan_piece<T>(*a, rr, rg, pc)) continue;
-      const std::int64_t nv = rg.count * std::int64_t(sizeof(T)) / 16;
-      const std::int64_t b0 = nv * cta / ctas * 16, b1 = nv * (cta + 1) / ctas * 16;
-      if (b1 <= b0 || ph >= phases(pc)) continue;
-      r = rr;
-      phase = ph;
-      kind = kind_of(pc, ph);
-      piece = pc;
-      src_offset = rg.src_offset;
-      dst_offset = rg.dst_offset;
-      begin = pos = b0;
-      end = b1;
-      any = true;
-      return;
-    }
-    any = false;
+  __device__ void load(int r, PieceInfo& p) const {
+    p.range = a->ranges[std::int64_t(group) * a->world + r];
+    p.units = 0;
+    p.chunks = 0;
+    if (!dev::plan_piece<T>(*a, r, p.range, p.piece)) return;
+    p.kind = !p.piece.reduce ? kCopy : push ? kPushAdd : kPull;
+    // ceil(bytes / cap) in double: exact below 2^53 bytes, and far cheaper on the GPU than a 64-bit division.
+    const double bytes = double(p.range.count) * double(sizeof(T));
+    p.chunks = std::uint32_t(ceil(bytes / double(cap(p.kind))));
+    p.units = p.kind == kPushAdd ? std::int64_t(p.chunks) * a->world : p.chunks;
   }
   __device__ void enter(int g) {
     group = g;
-    seek(0, 0);
+    std::int64_t total = 0;
+    for (int r = 0; r < a->world; ++r) {
+      load(r, pieces[r]);
+      total += pieces[r].units;
+    }
+    const std::int64_t lo = total * cta / ctas, hi = total * (cta + 1) / ctas;
+    left = hi - lo;
+    if (left == 0) return;
+    std::int64_t skip = lo;
+    for (owner = 0; skip >= pieces[owner].units; ++owner) skip -= pieces[owner].units;
+    pi = pieces[owner];
+    const int per_chunk = pi.kind == kPushAdd ? a->world : 1;
+    chunk = std::uint32_t(skip / per_chunk);
+    source = int(skip - std::int64_t(chunk) * per_chunk);
   }
-  // The next chunk (requires any); advances.
-  __device__ Chunk take() {
-    Chunk c;
-    c.group = group;
-    c.kind = kind;
-    c.piece = piece;
-    c.src_offset = src_offset;
-    c.dst_offset = dst_offset;
-    c.pos = pos;
-    c.cap = cap_of(kind);
-    c.bytes = std::uint32_t(end - pos < std::int64_t(c.cap) ? end - pos : std::int64_t(c.cap));
-    c.first_of_phase = pos == begin;
-    pos += c.bytes;
-    if (pos >= end) {
-      if (phase + 1 < phases(piece)) {
-        ++phase;
-        kind = kind_of(piece, phase);
-        pos = begin;
-      } else {
-        seek(r + 1, 0);
+  __device__ bool any() const { return left > 0; }
+  // The next unit (requires any()); advances.
+  __device__ Unit take() {
+    Unit u;
+    u.group = group;
+    u.kind = pi.kind;
+    u.source = source;
+    u.range = pi.range;
+    u.piece = pi.piece;
+    const std::int64_t bytes = pi.range.count * std::int64_t(sizeof(T));
+    u.pos = std::int64_t(chunk) * cap(pi.kind);
+    u.bytes = std::uint32_t(bytes - u.pos < std::int64_t(cap(pi.kind)) ? bytes - u.pos : cap(pi.kind));
+    u.last_in_group = --left == 0;
+    if (left > 0 && (pi.kind != kPushAdd || ++source == a->world)) {  // next chunk: W sources done (push), or 1
+      source = 0;
+      if (++chunk == pi.chunks) {  // the next owner with units (one exists: left > 0)
+        chunk = 0;
+        do pi = pieces[++owner];
+        while (pi.units == 0);
       }
     }
-    c.last_in_group = !any;
-    return c;
+    return u;
   }
 };
 
-// Lane 0: 1 = group g may be moved (counter acquired, proxy fenced), 0 = not yet (non-blocking poll only),
-// -1 = timed out or an error was recorded elsewhere (blocking only).
-__device__ int gate(const LoopbackArguments& a, int g, bool blocking) {
-  if (a.expected == nullptr) return 1;
-  const unsigned expected = a.expected[g];
-  if (!blocking) {
-    if (dev::ld_acquire_sys(a.counters + g) < expected) return 0;
-  } else if (!dev::wait_at_least(a.counters + g, expected, a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x)) {
-    return -1;
-  }
+// Thread 0: true = group g may be moved (counter acquired, proxy fenced); false = timed out or an error was
+// recorded elsewhere.
+__device__ bool gate(const LoopbackArguments& a, int g) {
+  if (a.expected == nullptr) return true;
+  if (!dev::wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x))
+    return false;
   fence_proxy_async_global();
-  return 1;
+  return true;
 }
 
 template <typename T>
-__device__ __forceinline__ const unsigned char* src_bytes(const LoopbackArguments& a, const Chunk& c, int p) {
-  return reinterpret_cast<const unsigned char*>(static_cast<const T*>(a.src[p]) + c.src_offset) + c.pos;
+__device__ __forceinline__ const unsigned char* src_bytes(const LoopbackArguments& a, const Unit& u, int p) {
+  return reinterpret_cast<const unsigned char*>(static_cast<const T*>(a.src[p]) + u.range.src_offset) + u.pos;
 }
 template <typename T>
-__device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, const Chunk& c, int d) {
-  return reinterpret_cast<unsigned char*>(static_cast<T*>(a.dst[d]) + c.dst_offset) + c.pos;
+__device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, const Unit& u, int d) {
+  return reinterpret_cast<unsigned char*>(static_cast<T*>(a.dst[d]) + u.range.dst_offset) + u.pos;
 }
 
+// The consumers' barrier (named barrier 1: the consumer warps only).
+__device__ __forceinline__ void consumer_sync(unsigned threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// Stamp slot of (group, CTA): [start, end].
+__device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {
+  if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = dev::global_timer();
+}
+
+// Issues unit u into `stage`: arms its full barrier with the unit's bytes, then the bulk loads.
 template <typename T>
-__global__ void __launch_bounds__(32, 1) tma_mover_kernel(const __grid_constant__ LoopbackArguments a) {
+__device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Units<T>& cur, const Unit& u,
+                                           unsigned char* stage, std::uint64_t* full_s) {
+  if (u.kind == kPull) {
+    const std::uint32_t slot = cur.cap(kPull);
+    mbar_arrive_expect_tx(full_s, std::uint32_t(a.world) * u.bytes);
+    for (int p = 0; p < a.world; ++p) bulk_load(stage + std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes, full_s);
+  } else {
+    mbar_arrive_expect_tx(full_s, u.bytes);
+    const unsigned char* from =
+        u.kind == kCopy ? static_cast<const unsigned char*>(u.piece.copy_src) + u.pos : src_bytes<T>(a, u, u.source);
+    bulk_load(stage, from, u.bytes, full_s);
+  }
+}
+
+// tma-push and copies: warp-specialized. Thread 0 (warp 0) is the producer, thread 32 (warp 1) the consumer; the
+// other lanes exit. full[s] completes when stage s's loads landed (producer: arrive.expect_tx; TMA: complete_tx);
+// empty[s] when the consumer knows the bulk group that read stage s has read it (wait_group.read 1 after the next
+// unit's commit: one group of lag, so it never waits on the group it just issued). Producer: per group, gate
+// (blocking: the consumer drains what is in flight meanwhile), then per unit: wait empty[s] (the stage's previous
+// use), issue. Consumer: per unit, wait full[s], the unit's bulk stores / reduce-adds, commit, release the previous
+// unit's stage. Neither touches a stage with ordinary loads or stores.
+// tma-pull: the consumer warps (warps 1..pull_warps) feed themselves; warp 0 exits. Their first thread (the leader)
+// gates and issues; per unit all consumers wait full[s], sum, fence.proxy.async.shared::cta, barrier (named barrier
+// 1, the consumers only); the leader stores, commits, waits until the previous unit's store has read its stage
+// (wait_group.read 1) and refills that stage with the unit S - 1 ahead. The barrier orders every consumer's reads of
+// a stage before the leader's next bulk load into it, which is what a block-level race checker can see.
+// A thread that times out at a gate publishes how many units were issued (`issued_on_abort`); consumers stop there.
+template <typename T>
+__global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
+    tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes) {
   extern __shared__ __align__(128) unsigned char smem[];
-  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
+  std::uint64_t* empty = full + kTmaMaxStages;
+  volatile std::uint32_t* issued_on_abort = reinterpret_cast<std::uint32_t*>(empty + kTmaMaxStages);
   unsigned char* ring = smem + kTmaHeaderBytes;
-  const unsigned lane = threadIdx.x;
+  const unsigned tid = threadIdx.x;
   const int w = a.world;
-  constexpr unsigned kFull = 0xffffffffu;
-  constexpr std::uint32_t S = kTmaStages;
+  const std::uint32_t S = std::uint32_t(stages);
+  const bool pull = a.mover == LoopbackMover::kTmaPull;
 
-  if (lane == 0) {
-    for (std::uint32_t s = 0; s < S; ++s) mbar_init(bars + s, 1);
+  if (tid == 0) {
+    for (std::uint32_t s = 0; s < S; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, 1);
+    }
+    *issued_on_abort = 0xffffffffu;
     mbar_init_fence();
   }
-  __syncwarp();
+  __syncthreads();
 
-  const bool push = a.mover == LoopbackMover::kTmaPush;
-  Cursor<T> issue{&a, int(blockIdx.x), int(gridDim.x), push};
-  Cursor<T> consume = issue;
-  std::uint32_t head = 0, tail = 0;  // chunks issued / consumed (one bulk group committed per consumed chunk)
-  int gated = -1;                    // groups [0, gated] of this launch have been acquired
-  bool issuing = true, failed = false;
-  auto stamp = [&](int g, int which) {
-    if (lane == 0 && a.stamps != nullptr)
-      a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = dev::global_timer();
+  const bool leader = tid == 32;
+  if (tid < 32 ? tid != 0 || pull : !pull && !leader) return;
+  Units<T> cur{&a, int(blockIdx.x), int(gridDim.x), !pull, stage_bytes};
+  Units<T> prod = cur;  // the issuing cursor (producer; tma-pull: the leader's)
+  std::uint32_t head = 0;
+  int prod_group = -1;
+  // The next unit into stage head % S, gating groups as they are entered; false when there is none (or a gate timed
+  // out: then issued_on_abort is set).
+  auto produce = [&]() -> bool {
+    while (!prod.any()) {
+      if (++prod_group >= a.num_groups) return false;
+      const int g = a.first_group + prod_group;
+      if (!gate(a, g)) {
+        *issued_on_abort = head;
+        return false;
+      }
+      stamp(a, g, 0);
+      prod.enter(g);
+      if (!prod.any()) stamp(a, g, 1);  // no unit of group g for this CTA
+    }
+    const std::uint32_t s = head % S;
+    if (!pull && head >= S) mbar_wait(empty + s, (head / S - 1) & 1u);
+    issue_unit<T>(a, prod, prod.take(), ring + s * stage_bytes, full + s);
+    ++head;
+    return true;
   };
 
-  for (;;) {
-    // Issue while a stage is free.
-    while (issuing && head - tail < S) {
-      if (!issue.any) {  // the current group is done here: acquire the next one
-        if (gated + 1 >= a.num_groups) {
-          issuing = false;
-          break;
-        }
-        const int g = a.first_group + gated + 1;
-        int st = 0;
-        if (lane == 0) st = gate(a, g, head == tail);  // block only when nothing is in flight
-        st = __shfl_sync(kFull, st, 0);
-        if (st == 0) break;  // not ready yet: consume what is in flight first
-        if (st < 0) {
-          failed = true;
-          issuing = false;
-          break;
-        }
-        ++gated;
-        issue.enter(g);
-        stamp(g, 0);
-        if (!issue.any) stamp(g, 1);  // nothing of group g in this CTA's slices
-        continue;
-      }
-      Cursor<T> next = issue;
-      const Chunk c = next.take();
-      if (c.kind == kAdds && c.first_of_phase) {
-        // The adds go onto the kInit copy of the same slice: every earlier bulk store must be complete.
-        if (head != tail) break;
-        if (lane == 0) bulk_wait_all();
-      }
-      if (lane == 0) {
-        const std::uint32_t s = head % S;
-        // Refill the stage only after the bulk group that stored from it (chunk head - S) has read it.
-        if (head >= S) bulk_wait_read(tail - 1 - (head - S));
-        unsigned char* stage = ring + s * kTmaStageBytes;
-        const int first = c.kind == kAdds ? 1 : 0;
-        const int nsrc = c.kind == kReduce ? w : c.kind == kAdds ? w - 1 : 1;
-        mbar_arrive_expect_tx(bars + s, std::uint32_t(nsrc) * c.bytes);
-        if (c.kind == kCopy) {
-          bulk_load(stage, static_cast<const unsigned char*>(c.piece.copy_src) + c.pos, c.bytes, bars + s);
-        } else {
-          for (int k = 0; k < nsrc; ++k)
-            bulk_load(stage + std::uint32_t(k) * c.cap, src_bytes<T>(a, c, first + k), c.bytes, bars + s);
-        }
-      }
-      issue = next;
-      ++head;
+  if (tid == 0) {  // ---- producer (tma-push, copies) ----
+    while (produce()) {
     }
-    if (head == tail) {
-      if (!issuing) break;
-      continue;  // the next gate blocks (nothing in flight) or the next chunk is an adds phase start
-    }
+    return;
+  }
 
-    // Consume the oldest chunk.
-    while (!consume.any) consume.enter(consume.group < 0 ? a.first_group : consume.group + 1);
-    const Chunk c = consume.take();
+  // ---- consumers ----
+  const unsigned consumers = blockDim.x - 32;
+  bool producing = true;
+  if (pull && leader)
+    for (std::uint32_t i = 0; i + 1 < S && producing; ++i) producing = produce();
+  // The leader's warp waits for it here and below rather than spinning beside it on a full barrier while it spins on
+  // a GEMM counter: no lane of a warp spins while another lane of the same warp must make progress.
+  if (pull) __syncwarp();
+  std::uint32_t tail = 0;
+  for (int gi = -1;;) {
+    while (!cur.any()) {
+      if (++gi >= a.num_groups) break;
+      cur.enter(a.first_group + gi);
+    }
+    if (!cur.any()) break;
+    const Unit u = cur.take();
     const std::uint32_t s = tail % S;
-    unsigned char* stage = ring + s * kTmaStageBytes;
-    mbar_wait(bars + s, (tail / S) & 1u);
-    const int d0 = c.piece.dst_first, d1 = c.piece.dst_first + c.piece.dst_count;
-    if (c.kind == kReduce) {
-      const int nvec = int(c.bytes / 16);
+    unsigned char* stage = ring + s * stage_bytes;
+    bool ready = false;
+    while (!(ready = mbar_try_wait(full + s, (tail / S) & 1u)))
+      if (*issued_on_abort <= tail) break;
+    if (!ready) break;  // the unit was never issued: a gate timed out
+    if (u.kind == kPull) {
+      const std::uint32_t slot = cur.cap(kPull);
+      const int nvec = int(u.bytes / 16);
       uint4* out = reinterpret_cast<uint4*>(stage);
-      for (int v0 = int(lane); v0 < nvec; v0 += 4 * 32) {
+      const int step = int(consumers);
+      for (int v0 = int(tid - 32); v0 < nvec; v0 += 4 * step) {
         float acc[4][8];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
+        for (int x = 0; x < 4; ++x)
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[u][i] = 0.f;
+          for (int i = 0; i < 8; ++i) acc[x][i] = 0.f;
         for (int p = 0; p < w; ++p) {  // rank order: deterministic, the SIMT mover's order
-          const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(p) * c.cap);
+          const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(p) * slot);
 #pragma unroll
-          for (int u = 0; u < 4; ++u)
-            if (v0 + u * 32 < nvec) dev::Vec<T>::add(acc[u], in[v0 + u * 32]);
+          for (int x = 0; x < 4; ++x)
+            if (v0 + x * step < nvec) dev::Vec<T>::add(acc[x], in[v0 + x * step]);
         }
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (v0 + u * 32 < nvec) out[v0 + u * 32] = dev::Vec<T>::pack(acc[u]);
+        for (int x = 0; x < 4; ++x)
+          if (v0 + x * step < nvec) out[v0 + x * step] = dev::Vec<T>::pack(acc[x]);
       }
-      fence_proxy_async_shared();  // this lane's generic smem accesses before the async proxy's store reads
-      __syncwarp();
+      fence_proxy_async_shared();  // this thread's generic smem stores before the async proxy's store reads them
     }
-    if (lane == 0) {
-      if (c.kind == kAdds) {
-        for (int k = 0; k < w - 1; ++k)
-          for (int d = d0; d < d1; ++d)
-            bulk_reduce_add<T>(dst_bytes<T>(a, c, d), stage + std::uint32_t(k) * c.cap, c.bytes);
-      } else {
-        for (int d = d0; d < d1; ++d) bulk_store(dst_bytes<T>(a, c, d), stage, c.bytes);
+    // Every consumer has read stage s and waited on its phase before the leader stores from it and, below, refills
+    // the previous stage (tma-pull; for push and copies the consumer is one thread).
+    if (pull) consumer_sync(consumers);
+    if (leader) {
+      const int d0 = u.piece.dst_first, d1 = u.piece.dst_first + u.piece.dst_count;
+      for (int d = d0; d < d1; ++d) {
+        if (u.kind == kPushAdd) {
+          bulk_reduce_add<T>(dst_bytes<T>(a, u, d), stage, u.bytes);
+        } else {
+          bulk_store(dst_bytes<T>(a, u, d), stage, u.bytes);
+        }
       }
       bulk_commit();
+      if (tail >= 1) bulk_wait_read(1);  // the previous unit's store has read its stage
+      if (pull) {
+        if (producing) producing = produce();  // into the previous unit's stage ((tail + S - 1) % S)
+      } else if (tail >= 1) {
+        mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
+      }
+      if (u.last_in_group) stamp(a, u.group, 1);
     }
-    // Every lane has waited on this stage's phase before lane 0 may re-arm it (chunk tail + S): with lanes that lag
-    // two phases behind, the parity wait would be ambiguous.
-    __syncwarp();
+    if (pull) __syncwarp();
     ++tail;
-    if (c.last_in_group) stamp(c.group, 1);
   }
-  if (lane == 0) bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
-  (void)failed;
+  if (leader) bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
+}
+
+// grid-stride over every reduce piece of the played share: its destinations become zero (tma-push adds onto them).
+template <typename T>
+__global__ void zero_pieces_kernel(const __grid_constant__ LoopbackArguments a) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (int g = a.first_group; g < a.first_group + a.num_groups; ++g) {
+    for (int r = 0; r < a.world; ++r) {
+      const LoopbackRange rg = a.ranges[std::int64_t(g) * a.world + r];
+      dev::Piece pc;
+      if (!dev::plan_piece<T>(a, r, rg, pc) || !pc.reduce) continue;
+      const std::int64_t nvec = rg.count * std::int64_t(sizeof(T)) / 16;
+      for (int d = pc.dst_first; d < pc.dst_first + pc.dst_count; ++d) {
+        uint4* out = reinterpret_cast<uint4*>(static_cast<T*>(a.dst[d]) + rg.dst_offset);
+        for (std::int64_t v = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; v < nvec; v += stride)
+          out[v] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
 }
 
 template <typename T>
-void launch_typed(const LoopbackArguments& a, cudaStream_t stream) {
-  OVL_CUDA_CHECK(
-      cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmemBytes)));
-  tma_mover_kernel<T><<<a.ctas, 32, kTmaSmemBytes, stream>>>(a);
+void launch_typed(const LoopbackArguments& a, const TmaRing& ring, int threads, cudaStream_t stream) {
+  const unsigned smem = tma_smem_bytes(ring);
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  if (a.mover == LoopbackMover::kTmaPush && a.op != LoopbackOp::kAllGather) {
+    zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
+    OVL_CUDA_CHECK_LAST();
+  }
+  tma_mover_kernel<T><<<a.ctas, threads, smem, stream>>>(a, ring.stages, ring.stage_bytes);
 }
 
 }  // namespace
 
+TmaRing resolve_tma_ring(const LoopbackArguments& a) {
+  TmaRing r{a.tma_stages, a.tma_stage_bytes};
+  if (r.stages == 0) {
+    const kernels::TmaRingShape env = kernels::tma_ring_from_env();  // OVL_TMA_RING
+    r = TmaRing{env.stages, env.stage_bytes};
+  }
+  if (r.stages == 0) r = TmaRing{kTmaStages, kTmaStageBytes};
+  OVL_CHECK(r.stages >= 2 && r.stages <= kTmaMaxStages, "TMA mover: stages = {} is not in 2..{}", r.stages,
+            kTmaMaxStages);
+  OVL_CHECK(r.stage_bytes >= 16u * unsigned(a.world) && r.stage_bytes % 1024u == 0,
+            "TMA mover: stage_bytes = {} is not a multiple of 1 KiB of at least 16 bytes per rank", r.stage_bytes);
+  OVL_CHECK(tma_smem_bytes(r) <= kTmaMaxSmemBytes, "TMA mover: a ring of {} x {} bytes exceeds {} bytes of shared memory",
+            r.stages, r.stage_bytes, kTmaMaxSmemBytes);
+  return r;
+}
+
 void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
   OVL_CHECK(a.mover == LoopbackMover::kTmaPull || a.mover == LoopbackMover::kTmaPush,
             "launch_tma_mover: mover {} is not a TMA mover", int(a.mover));
+  OVL_CHECK(a.pull_warps >= 1 && a.pull_warps <= kTmaMaxPullWarps, "TMA mover: pull_warps = {} is not in 1..{}",
+            a.pull_warps, kTmaMaxPullWarps);
   if (a.num_groups <= 0) return;
+  if (a.mover == LoopbackMover::kTmaPush) {
+    // The push mover zeroes its destinations first; a destination that is also a source would lose its data.
+    for (int d = 0; d < a.world; ++d)
+      for (int p = 0; p < a.world; ++p)
+        OVL_CHECK(a.dst[d] == nullptr || a.dst[d] != a.src[p],
+                  "TMA push mover: destination of rank {} is the source of rank {} (in place is not supported)", d, p);
+  }
+  const TmaRing ring = resolve_tma_ring(a);
+  const int threads = 32 + (a.mover == LoopbackMover::kTmaPull ? 32 * a.pull_warps : 32);  // producer + consumers
   if (a.dtype == DType::kBF16) {
-    launch_typed<__nv_bfloat16>(a, stream);
+    launch_typed<__nv_bfloat16>(a, ring, threads, stream);
   } else {
-    launch_typed<__half>(a, stream);
+    launch_typed<__half>(a, ring, threads, stream);
   }
   OVL_CUDA_CHECK_LAST();
+}
+
+void preload_tma_movers() {
+  cudaFuncAttributes attr{};
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_mover_kernel<__nv_bfloat16>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_mover_kernel<__half>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, zero_pieces_kernel<__nv_bfloat16>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, zero_pieces_kernel<__half>));
 }
 
 }  // namespace ovl::detail
