@@ -263,8 +263,10 @@ void bench_case(benchmark::State& state, Mode mode, Op op, Shape sh, int c, Comm
 // Registered from main, after Initialize: the sequential cases' names carry the device's SM count.
 void register_cases() {
   const int sms = device_sms();
-  const std::vector<Shape> shapes = {
-      {8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096}, {8192, 8192, 8192}, {4096, 8192, 8192}};
+  // The issue's five shapes, then three more that differ in M, N or K (held-out problems for `ovl validate`).
+  const std::vector<Shape> shapes = {{8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096},
+                                     {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
+                                     {16384, 8192, 2048}, {8192, 4096, 8192}};
   auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo) {
     benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_case(st, mode, op, sh, c, seq_algo); })
         ->UseManualTime()
