@@ -391,7 +391,8 @@ struct Fitter {
     const bool copy = b.kind == BenchKind::kCopy;
     const CommAlgo algo = copy ? CommAlgo::kTmaPush : b.comm_algo();
     const int world = copy ? 1 : b.world;
-    const detail::CollCoeffs k = detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world);
+    const detail::CollCoeffs k =
+        detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world, h.loopback_rank0);
     const double s = double(b.bytes) / detail::kBytesPerUsPerGBps;  // bytes x (1/GBps) -> us
     const double ctas = b.ctas;
     // x holds the base profile's inverse rates; the case's rate is base / scale, so its coefficient is x scale.
@@ -443,9 +444,10 @@ struct Fitter {
   }
 
   // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
-  // Overlap cases inform the contention weights and the communication kernels' per-CTA rates: NCCL's channels and
-  // the TMA mover of the tma mode, which default_plan runs as tma-push (tma_push_per_cta_GBps). Gauss-Newton on the relative residuals,
-  // in the logarithm of each parameter (all positive; steps are relative), with step halving.
+  // Overlap cases inform the contention weights, the communication kernels' per-CTA rates (NCCL's channels and the
+  // TMA mover of the tma mode, which default_plan runs as tma-push: tma_push_per_cta_GBps) and the mover's per-group
+  // cost (tma_group_us). Gauss-Newton on the relative residuals, in the logarithm of each parameter (all positive;
+  // steps are relative), with step halving.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
     struct Param {
@@ -453,11 +455,12 @@ struct Fitter {
       double Hardware::*field;
       double lo, hi;
     };
-    const std::array<Param, 4> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
+    const std::array<Param, 5> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
                                           {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
                                           {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, 1.0, 400.0},
-                                          {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0}}};
-    constexpr int kP = 4;
+                                          {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0},
+                                          {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0}}};
+    constexpr int kP = 5;
     const Hardware base = hw;
     using Vec = Eigen::Matrix<double, kP, 1>;
     auto with = [&](const Vec& log_th) {

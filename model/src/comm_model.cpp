@@ -6,11 +6,25 @@
 
 namespace ovl::detail {
 
-CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world) {
+CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0) {
   OVL_CHECK(world >= 1, "collective world = {} must be at least 1", world);
   if (world == 1) return {0.0, 2.0, 2.0, 0.0};  // a local copy: read once, written once
   const double w = world;
   const double f = (w - 1) / w;  // the share of the buffer that crosses the link, per direction
+  if (loopback_rank0 && algo == CommAlgo::kTmaPush) {
+    // The loopback emulation of rank 0's share with the push mover (core/src/executor_tma_kernels.cu), all of it in
+    // rank 0's HBM: rank 0's pieces (1/W of the buffer) zeroed, then each of the W sources read and added into them
+    // (a read here, a read-modify-write there: 3 per source byte); AllReduce also copies the W-1 other owners'
+    // reduced pieces in (2 f); AllGather copies every owner's rows (2). RS 3 + 1/W, AR 5 - 1/W, AG 2.
+    switch (c) {
+      case Collective::kAllReduce:
+        return {2 * f, 5 - 1 / w, 5 - 1 / w, 2};
+      case Collective::kReduceScatter:
+        return {f, 3 + 1 / w, 3 + 1 / w, 1};
+      case Collective::kAllGather:
+        return {f, 2.0, 2.0, 1};
+    }
+  }
   switch (algo) {
     case CommAlgo::kNcclRing:
       // Ring: each GPU sends f S per pass (RS and AG one pass, AR both) in W-1 steps per pass. HBM: read the
@@ -99,7 +113,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
     return cost;
   }
   if (nodes == 1) {
-    const CollCoeffs k = coll_coeffs(c, algo, world);
+    const CollCoeffs k = coll_coeffs(c, algo, world, hw.loopback_rank0);
     cost.latency_us = k.steps * hw.link_latency_us;
     cost.us_per_byte = per_byte_one_node(k, algo, world, ctas, hw, hbm_GBps);
     return cost;
@@ -148,9 +162,9 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
 
 namespace ovl {
 
-double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world) {
+double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0) {
   if (is_nccl(algo) || world <= 1) return 1.0;
-  const detail::CollCoeffs k = detail::coll_coeffs(c, algo, world);
+  const detail::CollCoeffs k = detail::coll_coeffs(c, algo, world, loopback_rank0);
   return k.link_bytes > 0 ? k.cta_bytes / k.link_bytes : 1.0;
 }
 

@@ -300,7 +300,7 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
                                           comm_hbm_share(chunk, hw));
   const CollCost idle =
       detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw, hw.hbm_GBps);
-  const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world);
+  const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
   double stretch = 1;
   const PipelineResult r = solve_contention(
@@ -339,7 +339,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   }
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);
-  const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world);
+  const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
   const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw,
                                           comm_hbm_share(gemm, hw));
   const CollCost idle =
@@ -360,9 +360,10 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       comm_hbm_bytes += 2.0 * bytes;
     }
   } else {
-    // A persistent TMA kernel launched beside the GEMM polls the counters: per group only the link latencies.
+    // A persistent TMA kernel launched beside the GEMM polls the counters: per group the link latencies and the
+    // mover's own per-group work (tma_group_us, paid by every CTA, so not divided among them).
     gc.start_at_us = busy.launch_us;
-    gc.fixed_us = busy.latency_us;
+    gc.fixed_us = busy.latency_us + hw.tma_group_us;
     gc.per_byte_busy = busy.us_per_byte;
     gc.per_byte_idle = idle.us_per_byte;
   }

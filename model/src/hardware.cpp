@@ -66,6 +66,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, Rule::kPositive},
     {"nccl_launch_us", &Hardware::nccl_launch_us, Rule::kNonNegative},
     {"tma_launch_us", &Hardware::tma_launch_us, Rule::kNonNegative},
+    {"tma_group_us", &Hardware::tma_group_us, Rule::kNonNegative},
     {"hbm_contention", &Hardware::hbm_contention, Rule::kNonNegative},
     {"shared_sm_penalty", &Hardware::shared_sm_penalty, Rule::kNonNegative},
 };
@@ -120,9 +121,12 @@ Hardware hopper_common() {
   h.link_GBps = 450;          // NVLink 4: 18 links x 25 GB/s per direction = 450 GB/s (900 GB/s bidirectional)
   h.link_latency_us = 0.7;    // see above
   h.per_cta_copy_GBps = 100;  // DEVICE.md: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring, H200
-  // Our collective kernels per CTA, measured on the H200 (docs/results/collectives-h200/bench_collectives.json,
-  // 2026-12-02, loopback world 8, bf16, "moved_GBps_per_cta" at 1..32 CTAs; the plain TMA copy moved 94 there):
-  h.tma_push_per_cta_GBps = 56;  // tma-push AllReduce 56, ReduceScatter 57, AllGather 51-52
+  // Our collective kernels per CTA, measured on the H200 (2026-12-02, loopback world 8, bf16). tma-push: the tma
+  // mode's mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes
+  // (docs/results/validation-h200/overlap/calibrate.txt; the bare ring moves ~115-120, docs/results/rings-h200/;
+  // the standalone collectives of kernels/ move 68-71, docs/results/movers-h200/). pull and SIMT: "moved_GBps_per_cta"
+  // of docs/results/collectives-h200/bench_collectives.json at 1..32 CTAs.
+  h.tma_push_per_cta_GBps = 95;  // the tma mode's push mover (fitted 95.3)
   h.tma_pull_per_cta_GBps = 15;  // tma-pull AllReduce 16, ReduceScatter 14 (AllGather, no adds: 40-42)
   h.simt_per_cta_GBps = 32;      // simt AllReduce 30-34, ReduceScatter 29-32, AllGather 29-34
   h.net_GBps = 50;            // DGX H100/H200: one ConnectX-7 400 Gb/s NIC per GPU = 50 GB/s per direction
@@ -139,6 +143,7 @@ Hardware hopper_common() {
   h.nccl_per_cta_GBps = 20.0;
   h.nccl_launch_us = 8.0;
   h.tma_launch_us = 4.0;
+  h.tma_group_us = 3.4;  // the tma mode's mover, per tile group and CTA (fitted 3.37, with the push rate above)
   h.hbm_contention = 1.0;
   h.shared_sm_penalty = 1.0;
   return h;
@@ -228,14 +233,14 @@ std::string Hardware::summary() const {
       "L2 {:.0f} MiB, link {:.0f} GB/s ({:.2f} us), per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), net {:.0f} GB/s ({:.1f} us); "
       "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / {})^{:.3f}, "
       "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
-      "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us), tma launch {:.1f} us, hbm contention {:.2f}, "
-      "shared-SM penalty {:.2f}",
+      "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us), tma launch {:.1f} us (per group {:.2f} us), "
+      "hbm contention {:.2f}, shared-SM penalty {:.2f}",
       name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
       link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
       simt_per_cta_GBps, net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency,
       cublas_partition_penalty, clock_knee_sms, sm_count, clock_exponent, launch_us, tile_epilogue_us,
       cublas_tile_epilogue_us, nccl_efficiency, nccl_per_cta_GBps, nccl_launch_us,
-      tma_launch_us, hbm_contention, shared_sm_penalty);
+      tma_launch_us, tma_group_us, hbm_contention, shared_sm_penalty);
 }
 
 std::vector<std::string> hardware_field_names() {
@@ -299,6 +304,7 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share)
     h.simt_per_cta_GBps = base.simt_per_cta_GBps / world;
   } else {
     h.link_GBps = base.hbm_GBps;
+    h.loopback_rank0 = true;
   }
   h.link_latency_us = std::min(base.link_latency_us, 0.5);
   h.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself

@@ -227,21 +227,25 @@ namespace {
 //   NCCL ring   RS 1 + 1/w + f, AG 1 + 1/w, AR 2 + 2f (1 + f each half)
 //   TMA push    RS 3 - 1/w, AG 1 + 2/w, AR 4 - 1/w (3 - 1/w + 1)
 //   TMA pull    RS 1 + 1/w, AG 2, AR 1 + 1/w + 2f
-double reduce_hbm(CommAlgo algo, int w, bool both) {
+// `rank0`: the loopback emulation of rank 0's share (Hardware::loopback_rank0; model/src/comm_model.cpp says what
+// its push mover moves): the reduction zeroes rank 0's pieces and adds all W sources (3 + 1/W), the gather copies
+// the W-1 other pieces in (2 f), an AllGather copies every owner's rows (2).
+double reduce_hbm(CommAlgo algo, int w, bool both, bool rank0) {
   const double f = double(w - 1) / w;
   switch (algo) {
     case CommAlgo::kTmaPush:
-      return 3.0 - 1.0 / w;
+      return rank0 ? 3.0 + 1.0 / w : 3.0 - 1.0 / w;
     case CommAlgo::kTmaPull:
       return 1.0 + 1.0 / w;
     default:
       return both ? 1.0 + f : 1.0 + 1.0 / w + f;
   }
 }
-double gather_hbm(CommAlgo algo, int w, bool both) {
+double gather_hbm(CommAlgo algo, int w, bool both, bool rank0) {
   const double f = double(w - 1) / w;
   switch (algo) {
     case CommAlgo::kTmaPush:
+      if (rank0) return both ? 2.0 * f : 2.0;
       return both ? 1.0 : 1.0 + 2.0 / w;
     case CommAlgo::kTmaPull:
       return both ? 2.0 * f : 2.0;
@@ -342,7 +346,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
   Step link;
   link.cap = is_nccl(algo) ? std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.link_GBps)
-                           : ctas * per_cta_GBps(algo, hw) / cta_bytes_per_link_byte(c, algo, p.world);
+                           : ctas * per_cta_GBps(algo, hw) / cta_bytes_per_link_byte(c, algo, p.world, hw.loopback_rank0);
   link.latency = us_to_ns(hw.link_latency_us);
   Step netw;
   netw.network = true;
@@ -352,21 +356,21 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   // as NCCL's tree/ring hybrids move data; the network part is always NCCL's ring.
   switch (c) {
     case Collective::kAllReduce:
-      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, true));
+      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, true, hw.loopback_rank0));
       if (nodes > 1) {
         const double d = bytes / local;  // each GPU holds the node's sum of its 1/local share
         net_ring(out, nodes - 1, d / nodes, netw, 3, "reduce-scatter");
         net_ring(out, nodes - 1, d / nodes, netw, 2, "all-gather");
       }
-      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, true));
+      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, true, hw.loopback_rank0));
       break;
     case Collective::kReduceScatter:
-      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, false));
+      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, false, hw.loopback_rank0));
       if (nodes > 1) net_ring(out, nodes - 1, bytes / local / nodes, netw, 3, "reduce-scatter");
       break;
     case Collective::kAllGather:
       if (nodes > 1) net_ring(out, nodes - 1, bytes / p.world, netw, 2, "all-gather");
-      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, false));
+      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, false, hw.loopback_rank0));
       break;
   }
   // The HBM weights are the traffic the collective moves; hbm_contention is not a traffic multiplier but the

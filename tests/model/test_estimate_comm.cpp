@@ -8,6 +8,12 @@ namespace ovl {
 namespace {
 
 const Hardware kH200 = builtin_hardware("h200");
+// The H200 profile with the push rate these closed forms are written for (56 GB/s per CTA), whatever the default.
+Hardware push56() {
+  Hardware h = kH200;
+  h.tma_push_per_cta_GBps = 56;
+  return h;
+}
 constexpr int64_t kMiB = int64_t(1) << 20;
 
 TEST(EstimateComm, BusFactor) {
@@ -50,16 +56,15 @@ TEST(EstimateComm, TmaClosedForm) {
   // 215.3 us; link 7/8 x 67.1 MB / 450 GB/s = 130.5 us; HBM 2.875 x 67.1 MB / 4200 GB/s = 45.9 us -> the CTAs
   // bind. + 1 step x 0.7 us + 4 us launch.
   const double s = 64.0 * kMiB;
-  const CommEstimate push =
-      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, kH200);
+  const Hardware h = push56();
+  const CommEstimate push = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, h);
   EXPECT_NEAR(push.us, 4.0 + 0.7 + 2.875 * s / 896e3, 1e-6);
   // With 8 CTAs: 2.875 x 67.1 MB / 448 GB/s = 430.7 us.
-  const CommEstimate push8 =
-      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 8, kH200);
+  const CommEstimate push8 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 8, h);
   EXPECT_NEAR(push8.us, 4.0 + 0.7 + 2.875 * s / 448e3, 1e-6);
   // With 64 CTAs (3584 GB/s, 53.8 us) the link binds.
   const CommEstimate push64 =
-      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 64, kH200);
+      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 64, h);
   EXPECT_NEAR(push64.us, 4.0 + 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
   // Pull-reduce reads W chunks per output chunk but writes one: (1 + 1/8) bytes per buffer byte on the CTAs, at
   // the pull kernel's 15 GB/s per CTA: with 8 CTAs 1.125 x 67.1 MB / 120 GB/s = 629.1 us; it waits 2 latencies
@@ -78,7 +83,7 @@ TEST(EstimateComm, TmaClosedForm) {
     prev = t;
   }
   EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 32, kH200).us,
-                   estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 64, kH200).us);
+                   estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 64, h).us);
 }
 
 TEST(EstimateComm, WorldOneIsALocalCopy) {
@@ -134,7 +139,7 @@ TEST(EstimateComm, Loopback) {
   // Push-reduce ReduceScatter of 64 MiB (CTA work and HBM 3 - 1/4 = 2.75 bytes per buffer byte) with 128 CTAs
   // (1792 GB/s per rank): HBM 2.75 x S / 1050 GB/s binds (the four ranks together move 11 S through the device's
   // 4200 GB/s: the same time). With 32 CTAs (448 GB/s per rank) the CTAs bind.
-  const Hardware lb = loopback_hardware(kH200, 4);
+  const Hardware lb = loopback_hardware(push56(), 4);
   EXPECT_DOUBLE_EQ(lb.tma_push_per_cta_GBps, 14.0);
   const double s = 64.0 * kMiB;
   const CommEstimate e = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 128, lb);
@@ -142,6 +147,27 @@ TEST(EstimateComm, Loopback) {
   EXPECT_NEAR(2.75 * s / 1050e3, 4 * 2.75 * s / 4200e3, 1e-9);
   const CommEstimate e32 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 32, lb);
   EXPECT_NEAR(e32.us, lb.tma_launch_us + lb.link_latency_us + 2.75 * s / 448e3, 1e-6);
+}
+
+TEST(EstimateComm, LoopbackRankZeroPushCountsTheEmulationsBytes) {
+  // Rank 0's share with the push mover (loopback_hardware(..., kRank0)): rank 0's pieces zeroed and all W = 8
+  // sources added into them. ReduceScatter: 1/8 + 8 x 1/8 x 3 = 3.125 bytes per buffer byte (a real rank: 2.875);
+  // AllReduce adds the copy-in of the 7 other pieces, 2 x 7/8: 4.875 (a real rank: 3.875). 64 MiB, 16 CTAs at 56
+  // GB/s (896 GB/s) bind: the "link" is HBM (4200 GB/s) and so is the HBM share, both far faster.
+  const double s = 64.0 * kMiB;
+  const Hardware lb = loopback_hardware(push56(), 8, LoopbackShare::kRank0);
+  ASSERT_TRUE(lb.loopback_rank0);
+  const CommEstimate rs = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, lb);
+  EXPECT_NEAR(rs.us, lb.tma_launch_us + lb.link_latency_us + 3.125 * s / 896e3, 1e-6);
+  const CommEstimate ar = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, lb);
+  EXPECT_NEAR(ar.us, lb.tma_launch_us + 2 * lb.link_latency_us + 4.875 * s / 896e3, 1e-6);
+  // tma-pull already counts what the emulation moves (RS 1 + 1/8, AR 3 - 1/8): unchanged by the share.
+  const Hardware pull_real = loopback_hardware(push56(), 8, LoopbackShare::kWholeWorld);
+  EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPull, 8, true),
+              cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPull, 8, false), 1e-12);
+  EXPECT_FALSE(pull_real.loopback_rank0);
+  // What the simulator scales its caps by: CTA bytes per link byte, 4.875 / (2 x 7/8) for the rank-0 AllReduce.
+  EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPush, 8, true), 4.875 / 1.75, 1e-12);
 }
 
 }  // namespace

@@ -89,18 +89,18 @@ TEST(EstimateModes, GreenContextHasNoSmConflict) {
 
 TEST(EstimateModes, AllGatherWaitsForTheFirstWavesRows) {
   // AllGather-GEMM 8192^3 on 8 GPUs, tma mode, 16 CTAs (push), GEMM on 116 SMs: 2048 tiles in 64 groups of one
-  // band (32 tiles, 2 MiB of A each), 18 waves. Each group's gather: 0.7 us + 7/8 x 2 MiB / 450 GB/s = 4.78 us
-  // (the link binds; the CTAs would take 2 x 2 MiB / 1600 GB/s = 2.62 us), after the TMA kernel's 4 us launch.
-  // The first wave (tiles 0-115) needs groups 0-3, nominally starting after the GEMM's own launch (1.53 us): the
-  // GEMM starts 4 - 1.53 + 4 x 4.78 us late, and nothing later waits (a wave takes ~100 us, 4 groups' gathers
-  // 19 us).
+  // band (32 tiles, 2 MiB of A each), 18 waves. Each group's gather: 0.7 us + the mover's tma_group_us (3.4) +
+  // 7/8 x 2 MiB / 450 GB/s = 8.18 us (the link binds; the CTAs would take 2 x 2 MiB / 1600 GB/s = 2.62 us), after
+  // the TMA kernel's 4 us launch. The first wave (tiles 0-115) needs groups 0-3, nominally starting after the GEMM's
+  // own launch (1.53 us): the GEMM starts 4 - 1.53 + 4 x 8.18 us late, and nothing later waits (a wave takes
+  // ~100 us, 4 groups' gathers 33 us).
   const Hardware hw = no_contention();
   const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kTma, p, hw, 16);
   ASSERT_EQ(plan.gemm_sms, 116);
   ASSERT_EQ(plan.tile_groups.size(), 64u);
   const ModeEstimate e = estimate(p, plan, hw);
-  const double gather = 0.7 + 7.0 / 8 * (2 << 20) / 450e3;
+  const double gather = 0.7 + hw.tma_group_us + 7.0 / 8 * (2 << 20) / 450e3;
   const double late = hw.tma_launch_us - hw.launch_us + 4 * gather;
   EXPECT_NEAR(e.total_us, e.gemm_alone_us + late, 1e-6);
   EXPECT_NEAR(e.exposed_comm_us, late, 1e-6);
@@ -167,6 +167,22 @@ TEST(EstimateModes, MoreNcclGroupsCostMoreLaunches) {
     EXPECT_GT(e.comm_us, prev);
     prev = e.comm_us;
   }
+}
+
+TEST(EstimateModes, TheMoversPerGroupWorkAddsAtMostOncePerGroup) {
+  // tma mode, GEMM+AR 8192x8192x1024 on 8 GPUs, 8 push CTAs: the collective (~2x the GEMM) is the critical path, so
+  // the mover's per-group cost tma_group_us is paid by every group in turn. Raising it by d adds more than nothing
+  // and at most groups x d (each group pays it once, one after the other).
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
+  Hardware hw = no_contention();
+  hw.tma_group_us = 0;
+  const Plan plan = default_plan(Mode::kTma, p, hw, 8);
+  const double groups = double(plan.tile_groups.size());
+  const double base = estimate(p, plan, hw).total_us;
+  hw.tma_group_us = 5;
+  const double more = estimate(p, plan, hw).total_us;
+  EXPECT_GT(more - base, 0.5 * groups * 5);
+  EXPECT_LE(more - base, groups * 5 + 1e-6);
 }
 
 TEST(EstimateModes, ValidatesThePlan) {

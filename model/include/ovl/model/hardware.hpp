@@ -49,8 +49,14 @@ struct Hardware {
   double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
   double nccl_launch_us = 10.0;          // NCCL call overhead (enqueue + kernel start + first handshake)
   double tma_launch_us = 4.0;
+  // Per tile group and CTA, the persistent TMA mover's own work besides moving bytes (acquiring the group's counter,
+  // reading the group's pieces): it does not shrink as CTAs are added, so the rate per CTA falls with the CTA count.
+  double tma_group_us = 0.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
+  // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
+  // share as the loopback emulation plays it, so the TMA movers' bytes are what the emulation moves (coll_coeffs).
+  bool loopback_rank0 = false;
 
   // Throws ovl::Error naming the field and value: non-positive sizes or rates, a granularity larger than the
   // device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a multiple of the
@@ -81,7 +87,8 @@ LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error
 //   kWholeWorld: all W ranks run at once and share the device: each gets hbm_GBps / world of HBM, and its "link"
 //     is a local copy (a read and a write), so link_GBps = hbm_GBps / (2 world). bench_collectives' loopback cases.
 //   kRank0: only rank 0's share runs (the overlap executor's default emulation): the GEMM has the whole HBM, and a
-//     byte from a "peer" is an HBM access rather than an NVLink transfer, so link_GBps = hbm_GBps.
+//     byte from a "peer" is an HBM access rather than an NVLink transfer, so link_GBps = hbm_GBps; loopback_rank0
+//     tells the collective model to count the bytes the emulation's movers move (see coll_coeffs).
 // Link latency is a flag round trip through L2 rather than NVLink; NCCL's protocol losses do not apply.
 Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld);
 
