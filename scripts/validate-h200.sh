@@ -101,14 +101,16 @@ for shape, by in series.items():
 PY
 echo "outputs in $OUT/"
 
-# ---- Overlap modes (loopback emulation of rank 0's share, world 8; docs/results/overlap-h200-rank0) ----
+# ---- Overlap modes (loopback emulation of rank 0's share, world 8; docs/results/movers-h200) ----
 # fit      : 8192x8192x1024, 8192x8192x4096, 4096x8192x8192 (every mode x comm SMs) + all of bench_gemm
-# held-out : 8192x8192x2048, 8192x8192x8192
-# The overlap fit informs the contention weights and the communication kernels' per-CTA rates.
+# held-out : 8192x8192x2048, 8192x8192x8192, 4096x8192x4096, 16384x8192x2048, 8192x4096x8192 (10 problems)
+# The overlap fit informs the contention weights, the communication kernels' per-CTA rates and the TMA mover's
+# per-group cost.
 OV=$OUT/overlap
 mkdir -p "$OV/plots"
-python3 scripts/split_bench.py docs/results/overlap-h200-rank0/bench_overlap.json \
-  --held-out 'overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192)/' --fit "$OV/fit.json" --test "$OV/heldout.json"
+python3 scripts/split_bench.py docs/results/movers-h200/bench_overlap.json \
+  --held-out 'overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192|4096x8192x4096|16384x8192x2048|8192x4096x8192)/' \
+  --fit "$OV/fit.json" --test "$OV/heldout.json"
 "$OVL" calibrate "$OV/fit.json" "$IN" --gpu h200 -o "$OV/profile.json" | grep -v '^note' | tee "$OV/calibrate.txt"
 "$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --plot "$OV/plots" > "$OV/validate.txt"
 "$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --json > "$OV/validate.json"
