@@ -1,6 +1,6 @@
 // Small kernels the executors need that are not part of kernels/ (core-private): random fill for loopback peers,
 // counter reset, the device-side counter wait, %globaltimer stamps, and the loopback collective with two movers:
-// a SIMT one (executor_kernels.cu; it stands in for NCCL in the NCCL modes in loopback) and a one-warp TMA one
+// a SIMT one (executor_kernels.cu; it stands in for NCCL in the NCCL modes in loopback) and a TMA one
 // (executor_tma_kernels.cu; cp.async.bulk / cp.reduce.async.bulk through a shared-memory ring, the tma mode's).
 //
 // The loopback collective exists here rather than in kernels/collectives because the executors need it
@@ -41,9 +41,10 @@ enum class LoopbackOp { kReduceScatter, kAllReduce, kAllGather };
 // Whose part is played (ovl::LoopbackShare): rank 0's only, or every rank's.
 enum class LoopbackPlay { kRank0, kWholeWorld };
 // Which kernel moves the data: kSimt (16-byte ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources
-// into a shared ring, fp32 sum in rank order by `pull_warps` warps, bulk store: deterministic), kTmaPush (one thread:
-// the destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
-// deterministic). Copies are a bulk load + bulk store in both TMA movers (executor_tma_kernels.cu).
+// into a shared ring, fp32 sum in rank order by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer
+// and a consumer thread per CTA: the destinations zeroed first, then one cp.reduce.async.bulk .add per source:
+// bf16/f16 adds in arrival order, not deterministic). Copies are a bulk load + bulk store in both TMA movers
+// (executor_tma_kernels.cu).
 enum class LoopbackMover { kSimt, kTmaPull, kTmaPush };
 
 // One contiguous piece, in elements: list (group g, owner r) is ranges[g * world + r].
@@ -78,7 +79,7 @@ struct LoopbackArguments {
   const unsigned int* expected = nullptr;  // device, indexed by group
   int ctas = 16;
   int threads = 512;  // SIMT mover only
-  // TMA movers: the shared-memory ring (0: OVL_TMA_RING, else kTmaStages x kTmaStageBytes) and tma-pull's warps.
+  // TMA movers: the shared-memory ring (0: OVL_TMA_RING, else kernels::kDefaultTmaRing) and tma-pull's warps.
   int tma_stages = 0;
   unsigned tma_stage_bytes = 0;
   int pull_warps = 4;
@@ -100,16 +101,14 @@ struct TmaRing {
   int stages = 0;
   unsigned stage_bytes = 0;
 };
-// 4 x 48 KiB: the bare ring's best shape for both copies and bulk adds on the H200 (bench_collectives ring/ cases,
-// docs/results/collectives-h200/).
-inline constexpr int kTmaStages = 4;
-inline constexpr unsigned kTmaStageBytes = 48 * 1024;
 inline constexpr int kTmaMaxStages = 8;
 inline constexpr int kTmaMaxPullWarps = 8;
 inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word
-inline constexpr unsigned kTmaMaxSmemBytes = 227 * 1024;  // sm_90's opt-in limit per block
-inline constexpr unsigned tma_smem_bytes(const TmaRing& r) { return kTmaHeaderBytes + unsigned(r.stages) * r.stage_bytes; }
-// The ring a launch with these arguments uses (checked: 2..8 stages, whole KiB, fits in shared memory).
+inline constexpr unsigned tma_smem_bytes(const TmaRing& r) {
+  return kTmaHeaderBytes + unsigned(r.stages) * r.stage_bytes;
+}
+// The ring a launch with these arguments uses: tma_stages / tma_stage_bytes, else OVL_TMA_RING, else
+// kernels::kDefaultTmaRing (4 x 48 KiB); checked by kernels::tma_ring_problem.
 TmaRing resolve_tma_ring(const LoopbackArguments& args);
 
 }  // namespace ovl::detail

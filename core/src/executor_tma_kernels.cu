@@ -1,7 +1,8 @@
 // The TMA movers of the loopback collective (the tma mode's; see executor_kernels.hpp for what is moved).
 //
-// grid: args.ctas CTAs, persistent over the groups; block: a producer warp (thread 0 alone) plus one consumer warp
-// (tma-push, copies: its thread 0 alone) or `pull_warps` consumer warps (tma-pull: they share the fp32 adds);
+// grid: args.ctas CTAs, persistent over the groups; block: warp 0 plus one warp (tma-push, copies: thread 0 is the
+// producer, thread 32 the consumer, the other lanes exit) or `pull_warps` warps (tma-pull: warp 0 exits, the warps
+// after it share the fp32 adds and their first thread issues);
 // dynamic shared memory tma_smem_bytes(ring): a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then
 // `stages` stages of `stage_bytes`. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
 //
@@ -20,11 +21,11 @@
 // stage (except a piece's last chunk).
 // Why two roles (tma-push, copies): one thread driving both the loads and the stores/adds runs a long dependent
 // instruction chain per unit (the standalone collectives measured about half the bare ring's rate that way,
-// docs/results/rings-h200/); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on its counter, timeout -> WaitError, where = 2;
-// fence.proxy.async.global after the acquire, before the group's first bulk load), also one with no unit for this
-// CTA. Before exit the consumer waits for every bulk group (cp.async.bulk.wait_group 0: every write performed).
-// Stamps (optional): per group and CTA, start = when its counter was acquired, end = when its last unit's stores were
-// issued (start = end for a group with no unit for this CTA).
+// docs/results/rings-h200/); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
+// its counter, timeout -> WaitError, where = 2; fence.proxy.async.global after the acquire, before the group's first
+// bulk load), also one with no unit for this CTA. Before exit the consumer waits for every bulk group
+// (cp.async.bulk.wait_group 0: every write performed). Stamps (optional): per group and CTA, start = when its counter
+// was acquired, end = when its last unit's stores were issued (start = end for a group with no unit for this CTA).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -38,7 +39,6 @@
 namespace ovl::detail {
 namespace {
 
-static_assert(kTmaMaxStages <= 8, "wait_group.read takes N in 0..7");
 static_assert(kTmaHeaderBytes >= 16 * kTmaMaxStages + 16, "the header holds the full and empty mbarriers");
 
 // ---- PTX (sm_90). Written here because kernels/src/collectives_ptx.cuh is private to ovl_kernels. ----
@@ -103,34 +103,9 @@ __device__ __forceinline__ void bulk_reduce_add<__half>(void* gmem_dst, const vo
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Every committed bulk group complete: its global writes performed.
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// At most n of the most recent bulk groups may still be reading their shared-memory source (n clamped to 7).
-__device__ __forceinline__ void bulk_wait_read(std::uint32_t n) {
-  switch (n) {
-    case 0:
-      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      break;
-    case 1:
-      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-      break;
-    case 2:
-      asm volatile("cp.async.bulk.wait_group.read 2;" ::: "memory");
-      break;
-    case 3:
-      asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory");
-      break;
-    case 4:
-      asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");
-      break;
-    case 5:
-      asm volatile("cp.async.bulk.wait_group.read 5;" ::: "memory");
-      break;
-    case 6:
-      asm volatile("cp.async.bulk.wait_group.read 6;" ::: "memory");
-      break;
-    default:
-      asm volatile("cp.async.bulk.wait_group.read 7;" ::: "memory");
-      break;
-  }
+// Every bulk group but the most recent one has read its shared-memory source.
+__device__ __forceinline__ void bulk_wait_read_all_but_newest() {
+  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
 }
 // After acquiring a counter, before bulk-loading the data it published.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
@@ -155,15 +130,16 @@ struct Unit {
 struct PieceInfo {
   LoopbackRange range;
   dev::Piece piece;
-  std::int64_t units = 0;   // 0: not part of the played share
+  std::int64_t units = 0;    // 0: not part of the played share
   std::uint32_t chunks = 0;  // chunks of cap bytes (push: W units each)
   int kind = kCopy;
 };
 
 // Walks this CTA's units in order: in group g, the CTA's run is units [U c / ctas, U (c + 1) / ctas) of the
 // group's U units (owner by owner; push: chunk-major inside a piece, the W sources of a chunk in a row, so one CTA
-// adds every source into its chunks and no two CTAs add into the same bytes at once; on the H200 no slower than
-// source-major runs, up to 15% faster at 32 CTAs). Group entry is explicit (enter(), every group in
+// adds every source into the chunks of its run; only a run's first and last chunk can be shared with the
+// neighbouring CTA, since runs split at unit, not chunk, boundaries. On the H200 no slower than source-major runs,
+// up to 15% faster at 32 CTAs). Group entry is explicit (enter(), every group in
 // sequence; it reads each owner's piece once); any() is false when the current group has no (more) unit here. Taking
 // a unit is an increment.
 template <typename T>
@@ -176,7 +152,7 @@ struct Units {
   std::int64_t left = 0;  // units of the current group still to take here
   int owner = 0, source = 0;
   std::uint32_t chunk = 0;
-  PieceInfo pi;  // the current owner's piece
+  PieceInfo pi;                         // the current owner's piece
   PieceInfo pieces[kMaxLoopbackRanks];  // every owner's piece of the current group (local memory, read per owner)
 
   __device__ std::uint32_t cap(int kind) const {
@@ -271,7 +247,8 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
   if (u.kind == kPull) {
     const std::uint32_t slot = cur.cap(kPull);
     mbar_arrive_expect_tx(full_s, std::uint32_t(a.world) * u.bytes);
-    for (int p = 0; p < a.world; ++p) bulk_load(stage + std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes, full_s);
+    for (int p = 0; p < a.world; ++p)
+      bulk_load(stage + std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes, full_s);
   } else {
     mbar_arrive_expect_tx(full_s, u.bytes);
     const unsigned char* from =
@@ -407,7 +384,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
         }
       }
       bulk_commit();
-      if (tail >= 1) bulk_wait_read(1);  // the previous unit's store has read its stage
+      if (tail >= 1) bulk_wait_read_all_but_newest();  // the previous unit's store has read its stage
       if (pull) {
         if (producing) producing = produce();  // into the previous unit's stage ((tail + S - 1) % S)
       } else if (tail >= 1) {
@@ -454,18 +431,15 @@ void launch_typed(const LoopbackArguments& a, const TmaRing& ring, int threads, 
 }  // namespace
 
 TmaRing resolve_tma_ring(const LoopbackArguments& a) {
+  static_assert(kTmaMaxStages == 8, "kernels::tma_ring_problem allows 2..8 stages");
   TmaRing r{a.tma_stages, a.tma_stage_bytes};
   if (r.stages == 0) {
     const kernels::TmaRingShape env = kernels::tma_ring_from_env();  // OVL_TMA_RING
     r = TmaRing{env.stages, env.stage_bytes};
   }
-  if (r.stages == 0) r = TmaRing{kTmaStages, kTmaStageBytes};
-  OVL_CHECK(r.stages >= 2 && r.stages <= kTmaMaxStages, "TMA mover: stages = {} is not in 2..{}", r.stages,
-            kTmaMaxStages);
-  OVL_CHECK(r.stage_bytes >= 16u * unsigned(a.world) && r.stage_bytes % 1024u == 0,
-            "TMA mover: stage_bytes = {} is not a multiple of 1 KiB of at least 16 bytes per rank", r.stage_bytes);
-  OVL_CHECK(tma_smem_bytes(r) <= kTmaMaxSmemBytes, "TMA mover: a ring of {} x {} bytes exceeds {} bytes of shared memory",
-            r.stages, r.stage_bytes, kTmaMaxSmemBytes);
+  if (r.stages == 0) r = TmaRing{kernels::kDefaultTmaRing.stages, kernels::kDefaultTmaRing.stage_bytes};
+  const std::string why = kernels::tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
+  OVL_CHECK(why.empty(), "TMA mover: {}", why);
   return r;
 }
 
@@ -476,7 +450,9 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
             a.pull_warps, kTmaMaxPullWarps);
   if (a.num_groups <= 0) return;
   if (a.mover == LoopbackMover::kTmaPush) {
-    // The push mover zeroes its destinations first; a destination that is also a source would lose its data.
+    // The push mover zeroes its destinations first; a destination that is also a source would lose its data. Only
+    // whole buffers are compared: overlapping ranges inside one allocation are the caller's to avoid (the executor
+    // never makes them).
     for (int d = 0; d < a.world; ++d)
       for (int p = 0; p < a.world; ++p)
         OVL_CHECK(a.dst[d] == nullptr || a.dst[d] != a.src[p],

@@ -192,7 +192,10 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
         failure = std::current_exception();
       }
       (void)agree(world, failure, 0, "create or export its allocation");
-      // step 2: every rank's descriptor (ours stays in own_fd).
+      // step 2: every rank's descriptor (ours stays in own_fd). Not voted on: exchange_fds is itself a collective
+      // over sockets, so a rank that fails inside it can still leave the others blocked there, and the descriptors
+      // it received before failing are not closed (a known gap; world_fd.cpp would need timeouts and its own
+      // cleanup).
       const std::vector<int> fds = detail::exchange_fds(*state_, own_fd.get());
       std::vector<UniqueFd> peer_fds(static_cast<std::size_t>(n));
       for (int r = 0; r < n; ++r)

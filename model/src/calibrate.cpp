@@ -493,8 +493,11 @@ struct Fitter {
       }
       std::vector<int> cols;
       for (int c = 0; c < kP; ++c) {
-        informed[size_t(c)] = int((j.col(c).array().abs() > 1e-6).count());
-        if (informed[size_t(c)] > 0) cols.push_back(c);
+        const int n = int((j.col(c).array().abs() > 1e-6).count());
+        // A parameter the fit has driven onto its bound has no derivative any more but stays informed (its value
+        // is the fit's answer): keep the largest count seen.
+        informed[size_t(c)] = std::max(informed[size_t(c)], n);
+        if (n > 0) cols.push_back(c);
       }
       if (cols.empty()) break;
       Eigen::MatrixXd js(r.size(), Eigen::Index(cols.size()));
@@ -518,6 +521,9 @@ struct Fitter {
       if (!improved || scale * step.norm() < 1e-4) break;
     }
     hw = with(th);
+    // A parameter no case informs keeps its base value exactly (with() clamps every parameter into its range).
+    for (int c = 0; c < kP; ++c)
+      if (informed[size_t(c)] == 0) hw.*(params[size_t(c)].field) = base.*(params[size_t(c)].field);
     const double rms = rms_rel(ms, hw);
     for (int c = 0; c < kP; ++c) {
       const Param& p = params[size_t(c)];

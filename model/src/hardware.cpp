@@ -126,6 +126,7 @@ Hardware hopper_common() {
   // (docs/results/validation-h200/overlap/calibrate.txt; the bare ring moves ~115-120, docs/results/rings-h200/;
   // the standalone collectives of kernels/ move 68-71, docs/results/movers-h200/). pull and SIMT: "moved_GBps_per_cta"
   // of docs/results/collectives-h200/bench_collectives.json at 1..32 CTAs.
+  // One rate prices both push kernels: the standalone collectives are priced ~35% too fast by it (68-71 measured).
   h.tma_push_per_cta_GBps = 95;  // the tma mode's push mover (fitted 95.3)
   h.tma_pull_per_cta_GBps = 15;  // tma-pull AllReduce 16, ReduceScatter 14 (AllGather, no adds: 40-42)
   h.simt_per_cta_GBps = 32;      // simt AllReduce 30-34, ReduceScatter 29-32, AllGather 29-34

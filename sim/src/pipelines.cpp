@@ -345,8 +345,9 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   const int nodes = p.nodes();
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
   Step link;
-  link.cap = is_nccl(algo) ? std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.link_GBps)
-                           : ctas * per_cta_GBps(algo, hw) / cta_bytes_per_link_byte(c, algo, p.world, hw.loopback_rank0);
+  link.cap = is_nccl(algo)
+                 ? std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.link_GBps)
+                 : ctas * per_cta_GBps(algo, hw) / cta_bytes_per_link_byte(c, algo, p.world, hw.loopback_rank0);
   link.latency = us_to_ns(hw.link_latency_us);
   Step netw;
   netw.network = true;

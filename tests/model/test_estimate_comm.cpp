@@ -78,11 +78,11 @@ TEST(EstimateComm, TmaClosedForm) {
   // More CTAs help until the link caps: 1, 2, 4 ... 64 CTAs never slower, and 32 = 64.
   double prev = 1e300;
   for (int c = 1; c <= 64; c *= 2) {
-    const double t = estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, c, kH200).us;
+    const double t = estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, c, h).us;
     EXPECT_LE(t, prev);
     prev = t;
   }
-  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 32, kH200).us,
+  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 32, h).us,
                    estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 64, h).us);
 }
 
@@ -161,11 +161,9 @@ TEST(EstimateComm, LoopbackRankZeroPushCountsTheEmulationsBytes) {
   EXPECT_NEAR(rs.us, lb.tma_launch_us + lb.link_latency_us + 3.125 * s / 896e3, 1e-6);
   const CommEstimate ar = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, lb);
   EXPECT_NEAR(ar.us, lb.tma_launch_us + 2 * lb.link_latency_us + 4.875 * s / 896e3, 1e-6);
-  // tma-pull already counts what the emulation moves (RS 1 + 1/8, AR 3 - 1/8): unchanged by the share.
-  const Hardware pull_real = loopback_hardware(push56(), 8, LoopbackShare::kWholeWorld);
-  EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPull, 8, true),
-              cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPull, 8, false), 1e-12);
-  EXPECT_FALSE(pull_real.loopback_rank0);
+  // tma-pull already counts what the emulation moves: AR (1 + 1/8) + 2 x 7/8 = 2.875 CTA bytes per 1.75 link bytes.
+  EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPull, 8, true), 2.875 / 1.75, 1e-12);
+  EXPECT_FALSE(loopback_hardware(push56(), 8, LoopbackShare::kWholeWorld).loopback_rank0);
   // What the simulator scales its caps by: CTA bytes per link byte, 4.875 / (2 x 7/8) for the rank-0 AllReduce.
   EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPush, 8, true), 4.875 / 1.75, 1e-12);
 }

@@ -159,6 +159,15 @@ struct TmaRingShape {
   std::uint32_t stage_bytes = 0;
 };
 TmaRingShape tma_ring_from_env();
+
+// The TMA rings' default shape, 4 x 48 KiB: the bare ring's best for copies and bulk adds alike on the H200 up to
+// ~24 CTAs (docs/results/rings-h200/); the collectives' push/AllGather phases and the overlap movers use it.
+inline constexpr TmaRingShape kDefaultTmaRing{4, 48u * 1024u};
+// Shared memory a block may opt in to on sm_90.
+inline constexpr std::size_t kMaxSharedBytesPerBlock = 227 * 1024;
+// "" when a ring of `stages` x `stage_bytes` after a `header_bytes` header can run (2..8 stages: bulk-group waits
+// take 0..7; whole KiB stages; within kMaxSharedBytesPerBlock), else what is wrong, naming the value.
+std::string tma_ring_problem(int stages, std::uint64_t stage_bytes, std::size_t header_bytes);
 void launch_local_ring(RingOp op, void* dst, const void* src, std::size_t bytes, int num_ctas, int stages,
                        std::uint32_t stage_bytes, cudaStream_t stream);
 
