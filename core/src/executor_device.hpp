@@ -1,6 +1,7 @@
-// Device-side helpers shared by the executors' kernels (executor_kernels.cu, executor_tma_kernels.cu): the global
-// timer, the system-scope acquire, the timeout record, the counter wait, 16-byte vector sums and what one
-// (group, owner) piece of the loopback collective means for the played share. Device code: include from .cu only.
+// Device-side helpers shared by the executors' kernels (executor_kernels.cu, executor_tma_kernels.cu): the timeout
+// record, the counter wait and what one (group, owner) piece of the loopback collective means for the played share;
+// the PTX wrappers (global timer, system-scope acquire, bulk copies, 16-byte fp32 sums) are kernels/'s
+// ovl/kernels/tma_ptx.cuh. Device code: include from .cu only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,20 +10,14 @@
 #include <cstdint>
 
 #include "executor_kernels.hpp"
+#include "ovl/kernels/tma_ptx.cuh"
 
 namespace ovl::detail::dev {
 
-__device__ __forceinline__ unsigned long long global_timer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ unsigned int ld_acquire_sys(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+using kernels::ptx::global_timer_ns;
+using kernels::ptx::ld_acquire_sys;
+template <typename T>
+using Vec = kernels::ptx::Vec16<T>;  // 16 bytes of T summed in fp32
 
 __device__ __forceinline__ unsigned int error_code(const WaitError* e) {
   return *reinterpret_cast<const volatile unsigned int*>(&e->code);
@@ -43,61 +38,19 @@ __device__ inline void record_timeout(WaitError* e, unsigned where, unsigned gro
 // One thread only: spin until *counter >= expected, a timeout, or an error recorded elsewhere. True when ready.
 __device__ inline bool wait_at_least(const unsigned int* counter, unsigned expected, std::uint64_t timeout_ns,
                                      WaitError* e, unsigned where, unsigned group, unsigned cta) {
-  const unsigned long long start = global_timer();
+  const unsigned long long start = global_timer_ns();
   for (unsigned spins = 0;; ++spins) {
     const unsigned seen = ld_acquire_sys(counter);
     if (seen >= expected) return true;
     if ((spins & 63u) == 0u) {
       if (error_code(e) != 0u) return false;
-      if (global_timer() - start > timeout_ns) {
+      if (global_timer_ns() - start > timeout_ns) {
         record_timeout(e, where, group, seen, expected, cta);
         return false;
       }
     }
   }
 }
-
-// 8 bf16 / fp16 values in 16 bytes, summed in fp32.
-template <typename T>
-struct Vec;
-template <>
-struct Vec<__nv_bfloat16> {
-  static __device__ __forceinline__ void add(float* acc, uint4 v) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(h[i]);
-      acc[2 * i] += f.x;
-      acc[2 * i + 1] += f.y;
-    }
-  }
-  static __device__ __forceinline__ uint4 pack(const float* acc) {
-    uint4 v;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-    return v;
-  }
-};
-template <>
-struct Vec<__half> {
-  static __device__ __forceinline__ void add(float* acc, uint4 v) {
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      acc[2 * i] += f.x;
-      acc[2 * i + 1] += f.y;
-    }
-  }
-  static __device__ __forceinline__ uint4 pack(const float* acc) {
-    uint4 v;
-    __half2* h = reinterpret_cast<__half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(acc[2 * i], acc[2 * i + 1]);
-    return v;
-  }
-};
 
 // What piece (group g, owner r) of the range table asks of the played share (see LoopbackArguments):
 // reduce (sum src_0..src_{W-1} at range.src) or copy (from `copy_src`, already at the range's start), stored to

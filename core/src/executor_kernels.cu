@@ -12,7 +12,7 @@ namespace ovl::detail {
 namespace {
 
 using dev::error_code;
-using dev::global_timer;
+using dev::global_timer_ns;
 using dev::Vec;
 using dev::wait_at_least;
 
@@ -46,10 +46,10 @@ __global__ void wait_counter_kernel(const unsigned int* counter, unsigned expect
   if (threadIdx.x != 0) return;
   if (error_code(e) == 0u) (void)wait_at_least(counter, expected, timeout_ns, e, 1u, unsigned(group), 0u);
   __threadfence_system();
-  if (stamp != nullptr) *stamp = global_timer();
+  if (stamp != nullptr) *stamp = global_timer_ns();
 }
 
-__global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer(); }
+__global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer_ns(); }
 
 // The SIMT mover of the loopback collective.
 // grid: args.ctas CTAs (persistent over the groups), block: args.threads (multiple of 32, <= 512), no shared memory
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
                ? 1
                : int(wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x));
       if (ok) __threadfence();
-      if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer();
+      if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer_ns();
     }
     __syncthreads();
     if (!ok) return;
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
     }
     __syncthreads();
     if (threadIdx.x == 0 && a.stamps != nullptr)
-      a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer();
+      a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer_ns();
   }
 }
 

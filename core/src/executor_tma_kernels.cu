@@ -35,84 +35,14 @@
 #include "executor_kernels.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/collectives.hpp"
+#include "ovl/kernels/tma_ptx.cuh"
 
 namespace ovl::detail {
 namespace {
 
 static_assert(kTmaHeaderBytes >= 16 * kTmaMaxStages + 16, "the header holds the full and empty mbarriers");
 
-// ---- PTX (sm_90). Written here because kernels/src/collectives_ptx.cuh is private to ovl_kernels. ----
-__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(std::uint64_t* bar, std::uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-// Makes the mbarrier inits visible to the async proxy (the bulk copies' complete_tx).
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done = 0;
-  while (!done) {
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done)
-                 : "r"(smem_u32(bar)), "r"(parity)
-                 : "memory");
-  }
-}
-__device__ __forceinline__ bool mbar_try_wait(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done = 0;
-  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-               : "=r"(done)
-               : "r"(smem_u32(bar)), "r"(parity)
-               : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, std::uint32_t bytes,
-                                          std::uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_u32(smem_dst)),
-               "l"(gmem_src), "r"(bytes), "r"(smem_u32(bar))
-               : "memory");
-}
-__device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, std::uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem_dst), "r"(smem_u32(smem_src)),
-               "r"(bytes)
-               : "memory");
-}
-template <typename T>
-__device__ __forceinline__ void bulk_reduce_add(void* gmem_dst, const void* smem_src, std::uint32_t bytes);
-template <>
-__device__ __forceinline__ void bulk_reduce_add<__nv_bfloat16>(void* gmem_dst, const void* smem_src,
-                                                               std::uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%0], [%1], %2;" ::"l"(gmem_dst),
-               "r"(smem_u32(smem_src)), "r"(bytes)
-               : "memory");
-}
-template <>
-__device__ __forceinline__ void bulk_reduce_add<__half>(void* gmem_dst, const void* smem_src, std::uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f16 [%0], [%1], %2;" ::"l"(gmem_dst),
-               "r"(smem_u32(smem_src)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// Every committed bulk group complete: its global writes performed.
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// Every bulk group but the most recent one has read its shared-memory source.
-__device__ __forceinline__ void bulk_wait_read_all_but_newest() {
-  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-}
-// After acquiring a counter, before bulk-loading the data it published.
-__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
-// After generic-proxy accesses of shared memory that the async proxy accesses next.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
+namespace ptx = kernels::ptx;
 
 enum Kind : int { kPull = 0, kPushAdd = 1, kCopy = 2 };
 
@@ -217,7 +147,7 @@ __device__ bool gate(const LoopbackArguments& a, int g) {
   if (a.expected == nullptr) return true;
   if (!dev::wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x))
     return false;
-  fence_proxy_async_global();
+  ptx::fence_proxy_async_global();
   return true;
 }
 
@@ -237,7 +167,7 @@ __device__ __forceinline__ void consumer_sync(unsigned threads) {
 
 // Stamp slot of (group, CTA): [start, end].
 __device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {
-  if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = dev::global_timer();
+  if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = dev::global_timer_ns();
 }
 
 // Issues unit u into `stage`: arms its full barrier with the unit's bytes, then the bulk loads.
@@ -246,14 +176,14 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
                                            unsigned char* stage, std::uint64_t* full_s) {
   if (u.kind == kPull) {
     const std::uint32_t slot = cur.cap(kPull);
-    mbar_arrive_expect_tx(full_s, std::uint32_t(a.world) * u.bytes);
+    ptx::mbar_arrive_expect_tx(full_s, std::uint32_t(a.world) * u.bytes);
     for (int p = 0; p < a.world; ++p)
-      bulk_load(stage + std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes, full_s);
+      ptx::bulk_load(stage + std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes, full_s);
   } else {
-    mbar_arrive_expect_tx(full_s, u.bytes);
+    ptx::mbar_arrive_expect_tx(full_s, u.bytes);
     const unsigned char* from =
         u.kind == kCopy ? static_cast<const unsigned char*>(u.piece.copy_src) + u.pos : src_bytes<T>(a, u, u.source);
-    bulk_load(stage, from, u.bytes, full_s);
+    ptx::bulk_load(stage, from, u.bytes, full_s);
   }
 }
 
@@ -285,11 +215,11 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
 
   if (tid == 0) {
     for (std::uint32_t s = 0; s < S; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, 1);
+      ptx::mbar_init(full + s, 1);
+      ptx::mbar_init(empty + s, 1);
     }
     *issued_on_abort = 0xffffffffu;
-    mbar_init_fence();
+    ptx::mbar_init_fence();
   }
   __syncthreads();
 
@@ -314,7 +244,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       if (!prod.any()) stamp(a, g, 1);  // no unit of group g for this CTA
     }
     const std::uint32_t s = head % S;
-    if (!pull && head >= S) mbar_wait(empty + s, (head / S - 1) & 1u);
+    if (!pull && head >= S) ptx::mbar_wait(empty + s, (head / S - 1) & 1u);
     issue_unit<T>(a, prod, prod.take(), ring + s * stage_bytes, full + s);
     ++head;
     return true;
@@ -345,7 +275,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     const std::uint32_t s = tail % S;
     unsigned char* stage = ring + s * stage_bytes;
     bool ready = false;
-    while (!(ready = mbar_try_wait(full + s, (tail / S) & 1u)))
+    while (!(ready = ptx::mbar_try_wait(full + s, (tail / S) & 1u)))
       if (*issued_on_abort <= tail) break;
     if (!ready) break;  // the unit was never issued: a gate timed out
     if (u.kind == kPull) {
@@ -369,7 +299,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
         for (int x = 0; x < 4; ++x)
           if (v0 + x * step < nvec) out[v0 + x * step] = dev::Vec<T>::pack(acc[x]);
       }
-      fence_proxy_async_shared();  // this thread's generic smem stores before the async proxy's store reads them
+      ptx::fence_proxy_async_shared();  // this thread's generic smem stores before the async proxy's store reads them
     }
     // Every consumer has read stage s and waited on its phase before the leader stores from it and, below, refills
     // the previous stage (tma-pull; for push and copies the consumer is one thread).
@@ -378,24 +308,24 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       const int d0 = u.piece.dst_first, d1 = u.piece.dst_first + u.piece.dst_count;
       for (int d = d0; d < d1; ++d) {
         if (u.kind == kPushAdd) {
-          bulk_reduce_add<T>(dst_bytes<T>(a, u, d), stage, u.bytes);
+          ptx::bulk_reduce_add<T>(dst_bytes<T>(a, u, d), stage, u.bytes);
         } else {
-          bulk_store(dst_bytes<T>(a, u, d), stage, u.bytes);
+          ptx::bulk_store(dst_bytes<T>(a, u, d), stage, u.bytes);
         }
       }
-      bulk_commit();
-      if (tail >= 1) bulk_wait_read_all_but_newest();  // the previous unit's store has read its stage
+      ptx::bulk_commit();
+      if (tail >= 1) ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
       if (pull) {
         if (producing) producing = produce();  // into the previous unit's stage ((tail + S - 1) % S)
       } else if (tail >= 1) {
-        mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
+        ptx::mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
       }
       if (u.last_in_group) stamp(a, u.group, 1);
     }
     if (pull) __syncwarp();
     ++tail;
   }
-  if (leader) bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
+  if (leader) ptx::bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
 }
 
 // grid-stride over every reduce piece of the played share: its destinations become zero (tma-push adds onto them).

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "collectives_ptx.cuh"
+#include "ovl/kernels/tma_ptx.cuh"
 #include "ovl/kernels/collectives.hpp"
 
 namespace ovl::kernels::detail {

@@ -1,6 +1,6 @@
 // Counter wait / add / reset kernels (see ovl/kernels/wait.hpp).
 
-#include "collectives_ptx.cuh"
+#include "ovl/kernels/tma_ptx.cuh"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/wait.hpp"
 

@@ -1,11 +1,13 @@
-// PTX wrappers used by the collective and wait kernels (sm_90): bulk copies (TMA, non-tensor), bulk reduces,
-// mbarriers, proxy fences, system-scope flags and the global timer. Private to kernels/src.
+// PTX wrappers (sm_90) for kernels that move data with TMA: bulk copies (non-tensor), bulk reduces, mbarriers,
+// proxy fences, system-scope flags, the global timer and 16-byte fp32 accumulation. Device code only: include from
+// .cu files (the collectives and wait kernels here, core's loopback movers).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace ovl::kernels::ptx {
 
@@ -54,6 +56,10 @@ __device__ __forceinline__ bool mbar_try_wait(std::uint64_t* bar, std::uint32_t 
       : "r"(smem_addr(bar)), "r"(parity)
       : "memory");
   return done != 0;
+}
+// One arrival (release, CTA scope), no transaction bytes: a consumer handing a stage back.
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
@@ -136,26 +142,45 @@ __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2hal
 template <>
 __device__ __forceinline__ float from_f32<float>(float v) { return v; }
 
-// 16 bytes = 8 bf16/f16 or 4 f32, unpacked into fp32 and packed back.
+// 16 bytes = 8 bf16/f16 or 4 f32, unpacked into fp32 and packed back. The vector is taken by value: one 16-byte load
+// of it, then register unpacking (by reference the compiler split a shared-memory operand into eight 2-byte loads).
 template <typename T>
 struct Vec16 {
   static constexpr int kElems = 16 / sizeof(T);
-  __device__ __forceinline__ static void add(float (&acc)[kElems], const uint4& v) {
+  __device__ __forceinline__ static void add(float (&acc)[kElems], const uint4 v) {
     const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
     for (int i = 0; i < kElems; ++i) acc[i] += to_f32(e[i]);
   }
-  __device__ __forceinline__ static void set(float (&acc)[kElems], const uint4& v) {
+  __device__ __forceinline__ static void set(float (&acc)[kElems], const uint4 v) {
     const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
     for (int i = 0; i < kElems; ++i) acc[i] = to_f32(e[i]);
   }
   __device__ __forceinline__ static uint4 pack(const float (&acc)[kElems]) {
     uint4 out;
-    T* e = reinterpret_cast<T*>(&out);
+    if constexpr (sizeof(T) == 2) {  // bf16 / f16: one paired conversion (cvt.rn.*x2.f32) per two elements
+      std::uint32_t* w = reinterpret_cast<std::uint32_t*>(&out);
 #pragma unroll
-    for (int i = 0; i < kElems; ++i) e[i] = from_f32<T>(acc[i]);
+      for (int i = 0; i < 4; ++i) w[i] = pack_pair(acc[2 * i], acc[2 * i + 1]);
+    } else {
+      T* e = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int i = 0; i < kElems; ++i) e[i] = from_f32<T>(acc[i]);
+    }
     return out;
+  }
+
+ private:
+  // Two values rounded to T, the first in the low half (memory order).
+  __device__ __forceinline__ static std::uint32_t pack_pair(float lo, float hi) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<const std::uint32_t*>(&v);
+    } else {
+      const __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<const std::uint32_t*>(&v);
+    }
   }
 };
 
