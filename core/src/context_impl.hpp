@@ -171,6 +171,9 @@ struct Context::Impl {
   unsigned long long* start_ptr(int span);
   void end_span(int span, cudaStream_t stream);
   void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream);
+  // The signaling modes' start: the group counters reset on the caller's stream, then the GEMM stream (when it is
+  // another) and the communication stream wait for that, so no consumer sees a previous run's counts.
+  void start_signaled(const detail::Call& call, int groups, cudaStream_t gemm_stream, cudaStream_t comm_stream);
 
   // executor_*.cpp
   void run_sequential(const detail::Call& call);

@@ -230,6 +230,14 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   kernels::gemm_run(g, st.gemm_workspace.get(), stream);
 }
 
+void Context::Impl::start_signaled(const detail::Call& c, int groups, cudaStream_t gemm_st, cudaStream_t comm_st) {
+  detail::launch_reset_counters(counter_ptr(), groups, c.stream);
+  cudaEvent_t start = event();
+  OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
+  if (gemm_st != c.stream) OVL_CUDA_CHECK(cudaStreamWaitEvent(gemm_st, start, 0));
+  OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_st, start, 0));
+}
+
 int Context::Impl::new_span(const std::string& lane, const std::string& name, const std::string& category) {
   if (!record.valid) return -1;
   const int first = alloc_slots(2);

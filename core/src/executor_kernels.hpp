@@ -78,11 +78,8 @@ struct LoopbackArguments {
   const unsigned int* counters = nullptr;  // device, indexed by group; null: no gate
   const unsigned int* expected = nullptr;  // device, indexed by group
   int ctas = 16;
-  int threads = 512;  // SIMT mover only
-  // TMA movers: the shared-memory ring (0: OVL_TMA_RING, else kernels::kDefaultTmaRing) and tma-pull's warps.
-  int tma_stages = 0;
-  unsigned tma_stage_bytes = 0;
-  int pull_warps = 4;
+  int threads = 512;   // SIMT mover only
+  int pull_warps = 4;  // tma-pull's summing warps (the TMA movers' ring: OVL_TMA_RING, else kernels::kDefaultTmaRing)
   std::uint64_t timeout_ns = 10'000'000'000ull;
   WaitError* error = nullptr;            // required
   unsigned long long* stamps = nullptr;  // optional: [group][cta][start, end]
@@ -96,19 +93,10 @@ void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
 // Loads the TMA movers' kernels (no lazy module load while a mover spins on a GEMM counter).
 void preload_tma_movers();
 
-// The TMA movers' shared-memory ring: `stages` stages of `stage_bytes` after a kTmaHeaderBytes header.
-struct TmaRing {
-  int stages = 0;
-  unsigned stage_bytes = 0;
-};
+// The TMA movers' shared memory: a kTmaHeaderBytes header, then the ring (OVL_TMA_RING, else
+// kernels::kDefaultTmaRing, 4 x 48 KiB; checked by kernels::tma_ring_problem).
 inline constexpr int kTmaMaxStages = 8;
 inline constexpr int kTmaMaxPullWarps = 8;
 inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word
-inline constexpr unsigned tma_smem_bytes(const TmaRing& r) {
-  return kTmaHeaderBytes + unsigned(r.stages) * r.stage_bytes;
-}
-// The ring a launch with these arguments uses: tma_stages / tma_stage_bytes, else OVL_TMA_RING, else
-// kernels::kDefaultTmaRing (4 x 48 KiB); checked by kernels::tma_ring_problem.
-TmaRing resolve_tma_ring(const LoopbackArguments& args);
 
 }  // namespace ovl::detail

@@ -36,11 +36,7 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
     ctas = std::min(ctas, pt.comm_sms());
   }
   const int groups = int(plan.tile_groups.size());
-  detail::launch_reset_counters(counter_ptr(), groups, c.stream);
-  cudaEvent_t start = event();
-  OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
-  if (gemm_st != c.stream) OVL_CUDA_CHECK(cudaStreamWaitEvent(gemm_st, start, 0));
-  OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_st, start, 0));
+  start_signaled(c, groups, gemm_st, comm_st);
 
   const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
   if (gemm) signaled_gemm(c, grid, gemm_st);

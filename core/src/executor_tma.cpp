@@ -39,11 +39,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
     record.cta_count = ctas;
     record.cta_groups = groups;
   }
-  detail::launch_reset_counters(counter_ptr(), groups, c.stream);
-  cudaEvent_t start = event();
-  OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
-  if (gemm_st != c.stream) OVL_CUDA_CHECK(cudaStreamWaitEvent(gemm_st, start, 0));
-  OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_st, start, 0));
+  start_signaled(c, groups, gemm_st, comm_st);
 
   // The GEMM is enqueued first so its CTAs are dispatched before the spinning collective's.
   const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;

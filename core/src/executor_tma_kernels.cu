@@ -3,7 +3,7 @@
 // grid: args.ctas CTAs, persistent over the groups; block: warp 0 plus one warp (tma-push, copies: thread 0 is the
 // producer, thread 32 the consumer, the other lanes exit) or `pull_warps` warps (tma-pull: warp 0 exits, the warps
 // after it share the fp32 adds and their first thread issues);
-// dynamic shared memory tma_smem_bytes(ring): a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then
+// dynamic shared memory: a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then
 // `stages` stages of `stage_bytes`. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
 //
 // Work: each (group, owner) piece of the played share is cut into chunks, and each chunk into units:
@@ -347,9 +347,19 @@ __global__ void zero_pieces_kernel(const __grid_constant__ LoopbackArguments a) 
   }
 }
 
+// The ring: OVL_TMA_RING, else kernels::kDefaultTmaRing, checked against the header and the shared-memory limit.
+kernels::TmaRingShape mover_ring() {
+  static_assert(kTmaMaxStages == 8, "kernels::tma_ring_problem allows 2..8 stages");
+  kernels::TmaRingShape r = kernels::tma_ring_from_env();
+  if (r.stages == 0) r = kernels::kDefaultTmaRing;
+  const std::string why = kernels::tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
+  OVL_CHECK(why.empty(), "TMA mover: {}", why);
+  return r;
+}
+
 template <typename T>
-void launch_typed(const LoopbackArguments& a, const TmaRing& ring, int threads, cudaStream_t stream) {
-  const unsigned smem = tma_smem_bytes(ring);
+void launch_typed(const LoopbackArguments& a, const kernels::TmaRingShape& ring, int threads, cudaStream_t stream) {
+  const unsigned smem = kTmaHeaderBytes + unsigned(ring.stages) * ring.stage_bytes;
   OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   if (a.mover == LoopbackMover::kTmaPush && a.op != LoopbackOp::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
@@ -359,19 +369,6 @@ void launch_typed(const LoopbackArguments& a, const TmaRing& ring, int threads, 
 }
 
 }  // namespace
-
-TmaRing resolve_tma_ring(const LoopbackArguments& a) {
-  static_assert(kTmaMaxStages == 8, "kernels::tma_ring_problem allows 2..8 stages");
-  TmaRing r{a.tma_stages, a.tma_stage_bytes};
-  if (r.stages == 0) {
-    const kernels::TmaRingShape env = kernels::tma_ring_from_env();  // OVL_TMA_RING
-    r = TmaRing{env.stages, env.stage_bytes};
-  }
-  if (r.stages == 0) r = TmaRing{kernels::kDefaultTmaRing.stages, kernels::kDefaultTmaRing.stage_bytes};
-  const std::string why = kernels::tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
-  OVL_CHECK(why.empty(), "TMA mover: {}", why);
-  return r;
-}
 
 void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
   OVL_CHECK(a.mover == LoopbackMover::kTmaPull || a.mover == LoopbackMover::kTmaPush,
@@ -388,7 +385,7 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
         OVL_CHECK(a.dst[d] == nullptr || a.dst[d] != a.src[p],
                   "TMA push mover: destination of rank {} is the source of rank {} (in place is not supported)", d, p);
   }
-  const TmaRing ring = resolve_tma_ring(a);
+  const kernels::TmaRingShape ring = mover_ring();
   const int threads = 32 + (a.mover == LoopbackMover::kTmaPull ? 32 * a.pull_warps : 32);  // producer + consumers
   if (a.dtype == DType::kBF16) {
     launch_typed<__nv_bfloat16>(a, ring, threads, stream);

@@ -338,6 +338,11 @@ void check_tma_movers(int world, Op op, LoopbackShare share) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// Intervals of a timeline on one lane.
+int intervals_on(const Timeline& t, const std::string& lane) {
+  return int(std::count_if(t.intervals.begin(), t.intervals.end(), [&](const Interval& i) { return i.lane == lane; }));
+}
+
 class OverlapTest : public test::HopperTest {};
 
 TEST_F(OverlapTest, AllModesGemmAllReduceWorld1) { check_all_modes(0, Op::kGemmAllReduce); }
@@ -540,13 +545,9 @@ TEST_F(OverlapTest, DecomposedAllGatherRunsThePlansChunks) {
     ctx.all_gather_gemm(a.ref(), b.ref(), c.ref(), plan, stream);
     ctx.synchronize(stream);
     EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
-    int gemm = 0, comm = 0;
-    for (const Interval& i : ctx.last_timeline().intervals) {
-      gemm += i.lane == "gemm";
-      comm += i.lane == "comm";
-    }
-    EXPECT_EQ(gemm, chunks);
-    EXPECT_EQ(comm, chunks);
+    const Timeline t = ctx.last_timeline();
+    EXPECT_EQ(intervals_on(t, "gemm"), chunks);
+    EXPECT_EQ(intervals_on(t, "comm"), chunks);
   }
   CUDA_OK(cudaStreamDestroy(stream));
 }
@@ -566,15 +567,12 @@ TEST_F(OverlapTest, MeasuredTimelineHasGemmAndCommLanes) {
     ctx.synchronize(stream);
     const Timeline t = ctx.last_timeline();
     EXPECT_EQ(t.source, "measured");
-    int gemm = 0, comm = 0;
     for (const Interval& i : t.intervals) {
-      gemm += i.lane == "gemm";
-      comm += i.lane == "comm";
       EXPECT_LE(i.start_ns, i.end_ns);
       EXPECT_GE(i.start_ns, 0);
     }
-    EXPECT_GT(gemm, 0);
-    EXPECT_GT(comm, 0);
+    EXPECT_GT(intervals_on(t, "gemm"), 0);
+    EXPECT_GT(intervals_on(t, "comm"), 0);
     EXPECT_GT(t.makespan_ns(), 0);
     const std::string path =
         (std::filesystem::temp_directory_path() / fmt::format("ovl_overlap_{}.json", to_string(mode))).string();
