@@ -277,12 +277,7 @@ void register_cases() {
   hw.sm_count = sms;
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
-      Problem p;
-      p.op = op;
-      p.m = sh.m;
-      p.n = sh.n;
-      p.k = sh.k;
-      p.world = kWorld;
+      const Problem p = make_problem(op, sh.m, sh.n, sh.k, kWorld);
       const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, kWorld);
       add(fmt::format("overlap/sequential/{}/comm_sms:{}", tail, sms), Mode::kSequential, op, sh, sms,

@@ -505,27 +505,23 @@ const Plan& Context::auto_plan(const Problem& p) {
   return s.auto_plans.emplace(key, *chosen).first->second;
 }
 
-std::vector<const void*> Context::loopback_peer_inputs(const Problem& problem) {
-  OVL_CHECK(impl_->loopback, "loopback_peer_inputs: the context is not a loopback world (world = {})", impl_->world);
+detail::ShapeState& Context::Impl::loopback_shape(const Problem& problem, const char* api) {
+  OVL_CHECK(loopback, "{}: the context is not a loopback world (world = {})", api, world);
   problem.validate();
-  OVL_CHECK(problem.world == impl_->world, "loopback_peer_inputs: problem world {} differs from the context's {}",
-            problem.world, impl_->world);
-  OVL_CUDA_CHECK(cudaSetDevice(impl_->device));  // the shape's buffers live on the context's device
-  detail::ShapeState& st = impl_->shape(problem);
+  OVL_CHECK(problem.world == world, "{}: problem world {} differs from the context's {}", api, problem.world, world);
+  OVL_CUDA_CHECK(cudaSetDevice(device));  // the shape's buffers live on the context's device
+  return shape(problem);
+}
+
+std::vector<const void*> Context::loopback_peer_inputs(const Problem& problem) {
   std::vector<const void*> out;
-  for (const DeviceBuffer& b : st.peer_src) out.push_back(b.get());
+  for (const DeviceBuffer& b : impl_->loopback_shape(problem, "loopback_peer_inputs").peer_src) out.push_back(b.get());
   return out;
 }
 
 std::vector<void*> Context::loopback_peer_outputs(const Problem& problem) {
-  OVL_CHECK(impl_->loopback, "loopback_peer_outputs: the context is not a loopback world (world = {})", impl_->world);
-  problem.validate();
-  OVL_CHECK(problem.world == impl_->world, "loopback_peer_outputs: problem world {} differs from the context's {}",
-            problem.world, impl_->world);
-  OVL_CUDA_CHECK(cudaSetDevice(impl_->device));  // the shape's buffers live on the context's device
-  detail::ShapeState& st = impl_->shape(problem);
   std::vector<void*> out;
-  for (const DeviceBuffer& b : st.peer_dst) out.push_back(b.get());
+  for (const DeviceBuffer& b : impl_->loopback_shape(problem, "loopback_peer_outputs").peer_dst) out.push_back(b.get());
   return out;
 }
 

@@ -150,6 +150,8 @@ struct Context::Impl {
   ncclComm_t nccl();
   SmPartition& partition(int comm_sms);
   detail::ShapeState& shape(const Problem& p);
+  // shape(p) for the loopback accessors: checks the context is loopback and p's world, selects the device.
+  detail::ShapeState& loopback_shape(const Problem& p, const char* api);
   detail::PlanState& plan_state(const Problem& p, const Plan& plan);
   unsigned* counter_ptr() const { return counters.as<unsigned>(); }
   detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
