@@ -1,7 +1,8 @@
 // bench_gemm: the signaling Hopper GEMM against cuBLAS, on the whole GPU and on green-context partitions.
 //
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
-//   impl    ovl (signals on: one group per tile row, release add per tile), ovl-nosignal, cublas
+//   impl    ovl (signals on: one group per tile row, release add per tile), ovl-nosignal, ovl-registers (signals on,
+//           the epilogue that stores from registers instead of through shared memory and TMA), cublas
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -171,7 +172,7 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-enum class Impl { kOvl, kOvlNoSignal, kCublas };
+enum class Impl { kOvl, kOvlNoSignal, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -212,7 +213,8 @@ void run_gemm(const Case& c, Buffers& buf, int set, cudaStream_t stream, int dev
   args.d = buf.d;
   args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
   args.sm_count = c.sms;
-  if (c.impl == Impl::kOvl) {
+  if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n;
@@ -296,8 +298,10 @@ const bool registered = [] {
   const int shapes[][3] = {{8192, 8192, 8192}, {4096, 8192, 8192}, {8192, 8192, 2048},
                            {2048, 8192, 4096}, {8192, 4096, 1024}, {16384, 8192, 1024}};
   const int sm_counts[] = {132, 128, 124, 116, 100, 64, 32};
-  const std::pair<Impl, const char*> impls[] = {
-      {Impl::kOvl, "ovl"}, {Impl::kOvlNoSignal, "ovl-nosignal"}, {Impl::kCublas, "cublas"}};
+  const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
+                                                {Impl::kOvlNoSignal, "ovl-nosignal"},
+                                                {Impl::kOvlRegisters, "ovl-registers"},
+                                                {Impl::kCublas, "cublas"}};
   for (const auto& s : shapes) {
     for (GemmBLayout layout : {GemmBLayout::kKxN, GemmBLayout::kNxK}) {
       for (int sms : sm_counts) {

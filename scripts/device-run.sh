@@ -9,7 +9,7 @@
 # benchmark (e.g. '--benchmark_min_time=0.05s').
 # --targets builds only those targets (and what they need) instead of everything; --sanitize runs
 # compute-sanitizer memcheck, racecheck and synccheck on the test executables matching REGEX (OVL_SANITIZE_FILTER
-# narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools).
+# narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools; OVL_SANITIZE_TIMEOUT bounds each run, 240 s).
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
 # The machine has no package manager: nlohmann/json travels in .deps/include (carry .deps) when it is missing.
@@ -73,8 +73,10 @@ if [[ -n "$sanitize" ]]; then
       name=$(basename "$exe")
       [[ $name =~ $sanitize ]] || continue
       note "== compute-sanitizer --tool $tool $name"
-      compute-sanitizer --tool $tool --error-exitcode 9 "$exe" --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
-      summary+=("sanitizer $tool $name: rc $?")
+      timeout "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$exe" \
+        --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
+      rc=$?
+      summary+=("sanitizer $tool $name: rc $rc$([[ $rc == 124 ]] && echo ' (timed out)')")
     done
   done
 fi

@@ -28,7 +28,6 @@ namespace {
 constexpr int kTileM = 128;
 constexpr int kTileN = 256;
 constexpr int kTileK = 64;
-constexpr int kStages = 4;
 constexpr int kThreads = 384;  // warpgroup 0: producer; warpgroups 1, 2: consumers (64 rows each)
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40;
@@ -36,8 +35,18 @@ constexpr int kConsumerRegs = 232;                 // 128 x 40 + 256 x 232 = 645
 constexpr int kStageBytesA = kTileM * kTileK * 2;  // 16 KB
 constexpr int kStageBytesB = kTileN * kTileK * 2;  // 32 KB
 constexpr int kChunkBytesB = kTileK * 64 * 2;      // MN-major B: one 64-column chunk, 8 KB
-constexpr int kBarriers = 2 * kStages + 2;         // full[], empty[], stored, signaled
-constexpr int kSmemBytes = kStages * (kStageBytesA + kStageBytesB) + kBarriers * 8 + 1024;  // + alignment slack
+// Staged epilogue (kTmaStore): the bf16/fp16 tile in shared memory as four 128-row x 64-column chunks (128-byte
+// rows, 128-byte swizzle), each stored by one TMA box.
+constexpr int kStagingChunkBytes = kTileM * 64 * 2;  // 16 KB
+constexpr int kStagingBytes = 4 * kStagingChunkBytes;
+// The ring has 4 stages with the register epilogue; 3 with the staged one (4 x 48 KB + 64 KB is over 227 KB).
+constexpr int stages_of(bool staged) { return staged ? 3 : 4; }
+constexpr int smem_bytes_of(bool staged) {
+  const int stages = stages_of(staged);
+  const int barriers = 2 * stages + 2;  // full[], empty[], stored, signaled (registers) / staging_free (staged)
+  return stages * (kStageBytesA + kStageBytesB) + (staged ? kStagingBytes : 0) + barriers * 8 + 1024;  // + slack
+}
+static_assert(smem_bytes_of(true) <= 227 * 1024 && smem_bytes_of(false) <= 227 * 1024);
 constexpr int kMaxDevices = 64;
 
 enum : int { kOrderRowBand = 0, kOrderSwizzle = 1, kOrderExplicit = 2 };
@@ -108,41 +117,57 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 
 // Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
 //
-// Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and ~193 KB of shared memory). CTA b visits
+// Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and ~200 KB of shared memory). CTA b visits
 // the positions b, b + gridDim.x, ... of the tile order and computes tile tile_at(position).
 // Block: 384 threads = 3 warpgroups.
 //   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads of A (128 x 64) and B (256 x 64
-//     K-major, or 64 x 256 as four 64 x 64 MN-major boxes) into a 4-stage ring; step 0: wait until the slot is empty,
-//     step 1: arm the slot's full barrier with the byte count, step 2: issue the copies. Thread 32 is the signal
-//     thread (only when signals or timestamps are asked for): per tile, wait on `stored`, write the timestamp,
-//     publish, arrive on `signaled`. The other producer warps exit.
+//     K-major, or 64 x 256 as four 64 x 64 MN-major boxes) into the S-stage ring; step 0: wait until the slot is
+//     empty, step 1: arm the slot's full barrier with the byte count, step 2: issue the copies. Thread 32 is the
+//     store-and-signal thread (kStaged), or the signal thread (registers epilogue, only when signals or timestamps
+//     are asked for): per tile, wait on `stored`, [kStaged: TMA-store the staged tile, wait until the stores have
+//     read shared memory, arrive on `staging_free`, and when signalling wait until they are written], write the
+//     timestamp, publish; registers epilogue: arrive on `signaled`. The other producer warps exit.
 //   warpgroups 1 and 2, consumers (setmaxnreg.inc to 232): each owns 64 rows of the tile and a 64 x 256 fp32
 //     accumulator in registers; per k-block: wait full, 4 x wgmma m64n256k16, keep one wgmma group in flight and
-//     release the previous slot (one arrival per consumer warp on its empty barrier). Epilogue: convert to the
-//     output type, transpose words inside each lane quad and store 16 bytes per lane straight from registers
-//     (row-major: bounds-checked; tile-major: the whole slot, zeros outside M x N), then arrive on `stored`.
-// Shared memory (dynamic, 1024-byte aligned): 4 x 16 KB A stages, 4 x 32 KB B stages (128-byte swizzle, the
-//   layout wgmma's descriptors name), then 4 full, 4 empty, 1 stored and 1 signaled mbarriers.
-// Architecture: sm_90a (TMA, wgmma, setmaxnreg).
+//     release the previous slot (one arrival per consumer warp on its empty barrier). Epilogue, kStaged: wait until
+//     the previous tile's staging was read (`staging_free`), convert to the output type and write the 64 x 256 block
+//     into the staging chunks with stmatrix (16 x4 per thread, no shuffles; the 128-byte swizzle keeps the 8 rows
+//     of each 8 x 8 matrix in distinct banks), fence.proxy.async.shared::cta, arrive on `stored`, and go on to the
+//     next tile while the store thread's TMA stores drain (TMA clips the boxes at M x N; tile-major output is the
+//     2-D tensor [tiles * 128, 256], so edge tiles get their zeros). Registers epilogue: convert, transpose words
+//     inside each lane quad and store 16 bytes per lane straight from registers (row-major: bounds-checked;
+//     tile-major: the whole slot, zeros outside M x N), then arrive on `stored`.
+// Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
+//   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
+//   staging_free mbarriers. S = stages_of(kStaged).
+// Architecture: sm_90a (TMA, wgmma, setmaxnreg, stmatrix).
 // Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
 //   wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
-//   before overwriting it. Signal: each of the 256 consumer threads arrives on `stored` (release.cta) after its
-//   stores; the signal thread acquires it (try_wait acquire.cta), writes the timestamp, then fence.acq_rel.sys +
-//   red.release.sys.global.add.u32 on the group counter (cumulative, so it covers the consumers' stores): a reader
-//   that acquires the counter at system scope (ld.acquire.sys, or a fence after a relaxed read) sees the tile.
-template <typename T, int kTransB>
+//   before overwriting it. Staging: each consumer thread's stmatrix stores are ordered before the TMA store by its
+//   fence.proxy.async.shared::cta and its `stored` arrival (release.cta), acquired by the store thread; the store
+//   thread's wait_group.read 0 precedes its `staging_free` arrival, which the consumers acquire before writing the
+//   staging again. Signal: registers epilogue: each of the 256 consumer threads arrives on `stored` after its
+//   stores, the signal thread acquires it; kStaged: the store thread's wait_group 0 (the TMA stores' writes are
+//   performed). Then fence.acq_rel.sys + red.release.sys.global.add.u32 on the group counter (cumulative, so it
+//   covers the tile's stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a
+//   relaxed read) sees the tile.
+template <typename T, int kTransB, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                     const __grid_constant__ KernelParams p) {
+                     const __grid_constant__ CUtensorMap tmap_d, const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  constexpr int kStages = stages_of(kStaged);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
   uint8_t* smem_a = smem_raw + pad;
   uint8_t* smem_b = smem_a + kStages * kStageBytesA;
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem_b + kStages * kStageBytesB);
+  uint8_t* staging = smem_b + kStages * kStageBytesB;  // kStaged only
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + (kStaged ? kStagingBytes : 0));
   uint64_t* empty = full + kStages;
   uint64_t* stored = empty + kStages;  // phase t completes when all 256 consumer threads stored their t-th tile
-  uint64_t* signaled = stored + 1;     // phase t completes when the signal thread published the t-th tile
+  // Registers epilogue: `signaled`, phase t completes when the signal thread published the t-th tile. kStaged:
+  // `staging_free`, phase t completes when the TMA stores of the t-th tile have read the staging.
+  uint64_t* handback = stored + 1;
 
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -151,11 +176,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       detail::mbarrier_init(&empty[s], kConsumerWarps);
     }
     detail::mbarrier_init(stored, 256);
-    detail::mbarrier_init(signaled, 1);
+    detail::mbarrier_init(handback, 1);
     // Make the initialized barriers visible to the async proxy (TMA complete_tx) as well.
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     detail::prefetch_tensor_map(&tmap_a);
     detail::prefetch_tensor_map(&tmap_b);
+    if constexpr (kStaged) detail::prefetch_tensor_map(&tmap_d);
   }
   __syncthreads();
 
@@ -188,17 +214,34 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
-    } else if (threadIdx.x == 32 && p.signal) {
-      // Signal thread: publishes each tile once the consumers stored it, off the consumers' critical path (the
-      // system-scope fence waits for the stores to be acknowledged, which takes microseconds).
+    } else if (threadIdx.x == 32 && (kStaged || p.signal)) {
+      // Store-and-signal thread: stores and publishes each tile once the consumers finished it, off the consumers'
+      // critical path (waiting for the stores and the system-scope fence take microseconds).
       uint32_t t = 0;
       for (int position = blockIdx.x; position < p.tiles; position += gridDim.x, ++t) {
         detail::mbarrier_wait(stored, t & 1);
         const int tile = tile_at(p, position);
+        if constexpr (kStaged) {
+          const int m0 = (tile / p.tiles_n) * kTileM;
+          const int n0 = (tile % p.tiles_n) * kTileN;
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            if (p.tile_major) {
+              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, 64 * c, tile * kTileM);
+            } else if (n0 + 64 * c < p.n) {
+              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, n0 + 64 * c, m0);
+            }
+          }
+          detail::bulk_commit();
+          detail::bulk_wait_read_all();
+          detail::mbarrier_arrive(handback);  // staging_free
+          if (p.signal) detail::bulk_wait_all();
+        }
         if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
         if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
-        detail::mbarrier_arrive(signaled);
+        if constexpr (!kStaged) detail::mbarrier_arrive(handback);  // signaled
       }
+      if constexpr (kStaged) detail::bulk_wait_all();  // every write performed before the CTA exits
     }
   } else {
     detail::setmaxnreg_inc<kConsumerRegs>();
@@ -242,43 +285,64 @@ __global__ void __launch_bounds__(kThreads, 1)
       detail::fence_accumulators(acc);
       if (lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
 
-      // Epilogue. Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i,
-      // column 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
-      const int row = consumer * 64 + warp * 16 + lane / 4;
-      // 16-byte stores: the 4 lanes of a quad transpose their 4 x 4 words of each 32-column group, so lane q ends
-      // up with the 8 consecutive columns 8 (4g + q) .. +7 of its row (a warp store covers 8 rows x 64 bytes).
-      const int q = lane % 4;
-      const bool full_tile = m0 + kTileM <= p.m && n0 + kTileN <= p.n;
+      // Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i, column
+      // 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
+      if constexpr (kStaged) {
+        // Registers 4j + 2i, +1 of every lane form the 8 x 8 matrix (rows 8i.., columns 8j..) stmatrix takes, so
+        // one x4 stores columns 8j .. 8j + 15 of the warp's 16 rows: matrices (j, 0), (j, 1), (j + 1, 0), (j + 1, 1).
+        // Lane l gives the address of row l % 8 of matrix l / 8: tile row R = 64 consumer + 16 warp + 8 (l / 8 % 2) +
+        // l % 8, 16-byte unit u = column / 8 of the row's 64-column chunk, stored at unit u ^ (R % 8) (128B swizzle).
+        if (t > 0) detail::mbarrier_wait(handback, (t - 1) & 1);  // the previous tile's staging was read
+        const int r8 = lane % 8;
+        const int half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
+        const uint32_t row_base =
+            detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = row + 8 * i;  // row inside the tile
-        T* out_row = p.tile_major ? static_cast<T*>(p.d) + size_t(tile) * kTileM * kTileN + size_t(r) * kTileN
-                                  : static_cast<T*>(p.d) + size_t(m0 + r) * p.n + n0;
-        const bool row_ok = p.tile_major || full_tile || m0 + r < p.m;
+        for (int j = 0; j < 32; j += 2) {
+          const uint32_t unit = uint32_t(((j % 8) + half) ^ r8);
+          detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16,
+                              pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                              pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+        }
+        detail::fence_proxy_async_shared();
+        detail::mbarrier_arrive(stored);
+      } else {
+        const int row = consumer * 64 + warp * 16 + lane / 4;
+        // 16-byte stores: the 4 lanes of a quad transpose their 4 x 4 words of each 32-column group, so lane q ends
+        // up with the 8 consecutive columns 8 (4g + q) .. +7 of its row (a warp store covers 8 rows x 64 bytes).
+        const int q = lane % 4;
+        const bool full_tile = m0 + kTileM <= p.m && n0 + kTileN <= p.n;
 #pragma unroll
-        for (int g = 0; g < 8; ++g) {
-          uint32_t w[4];  // w[jj]: columns 8 (4g + jj) + 2q, +1 of this lane
+        for (int i = 0; i < 2; ++i) {
+          const int r = row + 8 * i;  // row inside the tile
+          T* out_row = p.tile_major ? static_cast<T*>(p.d) + size_t(tile) * kTileM * kTileN + size_t(r) * kTileN
+                                    : static_cast<T*>(p.d) + size_t(m0 + r) * p.n + n0;
+          const bool row_ok = p.tile_major || full_tile || m0 + r < p.m;
 #pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            w[jj] = pack2<T>(acc[4 * (4 * g + jj) + 2 * i], acc[4 * (4 * g + jj) + 2 * i + 1]);
-          }
-          uint32_t v[4];  // v[x] = word q of lane q ^ x
-          v[0] = pick4(w, q);
+          for (int g = 0; g < 8; ++g) {
+            uint32_t w[4];  // w[jj]: columns 8 (4g + jj) + 2q, +1 of this lane
 #pragma unroll
-          for (int x = 1; x < 4; ++x) v[x] = __shfl_xor_sync(0xFFFFFFFFu, pick4(w, q ^ x), x);
-          const int c = 8 * (4 * g + q);
-          if (row_ok && (p.tile_major || full_tile || n0 + c < p.n)) {
-            const uint4 vec = make_uint4(pick4(v, q), pick4(v, q ^ 1), pick4(v, q ^ 2), pick4(v, q ^ 3));
-            *reinterpret_cast<uint4*>(out_row + c) = vec;
+            for (int jj = 0; jj < 4; ++jj) {
+              w[jj] = pack2<T>(acc[4 * (4 * g + jj) + 2 * i], acc[4 * (4 * g + jj) + 2 * i + 1]);
+            }
+            uint32_t v[4];  // v[x] = word q of lane q ^ x
+            v[0] = pick4(w, q);
+#pragma unroll
+            for (int x = 1; x < 4; ++x) v[x] = __shfl_xor_sync(0xFFFFFFFFu, pick4(w, q ^ x), x);
+            const int c = 8 * (4 * g + q);
+            if (row_ok && (p.tile_major || full_tile || n0 + c < p.n)) {
+              const uint4 vec = make_uint4(pick4(v, q), pick4(v, q ^ 1), pick4(v, q ^ 2), pick4(v, q ^ 3));
+              *reinterpret_cast<uint4*>(out_row + c) = vec;
+            }
           }
         }
-      }
 
-      if (p.signal) {
-        // Hand the tile to the signal thread. Waiting for the previous tile's signal first keeps the two
-        // barriers at most one phase apart (a warpgroup can run a whole tile ahead of the other when K is small).
-        detail::mbarrier_wait(signaled, (t & 1) ^ 1);
-        detail::mbarrier_arrive(stored);
+        if (p.signal) {
+          // Hand the tile to the signal thread. Waiting for the previous tile's signal first keeps the two
+          // barriers at most one phase apart (a warpgroup can run a whole tile ahead of the other when K is small).
+          detail::mbarrier_wait(handback, (t & 1) ^ 1);
+          detail::mbarrier_arrive(stored);
+        }
       }
     }
   }
@@ -348,14 +412,17 @@ void opt_in_shared_memory() {
   CUcontext ctx = nullptr;
   OVL_CU_CHECK(get_current(&ctx));
   if (ctx != nullptr && ctx == done) return;
-  OVL_CUDA_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<__nv_bfloat16, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kSmemBytes));
-  OVL_CUDA_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<__nv_bfloat16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kSmemBytes));
-  OVL_CUDA_CHECK(
-      cudaFuncSetAttribute(gemm_sm90_kernel<__half, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  OVL_CUDA_CHECK(
-      cudaFuncSetAttribute(gemm_sm90_kernel<__half, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const auto opt_in = [](auto kernel, bool staged) {
+    OVL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes_of(staged)));
+  };
+  opt_in(gemm_sm90_kernel<__nv_bfloat16, 0, false>, false);
+  opt_in(gemm_sm90_kernel<__nv_bfloat16, 1, false>, false);
+  opt_in(gemm_sm90_kernel<__half, 0, false>, false);
+  opt_in(gemm_sm90_kernel<__half, 1, false>, false);
+  opt_in(gemm_sm90_kernel<__nv_bfloat16, 0, true>, true);
+  opt_in(gemm_sm90_kernel<__nv_bfloat16, 1, true>, true);
+  opt_in(gemm_sm90_kernel<__half, 0, true>, true);
+  opt_in(gemm_sm90_kernel<__half, 1, true>, true);
   if (ctx == nullptr) OVL_CU_CHECK(get_current(&ctx));  // the runtime made the primary context current
   done = ctx;
 }
@@ -379,6 +446,10 @@ std::string gemm_can_implement(const GemmArguments& args) {
   if (args.n % 8 != 0) return fmt::format("N = {} is not a multiple of 8 (TMA needs 16-byte rows)", args.n);
   if (args.dtype != GemmDType::kBF16 && args.dtype != GemmDType::kFP16) {
     return fmt::format("dtype = {} is not bf16 or fp16", int(args.dtype));
+  }
+  if (args.epilogue != GemmEpilogue::kAuto && args.epilogue != GemmEpilogue::kTmaStore &&
+      args.epilogue != GemmEpilogue::kRegisters) {
+    return fmt::format("epilogue = {} is not kAuto, kTmaStore or kRegisters", int(args.epilogue));
   }
   if (args.a == nullptr) return "a is a null pointer";
   if (args.b == nullptr) return "b is a null pointer";
@@ -470,19 +541,30 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
                                         : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
 
+  // The staged epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
+  const bool staged = args.epilogue != GemmEpilogue::kRegisters;
+  const CUtensorMap tmap_d = !staged ? CUtensorMap{}
+                             : p.tile_major
+                                 ? make_tensor_map(args.dtype, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
+                                 : make_tensor_map(args.dtype, args.d, args.m, args.n, kTileM, 64);
+
   const dim3 grid(std::min(args.sm_count, p.tiles));
   const dim3 block(kThreads);
-  if (args.dtype == GemmDType::kBF16) {
-    if (b_mn_major) {
-      gemm_sm90_kernel<__nv_bfloat16, 1><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+  const int smem = smem_bytes_of(staged);
+  const auto launch = [&](auto kernel) { kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_d, p); };
+  const bool bf16 = args.dtype == GemmDType::kBF16;
+  if (staged) {
+    if (bf16) {
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true>) : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true>);
     } else {
-      gemm_sm90_kernel<__nv_bfloat16, 0><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true>) : launch(gemm_sm90_kernel<__half, 0, true>);
     }
   } else {
-    if (b_mn_major) {
-      gemm_sm90_kernel<__half, 1><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+    if (bf16) {
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, false>)
+                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, false>);
     } else {
-      gemm_sm90_kernel<__half, 0><<<grid, block, kSmemBytes, stream>>>(tmap_a, tmap_b, p);
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, false>) : launch(gemm_sm90_kernel<__half, 0, false>);
     }
   }
   OVL_CUDA_CHECK_LAST();

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "gpu/gpu_test.hpp"
-#include "ovl/error.hpp"
 #include "ovl/core/sm_partition.hpp"
+#include "ovl/error.hpp"
 #include "ovl/kernels/gemm.hpp"
 
 namespace ovl::kernels {
@@ -178,8 +178,12 @@ struct RunOptions {
   std::vector<int> tile_groups;
   bool timestamps = false;
   int sm_count = 132;
+  GemmEpilogue epilogue = GemmEpilogue::kAuto;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
+
+constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kRegisters};
+const char* epilogue_name(GemmEpilogue e) { return e == GemmEpilogue::kRegisters ? "/registers" : "/tma-store"; }
 
 struct RunResult {
   std::vector<uint16_t> d;  // raw output buffer (row-major M x N, or tile-major slots)
@@ -202,6 +206,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   args.swizzle = opt.swizzle;
   args.tile_groups = opt.tile_groups;
   args.sm_count = opt.sm_count;
+  args.epilogue = opt.epilogue;
   const int tiles = gemm_tile_count(args);
 
   DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
@@ -304,7 +309,7 @@ std::vector<int> host_order(const Problem& p, const RunOptions& opt) {
 class GemmTest : public test::HopperTest {};
 
 // Small and odd shapes (edge tiles in M and N, K tails, M = 1, N and K below one box), both B layouts, both output
-// layouts, against float64.
+// layouts, both epilogues, against float64; the two epilogues round the same way, so their bits must agree.
 TEST_F(GemmTest, SmallShapesMatchCpuReference) {
   const int shapes[][3] = {{128, 256, 64}, {200, 264, 72}, {1000, 520, 136}, {1, 256, 64},
                            {1, 8, 8},      {33, 40, 24},   {130, 512, 200}};
@@ -314,13 +319,24 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
       Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
       for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
-        RunOptions opt;
-        opt.output_layout = ol;
-        opt.sm_count = 5;
-        RunResult r;
-        run(in, opt, r);
-        expect_close(in.problem, ol, r.d, ref,
-                     describe(in.problem) + (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major"));
+        std::vector<uint16_t> first;
+        for (GemmEpilogue e : kEpilogues) {
+          RunOptions opt;
+          opt.output_layout = ol;
+          opt.sm_count = 5;
+          opt.epilogue = e;
+          RunResult r;
+          run(in, opt, r);
+          const std::string what = describe(in.problem) +
+                                   (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major") +
+                                   epilogue_name(e);
+          expect_close(in.problem, ol, r.d, ref, what);
+          if (first.empty()) {
+            first = r.d;
+          } else {
+            EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
+          }
+        }
       }
     }
   }
@@ -329,9 +345,14 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
 TEST_F(GemmTest, Fp16MatchesCpuReference) {
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
     Inputs in(Problem{200, 264, 136, GemmDType::kFP16, bl}, 77);
-    RunResult r;
-    run(in, RunOptions{}, r);
-    expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, cpu_reference(in), describe(in.problem));
+    for (GemmEpilogue e : kEpilogues) {
+      RunOptions opt;
+      opt.epilogue = e;
+      RunResult r;
+      run(in, opt, r);
+      expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, cpu_reference(in),
+                   describe(in.problem) + epilogue_name(e));
+    }
   }
 }
 
@@ -367,37 +388,41 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
   std::vector<uint16_t> first;
   for (GemmTileOrder order : {GemmTileOrder::kRowBand, GemmTileOrder::kSwizzle, GemmTileOrder::kExplicit}) {
     for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
-      RunOptions opt;
-      opt.tile_order = order;
-      opt.swizzle = 3;  // a partial last band
-      opt.output_layout = ol;
-      if (order == GemmTileOrder::kExplicit) opt.explicit_order = permutation;
-      opt.tile_groups = {5, 11, 1, 47};
-      opt.timestamps = true;
-      opt.sm_count = 7;
-      RunResult r;
-      run(in, opt, r);
-      const std::string what = "order " + std::to_string(int(order)) + " layout " + std::to_string(int(ol));
-      expect_close(p, ol, r.d, ref, what);
-      if (ol == GemmOutputLayout::kRowMajor) {
-        if (first.empty()) {
-          first = r.d;
-        } else {
-          EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
+      for (GemmEpilogue e : kEpilogues) {
+        RunOptions opt;
+        opt.epilogue = e;
+        opt.tile_order = order;
+        opt.swizzle = 3;  // a partial last band
+        opt.output_layout = ol;
+        if (order == GemmTileOrder::kExplicit) opt.explicit_order = permutation;
+        opt.tile_groups = {5, 11, 1, 47};
+        opt.timestamps = true;
+        opt.sm_count = 7;
+        RunResult r;
+        run(in, opt, r);
+        const std::string what =
+            "order " + std::to_string(int(order)) + " layout " + std::to_string(int(ol)) + epilogue_name(e);
+        expect_close(p, ol, r.d, ref, what);
+        if (ol == GemmOutputLayout::kRowMajor) {
+          if (first.empty()) {
+            first = r.d;
+          } else {
+            EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
+          }
         }
-      }
-      ASSERT_EQ(r.counters.size(), opt.tile_groups.size());
-      for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
-        EXPECT_EQ(r.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
-      }
-      const std::vector<int> visit = host_order(p, opt);
-      for (int cta = 0; cta < opt.sm_count; ++cta) {
-        unsigned long long last = 0;
-        for (int pos = cta; pos < tiles; pos += opt.sm_count) {
-          const unsigned long long t = r.timestamps[visit[pos]];
-          EXPECT_NE(t, 0u) << what << ": tile " << visit[pos] << " has no timestamp";
-          EXPECT_GE(t, last) << what << ": CTA " << cta << " position " << pos;
-          last = t;
+        ASSERT_EQ(r.counters.size(), opt.tile_groups.size());
+        for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
+          EXPECT_EQ(r.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
+        }
+        const std::vector<int> visit = host_order(p, opt);
+        for (int cta = 0; cta < opt.sm_count; ++cta) {
+          unsigned long long last = 0;
+          for (int pos = cta; pos < tiles; pos += opt.sm_count) {
+            const unsigned long long t = r.timestamps[visit[pos]];
+            EXPECT_NE(t, 0u) << what << ": tile " << visit[pos] << " has no timestamp";
+            EXPECT_GE(t, last) << what << ": CTA " << cta << " position " << pos;
+            last = t;
+          }
         }
       }
     }
@@ -516,6 +541,9 @@ TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
   a = valid_arguments();
   a.d = nullptr;
   refuses(a, "d is a null pointer");
+  a = valid_arguments();
+  a.epilogue = static_cast<GemmEpilogue>(7);
+  refuses(a, "epilogue = 7");
   a = valid_arguments();
   a.sm_count = 0;
   refuses(a, "sm_count = 0");

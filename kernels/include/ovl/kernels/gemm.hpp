@@ -34,6 +34,11 @@ enum class GemmTileOrder { kRowBand, kSwizzle, kExplicit };
 // is not a multiple of the tile.
 enum class GemmOutputLayout { kRowMajor, kTileMajor };
 
+// How finished tiles reach D. kTmaStore: the consumers write the converted tile into shared memory (stmatrix) and
+// go on to the next tile while one thread stores it with TMA (3-stage ring). kRegisters: the consumers store 16
+// bytes per lane straight from registers (4-stage ring). kAuto: kTmaStore.
+enum class GemmEpilogue { kAuto, kTmaStore, kRegisters };
+
 struct GemmTileShape {
   int m, n, k;
 };
@@ -57,6 +62,7 @@ struct GemmArguments {
   unsigned int* group_counters = nullptr;         // tile_groups.size() counters (local or peer-mapped); +1 per tile
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
+  GemmEpilogue epilogue = GemmEpilogue::kAuto;
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
