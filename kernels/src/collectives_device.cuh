@@ -1,4 +1,4 @@
-// Device pieces of the collectives: slice cursor over range lists, the 1-warp TMA ring and the SIMT mover.
+// Device pieces of the collectives: the slice cursor over range lists and the bare 1-warp TMA ring's bookkeeping.
 // Private to kernels/src (included by collectives_tma.cu only).
 #pragma once
 
@@ -20,7 +20,7 @@ __host__ __device__ constexpr std::uint64_t slice_bound(std::uint64_t units, int
 }
 
 // One contiguous piece of a slice. A tail (< 16 bytes, the end of a range that is not a multiple of 16 bytes)
-// is moved with plain loads/stores by thread 0.
+// is moved with plain loads/stores by one thread (a TMA phase's loading thread; thread 0 in the SIMT mover).
 struct Piece {
   int group;
   int owner;
@@ -50,7 +50,7 @@ struct Layout {
 };
 
 // Walks the pieces of slice `slice` of `num_slices`, for the owners owners[0..num_owners) within each group,
-// groups in order. Every thread of a block runs its own copy with the same inputs, so the walk is uniform.
+// groups in order. Every thread that takes part runs its own copy with the same inputs, so all see the same walk.
 struct SliceCursor {
   Layout layout;
   const int* owners;
@@ -125,8 +125,8 @@ struct SliceCursor {
   }
 };
 
-// The shared-memory ring driven by one warp: R stages of P bytes, one mbarrier per stage, and per stage the index
-// of the last bulk group that reads it. Lane 0 issues; all lanes keep identical bookkeeping.
+// The shared-memory ring of the bare ring kernel (tma_ring_kernel), driven by one thread: R stages of P bytes, one
+// mbarrier per stage, and per stage the index of the last bulk group that reads it.
 struct Ring {
   unsigned char* stages;
   std::uint64_t* bars;

@@ -67,13 +67,16 @@ using detail::Ring;
 using detail::SliceCursor;
 
 constexpr std::uint32_t kFlagStart = 0, kFlagRs = 1, kFlagAg = 2;
-constexpr int kTmaThreads = 32;
-// The push / AllGather ring: kDefaultTmaRing (4 x 48 KiB; with 4 x 32 KiB tma-push moved 56 GB/s per CTA, now 68-71).
-constexpr std::uint32_t kPushStageBytes = kDefaultTmaRing.stage_bytes;
-constexpr int kPushStages = kDefaultTmaRing.stages;
-constexpr std::uint32_t kPullMaxStageBytes = 32 * 1024;
-constexpr std::uint32_t kPullRingBytes = 192 * 1024;
-constexpr std::size_t kHeaderBytes = 1024;  // mbarriers + stage groups, before the (16-byte aligned) stages
+// A TMA launch's block: warp 0, then the consumer warps (one; tma-pull with a reduce phase: pull_warps). Thread 0
+// waits and signals the flags and produces the copy and push phases; thread 32 (kLead, warp 1's first) consumes
+// them and leads pull-reduce (see the TMA phases below).
+constexpr unsigned kWarp = 32;
+constexpr unsigned kLead = 32;
+// Every TMA phase runs on one ring: OVL_TMA_RING, else kDefaultTmaRing (4 x 48 KiB).
+constexpr int kMaxStages = 8;               // tma_ring_problem's bound
+constexpr std::size_t kHeaderBytes = 1024;  // mbarriers and ring words (TmaRing), before the (1 KiB aligned) stages
+static_assert(kDefaultTmaRing.stages >= 2 && kDefaultTmaRing.stages <= kMaxStages);
+static_assert(2 * kMaxStages * sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t) <= kHeaderBytes);
 
 enum class MoveKind { kOwnCopy, kPushReduce, kPullSum, kPushBcast, kPullCopy };
 
@@ -86,7 +89,7 @@ struct Cta {
   const CollectiveArguments* a;
   int slice;
   bool tma;
-  int* abort_flag;  // shared memory: set by thread 0 when a wait timed out
+  int* abort_flag;  // shared memory: set by the thread whose wait timed out
 };
 
 __device__ void record_timeout(const CollectiveArguments& a, WaitKind kind, int rank, int peer, int slice, int group,
@@ -104,7 +107,7 @@ __device__ void record_timeout(const CollectiveArguments& a, WaitKind kind, int 
   }
 }
 
-// Thread 0: spin (acquire, system scope) until *word >= target, or time out. Returns false on timeout.
+// One thread: spin (acquire, system scope) until *word >= target, or time out. Returns false on timeout.
 __device__ bool wait_at_least(const std::uint32_t* word, std::uint32_t target, std::uint64_t timeout_ns,
                               std::uint32_t& seen) {
   const std::uint64_t start = ptx::global_timer_ns();
@@ -144,7 +147,7 @@ __device__ void signal_peers(const Cta& cta, std::uint32_t kind, int me) {
   }
 }
 
-// Thread 0: the counter gate of group g for the ranks in `mask`. Returns false on timeout (abort flag set).
+// The issuing thread: the counter gate of group g for the ranks in `mask`. Returns false on timeout (abort flag set).
 __device__ bool gate_group(const Cta& cta, int g, unsigned mask, int me) {
   const CollectiveArguments& a = *cta.a;
   if (a.expected == nullptr) return true;
@@ -170,7 +173,6 @@ struct Move {
   int num_owners;
   const unsigned char* gather_base[kMaxRanks];  // AG source per owner (src for AllGather, dst for AllReduce)
   bool gather_from_dst;
-  unsigned gate_mask_all;  // counter gate: which ranks' counters (besides per-owner for pull-copy)
 };
 
 template <typename T>
@@ -217,116 +219,316 @@ __device__ inline unsigned counter_mask(const CollectiveArguments& a, const Move
   }
 }
 
-// ---- the TMA mover: thread 0 (lane 0 of warp 0) issues every TMA op; for pull the block's warps add ----
-// Every thread keeps the same ring bookkeeping; broadcasts go through the monotonic abort flag and __syncthreads.
+__device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
+  Move m{};
+  m.kind = kind;
+  m.me = me;
+  const int n = a.world_size;
+  const bool ar = a.op == CollectiveOp::kAllReduce;
+  m.gather_from_dst = ar;
+  for (int r = 0; r < n; ++r)
+    m.gather_base[r] = ar ? static_cast<const unsigned char*>(a.dst[r]) : static_cast<const unsigned char*>(a.src[r]);
+  switch (kind) {
+    case MoveKind::kOwnCopy:
+    case MoveKind::kPullSum:
+    case MoveKind::kPushBcast:
+      m.owners[0] = me;
+      m.num_owners = 1;
+      break;
+    case MoveKind::kPushReduce:
+    case MoveKind::kPullCopy:
+      m.num_owners = 0;
+      for (int i = 1; i < n; ++i) m.owners[m.num_owners++] = (me + i) % n;
+      break;
+  }
+  return m;
+}
+
+// ---- the TMA phases ----
+// A phase (step 0, 1 or 2 of collective_kernel) runs the moves of every played rank back to back on one ring, so the
+// pipeline drains only where the flags need it: at the phase's end. Roles:
+//   copy and push phases: warp-specialized. Thread 0 is the producer: per piece, the counter gate of its group (when
+//     gated; blocking, the consumer drains what is in flight meanwhile), a tail (< 16 bytes) with plain loads/stores,
+//     else wait empty[s] (the stage's previous use), arrive.expect_tx on full[s], the bulk load. Thread 32 is the
+//     consumer: per unit, wait full[s], the unit's bulk stores / reduce-adds, commit, then, once wait_group.read 1 says
+//     the previous unit's group has read its stage, hand that stage back on empty[] (one group of lag, so it never
+//     waits on the group it just issued). Neither touches a stage with ordinary loads or stores. Why two threads: one
+//     thread driving both the loads and the stores/adds runs a long dependent instruction chain per unit (tma-push
+//     moved 68-71 GB/s per CTA that way, the bare ring 96-120).
+//   pull-reduce: the consumer warps (warps 1..pull_warps) feed themselves; warp 0 only waits for the phase's end. A
+//     unit is one stage of W slots of stage/W bytes, slot r loaded from rank r. The consumers' first thread (the
+//     leader) gates, does the tails and issues. Per unit every consumer waits full[s] and sums its 16-byte vectors in
+//     fp32 in rank order 0..W-1 into slot 0 (deterministic, whatever the warp and CTA counts), then
+//     fence.proxy.async.shared::cta and named barrier 1 (the consumers only); the leader bulk-stores slot 0, commits,
+//     waits until the previous unit's store has read its stage (wait_group.read 1), hands it back on empty[] and
+//     refills it with the unit S - 1 ahead. The barrier orders every consumer's accesses of a stage before its refill,
+//     which a block-level race checker can see. The leader's warp waits for it at __syncwarp rather than spinning on a
+//     full barrier beside a leader that spins on a GEMM counter: no lane of a warp spins while another lane of that
+//     warp must make progress.
+// A gate that times out sets the abort flag and publishes how many units were issued (issued_on_abort); the consumers
+// stop there. At the phase's end thread 32, which issued every bulk write, waits for them all (wait_group 0), hands the
+// last stage back, fences and publishes the ring's unit count; the barrier after it hands all that to thread 0, which
+// releases the phase's flags. The flags thread 0 acquired before a phase reach thread 32's TMA ops through the
+// barrier and thread 32's own fence.proxy.async.global.
+
+// The ring, in the header: full[s] completes when stage s's loads have landed (the issuer's arrive.expect_tx, the
+// loads' complete_tx), empty[s] when the stage's use has been read by every reader (one arrival, by the thread that
+// issued its stores). Units are numbered through the whole kernel (each phase continues the count): unit i uses stage
+// i % S in phase i / S of both barriers, so every role agrees on the phases whichever roles ran the phases before.
+struct TmaRing {
+  unsigned char* stages;
+  std::uint64_t* full;
+  std::uint64_t* empty;
+  std::uint32_t* consumed;                  // units of the phases so far (thread 32 publishes it at a phase's end)
+  volatile std::uint32_t* issued_on_abort;  // units issued when a gate timed out; ~0u until then
+  std::uint32_t num_stages;
+  std::uint32_t stage_bytes;
+
+  __device__ unsigned char* stage(std::uint32_t i) const { return stages + std::size_t(i % num_stages) * stage_bytes; }
+  __device__ std::uint64_t* full_bar(std::uint32_t i) const { return full + i % num_stages; }
+  // Issuer: wait until unit i's stage is free (unit i - S handed back).
+  __device__ void acquire(std::uint32_t i) const {
+    if (i >= num_stages) ptx::mbar_wait(empty + i % num_stages, (i / num_stages - 1) & 1u);
+  }
+  // Consumer: wait for unit i's loads; false when unit i was never issued (a gate timed out).
+  __device__ bool wait_full(std::uint32_t i) const {
+    while (!ptx::mbar_try_wait(full + i % num_stages, (i / num_stages) & 1u))
+      if (*issued_on_abort <= i) return false;
+    return true;
+  }
+  // Store issuer: every reader of unit i's stage is done with it.
+  __device__ void release(std::uint32_t i) const { ptx::mbar_arrive(empty + i % num_stages); }
+};
+
+// The pieces of one phase for this CTA: the moves of the played ranks r0..r1 in turn, cut into pieces of at most
+// piece_bytes. Every role walks its own copy, so all see the same pieces in the same order. Not copyable: the cursor
+// points into `move`.
+struct PhaseWalk {
+  const CollectiveArguments& a;
+  MoveKind kind;
+  int slice, me, end;
+  std::uint32_t piece_bytes;
+  Move move;  // the move of the piece next() returned last
+  SliceCursor cur;
+
+  __device__ PhaseWalk(const CollectiveArguments& args, MoveKind k, int r0, int r1, int s, std::uint32_t bytes)
+      : a(args), kind(k), slice(s), me(r0), end(r1), piece_bytes(bytes) {
+    open();
+  }
+  PhaseWalk(const PhaseWalk&) = delete;
+  PhaseWalk& operator=(const PhaseWalk&) = delete;
+
+  __device__ bool next(Piece& p) {
+    while (!cur.next(p)) {
+      if (++me >= end) return false;
+      open();
+    }
+    return true;
+  }
+
+ private:
+  __device__ void open() {
+    move = make_move(a, kind, me);
+    const Layout layout{a.ranges,      a.list_begin,       a.num_groups,      a.world_size,
+                        a.chunk_bytes, a.src_owner_stride, a.dst_owner_stride};
+    cur = SliceCursor{layout, move.owners, move.num_owners, slice, a.num_ctas, piece_bytes};
+  }
+};
+
+// The issuer's counter gates (a.expected != null): before the first piece of each group of each move (pull-copy: of
+// each owner too). pass() is false when a gate timed out (abort flag set, error recorded).
+struct Gate {
+  int me = -1, group = -1, owner = -1;
+  __device__ bool pass(const Cta& cta, const Move& m, const Piece& p) {
+    const CollectiveArguments& a = *cta.a;
+    if (a.expected == nullptr ||
+        (m.me == me && p.group == group && (m.kind != MoveKind::kPullCopy || p.owner == owner)))
+      return true;
+    me = m.me;
+    group = p.group;
+    owner = p.owner;
+    return gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me);
+  }
+};
+
+// Where a piece of a one-source move (every kind but pull-reduce) is loaded from.
+__device__ inline const unsigned char* piece_src(const CollectiveArguments& a, const Move& m, const Piece& p) {
+  if (m.kind == MoveKind::kPushBcast || m.kind == MoveKind::kPullCopy)
+    return m.gather_base[m.kind == MoveKind::kPullCopy ? p.owner : m.me] +
+           (m.gather_from_dst ? p.dst_offset : p.src_offset);
+  return static_cast<const unsigned char*>(a.src[m.me]) + p.src_offset;
+}
+
+// Consumer: the bulk stores / reduce-adds of one unit from `stage` (the caller commits them as one group).
 template <typename T>
-__device__ void tma_move(const Cta& cta, Ring& ring, const Move& m) {
-  const int tid = int(threadIdx.x);
+__device__ void store_unit(const CollectiveArguments& a, const Move& m, const Piece& p, const unsigned char* stage) {
+  const int n = a.world_size;
+  switch (m.kind) {
+    case MoveKind::kOwnCopy:
+    case MoveKind::kPullCopy:
+      ptx::bulk_store(static_cast<unsigned char*>(a.dst[m.me]) + p.dst_offset, stage, p.bytes);
+      break;
+    case MoveKind::kPushReduce:
+      ptx::bulk_reduce_add<T>(static_cast<unsigned char*>(a.dst[p.owner]) + p.dst_offset, stage, p.bytes);
+      break;
+    case MoveKind::kPushBcast:
+      for (int i = 1; i < n; ++i)
+        ptx::bulk_store(static_cast<unsigned char*>(a.dst[(m.me + i) % n]) + p.dst_offset, stage, p.bytes);
+      break;
+    case MoveKind::kPullSum:
+      break;  // pull_sum_phase stores its sums
+  }
+}
+
+// Thread 32 at a phase's end, units first..end - 1 consumed: every bulk write performed (wait_group 0, not .read),
+// the last stage handed back, this thread's writes (bulk, and plain ones of pull-reduce tails) ordered before thread
+// 0's release after the barrier (as the SIMT mover's stores), then the ring's unit count for the next phase.
+__device__ void end_phase(const TmaRing& ring, std::uint32_t first, std::uint32_t end) {
+  ptx::bulk_wait_all();
+  if (end > first) ring.release(end - 1);
+  __threadfence_system();
+  *ring.consumed = end;
+}
+
+// A copy or push phase (see above): thread 0 produces, thread 32 consumes; units first.. of the ring.
+template <typename T>
+__device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, std::uint32_t first) {
+  const unsigned tid = threadIdx.x;
+  if (tid != 0 && tid != kLead) return;  // the other lanes wait at the phase's end
+  const CollectiveArguments& a = *cta.a;
+  PhaseWalk walk(a, kind, r0, r1, cta.slice, ring.stage_bytes);
+  Piece p{};
+  std::uint32_t i = first;
+  if (tid == 0) {  // ---- producer ----
+    Gate gate;
+    while (walk.next(p)) {
+      if (!gate.pass(cta, walk.move, p)) {
+        *ring.issued_on_abort = i;
+        return;
+      }
+      if (p.tail) {
+        tail_op<T>(a, walk.move, p);
+        continue;
+      }
+      ring.acquire(i);
+      ptx::mbar_arrive_expect_tx(ring.full_bar(i), p.bytes);
+      ptx::bulk_load(ring.stage(i), piece_src(a, walk.move, p), p.bytes, ring.full_bar(i));
+      ++i;
+    }
+    return;
+  }
+  // ---- consumer ----
+  ptx::fence_proxy_async_global();  // our bulk stores / adds come after the flags thread 0 acquired
+  while (walk.next(p)) {
+    if (p.tail) continue;           // the producer's
+    if (!ring.wait_full(i)) break;  // never issued: a gate timed out
+    store_unit<T>(a, walk.move, p, ring.stage(i));
+    ptx::bulk_commit();
+    if (i > first) {
+      ptx::bulk_wait_read(1);  // the previous unit's group has read its stage
+      ring.release(i - 1);
+    }
+    ++i;
+  }
+  end_phase(ring, first, i);
+}
+
+// The consumers' barrier (named barrier 1: the consumer warps only; __syncthreads is barrier 0).
+__device__ __forceinline__ void consumer_sync(unsigned threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// A pull-reduce phase (see above): warps 1.. consume, thread 32 leads; units first.. of the ring.
+template <typename T>
+__device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int r1, std::uint32_t first) {
+  const unsigned tid = threadIdx.x;
+  if (tid < kWarp) return;  // warp 0 waits at the phase's end
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
-  const Layout layout{a.ranges, a.list_begin, a.num_groups, n, a.chunk_bytes, a.src_owner_stride, a.dst_owner_stride};
-  SliceCursor prod{layout, m.owners, m.num_owners, cta.slice, a.num_ctas, ring.stage_bytes};
-  SliceCursor cons = prod;
-  const bool sum = m.kind == MoveKind::kPullSum;
-  const std::uint32_t unit = sum ? std::uint32_t(n) : 1u;
-  int gated_group = -1, gated_owner = -1;
-  bool have = false, prod_done = false, aborted = false;
-  Piece pn{};
-  std::uint32_t issued = 0, consumed = 0;
-  for (;;) {
-    // Fill: issue loads while the ring has room.
-    while (!prod_done && !aborted) {
-      if (!have) {
-        have = prod.next(pn);
-        if (!have) {
-          prod_done = true;
-          break;
-        }
+  const bool leader = tid == kLead;
+  const unsigned consumers = blockDim.x - kWarp;
+  const std::uint32_t slot = (ring.stage_bytes / std::uint32_t(n)) & ~15u;
+  PhaseWalk walk(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);  // the units as the consumers take them
+  PhaseWalk feed(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);  // the leader's, as it issues them
+  Gate gate;
+  std::uint32_t head = first;
+  // Leader: the next unit into stage head % S, gating groups and doing tails on the way; false when there is none (or
+  // a gate timed out: then issued_on_abort is set).
+  auto produce = [&]() -> bool {
+    Piece q{};
+    do {
+      if (!feed.next(q)) return false;
+      if (!gate.pass(cta, feed.move, q)) {
+        *ring.issued_on_abort = head;
+        return false;
       }
-      const std::uint32_t u = pn.tail ? 0u : unit;
-      if (ring.head + u - ring.tail > std::uint32_t(ring.num_stages)) break;
-      if (a.expected != nullptr && (pn.group != gated_group || (m.kind == MoveKind::kPullCopy && pn.owner != gated_owner))) {
-        if (tid == 0) gate_group(cta, pn.group, counter_mask(a, m, pn.owner), m.me);
-        __syncthreads();
-        if (*cta.abort_flag) {
-          aborted = true;
-          break;
-        }
-        gated_group = pn.group;
-        gated_owner = pn.owner;
-      }
-      if (tid == 0 && u > 0) {
-        for (std::uint32_t s = 0; s < u; ++s) {
-          const std::uint32_t idx = ring.head + s;
-          ring.reclaim(idx);
-          ring.mark(idx, -1);
-          const unsigned char* src;
-          if (sum) {
-            src = static_cast<const unsigned char*>(a.src[s]) + pn.src_offset;  // rank s, fixed order
-          } else if (m.kind == MoveKind::kPushBcast || m.kind == MoveKind::kPullCopy) {
-            src = m.gather_base[m.kind == MoveKind::kPullCopy ? pn.owner : m.me] +
-                  (m.gather_from_dst ? pn.dst_offset : pn.src_offset);
-          } else {
-            src = static_cast<const unsigned char*>(a.src[m.me]) + pn.src_offset;
-          }
-          ptx::mbar_arrive_expect_tx(ring.bar(idx), pn.bytes);
-          ptx::bulk_load(ring.stage(idx), src, pn.bytes, ring.bar(idx));
-        }
-      }
-      ring.head += u;
-      ++issued;
-      have = false;
-    }
-    if (consumed == issued) break;  // everything issued was consumed, nothing more to issue (or aborted)
-    // Consume one unit.
-    Piece pc{};
-    cons.next(pc);
-    ++consumed;
-    if (pc.tail) {
-      if (tid == 0) tail_op<T>(a, m, pc);
-      continue;
-    }
-    const std::uint32_t first = ring.tail;
-    if (sum) {
-      for (std::uint32_t s = 0; s < unit; ++s) ptx::mbar_wait(ring.bar(first + s), ring.parity(first + s));
-      constexpr int kE = ptx::Vec16<T>::kElems;
-      const int nvec = int(pc.bytes / 16);
-      for (int v = tid; v < nvec; v += int(blockDim.x)) {
-        float acc[kE];
-        ptx::Vec16<T>::set(acc, reinterpret_cast<const uint4*>(ring.stage(first))[v]);
-        for (std::uint32_t s = 1; s < unit; ++s) ptx::Vec16<T>::add(acc, reinterpret_cast<const uint4*>(ring.stage(first + s))[v]);
-        reinterpret_cast<uint4*>(ring.stage(first))[v] = ptx::Vec16<T>::pack(acc);
-      }
-      ptx::fence_proxy_async_shared();
-      __syncthreads();
-    } else if (tid == 0) {
-      ptx::mbar_wait(ring.bar(first), ring.parity(first));
-    }
-    if (tid == 0) {
-      const unsigned char* s = ring.stage(first);
-      switch (m.kind) {
-        case MoveKind::kOwnCopy:
-        case MoveKind::kPullSum:
-        case MoveKind::kPullCopy:
-          ptx::bulk_store(static_cast<unsigned char*>(a.dst[m.me]) + pc.dst_offset, s, pc.bytes);
-          break;
-        case MoveKind::kPushReduce:
-          ptx::bulk_reduce_add<T>(static_cast<unsigned char*>(a.dst[pc.owner]) + pc.dst_offset, s, pc.bytes);
-          break;
-        case MoveKind::kPushBcast:
-          for (int i = 1; i < n; ++i) {
-            const int q = (m.me + i) % n;
-            ptx::bulk_store(static_cast<unsigned char*>(a.dst[q]) + pc.dst_offset, s, pc.bytes);
-          }
-          break;
-      }
-      ptx::bulk_commit();
-      ++ring.committed;
-      ring.mark(first, ring.committed - 1);
-    }
-    ring.tail += unit;
+      if (q.tail) tail_op<T>(a, feed.move, q);
+    } while (q.tail);
+    ring.acquire(head);  // handed back by this thread already: keeps empty[]'s phases in step for the copy phases
+    std::uint64_t* full = ring.full_bar(head);
+    ptx::mbar_arrive_expect_tx(full, std::uint32_t(n) * q.bytes);
+    for (int r = 0; r < n; ++r)
+      ptx::bulk_load(ring.stage(head) + std::uint32_t(r) * slot,
+                     static_cast<const unsigned char*>(a.src[r]) + q.src_offset, q.bytes, full);
+    ++head;
+    return true;
+  };
+
+  bool producing = true;
+  if (leader) {
+    ptx::fence_proxy_async_global();  // our bulk loads come after the flags thread 0 acquired
+    for (std::uint32_t k = 0; k + 1 < ring.num_stages && producing; ++k) producing = produce();
   }
-  (void)n;
+  __syncwarp();
+  constexpr int kIlp = 4;  // vectors per thread at a time: independent shared loads in flight
+  const int step = int(consumers);
+  Piece p{};
+  std::uint32_t i = first;
+  while (walk.next(p)) {
+    if (p.tail) continue;           // the leader's
+    if (!ring.wait_full(i)) break;  // never issued: a gate timed out
+    unsigned char* stage = ring.stage(i);
+    uint4* out = reinterpret_cast<uint4*>(stage);
+    const int nvec = int(p.bytes / 16);
+    for (int v0 = int(tid - kWarp); v0 < nvec; v0 += kIlp * step) {
+      float acc[kIlp][ptx::Vec16<T>::kElems];
+#pragma unroll
+      for (int x = 0; x < kIlp; ++x)
+        if (v0 + x * step < nvec) ptx::Vec16<T>::set(acc[x], out[v0 + x * step]);
+      for (int r = 1; r < n; ++r) {  // rank order: deterministic, the SIMT mover's order
+        const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(r) * slot);
+#pragma unroll
+        for (int x = 0; x < kIlp; ++x)
+          if (v0 + x * step < nvec) ptx::Vec16<T>::add(acc[x], in[v0 + x * step]);
+      }
+#pragma unroll
+      for (int x = 0; x < kIlp; ++x)
+        if (v0 + x * step < nvec) out[v0 + x * step] = ptx::Vec16<T>::pack(acc[x]);
+    }
+    ptx::fence_proxy_async_shared();  // this thread's shared stores before the async proxy's store reads them
+    consumer_sync(consumers);         // every consumer is done with stage i (and waited on its phase)
+    if (leader) {
+      ptx::bulk_store(static_cast<unsigned char*>(a.dst[walk.move.me]) + p.dst_offset, stage, p.bytes);
+      ptx::bulk_commit();
+      if (i > first) {
+        ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
+        ring.release(i - 1);
+      }
+      if (producing) producing = produce();  // unit i + S - 1, into the stage just handed back
+    }
+    __syncwarp();
+    ++i;
+  }
+  if (leader) end_phase(ring, first, i);
+}
+
+template <typename T>
+__device__ void tma_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, std::uint32_t first) {
+  if (kind == MoveKind::kPullSum) {
+    pull_sum_phase<T>(cta, ring, r0, r1, first);
+  } else {
+    split_phase<T>(cta, ring, kind, r0, r1, first);
+  }
 }
 
 // ---- the SIMT mover: the whole block, 16-byte loads/stores through L2 (peer data is never cached in L1) ----
@@ -341,7 +543,8 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
   constexpr int kE = ptx::Vec16<T>::kElems;
   while (cur.next(p)) {
     if (a.expected != nullptr && (p.group != gated_group || (m.kind == MoveKind::kPullCopy && p.owner != gated_owner))) {
-      if (threadIdx.x == 0) gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me);
+      // After an abort (an earlier move's gate) no gate waits again: every thread returns at the barrier.
+      if (threadIdx.x == 0 && !*cta.abort_flag) gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me);
       __syncthreads();
       if (*cta.abort_flag) return;  // monotonic: safe to read without a second barrier
       gated_group = p.group;
@@ -383,39 +586,16 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
   __threadfence_system();  // our stores before thread 0's release
 }
 
-__device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
-  Move m{};
-  m.kind = kind;
-  m.me = me;
-  const int n = a.world_size;
-  const bool ar = a.op == CollectiveOp::kAllReduce;
-  m.gather_from_dst = ar;
-  for (int r = 0; r < n; ++r)
-    m.gather_base[r] = ar ? static_cast<const unsigned char*>(a.dst[r]) : static_cast<const unsigned char*>(a.src[r]);
-  switch (kind) {
-    case MoveKind::kOwnCopy:
-    case MoveKind::kPullSum:
-    case MoveKind::kPushBcast:
-      m.owners[0] = me;
-      m.num_owners = 1;
-      break;
-    case MoveKind::kPushReduce:
-    case MoveKind::kPullCopy:
-      m.num_owners = 0;
-      for (int i = 1; i < n; ++i) m.owners[m.num_owners++] = (me + i) % n;
-      break;
-  }
-  return m;
-}
-
 // grid: num_ctas CTAs, CTA c = slice c (of every owner's ranges, for every played rank).
-// block: 32 threads (one warp) for tma-push; 32 * pull_warps for tma-pull (thread 0 still issues every TMA op,
-//        the warps share the fp32 adds); simt_threads for kSimt.
+// block: TMA: warp 0 and one consumer warp (64 threads), or warp 0 and pull_warps consumer warps for tma-pull with a
+//        reduce phase (roles: the TMA phases above); SIMT: simt_threads.
 // shared: kHeaderBytes + stages * stage_bytes (TMA), none (SIMT).
 // arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
-// Ordering: each phase ends with cp.async.bulk.wait_group 0 (writes performed), then st.release.sys of the
-// epoch into every peer's flag slot [kind][me][slice]; a waiter does ld.acquire.sys until >= epoch, then
-// fence.proxy.async.global before TMA reads. Steps (per slice, per played rank):
+// Ordering: each phase ends with cp.async.bulk.wait_group 0 by the thread that issued its bulk writes (writes
+// performed) and a fence, a barrier, then thread 0's st.release.sys of the epoch into every peer's flag slot
+// [kind][me][slice]; a waiter (thread 0) does ld.acquire.sys until >= epoch, then fence.proxy.async.global, and so
+// does every other thread that issues TMA ops, after the barrier, before its first. Steps (per slice; a phase runs
+// the played ranks' moves back to back):
 //   step 0: out-of-place push reduce / gather: copy our own chunk to dst; signal START (our buffers are ready).
 //   step 1 (RS, push): wait START of every owner; cp.reduce.async.bulk our src[R_r] into dst_r[R_r]; signal RS.
 //   step 1 (RS, pull): wait START of every rank; load src_p[R_me] for p = 0..N-1, add in fp32 in that order,
@@ -424,20 +604,25 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
 //   step 2 (AG, pull): (AllGather: wait START of every owner) load R_r of every owner into dst_me; signal AG.
 //   exit: wait the last phase's flag from every peer (no peer still touches our buffers).
 template <typename T>
-__global__ void collective_kernel(const __grid_constant__ CollectiveArguments a, int num_stages, std::uint32_t stage_bytes) {
+__global__ void collective_kernel(const __grid_constant__ CollectiveArguments a, int num_stages,
+                                  std::uint32_t stage_bytes) {
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ int abort_flag;
   const bool tma = a.algo != CollectiveAlgo::kSimt;
   const bool push = a.algo == CollectiveAlgo::kTmaPush;
   if (threadIdx.x == 0) abort_flag = 0;
   Cta cta{&a, int(blockIdx.x), tma, &abort_flag};
-  Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), num_stages,
-            stage_bytes};
+  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
+  std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
+  const TmaRing ring{smem + kHeaderBytes,       bars,       bars + kMaxStages, words, words + 1,
+                     std::uint32_t(num_stages), stage_bytes};
   if (tma && threadIdx.x == 0) {
     for (int s = 0; s < num_stages; ++s) {
-      ptx::mbar_init(ring.bars + s, 1);
-      ring.stage_group[s] = -1;
+      ptx::mbar_init(ring.full + s, 1);
+      ptx::mbar_init(ring.empty + s, 1);
     }
+    *ring.consumed = 0;
+    *ring.issued_on_abort = ~0u;
     ptx::mbar_init_fence();
   }
   __syncthreads();
@@ -447,17 +632,21 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const bool has_ag = a.op != CollectiveOp::kReduceScatter;
   const int r0 = a.first_rank, r1 = a.first_rank + a.num_played_ranks;
 
-  auto run_move = [&](MoveKind kind, int me) {
+  std::uint32_t units = 0;  // ring units of the phases so far: every thread's copy of *ring.consumed
+  // One phase: every played rank's move. Called right after a barrier, so every thread reads the same abort flag.
+  auto run_phase = [&](MoveKind kind) {
     if (abort_flag) return;
-    const Move m = make_move(a, kind, me);
-    if (tma) tma_move<T>(cta, ring, m);
-    else simt_move<T>(cta, m);
+    if (tma) {
+      tma_phase<T>(cta, ring, kind, r0, r1, units);
+    } else {
+      for (int me = r0; me < r1; ++me) simt_move<T>(cta, make_move(a, kind, me));
+    }
   };
   // End of a phase: all writes performed, then release to the peers; then (optionally) wait for theirs.
   auto finish_phase = [&](std::uint32_t kind, bool wait) {
-    __syncthreads();  // every thread's part of the move is issued (SIMT: stored and fenced)
+    __syncthreads();  // every thread's part of the phase is done (SIMT: stored and fenced; TMA: end_phase)
+    if (tma) units = *ring.consumed;
     if (threadIdx.x == 0) {
-      if (tma) ptx::bulk_wait_all();
       if (!abort_flag)
         for (int me = r0; me < r1; ++me) signal_peers(cta, kind, me);
       if (wait)
@@ -472,50 +661,43 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   };
 
   // step 0
-  if (!in_place && ((push && has_rs) || a.op == CollectiveOp::kAllGather))
-    for (int me = r0; me < r1; ++me) run_move(MoveKind::kOwnCopy, me);
+  if (!in_place && ((push && has_rs) || a.op == CollectiveOp::kAllGather)) run_phase(MoveKind::kOwnCopy);
   finish_phase(kFlagStart, false);
 
   // step 1
   if (has_rs) {
     wait_all(kFlagStart);
-    for (int me = r0; me < r1; ++me) run_move(push ? MoveKind::kPushReduce : MoveKind::kPullSum, me);
+    run_phase(push ? MoveKind::kPushReduce : MoveKind::kPullSum);
     finish_phase(kFlagRs, true);
   }
   // step 2
   if (has_ag) {
     if (!has_rs) wait_all(kFlagStart);
-    for (int me = r0; me < r1; ++me) run_move(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, me);
+    run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy);
     finish_phase(kFlagAg, true);
   }
 }
 
-struct RingShape {
-  int stages;
-  std::uint32_t stage_bytes;
-};
-RingShape ring_shape(const CollectiveArguments& a) {
+// The ring of every TMA phase (a pull-reduce unit splits a stage into W slots); {0, 0} for SIMT.
+TmaRingShape ring_shape(const CollectiveArguments& a) {
   if (a.algo == CollectiveAlgo::kSimt) return {0, 0};
-  if (a.algo == CollectiveAlgo::kTmaPush || a.op == CollectiveOp::kAllGather) {
-    const TmaRingShape env = tma_ring_from_env();
-    return env.stages > 0 ? RingShape{env.stages, env.stage_bytes} : RingShape{kPushStages, kPushStageBytes};
-  }
-  // Pull: a unit takes N stages (one per rank); keep two units in flight.
-  const int stages = std::max(2 * a.world_size, 4);
-  std::uint32_t bytes = kPullRingBytes / std::uint32_t(stages) / 1024u * 1024u;
-  bytes = std::min(bytes, kPullMaxStageBytes);
-  return {stages, bytes};
+  const TmaRingShape env = tma_ring_from_env();
+  return env.stages > 0 ? env : kDefaultTmaRing;
+}
+
+// Threads per CTA (collective_kernel's block): warp 0 and the consumer warps for TMA.
+int block_threads(const CollectiveArguments& a) {
+  if (a.algo == CollectiveAlgo::kSimt) return a.simt_threads;
+  const bool sums = a.algo == CollectiveAlgo::kTmaPull && a.op != CollectiveOp::kAllGather;
+  return int(kWarp) * (1 + (sums ? a.pull_warps : 1));
 }
 
 template <typename T>
 void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
-  const RingShape shape = ring_shape(a);
+  const TmaRingShape shape = ring_shape(a);
   const std::size_t smem = a.algo == CollectiveAlgo::kSimt ? 0 : kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
   if (smem > 48 * 1024) OVL_CUDA_CHECK(cudaFuncSetAttribute(collective_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const int threads = a.algo == CollectiveAlgo::kSimt ? a.simt_threads
-                      : a.algo == CollectiveAlgo::kTmaPull ? kTmaThreads * a.pull_warps
-                                                           : kTmaThreads;
-  collective_kernel<T><<<a.num_ctas, threads, smem, stream>>>(a, shape.stages, shape.stage_bytes);
+  collective_kernel<T><<<a.num_ctas, block_threads(a), smem, stream>>>(a, shape.stages, shape.stage_bytes);
   OVL_CUDA_CHECK_LAST();
 }
 
@@ -523,7 +705,7 @@ void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
 
 std::size_t CollectiveKernel::shared_bytes(const CollectiveArguments& args) {
   if (args.algo == CollectiveAlgo::kSimt) return 0;
-  const RingShape shape = ring_shape(args);
+  const TmaRingShape shape = ring_shape(args);
   return kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
 }
 
@@ -562,10 +744,6 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
       return fmt::format("src_bytes = {} < {} needed", a.src_bytes, last * a.src_owner_stride + a.chunk_bytes);
     if (a.dst_bytes < last * a.dst_owner_stride + a.chunk_bytes)
       return fmt::format("dst_bytes = {} < {} needed", a.dst_bytes, last * a.dst_owner_stride + a.chunk_bytes);
-  }
-  if (a.algo == CollectiveAlgo::kTmaPull && a.op != CollectiveOp::kAllGather) {
-    const RingShape s = ring_shape(a);
-    if (s.stages < a.world_size) return fmt::format("pull ring of {} stages < world_size {}", s.stages, a.world_size);
   }
   return {};
 }
@@ -709,7 +887,8 @@ void launch_local_ring(RingOp op, void* dst, const void* src, std::size_t bytes,
 void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
                        cudaStream_t stream) {
   if (impl == CopyImpl::kTma) {
-    launch_local_ring(RingOp::kCopy, dst, src, bytes, num_ctas, kPushStages, kPushStageBytes, stream);
+    launch_local_ring(RingOp::kCopy, dst, src, bytes, num_ctas, kDefaultTmaRing.stages, kDefaultTmaRing.stage_bytes,
+                      stream);
     return;
   }
   OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);

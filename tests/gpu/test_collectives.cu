@@ -238,8 +238,33 @@ TEST_F(CollectivesTest, PullReduceIsDeterministic) {
   // Also independent of the CTA count and of how many warps share the adds.
   Case other = c;
   other.ctas = 3;
-  ASSERT_EQ(run_case(world, coll, other, stream_, &again, 1), 0u);
-  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size()), 0) << "3 CTAs, 1 pull warp differs";
+  for (int warps : {1, 3, 8}) {
+    ASSERT_EQ(run_case(world, coll, other, stream_, &again, warps), 0u);
+    EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size()), 0) << "3 CTAs, " << warps << " pull warps differ";
+  }
+}
+
+// Pull-reduce with 1..8 summing warps in worlds of 3, 5 and 7: slots of stage/W bytes that are not powers of two
+// (48 KiB / 5 -> 9824 bytes), sizes that are no multiple of a slot, AllReduce with tails (an odd count); every warp
+// count gives the 4-warp result bit for bit (the sums run in rank order whoever does them).
+TEST_F(CollectivesTest, PullReduceWarpCountsInOddWorlds) {
+  for (int n : {3, 5, 7}) {
+    World world = World::loopback(n);
+    Collectives coll(world);
+    for (DType dtype : {DType::kBF16, DType::kFP32})
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter})
+        for (int ctas : {1, 7}) {
+          const std::size_t count = op == CollectiveOp::kAllReduce ? (1u << 17) + 5 : 3 * 4096 + 8;
+          const Case c{op, CollectiveImpl::kTmaPull, dtype, count, ctas, false};
+          SCOPED_TRACE(name(c, n));
+          std::vector<unsigned char> four, other;
+          ASSERT_EQ(run_case(world, coll, c, stream_, &four, 4), 0u);
+          for (int warps : {1, 2, 3, 8}) {
+            ASSERT_EQ(run_case(world, coll, c, stream_, &other, warps), 0u) << warps << " pull warps";
+            EXPECT_EQ(std::memcmp(four.data(), other.data(), four.size()), 0) << warps << " pull warps differ";
+          }
+        }
+  }
 }
 
 // A peer that never arrives: rank 0 of a world of 2 launched alone waits for rank 1's start flag and times out.
@@ -276,6 +301,7 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
 }
 
 // The same through the public API: a GEMM group counter that never reaches its value -> ovl::Error from check().
+// Every algorithm: tma-push gates in its producer thread, tma-pull in the leader of its summing warps.
 TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   World world = World::loopback(2);
   Collectives coll(world);
@@ -286,20 +312,64 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   OVL_CUDA_CHECK(cudaMalloc(&expected, sizeof(std::uint32_t)));
   const std::uint32_t one = 1;
   OVL_CUDA_CHECK(cudaMemcpy(expected, &one, sizeof(one), cudaMemcpyHostToDevice));
-  CollectiveOptions opt;
-  opt.num_ctas = 2;
-  opt.timeout_ns = 50'000'000;
-  GroupGate gate{&counters, expected};
-  coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, CollectiveImpl::kTmaPull, opt, stream_, &gate);
-  try {
-    coll.check(stream_);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("GEMM group counter"), std::string::npos) << e.what();
+  for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
+    SCOPED_TRACE(to_string(impl));
+    CollectiveOptions opt;
+    opt.num_ctas = 2;
+    opt.timeout_ns = 50'000'000;
+    GroupGate gate{&counters, expected};
+    coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream_, &gate);
+    try {
+      coll.check(stream_);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("GEMM group counter"), std::string::npos) << e.what();
+    }
+    // The World still works afterwards.
+    const Case c{CollectiveOp::kAllReduce, impl, DType::kBF16, 4097, 2, false};
+    EXPECT_EQ(run_case(world, coll, c, stream_), 0u);
   }
-  // The World still works afterwards.
-  const Case c{CollectiveOp::kAllReduce, CollectiveImpl::kTmaPull, DType::kBF16, 4097, 2, false};
-  EXPECT_EQ(run_case(world, coll, c, stream_), 0u);
+  cudaFree(expected);
+}
+
+// A gate that times out in the middle of a stream: groups 0..2 are released, group 3 never is. The issuing thread
+// stops at group 3 after issuing the units of groups 0..2; the consumers take exactly those and stop (the kernel ends
+// instead of waiting on a stage that was never loaded), and the error names group 3.
+TEST_F(CollectivesTest, GateTimesOutMidStream) {
+  const int n = 2, groups = 4;
+  const std::size_t piece = (256u << 10) + 16;  // several units per CTA and group, and not a multiple of a stage
+  World world = World::loopback(n);
+  Collectives coll(world);
+  SymmetricBuffer buf(world, std::size_t(groups) * n * piece), counters(world, groups * sizeof(std::uint32_t));
+  std::vector<TileRange> ranges;
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < n; ++r) {
+      const std::size_t at = (std::size_t(g) * n + r) * piece;
+      ranges.push_back(TileRange{r, g, at, at, piece});
+    }
+  RangeTable table(world, ranges, groups);
+  std::uint32_t* expected = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&expected, groups * sizeof(std::uint32_t)));
+  const std::vector<std::uint32_t> want{1, 1, 1, 2};
+  OVL_CUDA_CHECK(cudaMemcpy(expected, want.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull}) {
+    SCOPED_TRACE(to_string(impl));
+    for (int r = 0; r < n; ++r) kernels::launch_add_counters(counters.peer<std::uint32_t>(r), groups, 1, stream_);
+    CollectiveOptions opt;
+    opt.num_ctas = 2;
+    opt.timeout_ns = 50'000'000;
+    GroupGate gate{&counters, expected};
+    coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream_, &gate);
+    try {
+      coll.check(stream_);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("GEMM group counter 3 of rank"), std::string::npos) << e.what();
+    }
+    for (int r = 0; r < n; ++r) kernels::launch_reset_counters(counters.peer<std::uint32_t>(r), groups, stream_);
+    const Case c{CollectiveOp::kAllReduce, impl, DType::kBF16, 4097, 2, false};
+    EXPECT_EQ(run_case(world, coll, c, stream_), 0u);
+  }
   cudaFree(expected);
 }
 

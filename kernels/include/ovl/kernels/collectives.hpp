@@ -117,7 +117,8 @@ struct CollectiveArguments {
 
   int num_ctas = 1;            // slices; 1 .. kMaxCollectiveCtas and at most the SMs given
   int simt_threads = 512;      // block size of kSimt (32..512)
-  int pull_warps = 4;          // kTmaPull: warps sharing the fp32 adds (1..8); one thread issues all TMA ops
+  int pull_warps = 4;          // kTmaPull: warps sharing the fp32 adds (1..8), after warp 0; the first of them
+                               // issues every TMA op of the reduce phase
   std::uint32_t epoch = 1;     // strictly increasing per call on a flag buffer, same on every rank
   std::uint64_t timeout_ns = kDefaultTimeoutNs;
   CollectiveError* error = nullptr;  // device memory, zeroed; required
@@ -152,8 +153,8 @@ void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t by
 enum class RingOp : std::uint8_t { kCopy, kReduceAddBf16 };
 
 // The environment's TMA ring shape, OVL_TMA_RING="<stages>x<KiB>" (e.g. 6x32), read once; {0, 0} when unset. It
-// overrides the default ring of tma-push and of the AllGather phases here and of the overlap executor's TMA movers,
-// for sweeps without a rebuild. A malformed value throws ovl::Error naming it.
+// overrides the default ring of every TMA phase here (tma-push, tma-pull, the copies) and of the overlap executor's
+// TMA movers, for sweeps without a rebuild. A malformed value throws ovl::Error naming it.
 struct TmaRingShape {
   int stages = 0;
   std::uint32_t stage_bytes = 0;
@@ -161,7 +162,7 @@ struct TmaRingShape {
 TmaRingShape tma_ring_from_env();
 
 // The TMA rings' default shape, 4 x 48 KiB: the bare ring's best for copies and bulk adds alike on the H200 up to
-// ~24 CTAs (docs/results/rings-h200/); the collectives' push/AllGather phases and the overlap movers use it.
+// ~24 CTAs (docs/results/rings-h200/); the collectives' TMA phases and the overlap movers use it.
 inline constexpr TmaRingShape kDefaultTmaRing{4, 48u * 1024u};
 // Shared memory a block may opt in to on sm_90.
 inline constexpr std::size_t kMaxSharedBytesPerBlock = 227 * 1024;
