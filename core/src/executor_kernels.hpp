@@ -94,7 +94,8 @@ void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
 void preload_tma_movers();
 
 // The TMA movers' shared memory: a kTmaHeaderBytes header, then the ring (OVL_TMA_RING, else
-// kernels::kDefaultTmaRing, 4 x 48 KiB; checked by kernels::tma_ring_problem).
+// kernels::kDefaultTmaRing, 4 x 48 KiB; checked by kernels::tma_ring_problem), then the played groups' pieces
+// (32 bytes per (group, owner)) when they fit under the device's opt-in limit (executor_tma_kernels.cu).
 inline constexpr int kTmaMaxStages = 8;
 inline constexpr int kTmaMaxPullWarps = 8;
 inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word

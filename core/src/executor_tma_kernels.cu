@@ -3,8 +3,12 @@
 // grid: args.ctas CTAs, persistent over the groups; block: warp 0 plus one warp (tma-push, copies: thread 0 is the
 // producer, thread 32 the consumer, the other lanes exit) or `pull_warps` warps (tma-pull: warp 0 exits, the warps
 // after it share the fp32 adds and their first thread issues);
-// dynamic shared memory: a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then
-// `stages` stages of `stage_bytes`. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
+// dynamic shared memory: a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then `stages` stages of
+// `stage_bytes`, then, when it fits under the device's opt-in limit, the pieces table: num_groups x W PieceInfo
+// (32 bytes: range, chunk count, kind), written by every thread once, before the block's barrier; otherwise the
+// cursors read the range table in global memory and compute the same values. Why a table: from global memory every
+// cursor's entry into every group read W ranges in a row (L2 round trips: the gates' acquires invalidate the L1),
+// on the group's critical path. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
 //
 // Work: each (group, owner) piece of the played share is cut into chunks, and each chunk into units:
 //   pull reduce  1 unit per chunk of stage/W bytes: the W sources land in W slots of one stage; the consumers sum
@@ -23,13 +27,18 @@
 // instruction chain per unit (the standalone collectives measured about half the bare ring's rate that way,
 // docs/results/rings-h200/); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
 // its counter, timeout -> WaitError, where = 2; fence.proxy.async.global after the acquire, before the group's first
-// bulk load), also one with no unit for this CTA. Before exit the consumer waits for every bulk group
-// (cp.async.bulk.wait_group 0: every write performed). Stamps (optional): per group and CTA, start = when its counter
-// was acquired, end = when its last unit's stores were issued (start = end for a group with no unit for this CTA).
+// bulk load), also one with no unit for this CTA. The producer enters a group (finds its run of units) before its
+// gate: the ranges are the host's input, not the GEMM's, so only the data's bulk loads must follow the acquire. Before
+// exit the consumer waits for every bulk group (cp.async.bulk.wait_group 0: every write performed). Stamps
+// (optional): per group and CTA, start = when its counter was acquired, end = when its last unit's stores were issued
+// (start = end for a group with no unit for this CTA).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "executor_device.hpp"
 #include "executor_kernels.hpp"
@@ -46,6 +55,41 @@ namespace ptx = kernels::ptx;
 
 enum Kind : int { kPull = 0, kPushAdd = 1, kCopy = 2 };
 
+// What one owner's piece of a group asks of this mover (the shared-memory table's entry).
+struct PieceInfo {
+  LoopbackRange range;
+  std::uint32_t chunks;  // chunks of chunk_cap bytes (push: W units each); 0: not part of the played share
+  int kind;
+};
+static_assert(sizeof(PieceInfo) == 32, "a piece in shared memory is 32 bytes (the table stays 16-byte aligned)");
+
+// Bytes per chunk: a whole stage, or (tma-pull) one of the stage's W slots, a multiple of 16 bytes.
+__host__ __device__ __forceinline__ std::uint32_t chunk_cap(int kind, std::uint32_t stage_bytes, int world) {
+  return kind == kPull ? (stage_bytes / std::uint32_t(world)) & ~15u : stage_bytes;
+}
+
+// Owner r's piece `rg` as this mover plays it.
+template <typename T>
+__device__ __forceinline__ PieceInfo piece_info(const LoopbackArguments& a, int r, const LoopbackRange& rg, bool push,
+                                                std::uint32_t stage_bytes) {
+  PieceInfo p{rg, 0, kCopy};
+  dev::Piece pc;
+  if (!dev::plan_piece<T>(a, r, rg, pc)) return p;
+  p.kind = !pc.reduce ? kCopy : push ? kPushAdd : kPull;
+  // ceil(bytes / cap) in double: exact below 2^53 bytes, and far cheaper on the GPU than a 64-bit division.
+  const double bytes = double(rg.count) * double(sizeof(T));
+  p.chunks = std::uint32_t(ceil(bytes / double(chunk_cap(p.kind, stage_bytes, a.world))));
+  return p;
+}
+
+// Piece (g, r) from the range table in global memory (no table in shared memory). Out of line: the cursors' unrolled
+// reads would otherwise inline W copies of it (and its division) per cursor.
+template <typename T>
+__device__ __noinline__ PieceInfo global_piece_info(const LoopbackArguments& a, int g, int r, bool push,
+                                                    std::uint32_t stage_bytes) {
+  return piece_info<T>(a, r, a.ranges[std::int64_t(g) * a.world + r], push, stage_bytes);
+}
+
 // One unit of work (see the file comment): piece (group, owner), its kind, the push source, the byte range.
 struct Unit {
   int group, kind, source;
@@ -56,25 +100,18 @@ struct Unit {
   bool last_in_group;  // the last unit of this group for this CTA
 };
 
-// What one owner's piece of a group asks for.
-struct PieceInfo {
-  LoopbackRange range;
-  dev::Piece piece;
-  std::int64_t units = 0;    // 0: not part of the played share
-  std::uint32_t chunks = 0;  // chunks of cap bytes (push: W units each)
-  int kind = kCopy;
-};
-
 // Walks this CTA's units in order: in group g, the CTA's run is units [U c / ctas, U (c + 1) / ctas) of the
 // group's U units (owner by owner; push: chunk-major inside a piece, the W sources of a chunk in a row, so one CTA
 // adds every source into the chunks of its run; only a run's first and last chunk can be shared with the
 // neighbouring CTA, since runs split at unit, not chunk, boundaries. On the H200 no slower than source-major runs,
-// up to 15% faster at 32 CTAs). Group entry is explicit (enter(), every group in
-// sequence; it reads each owner's piece once); any() is false when the current group has no (more) unit here. Taking
-// a unit is an increment.
+// up to 15% faster at 32 CTAs). Group entry is explicit (enter(), every group in sequence); any() is false when the
+// current group has no (more) unit here. Taking a unit is an increment. Owners' pieces come from the table in shared
+// memory, else from the range table; only the current owner's piece is kept, the next one is read when the run
+// reaches it.
 template <typename T>
 struct Units {
   const LoopbackArguments* a;
+  const PieceInfo* pieces;  // shared memory: groups [first_group, + num_groups) x W; null: read a->ranges
   int cta, ctas;
   bool push;
   std::uint32_t stage_bytes;
@@ -82,36 +119,42 @@ struct Units {
   std::int64_t left = 0;  // units of the current group still to take here
   int owner = 0, source = 0;
   std::uint32_t chunk = 0;
-  PieceInfo pi;                         // the current owner's piece
-  PieceInfo pieces[kMaxLoopbackRanks];  // every owner's piece of the current group (local memory, read per owner)
+  PieceInfo pi{};      // the current owner's piece
+  dev::Piece piece{};  // its sources and destinations
 
-  __device__ std::uint32_t cap(int kind) const {
-    return kind == kPull ? (stage_bytes / std::uint32_t(a->world)) & ~15u : stage_bytes;
+  __device__ std::uint32_t cap(int kind) const { return chunk_cap(kind, stage_bytes, a->world); }
+  __device__ std::int64_t units(const PieceInfo& p) const {
+    return p.kind == kPushAdd ? std::int64_t(p.chunks) * a->world : std::int64_t(p.chunks);
   }
-  __device__ void load(int r, PieceInfo& p) const {
-    p.range = a->ranges[std::int64_t(group) * a->world + r];
-    p.units = 0;
-    p.chunks = 0;
-    if (!dev::plan_piece<T>(*a, r, p.range, p.piece)) return;
-    p.kind = !p.piece.reduce ? kCopy : push ? kPushAdd : kPull;
-    // ceil(bytes / cap) in double: exact below 2^53 bytes, and far cheaper on the GPU than a 64-bit division.
-    const double bytes = double(p.range.count) * double(sizeof(T));
-    p.chunks = std::uint32_t(ceil(bytes / double(cap(p.kind))));
-    p.units = p.kind == kPushAdd ? std::int64_t(p.chunks) * a->world : p.chunks;
+  // Owner r's piece of the current group.
+  __device__ PieceInfo info(int r) const {
+    if (pieces != nullptr) return pieces[(group - a->first_group) * a->world + r];
+    return global_piece_info<T>(*a, group, r, push, stage_bytes);
   }
   __device__ void enter(int g) {
     group = g;
+    // Every owner's unit count, in registers (the loops unroll over the rank bound): the W reads are independent.
+    std::int64_t per_owner[kMaxLoopbackRanks];
     std::int64_t total = 0;
-    for (int r = 0; r < a->world; ++r) {
-      load(r, pieces[r]);
-      total += pieces[r].units;
+#pragma unroll
+    for (int r = 0; r < kMaxLoopbackRanks; ++r) {
+      per_owner[r] = r < a->world ? units(info(r)) : 0;
+      total += per_owner[r];
     }
     const std::int64_t lo = total * cta / ctas, hi = total * (cta + 1) / ctas;
     left = hi - lo;
     if (left == 0) return;
-    std::int64_t skip = lo;
-    for (owner = 0; skip >= pieces[owner].units; ++owner) skip -= pieces[owner].units;
-    pi = pieces[owner];
+    std::int64_t skip = lo;  // < total: the run starts in an owner with units
+    owner = 0;
+#pragma unroll
+    for (int r = 0; r + 1 < kMaxLoopbackRanks; ++r) {
+      if (owner == r && skip >= per_owner[r]) {
+        skip -= per_owner[r];
+        owner = r + 1;
+      }
+    }
+    pi = info(owner);
+    dev::plan_piece<T>(*a, owner, pi.range, piece);
     const int per_chunk = pi.kind == kPushAdd ? a->world : 1;
     chunk = std::uint32_t(skip / per_chunk);
     source = int(skip - std::int64_t(chunk) * per_chunk);
@@ -124,7 +167,7 @@ struct Units {
     u.kind = pi.kind;
     u.source = source;
     u.range = pi.range;
-    u.piece = pi.piece;
+    u.piece = piece;
     const std::int64_t bytes = pi.range.count * std::int64_t(sizeof(T));
     u.pos = std::int64_t(chunk) * cap(pi.kind);
     u.bytes = std::uint32_t(bytes - u.pos < std::int64_t(cap(pi.kind)) ? bytes - u.pos : cap(pi.kind));
@@ -133,8 +176,9 @@ struct Units {
       source = 0;
       if (++chunk == pi.chunks) {  // the next owner with units (one exists: left > 0)
         chunk = 0;
-        do pi = pieces[++owner];
-        while (pi.units == 0);
+        do pi = info(++owner);
+        while (pi.chunks == 0);
+        dev::plan_piece<T>(*a, owner, pi.range, piece);
       }
     }
     return u;
@@ -202,7 +246,8 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
 // A thread that times out at a gate publishes how many units were issued (`issued_on_abort`); consumers stop there.
 template <typename T>
 __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
-    tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes) {
+    tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes,
+                     bool smem_pieces) {
   extern __shared__ __align__(128) unsigned char smem[];
   std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
   std::uint64_t* empty = full + kTmaMaxStages;
@@ -212,7 +257,15 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   const int w = a.world;
   const std::uint32_t S = std::uint32_t(stages);
   const bool pull = a.mover == LoopbackMover::kTmaPull;
+  PieceInfo* pieces = smem_pieces ? reinterpret_cast<PieceInfo*>(ring + S * stage_bytes) : nullptr;
 
+  if (pieces != nullptr) {  // every thread, once: the played groups' pieces (the ranges copied, then completed)
+    const LoopbackRange* ranges = a.ranges + std::int64_t(a.first_group) * w;
+    const int n = a.num_groups * w;
+    for (int i = int(tid); i < n; i += int(blockDim.x)) pieces[i].range = ranges[i];
+    for (int i = int(tid); i < n; i += int(blockDim.x))
+      pieces[i] = piece_info<T>(a, i % w, pieces[i].range, !pull, stage_bytes);
+  }
   if (tid == 0) {
     for (std::uint32_t s = 0; s < S; ++s) {
       ptx::mbar_init(full + s, 1);
@@ -225,22 +278,23 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
 
   const bool leader = tid == 32;
   if (tid < 32 ? tid != 0 || pull : !pull && !leader) return;
-  Units<T> cur{&a, int(blockIdx.x), int(gridDim.x), !pull, stage_bytes};
+  Units<T> cur{&a, pieces, int(blockIdx.x), int(gridDim.x), !pull, stage_bytes};
   Units<T> prod = cur;  // the issuing cursor (producer; tma-pull: the leader's)
   std::uint32_t head = 0;
   int prod_group = -1;
-  // The next unit into stage head % S, gating groups as they are entered; false when there is none (or a gate timed
-  // out: then issued_on_abort is set).
+  // The next unit into stage head % S, entering and gating groups in turn; false when there is none (or a gate timed
+  // out: then issued_on_abort is set). A group is entered before its gate: its pieces come from the range table (the
+  // host's), not from the GEMM, so only the bulk loads need the acquire.
   auto produce = [&]() -> bool {
     while (!prod.any()) {
       if (++prod_group >= a.num_groups) return false;
       const int g = a.first_group + prod_group;
+      prod.enter(g);
       if (!gate(a, g)) {
         *issued_on_abort = head;
         return false;
       }
       stamp(a, g, 0);
-      prod.enter(g);
       if (!prod.any()) stamp(a, g, 1);  // no unit of group g for this CTA
     }
     const std::uint32_t s = head % S;
@@ -357,15 +411,33 @@ kernels::TmaRingShape mover_ring() {
   return r;
 }
 
+// The current device's opt-in shared memory per block (227 KiB on the H100 and H200), queried once per device.
+std::size_t shared_memory_optin() {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<int, kMaxDevices> bytes{};
+  int device = 0;
+  OVL_CUDA_CHECK(cudaGetDevice(&device));
+  OVL_CHECK(device >= 0 && device < kMaxDevices, "device {} out of range (at most {} devices)", device, kMaxDevices);
+  std::call_once(once[size_t(device)], [device] {
+    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&bytes[size_t(device)], cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  });
+  return std::size_t(bytes[size_t(device)]);
+}
+
 template <typename T>
 void launch_typed(const LoopbackArguments& a, const kernels::TmaRingShape& ring, int threads, cudaStream_t stream) {
-  const unsigned smem = kTmaHeaderBytes + unsigned(ring.stages) * ring.stage_bytes;
+  // Header and ring, then the pieces table when it fits (else the cursors read the range table in global memory).
+  const std::size_t ring_end = kTmaHeaderBytes + std::size_t(ring.stages) * ring.stage_bytes;
+  const std::size_t table = std::size_t(a.num_groups) * std::size_t(a.world) * sizeof(PieceInfo);
+  const bool smem_pieces = ring_end + table <= shared_memory_optin();
+  const std::size_t smem = smem_pieces ? ring_end + table : ring_end;
   OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   if (a.mover == LoopbackMover::kTmaPush && a.op != LoopbackOp::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
     OVL_CUDA_CHECK_LAST();
   }
-  tma_mover_kernel<T><<<a.ctas, threads, smem, stream>>>(a, ring.stages, ring.stage_bytes);
+  tma_mover_kernel<T><<<a.ctas, threads, smem, stream>>>(a, ring.stages, ring.stage_bytes, smem_pieces);
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 //
 // TMA movers (mode tma, comm_algo tma-pull / tma-push; and sequential with those algorithms): an odd shape
 // (M = 1000, N = 776: partial tiles, partial bulk-copy chunks, slices that wrap the 4-stage ring) in loopback 2, 4,
-// 8, both shares, GEMM+AR and GEMM+RS; tma-pull must be bitwise identical over 3 runs (fixed summation order).
+// 8, both shares, GEMM+AR and GEMM+RS; tma-pull must be bitwise identical over 3 runs (fixed summation order). With
+// more groups than the movers' shared-memory pieces table holds, the movers read the range table in global memory:
+// one tile per group, 144 groups in loopback 8.
 //
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
 // the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms).
@@ -338,6 +340,44 @@ void check_tma_movers(int world, Op op, LoopbackShare share) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// The TMA movers without their shared-memory pieces table: 144 x 1 tiles, one row band (= one tile) per group, so
+// 144 groups x 8 owners x 32 bytes = 36 KiB, more than the 34 KiB the default ring (1 KiB + 4 x 48 KiB) leaves under
+// the H200's 227 KiB.
+void check_tma_movers_global_ranges(Op op) {
+  ContextOptions options;
+  options.loopback_world = 8;
+  Context ctx(options);
+  const int64_t m = 18432, n = 256, k = 32;
+  DeviceMatrix a(m, k, 31), b(n, k, 32);
+  DeviceMatrix c(op == Op::kGemmReduceScatter ? m / 8 : m, n, 0), c_seq(c.rows, n, 0);
+  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
+  const Hardware& hw = ctx.hardware();
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const References ref = make_references(ctx, p, op, a, b);
+
+  c_seq.poison(stream);
+  run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, hw, 16), stream);
+  ctx.synchronize(stream);
+  const auto seq = c_seq.read();
+  ASSERT_LT(rel_error(seq, ref.rank0), kTolerance) << "sequential (SIMT mover) vs float64, " << p.name();
+  for (CommAlgo algo : {CommAlgo::kTmaPull, CommAlgo::kTmaPush}) {
+    Plan plan = default_plan(Mode::kTma, p, hw, 16);
+    plan.comm_algo = algo;
+    plan.tile_groups.assign(size_t(plan.tile_count(p)), 1);
+    ASSERT_EQ(plan.tile_groups.size(), 144u);
+    SCOPED_TRACE(fmt::format("{}: plan {}", p.name(), plan.summary()));
+    ASSERT_EQ(ctx.can_run(p, plan), "");
+    c.poison(stream);
+    run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    ctx.synchronize(stream);
+    const auto out = c.read();
+    EXPECT_LT(rel_error(out, seq), kTolerance) << "vs sequential";
+    EXPECT_LT(rel_error(out, ref.rank0), kTolerance) << "vs float64";
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
 // Intervals of a timeline on one lane.
 int intervals_on(const Timeline& t, const std::string& lane) {
   return int(std::count_if(t.intervals.begin(), t.intervals.end(), [&](const Interval& i) { return i.lane == lane; }));
@@ -389,6 +429,10 @@ TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback4WholeWorld) {
 }
 TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback8WholeWorld) {
   check_tma_movers(8, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, TmaMoversGlobalRangesGemmAllReduceLoopback8) { check_tma_movers_global_ranges(Op::kGemmAllReduce); }
+TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
+  check_tma_movers_global_ranges(Op::kGemmReduceScatter);
 }
 
 // A real World (threads backend: one Context per rank, each on its own host thread) over every visible GPU (at most
