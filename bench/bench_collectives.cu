@@ -12,8 +12,11 @@
 // Loopback worlds play every rank on one GPU: all ranks' traffic shares one HBM, so busbw there is a measure of the
 // kernel, not of NVLink. NCCL cases need a World of distinct GPUs and are skipped in loopback.
 // bf16 throughout. Run a short subset with --benchmark_filter, e.g. 'coll/tma-push/allreduce/16777216/world:8/.*'.
+// OVL_BENCH_PULL_WARPS=<n> sets tma-pull's summing warps (CollectiveOptions::pull_warps, default 4) for sweeps; the
+// tma-pull cases report it as the counter pull_warps.
 #include <cuda_bf16.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +30,19 @@ namespace {
 
 using ovl::CollectiveImpl;
 using ovl::CollectiveOp;
+
+// OVL_BENCH_PULL_WARPS, else the library's default; a malformed value throws (the case reports it).
+int pull_warps() {
+  static const int warps = [] {
+    const char* v = std::getenv("OVL_BENCH_PULL_WARPS");
+    if (v == nullptr || *v == 0) return ovl::CollectiveOptions{}.pull_warps;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    OVL_CHECK(*end == 0 && n >= 1 && n <= 8, "OVL_BENCH_PULL_WARPS = \"{}\" is not a warp count in 1..8", v);
+    return int(n);
+  }();
+  return warps;
+}
 
 // Input of rank p at element i: a small integer, so sums of up to 8 ranks are exact in bf16.
 __device__ __forceinline__ float input_value(std::uint64_t i, int p) { return float(int((i * 7 + std::uint64_t(p) * 3) % 17) - 8); }
@@ -129,6 +145,7 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
     ovl::CollectiveOptions opt;
     opt.num_ctas = ctas;
     opt.simt_threads = 512;
+    opt.pull_warps = pull_warps();
     auto run = [&] {
       switch (op) {
         case CollectiveOp::kAllReduce: s.coll->all_reduce(s.send, s.recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
@@ -160,6 +177,7 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
     state.counters["wrong"] = wrong_count;
     state.counters["ctas"] = ctas;
     state.counters["world"] = n;
+    if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
     state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

@@ -3,7 +3,7 @@
 #
 #   scripts/validate-h200.sh [BUILD_DIR]          (default build-lead; needs the `ovl` CLI: cmake --build BUILD --target ovl)
 #
-# 1. splits docs/results/gemm-h200/bench_gemm.json (bench_gemm, one H200, 2026-12-02) by shape:
+# 1. splits docs/results/gemm-h200-staged/bench_gemm.json (bench_gemm, one H200, 2026-12-02 15:05 UTC) by shape:
 #      fit      : 8192x8192x8192, 8192x8192x2048, 8192x4096x1024
 #      held-out : 4096x8192x8192, 2048x8192x4096, 16384x8192x1024
 #    (every impl -- ovl, ovl-nosignal, cublas -- both layouts, all SM counts 132..32 on both sides);
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-lead}
 OVL=$BUILD/apps/ovl
 OUT=docs/results/validation-h200
-IN=docs/results/gemm-h200/bench_gemm.json
+IN=docs/results/gemm-h200-staged/bench_gemm.json
 HELD='gemm/[^/]+/(4096x8192x8192|2048x8192x4096|16384x8192x1024)/'
 [[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
 mkdir -p "$OUT/plots"
@@ -101,14 +101,14 @@ for shape, by in series.items():
 PY
 echo "outputs in $OUT/"
 
-# ---- Overlap modes (loopback emulation of rank 0's share, world 8; docs/results/movers-h200) ----
+# ---- Overlap modes (loopback emulation of rank 0's share, world 8; docs/results/movers2-h200) ----
 # fit      : 8192x8192x1024, 8192x8192x4096, 4096x8192x8192 (every mode x comm SMs) + all of bench_gemm
 # held-out : 8192x8192x2048, 8192x8192x8192, 4096x8192x4096, 16384x8192x2048, 8192x4096x8192 (10 problems)
 # The overlap fit informs the contention weights, the communication kernels' per-CTA rates and the TMA mover's
 # per-group cost.
 OV=$OUT/overlap
 mkdir -p "$OV/plots"
-python3 scripts/split_bench.py docs/results/movers-h200/bench_overlap.json \
+python3 scripts/split_bench.py docs/results/movers2-h200/bench_overlap.json \
   --held-out 'overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192|4096x8192x4096|16384x8192x2048|8192x4096x8192)/' \
   --fit "$OV/fit.json" --test "$OV/heldout.json"
 "$OVL" calibrate "$OV/fit.json" "$IN" --gpu h200 -o "$OV/profile.json" | grep -v '^note' | tee "$OV/calibrate.txt"
