@@ -16,7 +16,6 @@
 // tma-pull cases report it as the counter pull_warps.
 #include <cuda_bf16.h>
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,16 +30,9 @@ namespace {
 using ovl::CollectiveImpl;
 using ovl::CollectiveOp;
 
-// OVL_BENCH_PULL_WARPS, else the library's default; a malformed value throws (the case reports it).
+// OVL_BENCH_PULL_WARPS, else the library's default.
 int pull_warps() {
-  static const int warps = [] {
-    const char* v = std::getenv("OVL_BENCH_PULL_WARPS");
-    if (v == nullptr || *v == 0) return ovl::CollectiveOptions{}.pull_warps;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    OVL_CHECK(*end == 0 && n >= 1 && n <= 8, "OVL_BENCH_PULL_WARPS = \"{}\" is not a warp count in 1..8", v);
-    return int(n);
-  }();
+  static const int warps = ovl::bench::env_int("OVL_BENCH_PULL_WARPS", 1, 8, ovl::CollectiveOptions{}.pull_warps);
   return warps;
 }
 

@@ -8,6 +8,9 @@
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
 // Counters: tflops (2 M N K per GEMM over the CUDA-event time) and us (per GEMM). Each iteration enqueues enough
 // GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the numbers.
+// Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
+// iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
+// of enough to keep the inputs out of L2 (1: the same inputs every time). The counters reps and sets say what ran.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
 //          --benchmark_out_format=json
 
@@ -152,7 +155,9 @@ Buffers& buffers(int m, int n, int k) {
   int l2 = 0;
   OVL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   const size_t a_bytes = size_t(m) * k * 2, b_bytes = size_t(k) * n * 2;
-  const int sets = int(std::clamp<size_t>((3 * size_t(l2) + a_bytes + b_bytes - 1) / (a_bytes + b_bytes), 1, 8));
+  const int sets = ovl::bench::env_int(
+      "OVL_BENCH_GEMM_SETS", 1, 8,
+      int(std::clamp<size_t>((3 * size_t(l2) + a_bytes + b_bytes - 1) / (a_bytes + b_bytes), 1, 8)));
   for (int s = 0; s < sets; ++s) {
     void* pa = nullptr;
     void* pb = nullptr;
@@ -246,7 +251,8 @@ void bench_gemm(benchmark::State& state, Case c) {
     const int sets = int(buf.a.size());
     // About 1 ms of GEMMs per iteration at ~700 TFLOP/s.
     const double flops = 2.0 * c.m * c.n * c.k;
-    const int reps = std::max(1, int(std::ceil(1e-3 / (flops / 700e12))));
+    const int reps = ovl::bench::env_int("OVL_BENCH_GEMM_REPS", 1, 1 << 20,
+                                         std::max(1, int(std::ceil(1e-3 / (flops / 700e12)))));
 
     const bool partitioned = c.sms < device_sms;
     cudaStream_t stream = nullptr;
@@ -288,6 +294,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     state.counters["us"] =
         benchmark::Counter(1e-6 * reps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
     state.counters["sets"] = sets;
+    state.counters["reps"] = reps;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

@@ -9,11 +9,24 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "ovl/cuda_check.hpp"
+#include "ovl/error.hpp"
 
 namespace ovl::bench {
+
+// The integer in environment variable `name`, or `fallback` when it is unset or empty; a value that is not an
+// integer in [lo, hi] throws ovl::Error naming it (a benchmark case reports it as its error).
+inline int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == 0) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  OVL_CHECK(*end == 0 && n >= lo && n <= hi, "{} = \"{}\" is not an integer in {}..{}", name, v, lo, hi);
+  return int(n);
+}
 
 // Records a start event on construction and a stop event on destruction, waits for the stop and reports the
 // elapsed device time as the iteration time (the benchmark must call UseManualTime()).

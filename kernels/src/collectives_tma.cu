@@ -68,8 +68,8 @@ using detail::SliceCursor;
 
 constexpr std::uint32_t kFlagStart = 0, kFlagRs = 1, kFlagAg = 2;
 // A TMA launch's block: warp 0, then the consumer warps (one; tma-pull with a reduce phase: pull_warps). Thread 0
-// waits and signals the flags and produces the copy and push phases; thread 32 (kLead, warp 1's first) consumes
-// them and leads pull-reduce (see the TMA phases below).
+// waits and signals the flags and produces every phase; thread 32 (kLead, warp 1's first) consumes the copy and push
+// phases and stores pull-reduce's sums (see the TMA phases below).
 constexpr unsigned kWarp = 32;
 constexpr unsigned kLead = 32;
 // Every TMA phase runs on one ring: OVL_TMA_RING, else kDefaultTmaRing (4 x 48 KiB).
@@ -252,29 +252,34 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
 //     else wait empty[s] (the stage's previous use), arrive.expect_tx on full[s], the bulk load. Thread 32 is the
 //     consumer: per unit, wait full[s], the unit's bulk stores / reduce-adds, commit, then, once wait_group.read 1 says
 //     the previous unit's group has read its stage, hand that stage back on empty[] (one group of lag, so it never
-//     waits on the group it just issued). Neither touches a stage with ordinary loads or stores. Why two threads: one
-//     thread driving both the loads and the stores/adds runs a long dependent instruction chain per unit (tma-push
-//     moved 68-71 GB/s per CTA that way, the bare ring 96-120).
-//   pull-reduce: the consumer warps (warps 1..pull_warps) feed themselves; warp 0 only waits for the phase's end. A
-//     unit is one stage of W slots of stage/W bytes, slot r loaded from rank r. The consumers' first thread (the
-//     leader) gates, does the tails and issues. Per unit every consumer waits full[s] and sums its 16-byte vectors in
-//     fp32 in rank order 0..W-1 into slot 0 (deterministic, whatever the warp and CTA counts), then
-//     fence.proxy.async.shared::cta and named barrier 1 (the consumers only); the leader bulk-stores slot 0, commits,
-//     waits until the previous unit's store has read its stage (wait_group.read 1), hands it back on empty[] and
-//     refills it with the unit S - 1 ahead. The barrier orders every consumer's accesses of a stage before its refill,
-//     which a block-level race checker can see. The leader's warp waits for it at __syncwarp rather than spinning on a
-//     full barrier beside a leader that spins on a GEMM counter: no lane of a warp spins while another lane of that
-//     warp must make progress.
+//     waits on the group it just issued; the producer runs up to S - 1 units ahead). Neither touches a stage with
+//     ordinary loads or stores. Why two threads: one thread driving both the loads and the stores/adds runs a long
+//     dependent instruction chain per unit (tma-push moved 68-71 GB/s per CTA that way, the bare ring 96-120).
+//   pull-reduce: the same split, with summing warps between. A unit is one stage of W slots of stage/W bytes, slot r
+//     loaded from rank r. Thread 0 produces as above (gates, tails, wait empty[s], arm full[s] with W x slot bytes,
+//     the W bulk loads); warp 0's other lanes wait for it at __syncwarp. Per unit every consumer (warps
+//     1..pull_warps) waits full[s] and sums its 16-byte vectors in fp32 in rank order 0..W-1 into slot 0
+//     (deterministic, whatever the warp and CTA counts), then fence.proxy.async.shared::cta and named barrier 1 (the
+//     consumers only); the consumers' first thread (the leader, thread 32) bulk-stores slot 0, commits and, once
+//     wait_group.read 1 says the previous unit's store has read its stage, hands that stage back on empty[], as the
+//     copy consumer does. The barrier orders every consumer's accesses of a stage before the leader's arrival and so
+//     before the producer's refill (CUTLASS's TMA pipeline pattern; compute-sanitizer racecheck does not follow this
+//     mbarrier ordering across threads and reports the refill as a hazard, docs/results/movers2-h200/). The leader's warp waits for it at __syncwarp: no lane of a warp waits at a
+//     barrier while another lane of that warp must make progress. Why: a leader that also gated and issued every load
+//     ran a serial chain per unit that held the summing warps at the barrier (12-19 GB/s per CTA for 2-8 warps).
 // A gate that times out sets the abort flag and publishes how many units were issued (issued_on_abort); the consumers
-// stop there. At the phase's end thread 32, which issued every bulk write, waits for them all (wait_group 0), hands the
-// last stage back, fences and publishes the ring's unit count; the barrier after it hands all that to thread 0, which
-// releases the phase's flags. The flags thread 0 acquired before a phase reach thread 32's TMA ops through the
-// barrier and thread 32's own fence.proxy.async.global.
+// stop there (all at the same unit: a unit either is issued, and its loads complete, or never is), so no bulk load
+// into shared memory is outstanding at the kernel's end. At the phase's end thread 32, which issued every bulk write,
+// waits for them all (wait_group 0), hands the last stage back, fences and publishes the ring's unit count; the
+// barrier after it hands all that to thread 0, which releases the phase's flags. The flags thread 0 acquired before a
+// phase reach its own TMA loads through its fence.proxy.async.global, and thread 32's TMA ops through the barrier and
+// thread 32's own fence.proxy.async.global.
 
 // The ring, in the header: full[s] completes when stage s's loads have landed (the issuer's arrive.expect_tx, the
 // loads' complete_tx), empty[s] when the stage's use has been read by every reader (one arrival, by the thread that
-// issued its stores). Units are numbered through the whole kernel (each phase continues the count): unit i uses stage
-// i % S in phase i / S of both barriers, so every role agrees on the phases whichever roles ran the phases before.
+// issued its stores, thread 32 in every phase). Units are numbered through the whole kernel (each phase continues the
+// count): every unit issued is consumed and handed back once, so unit i uses stage i % S in phase i / S of both
+// barriers and every role agrees on the phases whichever roles ran the phases before.
 struct TmaRing {
   unsigned char* stages;
   std::uint64_t* full;
@@ -381,13 +386,55 @@ __device__ void store_unit(const CollectiveArguments& a, const Move& m, const Pi
 }
 
 // Thread 32 at a phase's end, units first..end - 1 consumed: every bulk write performed (wait_group 0, not .read),
-// the last stage handed back, this thread's writes (bulk, and plain ones of pull-reduce tails) ordered before thread
-// 0's release after the barrier (as the SIMT mover's stores), then the ring's unit count for the next phase.
+// the last stage handed back, this thread's writes ordered before thread 0's release after the barrier (as the SIMT
+// mover's stores; thread 0's own tails are ordered by its release), then the ring's unit count for the next phase.
 __device__ void end_phase(const TmaRing& ring, std::uint32_t first, std::uint32_t end) {
   ptx::bulk_wait_all();
   if (end > first) ring.release(end - 1);
   __threadfence_system();
   *ring.consumed = end;
+}
+
+// A pull-reduce unit's slot: stage / W bytes, rounded down to 16 (slot r of a stage is loaded from rank r).
+__device__ inline std::uint32_t pull_slot(const TmaRing& ring, int world_size) {
+  return (ring.stage_bytes / std::uint32_t(world_size)) & ~15u;
+}
+
+// Thread 0, every phase's producer: per piece of `walk` (units first.. of the ring), the counter gate of its group
+// (when gated), a tail with plain loads/stores, else wait empty[s], arm full[s] with the unit's bytes and issue its
+// bulk loads (pull-reduce: W, slot r from rank r; else one). A gate that times out publishes how many units were
+// issued (issued_on_abort) and ends the production.
+template <typename T>
+__device__ void produce_phase(const Cta& cta, const TmaRing& ring, PhaseWalk& walk, std::uint32_t first) {
+  const CollectiveArguments& a = *cta.a;
+  const int n = a.world_size;
+  const std::uint32_t slot = pull_slot(ring, n);  // pull-reduce only
+  Gate gate;
+  Piece p{};
+  std::uint32_t i = first;
+  while (walk.next(p)) {
+    if (!gate.pass(cta, walk.move, p)) {
+      *ring.issued_on_abort = i;
+      return;
+    }
+    if (p.tail) {
+      tail_op<T>(a, walk.move, p);
+      continue;
+    }
+    ring.acquire(i);
+    std::uint64_t* full = ring.full_bar(i);
+    unsigned char* stage = ring.stage(i);
+    if (walk.kind == MoveKind::kPullSum) {
+      ptx::mbar_arrive_expect_tx(full, std::uint32_t(n) * p.bytes);
+      for (int r = 0; r < n; ++r)
+        ptx::bulk_load(stage + std::uint32_t(r) * slot, static_cast<const unsigned char*>(a.src[r]) + p.src_offset,
+                       p.bytes, full);
+    } else {
+      ptx::mbar_arrive_expect_tx(full, p.bytes);
+      ptx::bulk_load(stage, piece_src(a, walk.move, p), p.bytes, full);
+    }
+    ++i;
+  }
 }
 
 // A copy or push phase (see above): thread 0 produces, thread 32 consumes; units first.. of the ring.
@@ -397,28 +444,14 @@ __device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, 
   if (tid != 0 && tid != kLead) return;  // the other lanes wait at the phase's end
   const CollectiveArguments& a = *cta.a;
   PhaseWalk walk(a, kind, r0, r1, cta.slice, ring.stage_bytes);
-  Piece p{};
-  std::uint32_t i = first;
-  if (tid == 0) {  // ---- producer ----
-    Gate gate;
-    while (walk.next(p)) {
-      if (!gate.pass(cta, walk.move, p)) {
-        *ring.issued_on_abort = i;
-        return;
-      }
-      if (p.tail) {
-        tail_op<T>(a, walk.move, p);
-        continue;
-      }
-      ring.acquire(i);
-      ptx::mbar_arrive_expect_tx(ring.full_bar(i), p.bytes);
-      ptx::bulk_load(ring.stage(i), piece_src(a, walk.move, p), p.bytes, ring.full_bar(i));
-      ++i;
-    }
+  if (tid == 0) {
+    produce_phase<T>(cta, ring, walk, first);
     return;
   }
   // ---- consumer ----
   ptx::fence_proxy_async_global();  // our bulk stores / adds come after the flags thread 0 acquired
+  Piece p{};
+  std::uint32_t i = first;
   while (walk.next(p)) {
     if (p.tail) continue;           // the producer's
     if (!ring.wait_full(i)) break;  // never issued: a gate timed out
@@ -438,55 +471,33 @@ __device__ __forceinline__ void consumer_sync(unsigned threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
-// A pull-reduce phase (see above): warps 1.. consume, thread 32 leads; units first.. of the ring.
+// A pull-reduce phase (see above): thread 0 produces, warps 1.. sum, thread 32 stores; units first.. of the ring.
 template <typename T>
 __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int r1, std::uint32_t first) {
   const unsigned tid = threadIdx.x;
-  if (tid < kWarp) return;  // warp 0 waits at the phase's end
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
+  const std::uint32_t slot = pull_slot(ring, n);
+  if (tid < kWarp) {  // ---- producer ----
+    if (tid == 0) {
+      PhaseWalk feed(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);
+      produce_phase<T>(cta, ring, feed, first);
+    }
+    __syncwarp();  // warp 0's other lanes wait for thread 0 here, not at the phase's end beside it
+    return;
+  }
+  // ---- consumers; the leader stores ----
   const bool leader = tid == kLead;
   const unsigned consumers = blockDim.x - kWarp;
-  const std::uint32_t slot = (ring.stage_bytes / std::uint32_t(n)) & ~15u;
-  PhaseWalk walk(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);  // the units as the consumers take them
-  PhaseWalk feed(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);  // the leader's, as it issues them
-  Gate gate;
-  std::uint32_t head = first;
-  // Leader: the next unit into stage head % S, gating groups and doing tails on the way; false when there is none (or
-  // a gate timed out: then issued_on_abort is set).
-  auto produce = [&]() -> bool {
-    Piece q{};
-    do {
-      if (!feed.next(q)) return false;
-      if (!gate.pass(cta, feed.move, q)) {
-        *ring.issued_on_abort = head;
-        return false;
-      }
-      if (q.tail) tail_op<T>(a, feed.move, q);
-    } while (q.tail);
-    ring.acquire(head);  // handed back by this thread already: keeps empty[]'s phases in step for the copy phases
-    std::uint64_t* full = ring.full_bar(head);
-    ptx::mbar_arrive_expect_tx(full, std::uint32_t(n) * q.bytes);
-    for (int r = 0; r < n; ++r)
-      ptx::bulk_load(ring.stage(head) + std::uint32_t(r) * slot,
-                     static_cast<const unsigned char*>(a.src[r]) + q.src_offset, q.bytes, full);
-    ++head;
-    return true;
-  };
-
-  bool producing = true;
-  if (leader) {
-    ptx::fence_proxy_async_global();  // our bulk loads come after the flags thread 0 acquired
-    for (std::uint32_t k = 0; k + 1 < ring.num_stages && producing; ++k) producing = produce();
-  }
-  __syncwarp();
+  PhaseWalk walk(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);
+  if (leader) ptx::fence_proxy_async_global();  // our bulk stores come after the flags thread 0 acquired
   constexpr int kIlp = 4;  // vectors per thread at a time: independent shared loads in flight
   const int step = int(consumers);
   Piece p{};
   std::uint32_t i = first;
   while (walk.next(p)) {
-    if (p.tail) continue;           // the leader's
-    if (!ring.wait_full(i)) break;  // never issued: a gate timed out
+    if (p.tail) continue;           // the producer's
+    if (!ring.wait_full(i)) break;  // never issued: a gate timed out (every consumer stops at the same unit)
     unsigned char* stage = ring.stage(i);
     uint4* out = reinterpret_cast<uint4*>(stage);
     const int nvec = int(p.bytes / 16);
@@ -512,14 +523,14 @@ __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int 
       ptx::bulk_commit();
       if (i > first) {
         ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
-        ring.release(i - 1);
+        ring.release(i - 1);     // to the producer, which refills it with unit i + S - 1
       }
-      if (producing) producing = produce();  // unit i + S - 1, into the stage just handed back
     }
     __syncwarp();
     ++i;
   }
   if (leader) end_phase(ring, first, i);
+  __syncwarp();
 }
 
 template <typename T>

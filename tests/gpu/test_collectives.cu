@@ -301,7 +301,7 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
 }
 
 // The same through the public API: a GEMM group counter that never reaches its value -> ovl::Error from check().
-// Every algorithm: tma-push gates in its producer thread, tma-pull in the leader of its summing warps.
+// Every algorithm: tma-push and tma-pull gate in their producer thread (thread 0), SIMT in its thread 0.
 TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   World world = World::loopback(2);
   Collectives coll(world);
