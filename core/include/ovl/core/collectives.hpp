@@ -37,7 +37,7 @@ CollectiveImpl parse_collective_impl(std::string_view name);  // "nccl", "tma-pu
 struct CollectiveOptions {
   int num_ctas = 8;                // TMA/SIMT: CTAs (slices) per launch, 1..256 and at most the SMs given
   int simt_threads = 512;          // kSimt block size
-  int pull_warps = 4;              // kTmaPull: warps sharing the fp32 adds (the first issues the sums' TMA ops)
+  int pull_warps = 4;              // kTmaPull: warps sharing the fp32 adds (thread 0 loads, the first adder stores)
   std::uint64_t timeout_ns = kernels::kDefaultTimeoutNs;  // every cross-rank wait
   int nccl_cta_bound = 0;          // which of the World's NCCL communicators (WorldOptions::nccl_cta_bounds)
 };

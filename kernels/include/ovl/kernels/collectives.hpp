@@ -117,8 +117,8 @@ struct CollectiveArguments {
 
   int num_ctas = 1;            // slices; 1 .. kMaxCollectiveCtas and at most the SMs given
   int simt_threads = 512;      // block size of kSimt (32..512)
-  int pull_warps = 4;          // kTmaPull: warps sharing the fp32 adds (1..8), after warp 0; the first of them
-                               // issues every TMA op of the reduce phase
+  int pull_warps = 4;          // kTmaPull: warps sharing the fp32 adds (1..8), after warp 0 (whose thread 0
+                               // issues the loads); the first of them issues the stores
   std::uint32_t epoch = 1;     // strictly increasing per call on a flag buffer, same on every rank
   std::uint64_t timeout_ns = kDefaultTimeoutNs;
   CollectiveError* error = nullptr;  // device memory, zeroed; required
