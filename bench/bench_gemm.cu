@@ -10,7 +10,8 @@
 // GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the numbers.
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
-// of enough to keep the inputs out of L2 (1: the same inputs every time). The counters reps and sets say what ran.
+// of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
+// sleep after each timed iteration (the GPU cools between GEMMs). The counters reps, sets and gap_us say what ran.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
 //          --benchmark_out_format=json
 
@@ -22,11 +23,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -273,12 +276,16 @@ void bench_gemm(benchmark::State& state, Case c) {
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
 
     int set = 0;
+    const int gap_us = ovl::bench::env_int("OVL_BENCH_GEMM_GAP_US", 0, 1000000, 0);
     for (auto _ : state) {
-      ovl::bench::CudaEventTimer timer(state, stream);
-      for (int r = 0; r < reps; ++r) {
-        run_gemm(c, buf, set, stream, device_sms);
-        set = (set + 1) % sets;
+      {
+        ovl::bench::CudaEventTimer timer(state, stream);
+        for (int r = 0; r < reps; ++r) {
+          run_gemm(c, buf, set, stream, device_sms);
+          set = (set + 1) % sets;
+        }
       }
+      if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // the GPU idles, untimed
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (c.impl == Impl::kCublas) {
@@ -295,6 +302,7 @@ void bench_gemm(benchmark::State& state, Case c) {
         benchmark::Counter(1e-6 * reps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
     state.counters["sets"] = sets;
     state.counters["reps"] = reps;
+    state.counters["gap_us"] = gap_us;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
