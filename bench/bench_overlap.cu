@@ -15,7 +15,11 @@
 //     default_plan(sequential, ...), which has an NCCL algorithm).
 // Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
 // OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
-// Counters (all measured in the same process, each part alone, 1 warm-up run then the mean of kReps):
+// Counters (all measured in the same process, each part alone: 1 warm-up run, then the mean of kReps back-to-back
+// runs, a short burst after the host's setup; OVL_BENCH_SUSTAIN_MS=<ms> instead runs ~ms of back-to-back warm-up and
+// times back-to-back runs filling ~ms, the sustained regime of bench_gemm. On the H200 a GEMM that starts on an idle
+// GPU runs 10-14% faster than in a sustained stream of GEMMs, and a GEMM between memory-bound collectives faster too
+// (power limit): docs/results/gemm-h200-staged/, docs/results/movers2-h200/):
 //   us            time of the overlapped operator
 //   t_seq_us      the sequential baseline with the same mover (see above); speedup = t_seq_us / us
 //   t_gemm_us, t_comm_us   the GEMM alone and the collective alone, as this plan runs them (same SMs, CTAs)
@@ -28,6 +32,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -127,11 +132,10 @@ void run(Context& ctx, Op op, const Inputs& in, const TensorRef& c, const Plan& 
     ctx.gemm_reduce_scatter(in.ta, in.tb, c, plan, s);
 }
 
-// Mean time in microseconds of `reps` back-to-back runs of fn (after 1 warm-up run).
+// Device time in microseconds of `reps` back-to-back runs of fn, per run.
 template <typename Fn>
-double time_us(Fn fn, int reps = kReps) {
+double block_us(Fn fn, int reps) {
   cudaStream_t s = bench_stream();
-  fn();
   cudaEvent_t e0, e1;
   OVL_CUDA_CHECK(cudaEventCreate(&e0));
   OVL_CUDA_CHECK(cudaEventCreate(&e1));
@@ -144,6 +148,18 @@ double time_us(Fn fn, int reps = kReps) {
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return double(ms) * 1e3 / reps;
+}
+
+// Mean time in microseconds of fn (see the file comment): one run (the warm-up; it also sizes the windows), then with
+// OVL_BENCH_SUSTAIN_MS warm-up runs for ~that much device time enqueued right before the timed runs, which fill it
+// too; at least kReps timed runs.
+template <typename Fn>
+double time_us(Fn fn) {
+  static const int sustain_ms = bench::env_int("OVL_BENCH_SUSTAIN_MS", 0, 10000, 0);
+  const double once = block_us(fn, 1);
+  const int runs = std::clamp(int(sustain_ms * 1e3 / std::max(once, 1.0)), 0, 10000);
+  for (int i = 0; i < (sustain_ms > 0 ? runs : 0); ++i) fn();  // no sync: the timed runs follow on the stream
+  return block_us(fn, std::max(kReps, runs));
 }
 
 // The sequential baseline with the mover of `algo`: cuBLAS on the whole device, then the collective on every SM.
