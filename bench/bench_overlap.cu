@@ -150,15 +150,19 @@ double block_us(Fn fn, int reps) {
   return double(ms) * 1e3 / reps;
 }
 
-// Mean time in microseconds of fn (see the file comment): one run (the warm-up; it also sizes the windows), then with
-// OVL_BENCH_SUSTAIN_MS warm-up runs for ~that much device time enqueued right before the timed runs, which fill it
-// too; at least kReps timed runs.
+// Mean time in microseconds of fn (see the file comment). Default: one warm-up run, then kReps timed runs right behind
+// it on the stream. OVL_BENCH_SUSTAIN_MS: one warm-up run and a sync (it may include first-use setup: plan state,
+// green contexts), one timed run that sizes the windows, warm-up runs for ~that much device time enqueued right
+// before the timed runs, which fill it too (at least kReps).
 template <typename Fn>
 double time_us(Fn fn) {
   static const int sustain_ms = bench::env_int("OVL_BENCH_SUSTAIN_MS", 0, 10000, 0);
+  fn();
+  if (sustain_ms == 0) return block_us(fn, kReps);
+  context().synchronize(bench_stream());
   const double once = block_us(fn, 1);
   const int runs = std::clamp(int(sustain_ms * 1e3 / std::max(once, 1.0)), 0, 10000);
-  for (int i = 0; i < (sustain_ms > 0 ? runs : 0); ++i) fn();  // no sync: the timed runs follow on the stream
+  for (int i = 0; i < runs; ++i) fn();  // no sync: the timed runs follow on the stream
   return block_us(fn, std::max(kReps, runs));
 }
 

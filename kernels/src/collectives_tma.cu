@@ -264,9 +264,11 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
 //     wait_group.read 1 says the previous unit's store has read its stage, hands that stage back on empty[], as the
 //     copy consumer does. The barrier orders every consumer's accesses of a stage before the leader's arrival and so
 //     before the producer's refill (CUTLASS's TMA pipeline pattern; compute-sanitizer racecheck does not follow this
-//     mbarrier ordering across threads and reports the refill as a hazard, docs/results/movers2-h200/). The leader's warp waits for it at __syncwarp: no lane of a warp waits at a
-//     barrier while another lane of that warp must make progress. Why: a leader that also gated and issued every load
-//     ran a serial chain per unit that held the summing warps at the barrier (12-19 GB/s per CTA for 2-8 warps).
+//     mbarrier ordering across threads and reports the refill as a hazard, docs/results/movers2-h200/). The leader's
+//     warp waits for it at __syncwarp: no lane of a warp spins on an mbarrier while another lane of that warp must
+//     make progress (lanes parked at a hardware barrier such as __syncthreads or __syncwarp are fine). Why the split:
+//     a leader that also gated and issued every load ran a serial chain per unit that held the summing warps at the
+//     barrier (12-19 GB/s per CTA for 2-8 warps).
 // A gate that times out sets the abort flag and publishes how many units were issued (issued_on_abort); the consumers
 // stop there (all at the same unit: a unit either is issued, and its loads complete, or never is), so no bulk load
 // into shared memory is outstanding at the kernel's end. At the phase's end thread 32, which issued every bulk write,

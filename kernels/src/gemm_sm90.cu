@@ -117,7 +117,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 
 // Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
 //
-// Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and ~200 KB of shared memory). CTA b visits
+// Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and 209 KB (staged) / 193 KB (registers
+// epilogue) of shared memory). CTA b visits
 // the positions b, b + gridDim.x, ... of the tile order and computes tile tile_at(position).
 // Block: 384 threads = 3 warpgroups.
 //   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads of A (128 x 64) and B (256 x 64
@@ -136,7 +137,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     next tile while the store thread's TMA stores drain (TMA clips the boxes at M x N; tile-major output is the
 //     2-D tensor [tiles * 128, 256], so edge tiles get their zeros). Registers epilogue: convert, transpose words
 //     inside each lane quad and store 16 bytes per lane straight from registers (row-major: bounds-checked;
-//     tile-major: the whole slot, zeros outside M x N), then arrive on `stored`.
+//     tile-major: the whole slot, zeros outside M x N), then, when signalling, arrive on `stored`.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
 //   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
 //   staging_free mbarriers. S = stages_of(kStaged).
