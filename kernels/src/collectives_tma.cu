@@ -175,6 +175,14 @@ struct Move {
   bool gather_from_dst;
 };
 
+// Where a piece of a one-source move (every kind but pull-reduce) is loaded from.
+__device__ inline const unsigned char* piece_src(const CollectiveArguments& a, const Move& m, const Piece& p) {
+  if (m.kind == MoveKind::kPushBcast || m.kind == MoveKind::kPullCopy)
+    return m.gather_base[m.kind == MoveKind::kPullCopy ? p.owner : m.me] +
+           (m.gather_from_dst ? p.dst_offset : p.src_offset);
+  return static_cast<const unsigned char*>(a.src[m.me]) + p.src_offset;
+}
+
 template <typename T>
 __device__ void tail_op(const CollectiveArguments& a, const Move& m, const Piece& p) {
   const int n = a.world_size;
@@ -195,15 +203,13 @@ __device__ void tail_op(const CollectiveArguments& a, const Move& m, const Piece
         break;
       }
       case MoveKind::kPushBcast: {
-        const T* s = reinterpret_cast<const T*>(m.gather_base[m.me] + (m.gather_from_dst ? p.dst_offset : p.src_offset));
-        const T v = s[i];
+        const T v = reinterpret_cast<const T*>(piece_src(a, m, p))[i];
         for (int q = 0; q < n; ++q)
           if (q != m.me) dst(q)[i] = v;
         break;
       }
       case MoveKind::kPullCopy: {
-        const volatile T* s =
-            reinterpret_cast<const T*>(m.gather_base[p.owner] + (m.gather_from_dst ? p.dst_offset : p.src_offset));
+        const volatile T* s = reinterpret_cast<const T*>(piece_src(a, m, p));
         dst(m.me)[i] = const_cast<const T&>(s[i]);
         break;
       }
@@ -357,14 +363,6 @@ struct Gate {
     return gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me);
   }
 };
-
-// Where a piece of a one-source move (every kind but pull-reduce) is loaded from.
-__device__ inline const unsigned char* piece_src(const CollectiveArguments& a, const Move& m, const Piece& p) {
-  if (m.kind == MoveKind::kPushBcast || m.kind == MoveKind::kPullCopy)
-    return m.gather_base[m.kind == MoveKind::kPullCopy ? p.owner : m.me] +
-           (m.gather_from_dst ? p.dst_offset : p.src_offset);
-  return static_cast<const unsigned char*>(a.src[m.me]) + p.src_offset;
-}
 
 // Consumer: the bulk stores / reduce-adds of one unit from `stage` (the caller commits them as one group).
 template <typename T>

@@ -300,6 +300,24 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
   cudaFree(err);
 }
 
+// A gated reduce-scatter over `table` whose gate never opens (2 CTAs, 50 ms timeout): check() throws an ovl::Error
+// whose message contains `needle`, and the World still runs a collective afterwards.
+void expect_gate_timeout(const World& world, Collectives& coll, SymmetricBuffer& buf, const RangeTable& table,
+                         GroupGate gate, CollectiveImpl impl, cudaStream_t stream, const std::string& needle) {
+  CollectiveOptions opt;
+  opt.num_ctas = 2;
+  opt.timeout_ns = 50'000'000;
+  coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream, &gate);
+  try {
+    coll.check(stream);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  const Case c{CollectiveOp::kAllReduce, impl, DType::kBF16, 4097, 2, false};
+  EXPECT_EQ(run_case(world, coll, c, stream), 0u);
+}
+
 // The same through the public API: a GEMM group counter that never reaches its value -> ovl::Error from check().
 // Every algorithm: tma-push and tma-pull gate in their producer thread (thread 0), SIMT in its thread 0.
 TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
@@ -314,20 +332,7 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   OVL_CUDA_CHECK(cudaMemcpy(expected, &one, sizeof(one), cudaMemcpyHostToDevice));
   for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
     SCOPED_TRACE(to_string(impl));
-    CollectiveOptions opt;
-    opt.num_ctas = 2;
-    opt.timeout_ns = 50'000'000;
-    GroupGate gate{&counters, expected};
-    coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream_, &gate);
-    try {
-      coll.check(stream_);
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("GEMM group counter"), std::string::npos) << e.what();
-    }
-    // The World still works afterwards.
-    const Case c{CollectiveOp::kAllReduce, impl, DType::kBF16, 4097, 2, false};
-    EXPECT_EQ(run_case(world, coll, c, stream_), 0u);
+    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_, "GEMM group counter");
   }
   cudaFree(expected);
 }
@@ -355,20 +360,9 @@ TEST_F(CollectivesTest, GateTimesOutMidStream) {
   for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull}) {
     SCOPED_TRACE(to_string(impl));
     for (int r = 0; r < n; ++r) kernels::launch_add_counters(counters.peer<std::uint32_t>(r), groups, 1, stream_);
-    CollectiveOptions opt;
-    opt.num_ctas = 2;
-    opt.timeout_ns = 50'000'000;
-    GroupGate gate{&counters, expected};
-    coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream_, &gate);
-    try {
-      coll.check(stream_);
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("GEMM group counter 3 of rank"), std::string::npos) << e.what();
-    }
+    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
+                        "GEMM group counter 3 of rank");
     for (int r = 0; r < n; ++r) kernels::launch_reset_counters(counters.peer<std::uint32_t>(r), groups, stream_);
-    const Case c{CollectiveOp::kAllReduce, impl, DType::kBF16, 4097, 2, false};
-    EXPECT_EQ(run_case(world, coll, c, stream_), 0u);
   }
   cudaFree(expected);
 }

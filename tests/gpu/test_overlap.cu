@@ -278,16 +278,16 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-// The TMA movers on an odd shape (see the file comment): tma with tma-pull and tma-push (partitioned, 8 comm SMs:
-// large slices that wrap the ring; unpartitioned, 16 CTAs), and sequential with each TMA algorithm (the tma mode's
-// like-for-like baseline), against sequential with the SIMT mover and the float64 reference.
-void check_tma_movers(int world, Op op, LoopbackShare share) {
+// Every plan of plans(p, hardware) on an m x n x k problem in a loopback world of `world` ranks playing `share`,
+// against sequential with the SIMT mover and the float64 reference; tma-pull plans run 3 times and must be bitwise
+// identical (fixed summation order).
+template <typename Plans>
+void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, int64_t n, int64_t k, Plans plans) {
   ContextOptions options;
   options.loopback_world = world;
   options.loopback_share = share;
   Context ctx(options);
   const int w = ctx.world_size();
-  const int64_t m = 1000, n = 776, k = 256;  // 8 bands (the last of 104 rows), 4 tile columns (the last of 8)
   DeviceMatrix a(m, k, 21), b(n, k, 22);
   DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0), c_seq(c.rows, n, 0);
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
@@ -302,21 +302,7 @@ void check_tma_movers(int world, Op op, LoopbackShare share) {
   const auto seq = c_seq.read();
   ASSERT_LT(rel_error(seq, ref.rank0), kTolerance) << "sequential (SIMT mover) vs float64, " << p.name();
 
-  std::vector<Plan> plans;
-  for (CommAlgo algo : {CommAlgo::kTmaPull, CommAlgo::kTmaPush}) {
-    Plan part = default_plan(Mode::kTma, p, hw, 8);
-    part.comm_algo = algo;
-    plans.push_back(part);
-    Plan shared = default_plan(Mode::kTma, p, hw, 16);
-    shared.comm_algo = algo;
-    shared.partitioned = false;
-    shared.gemm_sms = hw.sm_count - 16;
-    plans.push_back(shared);
-    Plan seq_tma = default_plan(Mode::kSequential, p, hw, 16);
-    seq_tma.comm_algo = algo;
-    plans.push_back(seq_tma);
-  }
-  for (const Plan& plan : plans) {
+  for (const Plan& plan : plans(p, hw)) {
     SCOPED_TRACE(fmt::format("{} share {}: plan {}", p.name(), to_string(share), plan.summary()));
     ASSERT_EQ(ctx.can_run(p, plan), "");
     std::vector<uint16_t> first;
@@ -340,42 +326,44 @@ void check_tma_movers(int world, Op op, LoopbackShare share) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// The TMA movers on an odd shape (see the file comment): M = 1000, N = 776 (8 bands, the last of 104 rows; 4 tile
+// columns, the last of 8); tma with tma-pull and tma-push (partitioned, 8 comm SMs: large slices that wrap the ring;
+// unpartitioned, 16 CTAs), and sequential with each TMA algorithm (the tma mode's like-for-like baseline).
+void check_tma_movers(int world, Op op, LoopbackShare share) {
+  check_against_sequential(world, op, share, 1000, 776, 256, [](const Problem& p, const Hardware& hw) {
+    std::vector<Plan> plans;
+    for (CommAlgo algo : {CommAlgo::kTmaPull, CommAlgo::kTmaPush}) {
+      Plan part = default_plan(Mode::kTma, p, hw, 8);
+      part.comm_algo = algo;
+      plans.push_back(part);
+      Plan shared = default_plan(Mode::kTma, p, hw, 16);
+      shared.comm_algo = algo;
+      shared.partitioned = false;
+      shared.gemm_sms = hw.sm_count - 16;
+      plans.push_back(shared);
+      Plan seq_tma = default_plan(Mode::kSequential, p, hw, 16);
+      seq_tma.comm_algo = algo;
+      plans.push_back(seq_tma);
+    }
+    return plans;
+  });
+}
+
 // The TMA movers without their shared-memory pieces table: 144 x 1 tiles, one row band (= one tile) per group, so
 // 144 groups x 8 owners x 32 bytes = 36 KiB, more than the 34 KiB the default ring (1 KiB + 4 x 48 KiB) leaves under
 // the H200's 227 KiB.
 void check_tma_movers_global_ranges(Op op) {
-  ContextOptions options;
-  options.loopback_world = 8;
-  Context ctx(options);
-  const int64_t m = 18432, n = 256, k = 32;
-  DeviceMatrix a(m, k, 31), b(n, k, 32);
-  DeviceMatrix c(op == Op::kGemmReduceScatter ? m / 8 : m, n, 0), c_seq(c.rows, n, 0);
-  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
-  const Hardware& hw = ctx.hardware();
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const References ref = make_references(ctx, p, op, a, b);
-
-  c_seq.poison(stream);
-  run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, hw, 16), stream);
-  ctx.synchronize(stream);
-  const auto seq = c_seq.read();
-  ASSERT_LT(rel_error(seq, ref.rank0), kTolerance) << "sequential (SIMT mover) vs float64, " << p.name();
-  for (CommAlgo algo : {CommAlgo::kTmaPull, CommAlgo::kTmaPush}) {
-    Plan plan = default_plan(Mode::kTma, p, hw, 16);
-    plan.comm_algo = algo;
-    plan.tile_groups.assign(size_t(plan.tile_count(p)), 1);
-    ASSERT_EQ(plan.tile_groups.size(), 144u);
-    SCOPED_TRACE(fmt::format("{}: plan {}", p.name(), plan.summary()));
-    ASSERT_EQ(ctx.can_run(p, plan), "");
-    c.poison(stream);
-    run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
-    ctx.synchronize(stream);
-    const auto out = c.read();
-    EXPECT_LT(rel_error(out, seq), kTolerance) << "vs sequential";
-    EXPECT_LT(rel_error(out, ref.rank0), kTolerance) << "vs float64";
-  }
-  CUDA_OK(cudaStreamDestroy(stream));
+  check_against_sequential(8, op, LoopbackShare::kRank0, 18432, 256, 32, [](const Problem& p, const Hardware& hw) {
+    std::vector<Plan> plans;
+    for (CommAlgo algo : {CommAlgo::kTmaPull, CommAlgo::kTmaPush}) {
+      Plan plan = default_plan(Mode::kTma, p, hw, 16);
+      plan.comm_algo = algo;
+      plan.tile_groups.assign(size_t(plan.tile_count(p)), 1);
+      EXPECT_EQ(plan.tile_groups.size(), 144u);
+      plans.push_back(plan);
+    }
+    return plans;
+  });
 }
 
 // Intervals of a timeline on one lane.
