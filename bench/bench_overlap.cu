@@ -18,7 +18,7 @@
 // Counters (all measured in the same process, each part alone: 1 warm-up run, then the mean of kReps back-to-back
 // runs, a short burst after the host's setup; OVL_BENCH_SUSTAIN_MS=<ms> instead runs ~ms of back-to-back warm-up and
 // times back-to-back runs filling ~ms, the sustained regime of bench_gemm. On the H200 a GEMM that starts on an idle
-// GPU runs 10-14% faster than in a sustained stream of GEMMs, and a GEMM between memory-bound collectives faster too
+// GPU runs 9.5-13.5% faster than in a sustained stream of GEMMs, and a GEMM between memory-bound collectives faster too
 // (power limit): docs/results/gemm-h200-staged/, docs/results/movers2-h200/):
 //   us            time of the overlapped operator
 //   t_seq_us      the sequential baseline with the same mover (see above); speedup = t_seq_us / us

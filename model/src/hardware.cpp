@@ -122,11 +122,12 @@ Hardware hopper_common() {
   h.link_latency_us = 0.7;    // see above
   h.per_cta_copy_GBps = 100;  // DEVICE.md: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring, H200
   // Our collective kernels per CTA, measured on the H200 (2026-12-02, loopback world 8, bf16). tma-push: the tma
-  // mode's mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes
-  // (docs/results/validation-h200/overlap/calibrate.txt; the bare ring moves ~115-120, docs/results/rings-h200/;
-  // the standalone collectives of kernels/ move 68-71, docs/results/movers-h200/). pull and SIMT: "moved_GBps_per_cta"
-  // of docs/results/collectives-h200/bench_collectives.json at 1..32 CTAs.
-  // One rate prices both push kernels: the standalone collectives are priced ~35% too fast by it (68-71 measured).
+  // mode's previous mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes of
+  // docs/results/movers-h200/ (the bare ring moves ~115-120, docs/results/rings-h200/). pull and SIMT:
+  // "moved_GBps_per_cta" of docs/results/collectives-h200/bench_collectives.json at 1..32 CTAs. Kept after the
+  // third session's kernels, which measure more (docs/results/movers2-h200/: the current mover fits 100.8 GB/s and
+  // 2.49 us; the standalone push collectives move 98-123, pull 27-48): refitting them with the old GEMM parameters
+  // mis-ranked more held-out problems (docs/results/validation-h200/README.md). One rate prices both push kernels.
   h.tma_push_per_cta_GBps = 95;  // the tma mode's push mover (fitted 95.3)
   h.tma_pull_per_cta_GBps = 15;  // tma-pull AllReduce 16, ReduceScatter 14 (AllGather, no adds: 40-42)
   h.simt_per_cta_GBps = 32;      // simt AllReduce 30-34, ReduceScatter 29-32, AllGather 29-34

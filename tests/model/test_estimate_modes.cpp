@@ -171,8 +171,8 @@ TEST(EstimateModes, MoreNcclGroupsCostMoreLaunches) {
 
 TEST(EstimateModes, TheMoversPerGroupWorkAddsAtMostOncePerGroup) {
   // tma mode, GEMM+AR 8192x8192x1024 on 8 GPUs, 8 push CTAs: the collective (~2x the GEMM) is the critical path, so
-  // the mover's per-group cost tma_group_us is paid by every group in turn. Raising it by d adds more than nothing
-  // and at most groups x d (each group pays it once, one after the other).
+  // the mover's per-group cost tma_group_us is paid by every group in turn. Raising it by d adds more than half of
+  // groups x d and at most groups x d (each group pays it once, one after the other).
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
   Hardware hw = no_contention();
   hw.tma_group_us = 0;
