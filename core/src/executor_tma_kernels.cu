@@ -204,9 +204,10 @@ __device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, 
   return reinterpret_cast<unsigned char*>(static_cast<T*>(a.dst[d]) + u.range.dst_offset) + u.pos;
 }
 
-// The consumers' barrier (named barrier 1: the consumer warps only).
+// The consumers' barrier (named barrier 1: the consumer warps only). The non-.aligned form: it follows code where
+// lanes of a warp spun on mbarriers apart, so it must not assume the warp arrives converged.
 __device__ __forceinline__ void consumer_sync(unsigned threads) {
-  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+  asm volatile("barrier.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
 // Stamp slot of (group, CTA): [start, end].
@@ -432,7 +433,10 @@ void launch_typed(const LoopbackArguments& a, const kernels::TmaRingShape& ring,
   const std::size_t table = std::size_t(a.num_groups) * std::size_t(a.world) * sizeof(PieceInfo);
   const bool smem_pieces = ring_end + table <= shared_memory_optin();
   const std::size_t smem = smem_pieces ? ring_end + table : ring_end;
-  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // The opt-in limit, not this launch's size: every launch sets the same value, so host threads launching movers of
+  // different sizes on one context at once cannot lower it under each other's launch.
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(shared_memory_optin())));
   if (a.mover == LoopbackMover::kTmaPush && a.op != LoopbackOp::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
     OVL_CUDA_CHECK_LAST();
