@@ -1,10 +1,15 @@
 // Collective bandwidth: NCCL, TMA push-reduce, TMA pull-reduce and the SIMT comparison kernel, plus local copies.
 //
 //   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt, op allreduce|reducescatter|allgather
-//   copy/<impl>/<bytes>/ctas:<c>                  impl tma|simt (1-warp TMA ring vs 512-thread SIMT), plus
+//   copy/<impl>/<bytes>/ctas:<c>                  impl tma (the TMA ring: thread 0 loads, thread 32 stores, pieces
+//                                                 dealt round-robin), tma-evict-first (the same with an L2
+//                                                 evict-first policy on loads and stores), tma-slices (the same, a contiguous slice per
+//                                                 CTA), tma-1thread-slices (one thread loads and stores, slices: the
+//                                                 ring before the split), simt, simt-slices (512-thread SIMT copy,
+//                                                 grid-stride or slices), plus
 //   copy/memcpy/<bytes>                           cudaMemcpyAsync device to device (the device's copy bandwidth)
-//   ring/<copy|reduce>/<bytes>/ring:<S>x<KiB>/ctas:<c>  the bare 1-warp TMA ring at S stages of KiB: copy or bf16
-//                                                 reduce-add (cp.reduce.async.bulk) into the destination
+//   ring/<copy|reduce>/<bytes>/ring:<S>x<KiB>/ctas:<c>  the TMA ring (split, round-robin) at S stages of KiB: copy
+//                                                 or bf16 reduce-add (cp.reduce.async.bulk) into the destination
 // <bytes> is the full buffer as in nccl-tests: the AllReduce buffer, the ReduceScatter input, the AllGather output.
 // Counters: algbw_GBps = bytes / time, busbw_GBps = algbw * 2(n-1)/n (AllReduce) or (n-1)/n (RS, AG); wrong =
 // elements differing from the exact expected value (checked once per case, outside the timed loop: inputs are small
@@ -210,15 +215,44 @@ double checked_once(Run&& run, const CopyBuffers& b, std::size_t bytes, cudaStre
   return wrong;
 }
 
-// impl: 0 tma, 1 simt, 2 memcpy
-void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) {
+// A local copy implementation of the copy/ cases.
+struct CopyCase {
+  const char* name;
+  bool memcpy = false;
+  ovl::kernels::CopyImpl impl = ovl::kernels::CopyImpl::kTma;
+  ovl::kernels::RingSchedule schedule = ovl::kernels::RingSchedule::kInterleaved;
+  bool split = true;  // TMA: thread 0 loads, thread 32 writes; else one thread does both
+  bool evict_first = false;
+};
+const CopyCase kCopyCases[] = {
+    {"tma"},
+    {"tma-evict-first", false, ovl::kernels::CopyImpl::kTma, ovl::kernels::RingSchedule::kInterleaved, true, true},
+    {"tma-slices", false, ovl::kernels::CopyImpl::kTma, ovl::kernels::RingSchedule::kSlices},
+    {"tma-1thread-slices", false, ovl::kernels::CopyImpl::kTma, ovl::kernels::RingSchedule::kSlices, false},
+    {"simt", false, ovl::kernels::CopyImpl::kSimt},
+    {"simt-slices", false, ovl::kernels::CopyImpl::kSimt, ovl::kernels::RingSchedule::kSlices},
+};
+
+void bench_copy(benchmark::State& state, const CopyCase& c, std::size_t bytes, int ctas) {
   try {
     CopyBuffers& b = copy_buffers(bytes);
     cudaStream_t stream = bench_stream();
     auto run = [&] {
-      if (impl == 2) OVL_CUDA_CHECK(cudaMemcpyAsync(b.dst, b.src, bytes, cudaMemcpyDeviceToDevice, stream));
-      else ovl::kernels::launch_local_copy(impl == 0 ? ovl::kernels::CopyImpl::kTma : ovl::kernels::CopyImpl::kSimt, b.dst, b.src,
-                                           bytes, ctas, 512, stream);
+      if (c.memcpy) {
+        OVL_CUDA_CHECK(cudaMemcpyAsync(b.dst, b.src, bytes, cudaMemcpyDeviceToDevice, stream));
+      } else if (c.impl == ovl::kernels::CopyImpl::kTma) {
+        ovl::kernels::LocalRingArguments a;
+        a.dst = b.dst;
+        a.src = b.src;
+        a.bytes = bytes;
+        a.num_ctas = ctas;
+        a.schedule = c.schedule;
+        a.split = c.split;
+        a.l2_evict_first = c.evict_first;
+        ovl::kernels::launch_local_ring(a, stream);
+      } else {
+        ovl::kernels::launch_local_copy(c.impl, b.dst, b.src, bytes, ctas, 512, stream, c.schedule);
+      }
     };
     const double wrong = checked_once(run, b, bytes, stream);
     for (auto _ : state) {
@@ -226,7 +260,7 @@ void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) 
       run();
     }
     state.counters["GBps"] = benchmark::Counter(2.0 * double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-    if (impl != 2)
+    if (!c.memcpy)
       state.counters["GBps_per_cta"] = benchmark::Counter(2.0 * double(bytes) * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["ctas"] = ctas;
     state.counters["wrong"] = wrong;
@@ -235,14 +269,21 @@ void bench_copy(benchmark::State& state, int impl, std::size_t bytes, int ctas) 
   }
 }
 
-// The bare TMA ring (ovl::kernels::launch_local_ring) at one shape: copy (moved = 2 x bytes) or bf16 reduce-add
-// into the destination (moved = 3 x bytes: source read, destination read + write). For sizing the movers' rings.
+// The bare TMA ring (ovl::kernels::launch_local_ring, split, interleaved) at one shape: copy (moved = 2 x bytes) or
+// bf16 reduce-add into the destination (moved = 3 x bytes: source read, destination read + write). For sizing the
+// movers' rings.
 void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t bytes, int stages, int kib, int ctas) {
   try {
     CopyBuffers& b = copy_buffers(bytes);
     cudaStream_t stream = bench_stream();
-    const auto stage_bytes = std::uint32_t(kib) * 1024u;
-    auto run = [&] { ovl::kernels::launch_local_ring(op, b.dst, b.src, bytes, ctas, stages, stage_bytes, stream); };
+    ovl::kernels::LocalRingArguments a;
+    a.op = op;
+    a.dst = b.dst;
+    a.src = b.src;
+    a.bytes = bytes;
+    a.num_ctas = ctas;
+    a.shape = {stages, std::uint32_t(kib) * 1024u};
+    auto run = [&] { ovl::kernels::launch_local_ring(a, stream); };
     const double wrong = checked_once(run, b, bytes, stream);  // a reduce onto zeros leaves the source too
     for (auto _ : state) {
       ovl::bench::CudaEventTimer timer(state, stream);
@@ -272,14 +313,15 @@ void register_all() {
                 ->Unit(benchmark::kMicrosecond);
           }
   for (std::size_t bytes : {std::size_t(1) << 28, std::size_t(1) << 30}) {
-    for (int impl : {0, 1})
+    for (const CopyCase& c : kCopyCases)
       for (int ctas : {1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 132}) {
-        const std::string name = fmt::format("copy/{}/{}/ctas:{}", impl == 0 ? "tma" : "simt", bytes, ctas);
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_copy(st, impl, bytes, ctas); })
+        const std::string name = fmt::format("copy/{}/{}/ctas:{}", c.name, bytes, ctas);
+        benchmark::RegisterBenchmark(name.c_str(), [=, &c](benchmark::State& st) { bench_copy(st, c, bytes, ctas); })
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
-    benchmark::RegisterBenchmark(fmt::format("copy/memcpy/{}", bytes).c_str(), [=](benchmark::State& st) { bench_copy(st, 2, bytes, 0); })
+    static const CopyCase memcpy_case{"memcpy", true};
+    benchmark::RegisterBenchmark(fmt::format("copy/memcpy/{}", bytes).c_str(), [=](benchmark::State& st) { bench_copy(st, memcpy_case, bytes, 0); })
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }

@@ -76,7 +76,7 @@ constexpr unsigned kLead = 32;
 constexpr int kMaxStages = 8;               // tma_ring_problem's bound
 constexpr std::size_t kHeaderBytes = 1024;  // mbarriers and ring words (TmaRing), before the (1 KiB aligned) stages
 static_assert(kDefaultTmaRing.stages >= 2 && kDefaultTmaRing.stages <= kMaxStages);
-static_assert(2 * kMaxStages * sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t) <= kHeaderBytes);
+static_assert(2 * kMaxStages * sizeof(std::uint64_t) + (1 + kMaxStages) * sizeof(std::uint32_t) <= kHeaderBytes);
 
 enum class MoveKind { kOwnCopy, kPushReduce, kPullSum, kPushBcast, kPullCopy };
 
@@ -266,36 +266,40 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
 //     the W bulk loads); warp 0's other lanes wait for it at __syncwarp. Per unit every consumer (warps
 //     1..pull_warps) waits full[s] and sums its 16-byte vectors in fp32 in rank order 0..W-1 into slot 0
 //     (deterministic, whatever the warp and CTA counts), then fence.proxy.async.shared::cta and named barrier 1 (the
-//     consumers only); the consumers' first thread (the leader, thread 32) bulk-stores slot 0, commits and, once
-//     wait_group.read 1 says the previous unit's store has read its stage, hands that stage back on empty[], as the
-//     copy consumer does. The barrier orders every consumer's accesses of a stage before the leader's arrival and so
-//     before the producer's refill (CUTLASS's TMA pipeline pattern; compute-sanitizer racecheck does not follow this
-//     mbarrier ordering across threads and reports the refill as a hazard, docs/results/movers2-h200/). The leader's
-//     warp waits for it at __syncwarp: no lane of a warp spins on an mbarrier while another lane of that warp must
-//     make progress (lanes parked at a hardware barrier such as __syncthreads or __syncwarp are fine). Why the split:
-//     a leader that also gated and issued every load ran a serial chain per unit that held the summing warps at the
-//     barrier (12-19 GB/s per CTA for 2-8 warps).
-// A gate that times out sets the abort flag and publishes how many units were issued (issued_on_abort); the consumers
-// stop there (all at the same unit: a unit either is issued, and its loads complete, or never is), so no bulk load
-// into shared memory is outstanding at the kernel's end. At the phase's end thread 32, which issued every bulk write,
-// waits for them all (wait_group 0), hands the last stage back, fences and publishes the ring's unit count; the
-// barrier after it hands all that to thread 0, which releases the phase's flags. The flags thread 0 acquired before a
-// phase reach its own TMA loads through its fence.proxy.async.global, and thread 32's TMA ops through the barrier and
-// thread 32's own fence.proxy.async.global.
+//     consumers only); the consumers' first thread (the leader, thread 32) bulk-stores slot 0 and commits. Every
+//     consumer hands the stage back itself: the others arrive on empty[s] right after the barrier (their reads and
+//     writes of it are done), the leader once wait_group.read 1 says the previous unit's store has read its stage.
+//     So the refill is ordered after each reader's own arrival. (compute-sanitizer racecheck follows an mbarrier
+//     arrival only for the thread that arrives, not one passed on through __syncwarp: docs/results/collectives3-h200/;
+//     one arrival per reader costs nothing measurable there.) The leader's warp waits for it at __syncwarp: no lane
+//     of a warp spins on an mbarrier while another lane of that warp must make progress (lanes parked at a hardware
+//     barrier such as __syncthreads or __syncwarp are fine). Why the split: a leader that also gated and issued every
+//     load ran a serial chain per unit that held the summing warps at the barrier (12-19 GB/s per CTA for 2-8 warps).
+// A gate that times out sets the abort flag, marks the first unissued unit's stage aborted (stage_aborted) and
+// completes that unit's full[] phase without a load (abort_at); the consumers stop there (all at the same unit: a
+// unit either is issued, and its loads complete, or never is), so no bulk load into shared memory is outstanding at
+// the kernel's end. At the phase's end thread 32, which issued every bulk write, waits for them all (wait_group 0),
+// hands the last stage back, fences and publishes the ring's unit count; the barrier after it hands all that to
+// thread 0, which releases the phase's flags. The flags thread 0 acquired before a phase reach its own TMA loads
+// through its fence.proxy.async.global, and thread 32's TMA ops through the barrier and thread 32's own
+// fence.proxy.async.global.
 
 // The ring, in the header: full[s] completes when stage s's loads have landed (the issuer's arrive.expect_tx, the
-// loads' complete_tx), empty[s] when the stage's use has been read by every reader (one arrival, by the thread that
-// issued its stores, thread 32 in every phase). Units are numbered through the whole kernel (each phase continues the
+// loads' complete_tx), empty[s] when the stage's use has been read by every reader (`readers` arrivals: the thread
+// that issued its stores, thread 32, arrives for all of them in the copy and push phases; in pull-reduce each
+// consumer thread arrives for itself). Units are numbered through the whole kernel (each phase continues the
 // count): every unit issued is consumed and handed back once, so unit i uses stage i % S in phase i / S of both
 // barriers and every role agrees on the phases whichever roles ran the phases before.
 struct TmaRing {
   unsigned char* stages;
   std::uint64_t* full;
   std::uint64_t* empty;
-  std::uint32_t* consumed;                  // units of the phases so far (thread 32 publishes it at a phase's end)
-  volatile std::uint32_t* issued_on_abort;  // units issued when a gate timed out; ~0u until then
+  std::uint32_t* consumed;         // units of the phases so far (thread 32 publishes it at a phase's end)
+  std::uint32_t* stage_aborted;    // [num_stages]: 1 once a gate timed out before the unit that uses the stage next
+                                   // (abort_at); 0 until then
   std::uint32_t num_stages;
   std::uint32_t stage_bytes;
+  std::uint32_t readers;  // empty[s]'s arrival count: the consumer threads (every thread after warp 0)
 
   __device__ unsigned char* stage(std::uint32_t i) const { return stages + std::size_t(i % num_stages) * stage_bytes; }
   __device__ std::uint64_t* full_bar(std::uint32_t i) const { return full + i % num_stages; }
@@ -303,14 +307,23 @@ struct TmaRing {
   __device__ void acquire(std::uint32_t i) const {
     if (i >= num_stages) ptx::mbar_wait(empty + i % num_stages, (i / num_stages - 1) & 1u);
   }
-  // Consumer: wait for unit i's loads; false when unit i was never issued (a gate timed out).
+  // Consumer: wait for unit i's loads; false when unit i was never issued (a gate timed out: the producer then
+  // completes unit i's phase of full[s] without loads after marking stage s aborted). The mark is read only after
+  // the wait, and written only after unit i - S, the stage's previous use, was handed back by every reader, so no
+  // consumer reads it while the producer may write it, and none polls it.
   __device__ bool wait_full(std::uint32_t i) const {
-    while (!ptx::mbar_try_wait(full + i % num_stages, (i / num_stages) & 1u))
-      if (*issued_on_abort <= i) return false;
-    return true;
+    ptx::mbar_wait(full + i % num_stages, (i / num_stages) & 1u);
+    return stage_aborted[i % num_stages] == 0;
   }
-  // Store issuer: every reader of unit i's stage is done with it.
-  __device__ void release(std::uint32_t i) const { ptx::mbar_arrive(empty + i % num_stages); }
+  // Producer, when a gate timed out before unit i: wait until unit i's stage is free (unit i - S consumed, so full[s]
+  // holds no phase a consumer still waits for), mark it aborted, then complete its phase for unit i without a load.
+  __device__ void abort_at(std::uint32_t i) const {
+    acquire(i);
+    stage_aborted[i % num_stages] = 1;
+    ptx::mbar_arrive(full + i % num_stages);
+  }
+  // A reader is done with unit i's stage: `count` of the stage's `readers` arrivals (see the ring, above).
+  __device__ void release(std::uint32_t i, std::uint32_t count) const { ptx::mbar_arrive(empty + i % num_stages, count); }
 };
 
 // The pieces of one phase for this CTA: the moves of the played ranks r0..r1 in turn, cut into pieces of at most
@@ -388,9 +401,9 @@ __device__ void store_unit(const CollectiveArguments& a, const Move& m, const Pi
 // Thread 32 at a phase's end, units first..end - 1 consumed: every bulk write performed (wait_group 0, not .read),
 // the last stage handed back, this thread's writes ordered before thread 0's release after the barrier (as the SIMT
 // mover's stores; thread 0's own tails are ordered by its release), then the ring's unit count for the next phase.
-__device__ void end_phase(const TmaRing& ring, std::uint32_t first, std::uint32_t end) {
+__device__ void end_phase(const TmaRing& ring, std::uint32_t first, std::uint32_t end, std::uint32_t count) {
   ptx::bulk_wait_all();
-  if (end > first) ring.release(end - 1);
+  if (end > first) ring.release(end - 1, count);
   __threadfence_system();
   *ring.consumed = end;
 }
@@ -402,8 +415,8 @@ __device__ inline std::uint32_t pull_slot(const TmaRing& ring, int world_size) {
 
 // Thread 0, every phase's producer: per piece of `walk` (units first.. of the ring), the counter gate of its group
 // (when gated), a tail with plain loads/stores, else wait empty[s], arm full[s] with the unit's bytes and issue its
-// bulk loads (pull-reduce: W, slot r from rank r; else one). A gate that times out publishes how many units were
-// issued (issued_on_abort) and ends the production.
+// bulk loads (pull-reduce: W, slot r from rank r; else one). A gate that times out ends the production at the next
+// unit (abort_at).
 template <typename T>
 __device__ void produce_phase(const Cta& cta, const TmaRing& ring, PhaseWalk& walk, std::uint32_t first) {
   const CollectiveArguments& a = *cta.a;
@@ -414,7 +427,7 @@ __device__ void produce_phase(const Cta& cta, const TmaRing& ring, PhaseWalk& wa
   std::uint32_t i = first;
   while (walk.next(p)) {
     if (!gate.pass(cta, walk.move, p)) {
-      *ring.issued_on_abort = i;
+      ring.abort_at(i);
       return;
     }
     if (p.tail) {
@@ -459,16 +472,17 @@ __device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, 
     ptx::bulk_commit();
     if (i > first) {
       ptx::bulk_wait_read(1);  // the previous unit's group has read its stage
-      ring.release(i - 1);
+      ring.release(i - 1, ring.readers);
     }
     ++i;
   }
-  end_phase(ring, first, i);
+  end_phase(ring, first, i, ring.readers);
 }
 
-// The consumers' barrier (named barrier 1: the consumer warps only; __syncthreads is barrier 0).
+// The consumers' barrier (named barrier 1: the consumer warps only; __syncthreads is barrier 0). The non-.aligned
+// form: it follows code where lanes of a warp spun on mbarriers apart, so it must not assume a converged warp.
 __device__ __forceinline__ void consumer_sync(unsigned threads) {
-  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+  asm volatile("barrier.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
 // A pull-reduce phase (see above): thread 0 produces, warps 1.. sum, thread 32 stores; units first.. of the ring.
@@ -523,13 +537,15 @@ __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int 
       ptx::bulk_commit();
       if (i > first) {
         ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
-        ring.release(i - 1);     // to the producer, which refills it with unit i + S - 1
+        ring.release(i - 1, 1);  // to the producer, which refills it with unit i + S - 1
       }
+    } else {
+      ring.release(i, 1);  // this thread's reads and writes of stage i are done
     }
     __syncwarp();
     ++i;
   }
-  if (leader) end_phase(ring, first, i);
+  if (leader) end_phase(ring, first, i, 1);
   __syncwarp();
 }
 
@@ -554,10 +570,10 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
   constexpr int kE = ptx::Vec16<T>::kElems;
   while (cur.next(p)) {
     if (a.expected != nullptr && (p.group != gated_group || (m.kind == MoveKind::kPullCopy && p.owner != gated_owner))) {
-      // After an abort (an earlier move's gate) no gate waits again: every thread returns at the barrier.
-      if (threadIdx.x == 0 && !*cta.abort_flag) gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me);
-      __syncthreads();
-      if (*cta.abort_flag) return;  // monotonic: safe to read without a second barrier
+      // After an abort (an earlier move's gate) no gate waits again. Thread 0 hands its answer to every thread
+      // through the barrier itself, so no thread reads the abort flag while thread 0 may set it at the next gate.
+      const bool passed = threadIdx.x != 0 || (!*cta.abort_flag && gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me));
+      if (__syncthreads_or(!passed)) return;
       gated_group = p.group;
       gated_owner = p.owner;
     }
@@ -619,21 +635,24 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
                                   std::uint32_t stage_bytes) {
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ int abort_flag;
+  // abort_flag as thread 0 saw it at the last phase boundary: written only between a boundary's two barriers and read
+  // only after them, so no thread reads it while thread 0 may write it (abort_flag itself is written during phases).
+  __shared__ int abort_seen;
   const bool tma = a.algo != CollectiveAlgo::kSimt;
   const bool push = a.algo == CollectiveAlgo::kTmaPush;
-  if (threadIdx.x == 0) abort_flag = 0;
+  if (threadIdx.x == 0) abort_flag = abort_seen = 0;
   Cta cta{&a, int(blockIdx.x), tma, &abort_flag};
   std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
   std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
-  const TmaRing ring{smem + kHeaderBytes,       bars,       bars + kMaxStages, words, words + 1,
-                     std::uint32_t(num_stages), stage_bytes};
+  const TmaRing ring{smem + kHeaderBytes,       bars,       bars + kMaxStages, words,      words + 1,
+                     std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp};
   if (tma && threadIdx.x == 0) {
     for (int s = 0; s < num_stages; ++s) {
       ptx::mbar_init(ring.full + s, 1);
-      ptx::mbar_init(ring.empty + s, 1);
+      ptx::mbar_init(ring.empty + s, ring.readers);
+      ring.stage_aborted[s] = 0;
     }
     *ring.consumed = 0;
-    *ring.issued_on_abort = ~0u;
     ptx::mbar_init_fence();
   }
   __syncthreads();
@@ -644,9 +663,9 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const int r0 = a.first_rank, r1 = a.first_rank + a.num_played_ranks;
 
   std::uint32_t units = 0;  // ring units of the phases so far: every thread's copy of *ring.consumed
-  // One phase: every played rank's move. Called right after a barrier, so every thread reads the same abort flag.
+  // One phase: every played rank's move. Called right after a phase boundary (see abort_seen).
   auto run_phase = [&](MoveKind kind) {
-    if (abort_flag) return;
+    if (abort_seen) return;
     if (tma) {
       tma_phase<T>(cta, ring, kind, r0, r1, units);
     } else {
@@ -662,12 +681,15 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
         for (int me = r0; me < r1; ++me) signal_peers(cta, kind, me);
       if (wait)
         for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
+      abort_seen = abort_flag;
     }
     __syncthreads();
   };
   auto wait_all = [&](std::uint32_t kind) {
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
       for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
+      abort_seen = abort_flag;
+    }
     __syncthreads();
   };
 
@@ -772,62 +794,148 @@ void CollectiveKernel::run(const CollectiveArguments& args, void* /*workspace*/,
 // ---- local copies for the bandwidth-per-CTA measurement ----
 namespace {
 
-// grid: num_ctas, CTA c moves the c-th slice (4 KB aligned, see slice_bound); block: 32 (lane 0 drives a ring of
-// `stages` x `stage_bytes`). reduce: dst += src (bf16, cp.reduce.async.bulk .add.noftz) instead of dst = src.
-// shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
-__global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int stages,
-                                std::uint32_t stage_bytes, bool reduce) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  if (threadIdx.x != 0) return;
-  Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), stages,
-            stage_bytes};
-  for (int s = 0; s < stages; ++s) {
-    ptx::mbar_init(ring.bars + s, 1);
-    ring.stage_group[s] = -1;
-  }
-  ptx::mbar_init_fence();
-  const std::uint64_t units = bytes / 16;
-  const std::uint64_t begin = detail::slice_bound(units, int(blockIdx.x), int(gridDim.x)) * 16;
-  const std::uint64_t end = detail::slice_bound(units, int(blockIdx.x) + 1, int(gridDim.x)) * 16;
-  const std::uint64_t count = (end - begin + stage_bytes - 1) / stage_bytes;
-  auto piece = [&](std::uint64_t i, std::uint64_t& off) {
-    off = begin + i * stage_bytes;
-    return std::uint32_t(std::min<std::uint64_t>(stage_bytes, end - off));
-  };
-  std::uint64_t issued = 0;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    while (issued < count && ring.head - ring.tail < std::uint32_t(stages)) {
-      std::uint64_t off;
-      const std::uint32_t b = piece(issued, off);
-      ring.reclaim(ring.head);
-      ptx::mbar_arrive_expect_tx(ring.bar(ring.head), b);
-      ptx::bulk_load(ring.stage(ring.head), src + off, b, ring.bar(ring.head));
-      ++ring.head;
-      ++issued;
-    }
-    std::uint64_t off;
-    const std::uint32_t b = piece(i, off);
-    ptx::mbar_wait(ring.bar(ring.tail), ring.parity(ring.tail));
-    if (reduce) {
-      ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, ring.stage(ring.tail), b);
+// The pieces of a local copy one CTA moves: the first `body` bytes (a multiple of 16) in pieces of at most
+// `piece_bytes`. kInterleaved: CTA c of G moves pieces c, c + G, c + 2G, ... of the whole body, so the CTAs stream
+// through one window of G pieces at a time (as cudaMemcpy's grid-stride kernel does); kSlices: CTA c moves the c-th
+// contiguous slice (16-byte units split evenly, 4 KB aligned: slice_bound) piece by piece.
+struct LocalPieces {
+  std::uint64_t begin, end, stride, count;  // piece k: [begin + k * stride, + piece_bytes) clipped at end
+  std::uint32_t piece_bytes;
+
+  __device__ LocalPieces(std::uint64_t body, std::uint32_t piece, bool interleaved) : piece_bytes(piece) {
+    const auto c = std::uint64_t(blockIdx.x), g = std::uint64_t(gridDim.x);
+    if (interleaved) {
+      const std::uint64_t total = (body + piece - 1) / piece;
+      begin = c * piece;
+      end = body;
+      stride = g * piece;
+      count = total > c ? (total - c + g - 1) / g : 0;
     } else {
-      ptx::bulk_store(dst + off, ring.stage(ring.tail), b);
+      begin = detail::slice_bound(body / 16, int(c), int(g)) * 16;
+      end = detail::slice_bound(body / 16, int(c) + 1, int(g)) * 16;
+      stride = piece;
+      count = (end - begin + piece - 1) / piece;
+    }
+  }
+  __device__ std::uint32_t at(std::uint64_t k, std::uint64_t& off) const {
+    off = begin + k * stride;
+    return std::uint32_t(std::min<std::uint64_t>(piece_bytes, end - off));
+  }
+};
+
+// grid: num_ctas, each CTA moves its LocalPieces; reduce: dst += src (bf16, cp.reduce.async.bulk .add.noftz)
+// instead of dst = src. shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
+// kSplit (block 64): thread 0 loads (wait empty[s], arm full[s], bulk load), thread 32 stores or reduce-adds (wait
+// full[s], the bulk write, commit; once wait_group.read 1 says the previous piece's write has read its stage, hand
+// that stage back on empty[]), as the collectives' copy phases do. Else (block 32) thread 0 does both in one loop
+// (the 1-warp ring of docs/results/rings-h200/: a long dependent chain per piece).
+// The last CTA copies a tail of < 16 bytes (copies only: a reduce needs bytes % 16 == 0) with plain loads/stores.
+// evict_first (split only): the loads and a copy's stores carry an L2 evict-first policy.
+template <bool kSplit>
+__global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int stages,
+                                std::uint32_t stage_bytes, bool reduce, bool interleaved, bool evict_first) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned tid = threadIdx.x;
+  const std::uint64_t body = bytes / 16 * 16;
+  const LocalPieces pieces(body, stage_bytes, interleaved);
+  const std::uint64_t policy = kSplit && evict_first ? ptx::l2_evict_first_policy() : 0;
+  auto write = [&](std::uint64_t off, const unsigned char* stage, std::uint32_t b) {
+    if (reduce) {
+      ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, stage, b);
+    } else if (kSplit && evict_first) {
+      ptx::bulk_store(dst + off, stage, b, policy);
+    } else {
+      ptx::bulk_store(dst + off, stage, b);
     }
     ptx::bulk_commit();
-    ++ring.committed;
-    ring.mark(ring.tail, ring.committed - 1);
-    ++ring.tail;
+  };
+  if (tid == 0 && !reduce && blockIdx.x == gridDim.x - 1)
+    for (std::uint64_t i = body; i < bytes; ++i) dst[i] = src[i];
+  if constexpr (kSplit) {
+    std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
+    std::uint64_t* empty = full + kMaxStages;
+    unsigned char* ring = smem + kHeaderBytes;
+    if (tid == 0) {
+      for (int s = 0; s < stages; ++s) {
+        ptx::mbar_init(full + s, 1);
+        ptx::mbar_init(empty + s, 1);
+      }
+      ptx::mbar_init_fence();
+    }
+    __syncthreads();
+    const auto n = std::uint64_t(stages);
+    if (tid == 0) {  // producer
+      for (std::uint64_t k = 0; k < pieces.count; ++k) {
+        const auto s = unsigned(k % n);
+        if (k >= n) ptx::mbar_wait(empty + s, std::uint32_t(k / n - 1) & 1u);
+        std::uint64_t off;
+        const std::uint32_t b = pieces.at(k, off);
+        ptx::mbar_arrive_expect_tx(full + s, b);
+        if (evict_first) {
+          ptx::bulk_load(ring + std::size_t(s) * stage_bytes, src + off, b, full + s, policy);
+        } else {
+          ptx::bulk_load(ring + std::size_t(s) * stage_bytes, src + off, b, full + s);
+        }
+      }
+    } else if (tid == kLead) {  // consumer
+      for (std::uint64_t k = 0; k < pieces.count; ++k) {
+        const auto s = unsigned(k % n);
+        ptx::mbar_wait(full + s, std::uint32_t(k / n) & 1u);
+        std::uint64_t off;
+        const std::uint32_t b = pieces.at(k, off);
+        write(off, ring + std::size_t(s) * stage_bytes, b);
+        if (k > 0) {
+          ptx::bulk_wait_read(1);  // the previous piece's write has read its stage
+          ptx::mbar_arrive(empty + unsigned((k - 1) % n));
+        }
+      }
+      ptx::bulk_wait_all();
+    }
+  } else {
+    if (tid != 0) return;
+    Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), stages,
+              stage_bytes};
+    for (int s = 0; s < stages; ++s) {
+      ptx::mbar_init(ring.bars + s, 1);
+      ring.stage_group[s] = -1;
+    }
+    ptx::mbar_init_fence();
+    std::uint64_t issued = 0;
+    for (std::uint64_t i = 0; i < pieces.count; ++i) {
+      while (issued < pieces.count && ring.head - ring.tail < std::uint32_t(stages)) {
+        std::uint64_t off;
+        const std::uint32_t b = pieces.at(issued, off);
+        ring.reclaim(ring.head);
+        ptx::mbar_arrive_expect_tx(ring.bar(ring.head), b);
+        ptx::bulk_load(ring.stage(ring.head), src + off, b, ring.bar(ring.head));
+        ++ring.head;
+        ++issued;
+      }
+      std::uint64_t off;
+      const std::uint32_t b = pieces.at(i, off);
+      ptx::mbar_wait(ring.bar(ring.tail), ring.parity(ring.tail));
+      write(off, ring.stage(ring.tail), b);
+      ++ring.committed;
+      ring.mark(ring.tail, ring.committed - 1);
+      ++ring.tail;
+    }
+    ptx::bulk_wait_all();
   }
-  ptx::bulk_wait_all();
-  if (!reduce && blockIdx.x == gridDim.x - 1)
-    for (std::uint64_t i = units * 16; i < bytes; ++i) dst[i] = src[i];
 }
 
-// grid: num_ctas; block: threads; each CTA copies its slice with 16-byte loads/stores, 4 in flight per thread.
-__global__ void simt_copy_kernel(uint4* dst, const uint4* src, std::uint64_t vecs) {
-  const std::uint64_t begin = vecs * blockIdx.x / gridDim.x, end = vecs * (blockIdx.x + 1) / gridDim.x;
-  std::uint64_t i = begin + threadIdx.x;
-  const std::uint64_t step = blockDim.x;
+// grid: num_ctas; block: threads; 16-byte loads/stores, 4 in flight per thread. kInterleaved: a grid-stride loop
+// over the whole buffer (the CTAs' accesses interleave at 16 bytes x threads); kSlices: CTA c copies the c-th slice.
+__global__ void simt_copy_kernel(uint4* dst, const uint4* src, std::uint64_t vecs, bool interleaved) {
+  std::uint64_t i, end, step;
+  if (interleaved) {
+    i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    end = vecs;
+    step = std::uint64_t(gridDim.x) * blockDim.x;
+  } else {
+    i = vecs * blockIdx.x / gridDim.x + threadIdx.x;
+    end = vecs * (blockIdx.x + 1) / gridDim.x;
+    step = blockDim.x;
+  }
   for (; i + 3 * step < end; i += 4 * step) {
     const uint4 a = __ldcs(src + i), b = __ldcs(src + i + step), c = __ldcs(src + i + 2 * step), d = __ldcs(src + i + 3 * step);
     __stcs(dst + i, a);
@@ -845,7 +953,8 @@ void preload_collective_kernels() {
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__nv_bfloat16>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__half>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<float>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel<true>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel<false>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, simt_copy_kernel));
   preload_wait_kernels();
 }
@@ -879,27 +988,43 @@ TmaRingShape tma_ring_from_env() {
   return shape;
 }
 
-void launch_local_ring(RingOp op, void* dst, const void* src, std::size_t bytes, int num_ctas, int stages,
-                       std::uint32_t stage_bytes, cudaStream_t stream) {
-  OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);
-  const std::string why = tma_ring_problem(stages, stage_bytes, kHeaderBytes);
+void launch_local_ring(const LocalRingArguments& a, cudaStream_t stream) {
+  OVL_CHECK(a.num_ctas >= 1, "local ring: num_ctas = {} < 1", a.num_ctas);
+  const std::string why = tma_ring_problem(a.shape.stages, a.shape.stage_bytes, kHeaderBytes);
   OVL_CHECK(why.empty(), "local ring: {}", why);
-  const std::size_t smem = kHeaderBytes + std::size_t(stages) * stage_bytes;
-  OVL_CHECK(reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0,
+  const std::size_t smem = kHeaderBytes + std::size_t(a.shape.stages) * a.shape.stage_bytes;
+  OVL_CHECK(reinterpret_cast<std::uintptr_t>(a.dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.src) % 16 == 0,
             "local ring: dst or src is not 16-byte aligned");
-  OVL_CHECK(op == RingOp::kCopy || bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", bytes);
-  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  tma_ring_kernel<<<num_ctas, 32, smem, stream>>>(static_cast<unsigned char*>(dst),
-                                                  static_cast<const unsigned char*>(src), bytes, stages, stage_bytes,
-                                                  op == RingOp::kReduceAddBf16);
+  OVL_CHECK(a.op == RingOp::kCopy || a.bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", a.bytes);
+  auto* dst = static_cast<unsigned char*>(a.dst);
+  auto* src = static_cast<const unsigned char*>(a.src);
+  const bool reduce = a.op == RingOp::kReduceAddBf16, interleaved = a.schedule == RingSchedule::kInterleaved;
+  OVL_CHECK(a.split || !a.l2_evict_first, "local ring: l2_evict_first needs split = true");
+  if (a.split) {
+    OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kMaxSharedBytesPerBlock)));  // one value for every shape: no race
+    tma_ring_kernel<true><<<a.num_ctas, 2 * kWarp, smem, stream>>>(dst, src, a.bytes, a.shape.stages,
+                                                                    a.shape.stage_bytes, reduce, interleaved,
+                                                                    a.l2_evict_first);
+  } else {
+    OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kMaxSharedBytesPerBlock)));
+    tma_ring_kernel<false><<<a.num_ctas, kWarp, smem, stream>>>(dst, src, a.bytes, a.shape.stages,
+                                                                 a.shape.stage_bytes, reduce, interleaved, false);
+  }
   OVL_CUDA_CHECK_LAST();
 }
 
 void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, RingSchedule schedule) {
   if (impl == CopyImpl::kTma) {
-    launch_local_ring(RingOp::kCopy, dst, src, bytes, num_ctas, kDefaultTmaRing.stages, kDefaultTmaRing.stage_bytes,
-                      stream);
+    LocalRingArguments a;
+    a.dst = dst;
+    a.src = src;
+    a.bytes = bytes;
+    a.num_ctas = num_ctas;
+    a.schedule = schedule;
+    launch_local_ring(a, stream);
     return;
   }
   OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);
@@ -907,7 +1032,8 @@ void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t by
             "local copy: dst or src is not 16-byte aligned");
   OVL_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0, "threads = {} is not a multiple of 32 in 32..1024", threads);
   OVL_CHECK(bytes % 16 == 0, "simt copy: bytes = {} is not a multiple of 16", bytes);
-  simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16);
+  simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16,
+                                                     schedule == RingSchedule::kInterleaved);
   OVL_CUDA_CHECK_LAST();
 }
 

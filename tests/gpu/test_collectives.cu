@@ -18,6 +18,7 @@
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/kernels/collectives.hpp"
 #include "ovl/kernels/wait.hpp"
 
 namespace ovl {
@@ -449,6 +450,90 @@ TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
   EXPECT_EQ(err->code, 0u);
   cudaFree(err);
   cudaFree(counters);
+}
+
+// The local copies and the bare TMA ring behind bench_collectives' copy/ and ring/ cases (bandwidth per CTA):
+// every schedule and driver, sizes that are not multiples of a stage (copies also with a < 16-byte tail), 1, 7 and 133
+// CTAs (more CTAs than pieces leaves some idle). A copy must be exact; a bf16 reduce-add of two bf16 values rounds
+// once, so it must equal the exact (fp64) sum rounded once to bf16, bit for bit.
+TEST_F(CollectivesTest, LocalCopiesAndRings) {
+  using kernels::RingSchedule;
+  const std::size_t max_bytes = (std::size_t(3) << 20) + 4096 + 7;
+  const std::vector<unsigned char> src_h = random_data(DType::kBF16, max_bytes / 2 + 1, 11);
+  const std::vector<unsigned char> base_h = random_data(DType::kBF16, max_bytes / 2 + 1, 12);
+  void *src = nullptr, *dst = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&src, max_bytes));
+  OVL_CUDA_CHECK(cudaMalloc(&dst, max_bytes));
+  OVL_CUDA_CHECK(cudaMemcpy(src, src_h.data(), max_bytes, cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy may return before its DMA lands; stream_ does not wait
+  std::vector<unsigned char> got(max_bytes);
+  for (RingSchedule schedule : {RingSchedule::kInterleaved, RingSchedule::kSlices})
+    for (int ctas : {1, 7, 133})
+      for (std::size_t bytes : {std::size_t(48 * 1024 - 16), std::size_t(3) << 20, max_bytes}) {
+        const std::string what = fmt::format("{} bytes, {} CTAs, {}", bytes, ctas,
+                                             schedule == RingSchedule::kInterleaved ? "interleaved" : "slices");
+        // Copies: TMA split, TMA one thread, SIMT (16-byte multiples only), TMA split with the evict-first policy.
+        for (int impl = 0; impl < 4; ++impl) {
+          if (impl == 2 && bytes % 16 != 0) continue;
+          OVL_CUDA_CHECK(cudaMemcpyAsync(dst, base_h.data(), max_bytes, cudaMemcpyHostToDevice, stream_));
+          if (impl != 2) {
+            kernels::LocalRingArguments a;
+            a.dst = dst;
+            a.src = src;
+            a.bytes = bytes;
+            a.num_ctas = ctas;
+            a.schedule = schedule;
+            a.split = impl != 1;
+            a.l2_evict_first = impl == 3;
+            kernels::launch_local_ring(a, stream_);
+          } else {
+            kernels::launch_local_copy(kernels::CopyImpl::kSimt, dst, src, bytes, ctas, 256, stream_, schedule);
+          }
+          OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+          OVL_CUDA_CHECK(cudaMemcpy(got.data(), dst, max_bytes, cudaMemcpyDeviceToHost));
+          EXPECT_EQ(std::memcmp(got.data(), src_h.data(), bytes), 0) << what << ", copy impl " << impl;
+          EXPECT_EQ(std::memcmp(got.data() + bytes, base_h.data() + bytes, max_bytes - bytes), 0)
+              << what << ", copy impl " << impl << " wrote past the end";
+        }
+        // bf16 reduce-add, split and one thread.
+        const std::size_t rbytes = bytes / 16 * 16;
+        for (bool split : {true, false}) {
+          OVL_CUDA_CHECK(cudaMemcpyAsync(dst, base_h.data(), max_bytes, cudaMemcpyHostToDevice, stream_));
+          kernels::LocalRingArguments a;
+          a.op = kernels::RingOp::kReduceAddBf16;
+          a.dst = dst;
+          a.src = src;
+          a.bytes = rbytes;
+          a.num_ctas = ctas;
+          a.schedule = schedule;
+          a.split = split;
+          kernels::launch_local_ring(a, stream_);
+          OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+          OVL_CUDA_CHECK(cudaMemcpy(got.data(), dst, max_bytes, cudaMemcpyDeviceToHost));
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i + 2 <= rbytes; i += 2) {
+            unsigned char want[2];
+            from_double(DType::kBF16, to_double(DType::kBF16, &base_h[i]) + to_double(DType::kBF16, &src_h[i]), want);
+            wrong += std::memcmp(want, &got[i], 2) != 0;
+          }
+          EXPECT_EQ(wrong, 0u) << what << ", reduce split " << split;
+          EXPECT_EQ(std::memcmp(got.data() + rbytes, base_h.data() + rbytes, max_bytes - rbytes), 0)
+              << what << ", reduce wrote past the end";
+        }
+      }
+  kernels::LocalRingArguments bad;
+  bad.dst = dst;
+  bad.src = src;
+  bad.bytes = 1024;
+  bad.shape = {9, 16 * 1024};
+  try {
+    kernels::launch_local_ring(bad, stream_);
+    ADD_FAILURE() << "a 9-stage ring ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("9 stages"), std::string::npos) << e.what();
+  }
+  cudaFree(src);
+  cudaFree(dst);
 }
 
 TEST_F(CollectivesTest, BadArgumentsAreRejectedByName) {

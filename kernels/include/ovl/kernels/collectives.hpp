@@ -142,14 +142,18 @@ class CollectiveKernel {
 // wait on each other (the overlap executor: before launching the GEMM and the communication kernel together).
 void preload_collective_kernels();
 
-// Plain local copies (bytes read + written = 2 * bytes) for "bandwidth per CTA": a 1-warp TMA ring, and a SIMT
-// block of `threads` threads with 16-byte accesses. dst, src 16-byte aligned.
+// Plain local copies (bytes read + written = 2 * bytes) for "bandwidth per CTA": the TMA ring below with its
+// defaults (kDefaultTmaRing, split, `schedule`), or a SIMT block of `threads` threads with 16-byte accesses, 4 in
+// flight per thread. dst, src 16-byte aligned; SIMT: bytes % 16 == 0.
 enum class CopyImpl : std::uint8_t { kTma, kSimt };
+// How a local copy deals the buffer to its CTAs. kInterleaved: pieces dealt round-robin (TMA: stage-sized pieces,
+// CTA c of G moves pieces c, c + G, ...; SIMT: a grid-stride loop), so all CTAs stream through one window of the
+// buffer at a time, as cudaMemcpy does. kSlices: CTA c moves the c-th contiguous slice.
+enum class RingSchedule : std::uint8_t { kInterleaved, kSlices };
 void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t bytes, int num_ctas, int threads,
-                       cudaStream_t stream);
-// The 1-warp TMA ring alone, to size rings: `stages` (2..8) stages of `stage_bytes` (a multiple of 1 KiB; the ring at
-// most 227 KiB). kCopy: dst = src; kReduceAddBf16: dst += src (cp.reduce.async.bulk .add.noftz.bf16; bytes read +
-// written = 3 * bytes). launch_local_copy(kTma) is this ring with 4 x 48 KiB.
+                       cudaStream_t stream, RingSchedule schedule = RingSchedule::kInterleaved);
+// kCopy: dst = src; kReduceAddBf16: dst += src (cp.reduce.async.bulk .add.noftz.bf16; bytes read + written =
+// 3 * bytes, bytes % 16 == 0).
 enum class RingOp : std::uint8_t { kCopy, kReduceAddBf16 };
 
 // The environment's TMA ring shape, OVL_TMA_RING="<stages>x<KiB>" (e.g. 6x32), read once; {0, 0} when unset. It
@@ -169,7 +173,20 @@ inline constexpr std::size_t kMaxSharedBytesPerBlock = 227 * 1024;
 // "" when a ring of `stages` x `stage_bytes` after a `header_bytes` header can run (2..8 stages: bulk-group waits
 // take 0..7; whole KiB stages; within kMaxSharedBytesPerBlock), else what is wrong, naming the value.
 std::string tma_ring_problem(int stages, std::uint64_t stage_bytes, std::size_t header_bytes);
-void launch_local_ring(RingOp op, void* dst, const void* src, std::size_t bytes, int num_ctas, int stages,
-                       std::uint32_t stage_bytes, cudaStream_t stream);
+// The bare TMA ring on a local buffer, to size rings and to measure bandwidth per CTA. The shape must pass
+// tma_ring_problem. split: thread 0 loads and thread 32 writes (64 threads, the collectives' copy phases); else one
+// thread does both (32 threads).
+struct LocalRingArguments {
+  RingOp op = RingOp::kCopy;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+  int num_ctas = 1;
+  TmaRingShape shape = kDefaultTmaRing;
+  RingSchedule schedule = RingSchedule::kInterleaved;
+  bool split = true;
+  bool l2_evict_first = false;  // split only: loads (and a copy's stores) mark their L2 lines evict-first
+};
+void launch_local_ring(const LocalRingArguments& args, cudaStream_t stream);
 
 }  // namespace ovl::kernels

@@ -1,0 +1,101 @@
+// The TMA collectives' and the local ring's argument checks, which need no GPU: each bad value is refused by name
+// before anything touches a device (CollectiveKernel::can_implement, launch_local_ring's checks).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "ovl/error.hpp"
+#include "ovl/kernels/collectives.hpp"
+
+namespace ovl::kernels {
+namespace {
+
+// Plausible device addresses: never dereferenced, 16-byte aligned unless a test says otherwise.
+void* fake(std::uintptr_t at) { return reinterpret_cast<void*>(at); }
+
+// A world-of-2 AllReduce that can_implement accepts: 4 KB per owner, one uniform range each.
+CollectiveArguments good_arguments(CollectiveError* error, std::uint32_t* flags) {
+  CollectiveArguments a;
+  a.world_size = 2;
+  a.num_played_ranks = 2;
+  for (int r = 0; r < 2; ++r) {
+    a.src[r] = fake(0x100000 + 0x10000 * std::uintptr_t(r));
+    a.dst[r] = fake(0x200000 + 0x10000 * std::uintptr_t(r));
+    a.flags[r] = flags;
+  }
+  a.chunk_bytes = 4096;
+  a.src_owner_stride = a.dst_owner_stride = 4096;
+  a.src_bytes = a.dst_bytes = 8192;
+  a.error = error;
+  return a;
+}
+
+std::string refusal(const LocalRingArguments& a) {
+  try {
+    launch_local_ring(a, nullptr);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(CollectiveArguments, GoodArgumentsPass) {
+  CollectiveError error{};
+  std::uint32_t flags[64] = {};
+  EXPECT_EQ(CollectiveKernel::can_implement(good_arguments(&error, flags)), "");
+}
+
+TEST(CollectiveArguments, EachBadValueIsNamed) {
+  CollectiveError error{};
+  std::uint32_t flags[64] = {};
+  const auto refused = [&](auto&& change) {
+    CollectiveArguments a = good_arguments(&error, flags);
+    change(a);
+    return CollectiveKernel::can_implement(a);
+  };
+  EXPECT_NE(refused([](CollectiveArguments& a) { a.world_size = 9; }).find("world_size = 9"), std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) { a.num_ctas = 0; }).find("num_ctas = 0"), std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) {
+              a.algo = CollectiveAlgo::kTmaPull;
+              a.pull_warps = 9;
+            }).find("pull_warps = 9"),
+            std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) { a.error = nullptr; }).find("error = null"), std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) { a.epoch = 0; }).find("epoch = 0"), std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) {
+              a.src[1] = fake(0x110008);
+            }).find("src or dst of rank 1 is not 16-byte aligned"),
+            std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) { a.dst_bytes = 4096; }).find("dst_bytes = 4096"), std::string::npos);
+}
+
+TEST(LocalRingArguments, EachBadValueIsNamed) {
+  LocalRingArguments a;
+  a.dst = fake(0x100000);
+  a.src = fake(0x200000);
+  a.bytes = 1 << 20;
+  a.num_ctas = 0;
+  EXPECT_NE(refusal(a).find("num_ctas = 0"), std::string::npos) << refusal(a);
+  a.num_ctas = 4;
+  a.shape = {9, 16 * 1024};
+  EXPECT_NE(refusal(a).find("9 stages"), std::string::npos) << refusal(a);
+  a.shape = {4, 1000};
+  EXPECT_NE(refusal(a).find("stage_bytes = 1000"), std::string::npos) << refusal(a);
+  a.shape = {8, 64 * 1024};
+  EXPECT_NE(refusal(a).find("shared memory"), std::string::npos) << refusal(a);
+  a.shape = kDefaultTmaRing;
+  a.src = fake(0x200008);
+  EXPECT_NE(refusal(a).find("not 16-byte aligned"), std::string::npos) << refusal(a);
+  a.src = fake(0x200000);
+  a.op = RingOp::kReduceAddBf16;
+  a.bytes = 1000;
+  EXPECT_NE(refusal(a).find("bytes = 1000"), std::string::npos) << refusal(a);
+  a.op = RingOp::kCopy;
+  a.split = false;
+  a.l2_evict_first = true;
+  EXPECT_NE(refusal(a).find("l2_evict_first needs split"), std::string::npos) << refusal(a);
+}
+
+}  // namespace
+}  // namespace ovl::kernels
