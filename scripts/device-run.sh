@@ -10,6 +10,7 @@
 # --targets builds only those targets (and what they need) instead of everything; --sanitize runs
 # compute-sanitizer memcheck, racecheck and synccheck on the test executables matching REGEX (OVL_SANITIZE_FILTER
 # narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools; OVL_SANITIZE_TIMEOUT bounds each run, 240 s).
+# OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call.
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
 # The machine has no package manager: nlohmann/json travels in .deps/include (carry .deps) when it is missing.
@@ -96,7 +97,7 @@ for spec in "${benches[@]}"; do
   note "== $bench ${filter:+--benchmark_filter=$filter} $bench_args"
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
+  timeout "${OVL_BENCH_TIMEOUT:-900}" $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
        --benchmark_counters_tabular=true $bench_args >>"$log" 2>&1
   summary+=("$bench: rc $? in $(( $(date +%s) - t0 )) s, $(grep -c '"name"' "$out/$bench.json" 2>/dev/null) cases")
 done
