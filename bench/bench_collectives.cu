@@ -3,10 +3,10 @@
 //   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt, op allreduce|reducescatter|allgather
 //   copy/<impl>/<bytes>/ctas:<c>                  impl tma (the TMA ring: thread 0 loads, thread 32 stores, pieces
 //                                                 dealt round-robin), tma-evict-first (the same with an L2
-//                                                 evict-first policy on loads and stores), tma-slices (the same, a contiguous slice per
-//                                                 CTA), tma-1thread-slices (one thread loads and stores, slices: the
-//                                                 ring before the split), simt, simt-slices (512-thread SIMT copy,
-//                                                 grid-stride or slices), plus
+//                                                 evict-first policy on loads and stores), tma-slices (the same, a
+//                                                 contiguous slice per CTA), tma-1thread-slices (one thread loads
+//                                                 and stores, slices: the ring before the split), simt, simt-slices
+//                                                 (512-thread SIMT copy, grid-stride or slices), plus
 //   copy/memcpy/<bytes>                           cudaMemcpyAsync device to device (the device's copy bandwidth)
 //   ring/<copy|reduce>/<bytes>/ring:<S>x<KiB>/ctas:<c>  the TMA ring (split, round-robin) at S stages of KiB: copy
 //                                                 or bf16 reduce-add (cp.reduce.async.bulk) into the destination
@@ -321,7 +321,8 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
       }
     static const CopyCase memcpy_case{"memcpy", true};
-    benchmark::RegisterBenchmark(fmt::format("copy/memcpy/{}", bytes).c_str(), [=](benchmark::State& st) { bench_copy(st, memcpy_case, bytes, 0); })
+    benchmark::RegisterBenchmark(fmt::format("copy/memcpy/{}", bytes).c_str(),
+                                 [=](benchmark::State& st) { bench_copy(st, memcpy_case, bytes, 0); })
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }

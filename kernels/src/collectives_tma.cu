@@ -323,7 +323,9 @@ struct TmaRing {
     ptx::mbar_arrive(full + i % num_stages);
   }
   // A reader is done with unit i's stage: `count` of the stage's `readers` arrivals (see the ring, above).
-  __device__ void release(std::uint32_t i, std::uint32_t count) const { ptx::mbar_arrive(empty + i % num_stages, count); }
+  __device__ void release(std::uint32_t i, std::uint32_t count) const {
+    ptx::mbar_arrive(empty + i % num_stages, count);
+  }
 };
 
 // The pieces of one phase for this CTA: the moves of the played ranks r0..r1 in turn, cut into pieces of at most
@@ -572,7 +574,8 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
     if (a.expected != nullptr && (p.group != gated_group || (m.kind == MoveKind::kPullCopy && p.owner != gated_owner))) {
       // After an abort (an earlier move's gate) no gate waits again. Thread 0 hands its answer to every thread
       // through the barrier itself, so no thread reads the abort flag while thread 0 may set it at the next gate.
-      const bool passed = threadIdx.x != 0 || (!*cta.abort_flag && gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me));
+      const bool passed =
+          threadIdx.x != 0 || (!*cta.abort_flag && gate_group(cta, p.group, counter_mask(a, m, p.owner), m.me));
       if (__syncthreads_or(!passed)) return;
       gated_group = p.group;
       gated_owner = p.owner;
@@ -1032,8 +1035,8 @@ void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t by
             "local copy: dst or src is not 16-byte aligned");
   OVL_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0, "threads = {} is not a multiple of 32 in 32..1024", threads);
   OVL_CHECK(bytes % 16 == 0, "simt copy: bytes = {} is not a multiple of 16", bytes);
-  simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16,
-                                                     schedule == RingSchedule::kInterleaved);
+  simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
+                                                     bytes / 16, schedule == RingSchedule::kInterleaved);
   OVL_CUDA_CHECK_LAST();
 }
 
