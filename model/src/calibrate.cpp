@@ -159,7 +159,8 @@ struct Fitter {
       const auto& b = ms[i]->bench;
       const auto r = Eigen::Index(i);
       const bool cublas = b.gemm_impl() == GemmImpl::kCublas;
-      const auto g = detail::gemm_timing(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, h);
+      const auto g = detail::gemm_timing(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, h,
+                                         GemmRegime::kSustained);
       const TileShape t = cublas ? detail::kCublasTile : TileShape{};
       const double f = 2.0 * t.m * t.n * double(b.k) / (h.matrix_tflops_per_sm * 1e6) * g.clock_factor;
       p.a(r, kLaunch) = 1.0;
@@ -187,7 +188,7 @@ struct Fitter {
     std::vector<const Measurement*> ms, ovl, cublas;
     for (const Measurement* m : all) {
       const auto g = detail::gemm_timing(shape_of(m->bench), m->bench.gemm_impl(), m->bench.sms, TileShape{},
-                                         TileOrder::kSwizzle, hw);
+                                         TileOrder::kSwizzle, hw, GemmRegime::kSustained);
       if (g.memory_us > 0.9 * g.compute_us) {
         note(fmt::format("{}: near the HBM floor, not used to fit the matrix rate", m->name));
         continue;
@@ -208,7 +209,7 @@ struct Fitter {
     std::set<int> busy;
     for (const Measurement* m : ms) {
       const auto g = detail::gemm_timing(shape_of(m->bench), m->bench.gemm_impl(), m->bench.sms, TileShape{},
-                                         TileOrder::kSwizzle, hw);
+                                         TileOrder::kSwizzle, hw, GemmRegime::kSustained);
       busy.insert(int(std::lround(g.busy_sms)));
     }
     const bool clock_informed = busy.size() >= 3 && *busy.rbegin() >= 1.5 * *busy.begin();
@@ -441,6 +442,91 @@ struct Fitter {
       row(kInvLink) = k.link_bytes * s;
     }
     return offset;
+  }
+
+  // The operator regime: the overlap cases' GEMM-alone times (counter t_gemm_us: the plan's GEMM on its SMs, timed
+  // alone inside the overlap benchmark) against the model's gemm_alone_us for the same plan, which is
+  // launch + operator_gemm_factor x compute (x chunks, decomposed) wherever the HBM floor does not bind. One factor
+  // for every mode (cuBLAS and ours alike: a clock is the SMs', not a kernel's), so sequential and the overlapped
+  // modes are ranked on one footing; the two kernels' own factors are noted for reference. Gauss-Newton on the
+  // relative residuals: the model is linear in the factor, so one step lands on the least-squares value.
+  struct RegimeFit {
+    double factor = 1;
+    double rms = 0;
+    int points = 0;
+  };
+  RegimeFit solve_regime(const std::vector<std::pair<const Measurement*, double>>& ms) const {
+    // Relative residuals of the GEMM-alone times at `factor`; cases the model cannot run are left out.
+    auto residuals = [&](double factor) {
+      Hardware h = hw;
+      h.operator_gemm_factor = factor;
+      std::vector<double> r;
+      for (const auto& [m, t_gemm] : ms) {
+        try {
+          const Hardware mh = measurement_hardware(*m, h);
+          r.push_back((estimate(m->bench.problem(), m->bench.plan(mh), mh).gemm_alone_us - t_gemm) / t_gemm);
+        } catch (const Error&) {
+          r.push_back(std::nan(""));
+        }
+      }
+      return r;
+    };
+    constexpr double kLo = 0.25, kHi = 4.0, kStep = 1e-3;
+    RegimeFit out;
+    out.factor = std::clamp(hw.operator_gemm_factor, kLo, kHi);
+    for (int iter = 0; iter < 20; ++iter) {
+      const std::vector<double> r = residuals(out.factor);
+      const std::vector<double> rp = residuals(out.factor * (1 + kStep));
+      double jr = 0, jj = 0;
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (!std::isfinite(r[i]) || !std::isfinite(rp[i])) continue;
+        const double j = (rp[i] - r[i]) / (out.factor * kStep);
+        jr += j * r[i];
+        jj += j * j;
+      }
+      if (jj == 0) break;
+      const double next = std::clamp(out.factor - jr / jj, kLo, kHi);
+      const bool done = std::fabs(next - out.factor) < 1e-9 * out.factor;
+      out.factor = next;
+      if (done) break;
+    }
+    double ss = 0;
+    for (double e : residuals(out.factor)) {
+      if (!std::isfinite(e)) continue;
+      ss += e * e;
+      ++out.points;
+    }
+    out.rms = out.points ? std::sqrt(ss / out.points) : 0.0;
+    return out;
+  }
+
+  void fit_operator_gemm(const std::vector<const Measurement*>& overlap) {
+    if (overlap.empty()) return;
+    std::vector<std::pair<const Measurement*, double>> all, cublas, ours;
+    for (const Measurement* m : overlap) {
+      const auto it = m->counters.find("t_gemm_us");
+      if (it == m->counters.end() || !std::isfinite(it->second) || it->second <= 0) continue;
+      all.emplace_back(m, it->second);
+      const bool runs_cublas = m->bench.mode == Mode::kSequential || m->bench.mode == Mode::kDecomposed;
+      (runs_cublas ? cublas : ours).emplace_back(m, it->second);
+    }
+    if (all.empty()) {
+      note("operator_gemm_factor held at the base value (no overlap case records t_gemm_us)");
+      return;
+    }
+    const RegimeFit fit = solve_regime(all);
+    if (fit.points == 0) return;
+    const double base = hw.operator_gemm_factor;
+    if (!cublas.empty() && !ours.empty()) {
+      const RegimeFit c = solve_regime(cublas), o = solve_regime(ours);
+      note(
+          fmt::format("operator_gemm_factor by kernel, for reference: cuBLAS {:.4f} ({} cases, RMS {:.2f}%), ours "
+                      "{:.4f} ({} cases, RMS {:.2f}%)",
+                      c.factor, c.points, 100 * c.rms, o.factor, o.points, 100 * o.rms));
+    }
+    hw.operator_gemm_factor = fit.factor;
+    record("operator_gemm_factor", base, fit.factor, fit.points, "overlap/t_gemm");
+    out->parameters.back().rms_rel_error = fit.rms;
   }
 
   // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
@@ -703,6 +789,7 @@ CalibrationResult calibrate_measurements(const std::vector<Measurement>& measure
   gemm.insert(gemm.end(), cublas.begin(), cublas.end());
   fit.fit_gemm(gemm);
   fit.fit_comm(comm);
+  fit.fit_operator_gemm(overlap);  // on the GEMM parameters just fitted; before the contention, which it shifts
   fit.fit_overlap(overlap);
   fit.hw.validate();
   result.hardware = fit.hw;

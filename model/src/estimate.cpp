@@ -46,8 +46,8 @@ double bus_factor(Collective c, int world) {
 }
 
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                           const Hardware& hw) {
-  const GemmTiming g = detail::gemm_timing(shape, impl, sms, tile, order, hw);
+                           const Hardware& hw, GemmRegime regime) {
+  const GemmTiming g = detail::gemm_timing(shape, impl, sms, tile, order, hw, regime);
   GemmEstimate e;
   e.us = g.total_us();
   e.tiles = g.tiles;
@@ -265,10 +265,14 @@ Contention make_contention(const GemmTiming& gemm, const GemmTiming* reduced, do
 
 GemmShape shape_of(const Problem& p) { return GemmShape{p.m, p.n, p.k, p.dtype}; }
 
+// Every GEMM an overlap mode runs is timed in the operator regime (Hardware::operator_gemm_factor), sequential's
+// cuBLAS too, so that the modes are ranked on one footing.
+constexpr GemmRegime kOp = GemmRegime::kOperator;
+
 ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const GemmTiming g =
-      detail::gemm_timing(shape_of(problem), GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw);
+      detail::gemm_timing(shape_of(problem), GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
   const CommEstimate c = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas,
                                              hw, problem.nodes());
   ModeEstimate e;
@@ -284,13 +288,13 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   GemmShape chunk_shape = shape_of(problem);
   chunk_shape.m = problem.m / chunks;
   const GemmTiming chunk =
-      detail::gemm_timing(chunk_shape, GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw);
+      detail::gemm_timing(chunk_shape, GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
   // NCCL on a second plain stream takes comm_ctas SMs from cuBLAS while it runs.
   const int conflict = std::max(0, plan.gemm_sms + plan.comm_ctas - hw.sm_count);
   GemmTiming reduced;
   if (conflict > 0) {
     reduced = detail::gemm_timing(chunk_shape, GemmImpl::kCublas, std::max(1, plan.gemm_sms - conflict), plan.tile,
-                                  TileOrder::kSwizzle, hw, /*partition_penalty=*/false);
+                                  TileOrder::kSwizzle, hw, kOp, /*partition_penalty=*/false);
     // Losing SMs dynamically costs cuBLAS only the lost SMs, never less than it had.
     reduced.body_us = std::max(reduced.body_us, chunk.body_us);
   }
@@ -327,7 +331,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
 ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const GemmShape shape = shape_of(problem);
-  const GemmTiming gemm = detail::gemm_timing(shape, GemmImpl::kOvl, plan.gemm_sms, plan.tile, plan.tile_order, hw);
+  const GemmTiming gemm =
+      detail::gemm_timing(shape, GemmImpl::kOvl, plan.gemm_sms, plan.tile, plan.tile_order, hw, kOp);
   const bool nccl = is_nccl(plan.comm_algo);
 
   // SMs the communication takes from the GEMM: none on disjoint partitions.
@@ -335,7 +340,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   GemmTiming reduced;
   if (conflict > 0) {
     reduced = detail::gemm_timing(shape, GemmImpl::kOvl, std::max(1, plan.gemm_sms - conflict), plan.tile,
-                                  plan.tile_order, hw);
+                                  plan.tile_order, hw, kOp);
   }
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);

@@ -68,7 +68,7 @@ double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, cons
 double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : 1.0; }
 
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile_in, TileOrder order,
-                       const Hardware& hw, bool partition_penalty) {
+                       const Hardware& hw, GemmRegime regime, bool partition_penalty) {
   OVL_CHECK(shape.m > 0 && shape.n > 0 && shape.k > 0, "GEMM shape {}x{}x{} must be positive", shape.m, shape.n,
             shape.k);
   OVL_CHECK(sms >= 1 && sms <= hw.sm_count, "GEMM sms = {} must be in [1, {}] (sm_count)", sms, hw.sm_count);
@@ -107,6 +107,9 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
                 hw.cublas_tile_epilogue_us;
     g.waves_used = std::max(1.0, double(g.tiles) / sms);
   }
+  // The power state: inside an operator the SMs clock higher (or lower) than in a sustained stream of GEMMs, which
+  // scales the matrix work and the epilogue alike; the HBM floor and the launch do not depend on the SM clock.
+  g.tile_us *= gemm_regime_factor(hw, regime);
   g.compute_us = g.waves_used * g.tile_us;
   g.hbm_bytes = gemm_hbm_bytes(shape, tiles_m, tiles_n, tile, walk, std::min<int64_t>(sms, g.tiles), hw);
   // An SM loads at most what one copy CTA moves: few SMs cannot pull the whole HBM bandwidth.
@@ -120,6 +123,10 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
 }  // namespace ovl::detail
 
 namespace ovl {
+
+double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
+  return regime == GemmRegime::kOperator ? hw.operator_gemm_factor : 1.0;
+}
 
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {
   if (hw.clock_exponent == 0.0) return 1.0;

@@ -35,10 +35,12 @@ struct GemmTiming {
   double tile_start_us(int64_t i) const { return double(i / sms) * wave_us(); }
 };
 
+// `regime`: kOperator multiplies the compute time (tile_us) by hw.operator_gemm_factor (the GEMM inside an overlap
+// operator); the launch and the HBM floor are the same in both regimes.
 // `partition_penalty`: apply cublas_partition_penalty when cuBLAS runs on fewer than sm_count SMs (a green-context
 // partition); off when a cuBLAS kernel merely loses SMs to a concurrent kernel.
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                       const Hardware& hw, bool partition_penalty = true);
+                       const Hardware& hw, GemmRegime regime, bool partition_penalty = true);
 double matrix_rate_scale(DType dtype);  // 1 for bf16/fp16; 0.5 for fp32 (TF32)
 
 // Per-buffer-byte coefficients of one collective among the ranks of one node (bytes = the full buffer S).

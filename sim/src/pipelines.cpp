@@ -28,15 +28,19 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   const int64_t tiles = std::max<int64_t>(1, plan.tile_count(problem));
   const int64_t waves = (tiles + gemm_sms - 1) / gemm_sms;
   const double busy = cublas ? double(std::min<int64_t>(gemm_sms, tiles)) : double(tiles) / double(waves);
-  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency / matrix_clock_factor(hw, busy);
-  tile_epilogue_us = cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us;
+  // Inside an operator the GEMM's compute (matrix work and epilogues) takes operator_gemm_factor times its time in
+  // a sustained stream of GEMMs (the power state, as the closed-form model's GemmRegime::kOperator).
+  const double regime = gemm_regime_factor(hw, GemmRegime::kOperator);
+  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency / (matrix_clock_factor(hw, busy) * regime);
+  tile_epilogue_us = (cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us) * regime;
   // The GEMM's HBM demand alone (one decomposed chunk, or the whole GEMM), as the closed-form model measures it
   // for its HBM contention term: its HBM bytes over its body time, over the device's bandwidth.
   {
     GemmShape shape{problem.m, problem.n, problem.k, problem.dtype};
     if (plan.mode == Mode::kDecomposed && plan.chunks > 1) shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
-    const GemmEstimate g = estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl,
-                                         std::clamp(gemm_sms, 1, hw.sm_count), plan.tile, plan.tile_order, hw);
+    const GemmEstimate g =
+        estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl, std::clamp(gemm_sms, 1, hw.sm_count),
+                      plan.tile, plan.tile_order, hw, GemmRegime::kOperator);
     const double body_us = std::max(g.us - hw.launch_us, 1e-9);
     gemm_hbm_util = std::min(1.0, g.hbm_bytes / body_us / 1e3 / hw.hbm_GBps);
   }

@@ -8,6 +8,7 @@
 #include "ovl/error.hpp"
 #include "ovl/model/bench_names.hpp"
 #include "ovl/model/calibrate.hpp"
+#include "ovl/model/estimate.hpp"
 
 namespace ovl {
 namespace {
@@ -258,6 +259,57 @@ TEST(Calibrate, RecoversContentionWeights) {
   EXPECT_NEAR(r.hardware.shared_sm_penalty, 0.5, 0.05);
   ASSERT_TRUE(find(r, "shared_sm_penalty"));
   EXPECT_LT(find(r, "shared_sm_penalty")->rms_rel_error, 0.005);
+}
+
+TEST(Calibrate, RecoversTheOperatorGemmFactor) {
+  // Synthetic bench_overlap files: every case's operator time ("us") and its GEMM-alone time ("t_gemm_us", the
+  // counter bench_overlap records) from a truth whose GEMMs run at 0.88 of their sustained compute time inside the
+  // operator, with 0.2% noise. The fit (on the GEMM-alone times, least squares in the relative error) recovers 0.88
+  // to within 0.5%, whatever the base factor; the contention weights are then fitted on top of it.
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.operator_gemm_factor = 0.88;
+  truth.hbm_contention = 2.0;
+  truth.shared_sm_penalty = 0.5;
+  Noise noise{777, 0.002};
+  auto overlap_file = [&](bool with_t_gemm) {
+    nlohmann::json doc{{"benchmarks", nlohmann::json::array()}};
+    for (const char* mode : {"sequential", "decomposed", "tile-signal", "green-context", "tma"}) {
+      for (const char* shape : {"8192x8192x8192", "4096x8192x8192", "8192x8192x2048"}) {
+        for (int comm : {8, 16, 24, 32}) {
+          const std::string name = fmt::format("overlap/{}/allreduce/{}/world:8/comm_sms:{}", mode, shape,
+                                               std::string(mode) == "sequential" ? 132 : comm);
+          const BenchCase c = *parse_bench_name(name);
+          const ModeEstimate e = estimate(c.problem(), c.plan(truth), truth);
+          nlohmann::json b{
+              {"name", name + "/manual_time"}, {"run_type", "iteration"}, {"iterations", 5},
+              {"real_time", e.total_us},       {"time_unit", "us"},       {"us", e.total_us * (1 + noise())}};
+          if (with_t_gemm) b["t_gemm_us"] = e.gemm_alone_us * (1 + noise());
+          doc["benchmarks"].push_back(b);
+          if (std::string(mode) == "sequential") break;
+        }
+      }
+    }
+    return doc;
+  };
+  for (double start : {1.0, 0.7, 1.3}) {
+    Hardware b = base;
+    b.operator_gemm_factor = start;
+    const CalibrationResult r = calibrate({overlap_file(true)}, b);
+    const auto* f = find(r, "operator_gemm_factor");
+    ASSERT_TRUE(f) << start;
+    EXPECT_NEAR(f->value, 0.88, 0.88 * 0.005) << start;
+    EXPECT_DOUBLE_EQ(r.hardware.operator_gemm_factor, f->value);
+    EXPECT_EQ(f->points, 3 + 4 * 3 * 4);  // 3 sequential cases, 48 others
+    EXPECT_LT(f->rms_rel_error, 0.004);
+    EXPECT_NEAR(r.hardware.hbm_contention, 2.0, 0.2) << start;
+    EXPECT_NEAR(r.hardware.shared_sm_penalty, 0.5, 0.05) << start;
+  }
+  // Without the counter nothing informs it: the base value stays, and a note says so.
+  const CalibrationResult none = calibrate({overlap_file(false)}, base);
+  EXPECT_EQ(find(none, "operator_gemm_factor"), nullptr);
+  EXPECT_EQ(none.hardware.operator_gemm_factor, 1.0);
+  EXPECT_NE(none.summary().find("operator_gemm_factor held at the base value"), std::string::npos);
 }
 
 TEST(Calibrate, HeldOutGemmValidation) {

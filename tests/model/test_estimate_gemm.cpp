@@ -113,6 +113,45 @@ TEST(EstimateGemm, MemoryFloor) {
   EXPECT_GE(few.us, few.hbm_bytes / (800 * 1e3));
 }
 
+TEST(EstimateGemm, OperatorRegimeScalesTheComputeTime) {
+  // The power state (Hardware::operator_gemm_factor): inside an operator the compute time (matrix work and
+  // epilogues) is the factor times the sustained one; the launch and the HBM floor are not scaled. 8192^3 on 132
+  // SMs (ClosedFormFullDevice: 1.53 + 16 x 103.42 = 1656.2 us sustained) with factor 0.9:
+  // 1.53 + 0.9 x 16 x 103.42 = 1490.7 us. A GEMM estimated alone stays in the sustained regime (1656.2 us).
+  Hardware hw = kH200;
+  hw.operator_gemm_factor = 0.9;
+  const GemmShape s{8192, 8192, 8192};
+  const double tile_us = 2.0 * 128 * 256 * 8192 / (989.4 / 132 * 1e6 * 0.702) * std::pow(128.0 / 132.0, 0.49) + 2.91;
+  const GemmEstimate op =
+      estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kSwizzle, hw, GemmRegime::kOperator);
+  EXPECT_NEAR(op.us, 1.53 + 0.9 * 16 * tile_us, 1e-6);
+  EXPECT_NEAR(op.us, 1490.7, 0.1);
+  EXPECT_NEAR(op.wave_us, 0.9 * tile_us, 1e-9);
+  EXPECT_EQ(estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, hw).us,
+            estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, kH200).us);
+  // cuBLAS alike: 1.53 + 0.9 x (sustained - 1.53), to rounding (1e-9 us).
+  const double cublas = estimate_gemm(s, GemmImpl::kCublas, 124, TileShape{}, kH200).us;
+  EXPECT_NEAR(estimate_gemm(s, GemmImpl::kCublas, 124, TileShape{}, TileOrder::kSwizzle, hw, GemmRegime::kOperator).us,
+              1.53 + 0.9 * (cublas - 1.53), 1e-9);
+  EXPECT_DOUBLE_EQ(gemm_regime_factor(hw, GemmRegime::kOperator), 0.9);
+  EXPECT_DOUBLE_EQ(gemm_regime_factor(hw, GemmRegime::kSustained), 1.0);
+  // At the HBM floor (MemoryFloor's case) a faster clock changes nothing: 1.53 + bytes / 4.2 TB/s either way.
+  Hardware cheap = hw;
+  cheap.gemm_efficiency = 0.8;
+  cheap.tile_epilogue_us = 0.5;
+  const GemmEstimate floor = estimate_gemm({16384, 16384, 128}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kSwizzle,
+                                           cheap, GemmRegime::kOperator);
+  EXPECT_TRUE(floor.memory_bound);
+  EXPECT_NEAR(floor.us, 1.53 + floor.hbm_bytes / (4200 * 1e3), 1e-6);
+  // Factor 1 (every profile without the field): the operator regime is the sustained one, bit for bit.
+  for (GemmImpl impl : {GemmImpl::kOvl, GemmImpl::kCublas}) {
+    for (int sms : {8, 64, 100, 132}) {
+      EXPECT_EQ(estimate_gemm(s, impl, sms, TileShape{}, TileOrder::kRowBand, kH200, GemmRegime::kOperator).us,
+                estimate_gemm(s, impl, sms, TileShape{}, TileOrder::kRowBand, kH200).us);
+    }
+  }
+}
+
 TEST(EstimateGemm, TileOrderChangesL2Reuse) {
   // 8192^3: B (128 MiB) does not fit the L2, so row-band order re-reads all of B for every ~4 bands in flight,
   // while swizzled blocks of ~12 x 11 tiles read about half as much.

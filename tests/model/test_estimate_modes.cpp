@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
@@ -126,6 +127,57 @@ TEST(EstimateModes, DecomposedClosedForm) {
   const double gather =
       estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
   EXPECT_NEAR(a.total_us, gather + 4 * chunk, 1e-6);
+}
+
+TEST(EstimateModes, OperatorGemmFactorScalesEveryModesGemm) {
+  // Every mode times its GEMM in the operator regime (Hardware::operator_gemm_factor, here 0.85), so the
+  // comparison between modes stays on one footing. Without contention:
+  //   sequential: cuBLAS 8192^3 on 132 SMs: 1.53 + 0.85 x (1589.7 - 1.53) = 1351.5 us, + the same 670.3 us ring;
+  //   decomposed: 4 chunks of 1.53 + 0.85 x (chunk - 1.53) (gemm_alone_us);
+  //   tile-signal / green-context / tma: our GEMM's launch + 0.85 x its body (gemm_alone_us).
+  // Tolerance 1e-6 us (rounding).
+  const Hardware base = no_contention();
+  Hardware hw = base;
+  hw.operator_gemm_factor = 0.85;
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const ModeEstimate seq = estimate(p, default_plan(Mode::kSequential, p, hw, 0), hw);
+  const ModeEstimate seq1 = estimate(p, default_plan(Mode::kSequential, p, base, 0), base);
+  EXPECT_NEAR(seq.gemm_alone_us, 1.53 + 0.85 * (seq1.gemm_alone_us - 1.53), 1e-6);
+  EXPECT_NEAR(seq.gemm_alone_us, 1351.5, 0.5);
+  EXPECT_NEAR(seq.total_us, seq.gemm_alone_us + seq1.comm_alone_us, 1e-6);
+  const ModeEstimate dec = estimate(p, default_plan(Mode::kDecomposed, p, hw, 16), hw);
+  const double chunk = estimate_gemm({2048, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, base).us;
+  EXPECT_NEAR(dec.gemm_alone_us, 4 * (1.53 + 0.85 * (chunk - 1.53)), 1e-6);
+  for (Mode mode : {Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+    const Plan plan = default_plan(mode, p, hw, 24);
+    const double gemm =
+        estimate_gemm({8192, 8192, 8192}, GemmImpl::kOvl, plan.gemm_sms, plan.tile, plan.tile_order, base).us;
+    const ModeEstimate e = estimate(p, plan, hw);
+    EXPECT_NEAR(e.gemm_alone_us, 1.53 + 0.85 * (gemm - 1.53), 1e-6) << to_string(mode);
+    EXPECT_LT(e.total_us, estimate(p, plan, base).total_us) << to_string(mode);
+  }
+}
+
+TEST(EstimateModes, AProfileWithoutTheOperatorFactorPredictsAsBefore) {
+  // A profile file without "operator_gemm_factor" loads factor 1, and every mode's estimate is then bit for bit
+  // that of a profile whose factor is set to 1 explicitly (the pre-factor predictions, which the closed forms
+  // above pin): the term is a no-op unless a profile sets it.
+  nlohmann::json j = kH200;
+  j.erase("operator_gemm_factor");
+  Hardware loaded = builtin_hardware("a100");
+  from_json(j, loaded);
+  EXPECT_EQ(loaded.operator_gemm_factor, 1.0);
+  EXPECT_EQ(kH200.operator_gemm_factor, 1.0);  // the built-in profile: no power-state term
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    const Problem p = make_problem(op, 8192, 8192, 4096, 8);
+    for (Mode mode : {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+      const Plan plan = default_plan(mode, p, kH200, mode == Mode::kSequential ? 0 : 16);
+      const ModeEstimate a = estimate(p, plan, loaded), b = estimate(p, plan, kH200);
+      EXPECT_EQ(a.total_us, b.total_us) << p.name() << " " << to_string(mode);
+      EXPECT_EQ(a.gemm_alone_us, b.gemm_alone_us);
+      EXPECT_EQ(a.gemm_us, b.gemm_us);
+    }
+  }
 }
 
 TEST(EstimateModes, BoundsHoldEverywhere) {

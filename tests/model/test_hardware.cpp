@@ -1,8 +1,10 @@
 // Hardware: built-in profiles, device-name lookup, validation and JSON (every field rejected by name).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "ovl/error.hpp"
@@ -95,6 +97,37 @@ TEST(Hardware, EveryBadFieldIsRejectedByName) {
   Hardware direct = builtin_hardware("h200");
   direct.sm_count = -4;
   expect_error_naming([&] { direct.validate(); }, "\"sm_count\" = -4");
+}
+
+TEST(Hardware, OperatorGemmFactor) {
+  // The power-state factor: optional (absent = the base's, 1 on every built-in profile), carried through JSON,
+  // and refused by name when it is not a positive finite number.
+  for (const auto& name : builtin_hardware_names()) EXPECT_EQ(builtin_hardware(name).operator_gemm_factor, 1.0);
+  Hardware h = builtin_hardware("h200");
+  from_json(nlohmann::json{{"operator_gemm_factor", 0.9}}, h);
+  EXPECT_DOUBLE_EQ(h.operator_gemm_factor, 0.9);
+  const nlohmann::json j = h;
+  ASSERT_TRUE(j.contains("operator_gemm_factor"));
+  EXPECT_DOUBLE_EQ(j["operator_gemm_factor"].get<double>(), 0.9);
+  Hardware back = builtin_hardware("h200");
+  from_json(j, back);
+  EXPECT_DOUBLE_EQ(back.operator_gemm_factor, 0.9);
+  Hardware kept = h;
+  from_json(nlohmann::json{{"launch_us", 2.0}}, kept);
+  EXPECT_DOUBLE_EQ(kept.operator_gemm_factor, 0.9);
+  for (double bad : {0.0, -0.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    Hardware g = builtin_hardware("h200");
+    expect_error_naming(
+        [&] {
+          from_json(nlohmann::json{{"operator_gemm_factor", bad}}, g);
+        },
+        "\"operator_gemm_factor\"");
+    EXPECT_EQ(g.operator_gemm_factor, 1.0) << "a failed load must leave the profile unchanged";
+    Hardware direct = builtin_hardware("h200");
+    direct.operator_gemm_factor = bad;
+    expect_error_naming([&] { direct.validate(); }, "\"operator_gemm_factor\"");
+  }
+  EXPECT_NE(fmt::format("{}", h).find("operator GEMM x0.900"), std::string::npos);
 }
 
 TEST(Hardware, FilesAndPrinting) {

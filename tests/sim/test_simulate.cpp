@@ -64,6 +64,31 @@ TEST(SimulateVsModel, OneGroupTileSignalIsGemmThenCollective) {
   EXPECT_EQ(r.groups, 1);
 }
 
+TEST(SimulateVsModel, OperatorGemmFactorScalesTheGemmAsInTheModel) {
+  // Hardware::operator_gemm_factor 0.8: the simulator's GEMM compute (the SM pool's rate and the epilogues) takes
+  // 0.8 of its time, as the model's does; the launch is not scaled. Sequential 8192^3 (compute-bound, so the HBM
+  // side does not bind): sim GEMM(0.8) - launch = 0.8 x (sim GEMM(1) - launch), to the engine's nanosecond
+  // rounding (0.1%). Every mode's total falls, and a profile at factor 1 simulates exactly as before.
+  const Hardware base = builtin_hardware("h200");
+  Hardware hw = base;
+  hw.operator_gemm_factor = 0.8;
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Plan seq = default_plan(Mode::kSequential, p, base, 0);
+  const SimResult fast = simulate(p, seq, hw), slow = simulate(p, seq, base);
+  EXPECT_NEAR(fast.gemm_us - base.launch_us, 0.8 * (slow.gemm_us - base.launch_us), 1e-3 * slow.gemm_us);
+  EXPECT_NEAR(fast.comm_us, slow.comm_us, 1e-3 * slow.comm_us);
+  // The model's GEMM in the same regime, as SequentialAgreesWithinTenPercent compares them.
+  const double model_gemm = estimate(p, seq, hw).gemm_alone_us;
+  EXPECT_NEAR(fast.gemm_us, model_gemm, 0.10 * model_gemm);
+  for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+    const Plan plan = default_plan(mode, p, base, 16);
+    EXPECT_LT(simulate(p, plan, hw).total_us, simulate(p, plan, base).total_us) << to_string(mode);
+    Hardware one = base;
+    one.operator_gemm_factor = 1.0;
+    EXPECT_EQ(simulate(p, plan, one).total_us, simulate(p, plan, base).total_us) << to_string(mode);
+  }
+}
+
 TEST(Simulate, WorkIsConserved) {
   // FLOPs on the SM pool = 2 M N K; bytes sent on NVLink = the ring's per-rank volume:
   // AllReduce 2 (W-1)/W x bytes, ReduceScatter and AllGather (W-1)/W x bytes.

@@ -32,11 +32,19 @@ struct GemmEstimate {
   double wave_us = 0;          // time of one wave of tiles (the body divided by the waves it takes)
 };
 
-// `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own).
-// Our GEMM visits tiles in swizzled blocks here; the overload takes the plan's order (it changes L2 reuse).
+// Where a GEMM runs, which sets its power state: in a sustained stream of back-to-back GEMMs (bench_gemm, what the
+// GEMM parameters are fitted on) or inside an overlap operator, between memory-bound collectives, where its compute
+// time is Hardware::operator_gemm_factor times the sustained one (docs/model.md, "power state").
+enum class GemmRegime { kSustained, kOperator };
+// The factor on a GEMM's compute time (matrix work and epilogues) in `regime`: 1, or hw.operator_gemm_factor.
+double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
+
+// `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
+// sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
+// plan's order (it changes L2 reuse).
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                           const Hardware& hw);
+                           const Hardware& hw, GemmRegime regime = GemmRegime::kSustained);
 
 // The matrix time of a tile when `busy_sms` SMs run matrix work, relative to its time with all sm_count SMs busy:
 // (clamp(busy_sms, clock_knee_sms, sm_count) / sm_count)^clock_exponent, in (0, 1]. The H200 under a power limit

@@ -45,6 +45,13 @@ struct Hardware {
   // lowers the clock as more SMs draw power). clock_exponent 0: a constant clock. Exponent in [0, 1].
   double clock_knee_sms = 1.0;           // busy SMs up to which the clock stays at its maximum, in (0, sm_count]
   double clock_exponent = 0.0;
+  // A GEMM's compute time (matrix work and epilogues; not its launch or HBM floor) inside an overlap operator, where
+  // it alternates with memory-bound collectives, relative to the sustained stream of back-to-back GEMMs that the
+  // GEMM parameters above are fitted on (bench_gemm). The power-limited H200 clocks higher after idle or
+  // memory-bound phases (docs/model.md, "power state"). Every mode's GEMM uses it (estimate(), simulate()); a GEMM
+  // estimated alone (estimate_gemm) does not. 1: no difference. Fitted by `ovl calibrate` from the overlap cases'
+  // GEMM-alone times (t_gemm_us).
+  double operator_gemm_factor = 1.0;
   double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
   double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
   double nccl_launch_us = 10.0;          // NCCL call overhead (enqueue + kernel start + first handshake)
