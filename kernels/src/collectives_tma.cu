@@ -967,9 +967,11 @@ std::string tma_ring_problem(int stages, std::uint64_t stage_bytes, std::size_t 
   if (stage_bytes < 1024 || stage_bytes % 1024 != 0)
     return fmt::format("stage_bytes = {} is not a positive multiple of 1 KiB", stage_bytes);
   const std::uint64_t smem = header_bytes + std::uint64_t(stages) * stage_bytes;
-  if (smem > kMaxSharedBytesPerBlock)
-    return fmt::format("{} x {} bytes + a {}-byte header need {} bytes of shared memory (at most {})", stages,
-                       stage_bytes, header_bytes, smem, kMaxSharedBytesPerBlock);
+  if (smem + kStaticSharedReserveBytes > kMaxSharedBytesPerBlock)
+    return fmt::format("{} x {} bytes + a {}-byte header need {} bytes of shared memory (at most {}: {} of the {} "
+                       "are kept for the kernels' own __shared__ variables)",
+                       stages, stage_bytes, header_bytes, smem, kMaxSharedBytesPerBlock - kStaticSharedReserveBytes,
+                       kStaticSharedReserveBytes, kMaxSharedBytesPerBlock);
   return {};
 }
 
@@ -991,13 +993,24 @@ TmaRingShape tma_ring_from_env() {
   return shape;
 }
 
+namespace {
+// "" when dst and src can take a local copy of `bytes`: both non-null, 16-byte aligned, not overlapping.
+std::string local_buffers_problem(const void* dst, const void* src, std::size_t bytes) {
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  if (d == 0 || s == 0) return fmt::format("dst ({:#x}) or src ({:#x}) is null", d, s);
+  if (d % 16 != 0 || s % 16 != 0) return fmt::format("dst ({:#x}) or src ({:#x}) is not 16-byte aligned", d, s);
+  if (d < s + bytes && s < d + bytes) return fmt::format("dst ({:#x}) and src ({:#x}) overlap in {} bytes", d, s, bytes);
+  return {};
+}
+}  // namespace
+
 void launch_local_ring(const LocalRingArguments& a, cudaStream_t stream) {
   OVL_CHECK(a.num_ctas >= 1, "local ring: num_ctas = {} < 1", a.num_ctas);
   const std::string why = tma_ring_problem(a.shape.stages, a.shape.stage_bytes, kHeaderBytes);
   OVL_CHECK(why.empty(), "local ring: {}", why);
   const std::size_t smem = kHeaderBytes + std::size_t(a.shape.stages) * a.shape.stage_bytes;
-  OVL_CHECK(reinterpret_cast<std::uintptr_t>(a.dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(a.src) % 16 == 0,
-            "local ring: dst or src is not 16-byte aligned");
+  const std::string buffers = local_buffers_problem(a.dst, a.src, a.bytes);
+  OVL_CHECK(buffers.empty(), "local ring: {}", buffers);
   OVL_CHECK(a.op == RingOp::kCopy || a.bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", a.bytes);
   auto* dst = static_cast<unsigned char*>(a.dst);
   auto* src = static_cast<const unsigned char*>(a.src);
@@ -1031,8 +1044,8 @@ void launch_local_copy(CopyImpl impl, void* dst, const void* src, std::size_t by
     return;
   }
   OVL_CHECK(num_ctas >= 1, "num_ctas = {} < 1", num_ctas);
-  OVL_CHECK(reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0,
-            "local copy: dst or src is not 16-byte aligned");
+  const std::string buffers = local_buffers_problem(dst, src, bytes);
+  OVL_CHECK(buffers.empty(), "local copy: {}", buffers);
   OVL_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0, "threads = {} is not a multiple of 32 in 32..1024", threads);
   OVL_CHECK(bytes % 16 == 0, "simt copy: bytes = {} is not a multiple of 16", bytes);
   simt_copy_kernel<<<num_ctas, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),

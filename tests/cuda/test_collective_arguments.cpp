@@ -84,9 +84,15 @@ TEST(LocalRingArguments, EachBadValueIsNamed) {
   EXPECT_NE(refusal(a).find("stage_bytes = 1000"), std::string::npos) << refusal(a);
   a.shape = {8, 64 * 1024};
   EXPECT_NE(refusal(a).find("shared memory"), std::string::npos) << refusal(a);
+  a.shape = {2, 113 * 1024};  // 227 KiB with the header: no room left for the kernels' static shared memory
+  EXPECT_NE(refusal(a).find("kept for the kernels' own __shared__"), std::string::npos) << refusal(a);
   a.shape = kDefaultTmaRing;
   a.src = fake(0x200008);
-  EXPECT_NE(refusal(a).find("not 16-byte aligned"), std::string::npos) << refusal(a);
+  EXPECT_NE(refusal(a).find("src (0x200008) is not 16-byte aligned"), std::string::npos) << refusal(a);
+  a.src = nullptr;
+  EXPECT_NE(refusal(a).find("is null"), std::string::npos) << refusal(a);
+  a.src = fake(0x180000);  // 512 KiB below dst: the 1 MiB copy would overlap it
+  EXPECT_NE(refusal(a).find("overlap"), std::string::npos) << refusal(a);
   a.src = fake(0x200000);
   a.op = RingOp::kReduceAddBf16;
   a.bytes = 1000;

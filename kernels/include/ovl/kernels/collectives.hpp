@@ -170,8 +170,12 @@ TmaRingShape tma_ring_from_env();
 inline constexpr TmaRingShape kDefaultTmaRing{4, 48u * 1024u};
 // Shared memory a block may opt in to on sm_90.
 inline constexpr std::size_t kMaxSharedBytesPerBlock = 227 * 1024;
+// Of that, what a ring leaves for the kernels' static __shared__ variables (the collective kernel's abort flags):
+// dynamic + static must fit the opt-in limit.
+inline constexpr std::size_t kStaticSharedReserveBytes = 1024;
 // "" when a ring of `stages` x `stage_bytes` after a `header_bytes` header can run (2..8 stages: bulk-group waits
-// take 0..7; whole KiB stages; within kMaxSharedBytesPerBlock), else what is wrong, naming the value.
+// take 0..7; whole KiB stages; within kMaxSharedBytesPerBlock less kStaticSharedReserveBytes), else what is wrong,
+// naming the value.
 std::string tma_ring_problem(int stages, std::uint64_t stage_bytes, std::size_t header_bytes);
 // The bare TMA ring on a local buffer, to size rings and to measure bandwidth per CTA. The shape must pass
 // tma_ring_problem. split: thread 0 loads and thread 32 writes (64 threads, the collectives' copy phases); else one
