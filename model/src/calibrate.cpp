@@ -450,10 +450,12 @@ struct Fitter {
   // for every mode (cuBLAS and ours alike: a clock is the SMs', not a kernel's), so sequential and the overlapped
   // modes are ranked on one footing; the two kernels' own factors are noted for reference. Gauss-Newton on the
   // relative residuals: the model is linear in the factor, so one step lands on the least-squares value.
+  static constexpr double kRegimeLo = 0.25, kRegimeHi = 4.0;  // the factor's search range
   struct RegimeFit {
     double factor = 1;
     double rms = 0;
     int points = 0;
+    bool informed = false;  // some case's GEMM time depends on the factor (not every case at its HBM floor)
   };
   RegimeFit solve_regime(const std::vector<std::pair<const Measurement*, double>>& ms) const {
     // Relative residuals of the GEMM-alone times at `factor`; cases the model cannot run are left out.
@@ -471,9 +473,9 @@ struct Fitter {
       }
       return r;
     };
-    constexpr double kLo = 0.25, kHi = 4.0, kStep = 1e-3;
+    constexpr double kStep = 1e-3;
     RegimeFit out;
-    out.factor = std::clamp(hw.operator_gemm_factor, kLo, kHi);
+    out.factor = std::clamp(hw.operator_gemm_factor, kRegimeLo, kRegimeHi);
     for (int iter = 0; iter < 20; ++iter) {
       const std::vector<double> r = residuals(out.factor);
       const std::vector<double> rp = residuals(out.factor * (1 + kStep));
@@ -485,7 +487,8 @@ struct Fitter {
         jj += j * j;
       }
       if (jj == 0) break;
-      const double next = std::clamp(out.factor - jr / jj, kLo, kHi);
+      out.informed = true;
+      const double next = std::clamp(out.factor - jr / jj, kRegimeLo, kRegimeHi);
       const bool done = std::fabs(next - out.factor) < 1e-9 * out.factor;
       out.factor = next;
       if (done) break;
@@ -516,6 +519,14 @@ struct Fitter {
     }
     const RegimeFit fit = solve_regime(all);
     if (fit.points == 0) return;
+    if (!fit.informed) {
+      note("operator_gemm_factor held at the base value (every t_gemm_us case is at the model's HBM floor, which "
+           "the factor does not scale)");
+      return;
+    }
+    if (fit.factor == kRegimeLo || fit.factor == kRegimeHi)
+      note(fmt::format("operator_gemm_factor stopped at its bound {} (the fit wants a value outside [{}, {}])",
+                       fit.factor, kRegimeLo, kRegimeHi));
     const double base = hw.operator_gemm_factor;
     if (!cublas.empty() && !ours.empty()) {
       const RegimeFit c = solve_regime(cublas), o = solve_regime(ours);
