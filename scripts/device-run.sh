@@ -74,7 +74,7 @@ if [[ -n "$sanitize" ]]; then
       name=$(basename "$exe")
       [[ $name =~ $sanitize ]] || continue
       note "== compute-sanitizer --tool $tool $name"
-      timeout "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$exe" \
+      timeout -k 30 "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$exe" \
         --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
       rc=$?
       summary+=("sanitizer $tool $name: rc $rc$([[ $rc == 124 ]] && echo ' (timed out)')")
@@ -97,7 +97,7 @@ for spec in "${benches[@]}"; do
   note "== $bench ${filter:+--benchmark_filter=$filter} $bench_args"
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  timeout "${OVL_BENCH_TIMEOUT:-900}" $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
+  timeout -k 30 "${OVL_BENCH_TIMEOUT:-900}" $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
        --benchmark_counters_tabular=true $bench_args >>"$log" 2>&1
   summary+=("$bench: rc $? in $(( $(date +%s) - t0 )) s, $(grep -c '"name"' "$out/$bench.json" 2>/dev/null) cases")
 done
