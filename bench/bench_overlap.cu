@@ -25,6 +25,7 @@
 //   t_gemm_us, t_comm_us   the GEMM alone and the collective alone, as this plan runs them (same SMs, CTAs)
 //   efficiency    (t_gemm + t_comm - us) / min(t_gemm, t_comm): 1 = the shorter part fully hidden, 0 = no overlap
 //   gemm_slowdown the GEMM's span inside the overlapped run (measured timeline) / t_gemm
+//   sustain_ms    OVL_BENCH_SUSTAIN_MS of the run (0: burst timing), so a calibration can tell the two regimes apart
 //   wrong         elements of rank 0's result off the SIMT sequential result by more than 2% (+ 2% of the typical
 //                 size), checked once per case outside the timed loop
 // Setup (inputs, peers, baselines) is made on first use per shape, so a filtered run pays only for its shapes.
@@ -154,9 +155,15 @@ double block_us(Fn fn, int reps) {
 // it on the stream. OVL_BENCH_SUSTAIN_MS: one warm-up run and a sync (it may include first-use setup: plan state,
 // green contexts), one timed run that sizes the windows, warm-up runs for ~that much device time enqueued right
 // before the timed runs, which fill it too (at least kReps).
+// OVL_BENCH_SUSTAIN_MS, read once (0: the default burst timing).
+int sustain_ms() {
+  static const int ms = bench::env_int("OVL_BENCH_SUSTAIN_MS", 0, 10000, 0);
+  return ms;
+}
+
 template <typename Fn>
 double time_us(Fn fn) {
-  static const int sustain_ms = bench::env_int("OVL_BENCH_SUSTAIN_MS", 0, 10000, 0);
+  const int sustain_ms = ::sustain_ms();
   fn();
   if (sustain_ms == 0) return block_us(fn, kReps);
   context().synchronize(bench_stream());
@@ -268,6 +275,7 @@ void bench_case(benchmark::State& state, Mode mode, Op op, Shape sh, int c, Comm
     state.counters["us"] = t_all;
     state.counters["t_seq_us"] = t_seq;
     state.counters["t_gemm_us"] = t_gemm;
+    state.counters["sustain_ms"] = sustain_ms();  // the timing regime of every time here (0: burst)
     state.counters["t_comm_us"] = t_comm;
     state.counters["speedup"] = t_seq / t_all;
     state.counters["efficiency"] = (t_gemm + t_comm - t_all) / std::min(t_gemm, t_comm);

@@ -506,15 +506,25 @@ struct Fitter {
   void fit_operator_gemm(const std::vector<const Measurement*>& overlap) {
     if (overlap.empty()) return;
     std::vector<std::pair<const Measurement*, double>> all, cublas, ours;
+    int sustained = 0;
     for (const Measurement* m : overlap) {
       const auto it = m->counters.find("t_gemm_us");
       if (it == m->counters.end() || !std::isfinite(it->second) || it->second <= 0) continue;
+      // A case timed in bench_overlap's sustained regime (OVL_BENCH_SUSTAIN_MS > 0) measured its GEMM back to back
+      // with itself, bench_gemm's regime, not the operator's: it says nothing of the factor.
+      if (const auto s = m->counters.find("sustain_ms"); s != m->counters.end() && s->second > 0) {
+        ++sustained;
+        continue;
+      }
       all.emplace_back(m, it->second);
       const bool runs_cublas = m->bench.mode == Mode::kSequential || m->bench.mode == Mode::kDecomposed;
       (runs_cublas ? cublas : ours).emplace_back(m, it->second);
     }
+    if (sustained > 0)
+      note(fmt::format("operator_gemm_factor: {} overlap cases timed in the sustained regime (sustain_ms > 0) left out",
+                       sustained));
     if (all.empty()) {
-      note("operator_gemm_factor held at the base value (no overlap case records t_gemm_us)");
+      note("operator_gemm_factor held at the base value (no overlap case records a burst-timed t_gemm_us)");
       return;
     }
     const RegimeFit fit = solve_regime(all);
