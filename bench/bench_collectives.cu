@@ -2,13 +2,11 @@
 //
 //   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt, op allreduce|reducescatter|allgather
 //   copy/<impl>/<bytes>/ctas:<c>                  impl tma (the TMA ring: thread 0 loads, thread 32 stores, pieces
-//                                                 dealt round-robin), tma-evict-first (the same with an L2
-//                                                 evict-first policy on loads and stores), tma-slices (the same, a
-//                                                 contiguous slice per CTA), tma-1thread-slices (one thread loads
-//                                                 and stores, slices: the ring before the split), simt, simt-slices
-//                                                 (512-thread SIMT copy, grid-stride or slices), plus
+//                                                 dealt round-robin), tma-slices (the same, a contiguous slice per
+//                                                 CTA), simt, simt-slices (512-thread SIMT copy, grid-stride or
+//                                                 slices), plus
 //   copy/memcpy/<bytes>                           cudaMemcpyAsync device to device (the device's copy bandwidth)
-//   ring/<copy|reduce>/<bytes>/ring:<S>x<KiB>/ctas:<c>  the TMA ring (split, round-robin) at S stages of KiB: copy
+//   ring/<copy|reduce>/<bytes>/ring:<S>x<KiB>/ctas:<c>  the TMA ring (round-robin) at S stages of KiB: copy
 //                                                 or bf16 reduce-add (cp.reduce.async.bulk) into the destination
 // <bytes> is the full buffer as in nccl-tests: the AllReduce buffer, the ReduceScatter input, the AllGather output.
 // Counters: algbw_GBps = bytes / time, busbw_GBps = algbw * 2(n-1)/n (AllReduce) or (n-1)/n (RS, AG); wrong =
@@ -221,14 +219,10 @@ struct CopyCase {
   bool memcpy = false;
   ovl::kernels::CopyImpl impl = ovl::kernels::CopyImpl::kTma;
   ovl::kernels::RingSchedule schedule = ovl::kernels::RingSchedule::kInterleaved;
-  bool split = true;  // TMA: thread 0 loads, thread 32 writes; else one thread does both
-  bool evict_first = false;
 };
 const CopyCase kCopyCases[] = {
     {"tma"},
-    {"tma-evict-first", false, ovl::kernels::CopyImpl::kTma, ovl::kernels::RingSchedule::kInterleaved, true, true},
     {"tma-slices", false, ovl::kernels::CopyImpl::kTma, ovl::kernels::RingSchedule::kSlices},
-    {"tma-1thread-slices", false, ovl::kernels::CopyImpl::kTma, ovl::kernels::RingSchedule::kSlices, false},
     {"simt", false, ovl::kernels::CopyImpl::kSimt},
     {"simt-slices", false, ovl::kernels::CopyImpl::kSimt, ovl::kernels::RingSchedule::kSlices},
 };
@@ -240,16 +234,6 @@ void bench_copy(benchmark::State& state, const CopyCase& c, std::size_t bytes, i
     auto run = [&] {
       if (c.memcpy) {
         OVL_CUDA_CHECK(cudaMemcpyAsync(b.dst, b.src, bytes, cudaMemcpyDeviceToDevice, stream));
-      } else if (c.impl == ovl::kernels::CopyImpl::kTma) {
-        ovl::kernels::LocalRingArguments a;
-        a.dst = b.dst;
-        a.src = b.src;
-        a.bytes = bytes;
-        a.num_ctas = ctas;
-        a.schedule = c.schedule;
-        a.split = c.split;
-        a.l2_evict_first = c.evict_first;
-        ovl::kernels::launch_local_ring(a, stream);
       } else {
         ovl::kernels::launch_local_copy(c.impl, b.dst, b.src, bytes, ctas, 512, stream, c.schedule);
       }
@@ -269,7 +253,7 @@ void bench_copy(benchmark::State& state, const CopyCase& c, std::size_t bytes, i
   }
 }
 
-// The bare TMA ring (ovl::kernels::launch_local_ring, split, interleaved) at one shape: copy (moved = 2 x bytes) or
+// The bare TMA ring (ovl::kernels::launch_local_ring, interleaved) at one shape: copy (moved = 2 x bytes) or
 // bf16 reduce-add into the destination (moved = 3 x bytes: source read, destination read + write). For sizing the
 // movers' rings.
 void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t bytes, int stages, int kib, int ctas) {

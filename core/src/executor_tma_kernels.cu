@@ -204,11 +204,8 @@ __device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, 
   return reinterpret_cast<unsigned char*>(static_cast<T*>(a.dst[d]) + u.range.dst_offset) + u.pos;
 }
 
-// The consumers' barrier (named barrier 1: the consumer warps only). The non-.aligned form: it follows code where
-// lanes of a warp spun on mbarriers apart, so it must not assume the warp arrives converged.
-__device__ __forceinline__ void consumer_sync(unsigned threads) {
-  asm volatile("barrier.sync 1, %0;" ::"r"(threads) : "memory");
-}
+// The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
+__device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }
 
 // Stamp slot of (group, CTA): [start, end].
 __device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {

@@ -125,27 +125,4 @@ struct SliceCursor {
   }
 };
 
-// The shared-memory ring of the bare ring kernel (tma_ring_kernel), driven by one thread: R stages of P bytes, one
-// mbarrier per stage, and per stage the index of the last bulk group that reads it.
-struct Ring {
-  unsigned char* stages;
-  std::uint64_t* bars;
-  int* stage_group;
-  int num_stages;
-  std::uint32_t stage_bytes;
-  std::uint32_t head = 0, tail = 0;  // stages issued / consumed, total
-  int committed = 0;                 // bulk groups committed
-
-  __device__ unsigned char* stage(std::uint32_t idx) const { return stages + std::size_t(idx % num_stages) * stage_bytes; }
-  __device__ std::uint64_t* bar(std::uint32_t idx) const { return bars + idx % num_stages; }
-  __device__ std::uint32_t parity(std::uint32_t idx) const { return (idx / num_stages) & 1u; }
-
-  // Lane 0: make sure no pending bulk store still reads stage idx before it is refilled.
-  __device__ void reclaim(std::uint32_t idx) {
-    const int g = stage_group[idx % num_stages];
-    if (g >= 0) ptx::bulk_wait_read(committed - 1 - g);
-  }
-  __device__ void mark(std::uint32_t idx, int group) { stage_group[idx % num_stages] = group; }
-};
-
 }  // namespace ovl::kernels::detail

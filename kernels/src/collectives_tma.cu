@@ -63,7 +63,6 @@ namespace {
 
 using detail::Layout;
 using detail::Piece;
-using detail::Ring;
 using detail::SliceCursor;
 
 constexpr std::uint32_t kFlagStart = 0, kFlagRs = 1, kFlagAg = 2;
@@ -481,11 +480,8 @@ __device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, 
   end_phase(ring, first, i, ring.readers);
 }
 
-// The consumers' barrier (named barrier 1: the consumer warps only; __syncthreads is barrier 0). The non-.aligned
-// form: it follows code where lanes of a warp spun on mbarriers apart, so it must not assume a converged warp.
-__device__ __forceinline__ void consumer_sync(unsigned threads) {
-  asm volatile("barrier.sync 1, %0;" ::"r"(threads) : "memory");
-}
+// The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
+__device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }
 
 // A pull-reduce phase (see above): thread 0 produces, warps 1.. sum, thread 32 stores; units first.. of the ring.
 template <typename T>
@@ -826,101 +822,58 @@ struct LocalPieces {
   }
 };
 
-// grid: num_ctas, each CTA moves its LocalPieces; reduce: dst += src (bf16, cp.reduce.async.bulk .add.noftz)
-// instead of dst = src. shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
-// kSplit (block 64): thread 0 loads (wait empty[s], arm full[s], bulk load), thread 32 stores or reduce-adds (wait
-// full[s], the bulk write, commit; once wait_group.read 1 says the previous piece's write has read its stage, hand
-// that stage back on empty[]), as the collectives' copy phases do. Else (block 32) thread 0 does both in one loop
-// (the 1-warp ring of docs/results/rings-h200/: a long dependent chain per piece).
-// The last CTA copies a tail of < 16 bytes (copies only: a reduce needs bytes % 16 == 0) with plain loads/stores.
-// evict_first (split only): the loads and a copy's stores carry an L2 evict-first policy.
-template <bool kSplit>
+// grid: num_ctas, each CTA moves its LocalPieces; block: 64. reduce: dst += src (bf16, cp.reduce.async.bulk
+// .add.noftz) instead of dst = src. shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
+// As the collectives' copy phases: thread 0 loads (wait empty[s], arm full[s], bulk load), thread 32 stores or
+// reduce-adds (wait full[s], the bulk write, commit; once wait_group.read 1 says the previous piece's write has read
+// its stage, hand that stage back on empty[]). The last CTA copies a tail of < 16 bytes (copies only: a reduce needs
+// bytes % 16 == 0) with plain loads/stores.
 __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int stages,
-                                std::uint32_t stage_bytes, bool reduce, bool interleaved, bool evict_first) {
+                                std::uint32_t stage_bytes, bool reduce, bool interleaved) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned tid = threadIdx.x;
   const std::uint64_t body = bytes / 16 * 16;
   const LocalPieces pieces(body, stage_bytes, interleaved);
-  const std::uint64_t policy = kSplit && evict_first ? ptx::l2_evict_first_policy() : 0;
-  auto write = [&](std::uint64_t off, const unsigned char* stage, std::uint32_t b) {
-    if (reduce) {
-      ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, stage, b);
-    } else if (kSplit && evict_first) {
-      ptx::bulk_store(dst + off, stage, b, policy);
-    } else {
-      ptx::bulk_store(dst + off, stage, b);
-    }
-    ptx::bulk_commit();
-  };
   if (tid == 0 && !reduce && blockIdx.x == gridDim.x - 1)
     for (std::uint64_t i = body; i < bytes; ++i) dst[i] = src[i];
-  if constexpr (kSplit) {
-    std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
-    std::uint64_t* empty = full + kMaxStages;
-    unsigned char* ring = smem + kHeaderBytes;
-    if (tid == 0) {
-      for (int s = 0; s < stages; ++s) {
-        ptx::mbar_init(full + s, 1);
-        ptx::mbar_init(empty + s, 1);
-      }
-      ptx::mbar_init_fence();
-    }
-    __syncthreads();
-    const auto n = std::uint64_t(stages);
-    if (tid == 0) {  // producer
-      for (std::uint64_t k = 0; k < pieces.count; ++k) {
-        const auto s = unsigned(k % n);
-        if (k >= n) ptx::mbar_wait(empty + s, std::uint32_t(k / n - 1) & 1u);
-        std::uint64_t off;
-        const std::uint32_t b = pieces.at(k, off);
-        ptx::mbar_arrive_expect_tx(full + s, b);
-        if (evict_first) {
-          ptx::bulk_load(ring + std::size_t(s) * stage_bytes, src + off, b, full + s, policy);
-        } else {
-          ptx::bulk_load(ring + std::size_t(s) * stage_bytes, src + off, b, full + s);
-        }
-      }
-    } else if (tid == kLead) {  // consumer
-      for (std::uint64_t k = 0; k < pieces.count; ++k) {
-        const auto s = unsigned(k % n);
-        ptx::mbar_wait(full + s, std::uint32_t(k / n) & 1u);
-        std::uint64_t off;
-        const std::uint32_t b = pieces.at(k, off);
-        write(off, ring + std::size_t(s) * stage_bytes, b);
-        if (k > 0) {
-          ptx::bulk_wait_read(1);  // the previous piece's write has read its stage
-          ptx::mbar_arrive(empty + unsigned((k - 1) % n));
-        }
-      }
-      ptx::bulk_wait_all();
-    }
-  } else {
-    if (tid != 0) return;
-    Ring ring{smem + kHeaderBytes, reinterpret_cast<std::uint64_t*>(smem), reinterpret_cast<int*>(smem + 512), stages,
-              stage_bytes};
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
+  std::uint64_t* empty = full + kMaxStages;
+  unsigned char* ring = smem + kHeaderBytes;
+  if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
-      ptx::mbar_init(ring.bars + s, 1);
-      ring.stage_group[s] = -1;
+      ptx::mbar_init(full + s, 1);
+      ptx::mbar_init(empty + s, 1);
     }
     ptx::mbar_init_fence();
-    std::uint64_t issued = 0;
-    for (std::uint64_t i = 0; i < pieces.count; ++i) {
-      while (issued < pieces.count && ring.head - ring.tail < std::uint32_t(stages)) {
-        std::uint64_t off;
-        const std::uint32_t b = pieces.at(issued, off);
-        ring.reclaim(ring.head);
-        ptx::mbar_arrive_expect_tx(ring.bar(ring.head), b);
-        ptx::bulk_load(ring.stage(ring.head), src + off, b, ring.bar(ring.head));
-        ++ring.head;
-        ++issued;
-      }
+  }
+  __syncthreads();
+  const auto n = std::uint64_t(stages);
+  if (tid == 0) {  // producer
+    for (std::uint64_t k = 0; k < pieces.count; ++k) {
+      const auto s = unsigned(k % n);
+      if (k >= n) ptx::mbar_wait(empty + s, std::uint32_t(k / n - 1) & 1u);
       std::uint64_t off;
-      const std::uint32_t b = pieces.at(i, off);
-      ptx::mbar_wait(ring.bar(ring.tail), ring.parity(ring.tail));
-      write(off, ring.stage(ring.tail), b);
-      ++ring.committed;
-      ring.mark(ring.tail, ring.committed - 1);
-      ++ring.tail;
+      const std::uint32_t b = pieces.at(k, off);
+      ptx::mbar_arrive_expect_tx(full + s, b);
+      ptx::bulk_load(ring + std::size_t(s) * stage_bytes, src + off, b, full + s);
+    }
+  } else if (tid == kLead) {  // consumer
+    for (std::uint64_t k = 0; k < pieces.count; ++k) {
+      const auto s = unsigned(k % n);
+      ptx::mbar_wait(full + s, std::uint32_t(k / n) & 1u);
+      std::uint64_t off;
+      const std::uint32_t b = pieces.at(k, off);
+      unsigned char* stage = ring + std::size_t(s) * stage_bytes;
+      if (reduce) {
+        ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, stage, b);
+      } else {
+        ptx::bulk_store(dst + off, stage, b);
+      }
+      ptx::bulk_commit();
+      if (k > 0) {
+        ptx::bulk_wait_read(1);  // the previous piece's write has read its stage
+        ptx::mbar_arrive(empty + unsigned((k - 1) % n));
+      }
     }
     ptx::bulk_wait_all();
   }
@@ -956,8 +909,7 @@ void preload_collective_kernels() {
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__nv_bfloat16>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__half>));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<float>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel<true>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel<false>));
+  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel));
   OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, simt_copy_kernel));
   preload_wait_kernels();
 }
@@ -1012,22 +964,12 @@ void launch_local_ring(const LocalRingArguments& a, cudaStream_t stream) {
   const std::string buffers = local_buffers_problem(a.dst, a.src, a.bytes);
   OVL_CHECK(buffers.empty(), "local ring: {}", buffers);
   OVL_CHECK(a.op == RingOp::kCopy || a.bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", a.bytes);
-  auto* dst = static_cast<unsigned char*>(a.dst);
-  auto* src = static_cast<const unsigned char*>(a.src);
   const bool reduce = a.op == RingOp::kReduceAddBf16, interleaved = a.schedule == RingSchedule::kInterleaved;
-  OVL_CHECK(a.split || !a.l2_evict_first, "local ring: l2_evict_first needs split = true");
-  if (a.split) {
-    OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kMaxSharedBytesPerBlock)));  // one value for every shape: no race
-    tma_ring_kernel<true><<<a.num_ctas, 2 * kWarp, smem, stream>>>(dst, src, a.bytes, a.shape.stages,
-                                                                    a.shape.stage_bytes, reduce, interleaved,
-                                                                    a.l2_evict_first);
-  } else {
-    OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kMaxSharedBytesPerBlock)));
-    tma_ring_kernel<false><<<a.num_ctas, kWarp, smem, stream>>>(dst, src, a.bytes, a.shape.stages,
-                                                                 a.shape.stage_bytes, reduce, interleaved, false);
-  }
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(kMaxSharedBytesPerBlock)));  // one value for every shape: no race
+  tma_ring_kernel<<<a.num_ctas, 2 * kWarp, smem, stream>>>(static_cast<unsigned char*>(a.dst),
+                                                          static_cast<const unsigned char*>(a.src), a.bytes,
+                                                          a.shape.stages, a.shape.stage_bytes, reduce, interleaved);
   OVL_CUDA_CHECK_LAST();
 }
 

@@ -453,7 +453,7 @@ TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
 }
 
 // The local copies and the bare TMA ring behind bench_collectives' copy/ and ring/ cases (bandwidth per CTA):
-// every schedule and driver, sizes that are not multiples of a stage (copies also with a < 16-byte tail), 1, 7 and 133
+// both schedules, sizes that are not multiples of a stage (copies also with a < 16-byte tail), 1, 7 and 133
 // CTAs (more CTAs than pieces leaves some idle). A copy must be exact; a bf16 reduce-add of two bf16 values rounds
 // once, so it must equal the exact (fp64) sum rounded once to bf16, bit for bit.
 TEST_F(CollectivesTest, LocalCopiesAndRings) {
@@ -472,32 +472,23 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
       for (std::size_t bytes : {std::size_t(48 * 1024 - 16), std::size_t(3) << 20, max_bytes}) {
         const std::string what = fmt::format("{} bytes, {} CTAs, {}", bytes, ctas,
                                              schedule == RingSchedule::kInterleaved ? "interleaved" : "slices");
-        // Copies: TMA split, TMA one thread, SIMT (16-byte multiples only), TMA split with the evict-first policy.
-        for (int impl = 0; impl < 4; ++impl) {
-          if (impl == 2 && bytes % 16 != 0) continue;
+        // Copies: TMA and SIMT (16-byte multiples only).
+        for (kernels::CopyImpl impl : {kernels::CopyImpl::kTma, kernels::CopyImpl::kSimt}) {
+          if (impl == kernels::CopyImpl::kSimt && bytes % 16 != 0) continue;
+          const char* name = impl == kernels::CopyImpl::kTma ? "tma" : "simt";
           OVL_CUDA_CHECK(cudaMemcpyAsync(dst, base_h.data(), max_bytes, cudaMemcpyHostToDevice, stream_));
-          if (impl != 2) {
-            kernels::LocalRingArguments a;
-            a.dst = dst;
-            a.src = src;
-            a.bytes = bytes;
-            a.num_ctas = ctas;
-            a.schedule = schedule;
-            a.split = impl != 1;
-            a.l2_evict_first = impl == 3;
-            kernels::launch_local_ring(a, stream_);
-          } else {
-            kernels::launch_local_copy(kernels::CopyImpl::kSimt, dst, src, bytes, ctas, 256, stream_, schedule);
-          }
+          kernels::launch_local_copy(impl, dst, src, bytes, ctas, 256, stream_, schedule);
           OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
           OVL_CUDA_CHECK(cudaMemcpy(got.data(), dst, max_bytes, cudaMemcpyDeviceToHost));
-          EXPECT_EQ(std::memcmp(got.data(), src_h.data(), bytes), 0) << what << ", copy impl " << impl;
+          EXPECT_EQ(std::memcmp(got.data(), src_h.data(), bytes), 0) << what << ", copy " << name;
           EXPECT_EQ(std::memcmp(got.data() + bytes, base_h.data() + bytes, max_bytes - bytes), 0)
-              << what << ", copy impl " << impl << " wrote past the end";
+              << what << ", copy " << name << " wrote past the end";
         }
-        // bf16 reduce-add, split and one thread.
+        // bf16 reduce-add on the default ring and on the shortest and deepest rings (2 and 8 stages: the
+        // consumer's one-unit lag is then all or little of the ring).
         const std::size_t rbytes = bytes / 16 * 16;
-        for (bool split : {true, false}) {
+        for (kernels::TmaRingShape shape : {kernels::kDefaultTmaRing, kernels::TmaRingShape{2, 16 * 1024},
+                                            kernels::TmaRingShape{8, 8 * 1024}}) {
           OVL_CUDA_CHECK(cudaMemcpyAsync(dst, base_h.data(), max_bytes, cudaMemcpyHostToDevice, stream_));
           kernels::LocalRingArguments a;
           a.op = kernels::RingOp::kReduceAddBf16;
@@ -505,8 +496,8 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
           a.src = src;
           a.bytes = rbytes;
           a.num_ctas = ctas;
+          a.shape = shape;
           a.schedule = schedule;
-          a.split = split;
           kernels::launch_local_ring(a, stream_);
           OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
           OVL_CUDA_CHECK(cudaMemcpy(got.data(), dst, max_bytes, cudaMemcpyDeviceToHost));
@@ -516,7 +507,7 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
             from_double(DType::kBF16, to_double(DType::kBF16, &base_h[i]) + to_double(DType::kBF16, &src_h[i]), want);
             wrong += std::memcmp(want, &got[i], 2) != 0;
           }
-          EXPECT_EQ(wrong, 0u) << what << ", reduce split " << split;
+          EXPECT_EQ(wrong, 0u) << what << ", reduce, ring " << shape.stages << " x " << shape.stage_bytes;
           EXPECT_EQ(std::memcmp(got.data() + rbytes, base_h.data() + rbytes, max_bytes - rbytes), 0)
               << what << ", reduce wrote past the end";
         }

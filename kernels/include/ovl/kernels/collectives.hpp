@@ -143,7 +143,7 @@ class CollectiveKernel {
 void preload_collective_kernels();
 
 // Plain local copies (bytes read + written = 2 * bytes) for "bandwidth per CTA": the TMA ring below with its
-// defaults (kDefaultTmaRing, split, `schedule`), or a SIMT block of `threads` threads with 16-byte accesses, 4 in
+// default shape (kDefaultTmaRing) and `schedule`, or a SIMT block of `threads` threads with 16-byte accesses, 4 in
 // flight per thread. dst, src 16-byte aligned; SIMT: bytes % 16 == 0.
 enum class CopyImpl : std::uint8_t { kTma, kSimt };
 // How a local copy deals the buffer to its CTAs. kInterleaved: pieces dealt round-robin (TMA: stage-sized pieces,
@@ -177,9 +177,8 @@ inline constexpr std::size_t kStaticSharedReserveBytes = 1024;
 // take 0..7; whole KiB stages; within kMaxSharedBytesPerBlock less kStaticSharedReserveBytes), else what is wrong,
 // naming the value.
 std::string tma_ring_problem(int stages, std::uint64_t stage_bytes, std::size_t header_bytes);
-// The bare TMA ring on a local buffer, to size rings and to measure bandwidth per CTA. The shape must pass
-// tma_ring_problem. split: thread 0 loads and thread 32 writes (64 threads, the collectives' copy phases); else one
-// thread does both (32 threads).
+// The bare TMA ring on a local buffer, to size rings and to measure bandwidth per CTA: thread 0 loads and thread 32
+// writes (64 threads), as the collectives' copy phases do. The shape must pass tma_ring_problem.
 struct LocalRingArguments {
   RingOp op = RingOp::kCopy;
   void* dst = nullptr;
@@ -188,8 +187,6 @@ struct LocalRingArguments {
   int num_ctas = 1;
   TmaRingShape shape = kDefaultTmaRing;
   RingSchedule schedule = RingSchedule::kInterleaved;
-  bool split = true;
-  bool l2_evict_first = false;  // split only: loads (and a copy's stores) mark their L2 lines evict-first
 };
 void launch_local_ring(const LocalRingArguments& args, cudaStream_t stream);
 

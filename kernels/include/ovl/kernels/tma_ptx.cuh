@@ -39,6 +39,11 @@ __device__ __forceinline__ void red_release_sys_add(std::uint32_t* p, std::uint3
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 // After generic-proxy writes (or reads) of shared memory that the async proxy accesses next.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Named barrier `id` over `threads` threads (a multiple of 32), the non-.aligned form: callers reach it after lanes
+// of a warp spun on mbarriers apart, so it must not assume a converged warp.
+__device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- mbarrier ----
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, std::uint32_t count) {
@@ -77,28 +82,6 @@ __device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, 
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(smem_dst)),
       "l"(gmem_src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
-}
-// An L2 policy marking lines evict-first (data streamed once), for the .L2::cache_hint forms below.
-__device__ __forceinline__ std::uint64_t l2_evict_first_policy() {
-  std::uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-// bulk_load with an L2 cache policy (l2_evict_first_policy).
-__device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, std::uint32_t bytes, std::uint64_t* bar,
-                                          std::uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_addr(smem_dst)),
-      "l"(gmem_src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
-}
-// bulk_store with an L2 cache policy.
-__device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, std::uint32_t bytes,
-                                           std::uint64_t policy) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(gmem_dst),
-               "r"(smem_addr(smem_src)), "r"(bytes), "l"(policy)
-               : "memory");
 }
 // shared -> global, completes by bulk group.
 __device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, std::uint32_t bytes) {
