@@ -124,7 +124,7 @@ Hardware hopper_common() {
   h.per_cta_copy_GBps = 100;  // DEVICE.md: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring, H200
   // Our collective kernels per CTA, measured on the H200 (2026-12-02, loopback world 8, bf16). tma-push: the tma
   // mode's previous mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes of
-  // docs/results/movers-h200/ (the bare ring moves ~115-120, docs/results/rings-h200/). pull and SIMT:
+  // docs/results/movers-h200/ (docs/results/validation-h200/overlap/calibrate.txt as of commit 5eaa669; the bare ring moves ~115-120, docs/results/rings-h200/). pull and SIMT:
   // "moved_GBps_per_cta" of docs/results/collectives-h200/bench_collectives.json at 1..32 CTAs. Kept after the
   // third session's kernels, which measure more (docs/results/movers2-h200/: the current mover fits 100.8 GB/s and
   // 2.49 us; the standalone push collectives move 98-123, pull 27-48): refitting them with the old GEMM parameters
