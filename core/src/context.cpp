@@ -161,7 +161,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, s.error.bytes()));
   s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
   // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
-  detail::preload_tma_movers();
+  detail::preload_executor_kernels();
 }
 
 // The Impl owns every resource, so a constructor that throws half-way (its Impl is destroyed by the unique_ptr)

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "executor_device.hpp"
 #include "executor_kernels.hpp"
@@ -136,6 +137,11 @@ void launch_loopback_typed(const LoopbackArguments& a, cudaStream_t stream) {
   }
 }
 
+template <typename T, int... W>
+void preload_loopback(std::integer_sequence<int, W...>) {
+  preload_kernels(loopback_kernel<T, W + 1>...);
+}
+
 }  // namespace
 
 void launch_fill_random(void* data, std::int64_t elements, DType dtype, std::uint64_t seed, float scale,
@@ -197,6 +203,13 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
     launch_loopback_typed<__half>(a, stream);
   }
   OVL_CUDA_CHECK_LAST();
+}
+
+void preload_executor_kernels() {
+  preload_loopback<__nv_bfloat16>(std::make_integer_sequence<int, 8>{});
+  preload_loopback<__half>(std::make_integer_sequence<int, 8>{});
+  preload_kernels(wait_counter_kernel, reset_counters_kernel, stamp_kernel);
+  preload_tma_movers();
 }
 
 }  // namespace ovl::detail

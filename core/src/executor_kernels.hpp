@@ -92,10 +92,13 @@ void launch_loopback_collective(const LoopbackArguments& args, cudaStream_t stre
 void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
 // Loads the TMA movers' kernels (no lazy module load while a mover spins on a GEMM counter).
 void preload_tma_movers();
+// Loads every kernel the executors launch beside a running GEMM: the loopback movers, the counter wait and the
+// timeline stamps, and the TMA movers (ovl::preload_kernels says why).
+void preload_executor_kernels();
 
 // The TMA movers' shared memory: a kTmaHeaderBytes header, then the ring (OVL_TMA_RING, else
 // kernels::kDefaultTmaRing, 4 x 48 KiB; checked by kernels::tma_ring_problem), then the played groups' pieces
-// (32 bytes per (group, owner)) when they fit under the device's opt-in limit (executor_tma_kernels.cu).
+// (32 bytes per (group, owner)) when they fit under kernels::kMaxSharedBytesPerBlock (executor_tma_kernels.cu).
 inline constexpr int kTmaMaxStages = 8;
 inline constexpr int kTmaMaxPullWarps = 8;
 inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word

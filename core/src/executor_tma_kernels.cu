@@ -35,10 +35,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
 #include "executor_device.hpp"
 #include "executor_kernels.hpp"
@@ -402,25 +400,10 @@ __global__ void zero_pieces_kernel(const __grid_constant__ LoopbackArguments a) 
 // The ring: OVL_TMA_RING, else kernels::kDefaultTmaRing, checked against the header and the shared-memory limit.
 kernels::TmaRingShape mover_ring() {
   static_assert(kTmaMaxStages == 8, "kernels::tma_ring_problem allows 2..8 stages");
-  kernels::TmaRingShape r = kernels::tma_ring_from_env();
-  if (r.stages == 0) r = kernels::kDefaultTmaRing;
+  const kernels::TmaRingShape r = kernels::tma_ring_shape();
   const std::string why = kernels::tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
   OVL_CHECK(why.empty(), "TMA mover: {}", why);
   return r;
-}
-
-// The current device's opt-in shared memory per block (227 KiB on the H100 and H200), queried once per device.
-std::size_t shared_memory_optin() {
-  constexpr int kMaxDevices = 64;
-  static std::array<std::once_flag, kMaxDevices> once;
-  static std::array<int, kMaxDevices> bytes{};
-  int device = 0;
-  OVL_CUDA_CHECK(cudaGetDevice(&device));
-  OVL_CHECK(device >= 0 && device < kMaxDevices, "device {} out of range (at most {} devices)", device, kMaxDevices);
-  std::call_once(once[size_t(device)], [device] {
-    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&bytes[size_t(device)], cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  });
-  return std::size_t(bytes[size_t(device)]);
 }
 
 template <typename T>
@@ -428,12 +411,12 @@ void launch_typed(const LoopbackArguments& a, const kernels::TmaRingShape& ring,
   // Header and ring, then the pieces table when it fits (else the cursors read the range table in global memory).
   const std::size_t ring_end = kTmaHeaderBytes + std::size_t(ring.stages) * ring.stage_bytes;
   const std::size_t table = std::size_t(a.num_groups) * std::size_t(a.world) * sizeof(PieceInfo);
-  const bool smem_pieces = ring_end + table <= shared_memory_optin();
+  const bool smem_pieces = ring_end + table <= kernels::kMaxSharedBytesPerBlock;  // the mover has no static smem
   const std::size_t smem = smem_pieces ? ring_end + table : ring_end;
   // The opt-in limit, not this launch's size: every launch sets the same value, so host threads launching movers of
   // different sizes on one context at once cannot lower it under each other's launch.
   OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(shared_memory_optin())));
+                                      int(kernels::kMaxSharedBytesPerBlock)));
   if (a.mover == LoopbackMover::kTmaPush && a.op != LoopbackOp::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
     OVL_CUDA_CHECK_LAST();
@@ -469,11 +452,8 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
 }
 
 void preload_tma_movers() {
-  cudaFuncAttributes attr{};
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_mover_kernel<__nv_bfloat16>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_mover_kernel<__half>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, zero_pieces_kernel<__nv_bfloat16>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, zero_pieces_kernel<__half>));
+  preload_kernels(tma_mover_kernel<__nv_bfloat16>, tma_mover_kernel<__half>, zero_pieces_kernel<__nv_bfloat16>,
+                  zero_pieces_kernel<__half>);
 }
 
 }  // namespace ovl::detail

@@ -712,9 +712,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
 
 // The ring of every TMA phase (a pull-reduce unit splits a stage into W slots); {0, 0} for SIMT.
 TmaRingShape ring_shape(const CollectiveArguments& a) {
-  if (a.algo == CollectiveAlgo::kSimt) return {0, 0};
-  const TmaRingShape env = tma_ring_from_env();
-  return env.stages > 0 ? env : kDefaultTmaRing;
+  return a.algo == CollectiveAlgo::kSimt ? TmaRingShape{0, 0} : tma_ring_shape();
 }
 
 // Threads per CTA (collective_kernel's block): warp 0 and the consumer warps for TMA.
@@ -905,12 +903,8 @@ __global__ void simt_copy_kernel(uint4* dst, const uint4* src, std::uint64_t vec
 }  // namespace
 
 void preload_collective_kernels() {
-  cudaFuncAttributes attr{};
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__nv_bfloat16>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<__half>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, collective_kernel<float>));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_ring_kernel));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, simt_copy_kernel));
+  preload_kernels(collective_kernel<__nv_bfloat16>, collective_kernel<__half>, collective_kernel<float>,
+                  tma_ring_kernel, simt_copy_kernel);
   preload_wait_kernels();
 }
 
@@ -943,6 +937,11 @@ TmaRingShape tma_ring_from_env() {
     return r;
   }();
   return shape;
+}
+
+TmaRingShape tma_ring_shape() {
+  const TmaRingShape env = tma_ring_from_env();
+  return env.stages > 0 ? env : kDefaultTmaRing;
 }
 
 namespace {

@@ -64,12 +64,7 @@ void launch_add_counters_after(std::uint32_t* counters, int count, std::uint32_t
   OVL_CUDA_CHECK_LAST();
 }
 
-void preload_wait_kernels() {
-  cudaFuncAttributes attr{};
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, wait_counters_kernel));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, add_counters_kernel));
-  OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, reset_counters_kernel));
-}
+void preload_wait_kernels() { preload_kernels(wait_counters_kernel, add_counters_kernel, reset_counters_kernel); }
 
 void launch_reset_counters(std::uint32_t* counters, int count, cudaStream_t stream) {
   OVL_CHECK(counters != nullptr && count >= 0, "reset_counters: counters null or count = {} < 0", count);

@@ -57,3 +57,17 @@ inline std::string cu_error_string(CUresult result) {
   } while (0)
 
 #define OVL_CUDA_CHECK_LAST() OVL_CUDA_CHECK(cudaGetLastError())
+
+namespace ovl {
+// Loads each kernel's module now (cudaFuncGetAttributes). With lazy loading, CUDA's default, a kernel's module is
+// loaded at its first launch, which waits for the kernels already running: a consumer spinning on a counter that a
+// not-yet-loaded producer would set then times out. Call before launching kernels that wait on each other.
+template <typename... Kernels>
+void preload_kernels(Kernels*... kernels) {
+  const auto load = [](const void* kernel) {
+    cudaFuncAttributes attr{};
+    OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  };
+  (load(reinterpret_cast<const void*>(kernels)), ...);
+}
+}  // namespace ovl

@@ -164,6 +164,8 @@ struct TmaRingShape {
   std::uint32_t stage_bytes = 0;
 };
 TmaRingShape tma_ring_from_env();
+// The ring every TMA phase and mover runs: tma_ring_from_env(), else kDefaultTmaRing.
+TmaRingShape tma_ring_shape();
 
 // The TMA rings' default shape, 4 x 48 KiB: the bare ring's best for copies and bulk adds alike on the H200 up to
 // ~24 CTAs (docs/results/rings-h200/); the collectives' TMA phases and the overlap movers use it.
