@@ -151,16 +151,16 @@ double block_us(Fn fn, int reps) {
   return double(ms) * 1e3 / reps;
 }
 
-// Mean time in microseconds of fn (see the file comment). Default: one warm-up run, then kReps timed runs right behind
-// it on the stream. OVL_BENCH_SUSTAIN_MS: one warm-up run and a sync (it may include first-use setup: plan state,
-// green contexts), one timed run that sizes the windows, warm-up runs for ~that much device time enqueued right
-// before the timed runs, which fill it too (at least kReps).
 // OVL_BENCH_SUSTAIN_MS, read once (0: the default burst timing).
 int sustain_ms() {
   static const int ms = bench::env_int("OVL_BENCH_SUSTAIN_MS", 0, 10000, 0);
   return ms;
 }
 
+// Mean time in microseconds of fn (see the file comment). Default: one warm-up run, then kReps timed runs right behind
+// it on the stream. OVL_BENCH_SUSTAIN_MS: one warm-up run and a sync (it may include first-use setup: plan state,
+// green contexts), one timed run that sizes the windows, warm-up runs for ~that much device time enqueued right
+// before the timed runs, which fill it too (at least kReps).
 template <typename Fn>
 double time_us(Fn fn) {
   const int sustain_ms = ::sustain_ms();

@@ -158,28 +158,6 @@ TEST(EstimateModes, OperatorGemmFactorScalesEveryModesGemm) {
   }
 }
 
-TEST(EstimateModes, AProfileWithoutTheOperatorFactorPredictsAsBefore) {
-  // A profile file without "operator_gemm_factor" loads factor 1, and every mode's estimate is then bit for bit
-  // that of a profile whose factor is set to 1 explicitly (the pre-factor predictions, which the closed forms
-  // above pin): the term is a no-op unless a profile sets it.
-  nlohmann::json j = kH200;
-  j.erase("operator_gemm_factor");
-  Hardware loaded = builtin_hardware("a100");
-  from_json(j, loaded);
-  EXPECT_EQ(loaded.operator_gemm_factor, 1.0);
-  EXPECT_EQ(kH200.operator_gemm_factor, 1.0);  // the built-in profile: no power-state term
-  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
-    const Problem p = make_problem(op, 8192, 8192, 4096, 8);
-    for (Mode mode : {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
-      const Plan plan = default_plan(mode, p, kH200, mode == Mode::kSequential ? 0 : 16);
-      const ModeEstimate a = estimate(p, plan, loaded), b = estimate(p, plan, kH200);
-      EXPECT_EQ(a.total_us, b.total_us) << p.name() << " " << to_string(mode);
-      EXPECT_EQ(a.gemm_alone_us, b.gemm_alone_us);
-      EXPECT_EQ(a.gemm_us, b.gemm_us);
-    }
-  }
-}
-
 TEST(EstimateModes, BoundsHoldEverywhere) {
   // For every mode, op, shape, world and split: the overlapped time is at least the larger of the GEMM and the
   // collective alone, and at most the GEMM's (contended) time plus all the communication's time (plus the TMA

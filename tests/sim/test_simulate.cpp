@@ -68,15 +68,16 @@ TEST(SimulateVsModel, OperatorGemmFactorScalesTheGemmAsInTheModel) {
   // Hardware::operator_gemm_factor 0.8: the simulator's GEMM compute (the SM pool's rate and the epilogues) takes
   // 0.8 of its time, as the model's does; the launch is not scaled. Sequential 8192^3 (compute-bound, so the HBM
   // side does not bind): sim GEMM(0.8) - launch = 0.8 x (sim GEMM(1) - launch), to the engine's nanosecond
-  // rounding (0.1%). Every mode's total falls, and a profile at factor 1 simulates exactly as before.
+  // rounding of each event (16 waves with their epilogues: within 20 ns; measured 6 ns). Every mode's total falls
+  // with a factor below 1 and rises with one above.
   const Hardware base = builtin_hardware("h200");
   Hardware hw = base;
   hw.operator_gemm_factor = 0.8;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan seq = default_plan(Mode::kSequential, p, base, 0);
   const SimResult fast = simulate(p, seq, hw), slow = simulate(p, seq, base);
-  EXPECT_NEAR(fast.gemm_us - base.launch_us, 0.8 * (slow.gemm_us - base.launch_us), 1e-3 * slow.gemm_us);
-  EXPECT_NEAR(fast.comm_us, slow.comm_us, 1e-3 * slow.comm_us);
+  EXPECT_NEAR(fast.gemm_us - base.launch_us, 0.8 * (slow.gemm_us - base.launch_us), 0.02);
+  EXPECT_NEAR(fast.comm_us, slow.comm_us, 0.02);
   // The model's GEMM in the same regime, as SequentialAgreesWithinTenPercent compares them.
   const double model_gemm = estimate(p, seq, hw).gemm_alone_us;
   EXPECT_NEAR(fast.gemm_us, model_gemm, 0.10 * model_gemm);
