@@ -125,8 +125,9 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   const int g = world / nodes;
   const double n = nodes;
   const double fn = (n - 1) / n;
-  const CollCoeffs rs = coll_coeffs(Collective::kReduceScatter, algo, g);
-  const CollCoeffs ag = coll_coeffs(Collective::kAllGather, algo, g);
+  // NCCL only (checked above): the loopback rank-0 traffic (TMA push) does not apply.
+  const CollCoeffs rs = coll_coeffs(Collective::kReduceScatter, algo, g, /*loopback_rank0=*/false);
+  const CollCoeffs ag = coll_coeffs(Collective::kAllGather, algo, g, /*loopback_rank0=*/false);
   const double net_rate = std::min(hw.net_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
   double intra = 0, net_bytes = 0, net_steps = 0, hbm_bytes = 0;
   switch (c) {

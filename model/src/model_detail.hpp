@@ -53,7 +53,7 @@ struct CollCoeffs {
 // loopback_rank0: the bytes the loopback emulation of rank 0's share moves (Hardware::loopback_rank0), which for
 // tma-push differ from a real rank's (the emulation zeroes rank 0's pieces and adds all W sources into them, and
 // copies the other owners' pieces in, as rank 0's pull would).
-CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0 = false);
+CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0);
 
 // A collective split as time = fixed_us + bytes x us_per_byte (linear in bytes, so monotone).
 struct CollCost {

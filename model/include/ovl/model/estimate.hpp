@@ -66,7 +66,7 @@ double bus_factor(Collective c, int world);  // busbw / algbw
 // its partial and read-modify-writes the owner's chunk; pull reads W chunks per chunk written). The simulator
 // scales its per-CTA caps by it so that both price a CTA's work alike. 1 for NCCL algorithms. loopback_rank0: the
 // loopback emulation of rank 0's share (Hardware::loopback_rank0).
-double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0 = false);
+double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
 // collective's CTA work at this rate (a world of one, a local copy, runs at per_cta_copy_GBps instead).
