@@ -53,6 +53,20 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// Undoes a cuMem mapping in reverse order: unmaps `va` (when mapped), frees the reserved range (when va != 0) and
+// releases the handle (when != 0). Logs each failure through log(what, code), never throws.
+template <typename Log>
+void unmap_and_release(CUdeviceptr va, std::size_t bytes, CUmemGenericAllocationHandle handle, bool mapped,
+                       Log&& log) noexcept {
+  const DriverApi& drv = driver_api();
+  if (mapped)
+    if (CUresult e = drv.cuMemUnmap(va, bytes); e != CUDA_SUCCESS) log("cuMemUnmap", int(e));
+  if (va != 0)
+    if (CUresult e = drv.cuMemAddressFree(va, bytes); e != CUDA_SUCCESS) log("cuMemAddressFree", int(e));
+  if (handle != 0)
+    if (CUresult e = drv.cuMemRelease(handle); e != CUDA_SUCCESS) log("cuMemRelease", int(e));
+}
+
 // One rank's allocation as this process sees it while the MPI constructor builds it: the handle (made here, or
 // imported from the owner's descriptor), the address range reserved for it, whether the handle is mapped there.
 // Until disown() hands them to the SymmetricBuffer, the destructor undoes what was done, in reverse order, so a
@@ -67,16 +81,9 @@ struct CuMemMapping {
   CuMemMapping(const CuMemMapping&) = delete;
   CuMemMapping& operator=(const CuMemMapping&) = delete;
   ~CuMemMapping() {
-    const DriverApi& drv = driver_api();
-    auto log = [](const char* what, CUresult e) {
-      std::fprintf(stderr, "ovl: SymmetricBuffer constructor cleanup: %s failed (%d)\n", what, int(e));
-    };
-    if (mapped)
-      if (CUresult e = drv.cuMemUnmap(va, bytes); e != CUDA_SUCCESS) log("cuMemUnmap", e);
-    if (va != 0)
-      if (CUresult e = drv.cuMemAddressFree(va, bytes); e != CUDA_SUCCESS) log("cuMemAddressFree", e);
-    if (handle != 0)
-      if (CUresult e = drv.cuMemRelease(handle); e != CUDA_SUCCESS) log("cuMemRelease", e);
+    unmap_and_release(va, bytes, handle, mapped, [](const char* what, int code) {
+      std::fprintf(stderr, "ovl: SymmetricBuffer constructor cleanup: %s failed (%d)\n", what, code);
+    });
   }
   // The handle, which the caller (with the mapping at `va`) now owns.
   CUmemGenericAllocationHandle disown() {
@@ -297,14 +304,9 @@ void SymmetricBuffer::release() noexcept {
       case World::Backend::kMpi: {
 #if defined(OVL_HAVE_MPI)
         MPI_Barrier(state_->mpi_comm);
-        const DriverApi& drv = driver_api();
-        for (std::size_t r = 0; r < ptrs_.size(); ++r) {
-          const CUdeviceptr va = reinterpret_cast<CUdeviceptr>(ptrs_[r]);
-          if (CUresult e = drv.cuMemUnmap(va, alloc_); e != CUDA_SUCCESS) log("cuMemUnmap", int(e));
-          if (CUresult e = drv.cuMemAddressFree(va, alloc_); e != CUDA_SUCCESS) log("cuMemAddressFree", int(e));
-          if (r < handles_.size())
-            if (CUresult e = drv.cuMemRelease(handles_[r]); e != CUDA_SUCCESS) log("cuMemRelease", int(e));
-        }
+        for (std::size_t r = 0; r < ptrs_.size(); ++r)
+          unmap_and_release(reinterpret_cast<CUdeviceptr>(ptrs_[r]), alloc_, r < handles_.size() ? handles_[r] : 0,
+                            true, log);
 #endif
         break;
       }
