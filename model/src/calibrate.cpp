@@ -104,6 +104,82 @@ std::vector<bool> solve_held(const LinearProblem& p, Eigen::VectorXd& x, std::ve
   return free;
 }
 
+// A Hardware field a Gauss-Newton fit moves, within [lo, hi].
+struct FitParam {
+  const char* name;
+  double Hardware::*field;
+  double lo, hi;
+};
+
+// Gauss-Newton on relative residuals in the logarithm of each parameter (all positive; steps are relative): numeric
+// derivatives (5% steps), step halving, each step at most a factor e per parameter. residual(h, i) is case i's
+// relative error under h, or 0 for a case the model cannot run. Returns the fitted hardware (a parameter no case is
+// sensitive to keeps its start value exactly) and, per parameter, how many cases informed it.
+template <std::size_t P, typename Residual>
+std::pair<Hardware, std::array<int, P>> gauss_newton(const Hardware& start, const std::array<FitParam, P>& params,
+                                                     std::size_t cases, Residual residual) {
+  constexpr int kP = int(P);
+  using Vec = Eigen::Matrix<double, kP, 1>;
+  auto with = [&](const Vec& log_th) {
+    Hardware h = start;
+    for (int c = 0; c < kP; ++c)
+      h.*(params[size_t(c)].field) = std::clamp(std::exp(log_th(c)), params[size_t(c)].lo, params[size_t(c)].hi);
+    return h;
+  };
+  auto residuals = [&](const Hardware& h, Eigen::VectorXd& r) {
+    r.resize(Eigen::Index(cases));
+    for (std::size_t i = 0; i < cases; ++i) r(Eigen::Index(i)) = residual(h, i);
+  };
+  Vec th;
+  for (int c = 0; c < kP; ++c) th(c) = std::log(std::max(start.*(params[size_t(c)].field), params[size_t(c)].lo));
+  Eigen::VectorXd r;
+  residuals(with(th), r);
+  std::array<int, P> informed{};
+  constexpr double kStep = 0.05;  // 5% in each parameter
+  for (int iter = 0; iter < 25; ++iter) {
+    Eigen::MatrixXd j(r.size(), kP);
+    for (int c = 0; c < kP; ++c) {
+      Vec tp = th;
+      tp(c) += kStep;
+      Eigen::VectorXd rp;
+      residuals(with(tp), rp);
+      j.col(c) = (rp - r) / kStep;
+    }
+    std::vector<int> cols;
+    for (int c = 0; c < kP; ++c) {
+      const int n = int((j.col(c).array().abs() > 1e-6).count());
+      // A parameter the fit has driven onto its bound has no derivative any more but stays informed (its value is
+      // the fit's answer): keep the largest count seen.
+      informed[size_t(c)] = std::max(informed[size_t(c)], n);
+      if (n > 0) cols.push_back(c);
+    }
+    if (cols.empty()) break;
+    Eigen::MatrixXd js(r.size(), Eigen::Index(cols.size()));
+    for (size_t c = 0; c < cols.size(); ++c) js.col(Eigen::Index(c)) = j.col(cols[c]);
+    const Eigen::VectorXd step = js.colPivHouseholderQr().solve(-r);
+    double scale = 1.0;
+    const double cost = r.squaredNorm();
+    bool improved = false;
+    for (int half = 0; half < 8 && !improved; ++half, scale /= 2) {
+      Vec tn = th;
+      for (size_t c = 0; c < cols.size(); ++c)
+        tn(cols[c]) = th(cols[c]) + std::clamp(scale * step(Eigen::Index(c)), -1.0, 1.0);
+      Eigen::VectorXd rn;
+      residuals(with(tn), rn);
+      if (rn.squaredNorm() < cost) {
+        th = tn;
+        r = rn;
+        improved = true;
+      }
+    }
+    if (!improved || scale * step.norm() < 1e-4) break;
+  }
+  Hardware fitted = with(th);
+  for (int c = 0; c < kP; ++c)
+    if (informed[size_t(c)] == 0) fitted.*(params[size_t(c)].field) = start.*(params[size_t(c)].field);
+  return {fitted, informed};
+}
+
 double rms_rel(const std::vector<const Measurement*>& ms, const Hardware& hw) {
   double s = 0;
   int n = 0;
@@ -448,8 +524,8 @@ struct Fitter {
   // alone inside the overlap benchmark) against the model's gemm_alone_us for the same plan, which is
   // launch + operator_gemm_factor x compute (x chunks, decomposed) wherever the HBM floor does not bind. One factor
   // for every mode (cuBLAS and ours alike: a clock is the SMs', not a kernel's), so sequential and the overlapped
-  // modes are ranked on one footing; the two kernels' own factors are noted for reference. Gauss-Newton on the
-  // relative residuals: the model is linear in the factor, so one step lands on the least-squares value.
+  // modes are ranked on one footing; the two kernels' own factors are noted for reference. gauss_newton on the
+  // relative residuals (the model is linear in the factor where the HBM floor does not bind: a step or two).
   static constexpr double kRegimeLo = 0.25, kRegimeHi = 4.0;  // the factor's search range
   struct RegimeFit {
     double factor = 1;
@@ -458,43 +534,30 @@ struct Fitter {
     bool informed = false;  // some case's GEMM time depends on the factor (not every case at its HBM floor)
   };
   RegimeFit solve_regime(const std::vector<std::pair<const Measurement*, double>>& ms) const {
-    // Relative residuals of the GEMM-alone times at `factor`; cases the model cannot run are left out.
-    auto residuals = [&](double factor) {
-      Hardware h = hw;
-      h.operator_gemm_factor = factor;
-      std::vector<double> r;
-      for (const auto& [m, t_gemm] : ms) {
-        try {
-          const Hardware mh = measurement_hardware(*m, h);
-          r.push_back((estimate(m->bench.problem(), m->bench.plan(mh), mh).gemm_alone_us - t_gemm) / t_gemm);
-        } catch (const Error&) {
-          r.push_back(std::nan(""));
-        }
+    // Relative error of case i's GEMM-alone time under h; NaN for a case the model cannot run (left out).
+    auto residual = [&](const Hardware& h, std::size_t i) {
+      const auto& [m, t_gemm] = ms[i];
+      try {
+        const Hardware mh = measurement_hardware(*m, h);
+        return (estimate(m->bench.problem(), m->bench.plan(mh), mh).gemm_alone_us - t_gemm) / t_gemm;
+      } catch (const Error&) {
+        return std::nan("");
       }
-      return r;
     };
-    constexpr double kStep = 1e-3;
+    const std::array<FitParam, 1> param{
+        {{"operator_gemm_factor", &Hardware::operator_gemm_factor, kRegimeLo, kRegimeHi}}};
+    Hardware start = hw;
+    start.operator_gemm_factor = std::clamp(hw.operator_gemm_factor, kRegimeLo, kRegimeHi);
+    const auto [fitted, informed] = gauss_newton(start, param, ms.size(), [&](const Hardware& h, std::size_t i) {
+      const double e = residual(h, i);
+      return std::isfinite(e) ? e : 0.0;
+    });
     RegimeFit out;
-    out.factor = std::clamp(hw.operator_gemm_factor, kRegimeLo, kRegimeHi);
-    for (int iter = 0; iter < 20; ++iter) {
-      const std::vector<double> r = residuals(out.factor);
-      const std::vector<double> rp = residuals(out.factor * (1 + kStep));
-      double jr = 0, jj = 0;
-      for (size_t i = 0; i < r.size(); ++i) {
-        if (!std::isfinite(r[i]) || !std::isfinite(rp[i])) continue;
-        const double j = (rp[i] - r[i]) / (out.factor * kStep);
-        jr += j * r[i];
-        jj += j * j;
-      }
-      if (jj == 0) break;
-      out.informed = true;
-      const double next = std::clamp(out.factor - jr / jj, kRegimeLo, kRegimeHi);
-      const bool done = std::fabs(next - out.factor) < 1e-9 * out.factor;
-      out.factor = next;
-      if (done) break;
-    }
+    out.factor = fitted.operator_gemm_factor;
+    out.informed = informed[0] > 0;
     double ss = 0;
-    for (double e : residuals(out.factor)) {
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      const double e = residual(fitted, i);
       if (!std::isfinite(e)) continue;
       ss += e * e;
       ++out.points;
@@ -553,89 +616,25 @@ struct Fitter {
   // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
   // Overlap cases inform the contention weights, the communication kernels' per-CTA rates (NCCL's channels and the
   // TMA mover of the tma mode, which default_plan runs as tma-push: tma_push_per_cta_GBps) and the mover's per-group
-  // cost (tma_group_us). Gauss-Newton on the relative residuals, in the logarithm of each parameter (all positive;
-  // steps are relative), with step halving.
+  // cost (tma_group_us). gauss_newton on the relative residuals.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
-    struct Param {
-      const char* name;
-      double Hardware::*field;
-      double lo, hi;
-    };
-    const std::array<Param, 5> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
-                                          {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
-                                          {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, 1.0, 400.0},
-                                          {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0},
-                                          {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0}}};
-    constexpr int kP = 5;
+    const std::array<FitParam, 5> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
+                                             {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
+                                             {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, 1.0, 400.0},
+                                             {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0},
+                                             {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0}}};
     const Hardware base = hw;
-    using Vec = Eigen::Matrix<double, kP, 1>;
-    auto with = [&](const Vec& log_th) {
-      Hardware h = hw;
-      for (int c = 0; c < kP; ++c)
-        h.*(params[size_t(c)].field) = std::clamp(std::exp(log_th(c)), params[size_t(c)].lo, params[size_t(c)].hi);
-      return h;
-    };
-    auto residuals = [&](const Hardware& h, Eigen::VectorXd& r) {
-      r.resize(Eigen::Index(ms.size()));
-      for (size_t i = 0; i < ms.size(); ++i) {
-        const auto pred = predict_us(ms[i]->bench, measurement_hardware(*ms[i], h));
-        r(Eigen::Index(i)) = pred ? (*pred - ms[i]->us) / ms[i]->us : 0.0;
-      }
-    };
-    Vec th;
-    for (int c = 0; c < kP; ++c) th(c) = std::log(std::max(hw.*(params[size_t(c)].field), params[size_t(c)].lo));
-    Eigen::VectorXd r;
-    residuals(with(th), r);
-    std::array<int, kP> informed{};
-    constexpr double kStep = 0.05;  // 5% in each parameter
-    for (int iter = 0; iter < 25; ++iter) {
-      Eigen::MatrixXd j(r.size(), kP);
-      for (int c = 0; c < kP; ++c) {
-        Vec tp = th;
-        tp(c) += kStep;
-        Eigen::VectorXd rp;
-        residuals(with(tp), rp);
-        j.col(c) = (rp - r) / kStep;
-      }
-      std::vector<int> cols;
-      for (int c = 0; c < kP; ++c) {
-        const int n = int((j.col(c).array().abs() > 1e-6).count());
-        // A parameter the fit has driven onto its bound has no derivative any more but stays informed (its value
-        // is the fit's answer): keep the largest count seen.
-        informed[size_t(c)] = std::max(informed[size_t(c)], n);
-        if (n > 0) cols.push_back(c);
-      }
-      if (cols.empty()) break;
-      Eigen::MatrixXd js(r.size(), Eigen::Index(cols.size()));
-      for (size_t c = 0; c < cols.size(); ++c) js.col(Eigen::Index(c)) = j.col(cols[c]);
-      const Eigen::VectorXd step = js.colPivHouseholderQr().solve(-r);
-      double scale = 1.0;
-      const double cost = r.squaredNorm();
-      bool improved = false;
-      for (int half = 0; half < 8 && !improved; ++half, scale /= 2) {
-        Vec tn = th;
-        for (size_t c = 0; c < cols.size(); ++c)
-          tn(cols[c]) = th(cols[c]) + std::clamp(scale * step(Eigen::Index(c)), -1.0, 1.0);
-        Eigen::VectorXd rn;
-        residuals(with(tn), rn);
-        if (rn.squaredNorm() < cost) {
-          th = tn;
-          r = rn;
-          improved = true;
-        }
-      }
-      if (!improved || scale * step.norm() < 1e-4) break;
-    }
-    hw = with(th);
-    // A parameter no case informs keeps its base value exactly (with() clamps every parameter into its range).
-    for (int c = 0; c < kP; ++c)
-      if (informed[size_t(c)] == 0) hw.*(params[size_t(c)].field) = base.*(params[size_t(c)].field);
+    const auto [fitted, informed] = gauss_newton(hw, params, ms.size(), [&](const Hardware& h, std::size_t i) {
+      const auto pred = predict_us(ms[i]->bench, measurement_hardware(*ms[i], h));
+      return pred ? (*pred - ms[i]->us) / ms[i]->us : 0.0;
+    });
+    hw = fitted;
     const double rms = rms_rel(ms, hw);
-    for (int c = 0; c < kP; ++c) {
-      const Param& p = params[size_t(c)];
-      if (informed[size_t(c)] > 0) {
-        record(p.name, base.*(p.field), hw.*(p.field), informed[size_t(c)], "overlap");
+    for (std::size_t c = 0; c < params.size(); ++c) {
+      const FitParam& p = params[c];
+      if (informed[c] > 0) {
+        record(p.name, base.*(p.field), hw.*(p.field), informed[c], "overlap");
         out->parameters.back().rms_rel_error = rms;
       } else {
         note(fmt::format("{} held at the base value (no overlap case is sensitive to it)", p.name));
