@@ -26,6 +26,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -138,11 +140,23 @@ struct Buffers {
   std::vector<void*> a, b;
   void* d = nullptr;
   unsigned int* counters = nullptr;
+  void* workspace = nullptr;  // grown to the largest gemm_workspace_bytes asked for
+  size_t workspace_bytes = 0;
   ~Buffers() {
     for (void* p : a) cudaFree(p);
     for (void* p : b) cudaFree(p);
     cudaFree(d);
     cudaFree(counters);
+    cudaFree(workspace);
+  }
+  void* workspace_for(size_t bytes) {
+    if (bytes > workspace_bytes) {
+      OVL_CUDA_CHECK(cudaFree(workspace));
+      workspace = nullptr;
+      OVL_CUDA_CHECK(cudaMalloc(&workspace, bytes));
+      workspace_bytes = bytes;
+    }
+    return workspace;
   }
 };
 
@@ -180,7 +194,8 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-enum class Impl { kOvl, kOvlNoSignal, kOvlRegisters, kCublas };
+// kOvl, kOvlNoSignal: stream-K as gemm_stream_k_plan picks it; kOvlNoStreamK: kOvl with stream-K off.
+enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -198,6 +213,38 @@ cublasHandle_t cublas_handle() {
   return handle;
 }
 
+GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
+  GemmArguments args;
+  args.m = c.m;
+  args.n = c.n;
+  args.k = c.k;
+  args.b_layout = c.layout;
+  args.a = buf.a[set];
+  args.b = buf.b[set];
+  args.d = buf.d;
+  args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
+  args.sm_count = c.sms;
+  if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
+  if (c.impl == Impl::kOvlNoStreamK) args.stream_k = ovl::kernels::GemmStreamK::kOff;
+  if (c.impl == Impl::kOvl) {
+    // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
+    static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
+    if (forced != nullptr) {
+      OVL_CHECK(std::sscanf(forced, "%d,%d,%d", &args.stream_k_tiles, &args.stream_k_splits, &args.stream_k_ctas) == 3,
+                "OVL_BENCH_GEMM_SK = '{}' is not tiles,splits,ctas", forced);
+      args.stream_k = ovl::kernels::GemmStreamK::kForced;
+    }
+  }
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlRegisters) {
+    // One group per tile row: the counters a row-band collective would wait on.
+    const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
+    const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n;
+    args.tile_groups.assign(tiles_m, tiles_n);
+    args.group_counters = buf.counters;
+  }
+  return args;
+}
+
 void run_gemm(const Case& c, Buffers& buf, int set, cudaStream_t stream, int device_sms) {
   if (c.impl == Impl::kCublas) {
     // Row-major D = A B is column-major D^T = B^T A^T.
@@ -211,25 +258,8 @@ void run_gemm(const Case& c, Buffers& buf, int set, cudaStream_t stream, int dev
     (void)device_sms;
     return;
   }
-  GemmArguments args;
-  args.m = c.m;
-  args.n = c.n;
-  args.k = c.k;
-  args.b_layout = c.layout;
-  args.a = buf.a[set];
-  args.b = buf.b[set];
-  args.d = buf.d;
-  args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
-  args.sm_count = c.sms;
-  if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlRegisters) {
-    // One group per tile row: the counters a row-band collective would wait on.
-    const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
-    const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n;
-    args.tile_groups.assign(tiles_m, tiles_n);
-    args.group_counters = buf.counters;
-  }
-  ovl::kernels::gemm_run(args, nullptr, stream);
+  GemmArguments args = gemm_arguments(c, buf, set);
+  ovl::kernels::gemm_run(args, buf.workspace_for(ovl::kernels::gemm_workspace_bytes(args)), stream);
 }
 
 void bench_gemm(benchmark::State& state, Case c) {
@@ -254,8 +284,8 @@ void bench_gemm(benchmark::State& state, Case c) {
     const int sets = int(buf.a.size());
     // About 1 ms of GEMMs per iteration at ~700 TFLOP/s.
     const double flops = 2.0 * c.m * c.n * c.k;
-    const int reps = ovl::bench::env_int("OVL_BENCH_GEMM_REPS", 1, 1 << 20,
-                                         std::max(1, int(std::ceil(1e-3 / (flops / 700e12)))));
+    const int reps =
+        ovl::bench::env_int("OVL_BENCH_GEMM_REPS", 1, 1 << 20, std::max(1, int(std::ceil(1e-3 / (flops / 700e12)))));
 
     const bool partitioned = c.sms < device_sms;
     cudaStream_t stream = nullptr;
@@ -303,6 +333,12 @@ void bench_gemm(benchmark::State& state, Case c) {
     state.counters["sets"] = sets;
     state.counters["reps"] = reps;
     state.counters["gap_us"] = gap_us;
+    if (c.impl != Impl::kCublas) {
+      const ovl::kernels::GemmStreamKPlan plan = ovl::kernels::gemm_stream_k_plan(gemm_arguments(c, buf, 0));
+      state.counters["sk_tiles"] = plan.tiles;
+      state.counters["sk_splits"] = plan.splits;
+      state.counters["sk_ctas"] = plan.ctas;
+    }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -315,6 +351,7 @@ const bool registered = [] {
   const int sm_counts[] = {132, 128, 124, 116, 100, 64, 32};
   const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
+                                                {Impl::kOvlNoStreamK, "ovl-nosk"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   for (const auto& s : shapes) {

@@ -202,6 +202,9 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.tile_groups = call.plan.tile_groups;
   g.group_counters = counter_ptr();
   g.sm_count = grid;
+  // Whole tiles only: the model's and the simulator's timelines of the signaled modes count the GEMM in whole waves,
+  // and a stream-K tail would move when its groups signal (bench_gemm measures stream-K on its own).
+  g.stream_k = kernels::GemmStreamK::kOff;
   if (call.plan.output == OutputLayout::kTileMajor) {
     g.output_layout = kernels::GemmOutputLayout::kTileMajor;
     const size_t bytes = kernels::gemm_output_bytes(g);

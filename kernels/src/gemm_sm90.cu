@@ -63,6 +63,13 @@ struct KernelParams {
   int num_groups;
   const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
   unsigned long long* tile_timestamps;
+  // Stream-K (kStaged only): the tiles at positions [sk_first, tiles) are cut into pieces; sk_first == tiles when
+  // off. Split schedule (sk_splits >= 2): sk_splits equal k ranges per tile. Contiguous (sk_splits == 0): their
+  // sk_iters k-block iterations shared over CTAs [0, sk_ctas).
+  int sk_first, sk_splits, sk_ctas, sk_max_pieces;
+  long long sk_iters;
+  unsigned int* sk_counters;  // one per stream-K tile: its pieces finished so far (zeroed before the launch)
+  float* sk_slots;            // per stream-K tile, sk_max_pieces fp32 partial tiles in the consumers' thread layout
   int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
 };
 
@@ -88,6 +95,108 @@ __device__ __forceinline__ int group_at(const KernelParams& p, int position) {
     }
   }
   return lo;
+}
+
+// The stream-K CTA whose iterations [sk_start(b), sk_start(b + 1)) hold iteration `it`, sk_start(b) = b * iters /
+// ctas: the largest b with b * iters / ctas <= it. Host and device share it (the host sizes the workspace with it).
+__host__ __device__ __forceinline__ int stream_k_cta_of(long long it, int ctas, long long iters) {
+  return int(((it + 1) * ctas + iters - 1) / iters) - 1;
+}
+
+// One unit of a CTA's work: k-blocks [kb_begin, kb_end) of the tile at `position`. piece < 0: the whole tile; else
+// piece `piece` (in k order) of the tile's `pieces`.
+struct Work {
+  int position, kb_begin, kb_end, piece, pieces;
+};
+
+// A CTA's list of work, which every role of the CTA walks alike: the units u = blockIdx.x, blockIdx.x + gridDim.x,
+// ...; unit u < sk_first is the whole tile at position u. Split schedule: unit sk_first + v is piece v / n of the
+// stream-K tile v % n (n stream-K tiles; piece i: k-blocks [i kb / s, (i + 1) kb / s)). Contiguous schedule: after
+// its whole tiles, CTA b (below sk_ctas) takes the stream-K iterations [sk_start(b), sk_start(b + 1)), cut where a
+// tile ends; iteration i is k-block i % k_blocks of the stream-K tile i / k_blocks.
+struct WorkCursor {
+  int position;
+  long long it, it_end;
+};
+
+__device__ __forceinline__ WorkCursor work_begin(const KernelParams& p) {
+  WorkCursor c{int(blockIdx.x), 0, 0};
+  if (int(blockIdx.x) < p.sk_ctas) {
+    c.it = (long long)blockIdx.x * p.sk_iters / p.sk_ctas;
+    c.it_end = (long long)(blockIdx.x + 1) * p.sk_iters / p.sk_ctas;
+  }
+  return c;
+}
+
+__device__ __forceinline__ bool work_next(const KernelParams& p, WorkCursor& c, Work& w) {
+  if (c.position < p.sk_first) {
+    w = Work{c.position, 0, p.k_blocks, -1, 1};
+    c.position += gridDim.x;
+    return true;
+  }
+  if (p.sk_splits > 0) {
+    const int n = p.tiles - p.sk_first;
+    const int v = c.position - p.sk_first;
+    if (v >= n * p.sk_splits) return false;
+    const int piece = v / n;
+    w = Work{p.sk_first + v % n, piece * p.k_blocks / p.sk_splits, (piece + 1) * p.k_blocks / p.sk_splits, piece,
+             p.sk_splits};
+    c.position += gridDim.x;
+    return true;
+  }
+  if (c.it >= c.it_end) return false;
+  const int local = int(c.it / p.k_blocks);
+  const long long tile_begin = (long long)local * p.k_blocks;
+  w.position = p.sk_first + local;
+  w.kb_begin = int(c.it - tile_begin);
+  w.kb_end = int(min((long long)p.k_blocks, c.it_end - tile_begin));
+  const int first = stream_k_cta_of(tile_begin, p.sk_ctas, p.sk_iters);
+  w.pieces = stream_k_cta_of(tile_begin + p.k_blocks - 1, p.sk_ctas, p.sk_iters) - first + 1;
+  w.piece = w.pieces == 1 ? -1 : int(blockIdx.x) - first;
+  c.it = tile_begin + w.kb_end;
+  return true;
+}
+
+// A stream-K piece, on the 256 consumer threads: store this thread's accumulators into the piece's slot, count the
+// piece, and if it is the tile's last, replace the accumulators by the sum of all the tile's partials, in piece
+// order (the same bits whichever piece is last). Returns whether it was the last (then the tile is stored).
+// `last` is a shared flag the store thread reads too (after the `stored` barrier).
+__device__ __forceinline__ bool stream_k_piece(const KernelParams& p, const Work& w, float (&acc)[128],
+                                               volatile int* last) {
+  constexpr int kTileFloat4s = kTileM * kTileN / 4;
+  const int ct = int(threadIdx.x) - 128;  // 0 .. 255
+  const int local = w.position - p.sk_first;
+  float4* slots = reinterpret_cast<float4*>(p.sk_slots) + size_t(local) * p.sk_max_pieces * kTileFloat4s;
+  float4* mine = slots + size_t(w.piece) * kTileFloat4s;
+  // Slot layout: float4 c of consumer thread ct at c * 256 + ct, so a warp's store covers 512 contiguous bytes.
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    __stcg(mine + c * 256 + ct, make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]));
+  }
+  detail::named_barrier_sync(1, 256);
+  if (ct == 0) *last = detail::count_piece(p.sk_counters + local) == unsigned(w.pieces - 1);
+  detail::named_barrier_sync(1, 256);
+  if (!*last) return false;
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    const float4 v = __ldcg(slots + c * 256 + ct);
+    acc[4 * c] = v.x;
+    acc[4 * c + 1] = v.y;
+    acc[4 * c + 2] = v.z;
+    acc[4 * c + 3] = v.w;
+  }
+  for (int i = 1; i < w.pieces; ++i) {
+    const float4* src = slots + size_t(i) * kTileFloat4s;
+#pragma unroll
+    for (int c = 0; c < 32; ++c) {
+      const float4 v = __ldcg(src + c * 256 + ct);
+      acc[4 * c] += v.x;
+      acc[4 * c + 1] += v.y;
+      acc[4 * c + 2] += v.z;
+      acc[4 * c + 3] += v.w;
+    }
+  }
+  return true;
 }
 
 template <typename T>
@@ -119,7 +228,9 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //
 // Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and 209 KB (staged) / 193 KB (registers
 // epilogue) of shared memory). CTA b visits
-// the positions b, b + gridDim.x, ... of the tile order and computes tile tile_at(position).
+// the positions b, b + gridDim.x, ... below sk_first of the tile order and computes tile tile_at(position); with
+// stream-K it then computes its pieces of the last tiles (WorkCursor). Each role below walks this same list of
+// units.
 // Block: 384 threads = 3 warpgroups.
 //   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads of A (128 x 64) and B (256 x 64
 //     K-major, or 64 x 256 as four 64 x 64 MN-major boxes) into the S-stage ring; step 0: wait until the slot is
@@ -138,6 +249,10 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     2-D tensor [tiles * 128, 256], so edge tiles get their zeros). Registers epilogue: convert, transpose words
 //     inside each lane quad and store 16 bytes per lane straight from registers (row-major: bounds-checked;
 //     tile-major: the whole slot, zeros outside M x N), then, when signalling, arrive on `stored`.
+//   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
+//     workspace slot, and one thread counts the piece (fence + atom.acq_rel.gpu); the piece that completes the count
+//     sums the tile's partials in piece order and goes on as above; the others skip the staging, arrive on `stored`,
+//     and the store thread only hands the staging back.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
 //   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
 //   staging_free mbarriers. S = stages_of(kStaged).
@@ -151,7 +266,10 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   stores, the signal thread acquires it; kStaged: the store thread's wait_group 0 (the TMA stores' writes are
 //   performed). Then fence.acq_rel.sys + red.release.sys.global.add.u32 on the group counter (cumulative, so it
 //   covers the tile's stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a
-//   relaxed read) sees the tile.
+//   relaxed read) sees the tile. Stream-K: each consumer thread's st.global.cg of its partial, then a named barrier
+//   over the 256 consumers, then one thread's fence.acq_rel.gpu + atom.acq_rel.gpu on the tile's counter; the
+//   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
+//   other consumers' ld.global.cg of the partials after it.
 template <typename T, int kTransB, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
@@ -169,6 +287,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Registers epilogue: `signaled`, phase t completes when the signal thread published the t-th tile. kStaged:
   // `staging_free`, phase t completes when the TMA stores of the t-th tile have read the staging.
   uint64_t* handback = stored + 1;
+  // Stream-K: whether unit t's piece was its tile's last, written by a consumer before its `stored` arrival for unit
+  // t and read by the store thread after that phase; two entries, so unit t + 1 never overwrites unit t's.
+  __shared__ int sk_last[2];
 
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -191,11 +312,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int position = blockIdx.x; position < p.tiles; position += gridDim.x) {
-        const int tile = tile_at(p, position);
+      WorkCursor cursor = work_begin(p);
+      Work w;
+      while (work_next(p, cursor, w)) {
+        const int tile = tile_at(p, w.position);
         const int m0 = (tile / p.tiles_n) * kTileM;
         const int n0 = (tile % p.tiles_n) * kTileN;
-        for (int kb = 0; kb < p.k_blocks; ++kb) {
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
           detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + kStageBytesB);
           const int k0 = kb * kTileK;
@@ -218,11 +341,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else if (threadIdx.x == 32 && (kStaged || p.signal)) {
       // Store-and-signal thread: stores and publishes each tile once the consumers finished it, off the consumers'
       // critical path (waiting for the stores and the system-scope fence take microseconds).
-      uint32_t t = 0;
-      for (int position = blockIdx.x; position < p.tiles; position += gridDim.x, ++t) {
+      WorkCursor cursor = work_begin(p);
+      Work w;
+      for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
         detail::mbarrier_wait(stored, t & 1);
+        const int position = w.position;
         const int tile = tile_at(p, position);
         if constexpr (kStaged) {
+          if (w.piece >= 0 && !sk_last[t & 1]) {  // a piece whose tile another CTA's last piece stores
+            detail::mbarrier_arrive(handback);    // staging_free (the consumers did not write it)
+            continue;
+          }
           const int m0 = (tile / p.tiles_n) * kTileM;
           const int n0 = (tile % p.tiles_n) * kTileN;
 #pragma unroll
@@ -252,13 +381,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[128];
     int stage = 0;
     uint32_t phase = 0;
-    uint32_t t = 0;
-    for (int position = blockIdx.x; position < p.tiles; position += gridDim.x, ++t) {
-      const int tile = tile_at(p, position);
+    WorkCursor cursor = work_begin(p);
+    Work w;
+    for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
+      const int tile = tile_at(p, w.position);
       const int m0 = (tile / p.tiles_n) * kTileM;
       const int n0 = (tile % p.tiles_n) * kTileN;
       int previous_stage = 0;
-      for (int kb = 0; kb < p.k_blocks; ++kb) {
+      for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
         detail::mbarrier_wait(&full[stage], phase);
         const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
         const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
@@ -271,11 +401,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           // a k16 step is 16 rows of 128 bytes.
           const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
                                           : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
-          wgmma_step<T, kTransB>(acc, desc_a, desc_b, (kb > 0 || kk > 0) ? 1 : 0);
+          wgmma_step<T, kTransB>(acc, desc_a, desc_b, (kb > w.kb_begin || kk > 0) ? 1 : 0);
         }
         detail::wgmma_commit();
         detail::wgmma_wait<1>();
-        if (kb > 0 && lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
+        if (kb > w.kb_begin && lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
         previous_stage = stage;
         if (++stage == kStages) {
           stage = 0;
@@ -293,19 +423,24 @@ __global__ void __launch_bounds__(kThreads, 1)
         // one x4 stores columns 8j .. 8j + 15 of the warp's 16 rows: matrices (j, 0), (j, 1), (j + 1, 0), (j + 1, 1).
         // Lane l gives the address of row l % 8 of matrix l / 8: tile row R = 64 consumer + 16 warp + 8 (l / 8 % 2) +
         // l % 8, 16-byte unit u = column / 8 of the row's 64-column chunk, stored at unit u ^ (R % 8) (128B swizzle).
+        // A stream-K piece that is not its tile's last stores nothing; it still passes both barriers, so that
+        // every role counts the same units.
+        const bool store = w.piece < 0 || stream_k_piece(p, w, acc, &sk_last[t & 1]);
         if (t > 0) detail::mbarrier_wait(handback, (t - 1) & 1);  // the previous tile's staging was read
-        const int r8 = lane % 8;
-        const int half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
-        const uint32_t row_base =
-            detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
+        if (store) {
+          const int r8 = lane % 8;
+          const int half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
+          const uint32_t row_base =
+              detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
 #pragma unroll
-        for (int j = 0; j < 32; j += 2) {
-          const uint32_t unit = uint32_t(((j % 8) + half) ^ r8);
-          detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16,
-                              pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
-                              pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+          for (int j = 0; j < 32; j += 2) {
+            const uint32_t unit = uint32_t(((j % 8) + half) ^ r8);
+            detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16,
+                                pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                                pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+          }
+          detail::fence_proxy_async_shared();
         }
-        detail::fence_proxy_async_shared();
         detail::mbarrier_arrive(stored);
       } else {
         const int row = consumer * 64 + warp * 16 + lane / 4;
@@ -321,15 +456,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           const bool row_ok = p.tile_major || full_tile || m0 + r < p.m;
 #pragma unroll
           for (int g = 0; g < 8; ++g) {
-            uint32_t w[4];  // w[jj]: columns 8 (4g + jj) + 2q, +1 of this lane
+            uint32_t words[4];  // words[jj]: columns 8 (4g + jj) + 2q, +1 of this lane
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj) {
-              w[jj] = pack2<T>(acc[4 * (4 * g + jj) + 2 * i], acc[4 * (4 * g + jj) + 2 * i + 1]);
+              words[jj] = pack2<T>(acc[4 * (4 * g + jj) + 2 * i], acc[4 * (4 * g + jj) + 2 * i + 1]);
             }
             uint32_t v[4];  // v[x] = word q of lane q ^ x
-            v[0] = pick4(w, q);
+            v[0] = pick4(words, q);
 #pragma unroll
-            for (int x = 1; x < 4; ++x) v[x] = __shfl_xor_sync(0xFFFFFFFFu, pick4(w, q ^ x), x);
+            for (int x = 1; x < 4; ++x) v[x] = __shfl_xor_sync(0xFFFFFFFFu, pick4(words, q ^ x), x);
             const int c = 8 * (4 * g + q);
             if (row_ok && (p.tile_major || full_tile || n0 + c < p.n)) {
               const uint4 vec = make_uint4(pick4(v, q), pick4(v, q ^ 1), pick4(v, q ^ 2), pick4(v, q ^ 3));
@@ -430,6 +565,97 @@ void opt_in_shared_memory() {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+// "" when the kForced plan of `args` can run, else what is wrong with it.
+std::string stream_k_forced_problem(const GemmArguments& args, int tiles, int k_blocks) {
+  if (args.epilogue == GemmEpilogue::kRegisters) return "stream_k = kForced needs the kTmaStore epilogue";
+  if (args.stream_k_tiles < 1 || args.stream_k_tiles > tiles) {
+    return fmt::format("stream_k_tiles = {} is not in 1 .. {} (the tile count)", args.stream_k_tiles, tiles);
+  }
+  if (args.stream_k_splits != 0) {
+    if (args.stream_k_splits < 2 || args.stream_k_splits > k_blocks) {
+      return fmt::format("stream_k_splits = {} is not 0 (contiguous) or in 2 .. {} (the k-blocks)",
+                         args.stream_k_splits, k_blocks);
+    }
+    return "";
+  }
+  if (args.stream_k_ctas < 1 || args.stream_k_ctas > args.sm_count) {
+    return fmt::format("stream_k_ctas = {} is not in 1 .. {} (sm_count)", args.stream_k_ctas, args.sm_count);
+  }
+  const long long iters = (long long)args.stream_k_tiles * k_blocks;
+  if (iters < 2LL * args.stream_k_ctas) {
+    return fmt::format("stream_k_ctas = {} is more than half the {} k-block iterations of the {} stream-K tiles",
+                       args.stream_k_ctas, iters, args.stream_k_tiles);
+  }
+  return "";
+}
+
+constexpr size_t kSlotBytes = size_t(kTileM) * kTileN * sizeof(float);  // one fp32 partial tile, 128 KB
+
+// The most pieces any of `tiles` stream-K tiles is cut into when their iterations are shared over `ctas` CTAs.
+int stream_k_max_pieces(int tiles, int k_blocks, int ctas) {
+  const long long iters = (long long)tiles * k_blocks;
+  int most = 1;
+  for (int t = 0; t < tiles; ++t) {
+    const long long begin = (long long)t * k_blocks;
+    most = std::max(most, stream_k_cta_of(begin + k_blocks - 1, ctas, iters) - stream_k_cta_of(begin, ctas, iters) + 1);
+  }
+  return most;
+}
+
+// The cost model of gemm_stream_k_plan, in k-block times (one 128 x 256 x 64 block on one SM, ~0.85 us on the
+// H200). A piece also writes its 128 KB fp32 partial (~2 us: 2.4 k-blocks) and the last piece of a tile reads all
+// the tile's partials (~2.5 us each: 3 k-blocks, L2-latency bound at the 8 loads per thread the registers allow).
+constexpr double kPieceWriteKBlocks = 2.4;
+constexpr double kPieceReadKBlocks = 3.0;
+constexpr double kStreamKMinGain = 0.03;
+
+constexpr int kMaxAutoSplits = 16;
+
+// Split plans only: the contiguous schedule measured slower than no stream-K on the H200 (docs/gemm-notes.md).
+GemmStreamKPlan auto_stream_k_plan(int tiles, int k_blocks, int sms) {
+  GemmStreamKPlan plan;
+  if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0) return plan;
+  const int grid = std::min(sms, tiles);
+  const double whole = double(ceil_div(tiles, grid)) * k_blocks;
+  double best = whole * (1.0 - kStreamKMinGain);
+  // The last tiles % sms tiles, plus q whole rounds, cut into s pieces each; the rest stay whole tiles, in full
+  // rounds of the grid, and the pieces follow round-robin.
+  for (int q = 0; q <= 2; ++q) {
+    const int n = tiles % sms + q * sms;
+    if (n > tiles) break;
+    const double rounds = double(ceil_div(tiles - n, sms));
+    for (int s = 2; s <= std::min(k_blocks, kMaxAutoSplits); ++s) {
+      const double piece_rounds = double(ceil_div(n * s, sms));
+      const double cost = rounds * k_blocks + piece_rounds * (double(ceil_div(k_blocks, s)) + kPieceWriteKBlocks) +
+                          s * kPieceReadKBlocks;
+      if (cost < best) {
+        best = cost;
+        plan = GemmStreamKPlan{n, s, 0, s};
+      }
+    }
+  }
+  return plan;
+}
+
+// Where the workspace's parts are: the position -> group map (more than kGemmMaxInlineGroups groups), the stream-K
+// counters, the stream-K partials; each part 256-byte aligned.
+struct WorkspaceLayout {
+  size_t group_map = 0, counters = 0, slots = 0, bytes = 0;
+};
+
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+WorkspaceLayout workspace_layout(const GemmArguments& args, const GemmStreamKPlan& sk) {
+  WorkspaceLayout w;
+  if (args.tile_groups.size() > size_t(kGemmMaxInlineGroups)) w.bytes = size_t(gemm_tile_count(args)) * sizeof(int);
+  if (sk.tiles > 0) {
+    w.counters = align256(w.bytes);
+    w.slots = align256(w.counters + size_t(sk.tiles) * sizeof(unsigned int));
+    w.bytes = w.slots + size_t(sk.tiles) * sk.max_pieces * kSlotBytes;
+  }
+  return w;
+}
+
 }  // namespace
 
 GemmTileShape gemm_tile_shape() { return {kTileM, kTileN, kTileK}; }
@@ -466,6 +692,15 @@ std::string gemm_can_implement(const GemmArguments& args) {
     return "explicit_order is a null pointer (tile_order is kExplicit)";
   }
   const int tiles = gemm_tile_count(args);
+  if (args.stream_k != GemmStreamK::kAuto && args.stream_k != GemmStreamK::kOff &&
+      args.stream_k != GemmStreamK::kForced) {
+    return fmt::format("stream_k = {} is not kAuto, kOff or kForced", int(args.stream_k));
+  }
+  if (args.stream_k == GemmStreamK::kForced) {
+    if (const std::string why = stream_k_forced_problem(args, tiles, ceil_div(args.k, kTileK)); !why.empty()) {
+      return why;
+    }
+  }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
     for (size_t g = 0; g < args.tile_groups.size(); ++g) {
@@ -483,9 +718,22 @@ std::string gemm_can_implement(const GemmArguments& args) {
   return "";
 }
 
+GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args) {
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0 || args.sm_count <= 0) return {};
+  if (args.epilogue == GemmEpilogue::kRegisters || args.stream_k == GemmStreamK::kOff) return {};
+  const int tiles = gemm_tile_count(args);
+  const int k_blocks = ceil_div(args.k, kTileK);
+  if (args.stream_k == GemmStreamK::kForced) {
+    if (!stream_k_forced_problem(args, tiles, k_blocks).empty()) return {};  // gemm_can_implement names it
+    if (args.stream_k_splits > 0) return {args.stream_k_tiles, args.stream_k_splits, 0, args.stream_k_splits};
+    return {args.stream_k_tiles, 0, args.stream_k_ctas,
+            stream_k_max_pieces(args.stream_k_tiles, k_blocks, args.stream_k_ctas)};
+  }
+  return auto_stream_k_plan(tiles, k_blocks, args.sm_count);
+}
+
 size_t gemm_workspace_bytes(const GemmArguments& args) {
-  if (args.tile_groups.size() <= size_t(kGemmMaxInlineGroups)) return 0;
-  return size_t(gemm_tile_count(args)) * sizeof(int);
+  return workspace_layout(args, gemm_stream_k_plan(args)).bytes;
 }
 
 size_t gemm_output_bytes(const GemmArguments& args) {
@@ -497,6 +745,16 @@ size_t gemm_output_bytes(const GemmArguments& args) {
 
 void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_run: {}", why);
+  const GemmStreamKPlan sk = gemm_stream_k_plan(args);
+  const WorkspaceLayout layout = workspace_layout(args, sk);
+  if (layout.bytes > 0) {
+    OVL_CHECK(workspace != nullptr,
+              "gemm_run: the GEMM needs a workspace of {} bytes ({} tile groups, stream-K over {} tiles), got a null "
+              "pointer",
+              layout.bytes, args.tile_groups.size(), sk.tiles);
+  }
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+
   int device = 0;
   OVL_CUDA_CHECK(cudaGetDevice(&device));
   check_device(device);
@@ -521,17 +779,26 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.tile_timestamps = args.tile_timestamps;
   p.signal = args.group_counters != nullptr || args.tile_timestamps != nullptr;
   p.num_groups = int(args.tile_groups.size());
+  p.sk_first = p.tiles - sk.tiles;
+  p.sk_splits = sk.splits;
+  p.sk_ctas = sk.ctas;
+  p.sk_max_pieces = sk.max_pieces;
+  p.sk_iters = (long long)sk.tiles * p.k_blocks;
+  if (sk.tiles > 0) {
+    p.sk_counters = reinterpret_cast<unsigned int*>(ws + layout.counters);
+    p.sk_slots = reinterpret_cast<float*>(ws + layout.slots);
+    OVL_CUDA_CHECK(cudaMemsetAsync(p.sk_counters, 0, size_t(sk.tiles) * sizeof(unsigned int), stream));
+  }
   if (p.num_groups > kGemmMaxInlineGroups) {
-    OVL_CHECK(workspace != nullptr, "gemm_run: {} tile groups need a workspace of {} bytes, got a null pointer",
-              p.num_groups, gemm_workspace_bytes(args));
     std::vector<int> map(p.tiles);
     int position = 0;
     for (int g = 0; g < p.num_groups; ++g) {
       for (int t = 0; t < args.tile_groups[g]; ++t) map[position++] = g;
     }
     // Pageable source: the call returns once the data is staged, so `map` may die right after.
-    OVL_CUDA_CHECK(cudaMemcpyAsync(workspace, map.data(), map.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
-    p.group_of_position = static_cast<const int*>(workspace);
+    OVL_CUDA_CHECK(
+        cudaMemcpyAsync(ws + layout.group_map, map.data(), map.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+    p.group_of_position = reinterpret_cast<const int*>(ws + layout.group_map);
   } else {
     int end = 0;
     for (int g = 0; g < p.num_groups; ++g) p.group_end[g] = end += args.tile_groups[g];
@@ -549,7 +816,10 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                                  ? make_tensor_map(args.dtype, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
                                  : make_tensor_map(args.dtype, args.d, args.m, args.n, kTileM, 64);
 
-  const dim3 grid(std::min(args.sm_count, p.tiles));
+  // Whole tiles (and split pieces) fill at most sm_count CTAs; the contiguous schedule needs its `ctas` (at most
+  // sm_count).
+  const dim3 grid(sk.splits > 0 ? std::min(args.sm_count, p.sk_first + sk.tiles * sk.splits)
+                                : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
   const dim3 block(kThreads);
   const int smem = smem_bytes_of(staged);
   const auto launch = [&](auto kernel) { kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_d, p); };

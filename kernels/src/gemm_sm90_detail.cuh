@@ -186,6 +186,26 @@ __device__ __forceinline__ void signal_tile(unsigned int* counter) {
       : "memory");
 }
 
+// Stream-K: counts a finished piece of a tile after the calling CTA's partial (ordered before this thread by a
+// barrier) is visible at GPU scope, and returns the count before. Acquire as well: the piece that sees the count
+// reach the tile's pieces reads the other pieces' partials after it.
+__device__ __forceinline__ unsigned int count_piece(unsigned int* counter) {
+  unsigned int before;
+  asm volatile(
+      "fence.acq_rel.gpu;\n"
+      "atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+      : "=r"(before)
+      : "l"(counter)
+      : "memory");
+  return before;
+}
+
+// bar.sync on a named barrier: the `threads` threads (a multiple of 32) that use `id` wait for each other; orders
+// their memory operations like __syncthreads.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ unsigned long long global_timer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));

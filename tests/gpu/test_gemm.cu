@@ -179,6 +179,9 @@ struct RunOptions {
   bool timestamps = false;
   int sm_count = 132;
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
+  // Tests that compare bits across grids or epilogues turn stream-K off (it changes the fp32 summation order).
+  GemmStreamK stream_k = GemmStreamK::kAuto;
+  int stream_k_tiles = 0, stream_k_splits = 0, stream_k_ctas = 0;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
 
@@ -191,22 +194,32 @@ struct RunResult {
   std::vector<unsigned long long> timestamps;
 };
 
-void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
-  const Problem& p = in.problem;
+// The arguments of problem p under opt (no buffers yet: can_implement and the plan functions look at the values).
+GemmArguments arguments_of(const Problem& p, const RunOptions& opt) {
   GemmArguments args;
   args.m = p.m;
   args.n = p.n;
   args.k = p.k;
   args.dtype = p.dtype;
   args.b_layout = p.b_layout;
-  args.a = in.a_dev.get();
-  args.b = in.b_dev.get();
   args.output_layout = opt.output_layout;
   args.tile_order = opt.tile_order;
   args.swizzle = opt.swizzle;
   args.tile_groups = opt.tile_groups;
   args.sm_count = opt.sm_count;
   args.epilogue = opt.epilogue;
+  args.stream_k = opt.stream_k;
+  args.stream_k_tiles = opt.stream_k_tiles;
+  args.stream_k_splits = opt.stream_k_splits;
+  args.stream_k_ctas = opt.stream_k_ctas;
+  return args;
+}
+
+void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
+  const Problem& p = in.problem;
+  GemmArguments args = arguments_of(p, opt);
+  args.a = in.a_dev.get();
+  args.b = in.b_dev.get();
   const int tiles = gemm_tile_count(args);
 
   DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
@@ -230,6 +243,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   }
   ASSERT_EQ("", gemm_can_implement(args));
   DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+  if (workspace.bytes() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));  // gemm_run zeroes
   cudaStream_t stream = opt.stream;
   if (stream == nullptr) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
@@ -325,6 +339,7 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
           opt.output_layout = ol;
           opt.sm_count = 5;
           opt.epilogue = e;
+          opt.stream_k = GemmStreamK::kOff;
           RunResult r;
           run(in, opt, r);
           const std::string what = describe(in.problem) +
@@ -398,6 +413,7 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
         opt.tile_groups = {5, 11, 1, 47};
         opt.timestamps = true;
         opt.sm_count = 7;
+        opt.stream_k = GemmStreamK::kOff;  // the per-CTA timestamp order below assumes whole tiles
         RunResult r;
         run(in, opt, r);
         const std::string what =
@@ -449,7 +465,8 @@ TEST_F(GemmTest, ManyGroupsUseWorkspace) {
   expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, "many groups");
 }
 
-// The grid size changes which CTA computes a tile, never the tile's arithmetic: bitwise identical results.
+// The grid size changes which CTA computes a tile, never the tile's arithmetic: bitwise identical results (with
+// stream-K off; see StreamK* for what it changes).
 TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
     const Problem p{2000, 4096, 520, GemmDType::kBF16, bl};
@@ -460,6 +477,7 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
       opt.sm_count = sms;
       opt.tile_order = GemmTileOrder::kSwizzle;
       opt.tile_groups = {100, 156};  // 16 x 16 tiles
+      opt.stream_k = GemmStreamK::kOff;
       RunResult r;
       run(in, opt, r);
       EXPECT_EQ(r.counters[0], 100u);
@@ -483,6 +501,7 @@ TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
   Inputs in(p, 47);
   RunOptions whole;
   whole.tile_groups = {32, 32};  // 8 x 8 tiles
+  whole.stream_k = GemmStreamK::kOff;
   RunResult reference;
   run(in, whole, reference);
   for (int sms : {8, 64, 124}) {
@@ -500,6 +519,108 @@ TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
     run(in, opt, r);
     EXPECT_EQ(r.counters, reference.counters) << "partition of " << sms << " SMs";
     EXPECT_EQ(0, std::memcmp(reference.d.data(), r.d.data(), r.d.size() * 2)) << "partition of " << sms << " SMs";
+  }
+}
+
+// Stream-K plans forced onto small and odd shapes (K tails, edge tiles, pieces of 1 k-block, tiles cut into many
+// pieces, every tile stream-K, more pieces than CTAs, both schedules, both B and output layouts): against float64;
+// every group counter ends at its tile count and every tile has a timestamp; a second run gives the same bits (the
+// last piece sums in piece order).
+TEST_F(GemmTest, StreamKMatchesCpuReference) {
+  struct Case {
+    int m, n, k, sms, tiles, splits, ctas;
+  };
+  const Case cases[] = {
+      // Contiguous schedule (splits 0).
+      {1000, 1800, 200, 7, 8, 0, 7},   // 64 tiles, 4 k-blocks (last one partial); the last 8 tiles over 7 CTAs,
+                                       // ranges of 4 or 5 iterations: pieces of 1 k-block
+      {1000, 1800, 200, 7, 64, 0, 7},  // every tile stream-K
+      {200, 264, 1032, 3, 4, 0, 3},    // 4 tiles, 17 k-blocks, over 3 CTAs
+      {130, 512, 200, 8, 4, 0, 8},     // 4 tiles x 4 k-blocks over 8 CTAs: pieces of 2 k-blocks
+      {640, 768, 512, 16, 15, 0, 16},  // 15 tiles, 8 k-blocks each, 16 CTAs: ranges of 7 or 8 across tile ends
+      {256, 256, 1024, 5, 2, 0, 5},    // 2 tiles x 16 k-blocks over 5 CTAs: a tile in 3 pieces
+      {128, 256, 2048, 8, 1, 0, 8},    // 1 tile x 32 k-blocks over 8 CTAs: 8 pieces
+      // Split schedule.
+      {1000, 1800, 200, 7, 8, 2, 0},   // the last 8 of 64 tiles in 2 pieces (2 k-blocks each, the last partial)
+      {1000, 1800, 200, 7, 64, 4, 0},  // every tile in 4 pieces of 1 k-block: 256 pieces over 7 CTAs
+      {200, 264, 1032, 3, 4, 5, 0},    // 17 k-blocks in 5 pieces of 3 or 4
+      {128, 256, 2048, 8, 1, 16, 0},   // 1 tile in 16 pieces over 8 CTAs
+  };
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+      Inputs in(Problem{c.m, c.n, c.k, GemmDType::kBF16, bl}, seed += 2);
+      const std::vector<double> ref = cpu_reference(in);
+      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+        RunOptions opt;
+        opt.output_layout = ol;
+        opt.sm_count = c.sms;
+        opt.stream_k = GemmStreamK::kForced;
+        opt.stream_k_tiles = c.tiles;
+        opt.stream_k_splits = c.splits;
+        opt.stream_k_ctas = c.ctas;
+        opt.timestamps = true;
+        const GemmArguments probe = arguments_of(in.problem, opt);
+        const int tiles = gemm_tile_count(probe);
+        opt.tile_groups = {tiles - c.tiles, c.tiles};
+        if (opt.tile_groups[0] == 0) opt.tile_groups = {c.tiles};
+        const GemmStreamKPlan plan = gemm_stream_k_plan(probe);
+        const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " stream-K " +
+                                 std::to_string(c.tiles) + " tiles, splits " + std::to_string(c.splits) + ", ctas " +
+                                 std::to_string(c.ctas) + " (" + std::to_string(plan.max_pieces) + " pieces at most)" +
+                                 (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major");
+        ASSERT_EQ(plan.tiles, c.tiles) << what;
+        ASSERT_GE(plan.max_pieces, 2) << what << ": the case does not cut any tile";
+        RunResult first, second;
+        run(in, opt, first);
+        expect_close(in.problem, ol, first.d, ref, what);
+        for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
+          EXPECT_EQ(first.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
+        }
+        for (int t = 0; t < tiles; ++t) EXPECT_NE(first.timestamps[t], 0u) << what << ": tile " << t;
+        run(in, opt, second);
+        EXPECT_EQ(0, std::memcmp(first.d.data(), second.d.data(), first.d.size() * 2)) << what << ": bits differ";
+      }
+    }
+  }
+}
+
+// The automatic plan on a shape whose last round is sparse (2048 x 8192 x 4096: 512 tiles, 4.13 rounds of 124),
+// on green-context partitions and plain grids, against cuBLAS; and the plan is off where the rounds are whole.
+TEST_F(GemmTest, StreamKAutoMatchesCublas) {
+  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    const Problem p{2048, 8192, 4096, GemmDType::kBF16, bl};
+    Inputs in(p, 61);
+    std::vector<double> ref;
+    cublas_reference(in, ref);
+    for (int sms : {124, 116, 100, 128}) {
+      RunOptions whole;
+      whole.sm_count = sms;
+      const GemmStreamKPlan plan = gemm_stream_k_plan(arguments_of(p, whole));
+      if (sms == 128) {
+        EXPECT_EQ(plan.tiles, 0) << "512 tiles are 4 whole rounds of 128";
+      } else {
+        EXPECT_GT(plan.tiles, 0) << "sms " << sms;
+      }
+      std::unique_ptr<SmPartition> partition;
+      RunOptions opt;
+      opt.sm_count = sms;
+      opt.tile_order = GemmTileOrder::kSwizzle;
+      opt.tile_groups.assign(16, 32);  // one group per tile row
+      try {
+        partition = SmPartition::confine(0, sms);
+        opt.sm_count = partition->gemm_sms();
+        opt.stream = partition->gemm_stream();
+      } catch (const Error& e) {
+        std::printf("  no green contexts (%s): a grid of %d on the whole device\n", e.what(), sms);
+      }
+      RunResult r;
+      run(in, opt, r);
+      for (size_t g = 0; g < r.counters.size(); ++g) EXPECT_EQ(r.counters[g], 32u) << "sms " << sms << " group " << g;
+      expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref,
+                   describe(p) + " sms " + std::to_string(sms) + " stream-K tiles " + std::to_string(plan.tiles) +
+                       " ctas " + std::to_string(plan.ctas));
+    }
   }
 }
 
@@ -560,6 +681,85 @@ TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
   a = valid_arguments();
   a.a = reinterpret_cast<const void*>(uintptr_t{0x10008});
   refuses(a, "not 16-byte aligned");
+}
+
+TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
+  auto refuses = [](GemmArguments args, const std::string& needle) {
+    const std::string why = gemm_can_implement(args);
+    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
+  };
+  GemmArguments a = valid_arguments();  // 2 x 2 tiles, 2 k-blocks, 132 SMs
+  a.stream_k = static_cast<GemmStreamK>(9);
+  refuses(a, "stream_k = 9");
+  a = valid_arguments();
+  a.stream_k = GemmStreamK::kForced;
+  a.stream_k_tiles = 5;
+  a.stream_k_ctas = 2;
+  refuses(a, "stream_k_tiles = 5");
+  a.stream_k_tiles = 4;
+  a.stream_k_ctas = 0;
+  refuses(a, "stream_k_ctas = 0");
+  a.stream_k_ctas = 133;
+  refuses(a, "stream_k_ctas = 133");
+  a.stream_k_ctas = 5;  // 4 tiles x 2 k-blocks = 8 iterations: at most 4 CTAs
+  refuses(a, "more than half the 8 k-block iterations");
+  a.stream_k_ctas = 4;
+  EXPECT_EQ("", gemm_can_implement(a));
+  a.stream_k_splits = 3;  // 2 k-blocks
+  refuses(a, "stream_k_splits = 3");
+  a.stream_k_splits = 1;
+  refuses(a, "stream_k_splits = 1");
+  a.stream_k_splits = 2;
+  a.stream_k_ctas = 0;  // ignored by the split schedule
+  EXPECT_EQ("", gemm_can_implement(a));
+  a.epilogue = GemmEpilogue::kRegisters;
+  refuses(a, "needs the kTmaStore epilogue");
+}
+
+// The automatic plan: off where the rounds are whole, where the registers epilogue runs, or where splitting would not
+// pay; on for a sparse last round; its workspace holds the counters and max_pieces slots per stream-K tile.
+TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
+  GemmArguments a = valid_arguments();
+  a.m = 2048;
+  a.n = 8192;
+  a.k = 4096;  // 16 x 32 = 512 tiles, 64 k-blocks
+  a.sm_count = 128;
+  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
+  EXPECT_EQ(gemm_workspace_bytes(a), 0u);
+  a.sm_count = 124;  // 4 rounds + 16 tiles
+  const GemmStreamKPlan plan = gemm_stream_k_plan(a);
+  EXPECT_GE(plan.tiles, 16);
+  EXPECT_EQ((512 - plan.tiles) % 124, 0) << "the whole tiles fill whole rounds";
+  EXPECT_GE(plan.splits, 2) << "the automatic plan uses the split schedule";
+  EXPECT_EQ(plan.max_pieces, plan.splits);
+  EXPECT_GE(gemm_workspace_bytes(a), size_t(plan.tiles) * plan.max_pieces * 128 * 256 * 4);
+  a.epilogue = GemmEpilogue::kRegisters;
+  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
+  a.epilogue = GemmEpilogue::kAuto;
+  a.stream_k = GemmStreamK::kOff;
+  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
+  EXPECT_EQ(gemm_workspace_bytes(a), 0u);
+  a.stream_k = GemmStreamK::kAuto;
+  a.k = 1024;  // 16 k-blocks: the partials' traffic would cost more than the idle SMs
+  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
+  // A forced plan: 2 tiles x 6 k-blocks over 5 CTAs (ranges start at 0, 2, 4, 7, 9): each tile in 3 pieces.
+  a = valid_arguments();
+  a.k = 384;
+  a.stream_k = GemmStreamK::kForced;
+  a.stream_k_tiles = 2;
+  a.stream_k_ctas = 5;
+  const GemmStreamKPlan forced = gemm_stream_k_plan(a);
+  EXPECT_EQ(forced.tiles, 2);
+  EXPECT_EQ(forced.ctas, 5);
+  EXPECT_EQ(forced.max_pieces, 3);
+  EXPECT_EQ(gemm_workspace_bytes(a), 256 + size_t(2) * 3 * 128 * 256 * 4);  // counters, then 256-aligned slots
+  // Null workspace refused by name before any device call.
+  try {
+    gemm_run(a, nullptr, nullptr);
+    FAIL() << "gemm_run accepted a null workspace";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("null"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GemmArgumentsTest, RunThrowsBeforeTouchingTheDevice) {

@@ -39,6 +39,30 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // bytes per lane straight from registers (4-stage ring). kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters };
 
+// Stream-K for the last tiles (kTmaStore epilogue only). When the tile count is not a multiple of the grid, the last
+// round of whole tiles leaves SMs idle. Stream-K cuts the last `tiles` positions of the order into pieces along K,
+// which the CTAs take after their whole tiles. Each piece's fp32 partial goes to the workspace, and the piece that
+// finishes last sums the tile's pieces in piece order (so a given plan gives the same bits every run), then stores,
+// stamps and signals the tile like any other. No CTA waits for another. Two schedules:
+// - split (splits >= 2): each tile in `splits` equal k ranges, dealt round-robin over the whole grid, piece 0 of
+//   every tile first, so CTAs running at the same time read the same k range of neighbouring tiles (L2 reuse as
+//   for whole tiles);
+// - contiguous (splits = 0, classic stream-K): the tiles' k-block iterations in one line, cut evenly over `ctas`
+//   CTAs; a CTA's share runs across tile ends, so CTAs running at the same time read unrelated k ranges.
+// Splitting changes the fp32 summation order, so results with and without stream-K (or with different plans, which
+// depend on sm_count) differ by rounding.
+// kAuto: gemm_stream_k_plan picks a split plan from a cost model (often: off). kOff: never (bits independent of
+// sm_count). kForced: stream_k_tiles tiles, split into stream_k_splits (2 .. k-blocks), or with stream_k_splits = 0
+// contiguous over stream_k_ctas CTAs.
+enum class GemmStreamK { kAuto, kOff, kForced };
+
+struct GemmStreamKPlan {
+  int tiles = 0;       // 0: off
+  int splits = 0;      // split schedule: pieces per tile; 0: contiguous
+  int ctas = 0;        // contiguous schedule: CTAs that share the tiles' iterations
+  int max_pieces = 0;  // most pieces any of the tiles is cut into (workspace slots per tile)
+};
+
 struct GemmTileShape {
   int m, n, k;
 };
@@ -63,13 +87,25 @@ struct GemmArguments {
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
+  GemmStreamK stream_k = GemmStreamK::kAuto;
+  int stream_k_tiles = 0;   // kForced: 1 .. tile count
+  int stream_k_splits = 0;  // kForced: 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
+  int stream_k_ctas = 0;    // kForced contiguous: 1 .. sm_count, at most half the tiles' k-block iterations
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
 std::string gemm_can_implement(const GemmArguments& args);
 
-// Device workspace gemm_run needs: 0 for up to kGemmMaxInlineGroups groups (their bounds travel in the kernel's
-// parameters), else one int per tile (the position -> group map, filled by gemm_run with cudaMemcpyAsync).
+// The stream-K plan gemm_run will use for these arguments (tiles = 0: off). Touches no device. The automatic plan's
+// cost model counts k-block times: whole tiles in rounds of the grid, then rounds of pieces (a piece's k-blocks plus
+// writing its 128 KB partial), then the last piece's reading of all the tile's partials; it splits only when that
+// saves at least 3%.
+GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
+
+// Device workspace gemm_run needs: for more than kGemmMaxInlineGroups groups one int per tile (the position -> group
+// map, filled by gemm_run with cudaMemcpyAsync; fewer groups travel in the kernel's parameters); with stream-K one
+// counter per stream-K tile (zeroed by gemm_run on the stream) and max_pieces fp32 tiles (128 KB each) per stream-K
+// tile. 0 when neither applies (then nullptr is fine). It depends on sm_count.
 inline constexpr int kGemmMaxInlineGroups = 256;
 size_t gemm_workspace_bytes(const GemmArguments& args);
 
