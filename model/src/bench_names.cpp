@@ -141,7 +141,7 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
   if (kind == "gemm" && parts.size() == 5) {
     c.kind = BenchKind::kGemm;
     c.impl = std::string(parts[1]);
-    if (c.impl != "ovl" && c.impl != "ovl-nosignal" && c.impl != "cublas") return std::nullopt;
+    if (c.impl != "ovl" && c.impl != "ovl-nosignal" && c.impl != "ovl-nosk" && c.impl != "cublas") return std::nullopt;
     if (!parse_mnk(parts[2], c)) return std::nullopt;
     if (parts[3] == "nn")
       c.b_layout = BLayout::kKxN;

@@ -18,7 +18,7 @@ std::string_view to_string(BenchKind kind);  // "gemm", "coll", "copy", "overlap
 
 // One benchmark case. Names (Google Benchmark may append "/manual_time", "/iterations:N", "/repeats:N",
 // "/threads:N", "/min_time:X" and "_mean" / "_median"; those are stripped):
-//   gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>                impl ovl | ovl-nosignal | cublas; layout nn | nt
+//   gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>                impl ovl | ovl-nosignal | ovl-nosk | cublas; layout nn | nt
 //   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>             impl nccl | nccl-nvls | tma-push | tma-pull | simt;
 //                                                           op allreduce | reducescatter | allgather
 //   copy/<impl>/<bytes>/ctas:<c>                            impl: any word (simt, tma, ...)
@@ -38,7 +38,7 @@ struct BenchCase {
   int ctas = 0;                                    // coll, copy
   int comm_sms = 0;                                // overlap
 
-  GemmImpl gemm_impl() const;  // ovl and ovl-nosignal -> kOvl; cublas -> kCublas
+  GemmImpl gemm_impl() const;  // ovl, ovl-nosignal and ovl-nosk -> kOvl; cublas -> kCublas
   CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
   // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;    // the canonical name (parse_bench_name(name()) gives the case back)
