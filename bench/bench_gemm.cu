@@ -213,6 +213,12 @@ cublasHandle_t cublas_handle() {
   return handle;
 }
 
+// Tile rows per swizzle band of our GEMM: OVL_BENCH_GEMM_SWIZZLE, else 8.
+int swizzle_rows() {
+  static const int rows = ovl::bench::env_int("OVL_BENCH_GEMM_SWIZZLE", 1, 1 << 16, 8);
+  return rows;
+}
+
 GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   GemmArguments args;
   args.m = c.m;
@@ -223,6 +229,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.b = buf.b[set];
   args.d = buf.d;
   args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
+  args.swizzle = swizzle_rows();
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvlNoStreamK) args.stream_k = ovl::kernels::GemmStreamK::kOff;
@@ -333,6 +340,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     state.counters["sets"] = sets;
     state.counters["reps"] = reps;
     state.counters["gap_us"] = gap_us;
+    if (c.impl != Impl::kCublas) state.counters["swizzle"] = swizzle_rows();
     if (c.impl != Impl::kCublas) {
       const ovl::kernels::GemmStreamKPlan plan = ovl::kernels::gemm_stream_k_plan(gemm_arguments(c, buf, 0));
       state.counters["sk_tiles"] = plan.tiles;
