@@ -576,6 +576,10 @@ std::string stream_k_forced_problem(const GemmArguments& args, int tiles, int k_
       return fmt::format("stream_k_splits = {} is not 0 (contiguous) or in 2 .. {} (the k-blocks)",
                          args.stream_k_splits, k_blocks);
     }
+    if ((long long)args.stream_k_tiles * args.stream_k_splits > (1LL << 30)) {
+      return fmt::format("stream_k_tiles x stream_k_splits = {} x {} pieces is more than 2^30", args.stream_k_tiles,
+                         args.stream_k_splits);
+    }
     return "";
   }
   if (args.stream_k_ctas < 1 || args.stream_k_ctas > args.sm_count) {

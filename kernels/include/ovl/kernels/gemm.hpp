@@ -1,8 +1,9 @@
 // The Hopper GEMM that signals finished tiles: D = A x B (bf16 or fp16 in, fp32 accumulation, same type out).
 //
 // A persistent, warp-specialized sm_90a kernel (TMA loads, wgmma, one producer and two consumer warpgroups). Its
-// grid is exactly `sm_count` CTAs, so it fills a green-context partition of that many SMs and no more. The CTAs take
-// tiles in a visiting order (row bands, an L2 swizzle or an explicit permutation); after each tile is stored, one
+// grid is `sm_count` CTAs (fewer when there is less work), so it fills a green-context partition of that many SMs
+// and no more. The CTAs take tiles in a visiting order (row bands, an L2 swizzle or an explicit permutation), the
+// last ones possibly in k-pieces (stream-K, below); after each tile is stored, one
 // thread adds 1 with release semantics at system scope to the counter of the tile's group, so a consumer on this or
 // another GPU that acquires `counter == group size` may read the group's output.
 //
