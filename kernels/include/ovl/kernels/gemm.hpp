@@ -106,7 +106,8 @@ GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
 // Device workspace gemm_run needs: for more than kGemmMaxInlineGroups groups one int per tile (the position -> group
 // map, filled by gemm_run with cudaMemcpyAsync; fewer groups travel in the kernel's parameters); with stream-K one
 // counter per stream-K tile (zeroed by gemm_run on the stream) and max_pieces fp32 tiles (128 KB each) per stream-K
-// tile. 0 when neither applies (then nullptr is fine). It depends on sm_count.
+// tile. 0 when neither applies (then nullptr is fine). It depends on sm_count. A workspace serves one gemm_run at a
+// time: two GEMMs that may run at once (other streams) need two.
 inline constexpr int kGemmMaxInlineGroups = 256;
 size_t gemm_workspace_bytes(const GemmArguments& args);
 
