@@ -11,8 +11,9 @@ run() {  # shape plan
     --benchmark_out="$tmp/$1-${2//,/_}.json" --benchmark_out_format=json >/dev/null 2>&1
   echo "$1 $2 rc $?"
 }
-for p in 16,4,0 16,2,0 16,8,0 140,2,0 16,0,64 16,0,124 140,0,123; do run 2048x8192x4096 $p; done
-for p in 32,3,0 32,2,0 156,2,0 32,0,124 156,0,124; do run 4096x8192x8192 $p; done
+# SK_PLANS="shape:tiles,splits,ctas ..." picks the plans; the default is the sweep of docs/results/gemm-h200-streamk/.
+plans=${SK_PLANS:-"$(printf '2048x8192x4096:%s ' 16,4,0 16,2,0 16,8,0 140,2,0 16,0,64 16,0,124 140,0,123)$(printf '4096x8192x8192:%s ' 32,3,0 32,2,0 156,2,0 32,0,124 156,0,124)"}
+for sp in $plans; do run "${sp%%:*}" "${sp#*:}"; done
 python3 - "$tmp" "$OUT/sk-sweep.json" <<'PY'
 import json, sys, glob, os
 out = []
