@@ -37,6 +37,7 @@
 #include "bench_util.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/model/estimate.hpp"
 
 namespace {
 
@@ -194,7 +195,7 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal: stream-K as gemm_stream_k_plan picks it; kOvlNoStreamK: kOvl with stream-K off.
+// kOvl, kOvlNoSignal: with the stream-K plan ovl::choose_stream_k picks; kOvlNoStreamK: kOvl without stream-K.
 enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlRegisters, kCublas };
 
 struct Case {
@@ -232,14 +233,19 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.swizzle = swizzle_rows();
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
-  if (c.impl == Impl::kOvlNoStreamK) args.stream_k = ovl::kernels::GemmStreamK::kOff;
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
+    const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
+    const ovl::StreamKChoice sk =
+        ovl::choose_stream_k(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
+    args.stream_k_tiles = sk.tiles;
+    args.stream_k_splits = sk.splits;
+  }
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
     static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
     if (forced != nullptr) {
       OVL_CHECK(std::sscanf(forced, "%d,%d,%d", &args.stream_k_tiles, &args.stream_k_splits, &args.stream_k_ctas) == 3,
                 "OVL_BENCH_GEMM_SK = '{}' is not tiles,splits,ctas", forced);
-      args.stream_k = ovl::kernels::GemmStreamK::kForced;
     }
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlRegisters) {

@@ -202,9 +202,8 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.tile_groups = call.plan.tile_groups;
   g.group_counters = counter_ptr();
   g.sm_count = grid;
-  // Whole tiles only: the model's and the simulator's timelines of the signaled modes count the GEMM in whole waves,
-  // and a stream-K tail would move when its groups signal (bench_gemm measures stream-K on its own).
-  g.stream_k = kernels::GemmStreamK::kOff;
+  // Whole tiles only (no stream_k_tiles): the model's and the simulator's timelines of the signaled modes count the
+  // GEMM in whole waves, and a stream-K tail would move when its groups signal (bench_gemm measures it on its own).
   if (call.plan.output == OutputLayout::kTileMajor) {
     g.output_layout = kernels::GemmOutputLayout::kTileMajor;
     const size_t bytes = kernels::gemm_output_bytes(g);

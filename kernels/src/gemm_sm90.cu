@@ -565,9 +565,9 @@ void opt_in_shared_memory() {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-// "" when the kForced plan of `args` can run, else what is wrong with it.
-std::string stream_k_forced_problem(const GemmArguments& args, int tiles, int k_blocks) {
-  if (args.epilogue == GemmEpilogue::kRegisters) return "stream_k = kForced needs the kTmaStore epilogue";
+// "" when the stream-K plan of `args` (stream_k_tiles != 0) can run, else what is wrong with it.
+std::string stream_k_problem(const GemmArguments& args, int tiles, int k_blocks) {
+  if (args.epilogue == GemmEpilogue::kRegisters) return "stream-K (stream_k_tiles != 0) needs the kTmaStore epilogue";
   if (args.stream_k_tiles < 1 || args.stream_k_tiles > tiles) {
     return fmt::format("stream_k_tiles = {} is not in 1 .. {} (the tile count)", args.stream_k_tiles, tiles);
   }
@@ -604,41 +604,6 @@ int stream_k_max_pieces(int tiles, int k_blocks, int ctas) {
     most = std::max(most, stream_k_cta_of(begin + k_blocks - 1, ctas, iters) - stream_k_cta_of(begin, ctas, iters) + 1);
   }
   return most;
-}
-
-// The cost model of gemm_stream_k_plan, in k-block times (one 128 x 256 x 64 block on one SM, ~0.85 us on the
-// H200). A piece also writes its 128 KB fp32 partial (~2 us: 2.4 k-blocks) and the last piece of a tile reads all
-// the tile's partials (~2.5 us each: 3 k-blocks, L2-latency bound at the 8 loads per thread the registers allow).
-constexpr double kPieceWriteKBlocks = 2.4;
-constexpr double kPieceReadKBlocks = 3.0;
-constexpr double kStreamKMinGain = 0.03;
-
-constexpr int kMaxAutoSplits = 16;
-
-// Split plans only: the contiguous schedule measured slower than no stream-K on the H200 (docs/gemm-notes.md).
-GemmStreamKPlan auto_stream_k_plan(int tiles, int k_blocks, int sms) {
-  GemmStreamKPlan plan;
-  if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0) return plan;
-  const int grid = std::min(sms, tiles);
-  const double whole = double(ceil_div(tiles, grid)) * k_blocks;
-  double best = whole * (1.0 - kStreamKMinGain);
-  // The last tiles % sms tiles, plus q whole rounds, cut into s pieces each; the rest stay whole tiles, in full
-  // rounds of the grid, and the pieces follow round-robin.
-  for (int q = 0; q <= 2; ++q) {
-    const int n = tiles % sms + q * sms;
-    if (n > tiles) break;
-    const double rounds = double(ceil_div(tiles - n, sms));
-    for (int s = 2; s <= std::min(k_blocks, kMaxAutoSplits); ++s) {
-      const double piece_rounds = double(ceil_div(n * s, sms));
-      const double cost = rounds * k_blocks + piece_rounds * (double(ceil_div(k_blocks, s)) + kPieceWriteKBlocks) +
-                          s * kPieceReadKBlocks;
-      if (cost < best) {
-        best = cost;
-        plan = GemmStreamKPlan{n, s, 0, s};
-      }
-    }
-  }
-  return plan;
 }
 
 // Where the workspace's parts are: the position -> group map (more than kGemmMaxInlineGroups groups), the stream-K
@@ -696,14 +661,8 @@ std::string gemm_can_implement(const GemmArguments& args) {
     return "explicit_order is a null pointer (tile_order is kExplicit)";
   }
   const int tiles = gemm_tile_count(args);
-  if (args.stream_k != GemmStreamK::kAuto && args.stream_k != GemmStreamK::kOff &&
-      args.stream_k != GemmStreamK::kForced) {
-    return fmt::format("stream_k = {} is not kAuto, kOff or kForced", int(args.stream_k));
-  }
-  if (args.stream_k == GemmStreamK::kForced) {
-    if (const std::string why = stream_k_forced_problem(args, tiles, ceil_div(args.k, kTileK)); !why.empty()) {
-      return why;
-    }
+  if (args.stream_k_tiles != 0) {
+    if (const std::string why = stream_k_problem(args, tiles, ceil_div(args.k, kTileK)); !why.empty()) return why;
   }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
@@ -723,17 +682,13 @@ std::string gemm_can_implement(const GemmArguments& args) {
 }
 
 GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args) {
-  if (args.m <= 0 || args.n <= 0 || args.k <= 0 || args.sm_count <= 0) return {};
-  if (args.epilogue == GemmEpilogue::kRegisters || args.stream_k == GemmStreamK::kOff) return {};
+  if (args.stream_k_tiles == 0 || args.m <= 0 || args.n <= 0 || args.k <= 0 || args.sm_count <= 0) return {};
   const int tiles = gemm_tile_count(args);
   const int k_blocks = ceil_div(args.k, kTileK);
-  if (args.stream_k == GemmStreamK::kForced) {
-    if (!stream_k_forced_problem(args, tiles, k_blocks).empty()) return {};  // gemm_can_implement names it
-    if (args.stream_k_splits > 0) return {args.stream_k_tiles, args.stream_k_splits, 0, args.stream_k_splits};
-    return {args.stream_k_tiles, 0, args.stream_k_ctas,
-            stream_k_max_pieces(args.stream_k_tiles, k_blocks, args.stream_k_ctas)};
-  }
-  return auto_stream_k_plan(tiles, k_blocks, args.sm_count);
+  if (!stream_k_problem(args, tiles, k_blocks).empty()) return {};  // gemm_can_implement names it
+  if (args.stream_k_splits > 0) return {args.stream_k_tiles, args.stream_k_splits, 0, args.stream_k_splits};
+  return {args.stream_k_tiles, 0, args.stream_k_ctas,
+          stream_k_max_pieces(args.stream_k_tiles, k_blocks, args.stream_k_ctas)};
 }
 
 size_t gemm_workspace_bytes(const GemmArguments& args) {

@@ -103,8 +103,8 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
         partition_penalty ? hw.cublas_partition_penalty * std::min(1.0, removed / hw.sm_granularity) : 0.0;
     g.busy_sms = double(std::min<int64_t>(sms, g.tiles));
     g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
-    g.tile_us = tile_flops * g.clock_factor * (1.0 + penalty) / (rate * hw.cublas_efficiency) +
-                hw.cublas_tile_epilogue_us;
+    g.tile_us =
+        tile_flops * g.clock_factor * (1.0 + penalty) / (rate * hw.cublas_efficiency) + hw.cublas_tile_epilogue_us;
     g.waves_used = std::max(1.0, double(g.tiles) / sms);
   }
   // The power state: inside an operator the SMs clock higher (or lower) than in a sustained stream of GEMMs, which
@@ -126,6 +126,34 @@ namespace ovl {
 
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
   return regime == GemmRegime::kOperator ? hw.operator_gemm_factor : 1.0;
+}
+
+StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
+  constexpr double kPieceWriteKBlocks = 2.4;  // a 128 KB partial written, ~2 us on the H200 (a k-block: ~0.85 us)
+  constexpr double kPieceReadKBlocks = 3.0;   // a partial read back by the last piece, ~2.5 us
+  constexpr int kMaxSplits = 16;
+  StreamKChoice choice;
+  if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0 || tiles > (int64_t(1) << 30)) return choice;
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  const double whole = double(ceil_div(tiles, std::min<int64_t>(sms, tiles)) * k_blocks);
+  double best = whole * (1.0 - kStreamKMinGain);
+  // The last tiles % sms tiles, plus q whole rounds, cut into s pieces each; the rest stay whole tiles, in full
+  // rounds, and the pieces follow round-robin.
+  for (int q = 0; q <= 2; ++q) {
+    const int64_t n = tiles % sms + int64_t(q) * sms;
+    if (n > tiles) break;
+    const double rounds = double(ceil_div(tiles - n, sms));
+    for (int s = 2; s <= std::min<int64_t>(k_blocks, kMaxSplits); ++s) {
+      const double cost = rounds * double(k_blocks) +
+                          double(ceil_div(n * s, sms)) * (double(ceil_div(k_blocks, s)) + kPieceWriteKBlocks) +
+                          s * kPieceReadKBlocks;
+      if (cost < best) {
+        best = cost;
+        choice = StreamKChoice{int(n), s};
+      }
+    }
+  }
+  return choice;
 }
 
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {

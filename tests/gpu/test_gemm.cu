@@ -25,6 +25,7 @@
 #include "ovl/core/sm_partition.hpp"
 #include "ovl/error.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/model/estimate.hpp"
 
 namespace ovl::kernels {
 namespace {
@@ -179,8 +180,8 @@ struct RunOptions {
   bool timestamps = false;
   int sm_count = 132;
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
-  // Tests that compare bits across grids or epilogues turn stream-K off (it changes the fp32 summation order).
-  GemmStreamK stream_k = GemmStreamK::kAuto;
+  // Stream-K plan (off unless a test sets one; the tests that compare bits across grids or epilogues rely on that:
+  // stream-K changes the fp32 summation order).
   int stream_k_tiles = 0, stream_k_splits = 0, stream_k_ctas = 0;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
@@ -208,7 +209,6 @@ GemmArguments arguments_of(const Problem& p, const RunOptions& opt) {
   args.tile_groups = opt.tile_groups;
   args.sm_count = opt.sm_count;
   args.epilogue = opt.epilogue;
-  args.stream_k = opt.stream_k;
   args.stream_k_tiles = opt.stream_k_tiles;
   args.stream_k_splits = opt.stream_k_splits;
   args.stream_k_ctas = opt.stream_k_ctas;
@@ -339,7 +339,6 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
           opt.output_layout = ol;
           opt.sm_count = 5;
           opt.epilogue = e;
-          opt.stream_k = GemmStreamK::kOff;
           RunResult r;
           run(in, opt, r);
           const std::string what = describe(in.problem) +
@@ -412,8 +411,7 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
         if (order == GemmTileOrder::kExplicit) opt.explicit_order = permutation;
         opt.tile_groups = {5, 11, 1, 47};
         opt.timestamps = true;
-        opt.sm_count = 7;
-        opt.stream_k = GemmStreamK::kOff;  // the per-CTA timestamp order below assumes whole tiles
+        opt.sm_count = 7;  // whole tiles (no stream-K): the per-CTA timestamp order below assumes them
         RunResult r;
         run(in, opt, r);
         const std::string what =
@@ -477,7 +475,6 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
       opt.sm_count = sms;
       opt.tile_order = GemmTileOrder::kSwizzle;
       opt.tile_groups = {100, 156};  // 16 x 16 tiles
-      opt.stream_k = GemmStreamK::kOff;
       RunResult r;
       run(in, opt, r);
       EXPECT_EQ(r.counters[0], 100u);
@@ -501,7 +498,6 @@ TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
   Inputs in(p, 47);
   RunOptions whole;
   whole.tile_groups = {32, 32};  // 8 x 8 tiles
-  whole.stream_k = GemmStreamK::kOff;
   RunResult reference;
   run(in, whole, reference);
   for (int sms : {8, 64, 124}) {
@@ -555,7 +551,6 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         RunOptions opt;
         opt.output_layout = ol;
         opt.sm_count = c.sms;
-        opt.stream_k = GemmStreamK::kForced;
         opt.stream_k_tiles = c.tiles;
         opt.stream_k_splits = c.splits;
         opt.stream_k_ctas = c.ctas;
@@ -585,26 +580,29 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
   }
 }
 
-// The automatic plan on a shape whose last round is sparse (2048 x 8192 x 4096: 512 tiles, 4.13 rounds of 124),
-// on green-context partitions and plain grids, against cuBLAS; and the plan is off where the rounds are whole.
-TEST_F(GemmTest, StreamKAutoMatchesCublas) {
+// The model's plan (ovl::choose_stream_k) on a shape whose last round is sparse (2048 x 8192 x 4096: 512 tiles,
+// 4.13 rounds of 124), on green-context partitions and plain grids, against cuBLAS; and no plan where the rounds
+// are whole.
+TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
     const Problem p{2048, 8192, 4096, GemmDType::kBF16, bl};
     Inputs in(p, 61);
     std::vector<double> ref;
     cublas_reference(in, ref);
     for (int sms : {124, 116, 100, 128}) {
-      RunOptions whole;
-      whole.sm_count = sms;
-      const GemmStreamKPlan plan = gemm_stream_k_plan(arguments_of(p, whole));
+      const StreamKChoice choice = choose_stream_k(512, 64, sms);
       if (sms == 128) {
-        EXPECT_EQ(plan.tiles, 0) << "512 tiles are 4 whole rounds of 128";
+        EXPECT_EQ(choice.tiles, 0) << "512 tiles are 4 whole rounds of 128";
       } else {
-        EXPECT_GT(plan.tiles, 0) << "sms " << sms;
+        EXPECT_GT(choice.tiles, 0) << "sms " << sms;
       }
       std::unique_ptr<SmPartition> partition;
       RunOptions opt;
       opt.sm_count = sms;
+      opt.stream_k_tiles = choice.tiles;
+      opt.stream_k_splits = choice.splits;
+      const GemmStreamKPlan plan = gemm_stream_k_plan(arguments_of(p, opt));
+      EXPECT_EQ(plan.tiles, choice.tiles);
       opt.tile_order = GemmTileOrder::kSwizzle;
       opt.tile_groups.assign(16, 32);  // one group per tile row
       try {
@@ -619,7 +617,7 @@ TEST_F(GemmTest, StreamKAutoMatchesCublas) {
       for (size_t g = 0; g < r.counters.size(); ++g) EXPECT_EQ(r.counters[g], 32u) << "sms " << sms << " group " << g;
       expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref,
                    describe(p) + " sms " + std::to_string(sms) + " stream-K tiles " + std::to_string(plan.tiles) +
-                       " ctas " + std::to_string(plan.ctas));
+                       " splits " + std::to_string(plan.splits));
     }
   }
 }
@@ -689,10 +687,8 @@ TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
     EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
   };
   GemmArguments a = valid_arguments();  // 2 x 2 tiles, 2 k-blocks, 132 SMs
-  a.stream_k = static_cast<GemmStreamK>(9);
-  refuses(a, "stream_k = 9");
-  a = valid_arguments();
-  a.stream_k = GemmStreamK::kForced;
+  a.stream_k_tiles = -1;
+  refuses(a, "stream_k_tiles = -1");
   a.stream_k_tiles = 5;
   a.stream_k_ctas = 2;
   refuses(a, "stream_k_tiles = 5");
@@ -716,36 +712,31 @@ TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
   refuses(a, "needs the kTmaStore epilogue");
 }
 
-// The automatic plan: off where the rounds are whole, where the registers epilogue runs, or where splitting would not
-// pay; on for a sparse last round; its workspace holds the counters and max_pieces slots per stream-K tile.
+// A split plan of the model's (ovl::choose_stream_k; tests/model checks its choices) in the kernel's arguments: its
+// workspace holds the counters and `splits` slots per stream-K tile; no plan, no workspace.
 TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
+  const StreamKChoice choice = choose_stream_k(512, 64, 124);  // 2048 x 8192 x 4096 at 124 SMs: 4 rounds + 16 tiles
+  ASSERT_GT(choice.tiles, 0);
   GemmArguments a = valid_arguments();
   a.m = 2048;
   a.n = 8192;
-  a.k = 4096;  // 16 x 32 = 512 tiles, 64 k-blocks
-  a.sm_count = 128;
+  a.k = 4096;
+  a.sm_count = 124;
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
   EXPECT_EQ(gemm_workspace_bytes(a), 0u);
-  a.sm_count = 124;  // 4 rounds + 16 tiles
+  a.stream_k_tiles = choice.tiles;
+  a.stream_k_splits = choice.splits;
+  EXPECT_EQ("", gemm_can_implement(a));
   const GemmStreamKPlan plan = gemm_stream_k_plan(a);
-  EXPECT_GE(plan.tiles, 16);
-  EXPECT_EQ((512 - plan.tiles) % 124, 0) << "the whole tiles fill whole rounds";
-  EXPECT_GE(plan.splits, 2) << "the automatic plan uses the split schedule";
+  EXPECT_EQ(plan.tiles, choice.tiles);
+  EXPECT_EQ(plan.splits, choice.splits);
   EXPECT_EQ(plan.max_pieces, plan.splits);
   EXPECT_GE(gemm_workspace_bytes(a), size_t(plan.tiles) * plan.max_pieces * 128 * 256 * 4);
-  a.epilogue = GemmEpilogue::kRegisters;
-  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
-  a.epilogue = GemmEpilogue::kAuto;
-  a.stream_k = GemmStreamK::kOff;
-  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
-  EXPECT_EQ(gemm_workspace_bytes(a), 0u);
-  a.stream_k = GemmStreamK::kAuto;
-  a.k = 1024;  // 16 k-blocks: the partials' traffic would cost more than the idle SMs
+  a.epilogue = GemmEpilogue::kRegisters;  // refused by can_implement; no plan
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
   // A forced plan: 2 tiles x 6 k-blocks over 5 CTAs (ranges start at 0, 2, 4, 7, 9): each tile in 3 pieces.
   a = valid_arguments();
   a.k = 384;
-  a.stream_k = GemmStreamK::kForced;
   a.stream_k_tiles = 2;
   a.stream_k_ctas = 5;
   const GemmStreamKPlan forced = gemm_stream_k_plan(a);

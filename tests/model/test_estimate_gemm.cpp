@@ -205,5 +205,26 @@ TEST(EstimateGemm, DtypeAndErrors) {
   EXPECT_THROW(estimate_gemm({0, 8, 8}, GemmImpl::kOvl, 8, TileShape{}, kH200), Error);
 }
 
+// The stream-K split plan: none where the rounds are whole, K is too short for the partials to pay, or the input is
+// degenerate; the remainder (plus whole rounds) in 2..16 pieces where the last round is sparse; every tile when there
+// are fewer tiles than SMs.
+TEST(EstimateGemm, StreamKChoice) {
+  EXPECT_EQ(choose_stream_k(512, 64, 128).tiles, 0);  // 2048 x 8192 x 4096 in 128 x 256 tiles: 4 whole rounds of 128
+  EXPECT_EQ(choose_stream_k(512, 16, 124).tiles, 0);  // K = 1024
+  EXPECT_EQ(choose_stream_k(512, 1, 124).tiles, 0);
+  EXPECT_EQ(choose_stream_k(0, 64, 124).tiles, 0);
+  EXPECT_EQ(choose_stream_k(512, 64, 0).tiles, 0);
+  for (int sms : {100, 116, 124}) {
+    const StreamKChoice c = choose_stream_k(512, 64, sms);  // 4.1 to 5.1 rounds
+    EXPECT_GT(c.tiles, 0) << sms;
+    EXPECT_EQ((512 - c.tiles) % sms, 0) << sms << ": the whole tiles fill whole rounds";
+    EXPECT_GE(c.splits, 2) << sms;
+    EXPECT_LE(c.splits, 16) << sms;
+  }
+  const StreamKChoice few = choose_stream_k(64, 128, 132);  // 512 x 4096 x 8192: 64 tiles on 132 SMs
+  EXPECT_EQ(few.tiles, 64);
+  EXPECT_EQ(few.splits, 2);  // 128 pieces: one round
+}
+
 }  // namespace
 }  // namespace ovl

@@ -41,22 +41,19 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters };
 
 // Stream-K for the last tiles (kTmaStore epilogue only). When the tile count is not a multiple of the grid, the last
-// round of whole tiles leaves SMs idle. Stream-K cuts the last `tiles` positions of the order into pieces along K,
-// which the CTAs take after their whole tiles. Each piece's fp32 partial goes to the workspace, and the piece that
-// finishes last sums the tile's pieces in piece order (so a given plan gives the same bits every run), then stores,
-// stamps and signals the tile like any other. No CTA waits for another. Two schedules:
-// - split (splits >= 2): each tile in `splits` equal k ranges, dealt round-robin over the whole grid, piece 0 of
-//   every tile first, so CTAs running at the same time read the same k range of neighbouring tiles (L2 reuse as
-//   for whole tiles);
-// - contiguous (splits = 0, classic stream-K): the tiles' k-block iterations in one line, cut evenly over `ctas`
-//   CTAs; a CTA's share runs across tile ends, so CTAs running at the same time read unrelated k ranges.
-// Splitting changes the fp32 summation order, so results with and without stream-K (or with different plans, which
-// depend on sm_count) differ by rounding.
-// kAuto: gemm_stream_k_plan picks a split plan from a cost model (often: off). kOff: never (bits independent of
-// sm_count). kForced: stream_k_tiles tiles, split into stream_k_splits (2 .. k-blocks), or with stream_k_splits = 0
-// contiguous over stream_k_ctas CTAs.
-enum class GemmStreamK { kAuto, kOff, kForced };
-
+// round of whole tiles leaves SMs idle. Stream-K cuts the last `stream_k_tiles` positions of the order into pieces
+// along K, which the CTAs take after their whole tiles. Each piece's fp32 partial goes to the workspace, and the
+// piece that finishes last sums the tile's pieces in piece order (so a given plan gives the same bits every run),
+// then stores, stamps and signals the tile like any other. No CTA waits for another. Two schedules:
+// - split (stream_k_splits >= 2): each tile in that many equal k ranges, dealt round-robin over the whole grid,
+//   piece 0 of every tile first, so CTAs running at the same time read the same k range of neighbouring tiles (L2
+//   reuse as for whole tiles);
+// - contiguous (stream_k_splits = 0, classic stream-K): the tiles' k-block iterations in one line, cut evenly over
+//   `stream_k_ctas` CTAs; a CTA's share runs across tile ends, so CTAs running at the same time read unrelated k
+//   ranges (measured slower on the H200, docs/results/gemm-h200-streamk/).
+// Splitting changes the fp32 summation order, so results with and without stream-K (or with different plans) differ
+// by rounding. The kernel takes the plan it is given (stream_k_tiles = 0: off, the default); ovl::choose_stream_k
+// (ovl/model/estimate.hpp) picks split plans from a cost model.
 struct GemmStreamKPlan {
   int tiles = 0;       // 0: off
   int splits = 0;      // split schedule: pieces per tile; 0: contiguous
@@ -88,19 +85,16 @@ struct GemmArguments {
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
-  GemmStreamK stream_k = GemmStreamK::kAuto;
-  int stream_k_tiles = 0;   // kForced: 1 .. tile count
-  int stream_k_splits = 0;  // kForced: 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
-  int stream_k_ctas = 0;    // kForced contiguous: 1 .. sm_count, at most half the tiles' k-block iterations
+  int stream_k_tiles = 0;   // 0: off; else 1 .. tile count
+  int stream_k_splits = 0;  // 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
+  int stream_k_ctas = 0;    // contiguous: 1 .. sm_count, at most half the tiles' k-block iterations
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
 std::string gemm_can_implement(const GemmArguments& args);
 
-// The stream-K plan gemm_run will use for these arguments (tiles = 0: off). Touches no device. The automatic plan's
-// cost model counts k-block times: whole tiles in rounds of the grid, then rounds of pieces (a piece's k-blocks plus
-// writing its 128 KB partial), then the last piece's reading of all the tile's partials; it splits only when that
-// saves at least 3%.
+// The stream-K plan gemm_run will run for these arguments, with the pieces per tile it implies (tiles = 0: off, or
+// arguments gemm_can_implement refuses). Touches no device.
 GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
 
 // Device workspace gemm_run needs: for more than kGemmMaxInlineGroups groups one int per tile (the position -> group

@@ -13,7 +13,7 @@ namespace ovl {
 enum class GemmImpl { kOvl, kCublas };
 enum class Collective { kAllReduce, kReduceScatter, kAllGather };
 
-Collective collective_of(Op op);  // the collective an op needs
+Collective collective_of(Op op);            // the collective an op needs
 std::string_view to_string(GemmImpl impl);  // "ovl", "cublas"
 std::string_view to_string(Collective c);   // "allreduce", "reducescatter", "allgather"
 
@@ -25,11 +25,11 @@ struct GemmShape {
 struct GemmEstimate {
   double us = 0;
   int64_t tiles = 0;
-  int64_t waves = 0;           // ceil(tiles / sms)
-  double tail_fraction = 0;    // occupancy of the last wave, (0, 1]
-  bool memory_bound = false;   // the HBM floor, not the matrix rate, set the time
-  double hbm_bytes = 0;        // modeled HBM traffic: operand panels re-read past the L2, plus C written
-  double wave_us = 0;          // time of one wave of tiles (the body divided by the waves it takes)
+  int64_t waves = 0;          // ceil(tiles / sms)
+  double tail_fraction = 0;   // occupancy of the last wave, (0, 1]
+  bool memory_bound = false;  // the HBM floor, not the matrix rate, set the time
+  double hbm_bytes = 0;       // modeled HBM traffic: operand panels re-read past the L2, plus C written
+  double wave_us = 0;         // time of one wave of tiles (the body divided by the waves it takes)
 };
 
 // Where a GEMM runs, which sets its power state: in a sustained stream of back-to-back GEMMs (bench_gemm, what the
@@ -45,6 +45,18 @@ double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
                            const Hardware& hw, GemmRegime regime = GemmRegime::kSustained);
+
+// Stream-K for the last tiles of our GEMM (ovl::kernels::GemmArguments::stream_k_tiles / stream_k_splits): the
+// split plan to run on `sms` SMs, or tiles = 0 when none saves at least kStreamKMinGain. The cost model counts
+// k-block times (one tile-k-block on one SM): whole tiles in rounds of `sms`, then rounds of pieces (a piece's
+// k-blocks plus writing its 128 KB fp32 partial, 2.4), then the last piece's reading of the tile's s partials (3 each).
+// On the H200 the plans it picks gained about half of what it predicts (docs/results/gemm-h200-streamk/).
+struct StreamKChoice {
+  int tiles = 0;   // the last `tiles` positions of the tile order
+  int splits = 0;  // equal k ranges per tile
+};
+inline constexpr double kStreamKMinGain = 0.03;
+StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
 
 // The matrix time of a tile when `busy_sms` SMs run matrix work, relative to its time with all sm_count SMs busy:
 // (clamp(busy_sms, clock_knee_sms, sm_count) / sm_count)^clock_exponent, in (0, 1]. The H200 under a power limit
@@ -76,12 +88,12 @@ double per_cta_GBps(CommAlgo algo, const Hardware& hw);
 CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw);
 
 struct ModeEstimate {
-  double total_us = 0;       // predicted time of the whole operator
-  double gemm_alone_us = 0;  // the GEMM as the plan runs it, with nothing else on the GPU
-  double comm_alone_us = 0;  // the whole collective alone
-  double gemm_us = 0;        // the GEMM's time inside the overlap (after contention)
+  double total_us = 0;         // predicted time of the whole operator
+  double gemm_alone_us = 0;    // the GEMM as the plan runs it, with nothing else on the GPU
+  double comm_alone_us = 0;    // the whole collective alone
+  double gemm_us = 0;          // the GEMM's time inside the overlap (after contention)
   double exposed_comm_us = 0;  // communication not hidden behind the GEMM
-  double comm_us = 0;        // communication's busy time inside the overlap (per-group costs, contention included)
+  double comm_us = 0;          // communication's busy time inside the overlap (per-group costs, contention included)
 };
 
 // The plan's mode decides the formula (sequential: sum; decomposed: chunk pipeline; tile-signal/green-context/
