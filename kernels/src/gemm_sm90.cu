@@ -226,8 +226,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 
 // Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
 //
-// Grid: sm_count CTAs (at most one per SM: __launch_bounds__(384, 1) and 209 KB (staged) / 193 KB (registers
-// epilogue) of shared memory). CTA b visits
+// Grid: at most sm_count CTAs, fewer when there are fewer units of work (at most one per SM: __launch_bounds__(384,
+// 1) and 209 KB (staged) / 193 KB (registers epilogue) of shared memory). CTA b visits
 // the positions b, b + gridDim.x, ... below sk_first of the tile order and computes tile tile_at(position); with
 // stream-K it then computes its pieces of the last tiles (WorkCursor). Each role below walks this same list of
 // units.
@@ -255,7 +255,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     and the store thread only hands the staging back.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
 //   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
-//   staging_free mbarriers. S = stages_of(kStaged).
+//   staging_free mbarriers. S = stages_of(kStaged). Static: the two stream-K flags sk_last[2].
 // Architecture: sm_90a (TMA, wgmma, setmaxnreg, stmatrix).
 // Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
 //   wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
@@ -283,9 +283,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* staging = smem_b + kStages * kStageBytesB;  // kStaged only
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + (kStaged ? kStagingBytes : 0));
   uint64_t* empty = full + kStages;
-  uint64_t* stored = empty + kStages;  // phase t completes when all 256 consumer threads stored their t-th tile
+  // Phase t completes when all 256 consumer threads stored their t-th unit (a stream-K piece that is not its tile's
+  // last stores nothing and still arrives).
+  uint64_t* stored = empty + kStages;
   // Registers epilogue: `signaled`, phase t completes when the signal thread published the t-th tile. kStaged:
-  // `staging_free`, phase t completes when the TMA stores of the t-th tile have read the staging.
+  // `staging_free`, phase t completes when the TMA stores of the t-th unit have read the staging (at once for a
+  // unit that stored nothing).
   uint64_t* handback = stored + 1;
   // Stream-K: whether unit t's piece was its tile's last, written by a consumer before its `stored` arrival for unit
   // t and read by the store thread after that phase; two entries, so unit t + 1 never overwrites unit t's.
@@ -580,6 +583,10 @@ std::string stream_k_problem(const GemmArguments& args, int tiles, int k_blocks)
       return fmt::format("stream_k_tiles x stream_k_splits = {} x {} pieces is more than 2^30", args.stream_k_tiles,
                          args.stream_k_splits);
     }
+    if ((long long)args.stream_k_splits * k_blocks > (1LL << 30)) {
+      return fmt::format("stream_k_splits x k-blocks = {} x {} is more than 2^30 (the piece bounds are ints)",
+                         args.stream_k_splits, k_blocks);
+    }
     return "";
   }
   if (args.stream_k_ctas < 1 || args.stream_k_ctas > args.sm_count) {
@@ -711,6 +718,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
               "gemm_run: the GEMM needs a workspace of {} bytes ({} tile groups, stream-K over {} tiles), got a null "
               "pointer",
               layout.bytes, args.tile_groups.size(), sk.tiles);
+    OVL_CHECK(aligned16(workspace), "gemm_run: workspace = {} is not 16-byte aligned", workspace);
   }
   uint8_t* ws = static_cast<uint8_t*>(workspace);
 

@@ -536,11 +536,14 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
       {640, 768, 512, 16, 15, 0, 16},  // 15 tiles, 8 k-blocks each, 16 CTAs: ranges of 7 or 8 across tile ends
       {256, 256, 1024, 5, 2, 0, 5},    // 2 tiles x 16 k-blocks over 5 CTAs: a tile in 3 pieces
       {128, 256, 2048, 8, 1, 0, 8},    // 1 tile x 32 k-blocks over 8 CTAs: 8 pieces
+      {1000, 1800, 200, 16, 8, 0, 5},  // grid 16 > 5 CTAs: CTAs 5..15 take whole tiles only
       // Split schedule.
       {1000, 1800, 200, 7, 8, 2, 0},   // the last 8 of 64 tiles in 2 pieces (2 k-blocks each, the last partial)
       {1000, 1800, 200, 7, 64, 4, 0},  // every tile in 4 pieces of 1 k-block: 256 pieces over 7 CTAs
       {200, 264, 1032, 3, 4, 5, 0},    // 17 k-blocks in 5 pieces of 3 or 4
       {128, 256, 2048, 8, 1, 16, 0},   // 1 tile in 16 pieces over 8 CTAs
+      {256, 512, 1024, 132, 4, 2, 0},  // every tile, fewer pieces (8) than SMs: a grid of 8
+      {1000, 1800, 256, 8, 8, 4, 0},   // grid 8 = stream-K tiles: each CTA takes all 4 pieces of one tile
   };
   uint32_t seed = 300;
   for (const Case& c : cases) {
@@ -580,9 +583,34 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
   }
 }
 
+// Stream-K with fp16, an explicit (shuffled) tile order and signals: the pieces follow positions, not tile ids.
+TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
+  const Problem p{1000, 1800, 520, GemmDType::kFP16, GemmBLayout::kKxN};  // 8 x 8 = 64 tiles, 9 k-blocks
+  Inputs in(p, 71);
+  const std::vector<double> ref = cpu_reference(in);
+  std::vector<int> permutation(64);
+  std::iota(permutation.begin(), permutation.end(), 0);
+  std::shuffle(permutation.begin(), permutation.end(), std::mt19937(5));
+  for (int splits : {0, 3}) {
+    RunOptions opt;
+    opt.sm_count = 12;
+    opt.tile_order = GemmTileOrder::kExplicit;
+    opt.explicit_order = permutation;
+    opt.tile_groups = {40, 24};
+    opt.stream_k_tiles = 24;
+    opt.stream_k_splits = splits;
+    opt.stream_k_ctas = splits == 0 ? 10 : 0;
+    RunResult r;
+    run(in, opt, r);
+    const std::string what = describe(p) + " explicit order, stream-K 24 tiles, splits " + std::to_string(splits);
+    expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
+    EXPECT_EQ(r.counters, (std::vector<unsigned int>{40, 24})) << what;
+  }
+}
+
 // The model's plan (ovl::choose_stream_k) on a shape whose last round is sparse (2048 x 8192 x 4096: 512 tiles,
-// 4.13 rounds of 124), on green-context partitions and plain grids, against cuBLAS; and no plan where the rounds
-// are whole.
+// 4.13 rounds of 124), on green-context partitions (a plain grid of that size where there are none), against
+// cuBLAS; and no plan where the rounds are whole.
 TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
     const Problem p{2048, 8192, 4096, GemmDType::kBF16, bl};
@@ -604,7 +632,7 @@ TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
       const GemmStreamKPlan plan = gemm_stream_k_plan(arguments_of(p, opt));
       EXPECT_EQ(plan.tiles, choice.tiles);
       opt.tile_order = GemmTileOrder::kSwizzle;
-      opt.tile_groups.assign(16, 32);  // one group per tile row
+      opt.tile_groups.assign(16, 32);  // 16 groups of 32 consecutive positions of the swizzle order
       try {
         partition = SmPartition::confine(0, sms);
         opt.sm_count = partition->gemm_sms();
@@ -705,9 +733,20 @@ TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
   refuses(a, "stream_k_splits = 3");
   a.stream_k_splits = 1;
   refuses(a, "stream_k_splits = 1");
+  a.stream_k_splits = -2;
+  refuses(a, "stream_k_splits = -2");
   a.stream_k_splits = 2;
-  a.stream_k_ctas = 0;  // ignored by the split schedule
+  a.stream_k_ctas = 133;  // ignored by the split schedule
   EXPECT_EQ("", gemm_can_implement(a));
+  GemmArguments big = valid_arguments();  // 256 x 32 = 8192 tiles, 2^20 k-blocks (never launched)
+  big.m = 32768;
+  big.n = 8192;
+  big.k = 1 << 26;
+  big.stream_k_tiles = 8192;
+  big.stream_k_splits = 1 << 18;
+  refuses(big, "more than 2^30");
+  big.stream_k_tiles = 1;  // 1 x 2^18 pieces, but 2^18 x 2^20 k-block bounds
+  refuses(big, "stream_k_splits x k-blocks");
   a.epilogue = GemmEpilogue::kRegisters;
   refuses(a, "needs the kTmaStore epilogue");
 }

@@ -85,23 +85,23 @@ struct GemmArguments {
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
-  int stream_k_tiles = 0;   // 0: off; else 1 .. tile count
+  int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
   int stream_k_splits = 0;  // 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
-  int stream_k_ctas = 0;    // contiguous: 1 .. sm_count, at most half the tiles' k-block iterations
+  int stream_k_ctas = 0;    // contiguous only: 1 .. sm_count, at most half the tiles' k-block iterations
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
 std::string gemm_can_implement(const GemmArguments& args);
 
 // The stream-K plan gemm_run will run for these arguments, with the pieces per tile it implies (tiles = 0: off, or
-// arguments gemm_can_implement refuses). Touches no device.
+// stream-K fields gemm_can_implement refuses; the other arguments are not checked here). Touches no device.
 GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
 
 // Device workspace gemm_run needs: for more than kGemmMaxInlineGroups groups one int per tile (the position -> group
 // map, filled by gemm_run with cudaMemcpyAsync; fewer groups travel in the kernel's parameters); with stream-K one
 // counter per stream-K tile (zeroed by gemm_run on the stream) and max_pieces fp32 tiles (128 KB each) per stream-K
-// tile. 0 when neither applies (then nullptr is fine). It depends on sm_count. A workspace serves one gemm_run at a
-// time: two GEMMs that may run at once (other streams) need two.
+// tile. 0 when neither applies (then nullptr is fine); else 16-byte aligned (cudaMalloc's is). A workspace serves one
+// gemm_run at a time: two GEMMs that may run at once (other streams) need two.
 inline constexpr int kGemmMaxInlineGroups = 256;
 size_t gemm_workspace_bytes(const GemmArguments& args);
 
