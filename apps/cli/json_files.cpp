@@ -2,12 +2,61 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
 
 #include "cli/args.hpp"
 
 namespace ovl::cli {
+
+std::string nan_to_null(const std::string& text) {
+  // Google Benchmark prints a non-finite counter (e.g. the "_cv" of a counter that is 0 in every repetition) as a bare
+  // NaN / -nan / inf, which is not JSON. Outside strings, such a token after ':', ',' or '[' becomes null.
+  static const char* const kTokens[] = {"-Infinity", "Infinity", "-NaN", "-nan", "NaN", "nan", "-inf", "inf"};
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  char last = 0;  // the last character outside strings and whitespace
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      last = c;
+      continue;
+    }
+    if (last == ':' || last == ',' || last == '[') {
+      bool replaced = false;
+      for (const char* token : kTokens) {
+        const size_t n = std::char_traits<char>::length(token);
+        const bool ends = i + n == text.size() || !std::isalnum(static_cast<unsigned char>(text[i + n]));
+        if (text.compare(i, n, token) == 0 && ends) {
+          out += "null";
+          i += n - 1;
+          last = 'l';
+          replaced = true;
+          break;
+        }
+      }
+      if (replaced) continue;
+    }
+    out += c;
+    if (!std::isspace(static_cast<unsigned char>(c))) last = c;
+  }
+  return out;
+}
 
 std::vector<nlohmann::json> read_json_files(const std::vector<std::string>& paths) {
   std::vector<nlohmann::json> docs;
@@ -16,8 +65,10 @@ std::vector<nlohmann::json> read_json_files(const std::vector<std::string>& path
     if (!std::filesystem::is_regular_file(path, ec)) throw UsageError(fmt::format("'{}' is not a readable file", path));
     std::ifstream in(path);
     if (!in) throw UsageError(fmt::format("cannot open '{}'", path));
+    std::ostringstream text;
+    text << in.rdbuf();
     try {
-      docs.push_back(nlohmann::json::parse(in));
+      docs.push_back(nlohmann::json::parse(nan_to_null(text.str())));
     } catch (const nlohmann::json::exception& e) {
       throw UsageError(fmt::format("'{}' is not JSON: {}", path, e.what()));
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/cli.hpp"
+#include "cli/json_files.hpp"
 
 namespace {
 
@@ -105,6 +106,22 @@ TEST(Cli, BadArgumentsExitTwoWithOneLineNamingTheValue) {
     if (c.argv[0] != "frobnicate") EXPECT_EQ(lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find(c.names), std::string::npos) << "expected '" << c.names << "' in: " << r.err;
   }
+}
+
+// Google Benchmark's bare NaN / inf (in aggregates) read as null; strings that spell them are left alone.
+TEST(Cli, BenchmarkJsonWithNanReads) {
+  const std::string text =
+      R"({"benchmarks": [{"name": "NaN", "cv": NaN, "a": [inf, -nan, 1.5], "b": -Infinity, "s": "x: NaN"}]})";
+  const nlohmann::json j = nlohmann::json::parse(ovl::cli::nan_to_null(text));
+  const auto& b = j["benchmarks"][0];
+  EXPECT_EQ(b["name"], "NaN");
+  EXPECT_TRUE(b["cv"].is_null());
+  EXPECT_TRUE(b["a"][0].is_null());
+  EXPECT_TRUE(b["a"][1].is_null());
+  EXPECT_DOUBLE_EQ(b["a"][2].get<double>(), 1.5);
+  EXPECT_TRUE(b["b"].is_null());
+  EXPECT_EQ(b["s"], "x: NaN");
+  EXPECT_EQ(ovl::cli::nan_to_null(R"({"n": null, "x": 2})"), R"({"n": null, "x": 2})");
 }
 
 TEST(Cli, InfoWithoutCudaSaysSo) {
