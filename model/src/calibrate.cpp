@@ -705,7 +705,7 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
                                                                               : "";
         if (agg != "median" && agg != "mean") continue;
       }
-      const auto bench = parse_bench_name(name);
+      auto bench = parse_bench_name(name);
       if (!bench) {
         if (notes && agg.empty()) notes->push_back(fmt::format("{}: not a name the model knows, skipped", name));
         continue;
@@ -720,10 +720,14 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         if (value.is_number() && !kStandard.count(key)) counters[key] = value.get<double>();
       }
       if (bench->kind == BenchKind::kGemm && counters.count("sk_tiles") && counters["sk_tiles"] > 0) {
-        // The model times our GEMM in whole waves; a stream-K plan runs its last tiles in pieces.
-        if (notes && agg.empty())
-          notes->push_back(fmt::format("{}: a stream-K plan (the model counts whole waves), skipped", name));
-        continue;
+        const double splits = counters.count("sk_splits") ? counters["sk_splits"] : 0.0;
+        if (splits < 2) {  // the contiguous schedule
+          if (notes && agg.empty())
+            notes->push_back(
+                fmt::format("{}: a contiguous stream-K plan (the model times split plans), skipped", name));
+          continue;
+        }
+        bench->stream_k = StreamKChoice{int(counters["sk_tiles"]), int(splits)};
       }
       if (counters.count("us")) us = counters["us"];  // per-operation time when a case times several per iteration
       OVL_CHECK(std::isfinite(us) && us > 0, "benchmark \"{}\": time {} us must be positive", name, us);
@@ -765,7 +769,9 @@ std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
     switch (b.kind) {
       case BenchKind::kGemm:
         if (b.sms > hw.sm_count) return std::nullopt;
-        return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw).us;
+        return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw,
+                             GemmRegime::kSustained, b.stream_k)
+            .us;
       case BenchKind::kCollective: {
         // The SIMT kernel runs the pull protocol with plain loads, at its own per-CTA rate.
         Hardware h = hw;
@@ -795,6 +801,8 @@ CalibrationResult calibrate_measurements(const std::vector<Measurement>& measure
         if (m.bench.sms > base.sm_count) {
           result.notes.push_back(
               fmt::format("{}: {} SMs exceed the profile's {}, skipped", m.name, m.bench.sms, base.sm_count));
+        } else if (m.bench.stream_k.tiles > 0) {
+          result.notes.push_back(fmt::format("{}: a stream-K plan, validated but not fitted", m.name));
         } else {
           (m.bench.gemm_impl() == GemmImpl::kCublas ? cublas : ovl).push_back(&m);
         }

@@ -10,6 +10,15 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+}  // namespace
+
+// Stream-K's costs in k-block times (one tile-k-block on one SM; ~0.85 us on the H200): a piece writes its 128 KB
+// fp32 partial (~2 us), the last piece reads each of the tile's partials back (~2.5 us each).
+constexpr double kPieceWriteKBlocks = 2.4;
+constexpr double kPieceReadKBlocks = 3.0;
+
+namespace {
+
 // Operand bytes (A rows + B columns) the tiles of a block of `b` tiles read, for a visiting order. Continuous in
 // b (average band counts, not rounded) so that per-tile traffic only falls as blocks grow.
 // Row-band: b consecutive tiles of row-major tile order span b / tiles_n bands (at least one) and min(b, tiles_n)
@@ -68,7 +77,7 @@ double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, cons
 double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : 1.0; }
 
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile_in, TileOrder order,
-                       const Hardware& hw, GemmRegime regime, bool partition_penalty) {
+                       const Hardware& hw, GemmRegime regime, bool partition_penalty, StreamKChoice stream_k) {
   OVL_CHECK(shape.m > 0 && shape.n > 0 && shape.k > 0, "GEMM shape {}x{}x{} must be positive", shape.m, shape.n,
             shape.k);
   OVL_CHECK(sms >= 1 && sms <= hw.sm_count, "GEMM sms = {} must be in [1, {}] (sm_count)", sms, hw.sm_count);
@@ -82,6 +91,7 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   const int64_t tiles_n = ceil_div(shape.n, tile.n);
   g.tiles = tiles_m * tiles_n;
   g.waves = ceil_div(g.tiles, sms);
+  g.whole_tiles = g.tiles;
   // Every tile costs a full tile (wgmma pads the edges). Matrix rate in FLOP per microsecond, at the full-device
   // clock; matrix_clock_factor scales it for the SMs actually busy.
   const double tile_flops = 2.0 * tile.m * tile.n * double(shape.k);
@@ -91,9 +101,25 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
     // the epilogue (store + signal) is not overlapped with the next tile's main loop. The clock follows the mean
     // number of busy SMs over the kernel, tiles / waves (the power controller averages over milliseconds).
     g.busy_sms = double(g.tiles) / double(g.waves);
+    g.waves_used = double(g.waves);
+    if (stream_k.tiles > 0) {
+      // Split stream-K: whole rounds of the first tiles, then rounds of pieces of the last stream_k.tiles, then the
+      // last piece's read of its tile's partials; in tile times (a tile is k_blocks k-blocks).
+      OVL_CHECK(stream_k.tiles <= g.tiles && stream_k.splits >= 2,
+                "stream-K plan of {} tiles in {} splits does not fit {} tiles", stream_k.tiles, stream_k.splits,
+                g.tiles);
+      const double k_blocks = double(ceil_div(shape.k, tile.k));
+      const int64_t n = stream_k.tiles, s = stream_k.splits;
+      g.whole_tiles = g.tiles - n;
+      const double piece = (std::ceil(k_blocks / double(s)) + kPieceWriteKBlocks) / k_blocks;
+      const double rounds = double(ceil_div(g.whole_tiles, sms)) + double(ceil_div(n * s, sms)) * piece +
+                            double(s) * kPieceReadKBlocks / k_blocks;
+      const double work = double(g.whole_tiles) + double(n * s) * piece + double(n * s) * kPieceReadKBlocks / k_blocks;
+      g.waves_used = rounds;
+      g.busy_sms = std::min(double(sms), work / rounds);
+    }
     g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
     g.tile_us = tile_flops * g.clock_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
-    g.waves_used = double(g.waves);
   } else {
     // cuBLAS balances its tail (its heuristics and stream-K), so it scales with tiles / sms, down to one tile, and
     // keeps every SM of the partition busy. On a partition it may lose a further fixed fraction of its matrix rate
@@ -129,8 +155,8 @@ double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
 }
 
 StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
-  constexpr double kPieceWriteKBlocks = 2.4;  // a 128 KB partial written, ~2 us on the H200 (a k-block: ~0.85 us)
-  constexpr double kPieceReadKBlocks = 3.0;   // a partial read back by the last piece, ~2.5 us
+  using detail::kPieceReadKBlocks;
+  using detail::kPieceWriteKBlocks;
   constexpr int kMaxSplits = 16;
   StreamKChoice choice;
   if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0 || tiles > (int64_t(1) << 30)) return choice;

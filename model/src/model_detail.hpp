@@ -18,20 +18,22 @@ inline constexpr TileShape kCublasTile{128, 256, 64};
 struct GemmTiming {
   int sms = 0;
   int64_t tiles = 0;
-  int64_t waves = 0;      // ceil(tiles / sms)
-  double waves_used = 0;  // waves the time is counted in: `waves` (ours), max(1, tiles / sms) (cuBLAS)
-  double busy_sms = 0;    // mean SMs running matrix work: tiles / waves (ours), min(sms, tiles) (cuBLAS)
+  int64_t waves = 0;        // ceil(tiles / sms)
+  double waves_used = 0;    // waves the time is counted in: `waves` (ours; with stream-K whole rounds + rounds
+                            // of pieces + the partials' read), max(1, tiles / sms) (cuBLAS)
+  double busy_sms = 0;      // mean SMs running matrix work: tiles / waves (ours), min(sms, tiles) (cuBLAS)
   double clock_factor = 1;  // matrix_clock_factor(hw, busy_sms): <= 1, the matrix time relative to all SMs busy
-  double tile_us = 0;     // one tile: matrix time (x clock factor, x the cuBLAS partition penalty) + epilogue
-  double compute_us = 0;  // waves_used x tile_us
+  double tile_us = 0;       // one tile: matrix time (x clock factor, x the cuBLAS partition penalty) + epilogue
+  double compute_us = 0;    // waves_used x tile_us
   double hbm_bytes = 0;
   double memory_us = 0;  // hbm_bytes at min(HBM, sms x per-CTA copy)
   double body_us = 0;    // max(compute, memory)
   double launch_us = 0;
+  int64_t whole_tiles = 0;  // tiles computed whole (all of them without stream-K); the rest end with the body
   double total_us() const { return launch_us + body_us; }
   double wave_us() const { return body_us / waves_used; }
   // When tile `i` (0-based, visiting order) finishes / could start, counted from the kernel's start (after launch).
-  double tile_end_us(int64_t i) const { return double(i / sms + 1) * wave_us(); }
+  double tile_end_us(int64_t i) const { return i < whole_tiles ? double(i / sms + 1) * wave_us() : body_us; }
   double tile_start_us(int64_t i) const { return double(i / sms) * wave_us(); }
 };
 
@@ -39,8 +41,10 @@ struct GemmTiming {
 // operator); the launch and the HBM floor are the same in both regimes.
 // `partition_penalty`: apply cublas_partition_penalty when cuBLAS runs on fewer than sm_count SMs (a green-context
 // partition); off when a cuBLAS kernel merely loses SMs to a concurrent kernel.
+// `stream_k`: our kernel's split plan (estimate_gemm); ignored for cuBLAS.
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                       const Hardware& hw, GemmRegime regime, bool partition_penalty = true);
+                       const Hardware& hw, GemmRegime regime, bool partition_penalty = true,
+                       StreamKChoice stream_k = {});
 double matrix_rate_scale(DType dtype);  // 1 for bf16/fp16; 0.5 for fp32 (TF32)
 
 // Per-buffer-byte coefficients of one collective among the ranks of one node (bytes = the full buffer S).

@@ -128,26 +128,36 @@ TEST(Calibrate, ReadMeasurements) {
                         {"time_unit", "s"},
                         {"us", 123.0}},
                        {{"name", "BM_Unrelated"}, {"real_time", 1.0}},
-                       // A stream-K plan: the model counts our GEMM in whole waves, so the row is left out.
+                       // A split stream-K plan is read with its plan; a contiguous one is left out.
                        {{"name", "gemm/ovl/2048x8192x4096/nn/sms:124/manual_time"},
                         {"real_time", 230.0},
                         {"time_unit", "us"},
-                        {"sk_tiles", 16.0}},
+                        {"sk_tiles", 16.0},
+                        {"sk_splits", 4.0}},
+                       {{"name", "gemm/ovl/2048x8192x4096/nt/sms:124/manual_time"},
+                        {"real_time", 230.0},
+                        {"time_unit", "us"},
+                        {"sk_tiles", 16.0},
+                        {"sk_splits", 0.0}},
                        {{"name", "gemm/ovl-nosk/2048x8192x4096/nn/sms:124/manual_time"},
                         {"real_time", 240.0},
                         {"time_unit", "us"},
                         {"sk_tiles", 0.0}}}}};
   std::vector<std::string> notes;
   const auto ms = read_measurements({doc}, &notes);
-  ASSERT_EQ(ms.size(), 5u);
-  EXPECT_EQ(ms[4].name, "gemm/ovl-nosk/2048x8192x4096/nn/sms:124/manual_time");
-  EXPECT_EQ(ms[4].bench.gemm_impl(), GemmImpl::kOvl);
+  ASSERT_EQ(ms.size(), 6u);
+  EXPECT_EQ(ms[4].name, "gemm/ovl/2048x8192x4096/nn/sms:124/manual_time");
+  EXPECT_EQ(ms[4].bench.stream_k.tiles, 16);
+  EXPECT_EQ(ms[4].bench.stream_k.splits, 4);
+  EXPECT_EQ(ms[5].name, "gemm/ovl-nosk/2048x8192x4096/nn/sms:124/manual_time");
+  EXPECT_EQ(ms[5].bench.gemm_impl(), GemmImpl::kOvl);
+  EXPECT_EQ(ms[5].bench.stream_k.tiles, 0);
   EXPECT_DOUBLE_EQ(ms[0].us, 2500.0);
   EXPECT_DOUBLE_EQ(ms[0].counters.at("tflops"), 0.86);
   EXPECT_DOUBLE_EQ(ms[1].us, 12.0);   // the median of 10, 30, 12
   EXPECT_DOUBLE_EQ(ms[2].us, 20.0);   // the median aggregate wins over the single iterations
   EXPECT_DOUBLE_EQ(ms[3].us, 123.0);  // overlap cases: the "us" counter
-  EXPECT_EQ(notes.size(), 3u);        // the errored run, the unrelated name and the stream-K row
+  EXPECT_EQ(notes.size(), 3u);        // the errored run, the unrelated name and the contiguous stream-K row
   EXPECT_THROW(read_measurements({nlohmann::json{{"context", 1}}}), Error);
   nlohmann::json bad_unit{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1.0}, {"time_unit", "h"}}}}};
   EXPECT_THROW(read_measurements({bad_unit}), Error);

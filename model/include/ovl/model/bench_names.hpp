@@ -37,11 +37,14 @@ struct BenchCase {
   int world = 1;                                   // coll, overlap
   int ctas = 0;                                    // coll, copy
   int comm_sms = 0;                                // overlap
+  // gemm, ours: the stream-K plan the run used (bench_gemm's counters sk_tiles, sk_splits; read_measurements sets
+  // it); not part of the name.
+  StreamKChoice stream_k;
 
   GemmImpl gemm_impl() const;  // ovl, ovl-nosignal and ovl-nosk -> kOvl; cublas -> kCublas
   CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
   // (at simt_per_cta_GBps: comm_hardware())
-  std::string name() const;    // the canonical name (parse_bench_name(name()) gives the case back)
+  std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
   // Overlap cases: the problem the benchmark ran (bf16, B as N x K, all ranks on one node) and the plan it ran,
   // default_plan(mode, problem(), hw, comm_sms).
   Problem problem() const;

@@ -39,13 +39,6 @@ enum class GemmRegime { kSustained, kOperator };
 // The factor on a GEMM's compute time (matrix work and epilogues) in `regime`: 1, or hw.operator_gemm_factor.
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
 
-// `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
-// sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
-// plan's order (it changes L2 reuse).
-GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
-GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                           const Hardware& hw, GemmRegime regime = GemmRegime::kSustained);
-
 // Stream-K for the last tiles of our GEMM (ovl::kernels::GemmArguments::stream_k_tiles / stream_k_splits): the
 // split plan to run on `sms` SMs, or tiles = 0 when none saves at least kStreamKMinGain. The cost model counts
 // k-block times (one tile-k-block on one SM): whole tiles in rounds of `sms`, then rounds of pieces (a piece's
@@ -57,6 +50,16 @@ struct StreamKChoice {
 };
 inline constexpr double kStreamKMinGain = 0.03;
 StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
+
+// `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
+// sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
+// plan's order (it changes L2 reuse).
+GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
+// `stream_k` (our kernel, split plans): the last stream_k.tiles tiles run in stream_k.splits k-pieces after the
+// whole rounds (rounds of pieces, each a piece's k-blocks plus its partial's write, then the last piece's read of
+// the tile's partials), and the clock follows the SMs busy over the whole kernel as for whole tiles.
+GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
+                           const Hardware& hw, GemmRegime regime = GemmRegime::kSustained, StreamKChoice stream_k = {});
 
 // The matrix time of a tile when `busy_sms` SMs run matrix work, relative to its time with all sm_count SMs busy:
 // (clamp(busy_sms, clock_knee_sms, sm_count) / sm_count)^clock_exponent, in (0, 1]. The H200 under a power limit
