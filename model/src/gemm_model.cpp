@@ -17,6 +17,21 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr double kPieceWriteKBlocks = 2.4;
 constexpr double kPieceReadKBlocks = 3.0;
 
+// A split stream-K plan's time and SM-time, in tile times (a tile: k_blocks k-blocks on one SM), without the clock:
+// whole rounds of the first tiles, rounds of pieces (a piece's k-blocks and its partial's write), then the last
+// piece's read of its tile's partials. choose_stream_k compares plans by `rounds`; gemm_timing also uses `work`.
+struct StreamKRounds {
+  double rounds = 0, work = 0;
+};
+StreamKRounds stream_k_rounds(int64_t tiles, int64_t k_blocks, int sms, StreamKChoice sk) {
+  const int64_t whole = tiles - sk.tiles, pieces = int64_t(sk.tiles) * sk.splits;
+  const double kb = double(k_blocks);
+  const double piece = (double(ceil_div(k_blocks, sk.splits)) + kPieceWriteKBlocks) / kb;
+  const double read = kPieceReadKBlocks / kb;
+  return {double(ceil_div(whole, sms)) + double(ceil_div(pieces, sms)) * piece + sk.splits * read,
+          double(whole) + double(pieces) * (piece + read)};
+}
+
 namespace {
 
 // Operand bytes (A rows + B columns) the tiles of a block of `b` tiles read, for a visiting order. Continuous in
@@ -108,15 +123,10 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
       OVL_CHECK(stream_k.tiles <= g.tiles && stream_k.splits >= 2,
                 "stream-K plan of {} tiles in {} splits does not fit {} tiles", stream_k.tiles, stream_k.splits,
                 g.tiles);
-      const double k_blocks = double(ceil_div(shape.k, tile.k));
-      const int64_t n = stream_k.tiles, s = stream_k.splits;
-      g.whole_tiles = g.tiles - n;
-      const double piece = (std::ceil(k_blocks / double(s)) + kPieceWriteKBlocks) / k_blocks;
-      const double rounds = double(ceil_div(g.whole_tiles, sms)) + double(ceil_div(n * s, sms)) * piece +
-                            double(s) * kPieceReadKBlocks / k_blocks;
-      const double work = double(g.whole_tiles) + double(n * s) * piece + double(n * s) * kPieceReadKBlocks / k_blocks;
-      g.waves_used = rounds;
-      g.busy_sms = std::min(double(sms), work / rounds);
+      g.whole_tiles = g.tiles - stream_k.tiles;
+      const StreamKRounds r = stream_k_rounds(g.tiles, ceil_div(shape.k, tile.k), sms, stream_k);
+      g.waves_used = r.rounds;
+      g.busy_sms = std::min(double(sms), r.work / r.rounds);
     }
     g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
     g.tile_us = tile_flops * g.clock_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
@@ -155,27 +165,22 @@ double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
 }
 
 StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
-  using detail::kPieceReadKBlocks;
-  using detail::kPieceWriteKBlocks;
   constexpr int kMaxSplits = 16;
   StreamKChoice choice;
   if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0 || tiles > (int64_t(1) << 30)) return choice;
-  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  const double whole = double(ceil_div(tiles, std::min<int64_t>(sms, tiles)) * k_blocks);
-  double best = whole * (1.0 - kStreamKMinGain);
+  // Whole tiles take ceil(tiles / sms) rounds (fewer tiles than SMs: one).
+  double best = double((tiles + sms - 1) / sms) * (1.0 - kStreamKMinGain);
   // The last tiles % sms tiles, plus q whole rounds, cut into s pieces each; the rest stay whole tiles, in full
   // rounds, and the pieces follow round-robin.
   for (int q = 0; q <= 2; ++q) {
     const int64_t n = tiles % sms + int64_t(q) * sms;
     if (n > tiles) break;
-    const double rounds = double(ceil_div(tiles - n, sms));
     for (int s = 2; s <= std::min<int64_t>(k_blocks, kMaxSplits); ++s) {
-      const double cost = rounds * double(k_blocks) +
-                          double(ceil_div(n * s, sms)) * (double(ceil_div(k_blocks, s)) + kPieceWriteKBlocks) +
-                          s * kPieceReadKBlocks;
-      if (cost < best) {
-        best = cost;
-        choice = StreamKChoice{int(n), s};
+      const StreamKChoice candidate{int(n), s};
+      const double rounds = detail::stream_k_rounds(tiles, k_blocks, sms, candidate).rounds;
+      if (rounds < best) {
+        best = rounds;
+        choice = candidate;
       }
     }
   }
