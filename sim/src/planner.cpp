@@ -66,10 +66,11 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
   unit = std::clamp<int64_t>(unit, 1, tiles);
   max_groups = std::max(1, max_groups);
   const int grid = plan.gemm_sms > 0 ? plan.gemm_sms : hw.sm_count;
-  // GEMM time per tile in a full wave (fluid: a wave of `grid` tiles per wave time), in the operator regime.
-  const double tile_flops = 2.0 * plan.tile.m * plan.tile.n * static_cast<double>(problem.k);
-  const double wave_us = (tile_flops / (hw.matrix_tflops_per_sm * 1e6 * hw.gemm_efficiency) + hw.tile_epilogue_us) *
-                         gemm_regime_factor(hw, GemmRegime::kOperator);
+  // GEMM time per tile in a wave (fluid: a wave of `grid` tiles per wave time), as estimate_gemm times the plan's
+  // GEMM in the operator regime (clock, HBM floor and power state included).
+  const double wave_us = estimate_gemm(GemmShape{problem.m, problem.n, problem.k, problem.dtype}, GemmImpl::kOvl, grid,
+                                       plan.tile, plan.tile_order, hw, GemmRegime::kOperator)
+                             .wave_us;
   const double gemm_us_per_tile = wave_us / grid;
   const double tile_bytes = static_cast<double>(plan.tile.m) * plan.tile.n * dtype_bytes(problem.dtype);
   const Collective c = collective_of(problem.op);
