@@ -106,7 +106,6 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   const int64_t tiles_n = ceil_div(shape.n, tile.n);
   g.tiles = tiles_m * tiles_n;
   g.waves = ceil_div(g.tiles, sms);
-  g.whole_tiles = g.tiles;
   // Every tile costs a full tile (wgmma pads the edges). Matrix rate in FLOP per microsecond, at the full-device
   // clock; matrix_clock_factor scales it for the SMs actually busy.
   const double tile_flops = 2.0 * tile.m * tile.n * double(shape.k);
@@ -123,7 +122,6 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
       OVL_CHECK(stream_k.tiles <= g.tiles && stream_k.splits >= 2,
                 "stream-K plan of {} tiles in {} splits does not fit {} tiles", stream_k.tiles, stream_k.splits,
                 g.tiles);
-      g.whole_tiles = g.tiles - stream_k.tiles;
       const StreamKRounds r = stream_k_rounds(g.tiles, ceil_div(shape.k, tile.k), sms, stream_k);
       g.waves_used = r.rounds;
       g.busy_sms = std::min(double(sms), r.work / r.rounds);

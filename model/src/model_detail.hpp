@@ -29,11 +29,11 @@ struct GemmTiming {
   double memory_us = 0;  // hbm_bytes at min(HBM, sms x per-CTA copy)
   double body_us = 0;    // max(compute, memory)
   double launch_us = 0;
-  int64_t whole_tiles = 0;  // tiles computed whole (all of them without stream-K); the rest end with the body
   double total_us() const { return launch_us + body_us; }
   double wave_us() const { return body_us / waves_used; }
   // When tile `i` (0-based, visiting order) finishes / could start, counted from the kernel's start (after launch).
-  double tile_end_us(int64_t i) const { return i < whole_tiles ? double(i / sms + 1) * wave_us() : body_us; }
+  // Whole tiles only (the overlap modes run no stream-K).
+  double tile_end_us(int64_t i) const { return double(i / sms + 1) * wave_us(); }
   double tile_start_us(int64_t i) const { return double(i / sms) * wave_us(); }
 };
 
