@@ -206,8 +206,8 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
 }
 
 void preload_executor_kernels() {
-  preload_loopback<__nv_bfloat16>(std::make_integer_sequence<int, 8>{});
-  preload_loopback<__half>(std::make_integer_sequence<int, 8>{});
+  preload_loopback<__nv_bfloat16>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
+  preload_loopback<__half>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
   preload_kernels(wait_counter_kernel, reset_counters_kernel, stamp_kernel);
   preload_tma_movers();
 }

@@ -87,7 +87,6 @@ __host__ __device__ inline std::uint32_t flag_index(std::uint32_t kind, int src,
 struct Cta {
   const CollectiveArguments* a;
   int slice;
-  bool tma;
   int* abort_flag;  // shared memory: set by the thread whose wait timed out
 };
 
@@ -596,14 +595,12 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
           break;
         }
         case MoveKind::kPushBcast: {
-          const uint4 x = __ldcg(reinterpret_cast<const uint4*>(m.gather_base[m.me] +
-                                                                (m.gather_from_dst ? p.dst_offset : p.src_offset)) + v);
+          const uint4 x = __ldcg(reinterpret_cast<const uint4*>(piece_src(a, m, p)) + v);
           for (int i = 1; i < n; ++i) dst_vec((m.me + i) % n)[v] = x;
           break;
         }
         case MoveKind::kPullCopy:
-          dst_vec(m.me)[v] = __ldcg(reinterpret_cast<const uint4*>(m.gather_base[p.owner] +
-                                                                   (m.gather_from_dst ? p.dst_offset : p.src_offset)) + v);
+          dst_vec(m.me)[v] = __ldcg(reinterpret_cast<const uint4*>(piece_src(a, m, p)) + v);
           break;
         case MoveKind::kPushReduce: break;  // not a SIMT move (can_implement refuses)
       }
@@ -640,7 +637,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const bool tma = a.algo != CollectiveAlgo::kSimt;
   const bool push = a.algo == CollectiveAlgo::kTmaPush;
   if (threadIdx.x == 0) abort_flag = abort_seen = 0;
-  Cta cta{&a, int(blockIdx.x), tma, &abort_flag};
+  Cta cta{&a, int(blockIdx.x), &abort_flag};
   std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
   std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
   const TmaRing ring{smem + kHeaderBytes,       bars,       bars + kMaxStages, words,      words + 1,
@@ -725,7 +722,7 @@ int block_threads(const CollectiveArguments& a) {
 template <typename T>
 void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
   const TmaRingShape shape = ring_shape(a);
-  const std::size_t smem = a.algo == CollectiveAlgo::kSimt ? 0 : kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
+  const std::size_t smem = CollectiveKernel::shared_bytes(a);
   if (smem > 48 * 1024) OVL_CUDA_CHECK(cudaFuncSetAttribute(collective_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   collective_kernel<T><<<a.num_ctas, block_threads(a), smem, stream>>>(a, shape.stages, shape.stage_bytes);
   OVL_CUDA_CHECK_LAST();

@@ -91,7 +91,7 @@ TEST(LocalRingArguments, EachBadValueIsNamed) {
   EXPECT_NE(refusal(a).find("src (0x200008) is not 16-byte aligned"), std::string::npos) << refusal(a);
   a.src = nullptr;
   EXPECT_NE(refusal(a).find("is null"), std::string::npos) << refusal(a);
-  a.src = fake(0x180000);  // 512 KiB below dst: the 1 MiB copy would overlap it
+  a.src = fake(0x180000);  // 512 KiB above dst: the 1 MiB copies would overlap
   EXPECT_NE(refusal(a).find("overlap"), std::string::npos) << refusal(a);
   a.src = fake(0x200000);
   a.op = RingOp::kReduceAddBf16;

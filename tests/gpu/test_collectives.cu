@@ -339,8 +339,9 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
 }
 
 // A gate that times out in the middle of a stream: groups 0..2 are released, group 3 never is. The issuing thread
-// stops at group 3 after issuing the units of groups 0..2; the consumers take exactly those and stop (the kernel ends
-// instead of waiting on a stage that was never loaded), and the error names group 3.
+// stops at group 3 after issuing the units of groups 0..2 and its consumers stop too: checked here is that the
+// kernel ends (no wait on a stage that was never loaded), the error names group 3, and the World runs a collective
+// afterwards (expect_gate_timeout). The data of groups 0..2 is not checked.
 TEST_F(CollectivesTest, GateTimesOutMidStream) {
   const int n = 2, groups = 4;
   const std::size_t piece = (256u << 10) + 16;  // several units per CTA and group, and not a multiple of a stage
@@ -512,17 +513,6 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
               << what << ", reduce wrote past the end";
         }
       }
-  kernels::LocalRingArguments bad;
-  bad.dst = dst;
-  bad.src = src;
-  bad.bytes = 1024;
-  bad.shape = {9, 16 * 1024};
-  try {
-    kernels::launch_local_ring(bad, stream_);
-    ADD_FAILURE() << "a 9-stage ring ran";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("9 stages"), std::string::npos) << e.what();
-  }
   cudaFree(src);
   cudaFree(dst);
 }
