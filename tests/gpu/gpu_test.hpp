@@ -26,6 +26,11 @@ inline int compute_capability(int device = 0) {
   return major * 10 + minor;
 }
 
+// Host-side set-up (cudaMemcpy from pageable memory, cudaMemset) runs on the legacy default stream, and a pageable
+// copy may return before its DMA has landed; a stream created with cudaStreamNonBlocking waits for neither. Call
+// this between the set-up and the first launch on such a stream. Returns the synchronization's status.
+inline cudaError_t finish_setup() { return cudaDeviceSynchronize(); }
+
 // Any CUDA GPU.
 class GpuTest : public ::testing::Test {
  protected:

@@ -104,6 +104,9 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
     const std::size_t at = (c.in_place && c.op == CollectiveOp::kAllGather) ? r * c.count * es : 0;
     OVL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(send.peer_ptr(r)) + at, in[r].data(), in[r].size(), cudaMemcpyHostToDevice));
   }
+  // Without it the last 48 bytes of a 2 MiB + 48-byte input were sometimes still in flight when the collective read
+  // them (the H200, 2026-12-02: zeros in the last 24 fp16 elements, nccl and tma-pull alike).
+  OVL_CUDA_CHECK(test::finish_setup());
   CollectiveOptions opt;
   opt.num_ctas = c.ctas;
   opt.pull_warps = pull_warps;
@@ -126,7 +129,12 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
       const double g = to_double(c.dtype, got.data() + i * es);
       if (c.op == CollectiveOp::kAllGather) {
         const std::size_t owner = i / c.count, j = i % c.count;
-        if (std::memcmp(got.data() + i * es, in[owner].data() + j * es, es) != 0) ++wrong;
+        if (std::memcmp(got.data() + i * es, in[owner].data() + j * es, es) != 0) {
+          if (wrong < 3)
+            ADD_FAILURE() << name(c, n) << ": rank " << r << " element " << i << " (byte " << i * es << " of "
+                          << check_elems * es << ") got " << g << " want " << to_double(c.dtype, in[owner].data() + j * es);
+          ++wrong;
+        }
         continue;
       }
       const std::size_t j = c.op == CollectiveOp::kReduceScatter ? r * c.count + i : i;
@@ -331,6 +339,7 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   OVL_CUDA_CHECK(cudaMalloc(&expected, sizeof(std::uint32_t)));
   const std::uint32_t one = 1;
   OVL_CUDA_CHECK(cudaMemcpy(expected, &one, sizeof(one), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(test::finish_setup());
   for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
     SCOPED_TRACE(to_string(impl));
     expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_, "GEMM group counter");
@@ -359,6 +368,7 @@ TEST_F(CollectivesTest, GateTimesOutMidStream) {
   OVL_CUDA_CHECK(cudaMalloc(&expected, groups * sizeof(std::uint32_t)));
   const std::vector<std::uint32_t> want{1, 1, 1, 2};
   OVL_CUDA_CHECK(cudaMemcpy(expected, want.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(test::finish_setup());
   for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull}) {
     SCOPED_TRACE(to_string(impl));
     for (int r = 0; r < n; ++r) kernels::launch_add_counters(counters.peer<std::uint32_t>(r), groups, 1, stream_);
@@ -389,6 +399,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   OVL_CUDA_CHECK(cudaMalloc(&expected, groups * sizeof(std::uint32_t)));
   const std::vector<std::uint32_t> ones(groups, 1);
   OVL_CUDA_CHECK(cudaMemcpy(expected, ones.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(test::finish_setup());
   cudaStream_t producer;
   OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
   // Collectives' constructor preloaded the collective and counter kernels (lazy loading would otherwise load the
@@ -400,6 +411,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
       in[r] = random_data(DType::kBF16, tiles * tile_elems, 99u + r);
       OVL_CUDA_CHECK(cudaMemcpy(buf.peer_ptr(r), in[r].data(), in[r].size(), cudaMemcpyHostToDevice));
     }
+    OVL_CUDA_CHECK(test::finish_setup());
     CollectiveOptions opt;
     opt.num_ctas = 6;
     GroupGate gate{&counters, expected};
@@ -436,6 +448,7 @@ TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
   kernels::CounterWaitError* err = nullptr;
   OVL_CUDA_CHECK(cudaMalloc(&counters, 4 * sizeof(std::uint32_t)));
   OVL_CUDA_CHECK(cudaMemset(counters, 0, 4 * sizeof(std::uint32_t)));
+  OVL_CUDA_CHECK(test::finish_setup());
   OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
   std::memset(err, 0, sizeof(*err));
   kernels::launch_wait_counters(counters, 4, 1, 50'000'000, err, stream_);
@@ -466,7 +479,7 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
   OVL_CUDA_CHECK(cudaMalloc(&src, max_bytes));
   OVL_CUDA_CHECK(cudaMalloc(&dst, max_bytes));
   OVL_CUDA_CHECK(cudaMemcpy(src, src_h.data(), max_bytes, cudaMemcpyHostToDevice));
-  OVL_CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy may return before its DMA lands; stream_ does not wait
+  OVL_CUDA_CHECK(test::finish_setup());
   std::vector<unsigned char> got(max_bytes);
   for (RingSchedule schedule : {RingSchedule::kInterleaved, RingSchedule::kSlices})
     for (int ctas : {1, 7, 133})

@@ -123,6 +123,7 @@ struct Inputs {
         b_dev(b.size()) {
     if (a_dev.get()) cudaMemcpy(a_dev.get(), a.data(), a_dev.bytes(), cudaMemcpyHostToDevice);
     if (b_dev.get()) cudaMemcpy(b_dev.get(), b.data(), b_dev.bytes(), cudaMemcpyHostToDevice);
+    (void)test::finish_setup();  // checked by run()'s own finish_setup, before the GEMM
   }
   double b_at(int kk, int nn) const {
     const size_t i = problem.b_layout == GemmBLayout::kKxN ? size_t(kk) * problem.n + nn : size_t(nn) * problem.k + kk;
@@ -246,6 +247,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   if (workspace.bytes() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));  // gemm_run zeroes
   cudaStream_t stream = opt.stream;
   if (stream == nullptr) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_OK(test::finish_setup());  // the poison, memsets and uploads above, before the GEMM
   ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   if (opt.stream == nullptr) CUDA_OK(cudaStreamDestroy(stream));

@@ -69,6 +69,7 @@ struct DeviceMatrix {
     for (auto& v : host) v = to_bf16(dist(rng));
     if (cudaMalloc(&ptr, host.size() * 2 + 64) != cudaSuccess) throw std::runtime_error("cudaMalloc");
     cudaMemcpy(ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
+    if (test::finish_setup() != cudaSuccess) throw std::runtime_error("upload");
   }
   ~DeviceMatrix() { cudaFree(ptr); }
   // bf16 NaN, in stream order with the run that follows (the test streams do not sync with the legacy stream).
