@@ -413,10 +413,8 @@ void launch_typed(const LoopbackArguments& a, const kernels::TmaRingShape& ring,
   const std::size_t table = std::size_t(a.num_groups) * std::size_t(a.world) * sizeof(PieceInfo);
   const bool smem_pieces = ring_end + table <= kernels::kMaxSharedBytesPerBlock;  // the mover has no static smem
   const std::size_t smem = smem_pieces ? ring_end + table : ring_end;
-  // The opt-in limit, not this launch's size: every launch sets the same value, so host threads launching movers of
-  // different sizes on one context at once cannot lower it under each other's launch.
-  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_mover_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(kernels::kMaxSharedBytesPerBlock)));
+  // The opt-in limit, not this launch's size (see opt_in_dynamic_shared_memory).
+  opt_in_dynamic_shared_memory(tma_mover_kernel<T>, int(kernels::kMaxSharedBytesPerBlock));
   if (a.mover == LoopbackMover::kTmaPush && a.op != LoopbackOp::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
     OVL_CUDA_CHECK_LAST();

@@ -723,7 +723,8 @@ template <typename T>
 void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
   const TmaRingShape shape = ring_shape(a);
   const std::size_t smem = CollectiveKernel::shared_bytes(a);
-  if (smem > 48 * 1024) OVL_CUDA_CHECK(cudaFuncSetAttribute(collective_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // The ring shape is fixed for the process (tma_ring_shape), so every launch passes the same size.
+  if (smem > 48 * 1024) opt_in_dynamic_shared_memory(collective_kernel<T>, int(smem));
   collective_kernel<T><<<a.num_ctas, block_threads(a), smem, stream>>>(a, shape.stages, shape.stage_bytes);
   OVL_CUDA_CHECK_LAST();
 }
@@ -961,8 +962,7 @@ void launch_local_ring(const LocalRingArguments& a, cudaStream_t stream) {
   OVL_CHECK(buffers.empty(), "local ring: {}", buffers);
   OVL_CHECK(a.op == RingOp::kCopy || a.bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", a.bytes);
   const bool reduce = a.op == RingOp::kReduceAddBf16, interleaved = a.schedule == RingSchedule::kInterleaved;
-  OVL_CUDA_CHECK(cudaFuncSetAttribute(tma_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(kMaxSharedBytesPerBlock)));  // one value for every shape: no race
+  opt_in_dynamic_shared_memory(tma_ring_kernel, int(kMaxSharedBytesPerBlock));  // one value for every shape
   tma_ring_kernel<<<a.num_ctas, 2 * kWarp, smem, stream>>>(static_cast<unsigned char*>(a.dst),
                                                           static_cast<const unsigned char*>(a.src), a.bytes,
                                                           a.shape.stages, a.shape.stage_bytes, reduce, interleaved);

@@ -537,35 +537,6 @@ void check_device(int device) {
             device, cc / 10, cc % 10);
 }
 
-// The shared-memory opt-in, once per context of the calling thread (a green context may hold its own copy of the
-// kernel's function, so a per-device flag is not enough).
-void opt_in_shared_memory() {
-  static const auto get_current = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    OVL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &ptr, 4000, cudaEnableDefault, &status));
-    OVL_CHECK(status == cudaDriverEntryPointSuccess && ptr != nullptr, "cuCtxGetCurrent not found in the driver");
-    return reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(ptr);
-  }();
-  thread_local CUcontext done = nullptr;
-  CUcontext ctx = nullptr;
-  OVL_CU_CHECK(get_current(&ctx));
-  if (ctx != nullptr && ctx == done) return;
-  const auto opt_in = [](auto kernel, bool staged) {
-    OVL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes_of(staged)));
-  };
-  opt_in(gemm_sm90_kernel<__nv_bfloat16, 0, false>, false);
-  opt_in(gemm_sm90_kernel<__nv_bfloat16, 1, false>, false);
-  opt_in(gemm_sm90_kernel<__half, 0, false>, false);
-  opt_in(gemm_sm90_kernel<__half, 1, false>, false);
-  opt_in(gemm_sm90_kernel<__nv_bfloat16, 0, true>, true);
-  opt_in(gemm_sm90_kernel<__nv_bfloat16, 1, true>, true);
-  opt_in(gemm_sm90_kernel<__half, 0, true>, true);
-  opt_in(gemm_sm90_kernel<__half, 1, true>, true);
-  if (ctx == nullptr) OVL_CU_CHECK(get_current(&ctx));  // the runtime made the primary context current
-  done = ctx;
-}
-
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // "" when the stream-K plan of `args` (stream_k_tiles != 0) can run, else what is wrong with it.
@@ -725,7 +696,6 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   int device = 0;
   OVL_CUDA_CHECK(cudaGetDevice(&device));
   check_device(device);
-  opt_in_shared_memory();
 
   KernelParams p{};
   p.m = args.m;
@@ -789,7 +759,10 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                                 : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
   const dim3 block(kThreads);
   const int smem = smem_bytes_of(staged);
-  const auto launch = [&](auto kernel) { kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_d, p); };
+  const auto launch = [&](auto kernel) {
+    opt_in_dynamic_shared_memory(kernel, smem);
+    kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_d, p);
+  };
   const bool bf16 = args.dtype == GemmDType::kBF16;
   if (staged) {
     if (bf16) {

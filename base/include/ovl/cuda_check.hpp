@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "ovl/error.hpp"
 
@@ -69,5 +70,44 @@ void preload_kernels(Kernels*... kernels) {
     OVL_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   };
   (load(reinterpret_cast<const void*>(kernels)), ...);
+}
+
+// Sets `kernel`'s cudaFuncAttributeMaxDynamicSharedMemorySize to `bytes` once per host thread, current context and
+// kernel, not on every launch (each set is a driver call). Per context because the attribute belongs to the function
+// as a context loaded it (a green context may hold its own copy). Pass one value per kernel everywhere, its opt-in
+// limit rather than one launch's size, so that host threads sharing a context never lower it under each other's
+// launch. A context destroyed and another created at the same address would keep the old entry: a launch over 48
+// KB then fails with a CUDA error, it does not run wrong.
+inline void opt_in_dynamic_shared_memory(const void* kernel, int bytes) {
+  using GetCurrent = CUresult (*)(CUcontext*);
+  static const GetCurrent get_current = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    OVL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &ptr, 4000, cudaEnableDefault, &status));
+    OVL_CHECK(status == cudaDriverEntryPointSuccess && ptr != nullptr, "cuCtxGetCurrent not found in the driver");
+    return reinterpret_cast<GetCurrent>(ptr);
+  }();
+  struct Done {
+    const void* kernel;
+    CUcontext context;
+    int bytes;
+  };
+  thread_local std::vector<Done> done;
+  CUcontext ctx = nullptr;
+  OVL_CU_CHECK(get_current(&ctx));
+  for (const Done& d : done)
+    if (ctx != nullptr && d.kernel == kernel && d.context == ctx && d.bytes == bytes) return;
+  OVL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  if (ctx == nullptr) OVL_CU_CHECK(get_current(&ctx));  // the runtime made the primary context current
+  for (Done& d : done)
+    if (d.kernel == kernel && d.context == ctx) {
+      d.bytes = bytes;
+      return;
+    }
+  done.push_back(Done{kernel, ctx, bytes});
+}
+template <typename... Params>
+void opt_in_dynamic_shared_memory(void (*kernel)(Params...), int bytes) {
+  opt_in_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
 }
 }  // namespace ovl
