@@ -2,7 +2,9 @@
 //
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
 //   impl    ovl (signals on: one group per tile row, release add per tile), ovl-nosignal, ovl-registers (signals on,
-//           the epilogue that stores from registers instead of through shared memory and TMA), cublas
+//           the epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
+//           cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases, read
+//           as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -203,6 +205,7 @@ struct Case {
   int m, n, k;
   GemmBLayout layout;
   int sms;
+  ovl::kernels::GemmDType dtype = ovl::kernels::GemmDType::kBF16;
 };
 
 cublasHandle_t cublas_handle() {
@@ -225,6 +228,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.m = c.m;
   args.n = c.n;
   args.k = c.k;
+  args.dtype = c.dtype;
   args.b_layout = c.layout;
   args.a = buf.a[set];
   args.b = buf.b[set];
@@ -261,9 +265,10 @@ void run_cublas(const Case& c, Buffers& buf, int set) {
   // Row-major D = A B is column-major D^T = B^T A^T.
   const float alpha = 1.f, beta = 0.f;
   const bool kxn = c.layout == GemmBLayout::kKxN;
+  const cudaDataType t = c.dtype == ovl::kernels::GemmDType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const cublasStatus_t st = cublasGemmEx(cublas_handle(), kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, c.n, c.m, c.k,
-                                         &alpha, buf.b[set], CUDA_R_16BF, kxn ? c.n : c.k, buf.a[set], CUDA_R_16BF, c.k,
-                                         &beta, buf.d, CUDA_R_16BF, c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                         &alpha, buf.b[set], t, kxn ? c.n : c.k, buf.a[set], t, c.k, &beta, buf.d, t,
+                                         c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: {}", int(st));
 }
 
@@ -374,14 +379,23 @@ const bool registered = [] {
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
+  const auto case_name = [](const char* impl, const int (&s)[3], GemmBLayout layout, int sms) {
+    return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +
+           std::to_string(s[2]) + "/" + (layout == GemmBLayout::kKxN ? "nn" : "nt") + "/sms:" + std::to_string(sms);
+  };
   for (const auto& s : shapes) {
     for (GemmBLayout layout : {GemmBLayout::kKxN, GemmBLayout::kNxK}) {
       for (int sms : sm_counts) {
         for (const auto& [impl, impl_name] : impls) {
-          const std::string name = std::string("gemm/") + impl_name + "/" + std::to_string(s[0]) + "x" +
-                                   std::to_string(s[1]) + "x" + std::to_string(s[2]) + "/" +
-                                   (layout == GemmBLayout::kKxN ? "nn" : "nt") + "/sms:" + std::to_string(sms);
+          const std::string name = case_name(impl_name, s, layout, sms);
           benchmark::RegisterBenchmark(name.c_str(), bench_gemm, Case{impl, s[0], s[1], s[2], layout, sms})
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+        for (Impl impl : {Impl::kOvl, Impl::kCublas}) {
+          const std::string name = case_name(impl == Impl::kOvl ? "ovl-fp16" : "cublas-fp16", s, layout, sms);
+          benchmark::RegisterBenchmark(name.c_str(), bench_gemm,
+                                       Case{impl, s[0], s[1], s[2], layout, sms, ovl::kernels::GemmDType::kFP16})
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
