@@ -116,18 +116,8 @@ python3 scripts/split_bench.py docs/results/movers2-h200/bench_overlap.json \
   tee "$OV/calibrate.txt"
 "$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --plot "$OV/plots" > "$OV/validate.txt"
 "$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --json > "$OV/validate.json"
-python3 - "$OV" <<'PY'
-import json, sys
-v = json.load(open(f"{sys.argv[1]}/validate.json"))
-rows = [("model", v["model_overlap"], v["ranking_model"]), ("simulator", v["simulator"], v["ranking_simulator"])]
-lines = ["| predictor | cases | MAPE % | P90 % | max % | problems | top-1 | regret mean % | regret max % |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-for name, e, r in rows:
-    lines.append(f"| {name} | {e['cases']} | {e['mape']:.2f} | {e['p90_ape']:.2f} | {e['max_ape']:.2f} | {r['problems']} | "
-                 f"{100 * r['top1']:.0f}% | {100 * r['regret_mean']:.2f} | {100 * r['regret_max']:.2f} |")
-open(f"{sys.argv[1]}/headline.md", "w").write("\n".join(lines) + "\n")
-print("\nOVERLAP, HELD-OUT SHAPES:\n" + "\n".join(lines))
-PY
+echo; echo "OVERLAP, HELD-OUT SHAPES:"
+python3 scripts/validation_table.py "$OV/headline.md" --problems "$OV/validate.json"
 
 # ---- The same held-out overlap cases on other profiles ----
 # builtin        : the planner's built-in H200 profile (what `ovl plan` uses)
@@ -149,17 +139,6 @@ for name in builtin fit-only builtin+factor; do
   esac
   "$OVL" validate --measured "$OV/heldout.json" "${args[@]}" --json > "$OV/validate-$name.json"
 done
-python3 - "$OV" <<'PY'
-import json, sys
-out = sys.argv[1]
-lines = ["| profile | predictor | cases | MAPE % | P90 % | max % | top-1 | regret mean % | regret max % |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-for name in ["builtin", "fit-only", "builtin+factor"]:
-    v = json.load(open(f"{out}/validate-{name}.json"))
-    for pred, e, r in [("model", v["model_overlap"], v["ranking_model"]),
-                       ("simulator", v["simulator"], v["ranking_simulator"])]:
-        lines.append(f"| {name} | {pred} | {e['cases']} | {e['mape']:.2f} | {e['p90_ape']:.2f} | {e['max_ape']:.2f} | "
-                     f"{100 * r['top1']:.0f}% | {100 * r['regret_mean']:.2f} | {100 * r['regret_max']:.2f} |")
-open(f"{out}/other-profiles.md", "w").write("\n".join(lines) + "\n")
-print("\nOVERLAP, HELD-OUT SHAPES, OTHER PROFILES:\n" + "\n".join(lines))
-PY
+echo; echo "OVERLAP, HELD-OUT SHAPES, OTHER PROFILES:"
+python3 scripts/validation_table.py "$OV/other-profiles.md" --label profile builtin="$OV/validate-builtin.json" \
+  fit-only="$OV/validate-fit-only.json" builtin+factor="$OV/validate-builtin+factor.json"
