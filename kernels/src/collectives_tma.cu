@@ -820,10 +820,10 @@ struct LocalPieces {
 
 // grid: num_ctas, each CTA moves its LocalPieces; block: 64. reduce: dst += src (bf16, cp.reduce.async.bulk
 // .add.noftz) instead of dst = src. shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
-// As the collectives' copy phases: thread 0 loads (wait empty[s], arm full[s], bulk load), thread 32 stores or
-// reduce-adds (wait full[s], the bulk write, commit; once wait_group.read 1 says the previous piece's write has read
-// its stage, hand that stage back on empty[]). The last CTA copies a tail of < 16 bytes (copies only: a reduce needs
-// bytes % 16 == 0) with plain loads/stores.
+// As the collectives' copy phases, on the same TmaRing (never aborted here): thread 0 loads (wait empty[s], arm
+// full[s], bulk load), thread 32 stores or reduce-adds (wait full[s], the bulk write, commit; once wait_group.read 1
+// says the previous piece's write has read its stage, hand that stage back on empty[]). The last CTA copies a tail of
+// < 16 bytes (copies only: a reduce needs bytes % 16 == 0) with plain loads/stores.
 __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes, int stages,
                                 std::uint32_t stage_bytes, bool reduce, bool interleaved) {
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -832,43 +832,41 @@ __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, st
   const LocalPieces pieces(body, stage_bytes, interleaved);
   if (tid == 0 && !reduce && blockIdx.x == gridDim.x - 1)
     for (std::uint64_t i = body; i < bytes; ++i) dst[i] = src[i];
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
-  std::uint64_t* empty = full + kMaxStages;
-  unsigned char* ring = smem + kHeaderBytes;
+  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
+  std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
+  const TmaRing ring{smem + kHeaderBytes, bars, bars + kMaxStages, words, words + 1, std::uint32_t(stages),
+                     stage_bytes, 1};  // one reader: thread 32
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
-      ptx::mbar_init(full + s, 1);
-      ptx::mbar_init(empty + s, 1);
+      ptx::mbar_init(ring.full + s, 1);
+      ptx::mbar_init(ring.empty + s, ring.readers);
+      ring.stage_aborted[s] = 0;
     }
     ptx::mbar_init_fence();
   }
   __syncthreads();
-  const auto n = std::uint64_t(stages);
   if (tid == 0) {  // producer
-    for (std::uint64_t k = 0; k < pieces.count; ++k) {
-      const auto s = unsigned(k % n);
-      if (k >= n) ptx::mbar_wait(empty + s, std::uint32_t(k / n - 1) & 1u);
+    for (std::uint32_t k = 0; k < pieces.count; ++k) {
+      ring.acquire(k);
       std::uint64_t off;
       const std::uint32_t b = pieces.at(k, off);
-      ptx::mbar_arrive_expect_tx(full + s, b);
-      ptx::bulk_load(ring + std::size_t(s) * stage_bytes, src + off, b, full + s);
+      ptx::mbar_arrive_expect_tx(ring.full_bar(k), b);
+      ptx::bulk_load(ring.stage(k), src + off, b, ring.full_bar(k));
     }
   } else if (tid == kLead) {  // consumer
-    for (std::uint64_t k = 0; k < pieces.count; ++k) {
-      const auto s = unsigned(k % n);
-      ptx::mbar_wait(full + s, std::uint32_t(k / n) & 1u);
+    for (std::uint32_t k = 0; k < pieces.count; ++k) {
+      ring.wait_full(k);  // never aborted: always true
       std::uint64_t off;
       const std::uint32_t b = pieces.at(k, off);
-      unsigned char* stage = ring + std::size_t(s) * stage_bytes;
       if (reduce) {
-        ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, stage, b);
+        ptx::bulk_reduce_add<__nv_bfloat16>(dst + off, ring.stage(k), b);
       } else {
-        ptx::bulk_store(dst + off, stage, b);
+        ptx::bulk_store(dst + off, ring.stage(k), b);
       }
       ptx::bulk_commit();
       if (k > 0) {
         ptx::bulk_wait_read(1);  // the previous piece's write has read its stage
-        ptx::mbar_arrive(empty + unsigned((k - 1) % n));
+        ring.release(k - 1, 1);
       }
     }
     ptx::bulk_wait_all();
