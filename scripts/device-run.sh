@@ -15,6 +15,9 @@
 #
 # The machine has no package manager: nlohmann/json travels in .deps/include (carry .deps) when it is missing.
 # At most 8 files come back from $OUT, so logs are concatenated into run.log.
+# From the end of the build on, nvidia-smi samples the SM clock and the power every 250 ms (when it is there); the
+# summary gives each section's median clock and power, since the power limit lowers the clock under heavy kernels and
+# an A/B of two kernels should compare their clocks too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
@@ -53,11 +56,23 @@ if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >>"$
 fi
 summary+=("build: ok in $(( $(date +%s) - start )) s")
 
-$build/apps/ovl info --json >"$out/ovl_info.json" 2>>"$log"
-$build/apps/ovl info | tee -a "$log"
+if [[ -x $build/apps/ovl ]]; then
+  $build/apps/ovl info --json >"$out/ovl_info.json" 2>>"$log"
+  $build/apps/ovl info | tee -a "$log"
+fi
+
+# Sections (their start times, for the clock summary) and the nvidia-smi sampler.
+sections=$(mktemp)
+smi=$(mktemp)
+section() { echo "$(date +%s.%N) $*" >>"$sections"; note "== $*"; }
+smi_pid=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 >"$smi" 2>/dev/null &
+  smi_pid=$!
+fi
 
 if [[ "$tests" != none ]]; then
-  note "== GPU tests ${tests:+(-R $tests)}"
+  section "GPU tests ${tests:+(-R $tests)}"
   args=(-L gpu --output-on-failure --timeout "${OVL_TEST_TIMEOUT:-120}")
   [[ -n "$tests" ]] && args+=(-R "$tests")
   ctest --test-dir $build "${args[@]}" >"$out/ctest.log" 2>&1
@@ -73,7 +88,7 @@ if [[ -n "$sanitize" ]]; then
       [[ -x $exe ]] || continue
       name=$(basename "$exe")
       [[ $name =~ $sanitize ]] || continue
-      note "== compute-sanitizer --tool $tool $name"
+      section "compute-sanitizer --tool $tool $name"
       timeout -k 30 "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$exe" \
         --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
       rc=$?
@@ -83,7 +98,7 @@ if [[ -n "$sanitize" ]]; then
 fi
 
 for c in "${cmds[@]}"; do
-  note "== $c"
+  section "$c"
   (eval "$c") >>"$log" 2>&1
   summary+=("cmd rc $?: ${c:0:60}")
 done
@@ -94,13 +109,21 @@ for spec in "${benches[@]}"; do
   [[ $spec == *:* ]] && filter=${spec#*:}
   exe=$build/bench/$bench
   [[ -x $exe ]] || { summary+=("$bench: not built"); continue; }
-  note "== $bench ${filter:+--benchmark_filter=$filter} $bench_args"
+  section "$bench ${filter:+--benchmark_filter=$filter} $bench_args"
   t0=$(date +%s)
   # shellcheck disable=SC2086
   timeout -k 30 "${OVL_BENCH_TIMEOUT:-900}" $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
        --benchmark_counters_tabular=true $bench_args >>"$log" 2>&1
   summary+=("$bench: rc $? in $(( $(date +%s) - t0 )) s, $(grep -c '"name"' "$out/$bench.json" 2>/dev/null) cases")
 done
+
+echo "$(date +%s.%N) end" >>"$sections"
+if [[ -n $smi_pid ]]; then
+  kill "$smi_pid" 2>/dev/null
+  wait "$smi_pid" 2>/dev/null
+  while IFS= read -r line; do summary+=("$line"); done < <(python3 scripts/smi_sections.py "$sections" "$smi" | tee -a "$log")
+fi
+rm -f "$sections" "$smi"
 
 echo
 echo "== summary ($(( $(date +%s) - start )) s)"
