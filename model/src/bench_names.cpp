@@ -88,7 +88,9 @@ std::string_view to_string(BenchKind kind) {
   return "?";
 }
 
-GemmImpl BenchCase::gemm_impl() const { return impl == "cublas" ? GemmImpl::kCublas : GemmImpl::kOvl; }
+GemmImpl BenchCase::gemm_impl() const {
+  return impl == "cublas" || impl == "cublas-fp16" ? GemmImpl::kCublas : GemmImpl::kOvl;
+}
 
 CommAlgo BenchCase::comm_algo() const {
   if (impl == "nccl") return CommAlgo::kNcclRing;
@@ -141,7 +143,10 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
   if (kind == "gemm" && parts.size() == 5) {
     c.kind = BenchKind::kGemm;
     c.impl = std::string(parts[1]);
-    if (c.impl != "ovl" && c.impl != "ovl-nosignal" && c.impl != "ovl-nosk" && c.impl != "cublas") return std::nullopt;
+    if (c.impl != "ovl" && c.impl != "ovl-nosignal" && c.impl != "ovl-nosk" && c.impl != "cublas" &&
+        c.impl != "ovl-fp16" && c.impl != "cublas-fp16") {
+      return std::nullopt;
+    }
     if (!parse_mnk(parts[2], c)) return std::nullopt;
     if (parts[3] == "nn")
       c.b_layout = BLayout::kKxN;

@@ -66,6 +66,12 @@ TEST(BenchNames, Parse) {
   EXPECT_EQ(g->b_layout, BLayout::kKxN);
   EXPECT_EQ(g->sms, 124);
   EXPECT_EQ(parse_bench_name(g->name())->name(), "gemm/cublas/8192x4096x1024/nn/sms:124");
+  // fp16 cases: timed like their bf16 twins (one rate for both), under their own names.
+  EXPECT_EQ(parse_bench_name("gemm/cublas-fp16/8192x4096x1024/nn/sms:124/manual_time")->gemm_impl(), GemmImpl::kCublas);
+  auto h = parse_bench_name("gemm/ovl-fp16/8192x4096x1024/nt/sms:132/manual_time");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->gemm_impl(), GemmImpl::kOvl);
+  EXPECT_EQ(h->name(), "gemm/ovl-fp16/8192x4096x1024/nt/sms:132");
   auto c = parse_bench_name("coll/tma-pull/reducescatter/67108864/world:8/ctas:16/manual_time/repeats:5_median");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->kind, BenchKind::kCollective);
@@ -87,7 +93,7 @@ TEST(BenchNames, Parse) {
   EXPECT_EQ(parse_bench_name("overlap/tma/gemm-reducescatter/1024x1024x1024/world:2/comm_sms:8")->op,
             Op::kGemmReduceScatter);
   for (const char* bad :
-       {"gemm/ovl/8192x8192/nt/sms:132", "gemm/mkl/8x8x8/nt/sms:1", "gemm/ovl/8x8x8/tt/sms:1", "gemm/ovl/8x8x8/nt/sm:1",
+       {"gemm/ovl/8192x8192/nt/sms:132", "gemm/mkl/8x8x8/nt/sms:1", "gemm/ovl-registers/8x8x8/nt/sms:1", "gemm/ovl/8x8x8/tt/sms:1", "gemm/ovl/8x8x8/nt/sm:1",
         "coll/nccl/broadcast/8/world:2/ctas:1", "coll/nccl/allreduce/-8/world:2/ctas:1",
         "overlap/magic/allreduce/8x8x8/world:2/comm_sms:8", "BM_Other/16", "", "gemm/ovl/8x8x8/nt/sms:132_stddev"}) {
     EXPECT_FALSE(parse_bench_name(bad)) << bad;

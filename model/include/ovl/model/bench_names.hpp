@@ -41,7 +41,9 @@ struct BenchCase {
   // it); not part of the name.
   StreamKChoice stream_k;
 
-  GemmImpl gemm_impl() const;  // ovl, ovl-nosignal and ovl-nosk -> kOvl; cublas -> kCublas
+  // ovl, ovl-nosignal, ovl-nosk and ovl-fp16 -> kOvl; cublas and cublas-fp16 -> kCublas. The model has one rate for
+  // bf16 and fp16 (the same tensor-core rate and element size), so an fp16 case is timed like its bf16 twin.
+  GemmImpl gemm_impl() const;
   CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
   // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
