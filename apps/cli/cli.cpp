@@ -46,6 +46,13 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
   }
   const std::string& command = argv[0];
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  // `ovl <command> --help` (or -h) anywhere on the line: the usage, which lists every command's options.
+  for (const std::string& arg : rest) {
+    if (arg == "--help" || arg == "-h") {
+      out << kUsage;
+      return 0;
+    }
+  }
   if (command == "info") {
     if (!info) {
       out << "ovl was built without CUDA (OVL_ENABLE_CUDA=OFF): no GPU report\n";

@@ -124,6 +124,21 @@ TEST(Cli, BenchmarkJsonWithNanReads) {
   EXPECT_EQ(ovl::cli::nan_to_null(R"({"n": null, "x": 2})"), R"({"n": null, "x": 2})");
 }
 
+// --help after any command prints the usage (every command's options) and exits 0; bare `ovl` prints it to stderr
+// and exits 2.
+TEST(Cli, HelpPrintsTheUsage) {
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"--help"}, {"plan", "--help"}, {"validate", "-h"}, {"simulate", "--plan", "x.json", "--help"}}) {
+    const CliRun r = invoke(argv);
+    EXPECT_EQ(r.status, 0) << argv[0];
+    EXPECT_NE(r.out.find("usage: ovl <command>"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--op gemm-allreduce"), std::string::npos) << r.out;
+  }
+  const CliRun bare = invoke({});
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_NE(bare.err.find("usage: ovl <command>"), std::string::npos);
+}
+
 TEST(Cli, InfoWithoutCudaSaysSo) {
   const CliRun r = invoke({"info"});
   EXPECT_EQ(r.status, 0);
