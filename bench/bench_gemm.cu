@@ -1,8 +1,9 @@
 // bench_gemm: the signaling Hopper GEMM against cuBLAS, on the whole GPU and on green-context partitions.
 //
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
-//   impl    ovl (signals on: one group per tile row, release add per tile), ovl-nosignal, ovl-registers (signals on,
-//           the epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
+//   impl    ovl (signals on: one group per tile row, release add per tile; the stream-K plan ovl::choose_stream_k
+//           picks), ovl-nosignal (the same without signals), ovl-nosk (ovl with stream-K off), ovl-registers (signals
+//           on, the epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
 //           cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases, read
 //           as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
