@@ -10,6 +10,8 @@
 # --targets builds only those targets (and what they need) instead of everything; --sanitize runs
 # compute-sanitizer memcheck, racecheck and synccheck on the test executables matching REGEX (OVL_SANITIZE_FILTER
 # narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools; OVL_SANITIZE_TIMEOUT bounds each run, 240 s).
+# racecheck also reports hazards inside cuBLAS's own kernels (nvjet_*) in tests that call cuBLAS: read the kernel
+# names in run.log before taking its exit status as ours.
 # OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call.
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
