@@ -299,6 +299,26 @@ struct TmaRing {
   std::uint32_t stage_bytes;
   std::uint32_t readers;  // empty[s]'s arrival count: the consumer threads (every thread after warp 0)
 
+  // The ring laid out in a kernel's dynamic shared memory: the kHeaderBytes header (full[kMaxStages],
+  // empty[kMaxStages], then the words: consumed, stage_aborted[]) and the stages after it.
+  __device__ static TmaRing in_header(unsigned char* smem, std::uint32_t num_stages, std::uint32_t stage_bytes,
+                                      std::uint32_t readers) {
+    std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
+    std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
+    return TmaRing{smem + kHeaderBytes, bars, bars + kMaxStages, words, words + 1, num_stages, stage_bytes, readers};
+  }
+  // One thread, before the block's first barrier: the barriers (full: 1 arrival; empty: `readers`), no stage
+  // aborted, no unit consumed, and the init fence for the async proxy.
+  __device__ void init() const {
+    for (std::uint32_t s = 0; s < num_stages; ++s) {
+      ptx::mbar_init(full + s, 1);
+      ptx::mbar_init(empty + s, readers);
+      stage_aborted[s] = 0;
+    }
+    *consumed = 0;
+    ptx::mbar_init_fence();
+  }
+
   __device__ unsigned char* stage(std::uint32_t i) const { return stages + std::size_t(i % num_stages) * stage_bytes; }
   __device__ std::uint64_t* full_bar(std::uint32_t i) const { return full + i % num_stages; }
   // Issuer: wait until unit i's stage is free (unit i - S handed back).
@@ -638,19 +658,8 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const bool push = a.algo == CollectiveAlgo::kTmaPush;
   if (threadIdx.x == 0) abort_flag = abort_seen = 0;
   Cta cta{&a, int(blockIdx.x), &abort_flag};
-  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
-  std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
-  const TmaRing ring{smem + kHeaderBytes,       bars,       bars + kMaxStages, words,      words + 1,
-                     std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp};
-  if (tma && threadIdx.x == 0) {
-    for (int s = 0; s < num_stages; ++s) {
-      ptx::mbar_init(ring.full + s, 1);
-      ptx::mbar_init(ring.empty + s, ring.readers);
-      ring.stage_aborted[s] = 0;
-    }
-    *ring.consumed = 0;
-    ptx::mbar_init_fence();
-  }
+  const TmaRing ring = TmaRing::in_header(smem, std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp);
+  if (tma && threadIdx.x == 0) ring.init();
   __syncthreads();
 
   const bool in_place = a.src[a.first_rank] == a.dst[a.first_rank];
@@ -832,18 +841,8 @@ __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, st
   const LocalPieces pieces(body, stage_bytes, interleaved);
   if (tid == 0 && !reduce && blockIdx.x == gridDim.x - 1)
     for (std::uint64_t i = body; i < bytes; ++i) dst[i] = src[i];
-  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
-  std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
-  const TmaRing ring{smem + kHeaderBytes, bars, bars + kMaxStages, words, words + 1, std::uint32_t(stages),
-                     stage_bytes, 1};  // one reader: thread 32
-  if (tid == 0) {
-    for (int s = 0; s < stages; ++s) {
-      ptx::mbar_init(ring.full + s, 1);
-      ptx::mbar_init(ring.empty + s, ring.readers);
-      ring.stage_aborted[s] = 0;
-    }
-    ptx::mbar_init_fence();
-  }
+  const TmaRing ring = TmaRing::in_header(smem, std::uint32_t(stages), stage_bytes, 1);  // one reader: thread 32
+  if (tid == 0) ring.init();
   __syncthreads();
   if (tid == 0) {  // producer
     for (std::uint32_t k = 0; k < pieces.count; ++k) {
