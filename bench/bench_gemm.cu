@@ -252,6 +252,12 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
       OVL_CHECK(std::sscanf(forced, "%d,%d,%d", &args.stream_k_tiles, &args.stream_k_splits, &args.stream_k_ctas) == 3,
                 "OVL_BENCH_GEMM_SK = '{}' is not tiles,splits,ctas", forced);
     }
+    // OVL_BENCH_GEMM_HALF=<tiles> runs the last <tiles> tiles as half tiles instead (stream-K off; 0: neither).
+    static const int half = ovl::bench::env_int("OVL_BENCH_GEMM_HALF", 0, 1 << 30, -1);
+    if (half >= 0) {
+      args.half_tiles = half;
+      args.stream_k_tiles = args.stream_k_splits = args.stream_k_ctas = 0;
+    }
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
@@ -364,6 +370,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["sk_tiles"] = plan.tiles;
       state.counters["sk_splits"] = plan.splits;
       state.counters["sk_ctas"] = plan.ctas;
+      state.counters["half_tiles"] = args[0].half_tiles;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

@@ -70,6 +70,11 @@ struct KernelParams {
   long long sk_iters;
   unsigned int* sk_counters;  // one per stream-K tile: its pieces finished so far (zeroed before the launch)
   float* sk_slots;            // per stream-K tile, sk_max_pieces fp32 partial tiles in the consumers' thread layout
+  // Half tiles: the tiles at positions [half_first, tiles) run as two 128 x 128 units each (left, right), after the
+  // whole tiles; half_first == tiles when off (never together with stream-K). With signals, half_counters holds one
+  // counter per half-split tile (its halves stored so far, zeroed before the launch); the second half signals.
+  int half_first;
+  unsigned int* half_counters;
   int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
 };
 
@@ -104,13 +109,14 @@ __host__ __device__ __forceinline__ int stream_k_cta_of(long long it, int ctas, 
 }
 
 // One unit of a CTA's work: k-blocks [kb_begin, kb_end) of the tile at `position`. piece < 0: the whole tile; else
-// piece `piece` (in k order) of the tile's `pieces`.
+// piece `piece` (in k order) of the tile's `pieces`. half < 0: all 256 columns; 0 or 1: columns [128 half, +128).
 struct Work {
-  int position, kb_begin, kb_end, piece, pieces;
+  int position, kb_begin, kb_end, piece, pieces, half;
 };
 
 // A CTA's list of work, which every role of the CTA walks alike: the units u = blockIdx.x, blockIdx.x + gridDim.x,
-// ...; unit u < sk_first is the whole tile at position u. Split schedule: unit sk_first + v is piece v / n of the
+// ...; unit u < min(sk_first, half_first) is the whole tile at position u. Half tiles: unit half_first + v is half
+// v % 2 of the tile at position half_first + v / 2 (the two halves of a tile on neighbouring CTAs). Split schedule: unit sk_first + v is piece v / n of the
 // stream-K tile v % n (n stream-K tiles; piece i: k-blocks [i kb / s, (i + 1) kb / s)). Contiguous schedule: after
 // its whole tiles, CTA b (below sk_ctas) takes the stream-K iterations [sk_start(b), sk_start(b + 1)), cut where a
 // tile ends; iteration i is k-block i % k_blocks of the stream-K tile i / k_blocks.
@@ -129,8 +135,15 @@ __device__ __forceinline__ WorkCursor work_begin(const KernelParams& p) {
 }
 
 __device__ __forceinline__ bool work_next(const KernelParams& p, WorkCursor& c, Work& w) {
-  if (c.position < p.sk_first) {
-    w = Work{c.position, 0, p.k_blocks, -1, 1};
+  if (c.position < p.sk_first && c.position < p.half_first) {
+    w = Work{c.position, 0, p.k_blocks, -1, 1, -1};
+    c.position += gridDim.x;
+    return true;
+  }
+  if (p.half_first < p.tiles) {
+    const int v = c.position - p.half_first;
+    if (v >= 2 * (p.tiles - p.half_first)) return false;
+    w = Work{p.half_first + v / 2, 0, p.k_blocks, -1, 1, v % 2};
     c.position += gridDim.x;
     return true;
   }
@@ -140,7 +153,7 @@ __device__ __forceinline__ bool work_next(const KernelParams& p, WorkCursor& c, 
     if (v >= n * p.sk_splits) return false;
     const int piece = v / n;
     w = Work{p.sk_first + v % n, piece * p.k_blocks / p.sk_splits, (piece + 1) * p.k_blocks / p.sk_splits, piece,
-             p.sk_splits};
+             p.sk_splits, -1};
     c.position += gridDim.x;
     return true;
   }
@@ -153,6 +166,7 @@ __device__ __forceinline__ bool work_next(const KernelParams& p, WorkCursor& c, 
   const int first = stream_k_cta_of(tile_begin, p.sk_ctas, p.sk_iters);
   w.pieces = stream_k_cta_of(tile_begin + p.k_blocks - 1, p.sk_ctas, p.sk_iters) - first + 1;
   w.piece = w.pieces == 1 ? -1 : int(blockIdx.x) - first;
+  w.half = -1;
   c.it = tile_begin + w.kb_end;
   return true;
 }
@@ -215,12 +229,17 @@ __device__ __forceinline__ uint32_t pick4(const uint32_t (&w)[4], int index) {
   return index == 0 ? w[0] : index == 1 ? w[1] : index == 2 ? w[2] : w[3];
 }
 
-template <typename T, int kTransB>
+// One k16 step on the whole tile (64 x 256 per consumer warpgroup) or, kHalf, on half a tile (64 x 128,
+// accumulators 0 .. 63).
+template <typename T, int kTransB, bool kHalf>
 __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    detail::wgmma_m64n256k16_bf16<kTransB>(acc, desc_a, desc_b, scale_d);
+  constexpr bool kBF16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kHalf) {
+    kBF16 ? detail::wgmma_m64n128k16_bf16<kTransB>(acc, desc_a, desc_b, scale_d)
+          : detail::wgmma_m64n128k16_f16<kTransB>(acc, desc_a, desc_b, scale_d);
   } else {
-    detail::wgmma_m64n256k16_f16<kTransB>(acc, desc_a, desc_b, scale_d);
+    kBF16 ? detail::wgmma_m64n256k16_bf16<kTransB>(acc, desc_a, desc_b, scale_d)
+          : detail::wgmma_m64n256k16_f16<kTransB>(acc, desc_a, desc_b, scale_d);
   }
 }
 
@@ -249,6 +268,11 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     2-D tensor [tiles * 128, 256], so edge tiles get their zeros). Registers epilogue: convert, transpose words
 //     inside each lane quad and store 16 bytes per lane straight from registers (row-major: bounds-checked;
 //     tile-major: the whole slot, zeros outside M x N), then, when signalling, arrive on `stored`.
+//   Half tiles (kStaged): a unit that is half a tile loads A as usual and only its 128 B columns into the first half
+//     of the B slot (K-major: a 128-row box; MN-major: two of the four 64-column boxes), runs m64n128k16 (the first
+//     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
+//     signals, after its stores are performed each half counts itself on the tile's half counter (fence +
+//     atom.acq_rel.gpu); the second to count stamps and signals the tile, the first does neither.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (fence + atom.acq_rel.gpu); the piece that completes the count
 //     sums the tile's partials in piece order and goes on as above; the others skip the staging, arrive on `stored`,
@@ -273,7 +297,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 template <typename T, int kTransB, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                     const __grid_constant__ CUtensorMap tmap_d, const __grid_constant__ KernelParams p) {
+                     const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
+                     const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
   constexpr int kStages = stages_of(kStaged);
   extern __shared__ uint8_t smem_raw[];
@@ -306,6 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     detail::prefetch_tensor_map(&tmap_a);
     detail::prefetch_tensor_map(&tmap_b);
+    if (kTransB == 0 && p.half_first < p.tiles) detail::prefetch_tensor_map(&tmap_b_half);
     if constexpr (kStaged) detail::prefetch_tensor_map(&tmap_d);
   }
   __syncthreads();
@@ -320,17 +346,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       while (work_next(p, cursor, w)) {
         const int tile = tile_at(p, w.position);
         const int m0 = (tile / p.tiles_n) * kTileM;
-        const int n0 = (tile % p.tiles_n) * kTileN;
+        // A half tile loads the 128 B columns (rows, K-major) of its half into the first half of the B slot.
+        const int n0 = (tile % p.tiles_n) * kTileN + (w.half > 0 ? kTileN / 2 : 0);
+        const int b_bytes = w.half < 0 ? kStageBytesB : kStageBytesB / 2;
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
-          detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + kStageBytesB);
+          detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
           const int k0 = kb * kTileK;
           detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
           if constexpr (kTransB == 0) {
-            detail::tma_load_2d(smem_b + stage * kStageBytesB, &tmap_b, &full[stage], k0, n0);
+            detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage], k0,
+                                n0);
           } else {
-#pragma unroll
-            for (int c = 0; c < kTileN / 64; ++c) {
+            for (int c = 0; c < b_bytes / kChunkBytesB; ++c) {
               detail::tma_load_2d(smem_b + stage * kStageBytesB + c * kChunkBytesB, &tmap_b, &full[stage], n0 + 64 * c,
                                   k0);
             }
@@ -356,11 +384,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             continue;
           }
           const int m0 = (tile / p.tiles_n) * kTileM;
-          const int n0 = (tile % p.tiles_n) * kTileN;
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
+          const int column = w.half > 0 ? kTileN / 2 : 0;  // of the tile: a half stores its 2 chunks there
+          const int n0 = (tile % p.tiles_n) * kTileN + column;
+          const int chunks = w.half < 0 ? 4 : 2;
+          for (int c = 0; c < chunks; ++c) {
             if (p.tile_major) {
-              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, 64 * c, tile * kTileM);
+              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, column + 64 * c, tile * kTileM);
             } else if (n0 + 64 * c < p.n) {
               detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, n0 + 64 * c, m0);
             }
@@ -368,7 +397,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           detail::bulk_commit();
           detail::bulk_wait_read_all();
           detail::mbarrier_arrive(handback);  // staging_free
-          if (p.signal) detail::bulk_wait_all();
+          if (p.signal) {
+            detail::bulk_wait_all();
+            // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
+            // acquires the first's count (made after its stores were performed), so its release covers both.
+            if (w.half >= 0 && detail::count_piece(p.half_counters + (position - p.half_first)) == 0) continue;
+          }
         }
         if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
         if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
@@ -391,29 +425,38 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int m0 = (tile / p.tiles_n) * kTileM;
       const int n0 = (tile % p.tiles_n) * kTileN;
       int previous_stage = 0;
-      for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-        detail::mbarrier_wait(&full[stage], phase);
-        const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
-        const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
-        detail::wgmma_fence();
+      // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
+      const auto mainloop = [&](auto half_tile) {
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+          detail::mbarrier_wait(&full[stage], phase);
+          const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
+          const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
+          detail::wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kTileK / 16; ++kk) {
-          // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
-          const uint64_t desc_a = detail::make_smem_desc(a_base + kk * 32, 16, 1024);
-          // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
-          // a k16 step is 16 rows of 128 bytes.
-          const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
-                                          : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
-          wgmma_step<T, kTransB>(acc, desc_a, desc_b, (kb > w.kb_begin || kk > 0) ? 1 : 0);
+          for (int kk = 0; kk < kTileK / 16; ++kk) {
+            // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
+            const uint64_t desc_a = detail::make_smem_desc(a_base + kk * 32, 16, 1024);
+            // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
+            // a k16 step is 16 rows of 128 bytes.
+            const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
+                                            : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
+            const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
+            wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
+          }
+          detail::wgmma_commit();
+          detail::wgmma_wait<1>();
+          if (kb > w.kb_begin && lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
+          previous_stage = stage;
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
         }
-        detail::wgmma_commit();
-        detail::wgmma_wait<1>();
-        if (kb > w.kb_begin && lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
-        previous_stage = stage;
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
+      };
+      if (w.half < 0) {
+        mainloop(std::false_type{});
+      } else {
+        mainloop(std::true_type{});
       }
       detail::wgmma_wait<0>();
       detail::fence_accumulators(acc);
@@ -437,6 +480,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
 #pragma unroll
           for (int j = 0; j < 32; j += 2) {
+            if (j >= 16 && w.half >= 0) break;  // a half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1
             const uint32_t unit = uint32_t(((j % 8) + half) ^ r8);
             detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16,
                                 pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
@@ -585,10 +629,15 @@ int stream_k_max_pieces(int tiles, int k_blocks, int ctas) {
 }
 
 // Where the workspace's parts are: the position -> group map (more than kGemmMaxInlineGroups groups), the stream-K
-// counters, the stream-K partials; each part 256-byte aligned.
+// counters and partials, or the half-tile counters (with signals or timestamps); each part 256-byte aligned.
 struct WorkspaceLayout {
   size_t group_map = 0, counters = 0, slots = 0, bytes = 0;
 };
+
+// Whether half tiles count their halves (the second half stamps and signals the tile).
+bool half_tiles_counted(const GemmArguments& args) {
+  return args.half_tiles > 0 && (args.group_counters != nullptr || args.tile_timestamps != nullptr);
+}
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
@@ -599,6 +648,9 @@ WorkspaceLayout workspace_layout(const GemmArguments& args, const GemmStreamKPla
     w.counters = align256(w.bytes);
     w.slots = align256(w.counters + size_t(sk.tiles) * sizeof(unsigned int));
     w.bytes = w.slots + size_t(sk.tiles) * sk.max_pieces * kSlotBytes;
+  } else if (half_tiles_counted(args)) {
+    w.counters = align256(w.bytes);
+    w.bytes = w.counters + size_t(args.half_tiles) * sizeof(unsigned int);
   }
   return w;
 }
@@ -641,6 +693,16 @@ std::string gemm_can_implement(const GemmArguments& args) {
   const int tiles = gemm_tile_count(args);
   if (args.stream_k_tiles != 0) {
     if (const std::string why = stream_k_problem(args, tiles, ceil_div(args.k, kTileK)); !why.empty()) return why;
+  }
+  if (args.half_tiles != 0) {
+    if (args.half_tiles < 1 || args.half_tiles > tiles) {
+      return fmt::format("half_tiles = {} is not in 1 .. {} (the tile count)", args.half_tiles, tiles);
+    }
+    if (args.stream_k_tiles != 0) {
+      return fmt::format("half_tiles = {} and stream_k_tiles = {}: at most one of them may be set", args.half_tiles,
+                         args.stream_k_tiles);
+    }
+    if (args.epilogue == GemmEpilogue::kRegisters) return "half tiles (half_tiles != 0) need the kTmaStore epilogue";
   }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
@@ -686,9 +748,9 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const WorkspaceLayout layout = workspace_layout(args, sk);
   if (layout.bytes > 0) {
     OVL_CHECK(workspace != nullptr,
-              "gemm_run: the GEMM needs a workspace of {} bytes ({} tile groups, stream-K over {} tiles), got a null "
-              "pointer",
-              layout.bytes, args.tile_groups.size(), sk.tiles);
+              "gemm_run: the GEMM needs a workspace of {} bytes ({} tile groups, stream-K over {} tiles, {} half "
+              "tiles), got a null pointer",
+              layout.bytes, args.tile_groups.size(), sk.tiles, args.half_tiles);
     OVL_CHECK(aligned16(workspace), "gemm_run: workspace = {} is not 16-byte aligned", workspace);
   }
   uint8_t* ws = static_cast<uint8_t*>(workspace);
@@ -726,6 +788,11 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     p.sk_slots = reinterpret_cast<float*>(ws + layout.slots);
     OVL_CUDA_CHECK(cudaMemsetAsync(p.sk_counters, 0, size_t(sk.tiles) * sizeof(unsigned int), stream));
   }
+  p.half_first = p.tiles - args.half_tiles;
+  if (half_tiles_counted(args)) {
+    p.half_counters = reinterpret_cast<unsigned int*>(ws + layout.counters);
+    OVL_CUDA_CHECK(cudaMemsetAsync(p.half_counters, 0, size_t(args.half_tiles) * sizeof(unsigned int), stream));
+  }
   if (p.num_groups > kGemmMaxInlineGroups) {
     std::vector<int> map(p.tiles);
     int position = 0;
@@ -745,6 +812,10 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
                                         : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
+  // Half tiles with K-major B load 128 rows of B (MN-major B: two of the four 64-column boxes).
+  const CUtensorMap tmap_b_half = args.half_tiles > 0 && !b_mn_major
+                                      ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
+                                      : CUtensorMap{};
 
   // The staged epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
   const bool staged = args.epilogue != GemmEpilogue::kRegisters;
@@ -755,13 +826,14 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
 
   // Whole tiles (and split pieces) fill at most sm_count CTAs; the contiguous schedule needs its `ctas` (at most
   // sm_count).
-  const dim3 grid(sk.splits > 0 ? std::min(args.sm_count, p.sk_first + sk.tiles * sk.splits)
-                                : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
+  const dim3 grid(args.half_tiles > 0 ? std::min(args.sm_count, p.half_first + 2 * args.half_tiles)
+                  : sk.splits > 0     ? std::min(args.sm_count, p.sk_first + sk.tiles * sk.splits)
+                                      : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
   const dim3 block(kThreads);
   const int smem = smem_bytes_of(staged);
   const auto launch = [&](auto kernel) {
     opt_in_dynamic_shared_memory(kernel, smem);
-    kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_d, p);
+    kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
   };
   const bool bf16 = args.dtype == GemmDType::kBF16;
   if (staged) {

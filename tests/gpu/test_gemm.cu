@@ -184,6 +184,7 @@ struct RunOptions {
   // Stream-K plan (off unless a test sets one; the tests that compare bits across grids or epilogues rely on that:
   // stream-K changes the fp32 summation order).
   int stream_k_tiles = 0, stream_k_splits = 0, stream_k_ctas = 0;
+  int half_tiles = 0;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
 
@@ -213,6 +214,7 @@ GemmArguments arguments_of(const Problem& p, const RunOptions& opt) {
   args.stream_k_tiles = opt.stream_k_tiles;
   args.stream_k_splits = opt.stream_k_splits;
   args.stream_k_ctas = opt.stream_k_ctas;
+  args.half_tiles = opt.half_tiles;
   return args;
 }
 
@@ -657,6 +659,79 @@ TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
   }
 }
 
+// Half tiles: the last tiles of the order as two 128 x 128 units each, on odd shapes (edge tiles whose right half is
+// wholly outside N, K tails), both B and output layouts, with signals and timestamps, against float64; the halves
+// accumulate each element in the same order as a whole tile, so the bits must equal the whole-tile run's.
+TEST_F(GemmTest, HalfTilesMatchCpuReference) {
+  struct Case {
+    int m, n, k, sms, half;
+  };
+  const Case cases[] = {
+      {1000, 1800, 200, 7, 8},    // 64 tiles (8 x 8; the last tile column holds 8 columns: its right half is empty)
+      {1000, 1800, 200, 7, 64},   // every tile in halves: 128 units over 7 CTAs
+      {200, 264, 1032, 3, 4},     // 2 x 2 tiles, 17 k-blocks (the last partial), all in halves
+      {130, 520, 136, 16, 3},     // 2 x 3 tiles, the last 3 in halves: 9 units, a grid of 9
+      {256, 512, 1024, 132, 2},   // 2 x 2 tiles, 16 k-blocks, 2 in halves
+      {1000, 1800, 256, 60, 4},   // 60 whole tiles in one round, then the 8 halves on CTAs 0 .. 7
+  };
+  uint32_t seed = 500;
+  for (const Case& c : cases) {
+    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+      Inputs in(Problem{c.m, c.n, c.k, GemmDType::kBF16, bl}, seed += 2);
+      const std::vector<double> ref = cpu_reference(in);
+      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+        RunOptions opt;
+        opt.output_layout = ol;
+        opt.sm_count = c.sms;
+        opt.tile_order = GemmTileOrder::kSwizzle;
+        opt.swizzle = 3;
+        opt.timestamps = true;
+        const int tiles = gemm_tile_count(arguments_of(in.problem, opt));
+        opt.tile_groups = {tiles - c.half, c.half};
+        if (opt.tile_groups[0] == 0) opt.tile_groups = {c.half};
+        RunOptions whole = opt;
+        opt.half_tiles = c.half;
+        const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " half tiles " +
+                                 std::to_string(c.half) + (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major");
+        RunResult halves, reference_bits;
+        run(in, opt, halves);
+        expect_close(in.problem, ol, halves.d, ref, what);
+        for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
+          EXPECT_EQ(halves.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
+        }
+        for (int t = 0; t < tiles; ++t) EXPECT_NE(halves.timestamps[t], 0u) << what << ": tile " << t;
+        run(in, whole, reference_bits);
+        EXPECT_EQ(0, std::memcmp(halves.d.data(), reference_bits.d.data(), halves.d.size() * 2))
+            << what << ": bits differ from the whole-tile run";
+      }
+    }
+  }
+}
+
+// Half tiles with fp16, an explicit (shuffled) order and more groups than travel inline (the position -> group map
+// and the half counters share the workspace): the halves follow positions, not tile ids.
+TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
+  const Problem p{4200, 1800, 264, GemmDType::kFP16, GemmBLayout::kNxK};  // 33 x 8 = 264 tiles, 5 k-blocks
+  Inputs in(p, 91);
+  const std::vector<double> ref = cpu_reference(in);
+  std::vector<int> permutation(264);
+  std::iota(permutation.begin(), permutation.end(), 0);
+  std::shuffle(permutation.begin(), permutation.end(), std::mt19937(9));
+  RunOptions opt;
+  opt.sm_count = 40;
+  opt.tile_order = GemmTileOrder::kExplicit;
+  opt.explicit_order = permutation;
+  opt.tile_groups.assign(264, 1);  // more than kGemmMaxInlineGroups
+  opt.half_tiles = 17;
+  opt.timestamps = true;
+  RunResult r;
+  run(in, opt, r);
+  const std::string what = describe(p) + " explicit order, 264 groups, 17 half tiles";
+  expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
+  for (size_t g = 0; g < r.counters.size(); ++g) EXPECT_EQ(r.counters[g], 1u) << what << ": group " << g;
+  for (int t = 0; t < 264; ++t) EXPECT_NE(r.timestamps[t], 0u) << what << ": tile " << t;
+}
+
 GemmArguments valid_arguments() {
   GemmArguments args;
   args.m = 256;
@@ -797,6 +872,42 @@ TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("null"), std::string::npos) << e.what();
   }
+}
+
+// Half tiles: the arguments gemm_can_implement refuses name the value; the workspace holds one counter per half-split
+// tile only when the tiles are signalled or stamped (after the group map when there is one).
+TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
+  auto refuses = [](const GemmArguments& args, const std::string& needle) {
+    const std::string why = gemm_can_implement(args);
+    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
+  };
+  GemmArguments a = valid_arguments();  // 2 x 2 tiles
+  a.half_tiles = -1;
+  refuses(a, "half_tiles = -1");
+  a.half_tiles = 5;
+  refuses(a, "half_tiles = 5 is not in 1 .. 4");
+  a.half_tiles = 4;
+  EXPECT_EQ("", gemm_can_implement(a));
+  EXPECT_EQ(gemm_workspace_bytes(a), 0u);  // no signals, no timestamps: nothing to count
+  a.stream_k_tiles = 2;
+  a.stream_k_splits = 2;
+  refuses(a, "at most one of them");
+  a.stream_k_tiles = a.stream_k_splits = 0;
+  a.epilogue = GemmEpilogue::kRegisters;
+  refuses(a, "need the kTmaStore epilogue");
+  a.epilogue = GemmEpilogue::kAuto;
+  unsigned long long stamps = 0;
+  a.tile_timestamps = &stamps;  // never dereferenced: only whether it is set matters here
+  EXPECT_EQ(gemm_workspace_bytes(a), 4 * sizeof(unsigned int));
+  a.tile_timestamps = nullptr;
+  a.m = 128 * 300;  // 600 tiles, one group each: the map (600 ints), then the counters 256-byte aligned
+  a.tile_groups.assign(600, 1);
+  unsigned int counters = 0;
+  a.group_counters = &counters;
+  a.half_tiles = 3;
+  EXPECT_EQ("", gemm_can_implement(a));
+  EXPECT_EQ(gemm_workspace_bytes(a), (600 * sizeof(int) + 255) / 256 * 256 + 3 * sizeof(unsigned int));
+  EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
 }
 
 TEST(GemmArgumentsTest, RunThrowsBeforeTouchingTheDevice) {

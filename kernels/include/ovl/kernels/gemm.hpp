@@ -88,6 +88,11 @@ struct GemmArguments {
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
   int stream_k_splits = 0;  // 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
   int stream_k_ctas = 0;    // contiguous only: 1 .. sm_count, at most half the tiles' k-block iterations
+  // Half tiles (kTmaStore epilogue; not with stream-K): the last `half_tiles` positions of the order run as two
+  // 128 x 128 units each, the left and the right half of the tile, after the whole tiles. When the last round of
+  // whole tiles would fill at most half the grid, its tiles in halves fill twice the SMs for about half the time,
+  // with no partial sums: the bits are those of whole tiles. A tile's second half to be stored stamps and signals it.
+  int half_tiles = 0;  // 0: off; else 1 .. tile count
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
@@ -100,7 +105,7 @@ GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
 // Device workspace gemm_run needs: for more than kGemmMaxInlineGroups groups one int per tile (the position -> group
 // map, filled by gemm_run with cudaMemcpyAsync; fewer groups travel in the kernel's parameters); with stream-K one
 // counter per stream-K tile (zeroed by gemm_run on the stream) and max_pieces fp32 tiles (128 KB each) per stream-K
-// tile. 0 when neither applies (then nullptr is fine); else 16-byte aligned (cudaMalloc's is). A workspace serves one
+// tile; with half tiles and signals or timestamps, one counter per half-split tile (zeroed by gemm_run). 0 when neither applies (then nullptr is fine); else 16-byte aligned (cudaMalloc's is). A workspace serves one
 // gemm_run at a time: two GEMMs that may run at once (other streams) need two.
 inline constexpr int kGemmMaxInlineGroups = 256;
 size_t gemm_workspace_bytes(const GemmArguments& args);
