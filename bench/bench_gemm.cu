@@ -1,11 +1,11 @@
 // bench_gemm: the signaling Hopper GEMM against cuBLAS, on the whole GPU and on green-context partitions.
 //
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
-//   impl    ovl (signals on: one group per tile row, release add per tile; the stream-K plan ovl::choose_stream_k
-//           picks), ovl-nosignal (the same without signals), ovl-nosk (ovl with stream-K off), ovl-registers (signals
-//           on, the epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
-//           cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases, read
-//           as fp16: finite, magnitudes below 2), bf16 everywhere else
+//   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
+//           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
+//           only), ovl-registers (signals on, the epilogue that stores from registers instead of through shared memory
+//           and TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random
+//           bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -198,7 +198,7 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal: with the stream-K plan ovl::choose_stream_k picks; kOvlNoStreamK: kOvl without stream-K.
+// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only.
 enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlRegisters, kCublas };
 
 struct Case {
@@ -241,9 +241,10 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const ovl::StreamKChoice sk =
-        ovl::choose_stream_k(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
+        ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
     args.stream_k_tiles = sk.tiles;
     args.stream_k_splits = sk.splits;
+    args.half_tiles = sk.half_tiles;
   }
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).

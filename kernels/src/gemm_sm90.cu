@@ -116,10 +116,11 @@ struct Work {
 
 // A CTA's list of work, which every role of the CTA walks alike: the units u = blockIdx.x, blockIdx.x + gridDim.x,
 // ...; unit u < min(sk_first, half_first) is the whole tile at position u. Half tiles: unit half_first + v is half
-// v % 2 of the tile at position half_first + v / 2 (the two halves of a tile on neighbouring CTAs). Split schedule: unit sk_first + v is piece v / n of the
-// stream-K tile v % n (n stream-K tiles; piece i: k-blocks [i kb / s, (i + 1) kb / s)). Contiguous schedule: after
-// its whole tiles, CTA b (below sk_ctas) takes the stream-K iterations [sk_start(b), sk_start(b + 1)), cut where a
-// tile ends; iteration i is k-block i % k_blocks of the stream-K tile i / k_blocks.
+// v % 2 of the tile at position half_first + v / 2 (the two halves of a tile on neighbouring CTAs). Split schedule:
+// unit sk_first + v is piece v / n of the stream-K tile v % n (n stream-K tiles; piece i: k-blocks [i kb / s,
+// (i + 1) kb / s)). Contiguous schedule: after its whole tiles, CTA b (below sk_ctas) takes the stream-K iterations
+// [sk_start(b), sk_start(b + 1)), cut where a tile ends; iteration i is k-block i % k_blocks of the stream-K tile
+// i / k_blocks.
 struct WorkCursor {
   int position;
   long long it, it_end;

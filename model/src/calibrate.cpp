@@ -729,6 +729,9 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         }
         bench->stream_k = StreamKChoice{int(counters["sk_tiles"]), int(splits)};
       }
+      if (bench->kind == BenchKind::kGemm && counters.count("half_tiles") && counters["half_tiles"] > 0) {
+        bench->stream_k = StreamKChoice{0, 0, int(counters["half_tiles"])};
+      }
       if (counters.count("us")) us = counters["us"];  // per-operation time when a case times several per iteration
       OVL_CHECK(std::isfinite(us) && us > 0, "benchmark \"{}\": time {} us must be positive", name, us);
       const std::string key = bench->name();
@@ -801,8 +804,8 @@ CalibrationResult calibrate_measurements(const std::vector<Measurement>& measure
         if (m.bench.sms > base.sm_count) {
           result.notes.push_back(
               fmt::format("{}: {} SMs exceed the profile's {}, skipped", m.name, m.bench.sms, base.sm_count));
-        } else if (m.bench.stream_k.tiles > 0) {
-          result.notes.push_back(fmt::format("{}: a stream-K plan, validated but not fitted", m.name));
+        } else if (m.bench.stream_k.tiles > 0 || m.bench.stream_k.half_tiles > 0) {
+          result.notes.push_back(fmt::format("{}: a stream-K or half-tile plan, validated but not fitted", m.name));
         } else {
           (m.bench.gemm_impl() == GemmImpl::kCublas ? cublas : ovl).push_back(&m);
         }

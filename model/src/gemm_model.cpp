@@ -24,6 +24,11 @@ struct StreamKRounds {
   double rounds = 0, work = 0;
 };
 StreamKRounds stream_k_rounds(int64_t tiles, int64_t k_blocks, int sms, StreamKChoice sk) {
+  if (sk.half_tiles > 0) {  // whole rounds, then rounds of halves
+    const int64_t whole = tiles - sk.half_tiles, halves = 2 * int64_t(sk.half_tiles);
+    return {double(ceil_div(whole, sms)) + double(ceil_div(halves, sms)) * kHalfTileTime,
+            double(whole) + double(halves) * kHalfTileTime};
+  }
   const int64_t whole = tiles - sk.tiles, pieces = int64_t(sk.tiles) * sk.splits;
   const double kb = double(k_blocks);
   const double piece = (double(ceil_div(k_blocks, sk.splits)) + kPieceWriteKBlocks) / kb;
@@ -116,12 +121,15 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
     // number of busy SMs over the kernel, tiles / waves (the power controller averages over milliseconds).
     g.busy_sms = double(g.tiles) / double(g.waves);
     g.waves_used = double(g.waves);
-    if (stream_k.tiles > 0) {
+    if (stream_k.tiles > 0 || stream_k.half_tiles > 0) {
       // Split stream-K: whole rounds of the first tiles, then rounds of pieces of the last stream_k.tiles, then the
-      // last piece's read of its tile's partials; in tile times (a tile is k_blocks k-blocks).
-      OVL_CHECK(stream_k.tiles <= g.tiles && stream_k.splits >= 2,
-                "stream-K plan of {} tiles in {} splits does not fit {} tiles", stream_k.tiles, stream_k.splits,
-                g.tiles);
+      // last piece's read of its tile's partials; half tiles: whole rounds, then rounds of halves; in tile times (a
+      // tile is k_blocks k-blocks).
+      OVL_CHECK(stream_k.half_tiles > 0
+                    ? stream_k.tiles == 0 && stream_k.half_tiles <= g.tiles
+                    : stream_k.tiles <= g.tiles && stream_k.splits >= 2,
+                "tail plan of {} stream-K tiles in {} splits, {} half tiles does not fit {} tiles", stream_k.tiles,
+                stream_k.splits, stream_k.half_tiles, g.tiles);
       const StreamKRounds r = stream_k_rounds(g.tiles, ceil_div(shape.k, tile.k), sms, stream_k);
       g.waves_used = r.rounds;
       g.busy_sms = std::min(double(sms), r.work / r.rounds);
@@ -183,6 +191,19 @@ StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
     }
   }
   return choice;
+}
+
+StreamKChoice choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms) {
+  const StreamKChoice stream_k = choose_stream_k(tiles, k_blocks, sms);
+  if (tiles <= 0 || sms <= 0 || tiles > (int64_t(1) << 30)) return stream_k;
+  const int64_t last = tiles % sms;
+  if (last == 0 || 2 * last > sms) return stream_k;
+  const StreamKChoice halves{0, 0, int(last)};
+  const double rounds = detail::stream_k_rounds(tiles, k_blocks, sms, halves).rounds;
+  const double whole = double((tiles + sms - 1) / sms);
+  if (rounds > whole * (1.0 - kStreamKMinGain)) return stream_k;
+  if (stream_k.tiles > 0 && detail::stream_k_rounds(tiles, k_blocks, sms, stream_k).rounds <= rounds) return stream_k;
+  return halves;
 }
 
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {

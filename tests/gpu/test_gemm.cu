@@ -692,7 +692,8 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         RunOptions whole = opt;
         opt.half_tiles = c.half;
         const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " half tiles " +
-                                 std::to_string(c.half) + (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major");
+                                 std::to_string(c.half) +
+                                 (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major");
         RunResult halves, reference_bits;
         run(in, opt, halves);
         expect_close(in.problem, ol, halves.d, ref, what);

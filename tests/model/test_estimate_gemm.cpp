@@ -251,5 +251,37 @@ TEST(EstimateGemm, StreamKPlan) {
                    estimate_gemm(s, GemmImpl::kCublas, 124, TileShape{}, kH200).us);
 }
 
+// The tail plan: half tiles where the last round fills at most half the grid and the halves save enough (8192 x 4096
+// x 1024 at 124 SMs: 8 rounds + 32 tiles); the stream-K plan where it is better (long K, 2048 x 8192 x 4096 at 124:
+// pieces of 16 k-blocks beat halves of a whole tile's k-blocks); nothing where the last round is more than half full,
+// or its halves save too little (34 rounds, 4 tiles in the last).
+TEST(EstimateGemm, TailPlanChoice) {
+  const StreamKChoice halves = choose_tail_plan(1024, 16, 124);
+  EXPECT_EQ(halves.half_tiles, 32);
+  EXPECT_EQ(halves.tiles, 0);
+  const StreamKChoice long_k = choose_tail_plan(512, 64, 124);
+  const StreamKChoice stream_k = choose_stream_k(512, 64, 124);
+  EXPECT_EQ(long_k.half_tiles, 0);
+  EXPECT_EQ(long_k.tiles, stream_k.tiles);
+  EXPECT_EQ(long_k.splits, stream_k.splits);
+  const StreamKChoice more_than_half = choose_tail_plan(2048, 32, 124);  // 16 rounds + 64 tiles
+  EXPECT_EQ(more_than_half.half_tiles, 0);
+  EXPECT_EQ(more_than_half.tiles, 0);
+  EXPECT_EQ(choose_tail_plan(4096, 16, 124).half_tiles, 0);  // 33 rounds + 4: saves 1.2%
+  EXPECT_EQ(choose_tail_plan(1024, 16, 128).half_tiles, 0);  // whole rounds
+  EXPECT_EQ(choose_tail_plan(0, 16, 124).half_tiles, 0);
+  EXPECT_EQ(choose_tail_plan(1024, 16, 0).half_tiles, 0);
+  // The estimate with the halves: faster than whole tiles; a plan with more half tiles than tiles is refused.
+  const GemmShape s{8192, 4096, 1024};
+  const GemmEstimate whole = estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200);
+  const GemmEstimate half = estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200,
+                                          GemmRegime::kSustained, halves);
+  EXPECT_LT(half.us, whole.us);
+  EXPECT_GT(half.us, whole.us * (1.0 - (1.0 - kHalfTileTime) / 9.0) * 0.99);  // at most the rounds' saving
+  EXPECT_THROW(estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200, GemmRegime::kSustained,
+                             StreamKChoice{0, 0, 1025}),
+               Error);
+}
+
 }  // namespace
 }  // namespace ovl

@@ -44,12 +44,21 @@ double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
 // k-block times (one tile-k-block on one SM): whole tiles in rounds of `sms`, then rounds of pieces (a piece's
 // k-blocks plus writing its 128 KB fp32 partial, 2.4), then the last piece's reading of the tile's s partials (3 each).
 // On the H200 the plans it picks gained about half of what it predicts (docs/results/gemm-h200-streamk/).
+// The same struct carries the other way of filling a sparse last round (ovl::kernels::GemmArguments::half_tiles):
+// its tiles as two 128 x 128 halves each, twice the units for about half the time, no partial sums.
 struct StreamKChoice {
-  int tiles = 0;   // the last `tiles` positions of the tile order
-  int splits = 0;  // equal k ranges per tile
+  int tiles = 0;       // the last `tiles` positions of the tile order
+  int splits = 0;      // equal k ranges per tile
+  int half_tiles = 0;  // instead of stream-K (tiles = 0): the last `half_tiles` positions in halves
 };
 inline constexpr double kStreamKMinGain = 0.03;
 StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
+
+// A half tile's time over a whole tile's, for the half-tile plans (measured on the H200: docs/gemm-notes.md).
+inline constexpr double kHalfTileTime = 0.6;
+// The tail plan our GEMM runs on `sms` SMs: half tiles for the last tiles % sms tiles when they fill at most half the
+// grid and save at least kStreamKMinGain over whole tiles and more than choose_stream_k's plan; else that plan.
+StreamKChoice choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms);
 
 // `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
 // sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
@@ -57,7 +66,8 @@ StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, const Hardware& hw);
 // `stream_k` (our kernel, split plans): the last stream_k.tiles tiles run in stream_k.splits k-pieces after the
 // whole rounds (rounds of pieces, each a piece's k-blocks plus its partial's write, then the last piece's read of
-// the tile's partials), and the clock follows the SMs busy over the whole kernel as for whole tiles.
+// the tile's partials), or the last stream_k.half_tiles in halves (rounds of halves, kHalfTileTime each), and the
+// clock follows the SMs busy over the whole kernel as for whole tiles.
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
                            const Hardware& hw, GemmRegime regime = GemmRegime::kSustained, StreamKChoice stream_k = {});
 
