@@ -252,6 +252,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     if (forced != nullptr) {
       OVL_CHECK(std::sscanf(forced, "%d,%d,%d", &args.stream_k_tiles, &args.stream_k_splits, &args.stream_k_ctas) == 3,
                 "OVL_BENCH_GEMM_SK = '{}' is not tiles,splits,ctas", forced);
+      args.half_tiles = 0;
     }
     // OVL_BENCH_GEMM_HALF=<tiles> runs the last <tiles> tiles as half tiles instead (stream-K off; 0: neither).
     static const int half = ovl::bench::env_int("OVL_BENCH_GEMM_HALF", 0, 1 << 30, -1);
