@@ -201,7 +201,7 @@ StreamKChoice choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms) {
   const StreamKChoice halves{0, 0, int(last)};
   const double rounds = detail::stream_k_rounds(tiles, k_blocks, sms, halves).rounds;
   const double whole = double((tiles + sms - 1) / sms);
-  if (rounds > whole * (1.0 - kStreamKMinGain)) return stream_k;
+  if (rounds > whole * (1.0 - kHalfTileMinGain)) return stream_k;
   if (stream_k.tiles > 0 && detail::stream_k_rounds(tiles, k_blocks, sms, stream_k).rounds <= rounds) return stream_k;
   return halves;
 }

@@ -54,10 +54,14 @@ struct StreamKChoice {
 inline constexpr double kStreamKMinGain = 0.03;
 StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
 
-// A half tile's time over a whole tile's, for the half-tile plans (measured on the H200: docs/gemm-notes.md).
-inline constexpr double kHalfTileTime = 0.6;
+// A round of half tiles over a round of whole tiles, as measured (docs/results/gemm-h200-tail/: 0.80-0.88 on the rows
+// it ran; a half does half the MMAs and 2/3 of the loads, but the sparse last round of whole tiles already runs at a
+// higher clock, and the half counters cost a memset). Halves change no bits and write no partials, so they need less
+// predicted gain than a stream-K plan: kHalfTileMinGain.
+inline constexpr double kHalfTileTime = 0.85;
+inline constexpr double kHalfTileMinGain = 0.01;
 // The tail plan our GEMM runs on `sms` SMs: half tiles for the last tiles % sms tiles when they fill at most half the
-// grid and save at least kStreamKMinGain over whole tiles and more than choose_stream_k's plan; else that plan.
+// grid and save at least kHalfTileMinGain over whole tiles and more than choose_stream_k's plan; else that plan.
 StreamKChoice choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms);
 
 // `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
