@@ -68,13 +68,14 @@ struct KernelParams {
   // sk_iters k-block iterations shared over CTAs [0, sk_ctas).
   int sk_first, sk_splits, sk_ctas, sk_max_pieces;
   long long sk_iters;
-  unsigned int* sk_counters;  // one per stream-K tile: its pieces finished so far (zeroed before the launch)
+  unsigned long long* sk_counters;  // one per stream-K tile: its pieces finished so far (detail::count_arrival)
   float* sk_slots;            // per stream-K tile, sk_max_pieces fp32 partial tiles in the consumers' thread layout
   // Half tiles: the tiles at positions [half_first, tiles) run as two 128 x 128 units each (left, right), after the
   // whole tiles; half_first == tiles when off (never together with stream-K). With signals, half_counters holds one
-  // counter per half-split tile (its halves stored so far, zeroed before the launch); the second half signals.
+  // counter per half-split tile (its halves stored so far, detail::count_arrival); the second half signals.
   int half_first;
-  unsigned int* half_counters;
+  unsigned long long* half_counters;
+  unsigned int epoch;  // this launch's number for the arrival counters (never 0)
   int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
 };
 
@@ -189,7 +190,10 @@ __device__ __forceinline__ bool stream_k_piece(const KernelParams& p, const Work
     __stcg(mine + c * 256 + ct, make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]));
   }
   detail::named_barrier_sync(1, 256);
-  if (ct == 0) *last = detail::count_piece(p.sk_counters + local) == unsigned(w.pieces - 1);
+  if (ct == 0) {
+    *last = detail::count_arrival(p.sk_counters + local, p.epoch) == unsigned(w.pieces - 1);
+    if (*last) detail::clear_arrivals(p.sk_counters + local);
+  }
   detail::named_barrier_sync(1, 256);
   if (!*last) return false;
 #pragma unroll
@@ -272,11 +276,12 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   Half tiles (kStaged): a unit that is half a tile loads A as usual and only its 128 B columns into the first half
 //     of the B slot (K-major: a 128-row box; MN-major: two of the four 64-column boxes), runs m64n128k16 (the first
 //     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
-//     signals, after its stores are performed each half counts itself on the tile's half counter (fence +
-//     atom.acq_rel.gpu); the second to count stamps and signals the tile, the first does neither.
+//     signals, after its stores are performed each half counts itself on the tile's half counter
+//     (detail::count_arrival: fence + CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
+//     signals the tile, the first does neither.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
-//     workspace slot, and one thread counts the piece (fence + atom.acq_rel.gpu); the piece that completes the count
-//     sums the tile's partials in piece order and goes on as above; the others skip the staging, arrive on `stored`,
+//     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
+//     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging, arrive on `stored`,
 //     and the store thread only hands the staging back.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
 //   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
@@ -292,7 +297,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   performed). Then fence.acq_rel.sys + red.release.sys.global.add.u32 on the group counter (cumulative, so it
 //   covers the tile's stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a
 //   relaxed read) sees the tile. Stream-K: each consumer thread's st.global.cg of its partial, then a named barrier
-//   over the 256 consumers, then one thread's fence.acq_rel.gpu + atom.acq_rel.gpu on the tile's counter; the
+//   over the 256 consumers, then one thread's fence.acq_rel.gpu + atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
 template <typename T, int kTransB, bool kStaged>
@@ -402,7 +407,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             detail::bulk_wait_all();
             // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
             // acquires the first's count (made after its stores were performed), so its release covers both.
-            if (w.half >= 0 && detail::count_piece(p.half_counters + (position - p.half_first)) == 0) continue;
+            if (w.half >= 0) {
+              unsigned long long* word = p.half_counters + (position - p.half_first);
+              if (detail::count_arrival(word, p.epoch) == 0) continue;
+              detail::clear_arrivals(word);
+            }
           }
         }
         if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
@@ -635,6 +644,15 @@ struct WorkspaceLayout {
   size_t group_map = 0, counters = 0, slots = 0, bytes = 0;
 };
 
+// A fresh number for each launch that counts arrivals (detail::count_arrival), never 0 (a zeroed word counts as no
+// arrival of any launch). Within a process no two launches share one until 2^32 launches later.
+unsigned int next_epoch() {
+  static std::atomic<unsigned int> counter{0};
+  unsigned int epoch = counter.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (epoch == 0) epoch = counter.fetch_add(1, std::memory_order_relaxed) + 1;
+  return epoch;
+}
+
 // Whether half tiles count their halves (the second half stamps and signals the tile).
 bool half_tiles_counted(const GemmArguments& args) {
   return args.half_tiles > 0 && (args.group_counters != nullptr || args.tile_timestamps != nullptr);
@@ -647,11 +665,11 @@ WorkspaceLayout workspace_layout(const GemmArguments& args, const GemmStreamKPla
   if (args.tile_groups.size() > size_t(kGemmMaxInlineGroups)) w.bytes = size_t(gemm_tile_count(args)) * sizeof(int);
   if (sk.tiles > 0) {
     w.counters = align256(w.bytes);
-    w.slots = align256(w.counters + size_t(sk.tiles) * sizeof(unsigned int));
+    w.slots = align256(w.counters + size_t(sk.tiles) * sizeof(unsigned long long));
     w.bytes = w.slots + size_t(sk.tiles) * sk.max_pieces * kSlotBytes;
   } else if (half_tiles_counted(args)) {
     w.counters = align256(w.bytes);
-    w.bytes = w.counters + size_t(args.half_tiles) * sizeof(unsigned int);
+    w.bytes = w.counters + size_t(args.half_tiles) * sizeof(unsigned long long);
   }
   return w;
 }
@@ -785,15 +803,13 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.sk_max_pieces = sk.max_pieces;
   p.sk_iters = (long long)sk.tiles * p.k_blocks;
   if (sk.tiles > 0) {
-    p.sk_counters = reinterpret_cast<unsigned int*>(ws + layout.counters);
+    p.sk_counters = reinterpret_cast<unsigned long long*>(ws + layout.counters);
     p.sk_slots = reinterpret_cast<float*>(ws + layout.slots);
-    OVL_CUDA_CHECK(cudaMemsetAsync(p.sk_counters, 0, size_t(sk.tiles) * sizeof(unsigned int), stream));
   }
   p.half_first = p.tiles - args.half_tiles;
-  if (half_tiles_counted(args)) {
-    p.half_counters = reinterpret_cast<unsigned int*>(ws + layout.counters);
-    OVL_CUDA_CHECK(cudaMemsetAsync(p.half_counters, 0, size_t(args.half_tiles) * sizeof(unsigned int), stream));
-  }
+  if (half_tiles_counted(args)) p.half_counters = reinterpret_cast<unsigned long long*>(ws + layout.counters);
+  // The arrival counters need no zeroing: a launch counts only arrivals tagged with its own epoch.
+  p.epoch = next_epoch();
   if (p.num_groups > kGemmMaxInlineGroups) {
     std::vector<int> map(p.tiles);
     int position = 0;

@@ -221,18 +221,36 @@ __device__ __forceinline__ void signal_tile(unsigned int* counter) {
       : "memory");
 }
 
-// Stream-K: counts a finished piece of a tile after the calling CTA's partial (ordered before this thread by a
-// barrier) is visible at GPU scope, and returns the count before. Acquire as well: the piece that sees the count
-// reach the tile's pieces reads the other pieces' partials after it.
-__device__ __forceinline__ unsigned int count_piece(unsigned int* counter) {
-  unsigned int before;
+// A tile's arrival counter (a finished stream-K piece, or a stored half tile), in a 64-bit word: the high half is the
+// launch's epoch (a per-launch number, never 0), the low half its arrivals so far. Counts the calling thread's arrival
+// after its earlier writes (ordered before it by a barrier or a bulk wait) are visible at GPU scope, and returns the
+// arrivals of this launch before it. A word another launch left, or never written (zero), counts as none, so the
+// workspace needs no zeroing; acquire as well: the last arrival reads what the others wrote after it.
+__device__ __forceinline__ unsigned int count_arrival(unsigned long long* word, unsigned int epoch) {
+  unsigned long long seen;
   asm volatile(
       "fence.acq_rel.gpu;\n"
-      "atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-      : "=r"(before)
-      : "l"(counter)
+      "ld.relaxed.gpu.global.u64 %0, [%1];\n"
+      : "=l"(seen)
+      : "l"(word)
       : "memory");
-  return before;
+  for (;;) {
+    const unsigned int before = static_cast<unsigned int>(seen >> 32) == epoch ? static_cast<unsigned int>(seen) : 0u;
+    const unsigned long long next = (static_cast<unsigned long long>(epoch) << 32) | (before + 1u);
+    unsigned long long old;
+    asm volatile("atom.acq_rel.gpu.global.cas.b64 %0, [%1], %2, %3;\n"
+                 : "=l"(old)
+                 : "l"(word), "l"(seen), "l"(next)
+                 : "memory");
+    if (old == seen) return before;
+    seen = old;
+  }
+}
+
+// The last arrival of a launch clears the word (no other arrival of this launch touches it after), so that a replay
+// of the same launch (a CUDA graph, same epoch) starts from zero.
+__device__ __forceinline__ void clear_arrivals(unsigned long long* word) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(word), "l"(0ull) : "memory");
 }
 
 // bar.sync on a named barrier: the `threads` threads (a multiple of 32) that use `id` wait for each other; orders

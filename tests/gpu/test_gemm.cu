@@ -246,7 +246,8 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   }
   ASSERT_EQ("", gemm_can_implement(args));
   DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
-  if (workspace.bytes() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));  // gemm_run zeroes
+  // Garbage, not zeros: the arrival counters must count a word no launch of this process wrote as no arrival.
+  if (workspace.bytes() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
   cudaStream_t stream = opt.stream;
   if (stream == nullptr) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CUDA_OK(test::finish_setup());  // the poison, memsets and uploads above, before the GEMM
@@ -733,6 +734,68 @@ TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
   for (int t = 0; t < 264; ++t) EXPECT_NE(r.timestamps[t], 0u) << what << ": tile " << t;
 }
 
+// CUDA-graph replays: gemm_run captured once (tensor maps, plan and epoch baked into the graph) and replayed three
+// times on a workspace poisoned once. Each replay must give the direct run's bits and add each group's tiles to its
+// counter: the arrival counters start from zero again because the last arrival of a launch clears its word.
+TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
+  const Problem p{1000, 1800, 200, GemmDType::kBF16, GemmBLayout::kKxN};  // 64 tiles, 4 k-blocks
+  Inputs in(p, 77);
+  struct TailPlan {
+    const char* name;
+    int half, sk_tiles, sk_splits, sk_ctas;
+  };
+  const TailPlan plans[] = {{"8 half tiles", 8, 0, 0, 0},
+                            {"split stream-K 8 x 2", 0, 8, 2, 0},
+                            {"contiguous stream-K 8 over 7", 0, 8, 0, 7}};
+  for (const TailPlan& plan : plans) {
+    RunOptions opt;
+    opt.sm_count = 7;
+    opt.tile_groups = {56, 8};
+    opt.half_tiles = plan.half;
+    opt.stream_k_tiles = plan.sk_tiles;
+    opt.stream_k_splits = plan.sk_splits;
+    opt.stream_k_ctas = plan.sk_ctas;
+    RunResult direct;
+    run(in, opt, direct);  // also does the shared-memory opt-in outside the capture
+
+    GemmArguments args = arguments_of(p, opt);
+    args.a = in.a_dev.get();
+    args.b = in.b_dev.get();
+    DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
+    DeviceBuffer<unsigned int> counters(2);
+    args.d = d.get();
+    args.group_counters = counters.get();  // before sizing the workspace: half tiles count only when signalled
+    DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+    ASSERT_GT(workspace.bytes(), 0u) << plan.name;
+    CUDA_OK(cudaMemset(counters.get(), 0, counters.bytes()));
+    CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDA_OK(test::finish_setup());
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<uint16_t> out(d.count());
+    std::vector<unsigned int> counts(2);
+    for (unsigned int replay = 1; replay <= 3; ++replay) {
+      CUDA_OK(cudaMemsetAsync(d.get(), 0xFF, d.bytes(), stream));
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(cudaMemcpy(out.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(counts.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(0, std::memcmp(out.data(), direct.d.data(), out.size() * 2))
+          << plan.name << ": replay " << replay << " differs from the direct run";
+      EXPECT_EQ(counts, (std::vector<unsigned int>{56 * replay, 8 * replay})) << plan.name << ": replay " << replay;
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+  }
+}
+
 GemmArguments valid_arguments() {
   GemmArguments args;
   args.m = 256;
@@ -899,7 +962,7 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   a.epilogue = GemmEpilogue::kAuto;
   unsigned long long stamps = 0;
   a.tile_timestamps = &stamps;  // never dereferenced: only whether it is set matters here
-  EXPECT_EQ(gemm_workspace_bytes(a), 4 * sizeof(unsigned int));
+  EXPECT_EQ(gemm_workspace_bytes(a), 4 * sizeof(unsigned long long));
   a.tile_timestamps = nullptr;
   a.m = 128 * 300;  // 600 tiles, one group each: the map (600 ints), then the counters 256-byte aligned
   a.tile_groups.assign(600, 1);
@@ -907,7 +970,7 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   a.group_counters = &counters;
   a.half_tiles = 3;
   EXPECT_EQ("", gemm_can_implement(a));
-  EXPECT_EQ(gemm_workspace_bytes(a), (600 * sizeof(int) + 255) / 256 * 256 + 3 * sizeof(unsigned int));
+  EXPECT_EQ(gemm_workspace_bytes(a), (600 * sizeof(int) + 255) / 256 * 256 + 3 * sizeof(unsigned long long));
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
 }
 
