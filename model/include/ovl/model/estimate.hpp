@@ -56,7 +56,7 @@ StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
 
 // A round of half tiles over a round of whole tiles, as measured (docs/results/gemm-h200-tail/: 0.78-0.94, mean 0.87,
 // on the 8 swept rows of at most 9 rounds; a half does half the MMAs and 2/3 of the loads, but the sparse last round
-// of whole tiles already runs at a higher clock, and the half counters cost a memset). Halves change no bits and write no partials, so they need less
+// of whole tiles already runs at a higher clock). Halves change no bits and write no partials, so they need less
 // predicted gain than a stream-K plan: kHalfTileMinGain.
 inline constexpr double kHalfTileTime = 0.85;
 inline constexpr double kHalfTileMinGain = 0.01;
