@@ -281,8 +281,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     signals the tile, the first does neither.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
-//     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging, arrive on `stored`,
-//     and the store thread only hands the staging back.
+//     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
+//     arrive on `stored`, and the store thread only hands the staging back.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
 //   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
 //   staging_free mbarriers. S = stages_of(kStaged). Static: the two stream-K flags sk_last[2].
