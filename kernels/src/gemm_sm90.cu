@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <mutex>
 #include <numeric>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -639,23 +640,18 @@ int stream_k_max_pieces(int tiles, int k_blocks, int ctas) {
 }
 
 // Where the workspace's parts are: the position -> group map (more than kGemmMaxInlineGroups groups), the stream-K
-// counters and partials, or the half-tile counters (with signals or timestamps); each part 256-byte aligned.
+// counters and partials, or the half-tile counters; each part 256-byte aligned.
 struct WorkspaceLayout {
   size_t group_map = 0, counters = 0, slots = 0, bytes = 0;
 };
 
-// A fresh number for each launch that counts arrivals (detail::count_arrival), never 0 (a zeroed word counts as no
-// arrival of any launch). Within a process no two launches share one until 2^32 launches later.
+// A fresh number for each launch that counts arrivals (detail::count_arrival). Within a process no two launches share
+// one until 2^31 launches later. The top bit is set and the sequence starts at a random point, so that ordinary data
+// a workspace held before (the group map's small integers, a word of zeros) is not taken for this launch's arrivals:
+// that would need the word's high 32 bits to equal the epoch exactly.
 unsigned int next_epoch() {
-  static std::atomic<unsigned int> counter{0};
-  unsigned int epoch = counter.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (epoch == 0) epoch = counter.fetch_add(1, std::memory_order_relaxed) + 1;
-  return epoch;
-}
-
-// Whether half tiles count their halves (the second half stamps and signals the tile).
-bool half_tiles_counted(const GemmArguments& args) {
-  return args.half_tiles > 0 && (args.group_counters != nullptr || args.tile_timestamps != nullptr);
+  static std::atomic<unsigned int> counter{std::random_device{}()};
+  return 0x80000000u | counter.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
@@ -667,7 +663,7 @@ WorkspaceLayout workspace_layout(const GemmArguments& args, const GemmStreamKPla
     w.counters = align256(w.bytes);
     w.slots = align256(w.counters + size_t(sk.tiles) * sizeof(unsigned long long));
     w.bytes = w.slots + size_t(sk.tiles) * sk.max_pieces * kSlotBytes;
-  } else if (half_tiles_counted(args)) {
+  } else if (args.half_tiles > 0) {  // reserved with or without signals: the size must not hang on pointers
     w.counters = align256(w.bytes);
     w.bytes = w.counters + size_t(args.half_tiles) * sizeof(unsigned long long);
   }
@@ -807,10 +803,17 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     p.sk_slots = reinterpret_cast<float*>(ws + layout.slots);
   }
   p.half_first = p.tiles - args.half_tiles;
-  if (half_tiles_counted(args)) p.half_counters = reinterpret_cast<unsigned long long*>(ws + layout.counters);
+  if (args.half_tiles > 0) p.half_counters = reinterpret_cast<unsigned long long*>(ws + layout.counters);
   // The arrival counters need no zeroing: a launch counts only arrivals tagged with its own epoch.
   p.epoch = next_epoch();
   if (p.num_groups > kGemmMaxInlineGroups) {
+    // The map's upload copies from host memory, which a stream capture would record as a copy from a dead vector.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    OVL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    OVL_CHECK(capture == cudaStreamCaptureStatusNone,
+              "gemm_run: {} tile groups (more than {}) upload a position -> group map from host memory, which a "
+              "CUDA graph capture cannot hold; capture GEMMs with at most {} groups",
+              p.num_groups, kGemmMaxInlineGroups, kGemmMaxInlineGroups);
     std::vector<int> map(p.tiles);
     int position = 0;
     for (int g = 0; g < p.num_groups; ++g) {

@@ -734,6 +734,24 @@ TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
   for (int t = 0; t < 264; ++t) EXPECT_NE(r.timestamps[t], 0u) << what << ": tile " << t;
 }
 
+// Half tiles with neither signals nor timestamps (the halves then count nothing): float64 and the whole-tile bits.
+TEST_F(GemmTest, HalfTilesWithoutSignals) {
+  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    Inputs in(Problem{1000, 1800, 200, GemmDType::kBF16, bl}, 551);
+    const std::vector<double> ref = cpu_reference(in);
+    RunOptions whole;
+    whole.sm_count = 7;
+    RunOptions halves = whole;
+    halves.half_tiles = 8;
+    RunResult h, w;
+    run(in, halves, h);
+    run(in, whole, w);
+    const std::string what = describe(in.problem) + " 8 half tiles, no signals";
+    expect_close(in.problem, GemmOutputLayout::kRowMajor, h.d, ref, what);
+    EXPECT_EQ(0, std::memcmp(h.d.data(), w.d.data(), h.d.size() * 2)) << what << ": bits differ from whole tiles";
+  }
+}
+
 // CUDA-graph replays: gemm_run captured once (tensor maps, plan and epoch baked into the graph) and replayed three
 // times on a workspace poisoned once. Each replay must give the direct run's bits and add each group's tiles to its
 // counter: the arrival counters start from zero again because the last arrival of a launch clears its word.
@@ -938,8 +956,9 @@ TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
   }
 }
 
-// Half tiles: the arguments gemm_can_implement refuses name the value; the workspace holds one counter per half-split
-// tile only when the tiles are signalled or stamped (after the group map when there is one).
+// Half tiles: the arguments gemm_can_implement refuses name the value; the workspace holds one 8-byte counter per
+// half-split tile, signalled or not (so its size does not change when the counters' pointer is set later), after the
+// group map when there is one.
 TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   auto refuses = [](const GemmArguments& args, const std::string& needle) {
     const std::string why = gemm_can_implement(args);
@@ -952,7 +971,7 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   refuses(a, "half_tiles = 5 is not in 1 .. 4");
   a.half_tiles = 4;
   EXPECT_EQ("", gemm_can_implement(a));
-  EXPECT_EQ(gemm_workspace_bytes(a), 0u);  // no signals, no timestamps: nothing to count
+  EXPECT_EQ(gemm_workspace_bytes(a), 4 * sizeof(unsigned long long));  // no signals, no timestamps: the same size
   a.stream_k_tiles = 2;
   a.stream_k_splits = 2;
   refuses(a, "at most one of them");

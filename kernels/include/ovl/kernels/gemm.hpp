@@ -104,11 +104,12 @@ GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
 
 // Device workspace gemm_run needs: for more than kGemmMaxInlineGroups groups one int per tile (the position -> group
 // map, filled by gemm_run with cudaMemcpyAsync; fewer groups travel in the kernel's parameters); with stream-K one
-// 8-byte counter per stream-K tile and max_pieces fp32 tiles (128 KB each) per stream-K tile; with half tiles and
-// signals or timestamps, one 8-byte counter per half-split tile. The counters need no zeroing (each launch tags its
-// counts with a number of its own, and the last arrival clears them, so a CUDA graph replays correctly). 0 when none
-// applies (then nullptr is fine); else 16-byte aligned (cudaMalloc's is). A workspace serves one gemm_run at a time:
-// two GEMMs that may run at once (other streams) need two.
+// 8-byte counter per stream-K tile and max_pieces fp32 tiles (128 KB each) per stream-K tile; with half tiles, one
+// 8-byte counter per half-split tile. The counters need no zeroing (each launch tags its counts with a number of its
+// own, and the last arrival clears them, so a CUDA graph replays correctly). 0 when none applies (then nullptr is
+// fine); else 16-byte aligned (cudaMalloc's is). A workspace serves one gemm_run at a time: two GEMMs that may run at
+// once (other streams) need two. gemm_run can be captured into a CUDA graph, except with more than
+// kGemmMaxInlineGroups groups (it then uploads a map from host memory, and refuses while the stream is capturing).
 inline constexpr int kGemmMaxInlineGroups = 256;
 size_t gemm_workspace_bytes(const GemmArguments& args);
 
