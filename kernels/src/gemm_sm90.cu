@@ -72,8 +72,8 @@ struct KernelParams {
   unsigned long long* sk_counters;  // one per stream-K tile: its pieces finished so far (detail::count_arrival)
   float* sk_slots;            // per stream-K tile, sk_max_pieces fp32 partial tiles in the consumers' thread layout
   // Half tiles: the tiles at positions [half_first, tiles) run as two 128 x 128 units each (left, right), after the
-  // whole tiles; half_first == tiles when off (never together with stream-K). With signals, half_counters holds one
-  // counter per half-split tile (its halves stored so far, detail::count_arrival); the second half signals.
+  // whole tiles; half_first == tiles when off (never together with stream-K). half_counters holds one counter per
+  // half-split tile (its halves stored so far, detail::count_arrival), used with signals: the second half signals.
   int half_first;
   unsigned long long* half_counters;
   unsigned int epoch;  // this launch's number for the arrival counters (never 0)

@@ -325,6 +325,21 @@ std::vector<int> host_order(const Problem& p, const RunOptions& opt) {
   return order;
 }
 
+// Signal groups for a tail plan over the last `last` of `tiles` tiles: the whole tiles, then the tail (one group when
+// the tail is every tile), so a group's counter depends on the tail's pieces or halves signalling right.
+std::vector<int> groups_with_tail(int tiles, int last) {
+  return last == tiles ? std::vector<int>{last} : std::vector<int>{tiles - last, last};
+}
+
+// Every group counter ended at its group's size, and every tile has a timestamp when opt asked for them.
+void expect_signalled(const RunOptions& opt, const RunResult& r, const std::string& what) {
+  ASSERT_EQ(r.counters.size(), opt.tile_groups.size()) << what;
+  for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
+    EXPECT_EQ(r.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
+  }
+  for (size_t t = 0; t < r.timestamps.size(); ++t) EXPECT_NE(r.timestamps[t], 0u) << what << ": tile " << t;
+}
+
 class GemmTest : public test::HopperTest {};
 
 // Small and odd shapes (edge tiles in M and N, K tails, M = 1, N and K below one box), both B layouts, both output
@@ -429,10 +444,7 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
             EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
           }
         }
-        ASSERT_EQ(r.counters.size(), opt.tile_groups.size());
-        for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
-          EXPECT_EQ(r.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
-        }
+        expect_signalled(opt, r, what);  // and below: the stamps in each CTA's visiting order are monotone
         const std::vector<int> visit = host_order(p, opt);
         for (int cta = 0; cta < opt.sm_count; ++cta) {
           unsigned long long last = 0;
@@ -565,8 +577,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         opt.timestamps = true;
         const GemmArguments probe = arguments_of(in.problem, opt);
         const int tiles = gemm_tile_count(probe);
-        opt.tile_groups = {tiles - c.tiles, c.tiles};
-        if (opt.tile_groups[0] == 0) opt.tile_groups = {c.tiles};
+        opt.tile_groups = groups_with_tail(tiles, c.tiles);
         const GemmStreamKPlan plan = gemm_stream_k_plan(probe);
         const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " stream-K " +
                                  std::to_string(c.tiles) + " tiles, splits " + std::to_string(c.splits) + ", ctas " +
@@ -577,10 +588,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         RunResult first, second;
         run(in, opt, first);
         expect_close(in.problem, ol, first.d, ref, what);
-        for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
-          EXPECT_EQ(first.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
-        }
-        for (int t = 0; t < tiles; ++t) EXPECT_NE(first.timestamps[t], 0u) << what << ": tile " << t;
+        expect_signalled(opt, first, what);
         // The same plan on a larger grid: other CTAs run the pieces, at other times, so another piece is likely
         // the last; the sum's order, and so the bits, must not change.
         RunOptions wider = opt;
@@ -688,8 +696,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         opt.swizzle = 3;
         opt.timestamps = true;
         const int tiles = gemm_tile_count(arguments_of(in.problem, opt));
-        opt.tile_groups = {tiles - c.half, c.half};
-        if (opt.tile_groups[0] == 0) opt.tile_groups = {c.half};
+        opt.tile_groups = groups_with_tail(tiles, c.half);
         RunOptions whole = opt;
         opt.half_tiles = c.half;
         const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " half tiles " +
@@ -698,10 +705,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         RunResult halves, reference_bits;
         run(in, opt, halves);
         expect_close(in.problem, ol, halves.d, ref, what);
-        for (size_t g = 0; g < opt.tile_groups.size(); ++g) {
-          EXPECT_EQ(halves.counters[g], unsigned(opt.tile_groups[g])) << what << ": counter " << g;
-        }
-        for (int t = 0; t < tiles; ++t) EXPECT_NE(halves.timestamps[t], 0u) << what << ": tile " << t;
+        expect_signalled(opt, halves, what);
         run(in, whole, reference_bits);
         EXPECT_EQ(0, std::memcmp(halves.d.data(), reference_bits.d.data(), halves.d.size() * 2))
             << what << ": bits differ from the whole-tile run";
@@ -730,8 +734,7 @@ TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
   run(in, opt, r);
   const std::string what = describe(p) + " explicit order, 264 groups, 17 half tiles";
   expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
-  for (size_t g = 0; g < r.counters.size(); ++g) EXPECT_EQ(r.counters[g], 1u) << what << ": group " << g;
-  for (int t = 0; t < 264; ++t) EXPECT_NE(r.timestamps[t], 0u) << what << ": tile " << t;
+  expect_signalled(opt, r, what);
 }
 
 // Half tiles with neither signals nor timestamps (the halves then count nothing): float64 and the whole-tile bits.
