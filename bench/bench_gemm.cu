@@ -3,9 +3,10 @@
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
 //   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
 //           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
-//           only), ovl-registers (signals on, the epilogue that stores from registers instead of through shared memory
-//           and TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random
-//           bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           only), ovl-k32 (ovl with the k32 ring: 6 stages of 24 KB instead of 3 of 48 KB), ovl-registers (signals
+//           on, the epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16
+//           and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases,
+//           read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -198,8 +199,9 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only.
-enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlRegisters, kCublas };
+// kOvl, kOvlNoSignal, kOvlK32: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole
+// tiles only; kOvlK32: kOvl with k_block = 32.
+enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlK32, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -238,7 +240,9 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.swizzle = swizzle_rows();
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
+  if (c.impl == Impl::kOvlK32) args.k_block = 32;
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlK32) {
+    // The plan counts k64 blocks for either ring (its split counts are valid k32 splits too).
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const ovl::StreamKChoice sk =
         ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
@@ -261,7 +265,8 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
       args.stream_k_tiles = args.stream_k_splits = args.stream_k_ctas = 0;
     }
   }
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlRegisters) {
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlK32 ||
+      c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
@@ -387,6 +392,7 @@ const bool registered = [] {
   const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
+                                                {Impl::kOvlK32, "ovl-k32"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const int (&s)[3], GemmBLayout layout, int sms) {
