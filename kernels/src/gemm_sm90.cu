@@ -25,33 +25,29 @@
 namespace ovl::kernels {
 namespace {
 
-// One CTA computes a 128 x 256 tile, K in ring steps of kBK = 64 (one 128-byte swizzle row of bf16 per step; the
-// default) or 32 (64-byte swizzle rows, twice the stages in the same shared memory: GemmArguments::k_block).
+// One CTA computes a 128 x 256 tile, K in steps of 64 (one 128-byte swizzle row of bf16 per step).
 constexpr int kTileM = 128;
 constexpr int kTileN = 256;
-constexpr int kTileK = 64;  // the default ring step
+constexpr int kTileK = 64;
 constexpr int kThreads = 384;  // warpgroup 0: producer; warpgroups 1, 2: consumers (64 rows each)
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;  // 128 x 40 + 256 x 232 = 64512 <= 65536 registers per SM
-constexpr int stage_bytes_a(int bk) { return kTileM * bk * 2; }  // 16 KB at kBK = 64
-constexpr int stage_bytes_b(int bk) { return kTileN * bk * 2; }  // 32 KB
-constexpr int chunk_bytes_b(int bk) { return bk * 64 * 2; }      // MN-major B: one 64-column chunk, 8 KB
+constexpr int kConsumerRegs = 232;                 // 128 x 40 + 256 x 232 = 64512 <= 65536 registers per SM
+constexpr int kStageBytesA = kTileM * kTileK * 2;  // 16 KB
+constexpr int kStageBytesB = kTileN * kTileK * 2;  // 32 KB
+constexpr int kChunkBytesB = kTileK * 64 * 2;      // MN-major B: one 64-column chunk, 8 KB
 // Staged epilogue (kTmaStore): the bf16/fp16 tile in shared memory as four 128-row x 64-column chunks (128-byte
 // rows, 128-byte swizzle), each stored by one TMA box.
 constexpr int kStagingChunkBytes = kTileM * 64 * 2;  // 16 KB
 constexpr int kStagingBytes = 4 * kStagingChunkBytes;
-// The ring holds 192 KB with the register epilogue (4 stages of k64) and 144 KB with the staged one (4 x 48 KB +
-// 64 KB is over 227 KB): 3 stages of k64 or 6 of k32.
-constexpr int stages_of(bool staged, int bk) { return (staged ? 3 : 4) * (kTileK / bk); }
-constexpr int smem_bytes_of(bool staged, int bk) {
-  const int stages = stages_of(staged, bk);
+// The ring has 4 stages with the register epilogue; 3 with the staged one (4 x 48 KB + 64 KB is over 227 KB).
+constexpr int stages_of(bool staged) { return staged ? 3 : 4; }
+constexpr int smem_bytes_of(bool staged) {
+  const int stages = stages_of(staged);
   const int barriers = 2 * stages + 2;  // full[], empty[], stored, signaled (registers) / staging_free (staged)
-  return stages * (stage_bytes_a(bk) + stage_bytes_b(bk)) + (staged ? kStagingBytes : 0) + barriers * 8 +
-         1024;  // + slack
+  return stages * (kStageBytesA + kStageBytesB) + (staged ? kStagingBytes : 0) + barriers * 8 + 1024;  // + slack
 }
-static_assert(smem_bytes_of(true, 64) <= 227 * 1024 && smem_bytes_of(false, 64) <= 227 * 1024 &&
-              smem_bytes_of(true, 32) <= 227 * 1024);
+static_assert(smem_bytes_of(true) <= 227 * 1024 && smem_bytes_of(false) <= 227 * 1024);
 constexpr int kMaxDevices = 64;
 
 enum : int { kOrderRowBand = 0, kOrderSwizzle = 1, kOrderExplicit = 2 };
@@ -305,16 +301,13 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   over the 256 consumers, then one thread's fence.acq_rel.gpu + atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
-template <typename T, int kTransB, bool kStaged, int kBK>
+template <typename T, int kTransB, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  constexpr int kStages = stages_of(kStaged, kBK);
-  constexpr int kStageBytesA = stage_bytes_a(kBK);
-  constexpr int kStageBytesB = stage_bytes_b(kBK);
-  constexpr int kChunkBytesB = chunk_bytes_b(kBK);
+  constexpr int kStages = stages_of(kStaged);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
   uint8_t* smem_a = smem_raw + pad;
@@ -366,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
           detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
-          const int k0 = kb * kBK;
+          const int k0 = kb * kTileK;
           detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
           if constexpr (kTransB == 0) {
             detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage], k0,
@@ -447,20 +440,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       const auto mainloop = [&](auto half_tile) {
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           detail::mbarrier_wait(&full[stage], phase);
-          const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * (2 * kBK));
+          const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
           const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
           detail::wgmma_fence();
 #pragma unroll
-          for (int kk = 0; kk < kBK / 16; ++kk) {
-            // K-major, 128-byte (kBK = 64) or 64-byte (kBK = 32) swizzle: 8-row groups 8 rows apart (1024 / 512
-            // bytes); a k16 step is 32 bytes along the row.
-            constexpr uint32_t kKMajorSwizzle = kBK == 64 ? detail::kSwizzle128B : detail::kSwizzle64B;
-            const uint64_t desc_a = detail::make_smem_desc(a_base + kk * 32, 16, 16 * kBK, kKMajorSwizzle);
-            // MN-major B (128-byte swizzle): 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes
-            // apart (stride); a k16 step is 16 rows of 128 bytes.
-            const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024,
-                                                                     detail::kSwizzle128B)
-                                            : detail::make_smem_desc(b_base + kk * 32, 16, 16 * kBK, kKMajorSwizzle);
+          for (int kk = 0; kk < kTileK / 16; ++kk) {
+            // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
+            const uint64_t desc_a = detail::make_smem_desc(a_base + kk * 32, 16, 1024);
+            // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
+            // a k16 step is 16 rows of 128 bytes.
+            const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
+                                            : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
             const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
             wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
           }
@@ -569,8 +559,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols, 128-byte swizzle (64-byte when a
-// box row is 64 bytes), zero fill.
+// Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols, 128-byte swizzle, zero fill.
 CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
                             uint32_t box_cols) {
   CUtensorMap map{};
@@ -581,7 +570,7 @@ CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, ui
   OVL_CU_CHECK(tensor_map_encoder()(
       &map, dtype == GemmDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
       const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      box_cols * 2 == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
 }
 
@@ -716,15 +705,9 @@ std::string gemm_can_implement(const GemmArguments& args) {
   if (args.tile_order == GemmTileOrder::kExplicit && args.explicit_order == nullptr) {
     return "explicit_order is a null pointer (tile_order is kExplicit)";
   }
-  if (args.k_block != 64 && args.k_block != 32) return fmt::format("k_block = {} is not 64 or 32", args.k_block);
-  if (args.k_block == 32 && args.epilogue == GemmEpilogue::kRegisters) {
-    return "k_block = 32 needs the kTmaStore epilogue";
-  }
   const int tiles = gemm_tile_count(args);
   if (args.stream_k_tiles != 0) {
-    if (const std::string why = stream_k_problem(args, tiles, ceil_div(args.k, args.k_block)); !why.empty()) {
-      return why;
-    }
+    if (const std::string why = stream_k_problem(args, tiles, ceil_div(args.k, kTileK)); !why.empty()) return why;
   }
   if (args.half_tiles != 0) {
     if (args.half_tiles < 1 || args.half_tiles > tiles) {
@@ -756,7 +739,7 @@ std::string gemm_can_implement(const GemmArguments& args) {
 GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args) {
   if (args.stream_k_tiles == 0 || args.m <= 0 || args.n <= 0 || args.k <= 0 || args.sm_count <= 0) return {};
   const int tiles = gemm_tile_count(args);
-  const int k_blocks = ceil_div(args.k, args.k_block);
+  const int k_blocks = ceil_div(args.k, kTileK);
   if (!stream_k_problem(args, tiles, k_blocks).empty()) return {};  // gemm_can_implement names it
   if (args.stream_k_splits > 0) return {args.stream_k_tiles, args.stream_k_splits, 0, args.stream_k_splits};
   return {args.stream_k_tiles, 0, args.stream_k_ctas,
@@ -798,8 +781,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.tiles_m = ceil_div(args.m, kTileM);
   p.tiles_n = ceil_div(args.n, kTileN);
   p.tiles = p.tiles_m * p.tiles_n;
-  const int bk = args.k_block;
-  p.k_blocks = ceil_div(args.k, bk);
+  p.k_blocks = ceil_div(args.k, kTileK);
   p.tile_order = args.tile_order == GemmTileOrder::kRowBand   ? kOrderRowBand
                  : args.tile_order == GemmTileOrder::kSwizzle ? kOrderSwizzle
                                                               : kOrderExplicit;
@@ -846,13 +828,13 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     for (int g = 0; g < p.num_groups; ++g) p.group_end[g] = end += args.tile_groups[g];
   }
 
-  const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, bk);
+  const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, kTileK);
   const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
-  const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, bk, 64)
-                                        : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, bk);
+  const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
+                                        : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
   // Half tiles with K-major B load 128 rows of B (MN-major B: two of the four 64-column boxes).
   const CUtensorMap tmap_b_half = args.half_tiles > 0 && !b_mn_major
-                                      ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, bk)
+                                      ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
                                       : CUtensorMap{};
 
   // The staged epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
@@ -868,32 +850,24 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                   : sk.splits > 0     ? std::min(args.sm_count, p.sk_first + sk.tiles * sk.splits)
                                       : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
   const dim3 block(kThreads);
-  const int smem = smem_bytes_of(staged, bk);
+  const int smem = smem_bytes_of(staged);
   const auto launch = [&](auto kernel) {
     opt_in_dynamic_shared_memory(kernel, smem);
     kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
   };
   const bool bf16 = args.dtype == GemmDType::kBF16;
-  if (staged && bk == 32) {
+  if (staged) {
     if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 32>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 32>);
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true>) : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true>);
     } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true, 32>) : launch(gemm_sm90_kernel<__half, 0, true, 32>);
-    }
-  } else if (staged) {
-    if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 64>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 64>);
-    } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true, 64>) : launch(gemm_sm90_kernel<__half, 0, true, 64>);
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true>) : launch(gemm_sm90_kernel<__half, 0, true>);
     }
   } else {
     if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, false, 64>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, false, 64>);
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, false>)
+                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, false>);
     } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, false, 64>) : launch(gemm_sm90_kernel<__half, 0, false, 64>);
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, false>) : launch(gemm_sm90_kernel<__half, 0, false>);
     }
   }
   OVL_CUDA_CHECK_LAST();

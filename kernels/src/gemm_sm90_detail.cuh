@@ -103,18 +103,13 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // ---- wgmma -------------------------------------------------------------------------------------------------------
 
 // Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading and stride byte
-// offsets (all >> 4), base offset 0 (every operand starts on a multiple of its swizzle atom: 1024 bytes for the
-// 128-byte swizzle, 512 for the 64-byte one), layout type (bits 62-63) naming the swizzle mode. The two we use:
-constexpr uint32_t kSwizzle128B = 1;
-constexpr uint32_t kSwizzle64B = 2;
-
-__device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes,
-                                                   uint32_t layout_type) {
+// offsets (all >> 4), base offset 0 (every swizzle atom is 1024-byte aligned), layout type 1 = 128-byte swizzle.
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes) {
   uint64_t desc = 0;
   desc |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
   desc |= static_cast<uint64_t>((leading_bytes & 0x3FFFF) >> 4) << 16;
   desc |= static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;
-  desc |= static_cast<uint64_t>(layout_type) << 62;
+  desc |= 1ull << 62;
   return desc;
 }
 

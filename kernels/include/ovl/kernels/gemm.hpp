@@ -93,10 +93,6 @@ struct GemmArguments {
   // whole tiles would fill at most half the grid, its tiles in halves fill twice the SMs for about half the time,
   // with no partial sums: the bits are those of whole tiles. A tile's second half to be stored stamps and signals it.
   int half_tiles = 0;  // 0: off; else 1 .. tile count
-  // The shared-memory ring's step along K: 64 (3 stages of 48 KB) or 32 (6 stages of 24 KB in the same 144 KB, so
-  // twice the bytes in flight while the consumers hold their two slots; kTmaStore epilogue only). Stream-K splits
-  // count k-blocks of this size. Same bits either way (the same k16 steps in the same order).
-  int k_block = 64;
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
