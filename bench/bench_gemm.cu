@@ -3,10 +3,9 @@
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
 //   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
 //           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
-//           only), ovl-k32 (ovl with the k32 ring: 6 stages of 24 KB instead of 3 of 48 KB), ovl-registers (signals
-//           on, the epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16
-//           and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases,
-//           read as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           only), ovl-registers (signals on, the epilogue that stores from registers instead of through shared memory
+//           and TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random
+//           bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -16,6 +15,13 @@
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
 // sleep after each timed iteration (the GPU cools between GEMMs). The counters reps, sets and gap_us say what ran.
+// OVL_BENCH_GEMM_TIMELINE=1 adds, after the timed loop, 5 GEMMs each bracketed by two one-thread kernels that read
+// %globaltimer (amid back-to-back GEMMs, so the GPU stays in the sustained regime): tl_total_us, the median time
+// between the two stamps; for ovl-nosk also from its per-tile stamps (written when a tile's stores are performed):
+// tl_tile_us, the median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first
+// tile's stamp after the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most
+// tiles a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start,
+// tail, launch), which cuBLAS's tl_total_us bounds from the other side.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
 //          --benchmark_out_format=json
 
@@ -128,6 +134,30 @@ CUcontext current_context() {
   return ctx;
 }
 
+__global__ void stamp_kernel(unsigned long long* out) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  *out = t;
+}
+
+// The visiting order of the swizzle order (position -> tile id), as the kernel computes it.
+std::vector<int> swizzle_order(int tiles_m, int tiles_n, int rows) {
+  std::vector<int> order;
+  for (int band = 0; band * rows < tiles_m; ++band) {
+    const int h = std::min(rows, tiles_m - band * rows);
+    for (int c = 0; c < tiles_n; ++c) {
+      for (int r = 0; r < h; ++r) order.push_back((band * rows + r) * tiles_n + c);
+    }
+  }
+  return order;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 __global__ void fill_random(__nv_bfloat16* out, size_t count, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ (seed * 0x9E3779B9u) ^ uint32_t(i >> 32);
@@ -199,9 +229,8 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal, kOvlK32: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole
-// tiles only; kOvlK32: kOvl with k_block = 32.
-enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlK32, kOvlRegisters, kCublas };
+// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only.
+enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -240,9 +269,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.swizzle = swizzle_rows();
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
-  if (c.impl == Impl::kOvlK32) args.k_block = 32;
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlK32) {
-    // The plan counts k64 blocks for either ring (its split counts are valid k32 splits too).
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const ovl::StreamKChoice sk =
         ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
@@ -265,8 +292,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
       args.stream_k_tiles = args.stream_k_splits = args.stream_k_ctas = 0;
     }
   }
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlK32 ||
-      c.impl == Impl::kOvlRegisters) {
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
@@ -284,6 +310,70 @@ void run_cublas(const Case& c, Buffers& buf, int set) {
                                          &alpha, buf.b[set], t, kxn ? c.n : c.k, buf.a[set], t, c.k, &beta, buf.d, t,
                                          c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: {}", int(st));
+}
+
+// OVL_BENCH_GEMM_TIMELINE (see the top of the file). `ovl`: our arguments (whole tiles), else cuBLAS.
+template <typename RunGemm>
+void timeline(benchmark::State& state, const Case& c, const GemmArguments* ovl, void* workspace,
+              const RunGemm& run_gemm, cudaStream_t stream) {
+  constexpr int kTrials = 5;
+  const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
+  const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n, tiles = tiles_m * tiles_n;
+  unsigned long long* marks = nullptr;   // 2 per trial
+  unsigned long long* stamps = nullptr;  // tiles per trial
+  OVL_CUDA_CHECK(cudaMalloc(&marks, 2 * kTrials * sizeof(unsigned long long)));
+  OVL_CUDA_CHECK(cudaMalloc(&stamps, size_t(kTrials) * tiles * sizeof(unsigned long long)));
+  for (int trial = 0; trial < kTrials; ++trial) {
+    for (int w = 0; w < 3; ++w) run_gemm(0);
+    stamp_kernel<<<1, 1, 0, stream>>>(marks + 2 * trial);
+    if (ovl != nullptr) {
+      GemmArguments a = *ovl;
+      a.tile_timestamps = stamps + size_t(trial) * tiles;
+      ovl::kernels::gemm_run(a, workspace, stream);
+    } else {
+      run_gemm(0);
+    }
+    stamp_kernel<<<1, 1, 0, stream>>>(marks + 2 * trial + 1);
+    OVL_CUDA_CHECK_LAST();
+    for (int w = 0; w < 3; ++w) run_gemm(0);
+  }
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<unsigned long long> m(2 * kTrials), s(size_t(kTrials) * tiles);
+  OVL_CUDA_CHECK(cudaMemcpy(m.data(), marks, m.size() * 8, cudaMemcpyDeviceToHost));
+  OVL_CUDA_CHECK(cudaMemcpy(s.data(), stamps, s.size() * 8, cudaMemcpyDeviceToHost));
+  OVL_CUDA_CHECK(cudaFree(marks));
+  OVL_CUDA_CHECK(cudaFree(stamps));
+  std::vector<double> total, tile, first, last;
+  int rounds = 0;
+  const std::vector<int> order = swizzle_order(tiles_m, tiles_n, ovl != nullptr ? ovl->swizzle : 1);
+  const int grid = std::min(c.sms, tiles);
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const double pre = double(m[2 * trial]), post = double(m[2 * trial + 1]);
+    total.push_back((post - pre) * 1e-3);
+    if (ovl == nullptr) continue;
+    const unsigned long long* st = s.data() + size_t(trial) * tiles;
+    double latest = 0;
+    for (int b = 0; b < grid; ++b) {
+      int n = 0;
+      double previous = 0;
+      for (int pos = b; pos < tiles; pos += grid, ++n) {
+        const double x = double(st[order[pos]]);
+        if (n == 0) first.push_back((x - pre) * 1e-3);
+        if (n > 0) tile.push_back((x - previous) * 1e-3);
+        previous = x;
+        latest = std::max(latest, x);
+      }
+      rounds = std::max(rounds, n);
+    }
+    last.push_back((post - latest) * 1e-3);
+  }
+  state.counters["tl_total_us"] = median(total);
+  if (ovl != nullptr) {
+    state.counters["tl_tile_us"] = median(tile);
+    state.counters["tl_first_us"] = median(first);
+    state.counters["tl_last_us"] = median(last);
+    state.counters["tl_rounds"] = rounds;
+  }
 }
 
 void bench_gemm(benchmark::State& state, Case c) {
@@ -356,6 +446,10 @@ void bench_gemm(benchmark::State& state, Case c) {
       if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // the GPU idles, untimed
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (ovl::bench::env_int("OVL_BENCH_GEMM_TIMELINE", 0, 1, 0) == 1 &&
+        (c.impl == Impl::kCublas || c.impl == Impl::kOvlNoStreamK)) {
+      timeline(state, c, args.empty() ? nullptr : &args[0], workspace, run_gemm, stream);
+    }
     if (c.impl == Impl::kCublas) {
       cublasSetSmCountTarget(cublas_handle(), 0);
       cublasSetStream(cublas_handle(), nullptr);
@@ -392,7 +486,6 @@ const bool registered = [] {
   const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
-                                                {Impl::kOvlK32, "ovl-k32"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const int (&s)[3], GemmBLayout layout, int sms) {
