@@ -17,10 +17,11 @@
 // sleep after each timed iteration (the GPU cools between GEMMs). The counters reps, sets and gap_us say what ran.
 // OVL_BENCH_GEMM_TIMELINE=1 adds, after the timed loop, 5 GEMMs each bracketed by two one-thread kernels that read
 // %globaltimer (amid back-to-back GEMMs, so the GPU stays in the sustained regime): tl_total_us, the median time
-// between the two stamps; for ovl-nosk also from its per-tile stamps (written when a tile's stores are performed):
-// tl_tile_us, the median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first
-// tile's stamp after the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most
-// tiles a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start,
+// between the two stamps, and tl_gap_us, between two stamp kernels with nothing between them (the launch gap the
+// brackets add); for ovl-nosk also from its per-CTA start stamps and per-tile stamps (written when a tile's stores
+// are performed): tl_start_us, the median over CTAs of the CTA's start after the opening stamp; tl_tile_us, the
+// median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first tile's stamp after
+// the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start,
 // tail, launch), which cuBLAS's tl_total_us bounds from the other side.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
 //          --benchmark_out_format=json
@@ -319,39 +320,46 @@ void timeline(benchmark::State& state, const Case& c, const GemmArguments* ovl, 
   constexpr int kTrials = 5;
   const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
   const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n, tiles = tiles_m * tiles_n;
-  unsigned long long* marks = nullptr;   // 2 per trial
-  unsigned long long* stamps = nullptr;  // tiles per trial
-  OVL_CUDA_CHECK(cudaMalloc(&marks, 2 * kTrials * sizeof(unsigned long long)));
-  OVL_CUDA_CHECK(cudaMalloc(&stamps, size_t(kTrials) * tiles * sizeof(unsigned long long)));
+  unsigned long long* marks = nullptr;   // 4 per trial: the brackets, then two stamps back to back
+  unsigned long long* stamps = nullptr;  // tiles + sm count per trial
+  const size_t per_trial = size_t(tiles) + c.sms;
+  OVL_CUDA_CHECK(cudaMalloc(&marks, 4 * kTrials * sizeof(unsigned long long)));
+  OVL_CUDA_CHECK(cudaMalloc(&stamps, kTrials * per_trial * sizeof(unsigned long long)));
   for (int trial = 0; trial < kTrials; ++trial) {
     for (int w = 0; w < 3; ++w) run_gemm(0);
-    stamp_kernel<<<1, 1, 0, stream>>>(marks + 2 * trial);
+    stamp_kernel<<<1, 1, 0, stream>>>(marks + 4 * trial + 2);
+    stamp_kernel<<<1, 1, 0, stream>>>(marks + 4 * trial + 3);
+    for (int w = 0; w < 2; ++w) run_gemm(0);
+    stamp_kernel<<<1, 1, 0, stream>>>(marks + 4 * trial);
     if (ovl != nullptr) {
       GemmArguments a = *ovl;
-      a.tile_timestamps = stamps + size_t(trial) * tiles;
+      a.tile_timestamps = stamps + trial * per_trial;
+      a.cta_timestamps = a.tile_timestamps + tiles;
       ovl::kernels::gemm_run(a, workspace, stream);
     } else {
       run_gemm(0);
     }
-    stamp_kernel<<<1, 1, 0, stream>>>(marks + 2 * trial + 1);
+    stamp_kernel<<<1, 1, 0, stream>>>(marks + 4 * trial + 1);
     OVL_CUDA_CHECK_LAST();
     for (int w = 0; w < 3; ++w) run_gemm(0);
   }
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<unsigned long long> m(2 * kTrials), s(size_t(kTrials) * tiles);
+  std::vector<unsigned long long> m(4 * kTrials), s(kTrials * per_trial);
   OVL_CUDA_CHECK(cudaMemcpy(m.data(), marks, m.size() * 8, cudaMemcpyDeviceToHost));
   OVL_CUDA_CHECK(cudaMemcpy(s.data(), stamps, s.size() * 8, cudaMemcpyDeviceToHost));
   OVL_CUDA_CHECK(cudaFree(marks));
   OVL_CUDA_CHECK(cudaFree(stamps));
-  std::vector<double> total, tile, first, last;
+  std::vector<double> total, gap, start, tile, first, last;
   int rounds = 0;
   const std::vector<int> order = swizzle_order(tiles_m, tiles_n, ovl != nullptr ? ovl->swizzle : 1);
   const int grid = std::min(c.sms, tiles);
   for (int trial = 0; trial < kTrials; ++trial) {
-    const double pre = double(m[2 * trial]), post = double(m[2 * trial + 1]);
+    const double pre = double(m[4 * trial]), post = double(m[4 * trial + 1]);
     total.push_back((post - pre) * 1e-3);
+    gap.push_back((double(m[4 * trial + 3]) - double(m[4 * trial + 2])) * 1e-3);
     if (ovl == nullptr) continue;
-    const unsigned long long* st = s.data() + size_t(trial) * tiles;
+    const unsigned long long* st = s.data() + trial * per_trial;
+    for (int b = 0; b < grid; ++b) start.push_back((double(st[tiles + b]) - pre) * 1e-3);
     double latest = 0;
     for (int b = 0; b < grid; ++b) {
       int n = 0;
@@ -368,7 +376,9 @@ void timeline(benchmark::State& state, const Case& c, const GemmArguments* ovl, 
     last.push_back((post - latest) * 1e-3);
   }
   state.counters["tl_total_us"] = median(total);
+  state.counters["tl_gap_us"] = median(gap);
   if (ovl != nullptr) {
+    state.counters["tl_start_us"] = median(start);
     state.counters["tl_tile_us"] = median(tile);
     state.counters["tl_first_us"] = median(first);
     state.counters["tl_last_us"] = median(last);

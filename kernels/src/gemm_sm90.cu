@@ -64,6 +64,7 @@ struct KernelParams {
   int num_groups;
   const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
   unsigned long long* tile_timestamps;
+  unsigned long long* cta_timestamps;  // one per CTA: when it started, or nullptr
   // Stream-K (kStaged only): the tiles at positions [sk_first, tiles) are cut into pieces; sk_first == tiles when
   // off. Split schedule (sk_splits >= 2): sk_splits equal k ranges per tile. Contiguous (sk_splits == 0): their
   // sk_iters k-block iterations shared over CTAs [0, sk_ctas).
@@ -328,6 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
+    if (p.cta_timestamps != nullptr) p.cta_timestamps[blockIdx.x] = detail::global_timer_ns();
     for (int s = 0; s < kStages; ++s) {
       detail::mbarrier_init(&full[s], 1);
       detail::mbarrier_init(&empty[s], kConsumerWarps);
@@ -791,6 +793,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.tile_major = args.output_layout == GemmOutputLayout::kTileMajor;
   p.group_counters = args.group_counters;
   p.tile_timestamps = args.tile_timestamps;
+  p.cta_timestamps = args.cta_timestamps;
   p.signal = args.group_counters != nullptr || args.tile_timestamps != nullptr;
   p.num_groups = int(args.tile_groups.size());
   p.sk_first = p.tiles - sk.tiles;

@@ -195,6 +195,7 @@ struct RunResult {
   std::vector<uint16_t> d;  // raw output buffer (row-major M x N, or tile-major slots)
   std::vector<unsigned int> counters;
   std::vector<unsigned long long> timestamps;
+  std::vector<unsigned long long> cta_timestamps;  // with timestamps: one per CTA (sm_count entries; 0: no CTA)
 };
 
 // The arguments of problem p under opt (no buffers yet: can_implement and the plan functions look at the values).
@@ -229,6 +230,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   DeviceBuffer<int> order(opt.explicit_order.size());
   DeviceBuffer<unsigned int> counters(opt.tile_groups.size());
   DeviceBuffer<unsigned long long> stamps(opt.timestamps ? tiles : 0);
+  DeviceBuffer<unsigned long long> cta_stamps(opt.timestamps ? opt.sm_count : 0);
   ASSERT_NE(d.get(), nullptr);
   CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));  // NaN in bf16 and fp16
   args.d = d.get();
@@ -243,6 +245,8 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   if (opt.timestamps) {
     CUDA_OK(cudaMemset(stamps.get(), 0, stamps.bytes()));
     args.tile_timestamps = stamps.get();
+    CUDA_OK(cudaMemset(cta_stamps.get(), 0, cta_stamps.bytes()));
+    args.cta_timestamps = cta_stamps.get();
   }
   ASSERT_EQ("", gemm_can_implement(args));
   DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
@@ -263,6 +267,10 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
     CUDA_OK(cudaMemcpy(out.counters.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
   out.timestamps.resize(stamps.count());
   if (stamps.count()) CUDA_OK(cudaMemcpy(out.timestamps.data(), stamps.get(), stamps.bytes(), cudaMemcpyDeviceToHost));
+  out.cta_timestamps.resize(cta_stamps.count());
+  if (cta_stamps.count()) {
+    CUDA_OK(cudaMemcpy(out.cta_timestamps.data(), cta_stamps.get(), cta_stamps.bytes(), cudaMemcpyDeviceToHost));
+  }
 }
 
 // Element (r, c) of the output buffer.
@@ -446,10 +454,13 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
             EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
           }
         }
-        expect_signalled(opt, r, what);  // and below: the stamps in each CTA's visiting order are monotone
+        expect_signalled(opt, r, what);  // and below: the stamps in each CTA's visiting order are monotone, after
+                                         // the CTA's start stamp
         const std::vector<int> visit = host_order(p, opt);
+        ASSERT_EQ(r.cta_timestamps.size(), size_t(opt.sm_count)) << what;
         for (int cta = 0; cta < opt.sm_count; ++cta) {
-          unsigned long long last = 0;
+          unsigned long long last = r.cta_timestamps[cta];
+          EXPECT_NE(last, 0u) << what << ": CTA " << cta << " has no start stamp";
           for (int pos = cta; pos < tiles; pos += opt.sm_count) {
             const unsigned long long t = r.timestamps[visit[pos]];
             EXPECT_NE(t, 0u) << what << ": tile " << visit[pos] << " has no timestamp";

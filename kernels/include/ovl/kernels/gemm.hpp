@@ -83,6 +83,10 @@ struct GemmArguments {
   std::vector<int> tile_groups;                   // empty: no signals. Sum must equal the tile count.
   unsigned int* group_counters = nullptr;         // tile_groups.size() counters (local or peer-mapped); +1 per tile
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
+  // Optional, one per CTA of the grid (min(sm_count, units of work) <= sm_count entries; size it sm_count):
+  // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
+  // into launch, first tile and steady tiles. Not a signal: it changes nothing else.
+  unsigned long long* cta_timestamps = nullptr;
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
