@@ -272,7 +272,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
-    const ovl::StreamKChoice sk =
+    const ovl::TailPlan sk =
         ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
     args.stream_k_tiles = sk.tiles;
     args.stream_k_splits = sk.splits;

@@ -727,10 +727,10 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
                 fmt::format("{}: a contiguous stream-K plan (the model times split plans), skipped", name));
           continue;
         }
-        bench->stream_k = StreamKChoice{int(counters["sk_tiles"]), int(splits)};
+        bench->stream_k = TailPlan{int(counters["sk_tiles"]), int(splits)};
       }
       if (bench->kind == BenchKind::kGemm && counters.count("half_tiles") && counters["half_tiles"] > 0) {
-        bench->stream_k = StreamKChoice{0, 0, int(counters["half_tiles"])};
+        bench->stream_k = TailPlan{0, 0, int(counters["half_tiles"])};
       }
       if (counters.count("us")) us = counters["us"];  // per-operation time when a case times several per iteration
       OVL_CHECK(std::isfinite(us) && us > 0, "benchmark \"{}\": time {} us must be positive", name, us);

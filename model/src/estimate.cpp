@@ -46,7 +46,7 @@ double bus_factor(Collective c, int world) {
 }
 
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                           const Hardware& hw, GemmRegime regime, StreamKChoice stream_k) {
+                           const Hardware& hw, GemmRegime regime, TailPlan stream_k) {
   const GemmTiming g = detail::gemm_timing(shape, impl, sms, tile, order, hw, regime, true, stream_k);
   GemmEstimate e;
   e.us = g.total_us();

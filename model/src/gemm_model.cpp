@@ -23,7 +23,7 @@ constexpr double kPieceReadKBlocks = 3.0;
 struct StreamKRounds {
   double rounds = 0, work = 0;
 };
-StreamKRounds stream_k_rounds(int64_t tiles, int64_t k_blocks, int sms, StreamKChoice sk) {
+StreamKRounds stream_k_rounds(int64_t tiles, int64_t k_blocks, int sms, TailPlan sk) {
   if (sk.half_tiles > 0) {  // whole rounds, then rounds of halves
     const int64_t whole = tiles - sk.half_tiles, halves = 2 * int64_t(sk.half_tiles);
     return {double(ceil_div(whole, sms)) + double(ceil_div(halves, sms)) * kHalfTileTime,
@@ -97,7 +97,7 @@ double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, cons
 double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : 1.0; }
 
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile_in, TileOrder order,
-                       const Hardware& hw, GemmRegime regime, bool partition_penalty, StreamKChoice stream_k) {
+                       const Hardware& hw, GemmRegime regime, bool partition_penalty, TailPlan stream_k) {
   OVL_CHECK(shape.m > 0 && shape.n > 0 && shape.k > 0, "GEMM shape {}x{}x{} must be positive", shape.m, shape.n,
             shape.k);
   OVL_CHECK(sms >= 1 && sms <= hw.sm_count, "GEMM sms = {} must be in [1, {}] (sm_count)", sms, hw.sm_count);
@@ -170,9 +170,9 @@ double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
   return regime == GemmRegime::kOperator ? hw.operator_gemm_factor : 1.0;
 }
 
-StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
+TailPlan choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
   constexpr int kMaxSplits = 16;
-  StreamKChoice choice;
+  TailPlan choice;
   if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0 || tiles > (int64_t(1) << 30)) return choice;
   // Whole tiles take ceil(tiles / sms) rounds (fewer tiles than SMs: one).
   double best = double((tiles + sms - 1) / sms) * (1.0 - kStreamKMinGain);
@@ -182,7 +182,7 @@ StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
     const int64_t n = tiles % sms + int64_t(q) * sms;
     if (n > tiles) break;
     for (int s = 2; s <= std::min<int64_t>(k_blocks, kMaxSplits); ++s) {
-      const StreamKChoice candidate{int(n), s};
+      const TailPlan candidate{int(n), s};
       const double rounds = detail::stream_k_rounds(tiles, k_blocks, sms, candidate).rounds;
       if (rounds < best) {
         best = rounds;
@@ -193,12 +193,12 @@ StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
   return choice;
 }
 
-StreamKChoice choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms) {
-  const StreamKChoice stream_k = choose_stream_k(tiles, k_blocks, sms);
+TailPlan choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms) {
+  const TailPlan stream_k = choose_stream_k(tiles, k_blocks, sms);
   if (tiles <= 0 || sms <= 0 || tiles > (int64_t(1) << 30)) return stream_k;
   const int64_t last = tiles % sms;
   if (last == 0 || 2 * last > sms) return stream_k;
-  const StreamKChoice halves{0, 0, int(last)};
+  const TailPlan halves{0, 0, int(last)};
   const double rounds = detail::stream_k_rounds(tiles, k_blocks, sms, halves).rounds;
   const double whole = double((tiles + sms - 1) / sms);
   if (rounds > whole * (1.0 - kHalfTileMinGain)) return stream_k;

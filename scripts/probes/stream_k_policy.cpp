@@ -23,13 +23,13 @@ int main(int argc, char** argv) {
     for (int sms : {132, 128, 124, 116, 100, 64, 32}) {
       const GemmShape g{s[0], s[1], s[2]};
       const int64_t tiles = ((s[0] + t.m - 1) / t.m) * ((s[1] + t.n - 1) / t.n), kb = (s[2] + t.k - 1) / t.k;
-      const auto us = [&](StreamKChoice c) {
+      const auto us = [&](TailPlan c) {
         return estimate_gemm(g, GemmImpl::kOvl, sms, t, TileOrder::kSwizzle, hw, GemmRegime::kSustained, c).us;
       };
       const double whole = us({});
-      const StreamKChoice current = choose_stream_k(tiles, kb, sms);
+      const TailPlan current = choose_stream_k(tiles, kb, sms);
       double best = whole * (1 - kStreamKMinGain);
-      StreamKChoice aware{};
+      TailPlan aware{};
       for (int q = 0; q <= 2; ++q) {
         const int64_t n = tiles % sms + int64_t(q) * sms;
         if (n == 0 || n > tiles) continue;

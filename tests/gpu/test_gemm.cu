@@ -649,7 +649,7 @@ TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
     std::vector<double> ref;
     cublas_reference(in, ref);
     for (int sms : {124, 116, 100, 128}) {
-      const StreamKChoice choice = choose_stream_k(512, 64, sms);
+      const TailPlan choice = choose_stream_k(512, 64, sms);
       if (sms == 128) {
         EXPECT_EQ(choice.tiles, 0) << "512 tiles are 4 whole rounds of 128";
       } else {
@@ -934,7 +934,7 @@ TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
 // A split plan of the model's (ovl::choose_stream_k; tests/model checks its choices) in the kernel's arguments: its
 // workspace holds the counters and `splits` slots per stream-K tile; no plan, no workspace.
 TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
-  const StreamKChoice choice = choose_stream_k(512, 64, 124);  // 2048 x 8192 x 4096 at 124 SMs: 4 rounds + 16 tiles
+  const TailPlan choice = choose_stream_k(512, 64, 124);  // 2048 x 8192 x 4096 at 124 SMs: 4 rounds + 16 tiles
   ASSERT_GT(choice.tiles, 0);
   GemmArguments a = valid_arguments();
   a.m = 2048;

@@ -201,20 +201,20 @@ TEST(EstimateGemm, DtypeAndErrors) {
 // The stream-K split plan: none where the rounds are whole, K is too short for the partials to pay, or the input is
 // degenerate; the remainder (plus whole rounds) in 2..16 pieces where the last round is sparse; every tile when there
 // are fewer tiles than SMs.
-TEST(EstimateGemm, StreamKChoice) {
+TEST(EstimateGemm, StreamKPlans) {
   EXPECT_EQ(choose_stream_k(512, 64, 128).tiles, 0);  // 2048 x 8192 x 4096 in 128 x 256 tiles: 4 whole rounds of 128
   EXPECT_EQ(choose_stream_k(512, 16, 124).tiles, 0);  // K = 1024
   EXPECT_EQ(choose_stream_k(512, 1, 124).tiles, 0);
   EXPECT_EQ(choose_stream_k(0, 64, 124).tiles, 0);
   EXPECT_EQ(choose_stream_k(512, 64, 0).tiles, 0);
   for (int sms : {100, 116, 124}) {
-    const StreamKChoice c = choose_stream_k(512, 64, sms);  // 4.1 to 5.1 rounds
+    const TailPlan c = choose_stream_k(512, 64, sms);  // 4.1 to 5.1 rounds
     EXPECT_GT(c.tiles, 0) << sms;
     EXPECT_EQ((512 - c.tiles) % sms, 0) << sms << ": the whole tiles fill whole rounds";
     EXPECT_GE(c.splits, 2) << sms;
     EXPECT_LE(c.splits, 16) << sms;
   }
-  const StreamKChoice few = choose_stream_k(64, 128, 132);  // 512 x 4096 x 8192: 64 tiles on 132 SMs
+  const TailPlan few = choose_stream_k(64, 128, 132);  // 512 x 4096 x 8192: 64 tiles on 132 SMs
   EXPECT_EQ(few.tiles, 64);
   EXPECT_EQ(few.splits, 2);  // 128 pieces: one round
 }
@@ -229,24 +229,24 @@ TEST(EstimateGemm, StreamKPlan) {
       estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200, GemmRegime::kSustained, {});
   EXPECT_DOUBLE_EQ(none.us, whole.us);
   const GemmEstimate split = estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200,
-                                           GemmRegime::kSustained, StreamKChoice{16, 4});
+                                           GemmRegime::kSustained, TailPlan{16, 4});
   const double gain = 1.0 - split.us / whole.us;
   EXPECT_GT(gain, 0.01);
   EXPECT_LT(gain, 0.105);  // the k-block cost model alone (no clock) says 10.5%
   // More pieces than SMs take at once (128 on 124): two rounds of pieces, slower than one; an extra round of tiles
   // in pieces: slower too.
   const GemmEstimate two_rounds = estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200,
-                                                GemmRegime::kSustained, StreamKChoice{16, 8});
+                                                GemmRegime::kSustained, TailPlan{16, 8});
   const GemmEstimate crowded = estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200,
-                                             GemmRegime::kSustained, StreamKChoice{140, 2});
+                                             GemmRegime::kSustained, TailPlan{140, 2});
   EXPECT_LT(split.us, crowded.us);
   EXPECT_GT(two_rounds.us, split.us);
   EXPECT_THROW(estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200, GemmRegime::kSustained,
-                             StreamKChoice{513, 2}),
+                             TailPlan{513, 2}),
                Error);
   // cuBLAS ignores the plan.
   EXPECT_DOUBLE_EQ(estimate_gemm(s, GemmImpl::kCublas, 124, TileShape{}, TileOrder::kSwizzle, kH200,
-                                 GemmRegime::kSustained, StreamKChoice{16, 4})
+                                 GemmRegime::kSustained, TailPlan{16, 4})
                        .us,
                    estimate_gemm(s, GemmImpl::kCublas, 124, TileShape{}, kH200).us);
 }
@@ -256,15 +256,15 @@ TEST(EstimateGemm, StreamKPlan) {
 // pieces of 16 k-blocks beat halves of a whole tile's k-blocks); nothing where the last round is more than half full,
 // or its halves save too little (34 rounds, 4 tiles in the last).
 TEST(EstimateGemm, TailPlanChoice) {
-  const StreamKChoice halves = choose_tail_plan(1024, 16, 124);
+  const TailPlan halves = choose_tail_plan(1024, 16, 124);
   EXPECT_EQ(halves.half_tiles, 32);
   EXPECT_EQ(halves.tiles, 0);
-  const StreamKChoice long_k = choose_tail_plan(512, 64, 124);
-  const StreamKChoice stream_k = choose_stream_k(512, 64, 124);
+  const TailPlan long_k = choose_tail_plan(512, 64, 124);
+  const TailPlan stream_k = choose_stream_k(512, 64, 124);
   EXPECT_EQ(long_k.half_tiles, 0);
   EXPECT_EQ(long_k.tiles, stream_k.tiles);
   EXPECT_EQ(long_k.splits, stream_k.splits);
-  const StreamKChoice more_than_half = choose_tail_plan(2048, 32, 124);  // 16 rounds + 64 tiles
+  const TailPlan more_than_half = choose_tail_plan(2048, 32, 124);  // 16 rounds + 64 tiles
   EXPECT_EQ(more_than_half.half_tiles, 0);
   EXPECT_EQ(more_than_half.tiles, 0);
   EXPECT_EQ(choose_tail_plan(4096, 16, 124).half_tiles, 0);  // 33 rounds + 4: saves 1.2%
@@ -279,7 +279,7 @@ TEST(EstimateGemm, TailPlanChoice) {
   EXPECT_LT(half.us, whole.us);
   EXPECT_GT(half.us, whole.us * (1.0 - (1.0 - kHalfTileTime) / 9.0) * 0.99);  // at most the rounds' saving
   EXPECT_THROW(estimate_gemm(s, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kSwizzle, kH200, GemmRegime::kSustained,
-                             StreamKChoice{0, 0, 1025}),
+                             TailPlan{0, 0, 1025}),
                Error);
 }
 

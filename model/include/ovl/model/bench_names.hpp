@@ -39,7 +39,7 @@ struct BenchCase {
   int comm_sms = 0;                                // overlap
   // gemm, ours: the stream-K plan the run used (bench_gemm's counters sk_tiles, sk_splits; read_measurements sets
   // it); not part of the name.
-  StreamKChoice stream_k;
+  TailPlan stream_k;
 
   // ovl, ovl-nosignal, ovl-nosk and ovl-fp16 -> kOvl; cublas and cublas-fp16 -> kCublas. The model has one rate for
   // bf16 and fp16 (the same tensor-core rate and element size), so an fp16 case is timed like its bf16 twin.

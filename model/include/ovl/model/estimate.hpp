@@ -39,20 +39,22 @@ enum class GemmRegime { kSustained, kOperator };
 // The factor on a GEMM's compute time (matrix work and epilogues) in `regime`: 1, or hw.operator_gemm_factor.
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
 
-// Stream-K for the last tiles of our GEMM (ovl::kernels::GemmArguments::stream_k_tiles / stream_k_splits): the
-// split plan to run on `sms` SMs, or tiles = 0 when none saves at least kStreamKMinGain. The cost model counts
-// k-block times (one tile-k-block on one SM): whole tiles in rounds of `sms`, then rounds of pieces (a piece's
-// k-blocks plus writing its 128 KB fp32 partial, 2.4), then the last piece's reading of the tile's s partials (3 each).
-// On the H200 the plans it picks gained about half of what it predicts (docs/results/gemm-h200-streamk/).
-// The same struct carries the other way of filling a sparse last round (ovl::kernels::GemmArguments::half_tiles):
-// its tiles as two 128 x 128 halves each, twice the units for about half the time, no partial sums.
-struct StreamKChoice {
+// How our GEMM runs its last tiles when the last round of whole tiles would leave SMs idle: nothing (all zero),
+// stream-K (ovl::kernels::GemmArguments::stream_k_tiles / stream_k_splits: the last `tiles` cut into `splits` k
+// ranges each), or half tiles (GemmArguments::half_tiles: the last `half_tiles` as two 128 x 128 halves each, twice
+// the units for about half the time, no partial sums). At most one of the two is set.
+struct TailPlan {
   int tiles = 0;       // the last `tiles` positions of the tile order
   int splits = 0;      // equal k ranges per tile
   int half_tiles = 0;  // instead of stream-K (tiles = 0): the last `half_tiles` positions in halves
 };
+// Stream-K for the last tiles: the split plan to run on `sms` SMs, or tiles = 0 when none saves at least
+// kStreamKMinGain. The cost model counts k-block times (one tile-k-block on one SM): whole tiles in rounds of `sms`,
+// then rounds of pieces (a piece's k-blocks plus writing its 128 KB fp32 partial, 2.4), then the last piece's reading
+// of the tile's s partials (3 each). On the H200 the plans it picks gained about half of what it predicts
+// (docs/results/gemm-h200-streamk/).
 inline constexpr double kStreamKMinGain = 0.03;
-StreamKChoice choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
+TailPlan choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
 
 // A round of half tiles over a round of whole tiles, as measured (docs/results/gemm-h200-tail/: 0.78-0.94, mean 0.87,
 // on the 8 swept rows of at most 9 rounds; a half does half the MMAs and 2/3 of the loads, but the sparse last round
@@ -62,7 +64,7 @@ inline constexpr double kHalfTileTime = 0.85;
 inline constexpr double kHalfTileMinGain = 0.01;
 // The tail plan our GEMM runs on `sms` SMs: half tiles for the last tiles % sms tiles when they fill at most half the
 // grid and save at least kHalfTileMinGain over whole tiles and more than choose_stream_k's plan; else that plan.
-StreamKChoice choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms);
+TailPlan choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms);
 
 // `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
 // sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
@@ -73,7 +75,7 @@ GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const
 // the tile's partials), or the last stream_k.half_tiles in halves (rounds of halves, kHalfTileTime each), and the
 // clock follows the SMs busy over the whole kernel as for whole tiles.
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
-                           const Hardware& hw, GemmRegime regime = GemmRegime::kSustained, StreamKChoice stream_k = {});
+                           const Hardware& hw, GemmRegime regime = GemmRegime::kSustained, TailPlan stream_k = {});
 
 // The matrix time of a tile when `busy_sms` SMs run matrix work, relative to its time with all sm_count SMs busy:
 // (clamp(busy_sms, clock_knee_sms, sm_count) / sm_count)^clock_exponent, in (0, 1]. The H200 under a power limit
