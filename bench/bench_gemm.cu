@@ -21,8 +21,9 @@
 // brackets add); for ovl-nosk also from its per-CTA start stamps and per-tile stamps (written when a tile's stores
 // are performed): tl_start_us, the median over CTAs of the CTA's start after the opening stamp; tl_tile_us, the
 // median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first tile's stamp after
-// the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start,
-// tail, launch), which cuBLAS's tl_total_us bounds from the other side.
+// the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles a CTA ran.
+// So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start, tail, launch),
+// which cuBLAS's tl_total_us bounds from the other side.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
 //          --benchmark_out_format=json
 
