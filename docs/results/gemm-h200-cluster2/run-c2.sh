@@ -2,7 +2,7 @@
 # Experiment (not part of the tree's build): the 2-CTA multicast patch of docs/results/gemm-h200-cluster2/ on its base
 # fb26f69, with the consumers' remote arrivals at the default release.cta semantics and the producer's wait at
 # acquire.cta (as CUTLASS's ClusterBarrier does) instead of release.cluster / acquire.cluster. GEMM cluster tests,
-# then ovl vs ovl-cluster2 vs cuBLAS on the K <= 2048 rows at 124 and 128 SMs.
+# then ovl vs ovl-cluster2 vs cuBLAS on the K <= 2048 rows at 124 and 128 SMs, then one ncu launch of each of ours.
 set -u
 cd "$(dirname "$0")"
 out=${OUT:-out}
@@ -34,3 +34,15 @@ for row in sorted({k[:3] for k in runs}):
     print(row, {k: round(x, 1) for k, x in v.items()},
           "c2/ovl %.3f c2/cublas %.3f" % (v["ovl-cluster2"] / v["ovl"], v["ovl-cluster2"] / v["cublas"]))
 PY
+# One profiled launch each (ncu, clocks not locked) of 8192x8192x2048 nn at 124 SMs, to compare with ncu-124.txt here
+# (the release.cluster build): duration, SM throughput, warp cycles per issued instruction. C2_NCU=0 skips it.
+if [[ "${C2_NCU:-1}" == 1 ]] && command -v ncu >/dev/null; then
+  for impl in ovl ovl-cluster2; do
+    echo "== $impl 8192x8192x2048/nn/sms:124" >>"$out/c2-ncu.txt"
+    OVL_BENCH_GEMM_REPS=1 timeout -k 5 120 ncu --clock-control none -k regex:gemm_sm90 --launch-skip 1 \
+      --launch-count 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+      build-c2/bench/bench_gemm --benchmark_filter="gemm/$impl/8192x8192x2048/nn/sms:124/" \
+      --benchmark_min_time=1x >>"$out/c2-ncu.txt" 2>&1
+  done
+  grep -E "^== |Duration|SM Frequency|Compute \(SM\) Throughput|Warp Cycles Per Issued|Cluster Size" "$out/c2-ncu.txt"
+fi
