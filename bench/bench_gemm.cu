@@ -3,9 +3,10 @@
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
 //   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
 //           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
-//           only), ovl-registers (signals on, the epilogue that stores from registers instead of through shared memory
-//           and TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random
-//           bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           only), ovl-cluster2 (ovl-nosk in clusters of 2 CTAs that multicast a shared B tile: GemmArguments::cluster,
+//           experimental), ovl-registers (signals on, the epilogue that stores from registers instead of through
+//           shared memory and TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output
+//           (the same random bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -231,8 +232,9 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only.
-enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlRegisters, kCublas };
+// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only;
+// kOvlCluster2: kOvlNoStreamK with cluster = 2.
+enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlCluster2, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -271,6 +273,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.swizzle = swizzle_rows();
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
+  if (c.impl == Impl::kOvlCluster2) args.cluster = 2;
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const ovl::TailPlan sk =
@@ -294,7 +297,8 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
       args.stream_k_tiles = args.stream_k_splits = args.stream_k_ctas = 0;
     }
   }
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlRegisters) {
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlCluster2 ||
+      c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
@@ -497,6 +501,7 @@ const bool registered = [] {
   const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
+                                                {Impl::kOvlCluster2, "ovl-cluster2"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const int (&s)[3], GemmBLayout layout, int sms) {

@@ -281,6 +281,15 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     signals, after its stores are performed each half counts itself on the tile's half counter
 //     (detail::count_arrival: fence + CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
 //     signals the tile, the first does neither.
+//   Clusters of 2 (kCluster = 2; kStaged, whole tiles only; experimental, not yet run on a GPU): CTAs 2c and 2c + 1
+//     form a cluster and visit the same positions as with kCluster = 1 (b, b + grid, ...; the grid is even), so
+//     their units pair up as positions 2q and 2q + 1. When a pair's tiles share a tile column, the producer of rank
+//     r loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r; MN-major: chunks 2r, 2r + 1) and
+//     multicasts it into both CTAs; both full barriers expect the whole stage. empty[s] counts the 16 consumer warps
+//     of both CTAs: each consumer warp arrives on both (lanes 0 and 1, release.cta through mapa: a cluster-scope
+//     release compiles to MEMBAR.ALL.GPU), or twice on its own for a lone last tile; each producer waits on its own
+//     before writing slot s of either CTA. A cluster barrier after the set-up and before exit keeps the peer's
+//     barriers and shared memory alive while they may be written.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
@@ -302,12 +311,13 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   over the 256 consumers, then one thread's fence.acq_rel.gpu + atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
-template <typename T, int kTransB, bool kStaged>
+template <typename T, int kTransB, bool kStaged, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need the staged epilogue");
   constexpr int kStages = stages_of(kStaged);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -332,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.cta_timestamps != nullptr) p.cta_timestamps[blockIdx.x] = detail::global_timer_ns();
     for (int s = 0; s < kStages; ++s) {
       detail::mbarrier_init(&full[s], 1);
-      detail::mbarrier_init(&empty[s], kConsumerWarps);
+      detail::mbarrier_init(&empty[s], kConsumerWarps * kCluster);  // [cluster 2] both CTAs' consumer warps
     }
     detail::mbarrier_init(stored, 256);
     detail::mbarrier_init(handback, 1);
@@ -340,10 +350,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     detail::prefetch_tensor_map(&tmap_a);
     detail::prefetch_tensor_map(&tmap_b);
-    if (kTransB == 0 && p.half_first < p.tiles) detail::prefetch_tensor_map(&tmap_b_half);
+    if (kTransB == 0 && (kCluster == 2 || p.half_first < p.tiles)) detail::prefetch_tensor_map(&tmap_b_half);
     if constexpr (kStaged) detail::prefetch_tensor_map(&tmap_d);
   }
-  __syncthreads();
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {
+    __syncwarp();            // cluster_sync is .aligned: thread 0 diverged above
+    detail::cluster_sync();  // [cluster 2] the peer's barriers exist before any remote arrival or multicast
+  }
 
   if (warpgroup == 0) {
     detail::setmaxnreg_dec<kProducerRegs>();
@@ -358,14 +373,36 @@ __global__ void __launch_bounds__(kThreads, 1)
         // A half tile loads the 128 B columns (rows, K-major) of its half into the first half of the B slot.
         const int n0 = (tile % p.tiles_n) * kTileN + (w.half > 0 ? kTileN / 2 : 0);
         const int b_bytes = w.half < 0 ? kStageBytesB : kStageBytesB / 2;
+        // [cluster 2] The two CTAs of a cluster run positions 2q and 2q + 1 together. When their tiles share a tile
+        // column, rank r loads half r of B (K-major: 128 rows through tmap_b_half; MN-major: chunks 2r, 2r + 1) into
+        // both CTAs; otherwise, or for a lone last tile, each loads its own. Each CTA's full barrier still expects the
+        // whole stage: its own loads and the peer's half land alike.
+        bool multicast_b = false;
+        if constexpr (kCluster == 2) {
+          const int other = w.position ^ 1;
+          multicast_b = other < p.tiles && tile_at(p, other) % p.tiles_n == tile % p.tiles_n;
+        }
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+          // [cluster 2] empty[s] counts both CTAs' consumers: the peer's half may be written into either slot.
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
           detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
           const int k0 = kb * kTileK;
           detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
           if constexpr (kTransB == 0) {
-            detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage], k0,
-                                n0);
+            if (kCluster == 2 && multicast_b) {
+              const int rank = int(detail::cluster_rank());
+              detail::tma_load_2d_multicast(smem_b + stage * kStageBytesB + rank * (kStageBytesB / 2), &tmap_b_half,
+                                            &full[stage], k0, n0 + rank * (kTileN / 2), 0x3);
+            } else {
+              detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage],
+                                  k0, n0);
+            }
+          } else if (kCluster == 2 && multicast_b) {
+            const int rank = int(detail::cluster_rank());
+            for (int c = 2 * rank; c < 2 * rank + 2; ++c) {
+              detail::tma_load_2d_multicast(smem_b + stage * kStageBytesB + c * kChunkBytesB, &tmap_b, &full[stage],
+                                            n0 + 64 * c, k0, 0x3);
+            }
           } else {
             for (int c = 0; c < b_bytes / kChunkBytesB; ++c) {
               detail::tma_load_2d(smem_b + stage * kStageBytesB + c * kChunkBytesB, &tmap_b, &full[stage], n0 + 64 * c,
@@ -437,6 +474,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int tile = tile_at(p, w.position);
       const int m0 = (tile / p.tiles_n) * kTileM;
       const int n0 = (tile % p.tiles_n) * kTileN;
+      // Releases ring slot s: one arrival per consumer warp; [cluster 2] on both CTAs' empty[s] (lane r on rank r),
+      // since either producer may write the slot, or twice on this CTA's when its tile has no partner.
+      const bool alone = kCluster == 2 && (w.position ^ 1) >= p.tiles;
+      const auto release = [&](int s) {
+        if constexpr (kCluster == 1) {
+          if (lane == 0) detail::mbarrier_arrive(&empty[s]);
+        } else {
+          if (lane < 2) detail::mbarrier_arrive_remote(&empty[s], alone ? (blockIdx.x & 1u) : uint32_t(lane));
+        }
+      };
       int previous_stage = 0;
       // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
       const auto mainloop = [&](auto half_tile) {
@@ -458,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
           detail::wgmma_commit();
           detail::wgmma_wait<1>();
-          if (kb > w.kb_begin && lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
+          if (kb > w.kb_begin) release(previous_stage);
           previous_stage = stage;
           if (++stage == kStages) {
             stage = 0;
@@ -473,7 +520,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       detail::wgmma_wait<0>();
       detail::fence_accumulators(acc);
-      if (lane == 0) detail::mbarrier_arrive(&empty[previous_stage]);
+      release(previous_stage);
 
       // Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i, column
       // 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
@@ -541,6 +588,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+  }
+  if constexpr (kCluster == 2) {
+    // No CTA exits while its peer may still arrive on its barriers or multicast into its shared memory.
+    __syncwarp();
+    detail::cluster_sync();
   }
 #endif
 }
@@ -721,6 +773,15 @@ std::string gemm_can_implement(const GemmArguments& args) {
     }
     if (args.epilogue == GemmEpilogue::kRegisters) return "half tiles (half_tiles != 0) need the kTmaStore epilogue";
   }
+  if (args.cluster != 1 && args.cluster != 2) return fmt::format("cluster = {} is not 1 or 2", args.cluster);
+  if (args.cluster == 2) {
+    if (args.epilogue == GemmEpilogue::kRegisters) return "cluster = 2 needs the kTmaStore epilogue";
+    if (args.stream_k_tiles != 0 || args.half_tiles != 0) {
+      return fmt::format("cluster = 2 runs whole tiles only, but stream_k_tiles = {} and half_tiles = {}",
+                         args.stream_k_tiles, args.half_tiles);
+    }
+    if (args.sm_count < 2) return fmt::format("cluster = 2 needs sm_count >= 2, got {}", args.sm_count);
+  }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
     for (size_t g = 0; g < args.tile_groups.size(); ++g) {
@@ -835,8 +896,9 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
                                         : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
-  // Half tiles with K-major B load 128 rows of B (MN-major B: two of the four 64-column boxes).
-  const CUtensorMap tmap_b_half = args.half_tiles > 0 && !b_mn_major
+  // Half tiles, and the halves a pair of CTAs multicasts (cluster = 2), with K-major B load 128 rows of B (MN-major B:
+  // two of the four 64-column boxes).
+  const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
                                       ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
                                       : CUtensorMap{};
 
@@ -854,23 +916,54 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                                       : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
   const dim3 block(kThreads);
   const int smem = smem_bytes_of(staged);
+  const bool bf16 = args.dtype == GemmDType::kBF16;
+  if (args.cluster == 2) {
+    // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for
+    // one with its peer's (b ^ 1). The grid is even and at most sm_count (an odd sm_count leaves one SM idle). Every
+    // cluster must be resident at once, as any persistent grid: a green-context partition is made of whole TPCs.
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = 2;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(2 * std::min(args.sm_count / 2, (p.tiles + 1) / 2));
+    config.blockDim = block;
+    config.dynamicSmemBytes = size_t(smem);
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    const auto launch_pairs = [&](auto kernel) {
+      opt_in_dynamic_shared_memory(kernel, smem);
+      OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
+    };
+    if (bf16) {
+      b_mn_major ? launch_pairs(gemm_sm90_kernel<__nv_bfloat16, 1, true, 2>)
+                 : launch_pairs(gemm_sm90_kernel<__nv_bfloat16, 0, true, 2>);
+    } else {
+      b_mn_major ? launch_pairs(gemm_sm90_kernel<__half, 1, true, 2>)
+                 : launch_pairs(gemm_sm90_kernel<__half, 0, true, 2>);
+    }
+    OVL_CUDA_CHECK_LAST();
+    return;
+  }
   const auto launch = [&](auto kernel) {
     opt_in_dynamic_shared_memory(kernel, smem);
     kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
   };
-  const bool bf16 = args.dtype == GemmDType::kBF16;
   if (staged) {
     if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true>) : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true>);
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 1>)
+                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1>);
     } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true>) : launch(gemm_sm90_kernel<__half, 0, true>);
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true, 1>) : launch(gemm_sm90_kernel<__half, 0, true, 1>);
     }
   } else {
     if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, false>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, false>);
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, false, 1>)
+                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, false, 1>);
     } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, false>) : launch(gemm_sm90_kernel<__half, 0, false>);
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, false, 1>) : launch(gemm_sm90_kernel<__half, 0, false, 1>);
     }
   }
   OVL_CUDA_CHECK_LAST();

@@ -185,6 +185,7 @@ struct RunOptions {
   // stream-K changes the fp32 summation order).
   int stream_k_tiles = 0, stream_k_splits = 0, stream_k_ctas = 0;
   int half_tiles = 0;
+  int cluster = 1;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
 
@@ -216,6 +217,7 @@ GemmArguments arguments_of(const Problem& p, const RunOptions& opt) {
   args.stream_k_splits = opt.stream_k_splits;
   args.stream_k_ctas = opt.stream_k_ctas;
   args.half_tiles = opt.half_tiles;
+  args.cluster = opt.cluster;
   return args;
 }
 
@@ -727,6 +729,127 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
   }
 }
 
+// ---- clusters of 2 (GemmArguments::cluster = 2, experimental) ----------------------------------------------------
+// CTAs 2c and 2c + 1 run positions 2q and 2q + 1; when the two tiles share a tile column each loads half of B and
+// multicasts it to both, otherwise (or for a lone last tile) each loads its own. Every path must give the bits of
+// cluster 1: each tile's k-blocks go through the same wgmma sequence, only who loads a stage changes. Which path a
+// pair takes follows from the order: swizzle s shares a column inside a band of an even number of rows, row band
+// almost never does (a row end with an odd tiles_n), a column-major explicit order always does (tiles_m even).
+std::vector<int> column_major_order(const Problem& p) {
+  const GemmTileShape t = gemm_tile_shape();
+  const int tiles_m = (p.m + t.m - 1) / t.m, tiles_n = (p.n + t.n - 1) / t.n;
+  std::vector<int> order;
+  for (int c = 0; c < tiles_n; ++c) {
+    for (int r = 0; r < tiles_m; ++r) order.push_back(r * tiles_n + c);
+  }
+  return order;
+}
+
+// Small and odd shapes (one tile: rank 1 idle; odd tile counts: a lone last tile; edges in M and N, so rank 1's half
+// of B lies partly or wholly outside N; K tails), orders, both B layouts, both output layouts, signals and
+// timestamps, odd and even SM counts (7 runs 6 CTAs; 3 runs 2, so each pair walks many positions; 124 is more CTAs
+// than tiles): float64 reference, group counters, per-CTA stamps in the cluster-1 schedule, and cluster 1's bits.
+TEST_F(GemmTest, Cluster2MatchesCpuReferenceAndCluster1Bits) {
+  const int shapes[][3] = {{128, 256, 64},  {1, 256, 64},      {33, 40, 24},     {200, 264, 72},   {130, 512, 200},
+                           {1000, 520, 136}, {640, 1288, 200}, {850, 1704, 136}, {384, 768, 1000}, {520, 200, 136}};
+  uint32_t seed = 801;
+  for (const auto& s : shapes) {
+    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+      Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
+      const std::vector<double> ref = cpu_reference(in);
+      for (int order = 0; order < 4; ++order) {
+        RunOptions opt;
+        opt.tile_order = order == 0 ? GemmTileOrder::kRowBand : order == 3 ? GemmTileOrder::kExplicit
+                                                                           : GemmTileOrder::kSwizzle;
+        opt.swizzle = order == 1 ? 2 : 3;  // 3: bands of odd height, some pairs straddle two columns
+        if (order == 3) opt.explicit_order = column_major_order(in.problem);
+        opt.output_layout = order % 2 == 0 ? GemmOutputLayout::kRowMajor : GemmOutputLayout::kTileMajor;
+        const int tiles = gemm_tile_count(arguments_of(in.problem, opt));
+        opt.tile_groups = groups_with_tail(tiles, tiles / 3);
+        opt.timestamps = true;
+        opt.sm_count = 5;
+        RunResult one;
+        run(in, opt, one);
+        for (int sms : {7, 3, 8, 124}) {
+          RunOptions two_opt = opt;
+          two_opt.cluster = 2;
+          two_opt.sm_count = sms;
+          RunResult two;
+          run(in, two_opt, two);
+          const std::string what = describe(in.problem) + " order " + std::to_string(order) + " cluster 2 sms " +
+                                   std::to_string(sms);
+          expect_close(in.problem, opt.output_layout, two.d, ref, what);
+          expect_signalled(two_opt, two, what);
+          ASSERT_EQ(one.d.size(), two.d.size()) << what;
+          EXPECT_EQ(0, std::memcmp(one.d.data(), two.d.data(), one.d.size() * 2)) << what << ": bits differ from 1";
+          // CTA b of an even grid of g = min(sm_count rounded down to even, 2 ceil(tiles / 2)) visits b, b + g, ...
+          const int grid = 2 * std::min(sms / 2, (tiles + 1) / 2);
+          const std::vector<int> visit = host_order(in.problem, two_opt);
+          for (int cta = 0; cta < grid; ++cta) {
+            unsigned long long last = two.cta_timestamps[cta];
+            EXPECT_NE(last, 0u) << what << ": CTA " << cta << " has no start stamp";
+            for (int pos = cta; pos < tiles; pos += grid) {
+              EXPECT_GE(two.timestamps[visit[pos]], last) << what << ": CTA " << cta << " position " << pos;
+              last = two.timestamps[visit[pos]];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// fp16, and larger GEMMs at the SM counts of the partitions we care about (and an odd one), on the whole device and
+// inside green-context partitions (the pairs must be co-scheduled inside the partition's SMs): cluster 1's bits, the
+// counters right; cluster 1 itself checked against cuBLAS once.
+TEST_F(GemmTest, Cluster2SmCountsAndPartitionsGiveCluster1Bits) {
+  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    for (GemmDType dt : {GemmDType::kBF16, GemmDType::kFP16}) {
+      const Problem p{2000, 4096, 520, dt, bl};  // 16 x 16 tiles, edge tiles in M, a K tail
+      Inputs in(p, 33);
+      RunOptions opt;
+      opt.tile_order = GemmTileOrder::kSwizzle;
+      opt.tile_groups = {100, 156};
+      RunResult one;
+      run(in, opt, one);
+      if (dt == GemmDType::kBF16) {
+        std::vector<double> ref;
+        cublas_reference(in, ref);
+        expect_close(p, GemmOutputLayout::kRowMajor, one.d, ref, describe(p) + " cluster 1 vs cuBLAS");
+      }
+      for (int sms : {8, 64, 116, 117, 124, 128, 132}) {
+        RunOptions two_opt = opt;
+        two_opt.cluster = 2;
+        two_opt.sm_count = sms;
+        RunResult two;
+        run(in, two_opt, two);
+        const std::string what = describe(p) + " cluster 2 sms " + std::to_string(sms);
+        EXPECT_EQ(two.counters, one.counters) << what;
+        ASSERT_EQ(one.d.size(), two.d.size()) << what;
+        EXPECT_EQ(0, std::memcmp(one.d.data(), two.d.data(), one.d.size() * 2)) << what << ": bits differ from 1";
+      }
+      for (int sms : {8, 64, 116, 124}) {
+        std::unique_ptr<SmPartition> partition;
+        try {
+          partition = SmPartition::confine(0, sms);
+        } catch (const Error& e) {
+          GTEST_SKIP() << "no green-context partition of " << sms << " SMs here: " << e.what();
+        }
+        RunOptions two_opt = opt;
+        two_opt.cluster = 2;
+        two_opt.sm_count = partition->gemm_sms();
+        two_opt.stream = partition->gemm_stream();
+        RunResult two;
+        run(in, two_opt, two);
+        const std::string what = describe(p) + " cluster 2, partition of " + std::to_string(sms) + " SMs";
+        EXPECT_EQ(two.counters, one.counters) << what;
+        ASSERT_EQ(one.d.size(), two.d.size()) << what;
+        EXPECT_EQ(0, std::memcmp(one.d.data(), two.d.data(), one.d.size() * 2)) << what << ": bits differ from 1";
+      }
+    }
+  }
+}
+
 // Half tiles with fp16, an explicit (shuffled) order and more groups than travel inline (the position -> group map
 // and the half counters share the workspace): the halves follow positions, not tile ids.
 TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
@@ -1007,6 +1130,36 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   EXPECT_EQ("", gemm_can_implement(a));
   EXPECT_EQ(gemm_workspace_bytes(a), (600 * sizeof(int) + 255) / 256 * 256 + 3 * sizeof(unsigned long long));
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
+}
+
+TEST(GemmArgumentsTest, ClusterArguments) {
+  auto refuses = [](const GemmArguments& args, const std::string& needle) {
+    const std::string why = gemm_can_implement(args);
+    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
+  };
+  GemmArguments a = valid_arguments();
+  EXPECT_EQ(a.cluster, 1);
+  for (int bad : {0, 3, 4, -2}) {
+    a.cluster = bad;
+    refuses(a, "cluster = " + std::to_string(bad) + " is not 1 or 2");
+  }
+  a.cluster = 2;
+  EXPECT_EQ("", gemm_can_implement(a));
+  a.epilogue = GemmEpilogue::kRegisters;
+  refuses(a, "cluster = 2 needs the kTmaStore epilogue");
+  a.epilogue = GemmEpilogue::kTmaStore;
+  EXPECT_EQ("", gemm_can_implement(a));
+  a.half_tiles = 2;
+  refuses(a, "cluster = 2 runs whole tiles only, but stream_k_tiles = 0 and half_tiles = 2");
+  a.half_tiles = 0;
+  a.stream_k_tiles = 1;
+  a.stream_k_splits = 2;
+  refuses(a, "stream_k_tiles = 1");
+  a.stream_k_tiles = a.stream_k_splits = 0;
+  a.sm_count = 1;
+  refuses(a, "cluster = 2 needs sm_count >= 2, got 1");
+  a.sm_count = 3;  // odd: runs on 2
+  EXPECT_EQ("", gemm_can_implement(a));
 }
 
 TEST(GemmArgumentsTest, RunThrowsBeforeTouchingTheDevice) {

@@ -87,6 +87,11 @@ struct GemmArguments {
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
   // into launch, first tile and steady tiles. Not a signal: it changes nothing else.
   unsigned long long* cta_timestamps = nullptr;
+  // CTAs per cluster, 1 or 2. EXPERIMENTAL, not yet run on a GPU (docs/gemm-notes.md). 2 (kTmaStore epilogue, whole
+  // tiles: no stream-K, no half tiles) runs CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order
+  // (the same positions per CTA as 1); when the two tiles share a tile column each CTA loads half of the B tile and
+  // TMA-multicasts it to both. Same bits as 1. The grid is sm_count rounded down to even.
+  int cluster = 1;
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
