@@ -785,6 +785,9 @@ TEST_F(GemmTest, Cluster2MatchesCpuReferenceAndCluster1Bits) {
           // CTA b of an even grid of g = min(sm_count rounded down to even, 2 ceil(tiles / 2)) visits b, b + g, ...
           const int grid = 2 * std::min(sms / 2, (tiles + 1) / 2);
           const std::vector<int> visit = host_order(in.problem, two_opt);
+          ASSERT_EQ(two.cta_timestamps.size(), size_t(sms)) << what;
+          ASSERT_EQ(two.timestamps.size(), size_t(tiles)) << what;
+          for (int cta = grid; cta < sms; ++cta) EXPECT_EQ(two.cta_timestamps[cta], 0u) << what << ": CTA " << cta;
           for (int cta = 0; cta < grid; ++cta) {
             unsigned long long last = two.cta_timestamps[cta];
             EXPECT_NE(last, 0u) << what << ": CTA " << cta << " has no start stamp";
@@ -833,7 +836,8 @@ TEST_F(GemmTest, Cluster2SmCountsAndPartitionsGiveCluster1Bits) {
         try {
           partition = SmPartition::confine(0, sms);
         } catch (const Error& e) {
-          GTEST_SKIP() << "no green-context partition of " << sms << " SMs here: " << e.what();
+          std::printf("  no green-context partition of %d SMs here: %s\n", sms, e.what());
+          continue;  // the whole-device cases of the other layouts and types still run
         }
         RunOptions two_opt = opt;
         two_opt.cluster = 2;
