@@ -6,19 +6,13 @@ mean over rows and per SM count.
     python3 scripts/gemm_signal_cost.py bench_gemm.json
 """
 import collections
-import json
 import math
-import re
 import statistics
 import sys
 
-runs = collections.defaultdict(list)
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    if b.get("run_type") != "iteration":
-        continue
-    m = re.match(r"gemm/([^/]+)/(\d+x\d+x\d+)/(\w+)/sms:(\d+)", b["name"])
-    if m:
-        runs[(m.group(2), m.group(3), int(m.group(4)), m.group(1))].append(b["tflops"])
+from gemm_runs import gemm_runs
+
+runs = {k: [b["tflops"] for b in v] for k, v in gemm_runs(sys.argv[1]).items()}
 
 rows = sorted({k[:3] for k in runs if k[3] == "ovl" and k[:3] + ("ovl-nosignal",) in runs})
 print("| shape | B | SMs | ovl | ovl-nosignal | cost | per-repetition range | standard error |")

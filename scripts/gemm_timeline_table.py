@@ -2,19 +2,12 @@
 """The OVL_BENCH_GEMM_TIMELINE counters of a bench_gemm JSON as a table (means over repetitions; times in us):
     python3 scripts/gemm_timeline_table.py bench_gemm.json
 """
-import collections
-import json
-import re
 import statistics
 import sys
 
-runs = collections.defaultdict(list)
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    if b.get("run_type") != "iteration":
-        continue
-    m = re.match(r"gemm/([^/]+)/(\d+x\d+x\d+)/(\w+)/sms:(\d+)", b["name"])
-    if m:
-        runs[(m.group(2), m.group(3), int(m.group(4)), m.group(1))].append(b)
+from gemm_runs import gemm_runs
+
+runs = gemm_runs(sys.argv[1])
 
 
 def mean(cases, key):
