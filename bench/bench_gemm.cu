@@ -25,6 +25,8 @@
 // the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles a CTA ran.
 // So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start, tail, launch),
 // which cuBLAS's tl_total_us bounds from the other side.
+// OVL_BENCH_GEMM_SHAPES="MxNxK[,MxNxK...]" registers these shapes too, beside the fixed list (e.g. 8192x7936x2048:
+// 1984 = 16 x 124 of our 128 x 256 tiles, whole rounds on 124 SMs); a malformed entry stops the program, named.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
 //          --benchmark_out_format=json
 
@@ -36,6 +38,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -43,6 +46,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -495,8 +499,21 @@ void bench_gemm(benchmark::State& state, Case c) {
 
 // Registration touches no device, so listing (--benchmark_list_tests) works anywhere.
 const bool registered = [] {
-  const int shapes[][3] = {{8192, 8192, 8192}, {4096, 8192, 8192}, {8192, 8192, 2048},
-                           {2048, 8192, 4096}, {8192, 4096, 1024}, {16384, 8192, 1024}};
+  std::vector<std::array<int, 3>> shapes = {{8192, 8192, 8192}, {4096, 8192, 8192}, {8192, 8192, 2048},
+                                            {2048, 8192, 4096}, {8192, 4096, 1024}, {16384, 8192, 1024}};
+  if (const char* extra = std::getenv("OVL_BENCH_GEMM_SHAPES")) {
+    std::stringstream list(extra);
+    for (std::string item; std::getline(list, item, ',');) {
+      std::array<int, 3> s{};
+      char rest = 0;
+      if (std::sscanf(item.c_str(), "%dx%dx%d%c", &s[0], &s[1], &s[2], &rest) != 3 || s[0] < 1 || s[1] < 1 ||
+          s[2] < 1) {
+        std::fprintf(stderr, "OVL_BENCH_GEMM_SHAPES: '%s' is not MxNxK with positive M, N, K\n", item.c_str());
+        std::exit(2);
+      }
+      shapes.push_back(s);
+    }
+  }
   const int sm_counts[] = {132, 128, 124, 116, 100, 64, 32};
   const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
@@ -504,7 +521,7 @@ const bool registered = [] {
                                                 {Impl::kOvlCluster2, "ovl-cluster2"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
-  const auto case_name = [](const char* impl, const int (&s)[3], GemmBLayout layout, int sms) {
+  const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {
     return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +
            std::to_string(s[2]) + "/" + (layout == GemmBLayout::kKxN ? "nn" : "nt") + "/sms:" + std::to_string(sms);
   };
