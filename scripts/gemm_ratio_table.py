@@ -2,7 +2,8 @@
 """ovl / cuBLAS table of a bench_gemm JSON: per row the mean TFLOP/s of each impl over its repetitions, the tail plan
 `ovl` ran (stream-K tiles x splits, or half tiles), ovl / cublas with the range over repetitions paired by index,
 and ovl / ovl-nosk; then per SM count and over the 116/124/128-SM partitions the geomean, min and rows >= 1.0.
-    python3 scripts/gemm_ratio_table.py bench_gemm.json
+    python3 scripts/gemm_ratio_table.py bench_gemm.json [IMPL]
+IMPL (default ovl) is the impl whose ratios are taken, e.g. ovl-cluster2 or ovl-nosk; the columns keep every impl.
 """
 import collections
 import json
@@ -11,6 +12,7 @@ import re
 import statistics
 import sys
 
+main = sys.argv[2] if len(sys.argv) > 2 else "ovl"
 runs = collections.defaultdict(list)
 plan = {}
 for b in json.load(open(sys.argv[1]))["benchmarks"]:
@@ -26,23 +28,23 @@ for b in json.load(open(sys.argv[1]))["benchmarks"]:
         plan[row] = f"stream-K {sk} x {int(b.get('sk_splits', 0))}" if sk else f"halves {half}" if half else "whole"
 
 impls = sorted({k[3] for k in runs})
-print("| shape | B | SMs | ovl's tail plan | " + " | ".join(impls) + " | ovl/cublas (range) | ovl/ovl-nosk |")
+print("| shape | B | SMs | ovl's tail plan | " + " | ".join(impls) + f" | {main}/cublas (range) | {main}/ovl-nosk |")
 print("|---|---|---|---|" + "---|" * len(impls) + "---|---|")
 ratios = collections.defaultdict(list)
 for row in sorted({k[:3] for k in runs}):
     mean = {i: statistics.mean(runs[row + (i,)]) for i in impls if runs.get(row + (i,))}
-    if "ovl" not in mean or "cublas" not in mean:
+    if main not in mean or "cublas" not in mean:
         continue
-    oc = mean["ovl"] / mean["cublas"]
-    paired = [o / c for o, c in zip(runs[row + ("ovl",)], runs[row + ("cublas",)])]
-    on = mean["ovl"] / mean["ovl-nosk"] if "ovl-nosk" in mean else float("nan")
+    oc = mean[main] / mean["cublas"]
+    paired = [o / c for o, c in zip(runs[row + (main,)], runs[row + ("cublas",)])]
+    on = mean[main] / mean["ovl-nosk"] if "ovl-nosk" in mean else float("nan")
     ratios[row[2]].append(oc)
     print(f"| {row[0]} | {row[1]} | {row[2]} | {plan.get(row, '')} | " + " | ".join(f"{mean[i]:.0f}" for i in impls) +
           f" | {oc:.3f} ({min(paired):.3f}-{max(paired):.3f}) | {on:.3f} |")
 geomean = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
 for sms in sorted(ratios):
     r = ratios[sms]
-    print(f"sms {sms}: ovl/cublas geomean {geomean(r):.3f}, min {min(r):.3f}, rows >= 1.0: {sum(x >= 1 for x in r)}/{len(r)}")
+    print(f"sms {sms}: {main}/cublas geomean {geomean(r):.3f}, min {min(r):.3f}, rows >= 1.0: {sum(x >= 1 for x in r)}/{len(r)}")
 part = [x for s in (116, 124, 128) for x in ratios.get(s, [])]
 if part:
-    print(f"116/124/128: geomean {geomean(part):.3f}, min {min(part):.3f}, rows >= 1.0: {sum(x >= 1 for x in part)}/{len(part)}")
+    print(f"116/124/128: {main}/cublas geomean {geomean(part):.3f}, min {min(part):.3f}, rows >= 1.0: {sum(x >= 1 for x in part)}/{len(part)}")
