@@ -10,8 +10,10 @@
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
-// Counters: tflops (2 M N K per GEMM over the CUDA-event time) and us (per GEMM). Each iteration enqueues enough
-// GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the numbers.
+// Counters: tflops (2 M N K per GEMM over the CUDA-event time), us (per GEMM), and, where NVML can be opened, sm_mhz
+// and power_w (means over the timed loop, sampled every 2 ms: the benches run at the power limit). Each iteration
+// enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
+// numbers.
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -454,6 +456,7 @@ void bench_gemm(benchmark::State& state, Case c) {
 
     int set = 0;
     const int gap_us = ovl::bench::env_int("OVL_BENCH_GEMM_GAP_US", 0, 1000000, 0);
+    ovl::bench::ClockSampler clocks(0);
     for (auto _ : state) {
       {
         ovl::bench::CudaEventTimer timer(state, stream);
@@ -465,6 +468,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // the GPU idles, untimed
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    clocks.add_counters(state);
     if (ovl::bench::env_int("OVL_BENCH_GEMM_TIMELINE", 0, 1, 0) == 1 &&
         (c.impl == Impl::kCublas || c.impl == Impl::kOvlNoStreamK)) {
       timeline(state, c, args.empty() ? nullptr : &args[0], workspace, run_gemm, stream);

@@ -9,8 +9,13 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <dlfcn.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
@@ -55,6 +60,81 @@ class CudaEventTimer {
   benchmark::State& state_;
   cudaStream_t stream_;
   cudaEvent_t start_{}, stop_{};
+};
+
+// Samples the SM clock (MHz) and the board power (W) of a CUDA device through NVML every `period` while it lives, in
+// a thread of its own, and adds their means as counters sm_mhz and power_w (plus clock_samples). The GPU benches run
+// at the power limit, where the clock falls under heavy kernels: two kernels' times are comparable only with their
+// clocks beside them. NVML is opened with dlopen (libnvidia-ml.so.1, part of the driver), so nothing links against
+// it; where it is missing, or the device's handle cannot be had, the sampler does nothing and adds no counters.
+class ClockSampler {
+ public:
+  explicit ClockSampler(int cuda_device, std::chrono::microseconds period = std::chrono::microseconds(2000)) {
+    if (!nvml().ok) return;
+    char bus_id[32] = {};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, cuda_device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    if (nvml().handle_by_bus_id(bus_id, &device_) != 0) return;
+    thread_ = std::thread([this, period] {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        unsigned mhz = 0, milliwatts = 0;
+        if (nvml().clock(device_, /*NVML_CLOCK_SM*/ 1, &mhz) == 0 && nvml().power(device_, &milliwatts) == 0) {
+          mhz_sum_ += mhz;
+          watt_sum_ += milliwatts * 1e-3;
+          ++samples_;
+        }
+        std::this_thread::sleep_for(period);
+      }
+    });
+  }
+  ~ClockSampler() { stop(); }
+  ClockSampler(const ClockSampler&) = delete;
+  ClockSampler& operator=(const ClockSampler&) = delete;
+
+  // Ends the sampling (idempotent). Call it right after the timed loop so the counters cover only that loop.
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // Adds sm_mhz, power_w and clock_samples to the case's counters when there was at least one sample.
+  void add_counters(benchmark::State& state) {
+    stop();
+    if (samples_ == 0) return;
+    state.counters["sm_mhz"] = mhz_sum_ / samples_;
+    state.counters["power_w"] = watt_sum_ / samples_;
+    state.counters["clock_samples"] = double(samples_);
+  }
+
+ private:
+  using Device = void*;  // nvmlDevice_t
+  struct Nvml {
+    bool ok = false;
+    int (*handle_by_bus_id)(const char*, Device*) = nullptr;  // nvmlDeviceGetHandleByPciBusId_v2
+    int (*clock)(Device, int, unsigned*) = nullptr;           // nvmlDeviceGetClockInfo
+    int (*power)(Device, unsigned*) = nullptr;                // nvmlDeviceGetPowerUsage (milliwatts)
+  };
+  static const Nvml& nvml() {
+    static const Nvml lib = [] {
+      Nvml n;
+      void* so = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (so == nullptr) return n;
+      auto init = reinterpret_cast<int (*)()>(dlsym(so, "nvmlInit_v2"));
+      n.handle_by_bus_id = reinterpret_cast<decltype(n.handle_by_bus_id)>(dlsym(so, "nvmlDeviceGetHandleByPciBusId_v2"));
+      n.clock = reinterpret_cast<decltype(n.clock)>(dlsym(so, "nvmlDeviceGetClockInfo"));
+      n.power = reinterpret_cast<decltype(n.power)>(dlsym(so, "nvmlDeviceGetPowerUsage"));
+      n.ok = init != nullptr && n.handle_by_bus_id != nullptr && n.clock != nullptr && n.power != nullptr && init() == 0;
+      return n;
+    }();
+    return lib;
+  }
+
+  Device device_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  double mhz_sum_ = 0, watt_sum_ = 0;
+  long samples_ = 0;
 };
 
 // Adds gpu, sm_count, compute capability, driver, CUDA runtime and NCCL versions to the JSON context.
