@@ -14,6 +14,7 @@ import sys
 
 main = sys.argv[2] if len(sys.argv) > 2 else "ovl"
 runs = collections.defaultdict(list)
+mhz = collections.defaultdict(list)
 plan = {}
 for b in json.load(open(sys.argv[1]))["benchmarks"]:
     if b.get("run_type") != "iteration":
@@ -23,13 +24,17 @@ for b in json.load(open(sys.argv[1]))["benchmarks"]:
         continue
     row = (m.group(2), m.group(3), int(m.group(4)))
     runs[row + (m.group(1),)].append(b["tflops"])
+    if "sm_mhz" in b:
+        mhz[row + (m.group(1),)].append(b["sm_mhz"])
     if m.group(1) == "ovl":
         sk, half = int(b.get("sk_tiles", 0)), int(b.get("half_tiles", 0))
         plan[row] = f"stream-K {sk} x {int(b.get('sk_splits', 0))}" if sk else f"halves {half}" if half else "whole"
 
 impls = sorted({k[3] for k in runs})
-print("| shape | B | SMs | ovl's tail plan | " + " | ".join(impls) + f" | {main}/cublas (range) | {main}/ovl-nosk |")
-print("|---|---|---|---|" + "---|" * len(impls) + "---|---|")
+clocks = bool(mhz)  # bench_gemm's sm_mhz counter (NVML): then a column of each impl's mean SM clock follows
+print("| shape | B | SMs | ovl's tail plan | " + " | ".join(impls) + f" | {main}/cublas (range) | {main}/ovl-nosk |" +
+      ("".join(f" {i} MHz |" for i in impls) if clocks else ""))
+print("|---|---|---|---|" + "---|" * len(impls) + "---|---|" + ("---|" * len(impls) if clocks else ""))
 ratios = collections.defaultdict(list)
 for row in sorted({k[:3] for k in runs}):
     mean = {i: statistics.mean(runs[row + (i,)]) for i in impls if runs.get(row + (i,))}
@@ -40,7 +45,9 @@ for row in sorted({k[:3] for k in runs}):
     on = mean[main] / mean["ovl-nosk"] if "ovl-nosk" in mean else float("nan")
     ratios[row[2]].append(oc)
     print(f"| {row[0]} | {row[1]} | {row[2]} | {plan.get(row, '')} | " + " | ".join(f"{mean[i]:.0f}" for i in impls) +
-          f" | {oc:.3f} ({min(paired):.3f}-{max(paired):.3f}) | {on:.3f} |")
+          f" | {oc:.3f} ({min(paired):.3f}-{max(paired):.3f}) | {on:.3f} |" +
+          ("".join(f" {statistics.mean(mhz[row + (i,)]):.0f} |" if mhz.get(row + (i,)) else " |" for i in impls)
+           if clocks else ""))
 geomean = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
 for sms in sorted(ratios):
     r = ratios[sms]

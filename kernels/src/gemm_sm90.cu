@@ -305,10 +305,10 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   thread's wait_group.read 0 precedes its `staging_free` arrival, which the consumers acquire before writing the
 //   staging again. Signal: registers epilogue: each of the 256 consumer threads arrives on `stored` after its
 //   stores, the signal thread acquires it; kStaged: the store thread's wait_group 0 (the TMA stores' writes are
-//   performed). Then fence.acq_rel.sys + red.release.sys.global.add.u32 on the group counter (cumulative, so it
+//   performed). Then red.release.sys.global.add.u32 on the group counter (a release pattern, cumulative, so it
 //   covers the tile's stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a
 //   relaxed read) sees the tile. Stream-K: each consumer thread's st.global.cg of its partial, then a named barrier
-//   over the 256 consumers, then one thread's fence.acq_rel.gpu + atom.acq_rel.gpu.cas on the tile's counter; the
+//   over the 256 consumers, then one thread's atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
 template <typename T, int kTransB, bool kStaged, int kCluster>

@@ -257,12 +257,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[128], uint64_t d
 // ---- signals -----------------------------------------------------------------------------------------------------
 
 // Publishes a finished tile: everything this thread has observed (the other consumer threads' stores, ordered
-// before it by a barrier) becomes visible at system scope before the counter moves. Peer-mapped counters work.
+// before it by a barrier; the tile's TMA stores, performed by its bulk wait) becomes visible at system scope before the
+// counter moves. Peer-mapped counters work. A .release operation is a release pattern by itself in the PTX memory
+// model (the same as fence.acq_rel followed by a relaxed write), so no fence precedes it: an explicit one compiled to
+// a second MEMBAR.ALL.SYS (docs/results/gemm-h200-signal-cost/sass-signal.txt).
 __device__ __forceinline__ void signal_tile(unsigned int* counter) {
-  asm volatile(
-      "fence.acq_rel.sys;\n"
-      "red.release.sys.global.add.u32 [%0], 1;\n" ::"l"(counter)
-      : "memory");
+  asm volatile("red.release.sys.global.add.u32 [%0], 1;\n" ::"l"(counter) : "memory");
 }
 
 // A tile's arrival counter (a finished stream-K piece, or a stored half tile), in a 64-bit word: the high half is the
@@ -271,13 +271,10 @@ __device__ __forceinline__ void signal_tile(unsigned int* counter) {
 // arrivals of this launch before it. A word another launch left, or never written (zero), counts as none, so the
 // workspace needs no zeroing; acquire as well: the last arrival reads what the others wrote after it.
 __device__ __forceinline__ unsigned int count_arrival(unsigned long long* word, unsigned int epoch) {
+  // The read only seeds the compare-and-swap; the CAS (acq_rel) is the release of this thread's earlier writes and
+  // the acquire of the other arrivals' (no explicit fence: see signal_tile).
   unsigned long long seen;
-  asm volatile(
-      "fence.acq_rel.gpu;\n"
-      "ld.relaxed.gpu.global.u64 %0, [%1];\n"
-      : "=l"(seen)
-      : "l"(word)
-      : "memory");
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(seen) : "l"(word) : "memory");
   for (;;) {
     const unsigned int before = static_cast<unsigned int>(seen >> 32) == epoch ? static_cast<unsigned int>(seen) : 0u;
     const unsigned long long next = (static_cast<unsigned long long>(epoch) << 32) | (before + 1u);
