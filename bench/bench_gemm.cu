@@ -4,9 +4,11 @@
 //   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
 //           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
 //           only), ovl-cluster2 (ovl-nosk in clusters of 2 CTAs that multicast a shared B tile: GemmArguments::cluster,
-//           experimental), ovl-registers (signals on, the epilogue that stores from registers instead of through
-//           shared memory and TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output
-//           (the same random bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           experimental), ovl-split (ovl-nosk with the kTmaStoreSplit epilogue: half-tile staging, 4 stages,
+//           experimental), ovl-sw16 (ovl with swizzle bands of 16 tile rows, not 8), ovl-registers (signals on, the
+//           epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
+//           cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases, read
+//           as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -239,8 +241,9 @@ Buffers& buffers(int m, int n, int k) {
 }
 
 // kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only;
-// kOvlCluster2: kOvlNoStreamK with cluster = 2.
-enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlCluster2, kOvlRegisters, kCublas };
+// kOvlCluster2: kOvlNoStreamK with cluster = 2; kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
+// kOvlSwizzle16: kOvl with swizzle bands of 16 tile rows.
+enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlCluster2, kOvlSplit, kOvlSwizzle16, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -276,11 +279,12 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.b = buf.b[set];
   args.d = buf.d;
   args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
-  args.swizzle = swizzle_rows();
+  args.swizzle = c.impl == Impl::kOvlSwizzle16 ? 16 : swizzle_rows();
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvlCluster2) args.cluster = 2;
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal) {
+  if (c.impl == Impl::kOvlSplit) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle16) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const ovl::TailPlan sk =
         ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
@@ -304,7 +308,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     }
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlCluster2 ||
-      c.impl == Impl::kOvlRegisters) {
+      c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlSwizzle16 || c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
@@ -523,6 +527,8 @@ const bool registered = [] {
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
                                                 {Impl::kOvlCluster2, "ovl-cluster2"},
+                                                {Impl::kOvlSplit, "ovl-split"},
+                                                {Impl::kOvlSwizzle16, "ovl-sw16"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {

@@ -121,10 +121,12 @@ class ClockSampler {
       void* so = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
       if (so == nullptr) return n;
       auto init = reinterpret_cast<int (*)()>(dlsym(so, "nvmlInit_v2"));
-      n.handle_by_bus_id = reinterpret_cast<decltype(n.handle_by_bus_id)>(dlsym(so, "nvmlDeviceGetHandleByPciBusId_v2"));
+      n.handle_by_bus_id =
+          reinterpret_cast<decltype(n.handle_by_bus_id)>(dlsym(so, "nvmlDeviceGetHandleByPciBusId_v2"));
       n.clock = reinterpret_cast<decltype(n.clock)>(dlsym(so, "nvmlDeviceGetClockInfo"));
       n.power = reinterpret_cast<decltype(n.power)>(dlsym(so, "nvmlDeviceGetPowerUsage"));
-      n.ok = init != nullptr && n.handle_by_bus_id != nullptr && n.clock != nullptr && n.power != nullptr && init() == 0;
+      n.ok = init != nullptr && n.handle_by_bus_id != nullptr && n.clock != nullptr && n.power != nullptr &&
+             init() == 0;
       return n;
     }();
     return lib;

@@ -12,7 +12,8 @@ summary() {
   python3 - "$1" <<'PY'
 import re, sys
 scale = {"ms": 1e3, "us": 1, "ns": 1e-3, "cycle": 1, "Kcycle": 1e3, "Mcycle": 1e6, "Gcycle": 1e9, "cycle/second": 1,
-         "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "Mcycle/second": 1e6, "Gcycle/second": 1e9}
+         "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "Mcycle/second": 1e6, "Gcycle/second": 1e9,
+         "Ghz": 1e9, "Mhz": 1e6, "hz": 1}
 rows = []
 for line in open(sys.argv[1]):
     if line.startswith("== "):

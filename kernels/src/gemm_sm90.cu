@@ -40,14 +40,19 @@ constexpr int kChunkBytesB = kTileK * 64 * 2;      // MN-major B: one 64-column 
 // rows, 128-byte swizzle), each stored by one TMA box.
 constexpr int kStagingChunkBytes = kTileM * 64 * 2;  // 16 KB
 constexpr int kStagingBytes = 4 * kStagingChunkBytes;
-// The ring has 4 stages with the register epilogue; 3 with the staged one (4 x 48 KB + 64 KB is over 227 KB).
-constexpr int stages_of(bool staged) { return staged ? 3 : 4; }
-constexpr int smem_bytes_of(bool staged) {
-  const int stages = stages_of(staged);
-  const int barriers = 2 * stages + 2;  // full[], empty[], stored, signaled (registers) / staging_free (staged)
-  return stages * (kStageBytesA + kStageBytesB) + (staged ? kStagingBytes : 0) + barriers * 8 + 1024;  // + slack
+// The ring has 4 stages with the register epilogue; 3 with the staged one (4 x 48 KB + 64 KB is over 227 KB); 4 with
+// the split one (kTmaStoreSplit), whose staging holds half a tile (two chunks, 32 KB).
+constexpr int stages_of(bool staged, bool split = false) { return staged && !split ? 3 : 4; }
+constexpr int staging_bytes_of(bool staged, bool split) {
+  return !staged ? 0 : split ? kStagingBytes / 2 : kStagingBytes;
 }
-static_assert(smem_bytes_of(true) <= 227 * 1024 && smem_bytes_of(false) <= 227 * 1024);
+constexpr int smem_bytes_of(bool staged, bool split = false) {
+  const int stages = stages_of(staged, split);
+  const int barriers = 2 * stages + 2;  // full[], empty[], stored, signaled (registers) / staging_free (staged)
+  return stages * (kStageBytesA + kStageBytesB) + staging_bytes_of(staged, split) + barriers * 8 + 1024;  // + slack
+}
+static_assert(smem_bytes_of(true) <= 227 * 1024 && smem_bytes_of(false) <= 227 * 1024 &&
+              smem_bytes_of(true, true) <= 227 * 1024);
 constexpr int kMaxDevices = 64;
 
 enum : int { kOrderRowBand = 0, kOrderSwizzle = 1, kOrderExplicit = 2 };
@@ -290,13 +295,19 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     release compiles to MEMBAR.ALL.GPU), or twice on its own for a lone last tile; each producer waits on its own
 //     before writing slot s of either CTA. A cluster barrier after the set-up and before exit keeps the peer's
 //     barriers and shared memory alive while they may be written.
+//   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; experimental): the staging holds chunks 0 and 1 only
+//     (32 KB), which leaves room for a 4th ring stage. Each unit takes two `stored` / `staging_free` phases: at the
+//     unit's end the consumers stage columns 0 .. 127 (a half tile: its 128 columns) and keep columns 128 .. 255
+//     converted in 32 registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit,
+//     they wait until the store thread has read the first phase and stage those (nothing for a half tile or a piece
+//     that stores nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
 //     arrive on `stored`, and the store thread only hands the staging back.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
-//   wgmma's descriptors name), [kStaged: the 64 KB staging tile], then S full, S empty, 1 stored and 1 signaled /
-//   staging_free mbarriers. S = stages_of(kStaged). Static: the two stream-K flags sk_last[2].
+//   wgmma's descriptors name), [kStaged: the 64 KB staging tile; kSplit: 32 KB], then S full, S empty, 1 stored and
+//   1 signaled / staging_free mbarriers. S = stages_of(kStaged, kSplit). Static: the two stream-K flags sk_last[2].
 // Architecture: sm_90a (TMA, wgmma, setmaxnreg, stmatrix).
 // Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
 //   wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
@@ -311,20 +322,21 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   over the 256 consumers, then one thread's atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
-template <typename T, int kTransB, bool kStaged, int kCluster>
+template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need the staged epilogue");
-  constexpr int kStages = stages_of(kStaged);
+  static_assert(kCluster == 1 || (kCluster == 2 && kStaged && !kSplit), "clusters of 2 need the staged epilogue");
+  static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
+  constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
   uint8_t* smem_a = smem_raw + pad;
   uint8_t* smem_b = smem_a + kStages * kStageBytesA;
   uint8_t* staging = smem_b + kStages * kStageBytesB;  // kStaged only
-  uint64_t* full = reinterpret_cast<uint64_t*>(staging + (kStaged ? kStagingBytes : 0));
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + staging_bytes_of(kStaged, kSplit));
   uint64_t* empty = full + kStages;
   // Phase t completes when all 256 consumer threads stored their t-th unit (a stream-K piece that is not its tile's
   // last stores nothing and still arrives).
@@ -420,29 +432,59 @@ __global__ void __launch_bounds__(kThreads, 1)
       // critical path (waiting for the stores and the system-scope fence take microseconds).
       WorkCursor cursor = work_begin(p);
       Work w;
+      // ph: the phases of `stored` / `staging_free` passed so far, one per unit (kSplit: two, one per half of the
+      // staged columns).
+      uint32_t ph = 0;
       for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
-        detail::mbarrier_wait(stored, t & 1);
+        detail::mbarrier_wait(stored, ph & 1);
         const int position = w.position;
         const int tile = tile_at(p, position);
         if constexpr (kStaged) {
           if (w.piece >= 0 && !sk_last[t & 1]) {  // a piece whose tile another CTA's last piece stores
             detail::mbarrier_arrive(handback);    // staging_free (the consumers did not write it)
+            ++ph;
+            if constexpr (kSplit) {  // its second phase, empty too
+              detail::mbarrier_wait(stored, ph & 1);
+              detail::mbarrier_arrive(handback);
+              ++ph;
+            }
             continue;
           }
           const int m0 = (tile / p.tiles_n) * kTileM;
           const int column = w.half > 0 ? kTileN / 2 : 0;  // of the tile: a half stores its 2 chunks there
-          const int n0 = (tile % p.tiles_n) * kTileN + column;
-          const int chunks = w.half < 0 ? 4 : 2;
-          for (int c = 0; c < chunks; ++c) {
+          const int tile_n0 = (tile % p.tiles_n) * kTileN;
+          // Staging chunk c to the tile's columns [col, col + 64) (TMA clips at M x N; nothing past N).
+          const auto store_chunk = [&](int c, int col) {
             if (p.tile_major) {
-              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, column + 64 * c, tile * kTileM);
-            } else if (n0 + 64 * c < p.n) {
-              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, n0 + 64 * c, m0);
+              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, col, tile * kTileM);
+            } else if (tile_n0 + col < p.n) {
+              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, tile_n0 + col, m0);
             }
+          };
+          if constexpr (kSplit) {
+            // Columns [column, column + 128) are staged first; a whole tile's columns 128 .. 255 follow in the
+            // consumers' next phase (an empty one for a half tile).
+            for (int c = 0; c < 2; ++c) store_chunk(c, column + 64 * c);
+            detail::bulk_commit();
+            detail::bulk_wait_read_all();
+            detail::mbarrier_arrive(handback);  // staging_free
+            ++ph;
+            detail::mbarrier_wait(stored, ph & 1);
+            if (w.half < 0) {
+              for (int c = 0; c < 2; ++c) store_chunk(c, kTileN / 2 + 64 * c);
+              detail::bulk_commit();
+              detail::bulk_wait_read_all();
+            }
+            detail::mbarrier_arrive(handback);
+            ++ph;
+          } else {
+            const int chunks = w.half < 0 ? 4 : 2;
+            for (int c = 0; c < chunks; ++c) store_chunk(c, column + 64 * c);
+            detail::bulk_commit();
+            detail::bulk_wait_read_all();
+            detail::mbarrier_arrive(handback);  // staging_free
+            ++ph;
           }
-          detail::bulk_commit();
-          detail::bulk_wait_read_all();
-          detail::mbarrier_arrive(handback);  // staging_free
           if (p.signal) {
             detail::bulk_wait_all();
             // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
@@ -456,7 +498,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
         if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
-        if constexpr (!kStaged) detail::mbarrier_arrive(handback);  // signaled
+        if constexpr (!kStaged) {
+          detail::mbarrier_arrive(handback);  // signaled
+          ++ph;
+        }
       }
       if constexpr (kStaged) detail::bulk_wait_all();  // every write performed before the CTA exits
     }
@@ -468,6 +513,34 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[128];
     int stage = 0;
     uint32_t phase = 0;
+    // kStaged: the phases of `stored` / `staging_free` passed so far (one per unit; kSplit: two).
+    uint32_t ph = 0;
+    // Staging layout shared by the stmatrix stores below (see the epilogue): lane l addresses row l % 8 of matrix
+    // l / 8 of each x4; kSplit stages columns 0 .. 127 and 128 .. 255 of a tile in turn, both into chunks 0 and 1.
+    const int r8 = lane % 8;
+    const int lane_half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
+    const uint32_t row_base =
+        detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
+    // kSplit: columns 128 .. 255 of the last unit, converted (pairs for matrices j = 16, 18, ..., 30), staged during
+    // the next unit's first k-block, or after the last unit. `deferred`: that second phase is still owed (also when
+    // there is nothing to stage: a half tile, a stream-K piece that stores nothing); `deferred_store`: it stages.
+    uint32_t pk[32];
+    bool deferred = false, deferred_store = false;
+    const auto stage_deferred = [&] {
+      detail::mbarrier_wait(handback, (ph - 1) & 1);  // the first half's TMA stores have read the staging
+      if (deferred_store) {
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+          const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
+          detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, pk[2 * j], pk[2 * j + 1],
+                              pk[2 * j + 2], pk[2 * j + 3]);
+        }
+        detail::fence_proxy_async_shared();
+      }
+      detail::mbarrier_arrive(stored);
+      ++ph;
+      deferred = false;
+    };
     WorkCursor cursor = work_begin(p);
     Work w;
     for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
@@ -487,7 +560,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       int previous_stage = 0;
       // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
       const auto mainloop = [&](auto half_tile) {
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+        // Waits for k-block kb's slot and issues its wgmmas (one group).
+        const auto issue = [&](int kb) {
           detail::mbarrier_wait(&full[stage], phase);
           const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
           const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
@@ -504,6 +578,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
           }
           detail::wgmma_commit();
+        };
+        // Keeps one group in flight: waits for k-block kb - 1's and releases its slot.
+        const auto retire = [&](int kb) {
           detail::wgmma_wait<1>();
           if (kb > w.kb_begin) release(previous_stage);
           previous_stage = stage;
@@ -511,6 +588,18 @@ __global__ void __launch_bounds__(kThreads, 1)
             stage = 0;
             phase ^= 1;
           }
+        };
+        int kb = w.kb_begin;
+        if constexpr (kSplit) {
+          // The previous unit's second staging phase runs while this unit's first k-block is on the tensor cores.
+          issue(kb);
+          if (deferred) stage_deferred();
+          retire(kb);
+          ++kb;
+        }
+        for (; kb < w.kb_end; ++kb) {
+          issue(kb);
+          retire(kb);
         }
       };
       if (w.half < 0) {
@@ -532,16 +621,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         // A stream-K piece that is not its tile's last stores nothing; it still passes both barriers, so that
         // every role counts the same units.
         const bool store = w.piece < 0 || stream_k_piece(p, w, acc, &sk_last[t & 1]);
-        if (t > 0) detail::mbarrier_wait(handback, (t - 1) & 1);  // the previous tile's staging was read
+        if (ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);  // the previous phase's staging was read
         if (store) {
-          const int r8 = lane % 8;
-          const int half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
-          const uint32_t row_base =
-              detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
 #pragma unroll
           for (int j = 0; j < 32; j += 2) {
-            if (j >= 16 && w.half >= 0) break;  // a half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1
-            const uint32_t unit = uint32_t(((j % 8) + half) ^ r8);
+            // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
+            // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
+            if (j >= 16 && (kSplit || w.half >= 0)) break;
+            const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
             detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16,
                                 pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
                                 pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
@@ -549,6 +636,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           detail::fence_proxy_async_shared();
         }
         detail::mbarrier_arrive(stored);
+        ++ph;
+        if constexpr (kSplit) {
+          deferred = true;
+          deferred_store = store && w.half < 0;
+          if (deferred_store) {
+#pragma unroll
+            for (int j = 16; j < 32; j += 2) {
+#pragma unroll
+              for (int x = 0; x < 4; ++x) pk[2 * (j - 16) + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+            }
+          }
+        }
       } else {
         const int row = consumer * 64 + warp * 16 + lane / 4;
         // 16-byte stores: the 4 lanes of a quad transpose their 4 x 4 words of each 32-column group, so lane q ends
@@ -587,6 +686,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           detail::mbarrier_arrive(stored);
         }
       }
+    }
+    if constexpr (kSplit) {
+      if (deferred) stage_deferred();  // the last unit's second phase
     }
   }
   if constexpr (kCluster == 2) {
@@ -743,8 +845,8 @@ std::string gemm_can_implement(const GemmArguments& args) {
     return fmt::format("dtype = {} is not bf16 or fp16", int(args.dtype));
   }
   if (args.epilogue != GemmEpilogue::kAuto && args.epilogue != GemmEpilogue::kTmaStore &&
-      args.epilogue != GemmEpilogue::kRegisters) {
-    return fmt::format("epilogue = {} is not kAuto, kTmaStore or kRegisters", int(args.epilogue));
+      args.epilogue != GemmEpilogue::kRegisters && args.epilogue != GemmEpilogue::kTmaStoreSplit) {
+    return fmt::format("epilogue = {} is not kAuto, kTmaStore, kRegisters or kTmaStoreSplit", int(args.epilogue));
   }
   if (args.a == nullptr) return "a is a null pointer";
   if (args.b == nullptr) return "b is a null pointer";
@@ -775,7 +877,9 @@ std::string gemm_can_implement(const GemmArguments& args) {
   }
   if (args.cluster != 1 && args.cluster != 2) return fmt::format("cluster = {} is not 1 or 2", args.cluster);
   if (args.cluster == 2) {
-    if (args.epilogue == GemmEpilogue::kRegisters) return "cluster = 2 needs the kTmaStore epilogue";
+    if (args.epilogue == GemmEpilogue::kRegisters || args.epilogue == GemmEpilogue::kTmaStoreSplit) {
+      return "cluster = 2 needs the kTmaStore epilogue";
+    }
     if (args.stream_k_tiles != 0 || args.half_tiles != 0) {
       return fmt::format("cluster = 2 runs whole tiles only, but stream_k_tiles = {} and half_tiles = {}",
                          args.stream_k_tiles, args.half_tiles);
@@ -915,7 +1019,8 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                   : sk.splits > 0     ? std::min(args.sm_count, p.sk_first + sk.tiles * sk.splits)
                                       : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
   const dim3 block(kThreads);
-  const int smem = smem_bytes_of(staged);
+  const bool split = args.epilogue == GemmEpilogue::kTmaStoreSplit;
+  const int smem = smem_bytes_of(staged, split);
   const bool bf16 = args.dtype == GemmDType::kBF16;
   if (args.cluster == 2) {
     // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for
@@ -951,7 +1056,15 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     opt_in_dynamic_shared_memory(kernel, smem);
     kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
   };
-  if (staged) {
+  if (split) {
+    if (bf16) {
+      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 1, true>)
+                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1, true>);
+    } else {
+      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true, 1, true>)
+                 : launch(gemm_sm90_kernel<__half, 0, true, 1, true>);
+    }
+  } else if (staged) {
     if (bf16) {
       b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 1>)
                  : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1>);

@@ -189,8 +189,13 @@ struct RunOptions {
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
 
-constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kRegisters};
-const char* epilogue_name(GemmEpilogue e) { return e == GemmEpilogue::kRegisters ? "/registers" : "/tma-store"; }
+constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kRegisters,
+                                       GemmEpilogue::kTmaStoreSplit};
+const char* epilogue_name(GemmEpilogue e) {
+  return e == GemmEpilogue::kRegisters       ? "/registers"
+         : e == GemmEpilogue::kTmaStoreSplit ? "/tma-store-split"
+                                             : "/tma-store";
+}
 
 struct RunResult {
   std::vector<uint16_t> d;  // raw output buffer (row-major M x N, or tile-major slots)
@@ -355,7 +360,7 @@ void expect_signalled(const RunOptions& opt, const RunResult& r, const std::stri
 class GemmTest : public test::HopperTest {};
 
 // Small and odd shapes (edge tiles in M and N, K tails, M = 1, N and K below one box), both B layouts, both output
-// layouts, both epilogues, against float64; the two epilogues round the same way, so their bits must agree.
+// layouts, every epilogue, against float64; the epilogues round the same way, so their bits must agree.
 TEST_F(GemmTest, SmallShapesMatchCpuReference) {
   const int shapes[][3] = {{128, 256, 64}, {200, 264, 72}, {1000, 520, 136}, {1, 256, 64},
                            {1, 8, 8},      {33, 40, 24},   {130, 512, 200}};
@@ -611,6 +616,15 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         run(in, wider, second);
         EXPECT_EQ(0, std::memcmp(first.d.data(), second.d.data(), first.d.size() * 2))
             << what << ": bits differ on " << wider.sm_count << " SMs";
+        // The split epilogue (a tile's right half staged during the CTA's next unit, pieces that store nothing
+        // passing both of its phases): the same plan, the same bits, every tile signalled.
+        RunOptions split = opt;
+        split.epilogue = GemmEpilogue::kTmaStoreSplit;
+        RunResult third;
+        run(in, split, third);
+        expect_signalled(split, third, what + "/tma-store-split");
+        EXPECT_EQ(0, std::memcmp(first.d.data(), third.d.data(), first.d.size() * 2))
+            << what << ": the split epilogue's bits differ";
       }
     }
   }
@@ -724,6 +738,14 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         run(in, whole, reference_bits);
         EXPECT_EQ(0, std::memcmp(halves.d.data(), reference_bits.d.data(), halves.d.size() * 2))
             << what << ": bits differ from the whole-tile run";
+        // The split epilogue with halves (a half's second phase is empty): the same bits, every tile signalled.
+        RunOptions split = opt;
+        split.epilogue = GemmEpilogue::kTmaStoreSplit;
+        RunResult split_bits;
+        run(in, split, split_bits);
+        expect_signalled(split, split_bits, what + "/tma-store-split");
+        EXPECT_EQ(0, std::memcmp(halves.d.data(), split_bits.d.data(), halves.d.size() * 2))
+            << what << ": the split epilogue's bits differ";
       }
     }
   }
@@ -1150,6 +1172,8 @@ TEST(GemmArgumentsTest, ClusterArguments) {
   a.cluster = 2;
   EXPECT_EQ("", gemm_can_implement(a));
   a.epilogue = GemmEpilogue::kRegisters;
+  refuses(a, "cluster = 2 needs the kTmaStore epilogue");
+  a.epilogue = GemmEpilogue::kTmaStoreSplit;
   refuses(a, "cluster = 2 needs the kTmaStore epilogue");
   a.epilogue = GemmEpilogue::kTmaStore;
   EXPECT_EQ("", gemm_can_implement(a));
