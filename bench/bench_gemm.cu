@@ -5,7 +5,7 @@
 //           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
 //           only), ovl-cluster2 (ovl-nosk in clusters of 2 CTAs that multicast a shared B tile: GemmArguments::cluster,
 //           experimental), ovl-split (ovl-nosk with the kTmaStoreSplit epilogue: half-tile staging, 4 stages,
-//           experimental), ovl-sw16 (ovl with swizzle bands of 16 tile rows, not 8), ovl-registers (signals on, the
+//           experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers (signals on, the
 //           epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
 //           cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases, read
 //           as fp16: finite, magnitudes below 2), bf16 everywhere else
@@ -242,8 +242,8 @@ Buffers& buffers(int m, int n, int k) {
 
 // kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only;
 // kOvlCluster2: kOvlNoStreamK with cluster = 2; kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
-// kOvlSwizzle16: kOvl with swizzle bands of 16 tile rows.
-enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlCluster2, kOvlSplit, kOvlSwizzle16, kOvlRegisters, kCublas };
+// kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle).
+enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlCluster2, kOvlSplit, kOvlSwizzle8, kOvlRegisters, kCublas };
 
 struct Case {
   Impl impl;
@@ -262,10 +262,12 @@ cublasHandle_t cublas_handle() {
   return handle;
 }
 
-// Tile rows per swizzle band of our GEMM: OVL_BENCH_GEMM_SWIZZLE, else 8.
-int swizzle_rows() {
-  static const int rows = ovl::bench::env_int("OVL_BENCH_GEMM_SWIZZLE", 1, 1 << 16, 8);
-  return rows;
+// Tile rows per swizzle band of our GEMM: OVL_BENCH_GEMM_SWIZZLE, else ovl::choose_swizzle's (16 from K = 2048 on,
+// else 8).
+int swizzle_rows(int k) {
+  static const int forced = ovl::bench::env_int("OVL_BENCH_GEMM_SWIZZLE", 1, 1 << 16, 0);
+  const int tile_k = ovl::kernels::gemm_tile_shape().k;
+  return forced > 0 ? forced : ovl::choose_swizzle((k + tile_k - 1) / tile_k);
 }
 
 GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
@@ -279,12 +281,12 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.b = buf.b[set];
   args.d = buf.d;
   args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
-  args.swizzle = c.impl == Impl::kOvlSwizzle16 ? 16 : swizzle_rows();
+  args.swizzle = c.impl == Impl::kOvlSwizzle8 ? 8 : swizzle_rows(c.k);
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvlCluster2) args.cluster = 2;
   if (c.impl == Impl::kOvlSplit) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle16) {
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
     const ovl::TailPlan sk =
         ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
@@ -308,7 +310,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     }
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlCluster2 ||
-      c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlSwizzle16 || c.impl == Impl::kOvlRegisters) {
+      c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlSwizzle8 || c.impl == Impl::kOvlRegisters) {
     // One group per tile row: the counters a row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
@@ -528,7 +530,7 @@ const bool registered = [] {
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
                                                 {Impl::kOvlCluster2, "ovl-cluster2"},
                                                 {Impl::kOvlSplit, "ovl-split"},
-                                                {Impl::kOvlSwizzle16, "ovl-sw16"},
+                                                {Impl::kOvlSwizzle8, "ovl-sw8"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {

@@ -206,6 +206,8 @@ TailPlan choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms) {
   return halves;
 }
 
+int choose_swizzle(int64_t k_blocks) { return k_blocks >= kTallSwizzleMinKBlocks ? 16 : 8; }
+
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {
   if (hw.clock_exponent == 0.0) return 1.0;
   const double busy = std::clamp(busy_sms, hw.clock_knee_sms, double(hw.sm_count));

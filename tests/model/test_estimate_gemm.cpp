@@ -283,5 +283,14 @@ TEST(EstimateGemm, TailPlanChoice) {
                Error);
 }
 
+// The measured rule (docs/results/gemm-h200-swizzle/): bands of 16 tile rows from K = 2048 on, 8 below.
+TEST(ChooseSwizzle, TallBandsFromK2048) {
+  EXPECT_EQ(choose_swizzle(16), 8);   // K = 1024
+  EXPECT_EQ(choose_swizzle(31), 8);   // K = 1984
+  EXPECT_EQ(choose_swizzle(32), 16);  // K = 2048
+  EXPECT_EQ(choose_swizzle(128), 16);
+  EXPECT_EQ(choose_swizzle(1), 8);
+}
+
 }  // namespace
 }  // namespace ovl

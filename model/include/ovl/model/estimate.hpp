@@ -66,6 +66,13 @@ inline constexpr double kHalfTileMinGain = 0.01;
 // grid and save at least kHalfTileMinGain over whole tiles and more than choose_stream_k's plan; else that plan.
 TailPlan choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms);
 
+// Tile rows per swizzle band (ovl::kernels::GemmArguments::swizzle) for our GEMM with `k_blocks` k-blocks of 64:
+// 16 from K = 2048 (32 k-blocks) on, else 8. Measured on the H200 (docs/results/gemm-h200-swizzle/): bands of 16 read
+// less from DRAM, and at the power limit that comes back as clock: +1.7-3.5% on 8192x8192x2048, about +0.5% on
+// K = 4096 and 8192; at K = 1024 they lost up to 2% (16384x8192x1024 at 124 SMs).
+inline constexpr int64_t kTallSwizzleMinKBlocks = 32;
+int choose_swizzle(int64_t k_blocks);
+
 // `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
 // sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
 // plan's order (it changes L2 reuse).
