@@ -258,7 +258,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 // Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
 //
 // Grid: at most sm_count CTAs, fewer when there are fewer units of work (at most one per SM: __launch_bounds__(384,
-// 1) and 209 KB (staged) / 193 KB (registers epilogue) of shared memory). CTA b visits
+// 1) and 209 KB (staged) / 225 KB (split) / 193 KB (registers epilogue) of shared memory). CTA b visits
 // the positions b, b + gridDim.x, ... below sk_first of the tile order and computes tile tile_at(position); with
 // stream-K it then computes its pieces of the last tiles (WorkCursor). Each role below walks this same list of
 // units.
