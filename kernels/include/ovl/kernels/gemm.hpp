@@ -40,7 +40,8 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // bytes per lane straight from registers (4-stage ring). kTmaStoreSplit (experimental): kTmaStore through a
 // half-tile buffer, which leaves room for a 4-stage ring; the consumers stage columns 0 .. 127 at the end of a tile
 // and columns 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
-// a tile's signal comes after its second half is stored). kAuto: kTmaStore.
+// a tile's signal comes after its second half is stored; measured 0.996x kTmaStore on the H200,
+// docs/results/gemm-h200-swizzle/). kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit };
 
 // Stream-K for the last tiles (kTmaStore epilogue only). When the tile count is not a multiple of the grid, the last
@@ -90,10 +91,11 @@ struct GemmArguments {
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
   // into launch, first tile and steady tiles. Not a signal: it changes nothing else.
   unsigned long long* cta_timestamps = nullptr;
-  // CTAs per cluster, 1 or 2. EXPERIMENTAL, not yet run on a GPU (docs/gemm-notes.md). 2 (kTmaStore epilogue, whole
-  // tiles: no stream-K, no half tiles) runs CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order
-  // (the same positions per CTA as 1); when the two tiles share a tile column each CTA loads half of the B tile and
-  // TMA-multicasts it to both. Same bits as 1. The grid is sm_count rounded down to even.
+  // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore epilogue, whole tiles: no stream-K, no half tiles) runs
+  // CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as 1); when
+  // the two tiles share a tile column each CTA loads half of the B tile and TMA-multicasts it to both. Same bits as
+  // 1. The grid is sm_count rounded down to even. Measured on the H200: 0.978x cluster 1
+  // (docs/results/gemm-h200-cluster2-intree/).
   int cluster = 1;
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
