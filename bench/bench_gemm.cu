@@ -309,9 +309,9 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
       args.stream_k_tiles = args.stream_k_splits = args.stream_k_ctas = 0;
     }
   }
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlCluster2 ||
-      c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlSwizzle8 || c.impl == Impl::kOvlRegisters) {
-    // One group per tile row: the counters a row-band collective would wait on.
+  if (c.impl != Impl::kOvlNoSignal) {
+    // Signals on (every ovl impl but ovl-nosignal; cuBLAS never gets here): one group per tile row, the counters a
+    // row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
     args.group_counters = buf.counters;

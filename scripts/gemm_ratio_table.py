@@ -6,29 +6,22 @@ and ovl / ovl-nosk; then per SM count and over the 116/124/128-SM partitions the
 IMPL (default ovl) is the impl whose ratios are taken, e.g. ovl-cluster2 or ovl-nosk; the columns keep every impl.
 """
 import collections
-import json
 import math
-import re
 import statistics
 import sys
 
+from gemm_runs import gemm_runs
+
 main = sys.argv[2] if len(sys.argv) > 2 else "ovl"
-runs = collections.defaultdict(list)
-mhz = collections.defaultdict(list)
+cases = gemm_runs(sys.argv[1])
+runs = {k: [b["tflops"] for b in v] for k, v in cases.items()}
+mhz = {k: [b["sm_mhz"] for b in v] for k, v in cases.items() if all("sm_mhz" in b for b in v)}
 plan = {}
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    if b.get("run_type") != "iteration":
-        continue
-    m = re.match(r"gemm/([^/]+)/(\d+x\d+x\d+)/(\w+)/sms:(\d+)", b["name"])
-    if not m:
-        continue
-    row = (m.group(2), m.group(3), int(m.group(4)))
-    runs[row + (m.group(1),)].append(b["tflops"])
-    if "sm_mhz" in b:
-        mhz[row + (m.group(1),)].append(b["sm_mhz"])
-    if m.group(1) == "ovl":
-        sk, half = int(b.get("sk_tiles", 0)), int(b.get("half_tiles", 0))
-        plan[row] = f"stream-K {sk} x {int(b.get('sk_splits', 0))}" if sk else f"halves {half}" if half else "whole"
+for (shape, layout, sms, impl), v in cases.items():
+    if impl == "ovl":
+        sk, half = int(v[0].get("sk_tiles", 0)), int(v[0].get("half_tiles", 0))
+        plan[(shape, layout, sms)] = (f"stream-K {sk} x {int(v[0].get('sk_splits', 0))}" if sk
+                                      else f"halves {half}" if half else "whole")
 
 impls = sorted({k[3] for k in runs})
 clocks = bool(mhz)  # bench_gemm's sm_mhz counter (NVML): then a column of each impl's mean SM clock follows

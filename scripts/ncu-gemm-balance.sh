@@ -9,19 +9,11 @@
 # The report goes to $OUT/ncu-balance.txt; `ncu-gemm-balance.sh --summary FILE` prints the table from a report.
 set -u
 summary() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$(dirname "$0")" <<'PY'
 import re, sys
-scale = {"ms": 1e3, "us": 1, "ns": 1e-3, "cycle": 1, "Kcycle": 1e3, "Mcycle": 1e6, "Gcycle": 1e9, "cycle/second": 1,
-         "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "Mcycle/second": 1e6, "Gcycle/second": 1e9,
-         "Ghz": 1e9, "Mhz": 1e6, "hz": 1}
-rows = []
-for line in open(sys.argv[1]):
-    if line.startswith("== "):
-        rows.append((line[3:].strip(), {}))
-        continue
-    m = re.match(r"\s+(\S+)\s+(\S+)\s+([\d,.]+)\s*$", line)
-    if m and rows:
-        rows[-1][1][m.group(1)] = float(m.group(3).replace(",", "")) * scale.get(m.group(2), 1)
+sys.path.insert(0, sys.argv[2])
+from ncu_report import read
+rows = read(sys.argv[1])
 print(f"{'case':44s} {'time us':>8s} {'max Mcyc':>9s} {'mean Mcyc':>9s} {'balance':>7s} {'SM MHz':>7s}")
 for label, d in rows:
     sms = int(re.search(r"sms:(\d+)", label).group(1))

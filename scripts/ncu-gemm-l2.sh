@@ -7,17 +7,11 @@
 # summary of a report (no GPU needed).
 set -u
 summary() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$(dirname "$0")" <<'PY'
 import re, sys
-scale = {"Gbyte": 1e9, "Mbyte": 1e6, "Kbyte": 1e3, "byte": 1, "ms": 1e3, "us": 1, "ns": 1e-3}
-rows = []
-for line in open(sys.argv[1]):
-    if line.startswith("== "):
-        rows.append((line[3:].strip(), {}))
-        continue
-    m = re.match(r"\s+(\S+)\s+(\S+)\s+([\d,.]+)\s*$", line)
-    if m and rows:
-        rows[-1][1][m.group(1)] = float(m.group(3).replace(",", "")) * scale.get(m.group(2), 1)
+sys.path.insert(0, sys.argv[2])
+from ncu_report import read
+rows = read(sys.argv[1])
 for label, d in rows:
     g = lambda k: d.get(k, float("nan"))
     print(f"{label:38s} {g('gpu__time_duration.sum'):7.1f} us  L2 sectors {g('lts__t_sectors.sum')/1e6:6.1f}M "
