@@ -357,6 +357,25 @@ void expect_signalled(const RunOptions& opt, const RunResult& r, const std::stri
   for (size_t t = 0; t < r.timestamps.size(); ++t) EXPECT_NE(r.timestamps[t], 0u) << what << ": tile " << t;
 }
 
+// The same output buffer, bit for bit (a variant that must not change the arithmetic: another grid, epilogue,
+// cluster or partition).
+void expect_same_bits(const RunResult& want, const RunResult& got, const std::string& what) {
+  ASSERT_EQ(want.d.size(), got.d.size()) << what;
+  EXPECT_EQ(0, std::memcmp(want.d.data(), got.d.data(), want.d.size() * 2)) << what << ": bits differ";
+}
+
+// `opt` again with the split epilogue (GemmEpilogue::kTmaStoreSplit: a tile's right half staged during the CTA's next
+// unit; a half tile's or a storeless stream-K piece's second phase empty): `want`'s bits, every tile signalled.
+void expect_split_epilogue_same(const Inputs& in, const RunOptions& opt, const RunResult& want,
+                                const std::string& what) {
+  RunOptions split = opt;
+  split.epilogue = GemmEpilogue::kTmaStoreSplit;
+  RunResult got;
+  run(in, split, got);
+  expect_signalled(split, got, what + "/tma-store-split");
+  expect_same_bits(want, got, what + "/tma-store-split");
+}
+
 class GemmTest : public test::HopperTest {};
 
 // Small and odd shapes (edge tiles in M and N, K tails, M = 1, N and K below one box), both B layouts, both output
@@ -616,15 +635,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         run(in, wider, second);
         EXPECT_EQ(0, std::memcmp(first.d.data(), second.d.data(), first.d.size() * 2))
             << what << ": bits differ on " << wider.sm_count << " SMs";
-        // The split epilogue (a tile's right half staged during the CTA's next unit, pieces that store nothing
-        // passing both of its phases): the same plan, the same bits, every tile signalled.
-        RunOptions split = opt;
-        split.epilogue = GemmEpilogue::kTmaStoreSplit;
-        RunResult third;
-        run(in, split, third);
-        expect_signalled(split, third, what + "/tma-store-split");
-        EXPECT_EQ(0, std::memcmp(first.d.data(), third.d.data(), first.d.size() * 2))
-            << what << ": the split epilogue's bits differ";
+        expect_split_epilogue_same(in, opt, first, what);
       }
     }
   }
@@ -738,14 +749,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         run(in, whole, reference_bits);
         EXPECT_EQ(0, std::memcmp(halves.d.data(), reference_bits.d.data(), halves.d.size() * 2))
             << what << ": bits differ from the whole-tile run";
-        // The split epilogue with halves (a half's second phase is empty): the same bits, every tile signalled.
-        RunOptions split = opt;
-        split.epilogue = GemmEpilogue::kTmaStoreSplit;
-        RunResult split_bits;
-        run(in, split, split_bits);
-        expect_signalled(split, split_bits, what + "/tma-store-split");
-        EXPECT_EQ(0, std::memcmp(halves.d.data(), split_bits.d.data(), halves.d.size() * 2))
-            << what << ": the split epilogue's bits differ";
+        expect_split_epilogue_same(in, opt, halves, what);
       }
     }
   }
@@ -802,8 +806,7 @@ TEST_F(GemmTest, Cluster2MatchesCpuReferenceAndCluster1Bits) {
                                    std::to_string(sms);
           expect_close(in.problem, opt.output_layout, two.d, ref, what);
           expect_signalled(two_opt, two, what);
-          ASSERT_EQ(one.d.size(), two.d.size()) << what;
-          EXPECT_EQ(0, std::memcmp(one.d.data(), two.d.data(), one.d.size() * 2)) << what << ": bits differ from 1";
+          expect_same_bits(one, two, what + " (against cluster 1)");
           // CTA b of an even grid of g = min(sm_count rounded down to even, 2 ceil(tiles / 2)) visits b, b + g, ...
           const int grid = 2 * std::min(sms / 2, (tiles + 1) / 2);
           const std::vector<int> visit = host_order(in.problem, two_opt);
@@ -850,8 +853,7 @@ TEST_F(GemmTest, Cluster2SmCountsAndPartitionsGiveCluster1Bits) {
         run(in, two_opt, two);
         const std::string what = describe(p) + " cluster 2 sms " + std::to_string(sms);
         EXPECT_EQ(two.counters, one.counters) << what;
-        ASSERT_EQ(one.d.size(), two.d.size()) << what;
-        EXPECT_EQ(0, std::memcmp(one.d.data(), two.d.data(), one.d.size() * 2)) << what << ": bits differ from 1";
+        expect_same_bits(one, two, what + " (against cluster 1)");
       }
       for (int sms : {8, 64, 116, 124}) {
         std::unique_ptr<SmPartition> partition;
@@ -869,8 +871,7 @@ TEST_F(GemmTest, Cluster2SmCountsAndPartitionsGiveCluster1Bits) {
         run(in, two_opt, two);
         const std::string what = describe(p) + " cluster 2, partition of " + std::to_string(sms) + " SMs";
         EXPECT_EQ(two.counters, one.counters) << what;
-        ASSERT_EQ(one.d.size(), two.d.size()) << what;
-        EXPECT_EQ(0, std::memcmp(one.d.data(), two.d.data(), one.d.size() * 2)) << what << ": bits differ from 1";
+        expect_same_bits(one, two, what + " (against cluster 1)");
       }
     }
   }
