@@ -286,7 +286,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     signals, after its stores are performed each half counts itself on the tile's half counter
 //     (detail::count_arrival: a CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
 //     signals the tile, the first does neither.
-//   Clusters of 2 (kCluster = 2; kStaged, whole tiles only; experimental, 0.978x kCluster = 1 on the H200): CTAs 2c and
+//   Clusters of 2 (kCluster = 2; kStaged, with or without kSplit, whole tiles only; experimental, 0.978x kCluster = 1
+//     on the H200 without kSplit): CTAs 2c and
 //     2c + 1 form a cluster and visit the same positions as with kCluster = 1 (b, b + grid, ...; the grid is even), so
 //     their units pair up as positions 2q and 2q + 1. When a pair's tiles share a tile column, the producer of rank r
 //     loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r; MN-major: chunks 2r, 2r + 1) and multicasts
@@ -329,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  static_assert(kCluster == 1 || (kCluster == 2 && kStaged && !kSplit), "clusters of 2 need the staged epilogue");
+  static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need a staged epilogue");
   static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
   constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
@@ -878,9 +879,7 @@ std::string gemm_can_implement(const GemmArguments& args) {
   }
   if (args.cluster != 1 && args.cluster != 2) return fmt::format("cluster = {} is not 1 or 2", args.cluster);
   if (args.cluster == 2) {
-    if (args.epilogue == GemmEpilogue::kRegisters || args.epilogue == GemmEpilogue::kTmaStoreSplit) {
-      return "cluster = 2 needs the kTmaStore epilogue";
-    }
+    if (args.epilogue == GemmEpilogue::kRegisters) return "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue";
     if (args.stream_k_tiles != 0 || args.half_tiles != 0) {
       return fmt::format("cluster = 2 runs whole tiles only, but stream_k_tiles = {} and half_tiles = {}",
                          args.stream_k_tiles, args.half_tiles);
@@ -1050,10 +1049,15 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     config.stream = stream;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    with_kernel<true, 2, false>(args.dtype, b_mn_major, [&](auto kernel) {
+    const auto launch_cluster = [&](auto kernel) {
       opt_in_dynamic_shared_memory(kernel, smem);
       OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
-    });
+    };
+    if (split) {
+      with_kernel<true, 2, true>(args.dtype, b_mn_major, launch_cluster);
+    } else {
+      with_kernel<true, 2, false>(args.dtype, b_mn_major, launch_cluster);
+    }
     OVL_CUDA_CHECK_LAST();
     return;
   }

@@ -91,7 +91,8 @@ struct GemmArguments {
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
   // into launch, first tile and steady tiles. Not a signal: it changes nothing else.
   unsigned long long* cta_timestamps = nullptr;
-  // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore epilogue, whole tiles: no stream-K, no half tiles) runs
+  // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore or kTmaStoreSplit epilogue, whole tiles: no stream-K, no
+  // half tiles) runs
   // CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as 1); when
   // the two tiles share a tile column each CTA loads half of the B tile and TMA-multicasts it to both. Same bits as
   // 1. The grid is sm_count rounded down to even. Measured on the H200: 0.978x cluster 1
