@@ -2,13 +2,15 @@
 //
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
 //   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
-//           picks: stream-K or half tiles), ovl-nosignal (the same without signals), ovl-nosk (ovl with whole tiles
-//           only), ovl-cluster2 (ovl-nosk in clusters of 2 CTAs that multicast a shared B tile: GemmArguments::cluster,
-//           experimental), ovl-split (ovl-nosk with the kTmaStoreSplit epilogue: half-tile staging, 4 stages,
-//           experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers (signals on, the
-//           epilogue that stores from registers instead of through shared memory and TMA), cublas; ovl-fp16 and
-//           cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16 cases, read
-//           as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           picks: stream-K or half tiles; ovl::choose_split_epilogue picks kTmaStoreSplit when a CTA's share of the
+//           GEMM is short, else kTmaStore), ovl-tmastore (ovl with the kTmaStore epilogue always), ovl-nosignal (ovl
+//           without signals), ovl-nosk (ovl with whole tiles only, kTmaStore), ovl-cluster2 (ovl-nosk in clusters of 2
+//           CTAs that multicast a shared B tile: GemmArguments::cluster, experimental), ovl-split (ovl-nosk with the
+//           kTmaStoreSplit epilogue: half-tile staging, 4 stages), ovl-cluster2-split (the two together: cuBLAS's pair
+//           with 4 stages, experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K),
+//           ovl-registers (signals on, the epilogue that stores from registers instead of through shared memory and
+//           TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random
+//           bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -240,10 +242,24 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan picks; kOvlNoStreamK: kOvl with whole tiles only;
+// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan and the epilogue ovl::choose_split_epilogue pick;
+// kOvlNoStreamK: kOvl with whole tiles only and the kTmaStore epilogue;
 // kOvlCluster2: kOvlNoStreamK with cluster = 2; kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
-// kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle).
-enum class Impl { kOvl, kOvlNoSignal, kOvlNoStreamK, kOvlCluster2, kOvlSplit, kOvlSwizzle8, kOvlRegisters, kCublas };
+// kOvlCluster2Split: both;
+// kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle); kOvlTmaStore: kOvl
+// with the kTmaStore epilogue (the default before ovl::choose_split_epilogue).
+enum class Impl {
+  kOvl,
+  kOvlNoSignal,
+  kOvlNoStreamK,
+  kOvlCluster2,
+  kOvlSplit,
+  kOvlCluster2Split,
+  kOvlSwizzle8,
+  kOvlTmaStore,
+  kOvlRegisters,
+  kCublas
+};
 
 struct Case {
   Impl impl;
@@ -284,12 +300,19 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.swizzle = c.impl == Impl::kOvlSwizzle8 ? 8 : swizzle_rows(c.k);
   args.sm_count = c.sms;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
-  if (c.impl == Impl::kOvlCluster2) args.cluster = 2;
-  if (c.impl == Impl::kOvlSplit) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8) {
+  if (c.impl == Impl::kOvlCluster2 || c.impl == Impl::kOvlCluster2Split) args.cluster = 2;
+  if (c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlCluster2Split) {
+    args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
+  }
+  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
+      c.impl == Impl::kOvlTmaStore) {
     const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
-    const ovl::TailPlan sk =
-        ovl::choose_tail_plan(ovl::kernels::gemm_tile_count(args), (c.k + t.k - 1) / t.k, c.sms);
+    const int tiles = ovl::kernels::gemm_tile_count(args);
+    const int k_blocks = (c.k + t.k - 1) / t.k;
+    if (c.impl != Impl::kOvlTmaStore && ovl::choose_split_epilogue(tiles, k_blocks, c.sms)) {
+      args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
+    }
+    const ovl::TailPlan sk = ovl::choose_tail_plan(tiles, k_blocks, c.sms);
     args.stream_k_tiles = sk.tiles;
     args.stream_k_splits = sk.splits;
     args.half_tiles = sk.half_tiles;
@@ -501,6 +524,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["sk_splits"] = plan.splits;
       state.counters["sk_ctas"] = plan.ctas;
       state.counters["half_tiles"] = args[0].half_tiles;
+      state.counters["split_epilogue"] = args[0].epilogue == ovl::kernels::GemmEpilogue::kTmaStoreSplit ? 1 : 0;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -530,7 +554,9 @@ const bool registered = [] {
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
                                                 {Impl::kOvlCluster2, "ovl-cluster2"},
                                                 {Impl::kOvlSplit, "ovl-split"},
+                                                {Impl::kOvlCluster2Split, "ovl-cluster2-split"},
                                                 {Impl::kOvlSwizzle8, "ovl-sw8"},
+                                                {Impl::kOvlTmaStore, "ovl-tmastore"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {

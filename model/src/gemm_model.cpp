@@ -206,7 +206,17 @@ TailPlan choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms) {
   return halves;
 }
 
-int choose_swizzle(int64_t k_blocks) { return k_blocks >= kTallSwizzleMinKBlocks ? 16 : 8; }
+int choose_swizzle(int64_t k_blocks) {
+  OVL_CHECK(k_blocks >= 1, "choose_swizzle: k_blocks = {} must be positive", k_blocks);
+  return k_blocks >= kTallSwizzleMinKBlocks ? 16 : 8;
+}
+
+bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms) {
+  OVL_CHECK(tiles >= 1, "choose_split_epilogue: tiles = {} must be positive", tiles);
+  OVL_CHECK(k_blocks >= 1, "choose_split_epilogue: k_blocks = {} must be positive", k_blocks);
+  OVL_CHECK(sms >= 1, "choose_split_epilogue: sms = {} must be positive", sms);
+  return (tiles + sms - 1) / sms * k_blocks <= kSplitEpilogueMaxCtaKBlocks;
+}
 
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {
   if (hw.clock_exponent == 0.0) return 1.0;

@@ -290,6 +290,32 @@ TEST(ChooseSwizzle, TallBandsFromK2048) {
   EXPECT_EQ(choose_swizzle(32), 16);  // K = 2048
   EXPECT_EQ(choose_swizzle(128), 16);
   EXPECT_EQ(choose_swizzle(1), 8);
+  EXPECT_THROW(choose_swizzle(0), Error);
+  EXPECT_THROW(choose_swizzle(-3), Error);
+}
+
+// The measured rule (docs/results/gemm-h200-split/): the split epilogue when a CTA's share is at most 192 k-blocks.
+TEST(ChooseSplitEpilogue, WhenACtasShareIsShort) {
+  // 8192x4096x1024: 64 x 16 tiles of 16 k-blocks, 8-9 rounds at 116-132 SMs (128-144 k-blocks per CTA).
+  for (int sms : {116, 124, 128, 132}) EXPECT_TRUE(choose_split_epilogue(1024, 16, sms)) << sms;
+  EXPECT_FALSE(choose_split_epilogue(1024, 16, 64));   // 16 rounds: 256
+  EXPECT_FALSE(choose_split_epilogue(4096, 16, 124));  // 16384x8192x1024: 34 rounds
+  EXPECT_FALSE(choose_split_epilogue(512, 64, 128));   // 2048x8192x4096: 4 rounds of 64
+  EXPECT_FALSE(choose_split_epilogue(2048, 32, 128));  // 8192x8192x2048
+  EXPECT_TRUE(choose_split_epilogue(12, 192, 132));    // one round of 192: the threshold itself
+  EXPECT_FALSE(choose_split_epilogue(12, 193, 132));
+  EXPECT_TRUE(choose_split_epilogue(1, 1, 1));
+  const auto refuses = [](int64_t tiles, int64_t k_blocks, int sms, const std::string& needle) {
+    try {
+      choose_split_epilogue(tiles, k_blocks, sms);
+      ADD_FAILURE() << needle << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refuses(0, 16, 124, "tiles = 0");
+  refuses(1024, 0, 124, "k_blocks = 0");
+  refuses(1024, 16, -1, "sms = -1");
 }
 
 }  // namespace
