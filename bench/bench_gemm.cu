@@ -25,7 +25,7 @@
 // OVL_BENCH_GEMM_TIMELINE=1 adds, after the timed loop, 5 GEMMs each bracketed by two one-thread kernels that read
 // %globaltimer (amid back-to-back GEMMs, so the GPU stays in the sustained regime): tl_total_us, the median time
 // between the two stamps, and tl_gap_us, between two stamp kernels with nothing between them (the launch gap the
-// brackets add); for ovl-nosk also from its per-CTA start stamps and per-tile stamps (written when a tile's stores
+// brackets add); for ovl-nosk and ovl-split (whole tiles) also from its per-CTA start stamps and per-tile stamps (written when a tile's stores
 // are performed): tl_start_us, the median over CTAs of the CTA's start after the opening stamp; tl_tile_us, the
 // median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first tile's stamp after
 // the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles a CTA ran.
@@ -499,7 +499,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
     clocks.add_counters(state);
     if (ovl::bench::env_int("OVL_BENCH_GEMM_TIMELINE", 0, 1, 0) == 1 &&
-        (c.impl == Impl::kCublas || c.impl == Impl::kOvlNoStreamK)) {
+        (c.impl == Impl::kCublas || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlSplit)) {
       timeline(state, c, args.empty() ? nullptr : &args[0], workspace, run_gemm, stream);
     }
     if (c.impl == Impl::kCublas) {

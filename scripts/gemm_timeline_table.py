@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The OVL_BENCH_GEMM_TIMELINE counters of a bench_gemm JSON as a table (means over repetitions; times in us):
-    python3 scripts/gemm_timeline_table.py bench_gemm.json
+    python3 scripts/gemm_timeline_table.py bench_gemm.json [IMPL]
+IMPL (default ovl-nosk; also ovl-split) is our kernel's whole-tile impl whose stamps the table reads.
 """
 import statistics
 import sys
@@ -8,6 +9,7 @@ import sys
 from gemm_runs import gemm_runs
 
 runs = gemm_runs(sys.argv[1])
+ours = sys.argv[2] if len(sys.argv) > 2 else "ovl-nosk"
 
 
 def mean(cases, key):
@@ -15,12 +17,12 @@ def mean(cases, key):
     return statistics.mean(values) if values else float("nan")
 
 
-columns = ["shape", "B", "SMs", "cuBLAS us (bench)", "cuBLAS bracket", "ovl-nosk us (bench)", "ovl bracket", "gap",
+columns = ["shape", "B", "SMs", "cuBLAS us (bench)", "cuBLAS bracket", f"{ours} us (bench)", "ovl bracket", "gap",
            "CTA start", "first tile", "tile period", "rounds", "after last tile", "bracket - rounds x period"]
 print("| " + " | ".join(columns) + " |")
 print("|" + "---|" * len(columns))
 for row in sorted({k[:3] for k in runs}):
-    c, o = runs[row + ("cublas",)], runs[row + ("ovl-nosk",)]
+    c, o = runs[row + ("cublas",)], runs[row + (ours,)]
     if not c or not o:
         continue
     rounds, period = o[0]["tl_rounds"], mean(o, "tl_tile_us")

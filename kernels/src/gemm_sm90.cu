@@ -296,8 +296,9 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     MEMBAR.ALL.GPU), or twice on its own for a lone last tile; each producer waits on its own before writing slot s
 //     of either CTA. A cluster barrier after the set-up and before exit keeps the peer's barriers and shared memory
 //     alive while they may be written.
-//   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; experimental, 0.996x kTmaStore on the H200): the staging
-//     holds chunks 0 and 1 only (32 KB), which leaves room for a 4th ring stage. Each unit takes two `stored` /
+//   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; on the H200 0.996x kTmaStore over all rows, ~1% faster on
+//     short GEMMs, which ovl::choose_split_epilogue gives it): the staging holds chunks 0 and 1 only (32 KB),
+//     which leaves room for a 4th ring stage. Each unit takes two `stored` /
 //     `staging_free` phases: at the unit's end the consumers stage columns 0 .. 127 (a half tile: its 128 columns) and
 //     keep columns 128 .. 255 converted in 32 registers; during the next unit's first k-block (its wgmmas in flight) or
 //     after the last unit, they wait until the store thread has read the first phase and stage those (nothing for a

@@ -37,11 +37,12 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 
 // How finished tiles reach D. kTmaStore: the consumers write the converted tile into shared memory (stmatrix) and
 // go on to the next tile while one thread stores it with TMA (3-stage ring). kRegisters: the consumers store 16
-// bytes per lane straight from registers (4-stage ring). kTmaStoreSplit (experimental): kTmaStore through a
-// half-tile buffer, which leaves room for a 4-stage ring; the consumers stage columns 0 .. 127 at the end of a tile
-// and columns 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
-// a tile's signal comes after its second half is stored; measured 0.996x kTmaStore on the H200,
-// docs/results/gemm-h200-swizzle/). kAuto: kTmaStore.
+// bytes per lane straight from registers (4-stage ring). kTmaStoreSplit: kTmaStore through a half-tile buffer,
+// which leaves room for a 4-stage ring; the consumers stage columns 0 .. 127 at the end of a tile and columns
+// 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
+// a tile's signal comes after its second half is stored; measured 0.996x kTmaStore over all rows on the H200,
+// docs/results/gemm-h200-swizzle/, but about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it,
+// docs/results/gemm-h200-split/). kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit };
 
 // Stream-K for the last tiles (kTmaStore epilogue only). When the tile count is not a multiple of the grid, the last
