@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ovl / cuBLAS table of a bench_gemm JSON: per row the mean TFLOP/s of each impl over its repetitions, the tail plan
-`ovl` ran (stream-K tiles x splits, or half tiles; the split epilogue where the JSON says so), ovl / cublas with the range over repetitions paired by index,
-and ovl / ovl-nosk; then per SM count and over the 116/124/128-SM partitions the geomean, min and rows >= 1.0.
+`ovl` ran (stream-K tiles x splits, or half tiles; the split epilogue where the JSON says so), ovl / cublas with
+the range over repetitions paired by index, and ovl / ovl-nosk; then per SM count and over the 116/124/128-SM
+partitions the geomean, min and rows >= 1.0.
     python3 scripts/gemm_ratio_table.py bench_gemm.json [IMPL]
 IMPL (default ovl) is the impl whose ratios are taken, e.g. ovl-cluster2 or ovl-nosk; the columns keep every impl.
 """
@@ -38,7 +39,8 @@ for row in sorted({k[:3] for k in runs}):
     paired = [o / c for o, c in zip(runs[row + (main,)], runs[row + ("cublas",)])]
     on = mean[main] / mean["ovl-nosk"] if "ovl-nosk" in mean else float("nan")
     ratios[row[2]].append(oc)
-    print(f"| {row[0]} | {row[1]} | {row[2]} | {plan.get(row, '')} | " + " | ".join(f"{mean[i]:.0f}" if i in mean else "" for i in impls) +
+    cells = " | ".join(f"{mean[i]:.0f}" if i in mean else "" for i in impls)
+    print(f"| {row[0]} | {row[1]} | {row[2]} | {plan.get(row, '')} | " + cells +
           f" | {oc:.3f} ({min(paired):.3f}-{max(paired):.3f}) | {on:.3f} |" +
           ("".join(f" {statistics.mean(mhz[row + (i,)]):.0f} |" if mhz.get(row + (i,)) else " |" for i in impls)
            if clocks else ""))

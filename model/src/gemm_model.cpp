@@ -215,7 +215,9 @@ bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms) {
   OVL_CHECK(tiles >= 1, "choose_split_epilogue: tiles = {} must be positive", tiles);
   OVL_CHECK(k_blocks >= 1, "choose_split_epilogue: k_blocks = {} must be positive", k_blocks);
   OVL_CHECK(sms >= 1, "choose_split_epilogue: sms = {} must be positive", sms);
-  return (tiles + sms - 1) / sms * k_blocks <= kSplitEpilogueMaxCtaKBlocks;
+  // rounds x k_blocks <= max, without forming the product (no overflow for any positive inputs).
+  const int64_t rounds = (tiles - 1) / sms + 1;
+  return k_blocks <= kSplitEpilogueMaxCtaKBlocks && rounds <= kSplitEpilogueMaxCtaKBlocks / k_blocks;
 }
 
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
@@ -305,6 +306,14 @@ TEST(ChooseSplitEpilogue, WhenACtasShareIsShort) {
   EXPECT_TRUE(choose_split_epilogue(12, 192, 132));    // one round of 192: the threshold itself
   EXPECT_FALSE(choose_split_epilogue(12, 193, 132));
   EXPECT_TRUE(choose_split_epilogue(1, 1, 1));
+  EXPECT_TRUE(choose_split_epilogue(2 * 132, 96, 132));  // 2 rounds of 96
+  EXPECT_FALSE(choose_split_epilogue(2 * 132 + 1, 96, 132));
+  // Huge inputs answer no, without overflow.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_FALSE(choose_split_epilogue(huge, 16, 1));
+  EXPECT_FALSE(choose_split_epilogue(1, huge, 132));
+  EXPECT_FALSE(choose_split_epilogue(huge, huge, 1));
+  EXPECT_FALSE(choose_split_epilogue(huge, 1, std::numeric_limits<int>::max()));  // ~4.3e9 rounds
   const auto refuses = [](int64_t tiles, int64_t k_blocks, int sms, const std::string& needle) {
     try {
       choose_split_epilogue(tiles, k_blocks, sms);

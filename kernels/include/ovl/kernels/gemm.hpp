@@ -45,8 +45,8 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // docs/results/gemm-h200-split/). kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit };
 
-// Stream-K for the last tiles (kTmaStore epilogue only). When the tile count is not a multiple of the grid, the last
-// round of whole tiles leaves SMs idle. Stream-K cuts the last `stream_k_tiles` positions of the order into pieces
+// Stream-K for the last tiles (the staged epilogues, kTmaStore and kTmaStoreSplit, only). When the tile count is not
+// a multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last `stream_k_tiles` positions of the order into pieces
 // along K, which the CTAs take after their whole tiles. Each piece's fp32 partial goes to the workspace, and the
 // piece that finishes last sums the tile's pieces in piece order (so a given plan gives the same bits every run),
 // then stores, stamps and signals the tile like any other. No CTA waits for another. Two schedules:
@@ -104,8 +104,8 @@ struct GemmArguments {
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
   int stream_k_splits = 0;  // 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
   int stream_k_ctas = 0;    // contiguous only: 1 .. sm_count, at most half the tiles' k-block iterations
-  // Half tiles (kTmaStore epilogue; not with stream-K): the last `half_tiles` positions of the order run as two
-  // 128 x 128 units each, the left and the right half of the tile, after the whole tiles. When the last round of
+  // Half tiles (kTmaStore or kTmaStoreSplit epilogue; not with stream-K): the last `half_tiles` positions of the
+  // order run as two 128 x 128 units each, the left and the right half of the tile, after the whole tiles. When the last round of
   // whole tiles would fill at most half the grid, its tiles in halves fill twice the SMs for about half the time,
   // with no partial sums: the bits are those of whole tiles. A tile's second half to be stored stamps and signals it.
   int half_tiles = 0;  // 0: off; else 1 .. tile count

@@ -76,11 +76,12 @@ int choose_swizzle(int64_t k_blocks);
 // Whether our GEMM (`tiles` tiles of `k_blocks` k-blocks of 64 on `sms` SMs) should run the split epilogue
 // (ovl::kernels::GemmEpilogue::kTmaStoreSplit: a half-tile staging buffer and 4 ring stages; the same bits): when a
 // CTA's whole share is short, ceil(tiles / sms) x k_blocks <= kSplitEpilogueMaxCtaKBlocks. Measured on the H200
-// (docs/results/gemm-h200-split/): 8192x4096x1024 (128-144 k-blocks per CTA) gained about 1% at 100-132 SMs (26 of
-// 28 row measurements over four runs up, two down by 0.3 and 1.0%); 16384x8192x1024 (512-576) was level on the mean
-// and lost up to 2% on some rows, 2048x8192x4096 (256-320) and 8192x8192x2048 (512-576) were level, 8192^3 lost up to 3%. The threshold sits
-// between 144 and 256 and rests on that one shape. A measured timeline puts the gain in the steady tile period
-// (0.7-1.9% shorter), at a higher clock; why 16384x8192x1024 does not gain as well is not understood.
+// (docs/results/gemm-h200-split/): 8192x4096x1024 (128-176 k-blocks per CTA) gained about 1% at 100-132 SMs (25 of
+// 28 row measurements over four runs up, three down by 0.1-1.0%); 16384x8192x1024 (512-576) was level on the mean
+// and lost up to 2% on some rows, 2048x8192x4096 (256-320) and 8192x8192x2048 (512-576) were level, 8192^3 lost up
+// to 3%. The threshold sits between 176 and 256 and rests on that one shape. A measured timeline puts the gain in
+// the steady tile period (0.7-1.9% shorter), at a higher clock; why 16384x8192x1024 does not gain as well is not
+// understood.
 inline constexpr int64_t kSplitEpilogueMaxCtaKBlocks = 192;
 bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms);
 
