@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "ovl/core/gemm.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/model/estimate.hpp"
@@ -242,7 +243,8 @@ Buffers& buffers(int m, int n, int k) {
   return b;
 }
 
-// kOvl, kOvlNoSignal: with the tail plan ovl::choose_tail_plan and the epilogue ovl::choose_split_epilogue pick;
+// kOvl, kOvlNoSignal: as ovl::tune_gemm sets them (ovl::choose_tail_plan's tail, choose_swizzle's bands,
+// choose_split_epilogue's epilogue);
 // kOvlNoStreamK: kOvl with whole tiles only and the kTmaStore epilogue;
 // kOvlCluster2: kOvlNoStreamK with cluster = 2; kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
 // kOvlCluster2Split: both;
@@ -306,16 +308,10 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
       c.impl == Impl::kOvlTmaStore) {
-    const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
-    const int tiles = ovl::kernels::gemm_tile_count(args);
-    const int k_blocks = (c.k + t.k - 1) / t.k;
-    if (c.impl != Impl::kOvlTmaStore && ovl::choose_split_epilogue(tiles, k_blocks, c.sms)) {
-      args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
-    }
-    const ovl::TailPlan sk = ovl::choose_tail_plan(tiles, k_blocks, c.sms);
-    args.stream_k_tiles = sk.tiles;
-    args.stream_k_splits = sk.splits;
-    args.half_tiles = sk.half_tiles;
+    // What a user of the library gets from ovl::tune_gemm (tail plan, swizzle, epilogue), then this impl's override.
+    ovl::tune_gemm(args);
+    args.swizzle = c.impl == Impl::kOvlSwizzle8 ? 8 : swizzle_rows(c.k);  // OVL_BENCH_GEMM_SWIZZLE, if set, wins
+    if (c.impl == Impl::kOvlTmaStore) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStore;
   }
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ovl/core/context.hpp"
+#include "ovl/core/gemm.hpp"
 #include "ovl/core/sm_partition.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"

@@ -1,0 +1,18 @@
+// The signaled GEMM on its own, configured as the measurements say: what bench_gemm's `ovl` runs.
+#pragma once
+
+#include "ovl/kernels/gemm.hpp"
+
+namespace ovl {
+
+// Fills in, for a standalone GEMM of args.m x args.n x args.k on args.sm_count SMs, the choices the H200 runs
+// measured best (docs/results/gemm-h200-swizzle/, gemm-h200-tail/, gemm-h200-split/):
+// - tile order: swizzle bands of ovl::choose_swizzle(k_blocks) tile rows;
+// - the last round: ovl::choose_tail_plan's stream-K pieces or half tiles, or whole tiles;
+// - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so, else kTmaStore; one CTA per cluster.
+// Everything else (pointers, dtype, layouts, tile groups, counters, timestamps) is left as given, so a caller sets
+// those before or after. Throws ovl::Error naming a non-positive m, n, k or sm_count. Not for the overlap executors:
+// they need row-band order and whole tiles (their groups must be contiguous and signal in whole waves).
+void tune_gemm(kernels::GemmArguments& args);
+
+}  // namespace ovl

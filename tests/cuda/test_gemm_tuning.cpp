@@ -1,0 +1,120 @@
+// ovl::tune_gemm, which needs no GPU: what it sets for the benchmark shapes (the plans bench_gemm's `ovl` ran,
+// docs/results/gemm-h200-split/confirm/), that what it sets is always accepted by gemm_can_implement, that it leaves
+// the caller's other fields alone, and that a bad shape or SM count is refused by name.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ovl/core/gemm.hpp"
+#include "ovl/error.hpp"
+
+namespace ovl {
+namespace {
+
+using kernels::GemmArguments;
+using kernels::GemmEpilogue;
+using kernels::GemmTileOrder;
+
+// Never dereferenced: gemm_can_implement only looks at the values.
+GemmArguments arguments(int m, int n, int k, int sms) {
+  GemmArguments args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.sm_count = sms;
+  args.a = reinterpret_cast<const void*>(uintptr_t{0x10000});
+  args.b = reinterpret_cast<const void*>(uintptr_t{0x20000});
+  args.d = reinterpret_cast<void*>(uintptr_t{0x30000});
+  return args;
+}
+
+TEST(TuneGemm, BenchmarkShapesGetTheMeasuredPlans) {
+  GemmArguments a = arguments(8192, 4096, 1024, 124);  // 1024 tiles: 32 in the last round, 16 k-blocks
+  tune_gemm(a);
+  EXPECT_EQ(a.tile_order, GemmTileOrder::kSwizzle);
+  EXPECT_EQ(a.swizzle, 8);
+  EXPECT_EQ(a.half_tiles, 32);
+  EXPECT_EQ(a.stream_k_tiles, 0);
+  EXPECT_EQ(a.epilogue, GemmEpilogue::kTmaStoreSplit);
+
+  GemmArguments b = arguments(8192, 8192, 2048, 124);  // 17 rounds, the last half full: whole tiles
+  tune_gemm(b);
+  EXPECT_EQ(b.swizzle, 16);
+  EXPECT_EQ(b.half_tiles, 0);
+  EXPECT_EQ(b.stream_k_tiles, 0);
+  EXPECT_EQ(b.epilogue, GemmEpilogue::kTmaStore);
+
+  GemmArguments c = arguments(2048, 8192, 4096, 124);  // 512 tiles: 16 in the last round, 64 k-blocks
+  tune_gemm(c);
+  EXPECT_EQ(c.swizzle, 16);
+  EXPECT_EQ(c.stream_k_tiles, 16);
+  EXPECT_EQ(c.stream_k_splits, 4);
+  EXPECT_EQ(c.half_tiles, 0);
+  EXPECT_EQ(c.epilogue, GemmEpilogue::kTmaStore);
+
+  GemmArguments d = arguments(16384, 8192, 1024, 128);  // 32 whole rounds of 16 k-blocks: too long to split
+  tune_gemm(d);
+  EXPECT_EQ(d.epilogue, GemmEpilogue::kTmaStore);
+  EXPECT_EQ(d.half_tiles + d.stream_k_tiles, 0);
+}
+
+TEST(TuneGemm, WhatItSetsIsAlwaysAccepted) {
+  const std::vector<std::vector<int>> shapes = {{1, 8, 8},       {128, 256, 64},   {130, 264, 72},    {1000, 520, 136},
+                                                {2048, 8192, 4096}, {8192, 4096, 1024}, {4096, 4096, 64}, {33, 40, 24},
+                                                {16384, 8192, 1024}, {8192, 8192, 8192}};
+  for (const auto& s : shapes) {
+    for (int sms = 1; sms <= 132; sms += sms < 16 ? 1 : 7) {
+      GemmArguments a = arguments(s[0], s[1], s[2], sms);
+      tune_gemm(a);
+      EXPECT_EQ("", kernels::gemm_can_implement(a))
+          << s[0] << "x" << s[1] << "x" << s[2] << " on " << sms << " SMs";
+    }
+  }
+}
+
+TEST(TuneGemm, LeavesTheCallersOtherFieldsAndUndoesExperiments) {
+  GemmArguments a = arguments(1024, 1024, 512, 64);
+  a.dtype = kernels::GemmDType::kFP16;
+  a.b_layout = kernels::GemmBLayout::kKxN;
+  a.output_layout = kernels::GemmOutputLayout::kTileMajor;
+  a.tile_groups = {16, 16};
+  unsigned int counters[2] = {};
+  a.group_counters = counters;
+  a.cluster = 2;                               // experimental: tune_gemm runs one CTA per cluster
+  a.tile_order = GemmTileOrder::kRowBand;      // replaced by the swizzle
+  a.epilogue = GemmEpilogue::kRegisters;       // replaced
+  a.stream_k_ctas = 3;                         // a contiguous stream-K leftover: cleared
+  tune_gemm(a);
+  EXPECT_EQ(a.dtype, kernels::GemmDType::kFP16);
+  EXPECT_EQ(a.b_layout, kernels::GemmBLayout::kKxN);
+  EXPECT_EQ(a.output_layout, kernels::GemmOutputLayout::kTileMajor);
+  EXPECT_EQ(a.tile_groups, (std::vector<int>{16, 16}));
+  EXPECT_EQ(a.group_counters, counters);
+  EXPECT_EQ(a.sm_count, 64);
+  EXPECT_EQ(a.cluster, 1);
+  EXPECT_EQ(a.tile_order, GemmTileOrder::kSwizzle);
+  EXPECT_NE(a.epilogue, GemmEpilogue::kRegisters);
+  EXPECT_EQ(a.stream_k_ctas, 0);
+  EXPECT_EQ("", kernels::gemm_can_implement(a));
+}
+
+TEST(TuneGemm, RefusesABadShapeOrSmCountByName) {
+  const auto refuses = [](GemmArguments a, const std::string& needle) {
+    try {
+      tune_gemm(a);
+      ADD_FAILURE() << "accepted; expected an error naming '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refuses(arguments(0, 256, 64, 8), "0x256x64");
+  refuses(arguments(128, -8, 64, 8), "128x-8x64");
+  refuses(arguments(128, 256, 0, 8), "128x256x0");
+  refuses(arguments(128, 256, 64, 0), "sm_count = 0");
+  refuses(arguments(128, 256, 64, -4), "sm_count = -4");
+}
+
+}  // namespace
+}  // namespace ovl
