@@ -26,11 +26,11 @@
 // %globaltimer (amid back-to-back GEMMs, so the GPU stays in the sustained regime): tl_total_us, the median time
 // between the two stamps, and tl_gap_us, between two stamp kernels with nothing between them (the launch gap the
 // brackets add); for ovl-nosk and ovl-split (whole tiles) also from their per-CTA start stamps and per-tile stamps
-// (written when a tile's stores are performed): tl_start_us, the median over CTAs of the CTA's start after the opening stamp; tl_tile_us, the
-// median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first tile's stamp after
-// the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles a CTA ran.
-// So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start, tail, launch),
-// which cuBLAS's tl_total_us bounds from the other side.
+// (written when a tile's stores are performed): tl_start_us, the median over CTAs of the CTA's start after the opening
+// stamp; tl_tile_us, the median time between a CTA's consecutive tiles; tl_first_us, the median over CTAs of the first
+// tile's stamp after the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles
+// a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start, tail,
+// launch), which cuBLAS's tl_total_us bounds from the other side.
 // OVL_BENCH_GEMM_SHAPES="MxNxK[,MxNxK...]" registers these shapes too, beside the fixed list (e.g. 8192x7936x2048:
 // 1984 = 16 x 124 of our 128 x 256 tiles, whole rounds on 124 SMs); a malformed entry stops the program, named.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json

@@ -287,23 +287,21 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     (detail::count_arrival: a CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
 //     signals the tile, the first does neither.
 //   Clusters of 2 (kCluster = 2; kStaged, with or without kSplit, whole tiles only; experimental, 0.978x kCluster = 1
-//     on the H200 without kSplit): CTAs 2c and
-//     2c + 1 form a cluster and visit the same positions as with kCluster = 1 (b, b + grid, ...; the grid is even), so
-//     their units pair up as positions 2q and 2q + 1. When a pair's tiles share a tile column, the producer of rank r
-//     loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r; MN-major: chunks 2r, 2r + 1) and multicasts
-//     it into both CTAs; both full barriers expect the whole stage. empty[s] counts the 16 consumer warps of both CTAs:
-//     each consumer warp arrives on both (lanes 0 and 1, release.cta through mapa: a cluster-scope release compiles to
-//     MEMBAR.ALL.GPU), or twice on its own for a lone last tile; each producer waits on its own before writing slot s
-//     of either CTA. A cluster barrier after the set-up and before exit keeps the peer's barriers and shared memory
-//     alive while they may be written.
+//     on the H200 without kSplit): CTAs 2c and 2c + 1 form a cluster and visit the same positions as with kCluster = 1
+//     (b, b + grid, ...; the grid is even), so their units pair up as positions 2q and 2q + 1. When a pair's tiles
+//     share a tile column, the producer of rank r loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r;
+//     MN-major: chunks 2r, 2r + 1) and multicasts it into both CTAs; both full barriers expect the whole stage.
+//     empty[s] counts the 16 consumer warps of both CTAs: each consumer warp arrives on both (lanes 0 and 1,
+//     release.cta through mapa: a cluster-scope release compiles to MEMBAR.ALL.GPU), or twice on its own for a lone
+//     last tile; each producer waits on its own before writing slot s of either CTA. A cluster barrier after the set-up
+//     and before exit keeps the peer's barriers and shared memory alive while they may be written.
 //   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; on the H200 0.996x kTmaStore over all rows, ~1% faster on
-//     short GEMMs, which ovl::choose_split_epilogue gives it): the staging holds chunks 0 and 1 only (32 KB),
-//     which leaves room for a 4th ring stage. Each unit takes two `stored` /
-//     `staging_free` phases: at the unit's end the consumers stage columns 0 .. 127 (a half tile: its 128 columns) and
-//     keep columns 128 .. 255 converted in 32 registers; during the next unit's first k-block (its wgmmas in flight) or
-//     after the last unit, they wait until the store thread has read the first phase and stage those (nothing for a
-//     half tile or a piece that stores nothing). The store thread stores each phase's two chunks, and stamps and
-//     signals after the second.
+//     short GEMMs, which ovl::choose_split_epilogue gives it): the staging holds chunks 0 and 1 only (32 KB), which
+//     leaves room for a 4th ring stage. Each unit takes two `stored` / `staging_free` phases: at the unit's end the
+//     consumers stage columns 0 .. 127 (a half tile: its 128 columns) and keep columns 128 .. 255 converted in 32
+//     registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit, they wait until
+//     the store thread has read the first phase and stage those (nothing for a half tile or a piece that stores
+//     nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,

@@ -45,11 +45,12 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // docs/results/gemm-h200-split/). kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit };
 
-// Stream-K for the last tiles (the staged epilogues, kTmaStore and kTmaStoreSplit, only). When the tile count is not
-// a multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last `stream_k_tiles` positions of the order into pieces
-// along K, which the CTAs take after their whole tiles. Each piece's fp32 partial goes to the workspace, and the
-// piece that finishes last sums the tile's pieces in piece order (so a given plan gives the same bits every run),
-// then stores, stamps and signals the tile like any other. No CTA waits for another. Two schedules:
+// Stream-K for the last tiles (the staged epilogues, kTmaStore and kTmaStoreSplit, only). When the tile count is not a
+// multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last `stream_k_tiles`
+// positions of the order into pieces along K, which the CTAs take after their whole tiles. Each piece's fp32 partial
+// goes to the workspace, and the piece that finishes last sums the tile's pieces in piece order (so a given plan gives
+// the same bits every run), then stores, stamps and signals the tile like any other. No CTA waits for another. Two
+// schedules:
 // - split (stream_k_splits >= 2): each tile in that many equal k ranges, dealt round-robin over the whole grid,
 //   piece 0 of every tile first, so CTAs running at the same time read the same k range of neighbouring tiles (L2
 //   reuse as for whole tiles);
@@ -92,11 +93,10 @@ struct GemmArguments {
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
   // into launch, first tile and steady tiles. Not a signal: it changes nothing else.
   unsigned long long* cta_timestamps = nullptr;
-  // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore or kTmaStoreSplit epilogue, whole tiles: no stream-K, no
-  // half tiles) runs
-  // CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as 1); when
-  // the two tiles share a tile column each CTA loads half of the B tile and TMA-multicasts it to both. Same bits as
-  // 1. The grid is sm_count rounded down to even. Measured on the H200: 0.978x cluster 1
+  // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore or kTmaStoreSplit epilogue, whole tiles: no stream-K, no half
+  // tiles) runs CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as
+  // 1); when the two tiles share a tile column each CTA loads half of the B tile and TMA-multicasts it to both. Same
+  // bits as 1. The grid is sm_count rounded down to even. Measured on the H200: 0.978x cluster 1
   // (docs/results/gemm-h200-cluster2-intree/).
   int cluster = 1;
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
@@ -104,10 +104,11 @@ struct GemmArguments {
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
   int stream_k_splits = 0;  // 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
   int stream_k_ctas = 0;    // contiguous only: 1 .. sm_count, at most half the tiles' k-block iterations
-  // Half tiles (kTmaStore or kTmaStoreSplit epilogue; not with stream-K): the last `half_tiles` positions of the
-  // order run as two 128 x 128 units each, the left and the right half of the tile, after the whole tiles. When the last round of
-  // whole tiles would fill at most half the grid, its tiles in halves fill twice the SMs for about half the time,
-  // with no partial sums: the bits are those of whole tiles. A tile's second half to be stored stamps and signals it.
+  // Half tiles (kTmaStore or kTmaStoreSplit epilogue; not with stream-K): the last `half_tiles` positions of the order
+  // run as two 128 x 128 units each, the left and the right half of the tile, after the whole tiles. When the last
+  // round of whole tiles would fill at most half the grid, its tiles in halves fill twice the SMs for about half the
+  // time, with no partial sums: the bits are those of whole tiles. A tile's second half to be stored stamps and signals
+  // it.
   int half_tiles = 0;  // 0: off; else 1 .. tile count
 };
 
