@@ -522,6 +522,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int lane_half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
     const uint32_t row_base =
         detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
+    // Stages matrices j, j + 1 (columns 8j .. 8j + 15, j < 16, of the staged half or whole) from four packed words.
+    const auto stage_x4 = [&](int j, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
+      const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
+      detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, w0, w1, w2, w3);
+    };
     // kSplit: columns 128 .. 255 of the last unit, converted (pairs for matrices j = 16, 18, ..., 30), staged during
     // the next unit's first k-block, or after the last unit. `deferred`: that second phase is still owed (also when
     // there is nothing to stage: a half tile, a stream-K piece that stores nothing); `deferred_store`: it stages.
@@ -531,11 +536,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       detail::mbarrier_wait(handback, (ph - 1) & 1);  // the first half's TMA stores have read the staging
       if (deferred_store) {
 #pragma unroll
-        for (int j = 0; j < 16; j += 2) {
-          const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
-          detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, pk[2 * j], pk[2 * j + 1],
-                              pk[2 * j + 2], pk[2 * j + 3]);
-        }
+        for (int j = 0; j < 16; j += 2) stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
         detail::fence_proxy_async_shared();
       }
       detail::mbarrier_arrive(stored);
@@ -629,10 +630,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
             // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
             if (j >= 16 && (kSplit || w.half >= 0)) break;
-            const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
-            detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16,
-                                pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
-                                pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+            stage_x4(j, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                     pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
           }
           detail::fence_proxy_async_shared();
         }
