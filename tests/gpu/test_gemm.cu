@@ -359,9 +359,12 @@ void expect_signalled(const RunOptions& opt, const RunResult& r, const std::stri
 
 // The same output buffer, bit for bit (a variant that must not change the arithmetic: another grid, epilogue,
 // cluster or partition).
+void expect_same_bits(const std::vector<uint16_t>& want, const std::vector<uint16_t>& got, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 2)) << what << ": bits differ";
+}
 void expect_same_bits(const RunResult& want, const RunResult& got, const std::string& what) {
-  ASSERT_EQ(want.d.size(), got.d.size()) << what;
-  EXPECT_EQ(0, std::memcmp(want.d.data(), got.d.data(), want.d.size() * 2)) << what << ": bits differ";
+  expect_same_bits(want.d, got.d, what);
 }
 
 // `opt` again with the split epilogue (GemmEpilogue::kTmaStoreSplit: a tile's right half staged during the CTA's next
@@ -404,7 +407,7 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
           if (first.empty()) {
             first = r.d;
           } else {
-            EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
+            expect_same_bits(first, r.d, what);
           }
         }
       }
@@ -477,7 +480,7 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
           if (first.empty()) {
             first = r.d;
           } else {
-            EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << what << ": bits differ";
+            expect_same_bits(first, r.d, what);
           }
         }
         expect_signalled(opt, r, what);  // and below: the stamps in each CTA's visiting order are monotone, after
@@ -541,7 +544,7 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
         cublas_reference(in, ref);
         expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, describe(p) + " sms 8");
       } else {
-        EXPECT_EQ(0, std::memcmp(first.data(), r.d.data(), first.size() * 2)) << describe(p) << " sms " << sms;
+        expect_same_bits(first, r.d, describe(p) + " sms " + std::to_string(sms));
       }
     }
   }
@@ -570,7 +573,7 @@ TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
     RunResult r;
     run(in, opt, r);
     EXPECT_EQ(r.counters, reference.counters) << "partition of " << sms << " SMs";
-    EXPECT_EQ(0, std::memcmp(reference.d.data(), r.d.data(), r.d.size() * 2)) << "partition of " << sms << " SMs";
+    expect_same_bits(reference, r, "partition of " + std::to_string(sms) + " SMs");
   }
 }
 
@@ -633,8 +636,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         RunOptions wider = opt;
         wider.sm_count = c.sms + 5;
         run(in, wider, second);
-        EXPECT_EQ(0, std::memcmp(first.d.data(), second.d.data(), first.d.size() * 2))
-            << what << ": bits differ on " << wider.sm_count << " SMs";
+        expect_same_bits(first, second, what + " on " + std::to_string(wider.sm_count) + " SMs");
         expect_split_epilogue_same(in, opt, first, what);
       }
     }
@@ -747,8 +749,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         expect_close(in.problem, ol, halves.d, ref, what);
         expect_signalled(opt, halves, what);
         run(in, whole, reference_bits);
-        EXPECT_EQ(0, std::memcmp(halves.d.data(), reference_bits.d.data(), halves.d.size() * 2))
-            << what << ": bits differ from the whole-tile run";
+        expect_same_bits(reference_bits, halves, what + " (against the whole-tile run)");
         expect_split_epilogue_same(in, opt, halves, what);
       }
     }
@@ -922,7 +923,7 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
     run(in, whole, w);
     const std::string what = describe(in.problem) + " 8 half tiles, no signals";
     expect_close(in.problem, GemmOutputLayout::kRowMajor, h.d, ref, what);
-    EXPECT_EQ(0, std::memcmp(h.d.data(), w.d.data(), h.d.size() * 2)) << what << ": bits differ from whole tiles";
+    expect_same_bits(w, h, what + " (against whole tiles)");
   }
 }
 
@@ -978,8 +979,8 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
       CUDA_OK(cudaStreamSynchronize(stream));
       CUDA_OK(cudaMemcpy(out.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
       CUDA_OK(cudaMemcpy(counts.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
-      EXPECT_EQ(0, std::memcmp(out.data(), direct.d.data(), out.size() * 2))
-          << plan.name << ": replay " << replay << " differs from the direct run";
+      expect_same_bits(direct.d, out,
+                       std::string(plan.name) + ": replay " + std::to_string(replay) + " against the direct run");
       EXPECT_EQ(counts, (std::vector<unsigned int>{56 * replay, 8 * replay})) << plan.name << ": replay " << replay;
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
