@@ -308,9 +308,11 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
       c.impl == Impl::kOvlTmaStore) {
-    // What a user of the library gets from ovl::tune_gemm (tail plan, swizzle, epilogue), then this impl's override.
+    // What a user of the library gets from ovl::tune_gemm (tail plan, swizzle, epilogue), then this impl's overrides:
+    // the bands set above (ovl-sw8, or OVL_BENCH_GEMM_SWIZZLE) and, for ovl-tmastore, the epilogue.
+    const int swizzle = args.swizzle;
     ovl::tune_gemm(args);
-    args.swizzle = c.impl == Impl::kOvlSwizzle8 ? 8 : swizzle_rows(c.k);  // OVL_BENCH_GEMM_SWIZZLE, if set, wins
+    args.swizzle = swizzle;
     if (c.impl == Impl::kOvlTmaStore) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStore;
   }
   if (c.impl == Impl::kOvl) {
