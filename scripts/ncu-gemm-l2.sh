@@ -3,7 +3,8 @@
 # L2 traffic of one launch of our GEMM (swizzle bands of 4, 8, 16 and 64 tile rows) and of cuBLAS on 8192x8192x2048
 # nn in a 124-SM green-context partition: time, DRAM bytes, L2 sectors by source and operation, bytes the crossbar
 # delivered to the SMs. The report goes to $OUT/ncu-l2.txt; a one-line-per-run summary is printed.
-# NCU_SHAPE picks another shape (8192x8192x2048/nn by default). `ncu-gemm-l2.sh --summary FILE` only prints the
+# NCU_SHAPE picks another shape (8192x8192x2048/nn by default); NCU_IMPLS="impl ..." profiles those bench_gemm impls
+# (their own swizzle) instead of the band sweep. `ncu-gemm-l2.sh --summary FILE` only prints the
 # summary of a report (no GPU needed).
 set -u
 summary() {
@@ -41,6 +42,10 @@ run() {  # label impl [env...]
     --benchmark_filter="gemm/$impl/$shape/sms:124/" --benchmark_min_time=1x >>"$out" 2>&1
   echo "rc $?" >>"$out"
 }
-for s in 4 8 16 64; do run "ovl swizzle $s" ovl-nosk OVL_BENCH_GEMM_SWIZZLE=$s; done
-run cublas cublas
+if [[ -n ${NCU_IMPLS:-} ]]; then
+  for impl in $NCU_IMPLS; do run "$impl" "$impl"; done
+else
+  for s in 4 8 16 64; do run "ovl swizzle $s" ovl-nosk OVL_BENCH_GEMM_SWIZZLE=$s; done
+  run cublas cublas
+fi
 summary "$out"
