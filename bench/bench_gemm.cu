@@ -3,14 +3,15 @@
 // Cases: gemm/<impl>/<M>x<N>x<K>/<layout>/sms:<n>
 //   impl    ovl (signals on: one group per tile row, release add per tile; the tail plan ovl::choose_tail_plan
 //           picks: stream-K or half tiles; ovl::choose_split_epilogue picks kTmaStoreSplit when a CTA's share of the
-//           GEMM is short, else kTmaStore), ovl-tmastore (ovl with the kTmaStore epilogue always), ovl-nosignal (ovl
-//           without signals), ovl-nosk (ovl with whole tiles only, kTmaStore), ovl-cluster2 (ovl-nosk in clusters of 2
-//           CTAs that multicast a shared B tile: GemmArguments::cluster, experimental), ovl-split (ovl-nosk with the
+//           GEMM is short, else kTmaStoreDeferred), ovl-tmastore (ovl with the kTmaStore epilogue always),
+//           ovl-deferred (ovl with the kTmaStoreDeferred epilogue always), ovl-nosignal (ovl without signals),
+//           ovl-nosk (ovl with whole tiles only, kTmaStore), ovl-cluster2 (ovl-nosk in clusters of 2 CTAs that
+//           multicast a shared B tile: GemmArguments::cluster, experimental), ovl-split (ovl-nosk with the
 //           kTmaStoreSplit epilogue: half-tile staging, 4 stages), ovl-cluster2-split (the two together: cuBLAS's pair
-//           with 4 stages, experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K),
-//           ovl-registers (signals on, the epilogue that stores from registers instead of through shared memory and
-//           TMA), cublas; ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random
-//           bits as the bf16 cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           with 4 stages, experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers
+//           (signals on, the epilogue that stores from registers instead of through shared memory and TMA), cublas;
+//           ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16
+//           cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -244,12 +245,13 @@ Buffers& buffers(int m, int n, int k) {
 }
 
 // kOvl, kOvlNoSignal: as ovl::tune_gemm sets them (ovl::choose_tail_plan's tail, choose_swizzle's bands,
-// choose_split_epilogue's epilogue);
+// choose_split_epilogue's kTmaStoreSplit, else kTmaStoreDeferred);
 // kOvlNoStreamK: kOvl with whole tiles only and the kTmaStore epilogue;
 // kOvlCluster2: kOvlNoStreamK with cluster = 2; kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
 // kOvlCluster2Split: both;
 // kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle); kOvlTmaStore: kOvl
-// with the kTmaStore epilogue (the default before ovl::choose_split_epilogue).
+// with the kTmaStore epilogue (the default before ovl::choose_split_epilogue); kOvlDeferred: kOvl with the
+// kTmaStoreDeferred epilogue (also where kOvl splits).
 enum class Impl {
   kOvl,
   kOvlNoSignal,
@@ -260,6 +262,7 @@ enum class Impl {
   kOvlSwizzle8,
   kOvlTmaStore,
   kOvlRegisters,
+  kOvlDeferred,
   kCublas
 };
 
@@ -307,13 +310,14 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
   }
   if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
-      c.impl == Impl::kOvlTmaStore) {
+      c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred) {
     // What a user of the library gets from ovl::tune_gemm (tail plan, swizzle, epilogue), then this impl's overrides:
     // the bands set above (ovl-sw8, or OVL_BENCH_GEMM_SWIZZLE) and, for ovl-tmastore, the epilogue.
     const int swizzle = args.swizzle;
     ovl::tune_gemm(args);
     args.swizzle = swizzle;
     if (c.impl == Impl::kOvlTmaStore) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStore;
+    if (c.impl == Impl::kOvlDeferred) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreDeferred;
   }
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
@@ -556,6 +560,7 @@ const bool registered = [] {
                                                 {Impl::kOvlSwizzle8, "ovl-sw8"},
                                                 {Impl::kOvlTmaStore, "ovl-tmastore"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
+                                                {Impl::kOvlDeferred, "ovl-deferred"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {
     return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +

@@ -20,7 +20,7 @@ void tune_gemm(kernels::GemmArguments& args) {
   args.stream_k_ctas = 0;
   args.half_tiles = tail.half_tiles;
   args.epilogue = choose_split_epilogue(tiles, k_blocks, args.sm_count) ? kernels::GemmEpilogue::kTmaStoreSplit
-                                                                        : kernels::GemmEpilogue::kTmaStore;
+                                                                        : kernels::GemmEpilogue::kTmaStoreDeferred;
   args.cluster = 1;
 }
 

@@ -323,7 +323,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   over the 256 consumers, then one thread's atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
-template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false>
+template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false, bool kDefer = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
@@ -331,6 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
   static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need a staged epilogue");
   static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
+  static_assert(!kDefer || (kStaged && !kSplit && kCluster == 1), "the deferred epilogue is a staged one, unclustered");
   constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -527,16 +528,33 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
       detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, w0, w1, w2, w3);
     };
-    // kSplit: columns 128 .. 255 of the last unit, converted (pairs for matrices j = 16, 18, ..., 30), staged during
-    // the next unit's first k-block, or after the last unit. `deferred`: that second phase is still owed (also when
-    // there is nothing to stage: a half tile, a stream-K piece that stores nothing); `deferred_store`: it stages.
-    uint32_t pk[32];
-    bool deferred = false, deferred_store = false;
+    // Staging that waits for the CTA's next unit, where it runs under that unit's first k-block on the tensor cores
+    // (or after the last unit): one `stored` phase, owed while `deferred`:
+    // - kSplit: the unit's columns 128 .. 255 (pk: their packed pairs, matrices j = 16, 18, ..., 30 at pk[2 (j - 16)]);
+    // - kDefer: the whole unit (pk: matrices j = 0, 2, ..., 30 at pk[2 j]; a half tile's first 16).
+    // A phase with nothing to stage (a half tile's right half under kSplit, a stream-K piece that stores nothing)
+    // still arrives. `deferred_store`: the phase stages; `deferred_half`: kDefer, the unit was a half tile.
+    // (A variant that also deferred kSplit's left half, under the next unit's second k-block, measured 1% slower;
+    // docs/results/gemm-h200-deferred/. With pk[64], ptxas is at its register limit: that variant's bookkeeping, an
+    // int count of owed phases in place of `deferred`, made it serialize kDefer's wgmmas for MN-major B (ptxas -v:
+    // C7511), 10% slower. Check ptxas -v for C7511 after changing anything here.)
+    uint32_t pk[kDefer ? 64 : 32];
+    bool deferred = false, deferred_store = false, deferred_half = false;
     const auto stage_deferred = [&] {
-      detail::mbarrier_wait(handback, (ph - 1) & 1);  // the first half's TMA stores have read the staging
+      // The previous phase's TMA stores have read the staging (kSplit: the unit's first half; kDefer: the previous
+      // unit's, if any).
+      if (!kDefer || ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);
       if (deferred_store) {
+        if constexpr (kDefer) {
 #pragma unroll
-        for (int j = 0; j < 16; j += 2) stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
+          for (int j = 0; j < 32; j += 2) {
+            if (j >= 16 && deferred_half) break;
+            stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
+          }
+        } else {  // kSplit: the right half, into chunks 0 and 1
+#pragma unroll
+          for (int j = 0; j < 16; j += 2) stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
+        }
         detail::fence_proxy_async_shared();
       }
       detail::mbarrier_arrive(stored);
@@ -592,8 +610,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         };
         int kb = w.kb_begin;
-        if constexpr (kSplit) {
-          // The previous unit's second staging phase runs while this unit's first k-block is on the tensor cores.
+        if constexpr (kSplit || kDefer) {
+          // The previous unit's deferred staging runs while this unit's first k-block is on the tensor cores.
           issue(kb);
           if (deferred) stage_deferred();
           retire(kb);
@@ -623,6 +641,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         // A stream-K piece that is not its tile's last stores nothing; it still passes both barriers, so that
         // every role counts the same units.
         const bool store = w.piece < 0 || stream_k_piece(p, w, acc, &sk_last[t & 1]);
+        if constexpr (kDefer) {
+          // Only the conversion holds the tensor cores up: the stmatrix stores wait for the next unit's first
+          // k-block (stage_deferred).
+          deferred = true;
+          deferred_store = store;
+          deferred_half = w.half >= 0;
+          if (store) {
+#pragma unroll
+            for (int j = 0; j < 32; j += 2) {
+              if (j >= 16 && w.half >= 0) break;
+#pragma unroll
+              for (int x = 0; x < 4; ++x) pk[2 * j + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+            }
+          }
+          continue;
+        }
         if (ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);  // the previous phase's staging was read
         if (store) {
 #pragma unroll
@@ -687,8 +721,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    if constexpr (kSplit) {
-      if (deferred) stage_deferred();  // the last unit's second phase
+    if constexpr (kSplit || kDefer) {
+      if (deferred) stage_deferred();  // the last unit's deferred phase
     }
   }
   if constexpr (kCluster == 2) {
@@ -845,8 +879,10 @@ std::string gemm_can_implement(const GemmArguments& args) {
     return fmt::format("dtype = {} is not bf16 or fp16", int(args.dtype));
   }
   if (args.epilogue != GemmEpilogue::kAuto && args.epilogue != GemmEpilogue::kTmaStore &&
-      args.epilogue != GemmEpilogue::kRegisters && args.epilogue != GemmEpilogue::kTmaStoreSplit) {
-    return fmt::format("epilogue = {} is not kAuto, kTmaStore, kRegisters or kTmaStoreSplit", int(args.epilogue));
+      args.epilogue != GemmEpilogue::kRegisters && args.epilogue != GemmEpilogue::kTmaStoreSplit &&
+      args.epilogue != GemmEpilogue::kTmaStoreDeferred) {
+    return fmt::format("epilogue = {} is not kAuto, kTmaStore, kRegisters, kTmaStoreSplit or kTmaStoreDeferred",
+                       int(args.epilogue));
   }
   if (args.a == nullptr) return "a is a null pointer";
   if (args.b == nullptr) return "b is a null pointer";
@@ -877,7 +913,9 @@ std::string gemm_can_implement(const GemmArguments& args) {
   }
   if (args.cluster != 1 && args.cluster != 2) return fmt::format("cluster = {} is not 1 or 2", args.cluster);
   if (args.cluster == 2) {
-    if (args.epilogue == GemmEpilogue::kRegisters) return "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue";
+    if (args.epilogue == GemmEpilogue::kRegisters || args.epilogue == GemmEpilogue::kTmaStoreDeferred) {
+      return "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue";
+    }
     if (args.stream_k_tiles != 0 || args.half_tiles != 0) {
       return fmt::format("cluster = 2 runs whole tiles only, but stream_k_tiles = {} and half_tiles = {}",
                          args.stream_k_tiles, args.half_tiles);
@@ -923,14 +961,14 @@ size_t gemm_output_bytes(const GemmArguments& args) {
 }
 
 // Calls f with the kernel instantiation for the element type and B layout (the other parameters fixed by the caller).
-template <bool kStaged, int kCluster, bool kSplit, typename F>
+template <bool kStaged, int kCluster, bool kSplit, bool kDefer, typename F>
 void with_kernel(GemmDType dtype, bool b_mn_major, F&& f) {
   if (dtype == GemmDType::kBF16) {
-    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit>)
-               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit>);
+    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit, kDefer>);
   } else {
-    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kCluster, kSplit>)
-               : f(gemm_sm90_kernel<__half, 0, kStaged, kCluster, kSplit>);
+    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kCluster, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__half, 0, kStaged, kCluster, kSplit, kDefer>);
   }
 }
 
@@ -1052,9 +1090,9 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
       OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
     };
     if (split) {
-      with_kernel<true, 2, true>(args.dtype, b_mn_major, launch_cluster);
+      with_kernel<true, 2, true, false>(args.dtype, b_mn_major, launch_cluster);
     } else {
-      with_kernel<true, 2, false>(args.dtype, b_mn_major, launch_cluster);
+      with_kernel<true, 2, false, false>(args.dtype, b_mn_major, launch_cluster);
     }
     OVL_CUDA_CHECK_LAST();
     return;
@@ -1064,11 +1102,13 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
   };
   if (split) {
-    with_kernel<true, 1, true>(args.dtype, b_mn_major, launch);
+    with_kernel<true, 1, true, false>(args.dtype, b_mn_major, launch);
+  } else if (args.epilogue == GemmEpilogue::kTmaStoreDeferred) {
+    with_kernel<true, 1, false, true>(args.dtype, b_mn_major, launch);
   } else if (staged) {
-    with_kernel<true, 1, false>(args.dtype, b_mn_major, launch);
+    with_kernel<true, 1, false, false>(args.dtype, b_mn_major, launch);
   } else {
-    with_kernel<false, 1, false>(args.dtype, b_mn_major, launch);
+    with_kernel<false, 1, false, false>(args.dtype, b_mn_major, launch);
   }
   OVL_CUDA_CHECK_LAST();
 }

@@ -44,7 +44,7 @@ TEST(TuneGemm, BenchmarkShapesGetTheMeasuredPlans) {
   EXPECT_EQ(b.swizzle, 16);
   EXPECT_EQ(b.half_tiles, 0);
   EXPECT_EQ(b.stream_k_tiles, 0);
-  EXPECT_EQ(b.epilogue, GemmEpilogue::kTmaStore);
+  EXPECT_EQ(b.epilogue, GemmEpilogue::kTmaStoreDeferred);
 
   GemmArguments c = arguments(2048, 8192, 4096, 124);  // 512 tiles: 16 in the last round, 64 k-blocks
   tune_gemm(c);
@@ -52,11 +52,11 @@ TEST(TuneGemm, BenchmarkShapesGetTheMeasuredPlans) {
   EXPECT_EQ(c.stream_k_tiles, 16);
   EXPECT_EQ(c.stream_k_splits, 4);
   EXPECT_EQ(c.half_tiles, 0);
-  EXPECT_EQ(c.epilogue, GemmEpilogue::kTmaStore);
+  EXPECT_EQ(c.epilogue, GemmEpilogue::kTmaStoreDeferred);
 
   GemmArguments d = arguments(16384, 8192, 1024, 128);  // 32 whole rounds of 16 k-blocks: too long to split
   tune_gemm(d);
-  EXPECT_EQ(d.epilogue, GemmEpilogue::kTmaStore);
+  EXPECT_EQ(d.epilogue, GemmEpilogue::kTmaStoreDeferred);
   EXPECT_EQ(d.half_tiles + d.stream_k_tiles, 0);
 }
 

@@ -190,11 +190,12 @@ struct RunOptions {
 };
 
 constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kRegisters,
-                                       GemmEpilogue::kTmaStoreSplit};
+                                       GemmEpilogue::kTmaStoreSplit, GemmEpilogue::kTmaStoreDeferred};
 const char* epilogue_name(GemmEpilogue e) {
-  return e == GemmEpilogue::kRegisters       ? "/registers"
-         : e == GemmEpilogue::kTmaStoreSplit ? "/tma-store-split"
-                                             : "/tma-store";
+  return e == GemmEpilogue::kRegisters          ? "/registers"
+         : e == GemmEpilogue::kTmaStoreSplit    ? "/tma-store-split"
+         : e == GemmEpilogue::kTmaStoreDeferred ? "/tma-store-deferred"
+                                                : "/tma-store";
 }
 
 struct RunResult {
@@ -367,16 +368,19 @@ void expect_same_bits(const RunResult& want, const RunResult& got, const std::st
   expect_same_bits(want.d, got.d, what);
 }
 
-// `opt` again with the split epilogue (GemmEpilogue::kTmaStoreSplit: a tile's right half staged during the CTA's next
-// unit; a half tile's or a storeless stream-K piece's second phase empty): `want`'s bits, every tile signalled.
-void expect_split_epilogue_same(const Inputs& in, const RunOptions& opt, const RunResult& want,
-                                const std::string& what) {
-  RunOptions split = opt;
-  split.epilogue = GemmEpilogue::kTmaStoreSplit;
-  RunResult got;
-  run(in, split, got);
-  expect_signalled(split, got, what + "/tma-store-split");
-  expect_same_bits(want, got, what + "/tma-store-split");
+// `opt` again with the epilogues that stage a unit during the CTA's next one (GemmEpilogue::kTmaStoreSplit: a tile's
+// right half, a half tile's or a storeless stream-K piece's second phase empty; kTmaStoreDeferred: the whole unit,
+// a storeless piece's phase empty): `want`'s bits, every tile signalled.
+void expect_deferred_epilogues_same(const Inputs& in, const RunOptions& opt, const RunResult& want,
+                                    const std::string& what) {
+  for (GemmEpilogue e : {GemmEpilogue::kTmaStoreSplit, GemmEpilogue::kTmaStoreDeferred}) {
+    RunOptions other = opt;
+    other.epilogue = e;
+    RunResult got;
+    run(in, other, got);
+    expect_signalled(other, got, what + epilogue_name(e));
+    expect_same_bits(want, got, what + epilogue_name(e));
+  }
 }
 
 class GemmTest : public test::HopperTest {};
@@ -637,7 +641,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         wider.sm_count = c.sms + 5;
         run(in, wider, second);
         expect_same_bits(first, second, what + " on " + std::to_string(wider.sm_count) + " SMs");
-        expect_split_epilogue_same(in, opt, first, what);
+        expect_deferred_epilogues_same(in, opt, first, what);
       }
     }
   }
@@ -750,7 +754,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         expect_signalled(opt, halves, what);
         run(in, whole, reference_bits);
         expect_same_bits(reference_bits, halves, what + " (against the whole-tile run)");
-        expect_split_epilogue_same(in, opt, halves, what);
+        expect_deferred_epilogues_same(in, opt, halves, what);
       }
     }
   }
@@ -1030,6 +1034,8 @@ TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
   a = valid_arguments();
   a.epilogue = static_cast<GemmEpilogue>(7);
   refuses(a, "epilogue = 7");
+  a.epilogue = GemmEpilogue::kTmaStoreDeferred;
+  EXPECT_EQ("", gemm_can_implement(a));
   a = valid_arguments();
   a.sm_count = 0;
   refuses(a, "sm_count = 0");
@@ -1182,6 +1188,8 @@ TEST(GemmArgumentsTest, ClusterArguments) {
   a.cluster = 2;
   EXPECT_EQ("", gemm_can_implement(a));
   a.epilogue = GemmEpilogue::kRegisters;
+  refuses(a, "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue");
+  a.epilogue = GemmEpilogue::kTmaStoreDeferred;
   refuses(a, "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue");
   a.epilogue = GemmEpilogue::kTmaStoreSplit;
   EXPECT_EQ("", gemm_can_implement(a));

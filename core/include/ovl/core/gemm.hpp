@@ -6,10 +6,10 @@
 namespace ovl {
 
 // Fills in, for a standalone GEMM of args.m x args.n x args.k on args.sm_count SMs, the choices the H200 runs
-// measured best (docs/results/gemm-h200-swizzle/, gemm-h200-tail/, gemm-h200-split/):
+// measured best (docs/results/gemm-h200-swizzle/, gemm-h200-tail/, gemm-h200-split/, gemm-h200-deferred/):
 // - tile order: swizzle bands of ovl::choose_swizzle(k_blocks) tile rows;
 // - the last round: ovl::choose_tail_plan's stream-K pieces or half tiles, or whole tiles;
-// - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so, else kTmaStore; one CTA per cluster.
+// - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so, else kTmaStoreDeferred; one CTA per cluster.
 // Everything else (pointers, dtype, layouts, tile groups, counters, timestamps) is left as given, so a caller sets
 // those before or after. Throws ovl::Error naming a non-positive m, n, k or sm_count. Not for the overlap executors:
 // they need row-band order and whole tiles (their groups must be contiguous and signal in whole waves).

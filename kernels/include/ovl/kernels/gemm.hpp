@@ -42,15 +42,19 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
 // a tile's signal comes after its second half is stored; measured 0.996x kTmaStore over all rows on the H200,
 // docs/results/gemm-h200-swizzle/, but about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it,
-// docs/results/gemm-h200-split/). kAuto: kTmaStore.
-enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit };
+// docs/results/gemm-h200-split/). kTmaStoreDeferred: kTmaStore (3 stages, a whole-tile buffer) with all of a tile's
+// stmatrix stores moved behind the next tile's first k-block: the consumers only convert the accumulators into packed
+// registers before issuing it (the same bits; a tile's signal comes about one k-block later; not with cluster = 2).
+// Measured 1-2% faster than kTmaStore on 16384x8192x1024 and level on the long GEMMs
+// (docs/results/gemm-h200-deferred/); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto: kTmaStore.
+enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
 
-// Stream-K for the last tiles (the staged epilogues, kTmaStore and kTmaStoreSplit, only). When the tile count is not a
-// multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last `stream_k_tiles`
-// positions of the order into pieces along K, which the CTAs take after their whole tiles. Each piece's fp32 partial
-// goes to the workspace, and the piece that finishes last sums the tile's pieces in piece order (so a given plan gives
-// the same bits every run), then stores, stamps and signals the tile like any other. No CTA waits for another. Two
-// schedules:
+// Stream-K for the last tiles (the staged epilogues, kTmaStore, kTmaStoreSplit and kTmaStoreDeferred, only). When the
+// tile count is not a multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last
+// `stream_k_tiles` positions of the order into pieces along K, which the CTAs take after their whole tiles. Each
+// piece's fp32 partial goes to the workspace, and the piece that finishes last sums the tile's pieces in piece order
+// (so a given plan gives the same bits every run), then stores, stamps and signals the tile like any other. No CTA
+// waits for another. Two schedules:
 // - split (stream_k_splits >= 2): each tile in that many equal k ranges, dealt round-robin over the whole grid,
 //   piece 0 of every tile first, so CTAs running at the same time read the same k range of neighbouring tiles (L2
 //   reuse as for whole tiles);
@@ -104,11 +108,11 @@ struct GemmArguments {
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
   int stream_k_splits = 0;  // 2 .. k-blocks (split schedule), or 0 (contiguous, with stream_k_ctas)
   int stream_k_ctas = 0;    // contiguous only: 1 .. sm_count, at most half the tiles' k-block iterations
-  // Half tiles (kTmaStore or kTmaStoreSplit epilogue; not with stream-K): the last `half_tiles` positions of the order
-  // run as two 128 x 128 units each, the left and the right half of the tile, after the whole tiles. When the last
-  // round of whole tiles would fill at most half the grid, its tiles in halves fill twice the SMs for about half the
-  // time, with no partial sums: the bits are those of whole tiles. A tile's second half to be stored stamps and signals
-  // it.
+  // Half tiles (a staged epilogue: kTmaStore, kTmaStoreSplit, kTmaStoreDeferred; not with stream-K): the last
+  // `half_tiles` positions of the order run as two 128 x 128 units each, the left and the right half of the tile, after
+  // the whole tiles. When the last round of whole tiles would fill at most half the grid, its tiles in halves fill
+  // twice the SMs for about half the time, with no partial sums: the bits are those of whole tiles. A tile's second
+  // half to be stored stamps and signals it.
   int half_tiles = 0;  // 0: off; else 1 .. tile count
 };
 
