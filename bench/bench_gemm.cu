@@ -18,7 +18,8 @@
 // Counters: tflops (2 M N K per GEMM over the CUDA-event time), us (per GEMM), and, where NVML can be opened, sm_mhz
 // and power_w (means over the timed loop, sampled every 2 ms: the benches run at the power limit). Each iteration
 // enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
-// numbers.
+// numbers. Our impls also record what they ran: swizzle, sk_tiles / sk_splits / sk_ctas (the stream-K plan),
+// half_tiles, split_epilogue (0/1) and epilogue (GemmEpilogue's value, kAuto resolved).
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -527,6 +528,11 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["sk_ctas"] = plan.ctas;
       state.counters["half_tiles"] = args[0].half_tiles;
       state.counters["split_epilogue"] = args[0].epilogue == ovl::kernels::GemmEpilogue::kTmaStoreSplit ? 1 : 0;
+      // The epilogue that ran, as GemmEpilogue's value (kAuto resolved: 1 kTmaStore, 2 kRegisters, 3 kTmaStoreSplit,
+      // 4 kTmaStoreDeferred).
+      using ovl::kernels::GemmEpilogue;
+      const GemmEpilogue epilogue = args[0].epilogue == GemmEpilogue::kAuto ? GemmEpilogue::kTmaStore : args[0].epilogue;
+      state.counters["epilogue"] = static_cast<int>(epilogue);
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

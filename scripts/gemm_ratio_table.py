@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ovl / cuBLAS table of a bench_gemm JSON: per row the mean TFLOP/s of each impl over its repetitions, the tail plan
-`ovl` ran (stream-K tiles x splits, or half tiles; the split epilogue where the JSON says so), ovl / cublas with
+`ovl` ran (stream-K tiles x splits, or half tiles; the epilogue when it is not kTmaStore), ovl / cublas with
 the range over repetitions paired by index, and ovl / ovl-nosk; then per SM count and over the 116/124/128-SM
 partitions the geomean, min and rows >= 1.0.
     python3 scripts/gemm_ratio_table.py bench_gemm.json [IMPL]
@@ -17,13 +17,15 @@ main = sys.argv[2] if len(sys.argv) > 2 else "ovl"
 cases = gemm_runs(sys.argv[1])
 runs = {k: [b["tflops"] for b in v] for k, v in cases.items()}
 mhz = {k: [b["sm_mhz"] for b in v] for k, v in cases.items() if all("sm_mhz" in b for b in v)}
+# bench_gemm's `epilogue` counter (GemmEpilogue's value; older JSON has only `split_epilogue`).
+EPILOGUES = {2: ", registers epilogue", 3: ", split epilogue", 4: ", deferred epilogue"}
 plan = {}
 for (shape, layout, sms, impl), v in cases.items():
     if impl == "ovl":
         sk, half = int(v[0].get("sk_tiles", 0)), int(v[0].get("half_tiles", 0))
+        epilogue = int(v[0].get("epilogue", 3 if v[0].get("split_epilogue", 0) else 1))
         plan[(shape, layout, sms)] = ((f"stream-K {sk} x {int(v[0].get('sk_splits', 0))}" if sk
-                                       else f"halves {half}" if half else "whole") +
-                                      (", split epilogue" if v[0].get("split_epilogue", 0) else ""))
+                                       else f"halves {half}" if half else "whole") + EPILOGUES.get(epilogue, ""))
 
 impls = sorted({k[3] for k in runs})
 clocks = bool(mhz)  # bench_gemm's sm_mhz counter (NVML): then a column of each impl's mean SM clock follows
