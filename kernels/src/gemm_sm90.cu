@@ -302,6 +302,11 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit, they wait until
 //     the store thread has read the first phase and stage those (nothing for a half tile or a piece that stores
 //     nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
+//   Deferred epilogue (kDefer, GemmEpilogue::kTmaStoreDeferred; kStaged, kCluster = 1, not with kSplit): the staging
+//     is kTmaStore's (64 KB, 3 stages) and each unit takes one phase, as there; but at the unit's end the consumers
+//     only convert the accumulators into 64 packed registers (pk) and go on; the unit's 16 stmatrix x4, the proxy
+//     fence and its `stored` arrival come during the next unit's first k-block (after waiting for the previous
+//     unit's `staging_free`) or after the last unit. The store thread is kTmaStore's.
 //   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
@@ -348,7 +353,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // unit that stored nothing).
   uint64_t* handback = stored + 1;
   // Stream-K: whether unit t's piece was its tile's last, written by a consumer before its `stored` arrival for unit
-  // t and read by the store thread after that phase; two entries, so unit t + 1 never overwrites unit t's.
+  // t and read by the store thread after that phase; two entries, so unit t + 1 never overwrites unit t's. Unit t + 2
+  // writes entry t & 1 again only after its consumers passed unit t's `staging_free` phase (the epilogue's wait, or
+  // kDefer's in stage_deferred), which the store thread arrives on after reading the entry.
   __shared__ int sk_last[2];
 
   const int warpgroup = threadIdx.x / 128;

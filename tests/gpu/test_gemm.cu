@@ -419,16 +419,22 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
   }
 }
 
+// fp16 with every epilogue, on a CTA per tile and on 3 CTAs (so the epilogues that stage a unit during the next one
+// run that path in the fp16 instantiations too).
 TEST_F(GemmTest, Fp16MatchesCpuReference) {
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
-    Inputs in(Problem{200, 264, 136, GemmDType::kFP16, bl}, 77);
-    for (GemmEpilogue e : kEpilogues) {
-      RunOptions opt;
-      opt.epilogue = e;
-      RunResult r;
-      run(in, opt, r);
-      expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, cpu_reference(in),
-                   describe(in.problem) + epilogue_name(e));
+    Inputs in(Problem{200, 520, 136, GemmDType::kFP16, bl}, 77);  // 2 x 3 tiles
+    const std::vector<double> ref = cpu_reference(in);
+    for (int sms : {132, 3}) {
+      for (GemmEpilogue e : kEpilogues) {
+        RunOptions opt;
+        opt.epilogue = e;
+        opt.sm_count = sms;
+        RunResult r;
+        run(in, opt, r);
+        expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, ref,
+                     describe(in.problem) + " sms " + std::to_string(sms) + epilogue_name(e));
+      }
     }
   }
 }
@@ -447,6 +453,11 @@ TEST_F(GemmTest, LargeShapesMatchCublas) {
       RunResult r;
       run(in, opt, r);
       expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, ref, describe(in.problem) + " vs cuBLAS");
+      // The deferred epilogue (what ovl::tune_gemm picks for most shapes) on many tiles per CTA: the same bits.
+      opt.epilogue = GemmEpilogue::kTmaStoreDeferred;
+      RunResult deferred;
+      run(in, opt, deferred);
+      expect_same_bits(r, deferred, describe(in.problem) + epilogue_name(opt.epilogue));
     }
   }
 }
@@ -527,28 +538,33 @@ TEST_F(GemmTest, ManyGroupsUseWorkspace) {
 }
 
 // The grid size changes which CTA computes a tile, never the tile's arithmetic: bitwise identical results (with
-// stream-K off; see StreamK* for what it changes).
+// stream-K off; see StreamK* for what it changes), with the default epilogue and the deferred one.
 TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
     const Problem p{2000, 4096, 520, GemmDType::kBF16, bl};
     Inputs in(p, 31);
     std::vector<uint16_t> first;
     for (int sms : {8, 64, 124, 132}) {
-      RunOptions opt;
-      opt.sm_count = sms;
-      opt.tile_order = GemmTileOrder::kSwizzle;
-      opt.tile_groups = {100, 156};  // 16 x 16 tiles
-      RunResult r;
-      run(in, opt, r);
-      EXPECT_EQ(r.counters[0], 100u);
-      EXPECT_EQ(r.counters[1], 156u);
-      if (first.empty()) {
-        first = r.d;
-        std::vector<double> ref;
-        cublas_reference(in, ref);
-        expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, describe(p) + " sms 8");
-      } else {
-        expect_same_bits(first, r.d, describe(p) + " sms " + std::to_string(sms));
+      for (GemmEpilogue e : {GemmEpilogue::kAuto, GemmEpilogue::kTmaStoreDeferred}) {
+        RunOptions opt;
+        opt.sm_count = sms;
+        opt.epilogue = e;
+        opt.tile_order = GemmTileOrder::kSwizzle;
+        opt.tile_groups = {100, 156};  // 16 x 16 tiles
+        RunResult r;
+        run(in, opt, r);
+        const std::string what = describe(p) + " sms " + std::to_string(sms) + epilogue_name(e);
+        ASSERT_EQ(r.counters.size(), 2u) << what;
+        EXPECT_EQ(r.counters[0], 100u) << what;
+        EXPECT_EQ(r.counters[1], 156u) << what;
+        if (first.empty()) {
+          first = r.d;
+          std::vector<double> ref;
+          cublas_reference(in, ref);
+          expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
+        } else {
+          expect_same_bits(first, r.d, what);
+        }
       }
     }
   }
@@ -928,6 +944,10 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
     const std::string what = describe(in.problem) + " 8 half tiles, no signals";
     expect_close(in.problem, GemmOutputLayout::kRowMajor, h.d, ref, what);
     expect_same_bits(w, h, what + " (against whole tiles)");
+    halves.epilogue = GemmEpilogue::kTmaStoreDeferred;
+    RunResult d;
+    run(in, halves, d);
+    expect_same_bits(w, d, what + epilogue_name(halves.epilogue));
   }
 }
 
