@@ -19,7 +19,7 @@
 // and power_w (means over the timed loop, sampled every 2 ms: the benches run at the power limit). Each iteration
 // enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
 // numbers. Our impls also record what they ran: swizzle, sk_tiles / sk_splits / sk_ctas (the stream-K plan),
-// half_tiles, split_epilogue (0/1) and epilogue (GemmEpilogue's value, kAuto resolved).
+// half_tiles and epilogue (GemmEpilogue's value; older JSON has split_epilogue, 1 for kTmaStoreSplit, instead).
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -284,15 +284,8 @@ cublasHandle_t cublas_handle() {
   return handle;
 }
 
-// Tile rows per swizzle band of our GEMM: OVL_BENCH_GEMM_SWIZZLE, else ovl::choose_swizzle's (16 from K = 2048 on,
-// else 8).
-int swizzle_rows(int k) {
-  static const int forced = ovl::bench::env_int("OVL_BENCH_GEMM_SWIZZLE", 1, 1 << 16, 0);
-  const int tile_k = ovl::kernels::gemm_tile_shape().k;
-  return forced > 0 ? forced : ovl::choose_swizzle((k + tile_k - 1) / tile_k);
-}
-
 GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
+  using ovl::kernels::GemmEpilogue;
   GemmArguments args;
   args.m = c.m;
   args.n = c.n;
@@ -302,24 +295,24 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.a = buf.a[set];
   args.b = buf.b[set];
   args.d = buf.d;
-  args.tile_order = ovl::kernels::GemmTileOrder::kSwizzle;
-  args.swizzle = c.impl == Impl::kOvlSwizzle8 ? 8 : swizzle_rows(c.k);
   args.sm_count = c.sms;
-  if (c.impl == Impl::kOvlRegisters) args.epilogue = ovl::kernels::GemmEpilogue::kRegisters;
+  // Every impl starts from what a user of the library gets from ovl::tune_gemm (swizzle bands, tail plan, epilogue);
+  // each variant then changes what its name says.
+  ovl::tune_gemm(args);
+  static const int forced_swizzle = ovl::bench::env_int("OVL_BENCH_GEMM_SWIZZLE", 1, 1 << 16, 0);
+  if (forced_swizzle > 0) args.swizzle = forced_swizzle;
+  if (c.impl == Impl::kOvlSwizzle8) args.swizzle = 8;
+  const bool tuned = c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
+                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred;
+  if (!tuned) {  // whole tiles and the kTmaStore epilogue, unless the impl names another below
+    args.stream_k_tiles = args.stream_k_splits = args.half_tiles = 0;
+    args.epilogue = GemmEpilogue::kTmaStore;
+  }
   if (c.impl == Impl::kOvlCluster2 || c.impl == Impl::kOvlCluster2Split) args.cluster = 2;
-  if (c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlCluster2Split) {
-    args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreSplit;
-  }
-  if (c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
-      c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred) {
-    // What a user of the library gets from ovl::tune_gemm (tail plan, swizzle, epilogue), then this impl's overrides:
-    // the bands set above (ovl-sw8, or OVL_BENCH_GEMM_SWIZZLE) and, for ovl-tmastore, the epilogue.
-    const int swizzle = args.swizzle;
-    ovl::tune_gemm(args);
-    args.swizzle = swizzle;
-    if (c.impl == Impl::kOvlTmaStore) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStore;
-    if (c.impl == Impl::kOvlDeferred) args.epilogue = ovl::kernels::GemmEpilogue::kTmaStoreDeferred;
-  }
+  if (c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlCluster2Split) args.epilogue = GemmEpilogue::kTmaStoreSplit;
+  if (c.impl == Impl::kOvlRegisters) args.epilogue = GemmEpilogue::kRegisters;
+  if (c.impl == Impl::kOvlTmaStore) args.epilogue = GemmEpilogue::kTmaStore;
+  if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
     static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
@@ -527,12 +520,9 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["sk_splits"] = plan.splits;
       state.counters["sk_ctas"] = plan.ctas;
       state.counters["half_tiles"] = args[0].half_tiles;
-      state.counters["split_epilogue"] = args[0].epilogue == ovl::kernels::GemmEpilogue::kTmaStoreSplit ? 1 : 0;
-      // The epilogue that ran, as GemmEpilogue's value (kAuto resolved: 1 kTmaStore, 2 kRegisters, 3 kTmaStoreSplit,
-      // 4 kTmaStoreDeferred).
-      using ovl::kernels::GemmEpilogue;
-      const GemmEpilogue epilogue = args[0].epilogue == GemmEpilogue::kAuto ? GemmEpilogue::kTmaStore : args[0].epilogue;
-      state.counters["epilogue"] = static_cast<int>(epilogue);
+      // The epilogue that ran, as GemmEpilogue's value (gemm_arguments never leaves kAuto: 1 kTmaStore, 2 kRegisters,
+      // 3 kTmaStoreSplit, 4 kTmaStoreDeferred).
+      state.counters["epilogue"] = static_cast<int>(args[0].epilogue);
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
