@@ -1027,12 +1027,15 @@ GemmArguments valid_arguments() {
 }
 
 // can_implement touches no device: these run (and pass) on machines without a GPU.
+
+// gemm_can_implement refuses `args` with a message that names `needle` (the bad value).
+void refuses(const GemmArguments& args, const std::string& needle) {
+  const std::string why = gemm_can_implement(args);
+  EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
+}
+
 TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
   EXPECT_EQ("", gemm_can_implement(valid_arguments()));
-  auto refuses = [](GemmArguments args, const std::string& needle) {
-    const std::string why = gemm_can_implement(args);
-    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
-  };
   GemmArguments a = valid_arguments();
   a.k = 12;
   refuses(a, "K = 12");
@@ -1075,10 +1078,6 @@ TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
 }
 
 TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
-  auto refuses = [](GemmArguments args, const std::string& needle) {
-    const std::string why = gemm_can_implement(args);
-    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
-  };
   GemmArguments a = valid_arguments();  // 2 x 2 tiles, 2 k-blocks, 132 SMs
   a.stream_k_tiles = -1;
   refuses(a, "stream_k_tiles = -1");
@@ -1161,10 +1160,6 @@ TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
 // half-split tile, signalled or not (so its size does not change when the counters' pointer is set later), after the
 // group map when there is one.
 TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
-  auto refuses = [](const GemmArguments& args, const std::string& needle) {
-    const std::string why = gemm_can_implement(args);
-    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
-  };
   GemmArguments a = valid_arguments();  // 2 x 2 tiles
   a.half_tiles = -1;
   refuses(a, "half_tiles = -1");
@@ -1195,10 +1190,6 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
 }
 
 TEST(GemmArgumentsTest, ClusterArguments) {
-  auto refuses = [](const GemmArguments& args, const std::string& needle) {
-    const std::string why = gemm_can_implement(args);
-    EXPECT_NE(why.find(needle), std::string::npos) << "message '" << why << "' does not name '" << needle << "'";
-  };
   GemmArguments a = valid_arguments();
   EXPECT_EQ(a.cluster, 1);
   for (int bad : {0, 3, 4, -2}) {

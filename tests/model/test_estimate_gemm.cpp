@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
 
@@ -314,17 +315,9 @@ TEST(ChooseSplitEpilogue, WhenACtasShareIsShort) {
   EXPECT_FALSE(choose_split_epilogue(1, huge, 132));
   EXPECT_FALSE(choose_split_epilogue(huge, huge, 1));
   EXPECT_FALSE(choose_split_epilogue(huge, 1, std::numeric_limits<int>::max()));  // ~4.3e9 rounds
-  const auto refuses = [](int64_t tiles, int64_t k_blocks, int sms, const std::string& needle) {
-    try {
-      choose_split_epilogue(tiles, k_blocks, sms);
-      ADD_FAILURE() << needle << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  refuses(0, 16, 124, "tiles = 0");
-  refuses(1024, 0, 124, "k_blocks = 0");
-  refuses(1024, 16, -1, "sms = -1");
+  test::expect_error_naming([] { choose_split_epilogue(0, 16, 124); }, "tiles = 0");
+  test::expect_error_naming([] { choose_split_epilogue(1024, 0, 124); }, "k_blocks = 0");
+  test::expect_error_naming([] { choose_split_epilogue(1024, 16, -1); }, "sms = -1");
 }
 
 }  // namespace

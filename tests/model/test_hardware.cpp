@@ -7,21 +7,14 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/hardware.hpp"
 
 namespace ovl {
 namespace {
 
-template <typename F>
-void expect_error_naming(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error_naming;
 
 TEST(Hardware, BuiltinProfiles) {
   const Hardware h200 = builtin_hardware("h200");

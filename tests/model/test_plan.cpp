@@ -6,21 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/plan.hpp"
 
 namespace ovl {
 namespace {
 
-template <typename F>
-void expect_error_naming(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error_naming;
 
 Problem ar8192() {
   Problem p;

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/problem.hpp"
 
@@ -18,15 +19,7 @@ Problem ar8192() {
 }
 
 // Expects `f` to throw an ovl::Error whose message contains `needle`.
-template <typename F>
-void expect_error_naming(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error_naming;
 
 TEST(Problem, NamesRoundTrip) {
   for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) EXPECT_EQ(parse_op(to_string(op)), op);
