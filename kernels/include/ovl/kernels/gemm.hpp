@@ -45,7 +45,7 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // docs/results/gemm-h200-split/). kTmaStoreDeferred: kTmaStore (3 stages, a whole-tile buffer) with all of a tile's
 // stmatrix stores moved behind the next tile's first k-block: the consumers only convert the accumulators into packed
 // registers before issuing it (the same bits; a tile's signal comes about one k-block later; not with cluster = 2).
-// Measured 1-2% faster than kTmaStore on 16384x8192x1024 and level on the long GEMMs
+// Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long GEMMs
 // (docs/results/gemm-h200-deferred/); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
 
