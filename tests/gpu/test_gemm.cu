@@ -951,6 +951,39 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
   }
 }
 
+// MN-major B with N % 64 == 0: whole tiles load a stage's B as one 3-D box of four 64-column chunks, half tiles as
+// two 2-D boxes. On N = 320 (an edge tile column of one chunk: the other three read as zeros) and N = 1024, with edge
+// rows and a K tail, for every staged epilogue: float64, and whole tiles (3-D boxes), 3 half tiles (both kinds in one
+// launch) and every tile in halves (2-D boxes only) give the same bits.
+TEST_F(GemmTest, ChunkedMnMajorBMatchesTwoDBoxes) {
+  for (int n : {320, 1024}) {
+    Inputs in(Problem{1000, n, 200, GemmDType::kBF16, GemmBLayout::kKxN}, 8100 + n);
+    const std::vector<double> ref = cpu_reference(in);
+    for (GemmEpilogue e : {GemmEpilogue::kTmaStore, GemmEpilogue::kTmaStoreSplit, GemmEpilogue::kTmaStoreDeferred}) {
+      RunOptions whole;
+      whole.sm_count = 5;
+      whole.epilogue = e;
+      const int tiles = gemm_tile_count(arguments_of(in.problem, whole));
+      whole.tile_groups = {tiles};
+      RunResult w;
+      run(in, whole, w);
+      const std::string what = describe(in.problem) + epilogue_name(e);
+      expect_close(in.problem, whole.output_layout, w.d, ref, what + " whole tiles");
+      expect_signalled(whole, w, what + " whole tiles");
+      for (int half_tiles : {3, tiles}) {
+        RunOptions halves = whole;
+        halves.half_tiles = half_tiles;
+        RunResult h;
+        run(in, halves, h);
+        const std::string with = what + " " + std::to_string(half_tiles) + " half tiles";
+        expect_close(in.problem, halves.output_layout, h.d, ref, with);
+        expect_signalled(halves, h, with);
+        expect_same_bits(w, h, with + " (against whole tiles)");
+      }
+    }
+  }
+}
+
 // CUDA-graph replays: gemm_run captured once (tensor maps, plan and epoch baked into the graph) and replayed three
 // times on a workspace poisoned once. Each replay must give the direct run's bits and add each group's tiles to its
 // counter: the arrival counters start from zero again because the last arrival of a launch clears its word.
