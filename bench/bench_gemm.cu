@@ -514,15 +514,18 @@ void bench_gemm(benchmark::State& state, Case c) {
     state.counters["reps"] = reps;
     state.counters["gap_us"] = gap_us;
     if (c.impl != Impl::kCublas) {
+      // What gemm_run launched (gemm_launch_plan): the epilogue as GemmEpilogue's value (1 kTmaStore, 2 kRegisters,
+      // 3 kTmaStoreSplit, 4 kTmaStoreDeferred), the grid, the ring stages, whether MN-major B loads one box per stage.
+      const ovl::kernels::GemmLaunchPlan plan = ovl::kernels::gemm_launch_plan(args[0]);
       state.counters["swizzle"] = args[0].swizzle;
-      const ovl::kernels::GemmStreamKPlan plan = ovl::kernels::gemm_stream_k_plan(args[0]);
-      state.counters["sk_tiles"] = plan.tiles;
-      state.counters["sk_splits"] = plan.splits;
-      state.counters["sk_ctas"] = plan.ctas;
-      state.counters["half_tiles"] = args[0].half_tiles;
-      // The epilogue that ran, as GemmEpilogue's value (gemm_arguments never leaves kAuto: 1 kTmaStore, 2 kRegisters,
-      // 3 kTmaStoreSplit, 4 kTmaStoreDeferred).
-      state.counters["epilogue"] = static_cast<int>(args[0].epilogue);
+      state.counters["sk_tiles"] = plan.stream_k.tiles;
+      state.counters["sk_splits"] = plan.stream_k.splits;
+      state.counters["sk_ctas"] = plan.stream_k.ctas;
+      state.counters["half_tiles"] = plan.half_tiles;
+      state.counters["epilogue"] = static_cast<int>(plan.epilogue);
+      state.counters["grid"] = plan.grid;
+      state.counters["stages"] = plan.stages;
+      state.counters["b_single_box"] = plan.b_single_box ? 1 : 0;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

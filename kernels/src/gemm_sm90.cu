@@ -1002,9 +1002,35 @@ void with_kernel(GemmDType dtype, bool b_mn_major, F&& f) {
   }
 }
 
+GemmLaunchPlan gemm_launch_plan(const GemmArguments& args) {
+  if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_launch_plan: {}", why);
+  GemmLaunchPlan plan;
+  plan.epilogue = args.epilogue == GemmEpilogue::kAuto ? GemmEpilogue::kTmaStore : args.epilogue;
+  plan.cluster = args.cluster;
+  plan.stream_k = gemm_stream_k_plan(args);
+  plan.half_tiles = args.half_tiles;
+  const int tiles = gemm_tile_count(args);
+  const GemmStreamKPlan& sk = plan.stream_k;
+  const int sk_first = tiles - sk.tiles, half_first = tiles - args.half_tiles;
+  // Whole tiles (and split pieces) fill at most sm_count CTAs; the contiguous schedule needs its `ctas` (at most
+  // sm_count). Clusters of 2: an even grid of at most sm_count (an odd sm_count leaves one SM idle).
+  plan.grid = args.cluster == 2 ? 2 * std::min(args.sm_count / 2, (tiles + 1) / 2)
+              : args.half_tiles > 0 ? std::min(args.sm_count, half_first + 2 * args.half_tiles)
+              : sk.splits > 0       ? std::min(args.sm_count, sk_first + sk.tiles * sk.splits)
+                                    : std::max(std::min(args.sm_count, sk_first), sk.ctas);
+  plan.threads = kThreads;
+  const bool staged = plan.epilogue != GemmEpilogue::kRegisters;
+  const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
+  plan.stages = stages_of(staged, split);
+  plan.smem_bytes = smem_bytes_of(staged, split);
+  plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && args.cluster == 1;
+  return plan;
+}
+
 void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_run: {}", why);
-  const GemmStreamKPlan sk = gemm_stream_k_plan(args);
+  const GemmLaunchPlan plan = gemm_launch_plan(args);
+  const GemmStreamKPlan sk = plan.stream_k;
   const WorkspaceLayout layout = workspace_layout(args, sk);
   if (layout.bytes > 0) {
     OVL_CHECK(workspace != nullptr,
@@ -1082,38 +1108,34 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   // two of the four 64-column boxes).
   // MN-major B with N % 64 == 0 loads whole tiles' stages as one chunked 3-D box (cluster 1), through the same slot:
   // +0.7% over four 2-D boxes on 24 nn rows (docs/results/gemm-h200-chunked-b/).
-  p.b_chunked = b_mn_major && args.n % 64 == 0 && args.cluster == 1;
+  p.b_chunked = plan.b_single_box;
   const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
                                       ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
                                   : p.b_chunked ? make_chunked_tensor_map(args.dtype, args.b, args.k, args.n)
                                                 : CUtensorMap{};
 
   // The staged epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
-  const bool staged = args.epilogue != GemmEpilogue::kRegisters;
+  const bool staged = plan.epilogue != GemmEpilogue::kRegisters;
   const CUtensorMap tmap_d = !staged ? CUtensorMap{}
                              : p.tile_major
                                  ? make_tensor_map(args.dtype, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
                                  : make_tensor_map(args.dtype, args.d, args.m, args.n, kTileM, 64);
 
-  // Whole tiles (and split pieces) fill at most sm_count CTAs; the contiguous schedule needs its `ctas` (at most
-  // sm_count).
-  const dim3 grid(args.half_tiles > 0 ? std::min(args.sm_count, p.half_first + 2 * args.half_tiles)
-                  : sk.splits > 0     ? std::min(args.sm_count, p.sk_first + sk.tiles * sk.splits)
-                                      : std::max(std::min(args.sm_count, p.sk_first), sk.ctas));
-  const dim3 block(kThreads);
-  const bool split = args.epilogue == GemmEpilogue::kTmaStoreSplit;
-  const int smem = smem_bytes_of(staged, split);
+  const dim3 grid(plan.grid);
+  const dim3 block(plan.threads);
+  const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
+  const int smem = plan.smem_bytes;
   if (args.cluster == 2) {
     // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for
-    // one with its peer's (b ^ 1). The grid is even and at most sm_count (an odd sm_count leaves one SM idle). Every
-    // cluster must be resident at once, as any persistent grid: a green-context partition is made of whole TPCs.
+    // one with its peer's (b ^ 1). Every cluster must be resident at once, as any persistent grid: a green-context
+    // partition is made of whole TPCs.
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeClusterDimension;
     attribute.val.clusterDim.x = 2;
     attribute.val.clusterDim.y = 1;
     attribute.val.clusterDim.z = 1;
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(2 * std::min(args.sm_count / 2, (p.tiles + 1) / 2));
+    config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = size_t(smem);
     config.stream = stream;
@@ -1137,7 +1159,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   };
   if (split) {
     with_kernel<true, 1, true, false>(args.dtype, b_mn_major, launch);
-  } else if (args.epilogue == GemmEpilogue::kTmaStoreDeferred) {
+  } else if (plan.epilogue == GemmEpilogue::kTmaStoreDeferred) {
     with_kernel<true, 1, false, true>(args.dtype, b_mn_major, launch);
   } else if (staged) {
     with_kernel<true, 1, false, false>(args.dtype, b_mn_major, launch);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "gpu/gpu_test.hpp"
 #include "ovl/core/sm_partition.hpp"
 #include "ovl/error.hpp"
@@ -1261,6 +1262,73 @@ TEST(GemmArgumentsTest, RunThrowsBeforeTouchingTheDevice) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("K = 12"), std::string::npos) << e.what();
   }
+}
+
+// gemm_launch_plan, from which gemm_run launches: the instantiation, grid and shared memory for each kind of
+// argument, and the can_implement refusal by name.
+TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
+  GemmArguments a = valid_arguments();  // 2 x 2 tiles, K-major B
+  GemmLaunchPlan plan = gemm_launch_plan(a);
+  EXPECT_EQ(plan.epilogue, GemmEpilogue::kTmaStore);  // kAuto resolved
+  EXPECT_EQ(plan.cluster, 1);
+  EXPECT_EQ(plan.grid, 4);  // min(sm_count, tiles)
+  EXPECT_EQ(plan.threads, 384);
+  EXPECT_EQ(plan.stages, 3);
+  EXPECT_EQ(plan.smem_bytes, 3 * (16384 + 32768) + 65536 + 8 * 8 + 1024);
+  EXPECT_FALSE(plan.b_single_box);
+  EXPECT_EQ(plan.stream_k.tiles, 0);
+  EXPECT_EQ(plan.half_tiles, 0);
+
+  a.epilogue = GemmEpilogue::kRegisters;
+  plan = gemm_launch_plan(a);
+  EXPECT_EQ(plan.epilogue, GemmEpilogue::kRegisters);
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.smem_bytes, 4 * (16384 + 32768) + 10 * 8 + 1024);
+  a.epilogue = GemmEpilogue::kTmaStoreSplit;
+  plan = gemm_launch_plan(a);
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.smem_bytes, 4 * (16384 + 32768) + 32768 + 10 * 8 + 1024);
+  a.epilogue = GemmEpilogue::kTmaStoreDeferred;
+  plan = gemm_launch_plan(a);
+  EXPECT_EQ(plan.epilogue, GemmEpilogue::kTmaStoreDeferred);
+  EXPECT_EQ(plan.stages, 3);
+
+  // MN-major B: one 3-D box per stage when N % 64 == 0 and unclustered; N = 520 keeps four 2-D boxes.
+  a.b_layout = GemmBLayout::kKxN;
+  EXPECT_TRUE(gemm_launch_plan(a).b_single_box);
+  a.n = 520;
+  EXPECT_FALSE(gemm_launch_plan(a).b_single_box);
+  a.n = 512;
+  a.epilogue = GemmEpilogue::kTmaStore;
+  a.cluster = 2;
+  a.sm_count = 3;
+  plan = gemm_launch_plan(a);
+  EXPECT_FALSE(plan.b_single_box);
+  EXPECT_EQ(plan.cluster, 2);
+  EXPECT_EQ(plan.grid, 2);  // even, at most sm_count
+  a.cluster = 1;
+  a.sm_count = 132;
+
+  // Tails: half tiles add a CTA per half; split stream-K deals its pieces over the grid; the grid never passes
+  // sm_count.
+  a.m = 128 * 10;  // 10 x 2 tiles
+  a.sm_count = 8;
+  a.half_tiles = 4;
+  plan = gemm_launch_plan(a);
+  EXPECT_EQ(plan.half_tiles, 4);
+  EXPECT_EQ(plan.grid, 8);  // min(8, 16 whole + 8 halves)
+  a.sm_count = 32;
+  EXPECT_EQ(gemm_launch_plan(a).grid, 24);  // 16 whole tiles + 2 x 4 halves
+  a.half_tiles = 0;
+  a.stream_k_tiles = 4;
+  a.stream_k_splits = 2;
+  plan = gemm_launch_plan(a);
+  EXPECT_EQ(plan.stream_k.tiles, 4);
+  EXPECT_EQ(plan.stream_k.splits, 2);
+  EXPECT_EQ(plan.grid, 24);  // 16 whole tiles + 4 x 2 pieces
+
+  a.k = 12;
+  test::expect_error_naming([&] { gemm_launch_plan(a); }, "K = 12");
 }
 
 TEST(GemmArgumentsTest, TileShapeAndCounts) {

@@ -140,6 +140,26 @@ size_t gemm_output_bytes(const GemmArguments& args);
 // Number of tiles (ceil(M / tile_m) * ceil(N / tile_n)).
 int gemm_tile_count(const GemmArguments& args);
 
+// What gemm_run launches for these arguments: the kernel instantiation (epilogue, cluster, B layout), the grid and
+// the shared memory. gemm_run launches from this very plan, so a test of the plan is a test of what runs, and a
+// user can log it. Throws ovl::Error with the can_implement message on arguments gemm_run would refuse. Touches no
+// device.
+struct GemmLaunchPlan {
+  GemmEpilogue epilogue = GemmEpilogue::kTmaStore;  // the one that runs: kAuto resolved (to kTmaStore)
+  int cluster = 1;     // CTAs per cluster
+  int grid = 0;        // CTAs launched (at most sm_count; with cluster = 2 even)
+  int threads = 0;     // per CTA: a producer and two consumer warpgroups
+  int stages = 0;      // shared-memory ring stages of A and B k-blocks
+  int smem_bytes = 0;  // dynamic shared memory per CTA
+  // MN-major B (kKxN) whose N is a multiple of 64, unclustered: a whole tile's stage of B is one 3-D TMA box of four
+  // 64-column chunks (measured 0.7% faster than four 2-D boxes, docs/results/gemm-h200-chunked-b/); else four 2-D
+  // boxes (half tiles: two). K-major B: always one 2-D box (false).
+  bool b_single_box = false;
+  GemmStreamKPlan stream_k;  // gemm_stream_k_plan(args)
+  int half_tiles = 0;
+};
+GemmLaunchPlan gemm_launch_plan(const GemmArguments& args);
+
 // Enqueues the GEMM on `stream` (of the current device). Throws ovl::Error on bad arguments (the can_implement
 // message), on a device that is not compute capability 9.0, and on launch errors. Allocates nothing. The caller
 // zeroes the group counters before the run (a counter's final value is its start value + its group's tile count).
