@@ -763,35 +763,33 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols, 128-byte swizzle, zero fill.
-CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
-                            uint32_t box_cols) {
+// A tiled tensor map of `rank` dimensions (dims and box innermost first, byte strides of dimensions 1 .. rank - 1),
+// dense elements, 128-byte swizzle, 256-byte L2 promotion, zero fill out of bounds.
+template <int kRank>
+CUtensorMap encode_tensor_map(GemmDType dtype, const void* base, const cuuint64_t (&dims)[kRank],
+                              const cuuint64_t (&strides)[kRank - 1], const cuuint32_t (&box)[kRank]) {
   CUtensorMap map{};
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * 2};
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
+  cuuint32_t element_strides[kRank];
+  for (cuuint32_t& e : element_strides) e = 1;
   OVL_CU_CHECK(tensor_map_encoder()(
-      &map, dtype == GemmDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      &map, dtype == GemmDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kRank,
       const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
+}
+
+// Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols.
+CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
+                            uint32_t box_cols) {
+  return encode_tensor_map<2>(dtype, base, {cols, rows}, {cols * 2}, {box_cols, box_rows});
 }
 
 // MN-major B (K x N row-major, N % 64 == 0) as the 3-D tensor [N / 64][K][64]: element (c, k, j) is B[k][64 c + j].
 // One box {64, 64 (K), 4 (chunks)} lands as four 64 x 64 chunks of 8 KB one after another, the layout the four 2-D
 // boxes of make_tensor_map(.., k, n, kTileK, 64) give, in one TMA instruction. Chunks past N read as zeros.
 CUtensorMap make_chunked_tensor_map(GemmDType dtype, const void* base, uint64_t k, uint64_t n) {
-  CUtensorMap map{};
-  const cuuint64_t dims[3] = {64, k, n / 64};
-  const cuuint64_t strides[2] = {n * 2, 128};
-  const cuuint32_t box[3] = {64, uint32_t(kTileK), uint32_t(kTileN / 64)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  OVL_CU_CHECK(tensor_map_encoder()(
-      &map, dtype == GemmDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-      const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return map;
+  return encode_tensor_map<3>(dtype, base, {64, k, n / 64}, {n * 2, 128},
+                              {64, uint32_t(kTileK), uint32_t(kTileN / 64)});
 }
 
 // Compute capability check, once per device.
@@ -1023,7 +1021,7 @@ GemmLaunchPlan gemm_launch_plan(const GemmArguments& args) {
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
   plan.stages = stages_of(staged, split);
   plan.smem_bytes = smem_bytes_of(staged, split);
-  plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && args.cluster == 1;
+  plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && args.cluster == 1 && half_first > 0;
   return plan;
 }
 

@@ -953,18 +953,27 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
 }
 
 // MN-major B with N % 64 == 0: whole tiles load a stage's B as one 3-D box of four 64-column chunks, half tiles as
-// two 2-D boxes. On N = 320 (an edge tile column of one chunk: the other three read as zeros) and N = 1024, with edge
-// rows and a K tail, for every staged epilogue: float64, and whole tiles (3-D boxes), 3 half tiles (both kinds in one
-// launch) and every tile in halves (2-D boxes only) give the same bits.
+// two 2-D boxes (no argument forces 2-D boxes on whole tiles, so halves are the 2-D side of the comparison). On
+// N = 320 (an edge tile column of one chunk: the other three read as zeros), N = 1024 and N = 64 (one chunk), with
+// edge rows, a K tail and K = 40 (one k-block, shorter than the box), bf16 and fp16, for every staged epilogue:
+// float64, and whole tiles, 3 half tiles (both kinds in one launch) and every tile in halves give the same bits.
 TEST_F(GemmTest, ChunkedMnMajorBMatchesTwoDBoxes) {
-  for (int n : {320, 1024}) {
-    Inputs in(Problem{1000, n, 200, GemmDType::kBF16, GemmBLayout::kKxN}, 8100 + n);
+  const Problem problems[] = {{1000, 320, 200, GemmDType::kBF16, GemmBLayout::kKxN},
+                              {1000, 1024, 200, GemmDType::kBF16, GemmBLayout::kKxN},
+                              {300, 64, 40, GemmDType::kBF16, GemmBLayout::kKxN},
+                              {1000, 320, 200, GemmDType::kFP16, GemmBLayout::kKxN}};
+  for (const Problem& problem : problems) {
+    Inputs in(problem, 8100 + problem.n + problem.k);
     const std::vector<double> ref = cpu_reference(in);
     for (GemmEpilogue e : {GemmEpilogue::kTmaStore, GemmEpilogue::kTmaStoreSplit, GemmEpilogue::kTmaStoreDeferred}) {
       RunOptions whole;
       whole.sm_count = 5;
       whole.epilogue = e;
-      const int tiles = gemm_tile_count(arguments_of(in.problem, whole));
+      GemmArguments args = arguments_of(in.problem, whole);
+      const int tiles = gemm_tile_count(args);
+      EXPECT_TRUE(gemm_launch_plan(args).b_single_box) << describe(in.problem);  // whole tiles run the 3-D box
+      args.half_tiles = tiles;
+      EXPECT_FALSE(gemm_launch_plan(args).b_single_box) << describe(in.problem);  // no whole tile left
       whole.tile_groups = {tiles};
       RunResult w;
       run(in, whole, w);
@@ -1326,6 +1335,20 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   EXPECT_EQ(plan.stream_k.tiles, 4);
   EXPECT_EQ(plan.stream_k.splits, 2);
   EXPECT_EQ(plan.grid, 24);  // 16 whole tiles + 4 x 2 pieces
+
+  a.stream_k_splits = 0;  // contiguous: the grid holds the whole tiles' CTAs and the `ctas` that share the last tiles
+  a.stream_k_ctas = 4;                      // of the 4 tiles' 8 k-block iterations
+  EXPECT_EQ(gemm_launch_plan(a).grid, 16);  // 16 whole tiles on 32 SMs; the 4 sharing CTAs are among them
+  a.stream_k_tiles = 18;
+  a.stream_k_ctas = 6;
+  EXPECT_EQ(gemm_launch_plan(a).grid, 6);  // 2 whole tiles: the 6 sharing CTAs set the grid
+  a.stream_k_tiles = a.stream_k_ctas = 0;
+  a.sm_count = 132;
+  a.m = 128 * 3;  // 3 x 2 tiles
+  a.n = 256 * 3 - 64;
+  a.cluster = 2;
+  EXPECT_EQ(gemm_launch_plan(a).grid, 10);  // 9 tiles: an even grid of ceil(9 / 2) clusters
+  a.cluster = 1;
 
   a.k = 12;
   test::expect_error_naming([&] { gemm_launch_plan(a); }, "K = 12");

@@ -151,9 +151,9 @@ struct GemmLaunchPlan {
   int threads = 0;     // per CTA: a producer and two consumer warpgroups
   int stages = 0;      // shared-memory ring stages of A and B k-blocks
   int smem_bytes = 0;  // dynamic shared memory per CTA
-  // MN-major B (kKxN) whose N is a multiple of 64, unclustered: a whole tile's stage of B is one 3-D TMA box of four
-  // 64-column chunks (measured 0.7% faster than four 2-D boxes, docs/results/gemm-h200-chunked-b/); else four 2-D
-  // boxes (half tiles: two). K-major B: always one 2-D box (false).
+  // MN-major B (kKxN) whose N is a multiple of 64, unclustered, with whole tiles to run: a whole tile's stage of B is
+  // one 3-D TMA box of four 64-column chunks (measured 0.7% faster than four 2-D boxes,
+  // docs/results/gemm-h200-chunked-b/); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
   bool b_single_box = false;
   GemmStreamKPlan stream_k;  // gemm_stream_k_plan(args)
   int half_tiles = 0;
