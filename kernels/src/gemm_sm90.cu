@@ -1102,10 +1102,10 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
                                         : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
-  // Half tiles, and the halves a pair of CTAs multicasts (cluster = 2), with K-major B load 128 rows of B (MN-major B:
-  // two of the four 64-column boxes).
-  // MN-major B with N % 64 == 0 loads whole tiles' stages as one chunked 3-D box (cluster 1), through the same slot:
-  // +0.7% over four 2-D boxes on 24 nn rows (docs/results/gemm-h200-chunked-b/).
+  // The second B map. K-major B: half tiles, and the halves a pair of CTAs multicasts (cluster = 2), load 128 rows of
+  // B through it (MN-major B loads two of its four 64-column 2-D boxes through tmap_b). MN-major B with N % 64 == 0,
+  // cluster 1: whole tiles load a stage as one chunked 3-D box through it, +0.7% over four 2-D boxes on 24 nn rows
+  // (docs/results/gemm-h200-chunked-b/).
   p.b_chunked = plan.b_single_box;
   const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
                                       ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
