@@ -19,7 +19,8 @@
 // and power_w (means over the timed loop, sampled every 2 ms: the benches run at the power limit). Each iteration
 // enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
 // numbers. Our impls also record what they ran: swizzle, sk_tiles / sk_splits / sk_ctas (the stream-K plan),
-// half_tiles and epilogue (GemmEpilogue's value; older JSON has split_epilogue, 1 for kTmaStoreSplit, instead).
+// half_tiles, and from gemm_launch_plan epilogue (GemmEpilogue's value; older JSON has split_epilogue, 1 for
+// kTmaStoreSplit, instead), grid, stages and b_single_box.
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -521,7 +522,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["sk_tiles"] = plan.stream_k.tiles;
       state.counters["sk_splits"] = plan.stream_k.splits;
       state.counters["sk_ctas"] = plan.stream_k.ctas;
-      state.counters["half_tiles"] = plan.half_tiles;
+      state.counters["half_tiles"] = args[0].half_tiles;
       state.counters["epilogue"] = static_cast<int>(plan.epilogue);
       state.counters["grid"] = plan.grid;
       state.counters["stages"] = plan.stages;

@@ -1000,13 +1000,12 @@ void with_kernel(GemmDType dtype, bool b_mn_major, F&& f) {
   }
 }
 
-GemmLaunchPlan gemm_launch_plan(const GemmArguments& args) {
-  if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_launch_plan: {}", why);
+// gemm_launch_plan for arguments gemm_can_implement has accepted.
+GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   GemmLaunchPlan plan;
   plan.epilogue = args.epilogue == GemmEpilogue::kAuto ? GemmEpilogue::kTmaStore : args.epilogue;
   plan.cluster = args.cluster;
   plan.stream_k = gemm_stream_k_plan(args);
-  plan.half_tiles = args.half_tiles;
   const int tiles = gemm_tile_count(args);
   const GemmStreamKPlan& sk = plan.stream_k;
   const int sk_first = tiles - sk.tiles, half_first = tiles - args.half_tiles;
@@ -1025,9 +1024,14 @@ GemmLaunchPlan gemm_launch_plan(const GemmArguments& args) {
   return plan;
 }
 
+GemmLaunchPlan gemm_launch_plan(const GemmArguments& args) {
+  if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_launch_plan: {}", why);
+  return launch_plan_of(args);
+}
+
 void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   if (const std::string why = gemm_can_implement(args); !why.empty()) OVL_FAIL("gemm_run: {}", why);
-  const GemmLaunchPlan plan = gemm_launch_plan(args);
+  const GemmLaunchPlan plan = launch_plan_of(args);
   const GemmStreamKPlan sk = plan.stream_k;
   const WorkspaceLayout layout = workspace_layout(args, sk);
   if (layout.bytes > 0) {

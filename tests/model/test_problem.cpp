@@ -18,7 +18,6 @@ Problem ar8192() {
   return p;
 }
 
-// Expects `f` to throw an ovl::Error whose message contains `needle`.
 using test::expect_error_naming;
 
 TEST(Problem, NamesRoundTrip) {

@@ -142,7 +142,7 @@ int gemm_tile_count(const GemmArguments& args);
 
 // What gemm_run launches for these arguments: the kernel instantiation (epilogue, cluster, B layout), the grid and
 // the shared memory. gemm_run launches from this very plan, so a test of the plan is a test of what runs, and a
-// user can log it. Throws ovl::Error with the can_implement message on arguments gemm_run would refuse. Touches no
+// user can log it (with the arguments' tail plan: stream_k below, or half_tiles). Throws ovl::Error with the can_implement message on arguments gemm_run would refuse. Touches no
 // device.
 struct GemmLaunchPlan {
   GemmEpilogue epilogue = GemmEpilogue::kTmaStore;  // the one that runs: kAuto resolved (to kTmaStore)
@@ -156,7 +156,6 @@ struct GemmLaunchPlan {
   // docs/results/gemm-h200-chunked-b/); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
   bool b_single_box = false;
   GemmStreamKPlan stream_k;  // gemm_stream_k_plan(args)
-  int half_tiles = 0;
 };
 GemmLaunchPlan gemm_launch_plan(const GemmArguments& args);
 
