@@ -9,7 +9,8 @@
 //           multicast a shared B tile: GemmArguments::cluster, experimental), ovl-split (ovl-nosk with the
 //           kTmaStoreSplit epilogue: half-tile staging, 4 stages), ovl-cluster2-split (the two together: cuBLAS's pair
 //           with 4 stages, experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers
-//           (signals on, the epilogue that stores from registers instead of through shared memory and TMA), cublas;
+//           (signals on, the epilogue that stores from registers instead of through shared memory and TMA), ovl-nopdl
+//           (ovl launched without programmatic dependent launch: GemmArguments::programmatic_launch), cublas;
 //           ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16
 //           cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
@@ -20,7 +21,7 @@
 // enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
 // numbers. Our impls also record what they ran: swizzle, sk_tiles / sk_splits / sk_ctas (the stream-K plan),
 // half_tiles, and from gemm_launch_plan epilogue (GemmEpilogue's value; older JSON has split_epilogue, 1 for
-// kTmaStoreSplit, instead), grid, stages and b_single_box.
+// kTmaStoreSplit, instead), grid, stages, b_single_box and pdl (programmatic dependent launch).
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -253,7 +254,7 @@ Buffers& buffers(int m, int n, int k) {
 // kOvlCluster2Split: both;
 // kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle); kOvlTmaStore: kOvl
 // with the kTmaStore epilogue (the default before ovl::choose_split_epilogue); kOvlDeferred: kOvl with the
-// kTmaStoreDeferred epilogue (also where kOvl splits).
+// kTmaStoreDeferred epilogue (also where kOvl splits); kOvlNoPdl: kOvl with programmatic_launch off.
 enum class Impl {
   kOvl,
   kOvlNoSignal,
@@ -265,6 +266,7 @@ enum class Impl {
   kOvlTmaStore,
   kOvlRegisters,
   kOvlDeferred,
+  kOvlNoPdl,
   kCublas
 };
 
@@ -304,7 +306,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (forced_swizzle > 0) args.swizzle = forced_swizzle;
   if (c.impl == Impl::kOvlSwizzle8) args.swizzle = 8;
   const bool tuned = c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
-                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred;
+                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred || c.impl == Impl::kOvlNoPdl;
   if (!tuned) {  // whole tiles and the kTmaStore epilogue, unless the impl names another below
     args.stream_k_tiles = args.stream_k_splits = args.half_tiles = 0;
     args.epilogue = GemmEpilogue::kTmaStore;
@@ -314,6 +316,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.impl == Impl::kOvlRegisters) args.epilogue = GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvlTmaStore) args.epilogue = GemmEpilogue::kTmaStore;
   if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
+  if (c.impl == Impl::kOvlNoPdl) args.programmatic_launch = false;
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
     static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
@@ -527,6 +530,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["grid"] = plan.grid;
       state.counters["stages"] = plan.stages;
       state.counters["b_single_box"] = plan.b_single_box ? 1 : 0;
+      state.counters["pdl"] = plan.programmatic_launch ? 1 : 0;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -561,6 +565,7 @@ const bool registered = [] {
                                                 {Impl::kOvlTmaStore, "ovl-tmastore"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kOvlDeferred, "ovl-deferred"},
+                                                {Impl::kOvlNoPdl, "ovl-nopdl"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {
     return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +

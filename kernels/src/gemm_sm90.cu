@@ -362,8 +362,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int sk_last[2];
 
   const int warpgroup = threadIdx.x / 128;
+  // Launched with programmatic dependent launch, the CTA may start while the previous kernel on the stream is still
+  // running: the set-up below touches only shared memory and the kernel parameters, and grid_dependency_wait comes
+  // before any global-memory access (a no-op otherwise).
+  const unsigned long long cta_start = threadIdx.x == 0 && p.cta_timestamps != nullptr ? detail::global_timer_ns() : 0;
   if (threadIdx.x == 0) {
-    if (p.cta_timestamps != nullptr) p.cta_timestamps[blockIdx.x] = detail::global_timer_ns();
     for (int s = 0; s < kStages; ++s) {
       detail::mbarrier_init(&full[s], 1);
       detail::mbarrier_init(&empty[s], kConsumerWarps * kCluster);  // [cluster 2] both CTAs' consumer warps
@@ -385,6 +388,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();            // cluster_sync is .aligned: thread 0 diverged above
     detail::cluster_sync();  // [cluster 2] the peer's barriers exist before any remote arrival or multicast
   }
+  detail::grid_dependency_wait();
+  if (threadIdx.x == 0 && p.cta_timestamps != nullptr) p.cta_timestamps[blockIdx.x] = cta_start;
 
   if (warpgroup == 0) {
     detail::setmaxnreg_dec<kProducerRegs>();
@@ -443,6 +448,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
+      // This CTA loads nothing more: the next kernel on the stream may launch (with programmatic dependent launch)
+      // once every CTA got here, so its CTAs take the SMs as ours exit instead of after a launch gap.
+      detail::launch_dependent_grids();
     } else if (threadIdx.x == 32 && (kStaged || p.signal)) {
       // Store-and-signal thread: stores and publishes each tile once the consumers finished it, off the consumers'
       // critical path (waiting for the stores and the system-scope fence take microseconds).
@@ -1021,6 +1029,7 @@ GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   plan.stages = stages_of(staged, split);
   plan.smem_bytes = smem_bytes_of(staged, split);
   plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && args.cluster == 1 && half_first > 0;
+  plan.programmatic_launch = args.programmatic_launch;
   return plan;
 }
 
@@ -1123,43 +1132,42 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                                  ? make_tensor_map(args.dtype, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
                                  : make_tensor_map(args.dtype, args.d, args.m, args.n, kTileM, 64);
 
-  const dim3 grid(plan.grid);
-  const dim3 block(plan.threads);
-  const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
-  const int smem = plan.smem_bytes;
+  // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for one
+  // with its peer's (b ^ 1). Every cluster must be resident at once, as any persistent grid: a green-context partition
+  // is made of whole TPCs.
+  cudaLaunchAttribute attributes[2] = {};
+  int count = 0;
   if (args.cluster == 2) {
-    // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for
-    // one with its peer's (b ^ 1). Every cluster must be resident at once, as any persistent grid: a green-context
-    // partition is made of whole TPCs.
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = 2;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.dynamicSmemBytes = size_t(smem);
-    config.stream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    const auto launch_cluster = [&](auto kernel) {
-      opt_in_dynamic_shared_memory(kernel, smem);
-      OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
-    };
-    if (split) {
-      with_kernel<true, 2, true, false>(args.dtype, b_mn_major, launch_cluster);
-    } else {
-      with_kernel<true, 2, false, false>(args.dtype, b_mn_major, launch_cluster);
-    }
-    OVL_CUDA_CHECK_LAST();
-    return;
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = 2;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
   }
+  if (plan.programmatic_launch) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(plan.grid);
+  config.blockDim = dim3(plan.threads);
+  config.dynamicSmemBytes = size_t(plan.smem_bytes);
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = unsigned(count);
   const auto launch = [&](auto kernel) {
-    opt_in_dynamic_shared_memory(kernel, smem);
-    kernel<<<grid, block, smem, stream>>>(tmap_a, tmap_b, tmap_b_half, tmap_d, p);
+    opt_in_dynamic_shared_memory(kernel, plan.smem_bytes);
+    OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
   };
-  if (split) {
+  const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
+  if (args.cluster == 2) {
+    if (split) {
+      with_kernel<true, 2, true, false>(args.dtype, b_mn_major, launch);
+    } else {
+      with_kernel<true, 2, false, false>(args.dtype, b_mn_major, launch);
+    }
+  } else if (split) {
     with_kernel<true, 1, true, false>(args.dtype, b_mn_major, launch);
   } else if (plan.epilogue == GemmEpilogue::kTmaStoreDeferred) {
     with_kernel<true, 1, false, true>(args.dtype, b_mn_major, launch);

@@ -143,6 +143,19 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// ---- programmatic dependent launch ----------------------------------------------------------------
+
+// Waits until the grids this one depends on programmatically (the previous kernel on the stream, when this grid was
+// launched with cudaLaunchAttributeProgrammaticStreamSerialization) have completed and their memory operations are
+// visible. Returns at once when there are none.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+// Lets the grids that depend on this one programmatically launch once every CTA of this grid has issued it (or
+// exited). They still wait for this grid's completion (grid_dependency_wait) before touching memory.
+__device__ __forceinline__ void launch_dependent_grids() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 // ---- register reallocation -----------------------------------------------------------------------
 
 template <int kRegs>

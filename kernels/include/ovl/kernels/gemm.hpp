@@ -114,6 +114,13 @@ struct GemmArguments {
   // twice the SMs for about half the time, with no partial sums: the bits are those of whole tiles. A tile's second
   // half to be stored stamps and signals it.
   int half_tiles = 0;  // 0: off; else 1 .. tile count
+  // Programmatic dependent launch. true: launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the
+  // CTAs may become resident and set up (shared-memory barriers, tensor-map prefetch) while the previous kernel on the
+  // stream finishes; every thread waits for that kernel's completion and memory flush (griddepcontrol.wait) before
+  // its first global-memory access, so this is safe whatever ran before. Each CTA lets the next kernel on the stream
+  // launch early (griddepcontrol.launch_dependents) once it has issued its last load; a next kernel launched without
+  // the attribute, or one that waits likewise, is unaffected. false: a plain launch.
+  bool programmatic_launch = true;
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
@@ -155,7 +162,8 @@ struct GemmLaunchPlan {
   // one 3-D TMA box of four 64-column chunks (measured 0.7% faster than four 2-D boxes,
   // docs/results/gemm-h200-chunked-b/); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
   bool b_single_box = false;
-  GemmStreamKPlan stream_k;  // gemm_stream_k_plan(args)
+  bool programmatic_launch = true;  // args.programmatic_launch: launched with programmatic stream serialization
+  GemmStreamKPlan stream_k;         // gemm_stream_k_plan(args)
 };
 GemmLaunchPlan gemm_launch_plan(const GemmArguments& args);
 
