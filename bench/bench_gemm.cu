@@ -267,7 +267,6 @@ enum class Impl {
   kOvlRegisters,
   kOvlDeferred,
   kOvlNoPdl,
-  kOvlPrefetch,
   kCublas
 };
 
@@ -307,8 +306,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (forced_swizzle > 0) args.swizzle = forced_swizzle;
   if (c.impl == Impl::kOvlSwizzle8) args.swizzle = 8;
   const bool tuned = c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
-                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred || c.impl == Impl::kOvlNoPdl ||
-                     c.impl == Impl::kOvlPrefetch;
+                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred || c.impl == Impl::kOvlNoPdl;
   if (!tuned) {  // whole tiles and the kTmaStore epilogue, unless the impl names another below
     args.stream_k_tiles = args.stream_k_splits = args.half_tiles = 0;
     args.epilogue = GemmEpilogue::kTmaStore;
@@ -319,7 +317,6 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.impl == Impl::kOvlTmaStore) args.epilogue = GemmEpilogue::kTmaStore;
   if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
   if (c.impl == Impl::kOvlNoPdl) args.programmatic_launch = false;
-  if (c.impl == Impl::kOvlPrefetch) args.l2_prefetch_before_wait = true;
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
     static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
@@ -569,7 +566,6 @@ const bool registered = [] {
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kOvlDeferred, "ovl-deferred"},
                                                 {Impl::kOvlNoPdl, "ovl-nopdl"},
-                                                {Impl::kOvlPrefetch, "ovl-prefetch"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {
     return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +

@@ -85,9 +85,6 @@ struct KernelParams {
   unsigned int epoch;  // this launch's number for the arrival counters (never 0)
   // MN-major B, whole tiles, cluster 1: tmap_b_half is the chunked 3-D map and a stage's B is one box (else four).
   int b_chunked;
-  // GemmArguments::l2_prefetch_before_wait: prefetch the first tile's first k-blocks into L2 and let the next kernel
-  // launch at the CTA's start (experimental).
-  int l2_prefetch;
   int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
 };
 
@@ -384,25 +381,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       detail::prefetch_tensor_map(&tmap_b_half);
     }
     if constexpr (kStaged) detail::prefetch_tensor_map(&tmap_d);
-    if (p.l2_prefetch) {
-      detail::launch_dependent_grids();
-      // The first k-blocks of this CTA's first unit, when it is a whole tile whose id needs no global read.
-      if (p.tile_order != kOrderExplicit && int(blockIdx.x) < min(p.sk_first, p.half_first)) {
-        const int tile = tile_at(p, int(blockIdx.x));
-        const int m0 = (tile / p.tiles_n) * kTileM, n0 = (tile % p.tiles_n) * kTileN;
-        for (int kb = 0; kb < min(kStages, p.k_blocks); ++kb) {
-          const int k0 = kb * kTileK;
-          detail::tma_prefetch_l2_2d(&tmap_a, k0, m0);
-          if constexpr (kTransB == 0) {
-            detail::tma_prefetch_l2_2d(&tmap_b, k0, n0);
-          } else if (p.b_chunked) {
-            detail::tma_prefetch_l2_3d(&tmap_b_half, 0, k0, n0 / 64);
-          } else {
-            for (int c = 0; c < 4; ++c) detail::tma_prefetch_l2_2d(&tmap_b, n0 + 64 * c, k0);
-          }
-        }
-      }
-    }
   }
   if constexpr (kCluster == 1) {
     __syncthreads();
@@ -472,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       // This CTA loads nothing more: the next kernel on the stream may launch (with programmatic dependent launch)
       // once every CTA got here, so its CTAs take the SMs as ours exit instead of after a launch gap.
-      if (!p.l2_prefetch) detail::launch_dependent_grids();
+      detail::launch_dependent_grids();
     } else if (threadIdx.x == 32 && (kStaged || p.signal)) {
       // Store-and-signal thread: stores and publishes each tile once the consumers finished it, off the consumers'
       // critical path (waiting for the stores and the system-scope fence take microseconds).
@@ -1142,7 +1120,6 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   // cluster 1: whole tiles load a stage as one chunked 3-D box through it, +0.7% over four 2-D boxes on 24 nn rows
   // (docs/results/gemm-h200-chunked-b/).
   p.b_chunked = plan.b_single_box;
-  p.l2_prefetch = args.l2_prefetch_before_wait && plan.programmatic_launch ? 1 : 0;
   const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
                                       ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
                                   : p.b_chunked ? make_chunked_tensor_map(args.dtype, args.b, args.k, args.n)

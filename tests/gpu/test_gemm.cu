@@ -1063,8 +1063,7 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
 // (read after write: A of GEMM 2 is D of GEMM 1) or writing what the one before read (write after read: GEMM 3's D is
 // GEMM 2's B). GEMM 1 runs on 16 CTAs, so GEMM 2's CTAs find free SMs as soon as GEMM 1's last loads are issued and
 // would read D1 before its last tiles are stored if they did not wait. Against the same chain launched plainly with a
-// host synchronization after each GEMM: the same bits (the plans are equal), in every epilogue, five times over (the
-// last three with the experimental L2 prefetch before the wait and the next kernel let launch at the CTA's start).
+// host synchronization after each GEMM: the same bits (the plans are equal), in every epilogue, five times over.
 TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const int m = 1024, k1 = 4096, n1 = 1024, n2 = 512, n3 = 512;
   const std::vector<uint16_t> a1 = random_matrix(size_t(m) * k1, 501, GemmDType::kBF16);
@@ -1079,7 +1078,7 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   CUDA_OK(cudaMemcpy(b1_dev.get(), b1.data(), b1_dev.bytes(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(b3_dev.get(), b3.data(), b3_dev.bytes(), cudaMemcpyHostToDevice));
   const auto gemm = [](int m_, int n_, int k_, const void* a, const void* b, void* d, int sms, GemmEpilogue e,
-                       bool pdl, bool prefetch) {
+                       bool pdl) {
     GemmArguments args;
     args.m = m_;
     args.n = n_;
@@ -1090,7 +1089,6 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     args.sm_count = sms;
     args.epilogue = e;
     args.programmatic_launch = pdl;
-    args.l2_prefetch_before_wait = prefetch;
     return args;
   };
   cudaStream_t stream;
@@ -1100,14 +1098,13 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     std::vector<uint16_t> want1, want2, want3;
     for (int run = 0; run < 6; ++run) {
       const bool pdl = run > 0;  // run 0: plain launches, each finished before the next starts
-      const bool prefetch = run >= 3;  // runs 3 .. 5: the L2 prefetch before the wait, the trigger at the start
       CUDA_OK(cudaMemcpy(b2_dev.get(), b2.data(), b2_dev.bytes(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemset(d1.get(), 0xFF, d1.bytes()));  // NaN: a read before GEMM 1's store shows
       CUDA_OK(cudaMemset(d2.get(), 0xFF, d2.bytes()));
       CUDA_OK(test::finish_setup());
-      const GemmArguments g1 = gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, pdl, prefetch);
-      const GemmArguments g2 = gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), 132, e, pdl, prefetch);
-      const GemmArguments g3 = gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), 132, e, pdl, prefetch);
+      const GemmArguments g1 = gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, pdl);
+      const GemmArguments g2 = gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), 132, e, pdl);
+      const GemmArguments g3 = gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), 132, e, pdl);
       for (const GemmArguments* g : {&g1, &g2, &g3}) {
         ASSERT_EQ("", gemm_can_implement(*g)) << what;
         ASSERT_NO_THROW(gemm_run(*g, nullptr, stream)) << what;

@@ -121,10 +121,6 @@ struct GemmArguments {
   // launch early (griddepcontrol.launch_dependents) once it has issued its last load; a next kernel launched without
   // the attribute, or one that waits likewise, is unaffected. false: a plain launch.
   bool programmatic_launch = true;
-  // Experimental, with programmatic_launch: before its wait, each CTA prefetches its first tile's first k-blocks of A
-  // and B into L2 (a hint: nothing reaches the CTA before the wait), and lets the next kernel launch at its start
-  // instead of after its last load, so the next GEMM's CTAs that find idle SMs in a sparse last round warm L2 there.
-  bool l2_prefetch_before_wait = false;
 };
 
 // "" when the arguments can run, else a message naming the bad value. Touches no device.
