@@ -1079,15 +1079,13 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   CUDA_OK(cudaMemcpy(b3_dev.get(), b3.data(), b3_dev.bytes(), cudaMemcpyHostToDevice));
   const auto gemm = [](int m_, int n_, int k_, const void* a, const void* b, void* d, int sms, GemmEpilogue e,
                        bool pdl) {
-    GemmArguments args;
-    args.m = m_;
-    args.n = n_;
-    args.k = k_;
+    RunOptions opt;
+    opt.sm_count = sms;
+    opt.epilogue = e;
+    GemmArguments args = arguments_of(Problem{m_, n_, k_}, opt);  // bf16, B as N x K
     args.a = a;
     args.b = b;
     args.d = d;
-    args.sm_count = sms;
-    args.epilogue = e;
     args.programmatic_launch = pdl;
     return args;
   };
