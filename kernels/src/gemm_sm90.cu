@@ -69,7 +69,7 @@ struct KernelParams {
   int num_groups;
   const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
   unsigned long long* tile_timestamps;
-  unsigned long long* cta_timestamps;  // one per CTA: when it started, or nullptr
+  unsigned long long* cta_timestamps;  // one per CTA: when it started (before grid_dependency_wait), or nullptr
   // Stream-K (kStaged only): the tiles at positions [sk_first, tiles) are cut into pieces; sk_first == tiles when
   // off. Split schedule (sk_splits >= 2): sk_splits equal k ranges per tile. Contiguous (sk_splits == 0): their
   // sk_iters k-block iterations shared over CTAs [0, sk_ctas).

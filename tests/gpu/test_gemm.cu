@@ -1059,11 +1059,15 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
   }
 }
 
-// Programmatic dependent launch: three GEMMs back to back on one stream, each reading what the one before wrote
-// (read after write: A of GEMM 2 is D of GEMM 1) or writing what the one before read (write after read: GEMM 3's D is
-// GEMM 2's B). GEMM 1 runs on 16 CTAs, so GEMM 2's CTAs find free SMs as soon as GEMM 1's last loads are issued and
-// would read D1 before its last tiles are stored if they did not wait. Against the same chain launched plainly with a
-// host synchronization after each GEMM: the same bits (the plans are equal), in every epilogue, five times over.
+// Programmatic dependent launch: three GEMMs back to back on one stream, GEMM 2 reading GEMM 1's output (A2 = D1,
+// poisoned with NaN before each chain) and GEMM 3 reading GEMM 2's (A3 = D2) and overwriting GEMM 2's B. GEMM 1 runs on
+// 16 CTAs, so GEMM 2's CTAs find free SMs once GEMM 1's producers have issued their last loads: with the wait
+// removed from the kernel, D2 differed in every programmatic run on the H200 (a reviewer's check, 2026-12-03). The
+// write after read (D3 over B2) is ordered by the same wait, but this test cannot catch its absence: GEMM 3 stores
+// only after a whole main loop. Against the same chain launched plainly with a host synchronization after each GEMM:
+// the same bits (the plans are equal), in every epilogue, five times over; also in clusters of 2 (two launch
+// attributes) and captured once into a CUDA graph (programmatic edges) and replayed. That PDL is in force is checked
+// too: in some run GEMM 2 has a CTA that started before GEMM 1's last tile was stored (CTA and tile stamps).
 TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const int m = 1024, k1 = 4096, n1 = 1024, n2 = 512, n3 = 512;
   const std::vector<uint16_t> a1 = random_matrix(size_t(m) * k1, 501, GemmDType::kBF16);
@@ -1072,16 +1076,21 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const std::vector<uint16_t> b3 = random_matrix(size_t(n3) * n2, 504, GemmDType::kBF16);
   DeviceBuffer<uint16_t> a1_dev(a1.size()), b1_dev(b1.size()), b2_dev(b2.size()), b3_dev(b3.size());
   DeviceBuffer<uint16_t> d1(size_t(m) * n1), d2(size_t(m) * n2);
+  const int tiles1 = (m / 128) * (n1 / 256);
+  DeviceBuffer<unsigned long long> tile_stamps1(tiles1), cta_stamps2(132);
   ASSERT_EQ(size_t(m) * n3, b2.size());  // D3 overwrites B2
   for (const auto* buf : {&a1_dev, &b1_dev, &b2_dev, &b3_dev, &d1, &d2}) ASSERT_NE(buf->get(), nullptr);
+  ASSERT_NE(tile_stamps1.get(), nullptr);
+  ASSERT_NE(cta_stamps2.get(), nullptr);
   CUDA_OK(cudaMemcpy(a1_dev.get(), a1.data(), a1_dev.bytes(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(b1_dev.get(), b1.data(), b1_dev.bytes(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(b3_dev.get(), b3.data(), b3_dev.bytes(), cudaMemcpyHostToDevice));
   const auto gemm = [](int m_, int n_, int k_, const void* a, const void* b, void* d, int sms, GemmEpilogue e,
-                       bool pdl) {
+                       int cluster, bool pdl) {
     RunOptions opt;
     opt.sm_count = sms;
     opt.epilogue = e;
+    opt.cluster = cluster;
     GemmArguments args = arguments_of(Problem{m_, n_, k_}, opt);  // bf16, B as N x K
     args.a = a;
     args.b = b;
@@ -1091,55 +1100,100 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   };
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (GemmEpilogue e : kEpilogues) {
-    const std::string what = std::string("chain") + epilogue_name(e);
-    std::vector<uint16_t> want1, want2, want3;
-    for (int run = 0; run < 6; ++run) {
-      const bool pdl = run > 0;  // run 0: plain launches, each finished before the next starts
-      CUDA_OK(cudaMemcpy(b2_dev.get(), b2.data(), b2_dev.bytes(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemset(d1.get(), 0xFF, d1.bytes()));  // NaN: a read before GEMM 1's store shows
-      CUDA_OK(cudaMemset(d2.get(), 0xFF, d2.bytes()));
-      CUDA_OK(test::finish_setup());
-      const GemmArguments g1 = gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, pdl);
-      const GemmArguments g2 = gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), 132, e, pdl);
-      const GemmArguments g3 = gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), 132, e, pdl);
-      for (const GemmArguments* g : {&g1, &g2, &g3}) {
-        ASSERT_EQ("", gemm_can_implement(*g)) << what;
-        ASSERT_NO_THROW(gemm_run(*g, nullptr, stream)) << what;
-        if (!pdl) CUDA_OK(cudaStreamSynchronize(stream));
+  struct Variant {
+    const char* name;
+    int cluster;
+    bool graph;
+  };
+  int overlapped = 0;  // programmatic runs in which a CTA of GEMM 2 started before GEMM 1's last tile was stored
+  for (const Variant& variant : {Variant{"chain", 1, false}, Variant{"chain/cluster2", 2, false},
+                                 Variant{"chain/graph", 1, true}}) {
+    for (GemmEpilogue e : kEpilogues) {
+      if (variant.cluster == 2 && (e == GemmEpilogue::kRegisters || e == GemmEpilogue::kTmaStoreDeferred)) continue;
+      const std::string what = variant.name + std::string(epilogue_name(e));
+      std::vector<GemmArguments> chain[2];  // [pdl]
+      for (int pdl = 0; pdl < 2; ++pdl) {
+        chain[pdl] = {gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, variant.cluster, pdl == 1),
+                      gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), 132, e, variant.cluster, pdl == 1),
+                      gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), 132, e, variant.cluster, pdl == 1)};
+        chain[pdl][0].tile_timestamps = tile_stamps1.get();
+        chain[pdl][1].cta_timestamps = cta_stamps2.get();
+        for (const GemmArguments& g : chain[pdl]) ASSERT_EQ("", gemm_can_implement(g)) << what;
       }
-      CUDA_OK(cudaStreamSynchronize(stream));
-      std::vector<uint16_t> got1(d1.count()), got2(d2.count()), got3(b2.size());
-      CUDA_OK(cudaMemcpy(got1.data(), d1.get(), d1.bytes(), cudaMemcpyDeviceToHost));
-      CUDA_OK(cudaMemcpy(got2.data(), d2.get(), d2.bytes(), cudaMemcpyDeviceToHost));
-      CUDA_OK(cudaMemcpy(got3.data(), b2_dev.get(), b2_dev.bytes(), cudaMemcpyDeviceToHost));
-      if (!pdl) {
-        // The plain chain against float64 on a sample of D3's entries (D2 as our GEMM 2 wrote it, B3):
-        // relative error norm under 1e-2 over the sample, so the reference chain itself computes what it should.
-        double err = 0, norm = 0;
-        for (int i = 0; i < 64; ++i) {
-          const int r = (i * 97) % m, c = (i * 37) % n3;
-          double want = 0;
-          for (int kk = 0; kk < n2; ++kk) {
-            want += half_bits_to_double(got2[size_t(r) * n2 + kk], GemmDType::kBF16) *
-                    half_bits_to_double(b3[size_t(c) * n2 + kk], GemmDType::kBF16);
+      cudaGraphExec_t exec = nullptr;
+      if (variant.graph) {
+        for (const GemmArguments& g : chain[1]) gemm_run(g, nullptr, stream);  // the opt-in, outside the capture
+        CUDA_OK(cudaStreamSynchronize(stream));
+        cudaGraph_t graph;
+        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        for (const GemmArguments& g : chain[1]) ASSERT_NO_THROW(gemm_run(g, nullptr, stream)) << what;
+        CUDA_OK(cudaStreamEndCapture(stream, &graph));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_OK(cudaGraphDestroy(graph));
+      }
+      std::vector<uint16_t> want1, want2, want3;
+      for (int run = 0; run < 6; ++run) {
+        const bool pdl = run > 0;  // run 0: plain launches, each finished before the next starts
+        CUDA_OK(cudaMemcpy(b2_dev.get(), b2.data(), b2_dev.bytes(), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(d1.get(), 0xFF, d1.bytes()));  // NaN: a read before GEMM 1's store shows
+        CUDA_OK(cudaMemset(d2.get(), 0xFF, d2.bytes()));
+        CUDA_OK(cudaMemset(tile_stamps1.get(), 0, tile_stamps1.bytes()));
+        CUDA_OK(cudaMemset(cta_stamps2.get(), 0, cta_stamps2.bytes()));
+        CUDA_OK(test::finish_setup());
+        if (pdl && exec != nullptr) {
+          CUDA_OK(cudaGraphLaunch(exec, stream));
+        } else {
+          for (const GemmArguments& g : chain[pdl ? 1 : 0]) {
+            ASSERT_NO_THROW(gemm_run(g, nullptr, stream)) << what;
+            if (!pdl) CUDA_OK(cudaStreamSynchronize(stream));
           }
-          const double d = half_bits_to_double(got3[size_t(r) * n3 + c], GemmDType::kBF16) - want;
-          err += d * d;
-          norm += want * want;
         }
-        EXPECT_LT(std::sqrt(err / norm), 1e-2) << what << ": plain GEMM 3 against float64";
-        want1 = std::move(got1);
-        want2 = std::move(got2);
-        want3 = std::move(got3);
-        continue;
+        CUDA_OK(cudaStreamSynchronize(stream));
+        std::vector<uint16_t> got1(d1.count()), got2(d2.count()), got3(b2.size());
+        CUDA_OK(cudaMemcpy(got1.data(), d1.get(), d1.bytes(), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(got2.data(), d2.get(), d2.bytes(), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(got3.data(), b2_dev.get(), b2_dev.bytes(), cudaMemcpyDeviceToHost));
+        std::vector<unsigned long long> stamps1(tile_stamps1.count()), starts2(cta_stamps2.count());
+        CUDA_OK(cudaMemcpy(stamps1.data(), tile_stamps1.get(), tile_stamps1.bytes(), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(starts2.data(), cta_stamps2.get(), cta_stamps2.bytes(), cudaMemcpyDeviceToHost));
+        unsigned long long first_start2 = ~0ull;
+        for (unsigned long long t : starts2) {
+          if (t != 0) first_start2 = std::min(first_start2, t);
+        }
+        const unsigned long long last_tile1 = *std::max_element(stamps1.begin(), stamps1.end());
+        if (!pdl) {
+          EXPECT_GT(first_start2, last_tile1) << what << ": a plain launch started before the previous GEMM ended";
+          // The plain chain against float64 on a sample of D3's entries (D2 as our GEMM 2 wrote it, B3):
+          // relative error norm under 1e-2 over the sample, so the reference chain itself computes what it should.
+          double err = 0, norm = 0;
+          for (int i = 0; i < 64; ++i) {
+            const int r = (i * 97) % m, c = (i * 37) % n3;
+            double want = 0;
+            for (int kk = 0; kk < n2; ++kk) {
+              want += half_bits_to_double(got2[size_t(r) * n2 + kk], GemmDType::kBF16) *
+                      half_bits_to_double(b3[size_t(c) * n2 + kk], GemmDType::kBF16);
+            }
+            const double d = half_bits_to_double(got3[size_t(r) * n3 + c], GemmDType::kBF16) - want;
+            err += d * d;
+            norm += want * want;
+          }
+          EXPECT_LT(std::sqrt(err / norm), 1e-2) << what << ": plain GEMM 3 against float64";
+          want1 = std::move(got1);
+          want2 = std::move(got2);
+          want3 = std::move(got3);
+          continue;
+        }
+        if (first_start2 < last_tile1) ++overlapped;
+        const std::string rep = what + ", programmatic run " + std::to_string(run);
+        expect_same_bits(want1, got1, rep + ": D1");
+        expect_same_bits(want2, got2, rep + ": D2 (reads D1)");
+        expect_same_bits(want3, got3, rep + ": D3 (reads D2, overwrites GEMM 2's B)");
       }
-      const std::string rep = what + ", programmatic run " + std::to_string(run);
-      expect_same_bits(want1, got1, rep + ": D1");
-      expect_same_bits(want2, got2, rep + ": D2 (reads D1)");
-      expect_same_bits(want3, got3, rep + ": D3 (overwrites GEMM 2's B)");
+      if (exec != nullptr) CUDA_OK(cudaGraphExecDestroy(exec));
     }
   }
+  // Not a speed claim: whether the driver launched GEMM 2 early at all, so that the bits above test the wait.
+  EXPECT_GT(overlapped, 0) << "no programmatic run started GEMM 2 before GEMM 1's last tile was stored";
   CUDA_OK(cudaStreamDestroy(stream));
 }
 

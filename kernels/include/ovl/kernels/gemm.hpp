@@ -95,7 +95,9 @@ struct GemmArguments {
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   // Optional, one per CTA of the grid (min(sm_count, units of work) <= sm_count entries; size it sm_count):
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
-  // into launch, first tile and steady tiles. Not a signal: it changes nothing else.
+  // into launch, first tile and steady tiles. Not a signal: it changes nothing else. With programmatic_launch after
+  // a kernel that lets it launch early (another of these GEMMs), a CTA may start before that kernel ends, and its
+  // first tile then includes the wait for it; the timelines in docs/results/gemm-h200-timeline/ predate it.
   unsigned long long* cta_timestamps = nullptr;
   // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore or kTmaStoreSplit epilogue, whole tiles: no stream-K, no half
   // tiles) runs CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as
@@ -117,9 +119,10 @@ struct GemmArguments {
   // Programmatic dependent launch. true: launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the
   // CTAs may become resident and set up (shared-memory barriers, tensor-map prefetch) while the previous kernel on the
   // stream finishes; every thread waits for that kernel's completion and memory flush (griddepcontrol.wait) before
-  // its first global-memory access, so this is safe whatever ran before. Each CTA lets the next kernel on the stream
-  // launch early (griddepcontrol.launch_dependents) once it has issued its last load; a next kernel launched without
-  // the attribute, or one that waits likewise, is unaffected. false: a plain launch.
+  // its first global-memory access. So it is safe after any kernel launched plainly, or launched likewise and waiting
+  // on its own predecessor (the wait covers only the kernel right before this one). Each CTA lets the next kernel on
+  // the stream launch early (griddepcontrol.launch_dependents) once it has issued its last load; a next kernel
+  // launched without the attribute, or one that waits likewise, is unaffected. false: a plain launch.
   bool programmatic_launch = true;
 };
 
