@@ -1066,8 +1066,9 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
 // write after read (D3 over B2) is ordered by the same wait, but this test cannot catch its absence: GEMM 3 stores
 // only after a whole main loop. Against the same chain launched plainly with a host synchronization after each GEMM:
 // the same bits (the plans are equal), in every epilogue, five times over; also in clusters of 2 (two launch
-// attributes) and captured once into a CUDA graph (programmatic edges) and replayed. That PDL is in force is checked
-// too: in some run GEMM 2 has a CTA that started before GEMM 1's last tile was stored (CTA and tile stamps).
+// attributes), captured once into a CUDA graph (programmatic edges) and replayed, and on a stream of a 64-SM green
+// context. That PDL is in force is checked too: in some run GEMM 2 has a CTA that started before GEMM 1's last tile
+// was stored (CTA and tile stamps).
 TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const int m = 1024, k1 = 4096, n1 = 1024, n2 = 512, n3 = 512;
   const std::vector<uint16_t> a1 = random_matrix(size_t(m) * k1, 501, GemmDType::kBF16);
@@ -1104,30 +1105,43 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     const char* name;
     int cluster;
     bool graph;
+    int green_sms;  // 0: the whole device
   };
   int overlapped = 0;  // programmatic runs in which a CTA of GEMM 2 started before GEMM 1's last tile was stored
-  for (const Variant& variant : {Variant{"chain", 1, false}, Variant{"chain/cluster2", 2, false},
-                                 Variant{"chain/graph", 1, true}}) {
+  for (const Variant& variant : {Variant{"chain", 1, false, 0}, Variant{"chain/cluster2", 2, false, 0},
+                                 Variant{"chain/graph", 1, true, 0}, Variant{"chain/green64", 1, false, 64}}) {
+    std::unique_ptr<SmPartition> partition;
+    if (variant.green_sms > 0) {
+      try {
+        partition = SmPartition::confine(0, variant.green_sms);
+      } catch (const Error& e) {
+        std::printf("%s skipped: no green contexts here: %s\n", variant.name, e.what());
+        continue;
+      }
+      ASSERT_EQ(partition->gemm_sms(), variant.green_sms);
+    }
+    const cudaStream_t on = partition ? partition->gemm_stream() : stream;
+    const int sms = partition ? partition->gemm_sms() : 132;
     for (GemmEpilogue e : kEpilogues) {
       if (variant.cluster == 2 && (e == GemmEpilogue::kRegisters || e == GemmEpilogue::kTmaStoreDeferred)) continue;
       const std::string what = variant.name + std::string(epilogue_name(e));
       std::vector<GemmArguments> chain[2];  // [pdl]
       for (int pdl = 0; pdl < 2; ++pdl) {
         chain[pdl] = {gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, variant.cluster, pdl == 1),
-                      gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), 132, e, variant.cluster, pdl == 1),
-                      gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), 132, e, variant.cluster, pdl == 1)};
+                      gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), sms, e, variant.cluster, pdl == 1),
+                      gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), sms, e, variant.cluster, pdl == 1)};
         chain[pdl][0].tile_timestamps = tile_stamps1.get();
         chain[pdl][1].cta_timestamps = cta_stamps2.get();
         for (const GemmArguments& g : chain[pdl]) ASSERT_EQ("", gemm_can_implement(g)) << what;
       }
       cudaGraphExec_t exec = nullptr;
       if (variant.graph) {
-        for (const GemmArguments& g : chain[1]) gemm_run(g, nullptr, stream);  // the opt-in, outside the capture
-        CUDA_OK(cudaStreamSynchronize(stream));
+        for (const GemmArguments& g : chain[1]) gemm_run(g, nullptr, on);  // the opt-in, outside the capture
+        CUDA_OK(cudaStreamSynchronize(on));
         cudaGraph_t graph;
-        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        for (const GemmArguments& g : chain[1]) ASSERT_NO_THROW(gemm_run(g, nullptr, stream)) << what;
-        CUDA_OK(cudaStreamEndCapture(stream, &graph));
+        CUDA_OK(cudaStreamBeginCapture(on, cudaStreamCaptureModeThreadLocal));
+        for (const GemmArguments& g : chain[1]) ASSERT_NO_THROW(gemm_run(g, nullptr, on)) << what;
+        CUDA_OK(cudaStreamEndCapture(on, &graph));
         CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
         CUDA_OK(cudaGraphDestroy(graph));
       }
@@ -1141,14 +1155,14 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
         CUDA_OK(cudaMemset(cta_stamps2.get(), 0, cta_stamps2.bytes()));
         CUDA_OK(test::finish_setup());
         if (pdl && exec != nullptr) {
-          CUDA_OK(cudaGraphLaunch(exec, stream));
+          CUDA_OK(cudaGraphLaunch(exec, on));
         } else {
           for (const GemmArguments& g : chain[pdl ? 1 : 0]) {
-            ASSERT_NO_THROW(gemm_run(g, nullptr, stream)) << what;
-            if (!pdl) CUDA_OK(cudaStreamSynchronize(stream));
+            ASSERT_NO_THROW(gemm_run(g, nullptr, on)) << what;
+            if (!pdl) CUDA_OK(cudaStreamSynchronize(on));
           }
         }
-        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaStreamSynchronize(on));
         std::vector<uint16_t> got1(d1.count()), got2(d2.count()), got3(b2.size());
         CUDA_OK(cudaMemcpy(got1.data(), d1.get(), d1.bytes(), cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(got2.data(), d2.get(), d2.bytes(), cudaMemcpyDeviceToHost));
