@@ -20,8 +20,8 @@
 // and power_w (means over the timed loop, sampled every 2 ms: the benches run at the power limit). Each iteration
 // enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
 // numbers. Our impls also record what they ran: swizzle, sk_tiles / sk_splits / sk_ctas (the stream-K plan),
-// half_tiles, and from gemm_launch_plan epilogue (GemmEpilogue's value; older JSON has split_epilogue, 1 for
-// kTmaStoreSplit, instead), grid, stages, b_single_box and pdl (programmatic dependent launch).
+// half_tiles, pdl (programmatic dependent launch), and from gemm_launch_plan epilogue (GemmEpilogue's value; older
+// JSON has split_epilogue, 1 for kTmaStoreSplit, instead), grid, stages and b_single_box.
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -530,7 +530,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["grid"] = plan.grid;
       state.counters["stages"] = plan.stages;
       state.counters["b_single_box"] = plan.b_single_box ? 1 : 0;
-      state.counters["pdl"] = plan.programmatic_launch ? 1 : 0;
+      state.counters["pdl"] = args[0].programmatic_launch ? 1 : 0;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

@@ -1029,7 +1029,6 @@ GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   plan.stages = stages_of(staged, split);
   plan.smem_bytes = smem_bytes_of(staged, split);
   plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && args.cluster == 1 && half_first > 0;
-  plan.programmatic_launch = args.programmatic_launch;
   return plan;
 }
 
@@ -1144,7 +1143,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     attributes[count].val.clusterDim.z = 1;
     ++count;
   }
-  if (plan.programmatic_launch) {
+  if (args.programmatic_launch) {
     attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attributes[count].val.programmaticStreamSerializationAllowed = 1;
     ++count;

@@ -79,7 +79,7 @@ __device__ __forceinline__ void cluster_sync() {
 
 // ---- TMA ---------------------------------------------------------------------------------------------------------
 
-// 2-D tiled bulk copy global -> shared; completes `bytes` of transaction on `bar`. Out-of-bounds elements read as 0.
+// 2-D tiled bulk copy global -> shared; completes the box's bytes of transaction on `bar`. Out-of-bounds elements read as 0.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
@@ -89,7 +89,7 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
 }
 
 // 3-D tiled bulk copy global -> shared (the MN-major B stage as one box of 64-column chunks; see the host's
-// make_chunked_tensor_map); completes `bytes` of transaction on `bar`. Out-of-bounds elements read as 0.
+// make_chunked_tensor_map); completes the box's bytes of transaction on `bar`. Out-of-bounds elements read as 0.
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "

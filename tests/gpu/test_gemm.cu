@@ -1441,10 +1441,6 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   EXPECT_EQ(plan.smem_bytes, 3 * (16384 + 32768) + 65536 + 8 * 8 + 1024);
   EXPECT_FALSE(plan.b_single_box);
   EXPECT_EQ(plan.stream_k.tiles, 0);
-  EXPECT_TRUE(plan.programmatic_launch);  // the default
-  a.programmatic_launch = false;
-  EXPECT_FALSE(gemm_launch_plan(a).programmatic_launch);
-  a.programmatic_launch = true;
 
   a.epilogue = GemmEpilogue::kRegisters;
   plan = gemm_launch_plan(a);

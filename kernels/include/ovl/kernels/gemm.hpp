@@ -152,8 +152,8 @@ int gemm_tile_count(const GemmArguments& args);
 
 // What gemm_run launches for these arguments: the kernel instantiation (epilogue, cluster, B layout), the grid and
 // the shared memory. gemm_run launches from this very plan, so a test of the plan is a test of what runs, and a
-// user can log it (with the arguments' tail plan: stream_k below, or half_tiles). Throws ovl::Error with the can_implement message on arguments gemm_run would refuse. Touches no
-// device.
+// user can log it (with what the arguments say directly: half_tiles, programmatic_launch). Throws ovl::Error with the
+// can_implement message on arguments gemm_run would refuse. Touches no device.
 struct GemmLaunchPlan {
   GemmEpilogue epilogue = GemmEpilogue::kTmaStore;  // the one that runs: kAuto resolved (to kTmaStore)
   int cluster = 1;     // CTAs per cluster
@@ -165,8 +165,7 @@ struct GemmLaunchPlan {
   // one 3-D TMA box of four 64-column chunks (measured 0.7% faster than four 2-D boxes,
   // docs/results/gemm-h200-chunked-b/); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
   bool b_single_box = false;
-  bool programmatic_launch = true;  // args.programmatic_launch: launched with programmatic stream serialization
-  GemmStreamKPlan stream_k;         // gemm_stream_k_plan(args)
+  GemmStreamKPlan stream_k;  // gemm_stream_k_plan(args)
 };
 GemmLaunchPlan gemm_launch_plan(const GemmArguments& args);
 
