@@ -21,8 +21,7 @@
 // enqueues enough GEMMs back to back for about a millisecond, so launch gaps and event overhead stay out of the
 // numbers. Our impls also record what they ran: swizzle, sk_tiles / sk_splits / sk_ctas (the stream-K plan),
 // half_tiles, pdl (programmatic dependent launch), and from gemm_launch_plan epilogue (GemmEpilogue's value; older
-// JSON has split_epilogue, 1 for kTmaStoreSplit, instead), grid, stages, b_single_box and columns (1: the consumers
-// split the tile by columns, GemmConsumerSplit::kColumns).
+// JSON has split_epilogue, 1 for kTmaStoreSplit, instead), grid, stages and b_single_box.
 // Regime knobs (for comparing with how the overlap operator runs its GEMM): OVL_BENCH_GEMM_REPS=<n> GEMMs per
 // iteration instead (1: one GEMM between two host synchronizations), OVL_BENCH_GEMM_SETS=<n> input sets instead
 // of enough to keep the inputs out of L2 (1: the same inputs every time), OVL_BENCH_GEMM_GAP_US=<us> an idle host
@@ -255,8 +254,7 @@ Buffers& buffers(int m, int n, int k) {
 // kOvlCluster2Split: both;
 // kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle); kOvlTmaStore: kOvl
 // with the kTmaStore epilogue (the default before ovl::choose_split_epilogue); kOvlDeferred: kOvl with the
-// kTmaStoreDeferred epilogue (also where kOvl splits); kOvlNoPdl: kOvl with programmatic_launch off;
-// kOvlColumns: kOvlDeferred with GemmConsumerSplit::kColumns and whole tiles (no half tiles; stream-K as kOvl).
+// kTmaStoreDeferred epilogue (also where kOvl splits); kOvlNoPdl: kOvl with programmatic_launch off.
 enum class Impl {
   kOvl,
   kOvlNoSignal,
@@ -269,7 +267,6 @@ enum class Impl {
   kOvlRegisters,
   kOvlDeferred,
   kOvlNoPdl,
-  kOvlColumns,
   kCublas
 };
 
@@ -309,8 +306,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (forced_swizzle > 0) args.swizzle = forced_swizzle;
   if (c.impl == Impl::kOvlSwizzle8) args.swizzle = 8;
   const bool tuned = c.impl == Impl::kOvl || c.impl == Impl::kOvlNoSignal || c.impl == Impl::kOvlSwizzle8 ||
-                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred || c.impl == Impl::kOvlNoPdl ||
-                     c.impl == Impl::kOvlColumns;
+                     c.impl == Impl::kOvlTmaStore || c.impl == Impl::kOvlDeferred || c.impl == Impl::kOvlNoPdl;
   if (!tuned) {  // whole tiles and the kTmaStore epilogue, unless the impl names another below
     args.stream_k_tiles = args.stream_k_splits = args.half_tiles = 0;
     args.epilogue = GemmEpilogue::kTmaStore;
@@ -321,11 +317,6 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.impl == Impl::kOvlTmaStore) args.epilogue = GemmEpilogue::kTmaStore;
   if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
   if (c.impl == Impl::kOvlNoPdl) args.programmatic_launch = false;
-  if (c.impl == Impl::kOvlColumns) {
-    args.epilogue = GemmEpilogue::kTmaStoreDeferred;
-    args.half_tiles = 0;
-    args.consumer_split = ovl::kernels::GemmConsumerSplit::kColumns;
-  }
   if (c.impl == Impl::kOvl) {
     // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
     static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
@@ -540,7 +531,6 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.counters["stages"] = plan.stages;
       state.counters["b_single_box"] = plan.b_single_box ? 1 : 0;
       state.counters["pdl"] = args[0].programmatic_launch ? 1 : 0;
-      state.counters["columns"] = plan.consumer_split == ovl::kernels::GemmConsumerSplit::kColumns ? 1 : 0;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -576,7 +566,6 @@ const bool registered = [] {
                                                 {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kOvlDeferred, "ovl-deferred"},
                                                 {Impl::kOvlNoPdl, "ovl-nopdl"},
-                                                {Impl::kOvlColumns, "ovl-columns"},
                                                 {Impl::kCublas, "cublas"}};
   const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {
     return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +

@@ -257,20 +257,6 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
   }
 }
 
-// kColumns: one k16 step on a consumer's 128 x 128 (GemmConsumerSplit::kColumns): rows 0 .. 63 (A block desc_a0) into
-// accumulators 0 .. 63 and rows 64 .. 127 (desc_a1) into 64 .. 127, both against the same 16 x 128 of B.
-template <typename T, int kTransB>
-__device__ __forceinline__ void wgmma_columns(float (&acc)[128], uint64_t desc_a0, uint64_t desc_a1, uint64_t desc_b,
-                                              int scale_d) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    detail::wgmma_m64n128k16_bf16<kTransB, 0>(acc, desc_a0, desc_b, scale_d);
-    detail::wgmma_m64n128k16_bf16<kTransB, 64>(acc, desc_a1, desc_b, scale_d);
-  } else {
-    detail::wgmma_m64n128k16_f16<kTransB, 0>(acc, desc_a0, desc_b, scale_d);
-    detail::wgmma_m64n128k16_f16<kTransB, 64>(acc, desc_a1, desc_b, scale_d);
-  }
-}
-
 // Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
 //
 // Grid: at most sm_count CTAs, fewer when there are fewer units of work (at most one per SM: __launch_bounds__(384,
@@ -345,8 +331,7 @@ __device__ __forceinline__ void wgmma_columns(float (&acc)[128], uint64_t desc_a
 //   over the 256 consumers, then one thread's atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
-template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false, bool kDefer = false,
-          bool kColumns = false>
+template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false, bool kDefer = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
@@ -355,8 +340,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need a staged epilogue");
   static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
   static_assert(!kDefer || (kStaged && !kSplit && kCluster == 1), "the deferred epilogue is a staged one, unclustered");
-  static_assert(!kColumns || (kStaged && !kSplit && kCluster == 1),
-                "consumers split by columns: kTmaStore or kTmaStoreDeferred, unclustered");
   constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -560,19 +543,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // l / 8 of each x4; kSplit stages columns 0 .. 127 and 128 .. 255 of a tile in turn, both into chunks 0 and 1.
     const int r8 = lane % 8;
     const int lane_half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
-    // kColumns: consumer c owns columns 128 c .. 128 c + 127 of all 128 rows, staging chunks 2c and 2c + 1.
-    const int first_row = kColumns ? 0 : consumer * 64;
-    const uint32_t row_base = detail::smem_addr(staging) +
-                              uint32_t(first_row + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128 +
-                              (kColumns ? uint32_t(2 * consumer * kStagingChunkBytes) : 0u);
+    const uint32_t row_base =
+        detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
     // Stages matrices j, j + 1 (columns 8j .. 8j + 15, j < 16, of the staged half or whole) from four packed words.
-    // kColumns: matrices j < 16 are rows 0 .. 63 of the consumer's columns 8j .., j >= 16 rows 64 .. 127 of columns
-    // 8 (j - 16) ...
     const auto stage_x4 = [&](int j, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
       const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
-      const uint32_t offset = kColumns ? uint32_t(j / 16) * (64 * 128) + uint32_t((j % 16) / 8) * kStagingChunkBytes
-                                       : uint32_t(j / 8) * kStagingChunkBytes;
-      detail::stmatrix_x4(row_base + offset + unit * 16, w0, w1, w2, w3);
+      detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, w0, w1, w2, w3);
     };
     // Staging that waits for the CTA's next unit, where it runs under that unit's first k-block on the tensor cores
     // (or after the last unit): one `stored` phase, owed while `deferred`:
@@ -594,7 +570,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (kDefer) {
 #pragma unroll
           for (int j = 0; j < 32; j += 2) {
-            if (j >= 16 && !kColumns && deferred_half) break;
+            if (j >= 16 && deferred_half) break;
             stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
           }
         } else {  // kSplit: the right half, into chunks 0 and 1
@@ -627,14 +603,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
       const auto mainloop = [&](auto half_tile) {
         // Waits for k-block kb's slot and issues its wgmmas (one group).
-        // kColumns: all 128 rows of A (two 64-row blocks, 8 KB apart) against the consumer's 128 columns of B (the
-        // second half of the slot for consumer 1: K-major rows 128 .., MN-major chunks 2 and 3).
         const auto issue = [&](int kb) {
           detail::mbarrier_wait(&full[stage], phase);
-          const uint32_t a_base =
-              detail::smem_addr(smem_a + stage * kStageBytesA + (kColumns ? 0 : consumer * 64 * 128));
-          const uint32_t b_base =
-              detail::smem_addr(smem_b + stage * kStageBytesB + (kColumns ? consumer * (kStageBytesB / 2) : 0));
+          const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
+          const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
           detail::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < kTileK / 16; ++kk) {
@@ -645,12 +617,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
                                             : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
             const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
-            if constexpr (kColumns) {
-              wgmma_columns<T, kTransB>(acc, desc_a, detail::make_smem_desc(a_base + 64 * 128 + kk * 32, 16, 1024),
-                                        desc_b, scale_d);
-            } else {
-              wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
-            }
+            wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
           }
           detail::wgmma_commit();
         };
@@ -677,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           retire(kb);
         }
       };
-      if (kColumns || w.half < 0) {  // kColumns: whole tiles only
+      if (w.half < 0) {
         mainloop(std::false_type{});
       } else {
         mainloop(std::true_type{});
@@ -705,7 +672,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (store) {
 #pragma unroll
             for (int j = 0; j < 32; j += 2) {
-              if (j >= 16 && !kColumns && w.half >= 0) break;
+              if (j >= 16 && w.half >= 0) break;
 #pragma unroll
               for (int x = 0; x < 4; ++x) pk[2 * j + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
             }
@@ -718,7 +685,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int j = 0; j < 32; j += 2) {
             // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
             // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
-            if (j >= 16 && (kSplit || (!kColumns && w.half >= 0))) break;
+            if (j >= 16 && (kSplit || w.half >= 0)) break;
             stage_x4(j, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
                      pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
           }
@@ -991,20 +958,6 @@ std::string gemm_can_implement(const GemmArguments& args) {
     }
     if (args.sm_count < 2) return fmt::format("cluster = 2 needs sm_count >= 2, got {}", args.sm_count);
   }
-  if (args.consumer_split != GemmConsumerSplit::kRows && args.consumer_split != GemmConsumerSplit::kColumns) {
-    return fmt::format("consumer_split = {} is not kRows or kColumns", int(args.consumer_split));
-  }
-  if (args.consumer_split == GemmConsumerSplit::kColumns) {
-    if (args.epilogue == GemmEpilogue::kRegisters || args.epilogue == GemmEpilogue::kTmaStoreSplit) {
-      return fmt::format(
-          "consumer_split = kColumns needs the kTmaStore or kTmaStoreDeferred epilogue, got epilogue = {}",
-          int(args.epilogue));
-    }
-    if (args.cluster != 1 || args.half_tiles != 0) {
-      return fmt::format("consumer_split = kColumns runs unclustered whole tiles, but cluster = {} and half_tiles = {}",
-                         args.cluster, args.half_tiles);
-    }
-  }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
     for (size_t g = 0; g < args.tile_groups.size(); ++g) {
@@ -1044,14 +997,14 @@ size_t gemm_output_bytes(const GemmArguments& args) {
 }
 
 // Calls f with the kernel instantiation for the element type and B layout (the other parameters fixed by the caller).
-template <bool kStaged, int kCluster, bool kSplit, bool kDefer, bool kColumns = false, typename F>
+template <bool kStaged, int kCluster, bool kSplit, bool kDefer, typename F>
 void with_kernel(GemmDType dtype, bool b_mn_major, F&& f) {
   if (dtype == GemmDType::kBF16) {
-    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit, kDefer, kColumns>)
-               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit, kDefer, kColumns>);
+    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit, kDefer>);
   } else {
-    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kCluster, kSplit, kDefer, kColumns>)
-               : f(gemm_sm90_kernel<__half, 0, kStaged, kCluster, kSplit, kDefer, kColumns>);
+    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kCluster, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__half, 0, kStaged, kCluster, kSplit, kDefer>);
   }
 }
 
@@ -1060,7 +1013,6 @@ GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   GemmLaunchPlan plan;
   plan.epilogue = args.epilogue == GemmEpilogue::kAuto ? GemmEpilogue::kTmaStore : args.epilogue;
   plan.cluster = args.cluster;
-  plan.consumer_split = args.consumer_split;
   plan.stream_k = gemm_stream_k_plan(args);
   const int tiles = gemm_tile_count(args);
   const GemmStreamKPlan& sk = plan.stream_k;
@@ -1208,12 +1160,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
   };
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
-  const bool columns = plan.consumer_split == GemmConsumerSplit::kColumns;
-  if (columns && plan.epilogue == GemmEpilogue::kTmaStoreDeferred) {
-    with_kernel<true, 1, false, true, true>(args.dtype, b_mn_major, launch);
-  } else if (columns) {
-    with_kernel<true, 1, false, false, true>(args.dtype, b_mn_major, launch);
-  } else if (args.cluster == 2) {
+  if (args.cluster == 2) {
     if (split) {
       with_kernel<true, 2, true, false>(args.dtype, b_mn_major, launch);
     } else {

@@ -242,9 +242,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], uint64_t d
 }
 #undef OVL_GEMM_WGMMA_M64N256K16
 
-// D(64 x 128, fp32) += A(64 x 16) * B(16 x 128), in accumulator registers kOff .. kOff + 63 (the m64nNk16 fragment:
-// register kOff + 4j + 2i + c, j < 16): the left or right half of a tile (GemmArguments::half_tiles, kOff = 0), or
-// one of the two 64-row blocks of a consumer's 128 x 128 (GemmConsumerSplit::kColumns, kOff = 0 and 64).
+// D(64 x 128, fp32) += A(64 x 16) * B(16 x 128): the left or right half of a tile (GemmArguments::half_tiles), in
+// the first 64 of the 128 accumulator registers (the m64nNk16 fragment: register 4j + 2i + c, j < 16).
 #define OVL_GEMM_WGMMA_M64N128K16(TYPE)                                                                              \
   asm volatile(                                                                                                      \
       "{\n"                                                                                                          \
@@ -258,26 +257,21 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], uint64_t d
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"                           \
       "%64, %65, p, 1, 1, 0, %67;\n"                                                                                 \
       "}\n"                                                                                                          \
-      : "+f"(d[kOff + 0]), "+f"(d[kOff + 1]), "+f"(d[kOff + 2]), "+f"(d[kOff + 3]), "+f"(d[kOff + 4]),               \
-        "+f"(d[kOff + 5]), "+f"(d[kOff + 6]), "+f"(d[kOff + 7]), "+f"(d[kOff + 8]), "+f"(d[kOff + 9]),               \
-        "+f"(d[kOff + 10]), "+f"(d[kOff + 11]), "+f"(d[kOff + 12]), "+f"(d[kOff + 13]), "+f"(d[kOff + 14]),          \
-        "+f"(d[kOff + 15]), "+f"(d[kOff + 16]), "+f"(d[kOff + 17]), "+f"(d[kOff + 18]), "+f"(d[kOff + 19]),          \
-        "+f"(d[kOff + 20]), "+f"(d[kOff + 21]), "+f"(d[kOff + 22]), "+f"(d[kOff + 23]), "+f"(d[kOff + 24]),          \
-        "+f"(d[kOff + 25]), "+f"(d[kOff + 26]), "+f"(d[kOff + 27]), "+f"(d[kOff + 28]), "+f"(d[kOff + 29]),          \
-        "+f"(d[kOff + 30]), "+f"(d[kOff + 31]), "+f"(d[kOff + 32]), "+f"(d[kOff + 33]), "+f"(d[kOff + 34]),          \
-        "+f"(d[kOff + 35]), "+f"(d[kOff + 36]), "+f"(d[kOff + 37]), "+f"(d[kOff + 38]), "+f"(d[kOff + 39]),          \
-        "+f"(d[kOff + 40]), "+f"(d[kOff + 41]), "+f"(d[kOff + 42]), "+f"(d[kOff + 43]), "+f"(d[kOff + 44]),          \
-        "+f"(d[kOff + 45]), "+f"(d[kOff + 46]), "+f"(d[kOff + 47]), "+f"(d[kOff + 48]), "+f"(d[kOff + 49]),          \
-        "+f"(d[kOff + 50]), "+f"(d[kOff + 51]), "+f"(d[kOff + 52]), "+f"(d[kOff + 53]), "+f"(d[kOff + 54]),          \
-        "+f"(d[kOff + 55]), "+f"(d[kOff + 56]), "+f"(d[kOff + 57]), "+f"(d[kOff + 58]), "+f"(d[kOff + 59]),          \
-        "+f"(d[kOff + 60]), "+f"(d[kOff + 61]), "+f"(d[kOff + 62]), "+f"(d[kOff + 63])                               \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),              \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),        \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),      \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),      \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),      \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),      \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),      \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])       \
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
 
-template <int kTransB, int kOff = 0>
+template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   OVL_GEMM_WGMMA_M64N128K16("bf16")
 }
-template <int kTransB, int kOff = 0>
+template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   OVL_GEMM_WGMMA_M64N128K16("f16")
 }

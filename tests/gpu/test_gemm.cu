@@ -187,7 +187,6 @@ struct RunOptions {
   int stream_k_tiles = 0, stream_k_splits = 0, stream_k_ctas = 0;
   int half_tiles = 0;
   int cluster = 1;
-  GemmConsumerSplit consumer_split = GemmConsumerSplit::kRows;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
 };
 
@@ -226,7 +225,6 @@ GemmArguments arguments_of(const Problem& p, const RunOptions& opt) {
   args.stream_k_ctas = opt.stream_k_ctas;
   args.half_tiles = opt.half_tiles;
   args.cluster = opt.cluster;
-  args.consumer_split = opt.consumer_split;
   return args;
 }
 
@@ -774,65 +772,6 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         run(in, whole, reference_bits);
         expect_same_bits(reference_bits, halves, what + " (against the whole-tile run)");
         expect_deferred_epilogues_same(in, opt, halves, what);
-      }
-    }
-  }
-}
-
-// ---- consumers split by columns (GemmConsumerSplit::kColumns, experimental) ------------------------------------
-// Each consumer warpgroup owns 128 rows x 128 columns (two m64n128k16 per k16 step sharing B) instead of 64 rows x
-// 256 columns: the same k16 steps in the same order for every output element, so kRows' bits. Small and odd shapes
-// (edge tiles in M and N, K tails, M = 1, N below the consumer-1 half), both B layouts (MN-major: the single 3-D box
-// and, N % 64 != 0, the 2-D boxes), both output layouts, both epilogues it runs with, signals and timestamps, 7 and
-// 132 SMs, fp16, and a stream-K plan of each schedule (the partials are in the consumers' register layout, the
-// same for every piece): float64 within 1e-2 relative error norm, kRows' bits, every counter at its group's size.
-TEST_F(GemmTest, ColumnSplitMatchesCpuReferenceAndRowSplitBits) {
-  struct Case {
-    int m, n, k, sms, sk_tiles, sk_splits, sk_ctas;
-    GemmDType dtype;
-  };
-  const Case cases[] = {
-      {128, 256, 64, 132, 0, 0, 0, GemmDType::kBF16},    // one tile
-      {1, 256, 64, 7, 0, 0, 0, GemmDType::kBF16},        // M = 1
-      {200, 264, 72, 7, 0, 0, 0, GemmDType::kBF16},      // edges in M and N, a K tail
-      {130, 120, 136, 7, 0, 0, 0, GemmDType::kFP16},     // N < 128: consumer 1's columns all outside N
-      {1000, 1800, 200, 7, 0, 0, 0, GemmDType::kBF16},   // 64 tiles over 7 CTAs
-      {640, 1288, 1032, 132, 0, 0, 0, GemmDType::kFP16},  // 17 k-blocks, N % 64 != 0
-      {1000, 1800, 200, 7, 8, 2, 0, GemmDType::kBF16},   // split stream-K: the last 8 tiles in 2 pieces
-      {640, 768, 512, 16, 15, 0, 16, GemmDType::kBF16},  // contiguous stream-K across tile ends
-  };
-  uint32_t seed = 1300;
-  for (const Case& c : cases) {
-    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
-      Inputs in(Problem{c.m, c.n, c.k, c.dtype, bl}, seed += 2);
-      const std::vector<double> ref = cpu_reference(in);
-      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
-        for (GemmEpilogue e : {GemmEpilogue::kTmaStore, GemmEpilogue::kTmaStoreDeferred}) {
-          RunOptions rows;
-          rows.output_layout = ol;
-          rows.sm_count = c.sms;
-          rows.tile_order = GemmTileOrder::kSwizzle;
-          rows.swizzle = 3;
-          rows.epilogue = e;
-          rows.stream_k_tiles = c.sk_tiles;
-          rows.stream_k_splits = c.sk_splits;
-          rows.stream_k_ctas = c.sk_ctas;
-          rows.timestamps = true;
-          const int tiles = gemm_tile_count(arguments_of(in.problem, rows));
-          rows.tile_groups = groups_with_tail(tiles, c.sk_tiles > 0 ? c.sk_tiles : tiles / 3);
-          RunOptions columns = rows;
-          columns.consumer_split = GemmConsumerSplit::kColumns;
-          const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " stream-K " +
-                                   std::to_string(c.sk_tiles) + epilogue_name(e) +
-                                   (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major") + " columns";
-          ASSERT_EQ(gemm_launch_plan(arguments_of(in.problem, columns)).consumer_split, GemmConsumerSplit::kColumns);
-          RunResult want, got;
-          run(in, columns, got);
-          expect_close(in.problem, ol, got.d, ref, what);
-          expect_signalled(columns, got, what);
-          run(in, rows, want);
-          expect_same_bits(want, got, what + " (against kRows)");
-        }
       }
     }
   }
@@ -1446,35 +1385,6 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   EXPECT_EQ("", gemm_can_implement(a));
   EXPECT_EQ(gemm_workspace_bytes(a), (600 * sizeof(int) + 255) / 256 * 256 + 3 * sizeof(unsigned long long));
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
-}
-
-// Consumers split by columns: the arguments gemm_can_implement refuses name the value; the plan says what runs.
-TEST(GemmArgumentsTest, ConsumerSplitArguments) {
-  GemmArguments a = valid_arguments();
-  a.consumer_split = GemmConsumerSplit(7);
-  refuses(a, "consumer_split = 7");
-  a.consumer_split = GemmConsumerSplit::kColumns;
-  EXPECT_EQ("", gemm_can_implement(a));
-  EXPECT_EQ(gemm_launch_plan(a).consumer_split, GemmConsumerSplit::kColumns);
-  EXPECT_EQ(gemm_launch_plan(a).epilogue, GemmEpilogue::kTmaStore);
-  a.epilogue = GemmEpilogue::kTmaStoreDeferred;
-  EXPECT_EQ("", gemm_can_implement(a));
-  a.epilogue = GemmEpilogue::kRegisters;
-  refuses(a, "consumer_split = kColumns needs the kTmaStore or kTmaStoreDeferred epilogue, got epilogue = 2");
-  a.epilogue = GemmEpilogue::kTmaStoreSplit;
-  refuses(a, "got epilogue = 3");
-  a.epilogue = GemmEpilogue::kAuto;
-  a.half_tiles = 2;
-  refuses(a, "but cluster = 1 and half_tiles = 2");
-  a.half_tiles = 0;
-  a.cluster = 2;
-  refuses(a, "but cluster = 2 and half_tiles = 0");
-  a.cluster = 1;
-  a.stream_k_tiles = 2;
-  a.stream_k_splits = 2;
-  EXPECT_EQ("", gemm_can_implement(a));
-  a.consumer_split = GemmConsumerSplit::kRows;
-  EXPECT_EQ(gemm_launch_plan(a).consumer_split, GemmConsumerSplit::kRows);
 }
 
 TEST(GemmArgumentsTest, ClusterArguments) {

@@ -49,12 +49,6 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // (docs/results/gemm-h200-deferred/); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto: kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
 
-// How the two consumer warpgroups share a 128 x 256 tile. kRows (the default): each owns 64 rows x 256 columns and
-// issues one m64n256k16 wgmma per k16 step. kColumns (experimental): each owns all 128 rows x 128 columns and issues
-// two m64n128k16 per step that share the B operand (the split cuBLAS's 256 x 128 "coopA" kernels use, in our terms);
-// the kTmaStore or kTmaStoreDeferred epilogue, unclustered whole tiles (stream-K allowed). The same bits as kRows.
-enum class GemmConsumerSplit { kRows, kColumns };
-
 // Stream-K for the last tiles (the staged epilogues, kTmaStore, kTmaStoreSplit and kTmaStoreDeferred, only). When the
 // tile count is not a multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last
 // `stream_k_tiles` positions of the order into pieces along K, which the CTAs take after their whole tiles. Each
@@ -122,7 +116,6 @@ struct GemmArguments {
   // twice the SMs for about half the time, with no partial sums: the bits are those of whole tiles. A tile's second
   // half to be stored stamps and signals it.
   int half_tiles = 0;  // 0: off; else 1 .. tile count
-  GemmConsumerSplit consumer_split = GemmConsumerSplit::kRows;
   // Programmatic dependent launch. true: launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the
   // CTAs may become resident and set up (shared-memory barriers, tensor-map prefetch) while the previous kernel on the
   // stream finishes; every thread waits for that kernel's completion and memory flush (griddepcontrol.wait) before
@@ -164,7 +157,6 @@ int gemm_tile_count(const GemmArguments& args);
 struct GemmLaunchPlan {
   GemmEpilogue epilogue = GemmEpilogue::kTmaStore;  // the one that runs: kAuto resolved (to kTmaStore)
   int cluster = 1;     // CTAs per cluster
-  GemmConsumerSplit consumer_split = GemmConsumerSplit::kRows;  // as the arguments say
   int grid = 0;        // CTAs launched (at most sm_count; with cluster = 2 even)
   int threads = 0;     // per CTA: a producer and two consumer warpgroups
   int stages = 0;      // shared-memory ring stages of A and B k-blocks
