@@ -608,14 +608,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
           const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
           detail::wgmma_fence();
+          // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
+          // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
+          // a k16 step is 16 rows of 128 bytes. Built once per k-block, moved on per step (an add, not a rebuild).
+          const uint64_t desc_a0 = detail::make_smem_desc(a_base, 16, 1024);
+          const uint64_t desc_b0 = detail::make_smem_desc(b_base, kTransB ? kChunkBytesB : 16, 1024);
 #pragma unroll
           for (int kk = 0; kk < kTileK / 16; ++kk) {
-            // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
-            const uint64_t desc_a = detail::make_smem_desc(a_base + kk * 32, 16, 1024);
-            // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
-            // a k16 step is 16 rows of 128 bytes.
-            const uint64_t desc_b = kTransB ? detail::make_smem_desc(b_base + kk * 2048, kChunkBytesB, 1024)
-                                            : detail::make_smem_desc(b_base + kk * 32, 16, 1024);
+            const uint64_t desc_a = detail::smem_desc_advance(desc_a0, kk * 32);
+            const uint64_t desc_b = detail::smem_desc_advance(desc_b0, kTransB ? kk * 2048 : kk * 32);
             const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
             wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
           }

@@ -180,6 +180,13 @@ __device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t leadi
   return desc;
 }
 
+// `desc` with its start address moved on by `bytes` (a multiple of 16). Adds to the low word only: the 14-bit address
+// field holds (address & 0x3FFFF) >> 4 and every address of a CTA's shared memory plus the offsets used here stays
+// below 256 KB, so nothing carries into the leading-offset field.
+__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
