@@ -19,8 +19,10 @@ void tune_gemm(kernels::GemmArguments& args) {
   args.stream_k_splits = tail.splits;
   args.stream_k_ctas = 0;
   args.half_tiles = tail.half_tiles;
-  args.epilogue = choose_split_epilogue(tiles, k_blocks, args.sm_count) ? kernels::GemmEpilogue::kTmaStoreSplit
-                                                                        : kernels::GemmEpilogue::kTmaStoreDeferred;
+  const bool b_mn_major = args.b_layout == kernels::GemmBLayout::kKxN;
+  args.epilogue = choose_split_epilogue(tiles, k_blocks, args.sm_count, b_mn_major)
+                      ? kernels::GemmEpilogue::kTmaStoreSplit
+                      : kernels::GemmEpilogue::kTmaStoreDeferred;
   args.cluster = 1;
 }
 

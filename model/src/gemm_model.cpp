@@ -211,10 +211,11 @@ int choose_swizzle(int64_t k_blocks) {
   return k_blocks >= kTallSwizzleMinKBlocks ? 16 : 8;
 }
 
-bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms) {
+bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms, bool b_mn_major) {
   OVL_CHECK(tiles >= 1, "choose_split_epilogue: tiles = {} must be positive", tiles);
   OVL_CHECK(k_blocks >= 1, "choose_split_epilogue: k_blocks = {} must be positive", k_blocks);
   OVL_CHECK(sms >= 1, "choose_split_epilogue: sms = {} must be positive", sms);
+  if (b_mn_major) return false;
   // rounds x k_blocks <= max, without forming the product (no overflow for any positive inputs).
   const int64_t rounds = (tiles - 1) / sms + 1;
   return k_blocks <= kSplitEpilogueMaxCtaKBlocks && rounds <= kSplitEpilogueMaxCtaKBlocks / k_blocks;

@@ -1,7 +1,7 @@
 // ovl::tune_gemm, which needs no GPU: what it sets for the benchmark shapes (the plans bench_gemm's `ovl` ran,
-// docs/results/gemm-h200-split/confirm/, with the deferred epilogue of docs/results/gemm-h200-deferred/), that what
-// it sets is always accepted by gemm_can_implement, that it leaves the caller's other fields alone, and that a bad
-// shape or SM count is refused by name.
+// docs/results/gemm-h200-split/confirm/, with the deferred epilogue of docs/results/gemm-h200-deferred/ and, for
+// MN-major B, docs/results/gemm-h200-descriptors/), that what it sets is always accepted by gemm_can_implement, that
+// it leaves the caller's other fields alone, and that a bad shape or SM count is refused by name.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -39,6 +39,11 @@ TEST(TuneGemm, BenchmarkShapesGetTheMeasuredPlans) {
   EXPECT_EQ(a.half_tiles, 32);
   EXPECT_EQ(a.stream_k_tiles, 0);
   EXPECT_EQ(a.epilogue, GemmEpilogue::kTmaStoreSplit);
+  GemmArguments a_nn = arguments(8192, 4096, 1024, 124);  // the same with MN-major B: deferred ran faster there
+  a_nn.b_layout = kernels::GemmBLayout::kKxN;
+  tune_gemm(a_nn);
+  EXPECT_EQ(a_nn.half_tiles, 32);
+  EXPECT_EQ(a_nn.epilogue, GemmEpilogue::kTmaStoreDeferred);
 
   GemmArguments b = arguments(8192, 8192, 2048, 124);  // 17 rounds, the last half full: whole tiles
   tune_gemm(b);

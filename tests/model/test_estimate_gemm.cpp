@@ -296,28 +296,32 @@ TEST(ChooseSwizzle, TallBandsFromK2048) {
   EXPECT_THROW(choose_swizzle(-3), Error);
 }
 
-// The measured rule (docs/results/gemm-h200-split/): the split epilogue when a CTA's share is at most 192 k-blocks.
+// The measured rule (docs/results/gemm-h200-split/, gemm-h200-descriptors/): the split epilogue when a CTA's share is
+// at most 192 k-blocks and B is K-major.
 TEST(ChooseSplitEpilogue, WhenACtasShareIsShort) {
   // 8192x4096x1024: 64 x 16 tiles of 16 k-blocks, 8-9 rounds at 116-132 SMs (128-144 k-blocks per CTA).
-  for (int sms : {116, 124, 128, 132}) EXPECT_TRUE(choose_split_epilogue(1024, 16, sms)) << sms;
-  EXPECT_FALSE(choose_split_epilogue(1024, 16, 64));   // 16 rounds: 256
-  EXPECT_FALSE(choose_split_epilogue(4096, 16, 124));  // 16384x8192x1024: 34 rounds
-  EXPECT_FALSE(choose_split_epilogue(512, 64, 128));   // 2048x8192x4096: 4 rounds of 64
-  EXPECT_FALSE(choose_split_epilogue(2048, 32, 128));  // 8192x8192x2048
-  EXPECT_TRUE(choose_split_epilogue(12, 192, 132));    // one round of 192: the threshold itself
-  EXPECT_FALSE(choose_split_epilogue(12, 193, 132));
-  EXPECT_TRUE(choose_split_epilogue(1, 1, 1));
-  EXPECT_TRUE(choose_split_epilogue(2 * 132, 96, 132));  // 2 rounds of 96
-  EXPECT_FALSE(choose_split_epilogue(2 * 132 + 1, 96, 132));
+  for (int sms : {116, 124, 128, 132}) EXPECT_TRUE(choose_split_epilogue(1024, 16, sms, false)) << sms;
+  // MN-major B (nn) never: the deferred epilogue ran 0.5-2.4% faster there (docs/results/gemm-h200-descriptors/).
+  for (int sms : {116, 124, 128, 132}) EXPECT_FALSE(choose_split_epilogue(1024, 16, sms, true)) << sms;
+  EXPECT_FALSE(choose_split_epilogue(1, 1, 1, true));
+  EXPECT_FALSE(choose_split_epilogue(1024, 16, 64, false));   // 16 rounds: 256
+  EXPECT_FALSE(choose_split_epilogue(4096, 16, 124, false));  // 16384x8192x1024: 34 rounds
+  EXPECT_FALSE(choose_split_epilogue(512, 64, 128, false));   // 2048x8192x4096: 4 rounds of 64
+  EXPECT_FALSE(choose_split_epilogue(2048, 32, 128, false));  // 8192x8192x2048
+  EXPECT_TRUE(choose_split_epilogue(12, 192, 132, false));    // one round of 192: the threshold itself
+  EXPECT_FALSE(choose_split_epilogue(12, 193, 132, false));
+  EXPECT_TRUE(choose_split_epilogue(1, 1, 1, false));
+  EXPECT_TRUE(choose_split_epilogue(2 * 132, 96, 132, false));  // 2 rounds of 96
+  EXPECT_FALSE(choose_split_epilogue(2 * 132 + 1, 96, 132, false));
   // Huge inputs answer no, without overflow.
   const int64_t huge = std::numeric_limits<int64_t>::max();
-  EXPECT_FALSE(choose_split_epilogue(huge, 16, 1));
-  EXPECT_FALSE(choose_split_epilogue(1, huge, 132));
-  EXPECT_FALSE(choose_split_epilogue(huge, huge, 1));
-  EXPECT_FALSE(choose_split_epilogue(huge, 1, std::numeric_limits<int>::max()));  // ~4.3e9 rounds
-  test::expect_error_naming([] { choose_split_epilogue(0, 16, 124); }, "tiles = 0");
-  test::expect_error_naming([] { choose_split_epilogue(1024, 0, 124); }, "k_blocks = 0");
-  test::expect_error_naming([] { choose_split_epilogue(1024, 16, -1); }, "sms = -1");
+  EXPECT_FALSE(choose_split_epilogue(huge, 16, 1, false));
+  EXPECT_FALSE(choose_split_epilogue(1, huge, 132, false));
+  EXPECT_FALSE(choose_split_epilogue(huge, huge, 1, false));
+  EXPECT_FALSE(choose_split_epilogue(huge, 1, std::numeric_limits<int>::max(), false));  // ~4.3e9 rounds
+  test::expect_error_naming([] { choose_split_epilogue(0, 16, 124, false); }, "tiles = 0");
+  test::expect_error_naming([] { choose_split_epilogue(1024, 0, 124, false); }, "k_blocks = 0");
+  test::expect_error_naming([] { choose_split_epilogue(1024, 16, -1, false); }, "sms = -1");
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace ovl {
 // measured best (docs/results/gemm-h200-swizzle/, gemm-h200-tail/, gemm-h200-split/, gemm-h200-deferred/):
 // - tile order: swizzle bands of ovl::choose_swizzle(k_blocks) tile rows;
 // - the last round: ovl::choose_tail_plan's stream-K pieces or half tiles, or whole tiles;
-// - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so, else kTmaStoreDeferred; one CTA per cluster.
+// - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so (short CTA shares, K-major B), else
+//   kTmaStoreDeferred; one CTA per cluster.
 // Everything else (pointers, dtype, layouts, tile groups, counters, timestamps) is left as given, so a caller sets
 // those before or after. Throws ovl::Error naming a non-positive m, n, k or sm_count. Not for the overlap executors:
 // they need row-band order and whole tiles (their groups must be contiguous and signal in whole waves).

@@ -81,9 +81,12 @@ int choose_swizzle(int64_t k_blocks);
 // and lost up to 2% on some rows, 2048x8192x4096 (256-320) and 8192x8192x2048 (512-576) were level, 8192^3 lost up
 // to 3%. The threshold sits between 176 and 256 and rests on that one shape. A measured timeline puts the gain in
 // the steady tile period (0.7-1.9% shorter), at a higher clock; why 16384x8192x1024 does not gain as well is not
-// understood.
+// understood. Those runs compared it with kTmaStore. Against the deferred epilogue (kTmaStoreDeferred, which tune_gemm
+// runs otherwise) it loses with MN-major B (b_mn_major: B is K x N): 8192x4096x1024 nn at 116/124/128 SMs ran
+// 0.5-2.4% faster deferred in both of the fourteenth session's runs (6 of 6 row measurements; nt: split 0.5% ahead,
+// docs/results/gemm-h200-descriptors/). So the rule takes it for K-major B only.
 inline constexpr int64_t kSplitEpilogueMaxCtaKBlocks = 192;
-bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms);
+bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms, bool b_mn_major);
 
 // `sms` SMs running the GEMM alone (no other kernel), tile shape `tile` (our kernel; cuBLAS picks its own), in the
 // sustained regime unless told otherwise. Our GEMM visits tiles in swizzled blocks here; the overload takes the
