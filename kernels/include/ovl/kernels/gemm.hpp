@@ -41,12 +41,13 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // which leaves room for a 4-stage ring; the consumers stage columns 0 .. 127 at the end of a tile and columns
 // 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
 // a tile's signal comes after its second half is stored; measured 0.996x kTmaStore over all rows on the H200,
-// docs/results/gemm-h200-swizzle/, but about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it there
-// for K-major B, docs/results/gemm-h200-split/, gemm-h200-descriptors/). kTmaStoreDeferred: kTmaStore (3 stages, a
-// whole-tile buffer) with all of a tile's stmatrix stores moved behind the next tile's first k-block: the consumers only convert the accumulators into packed
-// registers before issuing it (the same bits; a tile's signal comes about one k-block later; not with cluster = 2).
-// Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long GEMMs
-// (docs/results/gemm-h200-deferred/); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto: kTmaStore.
+// docs/results/gemm-h200-swizzle/, but about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it there for
+// K-major B, docs/results/gemm-h200-split/, gemm-h200-descriptors/). kTmaStoreDeferred: kTmaStore (3 stages, a
+// whole-tile buffer) with all of a tile's stmatrix stores moved behind the next tile's first k-block: the consumers
+// only convert the accumulators into packed registers before issuing it (the same bits; a tile's signal comes about one
+// k-block later; not with cluster = 2). Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long
+// GEMMs (docs/results/gemm-h200-deferred/); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto:
+// kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
 
 // Stream-K for the last tiles (the staged epilogues, kTmaStore, kTmaStoreSplit and kTmaStoreDeferred, only). When the
