@@ -79,7 +79,8 @@ __device__ __forceinline__ void cluster_sync() {
 
 // ---- TMA ---------------------------------------------------------------------------------------------------------
 
-// 2-D tiled bulk copy global -> shared; completes the box's bytes of transaction on `bar`. Out-of-bounds elements read as 0.
+// 2-D tiled bulk copy global -> shared; completes the box's bytes of transaction on `bar`. Out-of-bounds elements
+// read as 0.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "

@@ -1077,7 +1077,7 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const std::vector<uint16_t> b3 = random_matrix(size_t(n3) * n2, 504, GemmDType::kBF16);
   DeviceBuffer<uint16_t> a1_dev(a1.size()), b1_dev(b1.size()), b2_dev(b2.size()), b3_dev(b3.size());
   DeviceBuffer<uint16_t> d1(size_t(m) * n1), d2(size_t(m) * n2);
-  const int tiles1 = (m / 128) * (n1 / 256);
+  const int tiles1 = gemm_tile_count(arguments_of(Problem{m, n1, k1}, RunOptions{}));
   DeviceBuffer<unsigned long long> tile_stamps1(tiles1), cta_stamps2(132);
   ASSERT_EQ(size_t(m) * n3, b2.size());  // D3 overwrites B2
   for (const auto* buf : {&a1_dev, &b1_dev, &b2_dev, &b3_dev, &d1, &d2}) ASSERT_NE(buf->get(), nullptr);
