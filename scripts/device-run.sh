@@ -10,6 +10,8 @@
 # --targets builds only those targets (and what they need) instead of everything; --sanitize runs
 # compute-sanitizer memcheck, racecheck and synccheck on the test executables matching REGEX (OVL_SANITIZE_FILTER
 # narrows them to a gtest filter; OVL_SANITIZE_TOOLS picks tools; OVL_SANITIZE_TIMEOUT bounds each run, 240 s).
+# Those runs see OVL_UNDER_SANITIZER=1: tests that check kernels overlapping skip that check there (the sanitizer
+# serializes kernels).
 # racecheck also reports hazards inside cuBLAS's own kernels (nvjet_*) in tests that call cuBLAS: read the kernel
 # names in run.log before taking its exit status as ours.
 # OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call.
@@ -91,7 +93,8 @@ if [[ -n "$sanitize" ]]; then
       name=$(basename "$exe")
       [[ $name =~ $sanitize ]] || continue
       section "compute-sanitizer --tool $tool $name"
-      timeout -k 30 "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$exe" \
+      OVL_UNDER_SANITIZER=1 timeout -k 30 "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool \
+        --error-exitcode 9 "$exe" \
         --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
       rc=$?
       summary+=("sanitizer $tool $name: rc $rc$([[ $rc == 124 ]] && echo ' (timed out)')")

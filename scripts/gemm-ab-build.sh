@@ -8,19 +8,24 @@
 # on the cases FILTER matches, AB_REPS repetitions (2) randomly interleaved inside each process. A's rows are renamed
 # <impl>-base (gemm/ovl-base/...), so `python3 scripts/gemm_ab_table.py $OUT/ab.json ovl-base ovl` compares them.
 # Writes $OUT/ab.json (every row tagged "ab_round") and prints the table.
+# BASE_DIR "-": no A build; this tree's bench_gemm alone runs AB_ROUNDS processes (repeated measurements of one
+# build, as for the partition bar), and the table compares ovl with cublas.
 set -u
 base=${1:?usage: $0 BASE_DIR FILTER}
 filter=${2:?usage: $0 BASE_DIR FILTER}
 out=${OUT:-out}
 extra=()
 [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
-if ! cmake -S "$base" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$out/ab-build.log" 2>&1 ||
-   ! cmake --build build-base -j "$(nproc)" --target bench_gemm >>"$out/ab-build.log" 2>&1; then
+sides="base device"
+[[ $base == - ]] && sides=device
+if [[ $base != - ]] &&
+   { ! cmake -S "$base" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$out/ab-build.log" 2>&1 ||
+   ! cmake --build build-base -j "$(nproc)" --target bench_gemm >>"$out/ab-build.log" 2>&1; }; then
   echo "base build failed"; tail -n 30 "$out/ab-build.log"; exit 1
 fi
 tmp=$(mktemp -d)
 for r in $(seq 1 "${AB_ROUNDS:-3}"); do
-  for side in base device; do
+  for side in $sides; do
     timeout -k 10 300 build-$side/bench/bench_gemm --benchmark_filter="$filter" --benchmark_min_time=0.2s \
       --benchmark_repetitions="${AB_REPS:-2}" --benchmark_enable_random_interleaving=true \
       --benchmark_out="$tmp/$side-$r.json" --benchmark_out_format=json >/dev/null 2>&1
@@ -44,4 +49,8 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
         out.append(b)
 json.dump({"context": context, "benchmarks": out}, open(sys.argv[2], "w"), indent=1)
 PY
-python3 scripts/gemm_ab_table.py "$out/ab.json" ovl-base ovl | tail -n 45
+if [[ $base == - ]]; then
+  python3 scripts/gemm_ab_table.py "$out/ab.json" cublas ovl | tail -n 45
+else
+  python3 scripts/gemm_ab_table.py "$out/ab.json" ovl-base ovl | tail -n 45
+fi

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Run on the GPU machine after scripts/device-run.sh built build-device (--cmd "bash scripts/ncu-gemm-sass.sh").
-# Warp-stall samples per SASS instruction of our GEMM on 8192x8192x2048 nn in a 124-SM partition: the whole source
-# page as CSV ($OUT/ncu-sass.csv.gz) and the 40 instructions with the most samples ($OUT/ncu-sass-top.txt).
+# Warp-stall samples per SASS instruction of our GEMM on one case (CASE, default 8192x8192x2048/nn/sms:124): the whole
+# source page as CSV ($OUT/ncu-sass.csv.gz) and the 40 instructions with the most samples ($OUT/ncu-sass-top.txt).
 set -u
 out=${OUT:-out}
 OVL_BENCH_GEMM_REPS=1 timeout -k 10 200 ncu --clock-control none -k regex:gemm_sm90 --launch-skip 1 --launch-count 1 \
   --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-  build-device/bench/bench_gemm --benchmark_filter='gemm/ovl/8192x8192x2048/nn/sms:124/' --benchmark_min_time=1x \
-  >"$out/ncu-sass.csv" 2>"$out/ncu-sass.err"
+  build-device/bench/bench_gemm --benchmark_filter="gemm/ovl/${CASE:-8192x8192x2048/nn/sms:124}/" \
+  --benchmark_min_time=1x \
+  >"$out/ncu-sass.csv" 2>/tmp/ncu-sass.err
 echo "ncu rc $?"
+tail -n 5 /tmp/ncu-sass.err
 python3 - "$out/ncu-sass.csv" >"$out/ncu-sass-top.txt" <<'PY'
 import csv, sys
 lines = open(sys.argv[1], errors="replace").read().splitlines()

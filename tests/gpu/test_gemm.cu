@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -1207,7 +1208,13 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     }
   }
   // Not a speed claim: whether the driver launched GEMM 2 early at all, so that the bits above test the wait.
-  EXPECT_GT(overlapped, 0) << "no programmatic run started GEMM 2 before GEMM 1's last tile was stored";
+  // compute-sanitizer runs one kernel at a time, so under it nothing can start early: scripts/device-run.sh sets
+  // OVL_UNDER_SANITIZER for its sanitizer runs, and there only the bits above are checked.
+  if (std::getenv("OVL_UNDER_SANITIZER") == nullptr) {
+    EXPECT_GT(overlapped, 0) << "no programmatic run started GEMM 2 before GEMM 1's last tile was stored";
+  } else {
+    std::printf("  under a sanitizer: %d programmatic runs overlapped (not checked)\n", overlapped);
+  }
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
