@@ -79,7 +79,7 @@ struct KernelParams {
   float* sk_slots;            // per stream-K tile, sk_max_pieces fp32 partial tiles in the consumers' thread layout
   // Half tiles: the tiles at positions [half_first, tiles) run as two 128 x 128 units each (left, right), after the
   // whole tiles; half_first == tiles when off (never together with stream-K). half_counters holds one counter per
-  // half-split tile (its halves stored so far, detail::count_arrival), used with signals: the second half signals.
+  // half-split tile (detail::second_of_two_arrivals), used with signals: the second half to be stored signals.
   int half_first;
   unsigned long long* half_counters;
   unsigned int epoch;  // this launch's number for the arrival counters (never 0)
@@ -287,8 +287,8 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     of the B slot (K-major: a 128-row box; MN-major: two 2-D 64-column boxes), runs m64n128k16 (the first
 //     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
 //     signals, after its stores are performed each half counts itself on the tile's half counter
-//     (detail::count_arrival: a CAS, acq_rel at GPU scope); the second to count clears the counter, stamps and
-//     signals the tile, the first does neither.
+//     (detail::second_of_two_arrivals: an exchange, acq_rel at GPU scope); the second stamps and signals the tile,
+//     then clears the counter; the first does none of these.
 //   Clusters of 2 (kCluster = 2; kStaged, with or without kSplit, whole tiles only; experimental, 0.978x kCluster = 1
 //     on the H200 without kSplit): CTAs 2c and 2c + 1 form a cluster and visit the same positions as with kCluster = 1
 //     (b, b + grid, ...; the grid is even), so their units pair up as positions 2q and 2q + 1. When a pair's tiles
@@ -459,6 +459,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // ph: the phases of `stored` / `staging_free` passed so far, one per unit (kSplit: two, one per half of the
       // staged columns).
       uint32_t ph = 0;
+      unsigned long long* half_word = nullptr;  // a half tile's arrival word, cleared once the tile is signalled
       for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
         detail::mbarrier_wait(stored, ph & 1);
         const int position = w.position;
@@ -512,16 +513,21 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (p.signal) {
             detail::bulk_wait_all();
             // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
-            // acquires the first's count (made after its stores were performed), so its release covers both.
+            // acquires the first's arrival (made after its stores were performed), so its release covers both. The
+            // second clears the word after signalling, so that the signal's release does not wait for the clear.
             if (w.half >= 0) {
               unsigned long long* word = p.half_counters + (position - p.half_first);
-              if (detail::count_arrival(word, p.epoch) == 0) continue;
-              detail::clear_arrivals(word);
+              if (!detail::second_of_two_arrivals(word, p.epoch)) continue;
+              half_word = word;
             }
           }
         }
         if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
         if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
+        if (half_word != nullptr) {
+          detail::clear_arrivals(half_word);
+          half_word = nullptr;
+        }
         if constexpr (!kStaged) {
           detail::mbarrier_arrive(handback);  // signaled
           ++ph;

@@ -319,6 +319,17 @@ __device__ __forceinline__ unsigned int count_arrival(unsigned long long* word, 
   }
 }
 
+// count_arrival for exactly two arrivals (the halves of a tile), in one exchange instead of a read and a
+// compare-and-swap that the other half may make retry: each arrival swaps in (epoch, 1), and the one that finds this
+// launch's (epoch, 1) already there is the second. Same orderings as count_arrival (acq_rel at GPU scope); the second
+// clears the word (clear_arrivals) as the last arrival.
+__device__ __forceinline__ bool second_of_two_arrivals(unsigned long long* word, unsigned int epoch) {
+  const unsigned long long one = (static_cast<unsigned long long>(epoch) << 32) | 1u;
+  unsigned long long old;
+  asm volatile("atom.acq_rel.gpu.global.exch.b64 %0, [%1], %2;\n" : "=l"(old) : "l"(word), "l"(one) : "memory");
+  return old == one;
+}
+
 // The last arrival of a launch clears the word (no other arrival of this launch touches it after), so that a replay
 // of the same launch (a CUDA graph, same epoch) starts from zero.
 __device__ __forceinline__ void clear_arrivals(unsigned long long* word) {
