@@ -32,23 +32,7 @@ for r in $(seq 1 "${AB_ROUNDS:-3}"); do
     echo "round $r $side rc $?"
   done
 done
-python3 - "$tmp" "$out/ab.json" <<'PY'
-import glob, json, os, sys
-out, context = [], {}
-for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    side, r = os.path.basename(f)[:-5].split("-")
-    d = json.load(open(f))
-    context = d["context"]
-    for b in d["benchmarks"]:
-        if side == "base":
-            parts = b["name"].split("/")
-            parts[1] += "-base"
-            b["name"] = "/".join(parts)
-            b["run_name"] = "/".join(b["run_name"].split("/")[:1] + [parts[1]] + b["run_name"].split("/")[2:])
-        b["ab_round"] = int(r)
-        out.append(b)
-json.dump({"context": context, "benchmarks": out}, open(sys.argv[2], "w"), indent=1)
-PY
+python3 scripts/gemm_ab_merge.py "$tmp" "$out/ab.json" --suffix base=-base
 if [[ $base == - ]]; then
   python3 scripts/gemm_ab_table.py "$out/ab.json" cublas ovl | tail -n 45
 else
