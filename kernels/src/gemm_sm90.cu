@@ -459,8 +459,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // ph: the phases of `stored` / `staging_free` passed so far, one per unit (kSplit: two, one per half of the
       // staged columns).
       uint32_t ph = 0;
-      unsigned long long* half_word = nullptr;  // a half tile's arrival word, cleared once the tile is signalled
       for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
+        unsigned long long* half_word = nullptr;  // the second half's arrival word, cleared once the tile is signalled
         detail::mbarrier_wait(stored, ph & 1);
         const int position = w.position;
         const int tile = tile_at(p, position);
@@ -878,10 +878,10 @@ struct WorkspaceLayout {
   size_t group_map = 0, counters = 0, slots = 0, bytes = 0;
 };
 
-// A fresh number for each launch that counts arrivals (detail::count_arrival). Within a process no two launches share
-// one until 2^31 launches later. The top bit is set and the sequence starts at a random point, so that ordinary data
-// a workspace held before (the group map's small integers, a word of zeros) is not taken for this launch's arrivals:
-// that would need the word's high 32 bits to equal the epoch exactly.
+// A fresh number for each launch that counts arrivals (detail::count_arrival, detail::second_of_two_arrivals). Within a
+// process no two launches share one until 2^31 launches later. The top bit is set and the sequence starts at a random
+// point, so that ordinary data a workspace held before (the group map's small integers, a word of zeros) is not taken
+// for this launch's arrivals: that would need the word's high 32 bits to equal the epoch exactly.
 unsigned int next_epoch() {
   static std::atomic<unsigned int> counter{std::random_device{}()};
   return 0x80000000u | counter.fetch_add(1, std::memory_order_relaxed);

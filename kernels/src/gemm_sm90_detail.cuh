@@ -296,11 +296,11 @@ __device__ __forceinline__ void signal_tile(unsigned int* counter) {
   asm volatile("red.release.sys.global.add.u32 [%0], 1;\n" ::"l"(counter) : "memory");
 }
 
-// A tile's arrival counter (a finished stream-K piece, or a stored half tile), in a 64-bit word: the high half is the
-// launch's epoch (a per-launch number, never 0), the low half its arrivals so far. Counts the calling thread's arrival
-// after its earlier writes (ordered before it by a barrier or a bulk wait) are visible at GPU scope, and returns the
-// arrivals of this launch before it. A word another launch left, or never written (zero), counts as none, so the
-// workspace needs no zeroing; acquire as well: the last arrival reads what the others wrote after it.
+// A tile's arrival counter (a finished stream-K piece; half tiles use second_of_two_arrivals below), in a 64-bit word:
+// the high half is the launch's epoch (a per-launch number, never 0), the low half its arrivals so far. Counts the
+// calling thread's arrival after its earlier writes (ordered before it by a barrier or a bulk wait) are visible at GPU
+// scope, and returns the arrivals of this launch before it. A word another launch left, or never written (zero), counts
+// as none, so the workspace needs no zeroing; acquire as well: the last arrival reads what the others wrote after it.
 __device__ __forceinline__ unsigned int count_arrival(unsigned long long* word, unsigned int epoch) {
   // The read only seeds the compare-and-swap; the CAS (acq_rel) is the release of this thread's earlier writes and
   // the acquire of the other arrivals' (no explicit fence: see signal_tile).
