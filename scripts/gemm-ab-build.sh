@@ -25,7 +25,9 @@ if [[ $base != - ]] &&
 fi
 tmp=$(mktemp -d)
 for r in $(seq 1 "${AB_ROUNDS:-3}"); do
-  for side in $sides; do
+  order=$sides
+  (( r % 2 == 0 )) && [[ $base != - ]] && order="device base"  # alternate which side runs first in a round
+  for side in $order; do
     timeout -k 10 300 build-$side/bench/bench_gemm --benchmark_filter="$filter" --benchmark_min_time=0.2s \
       --benchmark_repetitions="${AB_REPS:-2}" --benchmark_enable_random_interleaving=true \
       --benchmark_out="$tmp/$side-$r.json" --benchmark_out_format=json >/dev/null 2>&1

@@ -4,15 +4,22 @@
 # An A/B/... of one build under the values of one environment variable that gemm_run reads (an experiment's knob):
 # AB_ROUNDS rounds (3), each one bench_gemm process per value, in an order rotated by the round, AB_REPS repetitions
 # (2) randomly interleaved inside each process, on the cases FILTER matches. Our rows are renamed <impl>-e<value>
-# (gemm/ovl-e1/...); cuBLAS's rows keep their name and pool over all processes. Writes $OUT/env-ab.json (every row
-# tagged "ab_round" and "env_value") and prints each value's table against the first value and against cuBLAS.
+# (gemm/ovl-e1/...); cuBLAS's rows (cublas, cublas-fp16) keep their name and pool over all processes. Writes
+# $OUT/env-ab.json (every row tagged "ab_round" and "env_value") and prints each value's table against the first value
+# and against cuBLAS.
 set -u
 var=${1:?usage: $0 VAR VALUES FILTER}
 read -r -a values <<<"${2:?usage: $0 VAR VALUES FILTER}"
 filter=${3:?usage: $0 VAR VALUES FILTER}
 out=${OUT:-out}
-tmp=$(mktemp -d)
 n=${#values[@]}
+for v in "${values[@]}"; do
+  [[ $v == */* || -z $v ]] && { echo "gemm-env-ab.sh: value '$v' cannot name a file"; exit 1; }
+done
+if [[ $(printf '%s\n' "${values[@]}" | sort -u | wc -l) != "$n" ]]; then
+  echo "gemm-env-ab.sh: a value is repeated"; exit 1
+fi
+tmp=$(mktemp -d)
 for r in $(seq 1 "${AB_ROUNDS:-3}"); do
   for i in $(seq 0 $((n - 1))); do
     v=${values[$(((i + r) % n))]}
@@ -22,7 +29,8 @@ for r in $(seq 1 "${AB_ROUNDS:-3}"); do
     echo "round $r $var=$v rc $?"
   done
 done
-python3 scripts/gemm_ab_merge.py "$tmp" "$out/env-ab.json" --suffix '*=-e{tag}' --keep cublas --tag-key env_value
+python3 scripts/gemm_ab_merge.py "$tmp" "$out/env-ab.json" --suffix '*=-e{tag}' --keep cublas --keep cublas-fp16 \
+  --tag-key env_value
 impls=$(python3 -c "
 import json, sys
 names = {b['name'].split('/')[1] for b in json.load(open(sys.argv[1]))['benchmarks']}

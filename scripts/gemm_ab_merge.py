@@ -10,6 +10,7 @@ import argparse
 import glob
 import json
 import os
+import sys
 
 
 def main():
@@ -24,7 +25,11 @@ def main():
     rows, context = [], {}
     for path in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
         tag, round_ = os.path.basename(path)[:-len(".json")].rsplit("-", 1)
-        data = json.load(open(path))
+        try:
+            data = json.load(open(path))
+        except (OSError, ValueError) as error:  # a process that crashed or timed out: its rows are missing
+            print(f"gemm_ab_merge: skipping {path}: {error}", file=sys.stderr)
+            continue
         context = data["context"]
         suffix = suffixes.get(tag, suffixes.get("*", "")).replace("{tag}", tag)
         for row in data["benchmarks"]:
