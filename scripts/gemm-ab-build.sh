@@ -16,18 +16,22 @@ filter=${2:?usage: $0 BASE_DIR FILTER}
 out=${OUT:-out}
 extra=()
 [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
-sides="base device"
-[[ $base == - ]] && sides=device
-if [[ $base != - ]] &&
-   { ! cmake -S "$base" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$out/ab-build.log" 2>&1 ||
-   ! cmake --build build-base -j "$(nproc)" --target bench_gemm >>"$out/ab-build.log" 2>&1; }; then
-  echo "base build failed"; tail -n 30 "$out/ab-build.log"; exit 1
+if [[ $base == - ]]; then
+  sides=(device)
+  reference=cublas
+else
+  sides=(base device)
+  reference=ovl-base
+  if ! cmake -S "$base" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$out/ab-build.log" 2>&1 ||
+     ! cmake --build build-base -j "$(nproc)" --target bench_gemm >>"$out/ab-build.log" 2>&1; then
+    echo "base build failed"; tail -n 30 "$out/ab-build.log"; exit 1
+  fi
 fi
 tmp=$(mktemp -d)
 for r in $(seq 1 "${AB_ROUNDS:-3}"); do
-  order=$sides
-  (( r % 2 == 0 )) && [[ $base != - ]] && order="device base"  # alternate which side runs first in a round
-  for side in $order; do
+  order=("${sides[@]}")
+  (( r % 2 == 0 )) && order=($(printf '%s\n' "${sides[@]}" | tac))  # alternate which side runs first in a round
+  for side in "${order[@]}"; do
     timeout -k 10 300 build-$side/bench/bench_gemm --benchmark_filter="$filter" --benchmark_min_time=0.2s \
       --benchmark_repetitions="${AB_REPS:-2}" --benchmark_enable_random_interleaving=true \
       --benchmark_out="$tmp/$side-$r.json" --benchmark_out_format=json >/dev/null 2>&1
@@ -35,8 +39,4 @@ for r in $(seq 1 "${AB_ROUNDS:-3}"); do
   done
 done
 python3 scripts/gemm_ab_merge.py "$tmp" "$out/ab.json" --suffix base=-base
-if [[ $base == - ]]; then
-  python3 scripts/gemm_ab_table.py "$out/ab.json" cublas ovl | tail -n 45
-else
-  python3 scripts/gemm_ab_table.py "$out/ab.json" ovl-base ovl | tail -n 45
-fi
+python3 scripts/gemm_ab_table.py "$out/ab.json" "$reference" ovl | tail -n 45

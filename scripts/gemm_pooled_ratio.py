@@ -8,28 +8,27 @@ its standard error and the mean +- 2 standard errors.
 Rows without a ratio from at least two processes are left out.
 """
 import collections
-import json
 import math
-import re
 import statistics
 import sys
 
+from gemm_runs import gemm_runs
+
 
 def per_process_ratios(path, a_name, b_name, ratios):
-    # (row, round, env_value) -> TFLOP/s of each repetition, per side
-    sides = {"a": collections.defaultdict(list), "b": collections.defaultdict(list)}
-    for b in json.load(open(path))["benchmarks"]:
-        if b.get("run_type") != "iteration" or "tflops" not in b:
+    # per side: (row, round, env_value) -> TFLOP/s of each repetition
+    sides = {a_name: collections.defaultdict(list), b_name: collections.defaultdict(list)}
+    for (shape, layout, sms, impl), entries in gemm_runs(path).items():
+        if impl not in sides:
             continue
-        m = re.match(r"gemm/([^/]+)/(\d+x\d+x\d+)/(\w+)/sms:(\d+)", b["name"])
-        if not m or m.group(1) not in (a_name, b_name):
-            continue
-        row = (m.group(2), m.group(3), int(m.group(4)))
-        sides["a" if m.group(1) == a_name else "b"][(row, b.get("ab_round"), b.get("env_value"))].append(b["tflops"])
-    for (row, round_, value), b_tflops in sides["b"].items():
-        a_tflops = sides["a"].get((row, round_, value))
+        for e in entries:
+            if "tflops" in e:
+                sides[impl][((shape, layout, sms), e.get("ab_round"), e.get("env_value"))].append(e["tflops"])
+    a_side = sides[a_name]
+    for (row, round_, value), b_tflops in sides[b_name].items():
+        a_tflops = a_side.get((row, round_, value))
         if a_tflops is None:
-            a_tflops = [t for (r, rd, _), ts in sides["a"].items() if r == row and rd == round_ for t in ts]
+            a_tflops = [t for (r, rd, _), ts in a_side.items() if r == row and rd == round_ for t in ts]
         if a_tflops:
             ratios[row].append(statistics.mean(b_tflops) / statistics.mean(a_tflops))
 
