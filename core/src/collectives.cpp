@@ -199,6 +199,7 @@ kernels::CollectiveArguments Collectives::base_args(CollectiveOp op, const Symme
   a.simt_threads = options.simt_threads;
   a.pull_warps = options.pull_warps;
   a.timeout_ns = options.timeout_ns;
+  a.dst_zeroed = options.dst_zeroed;
   a.error = error_;
   return a;
 }

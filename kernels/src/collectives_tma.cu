@@ -242,7 +242,9 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
     case MoveKind::kPushReduce:
     case MoveKind::kPullCopy:
       m.num_owners = 0;
-      for (int i = 1; i < n; ++i) m.owners[m.num_owners++] = (me + i) % n;
+      // dst_zeroed: our own piece is added like the peers' (no step-0 copy), after them in each group.
+      for (int i = 1; i < n + (kind == MoveKind::kPushReduce && a.dst_zeroed ? 1 : 0); ++i)
+        m.owners[m.num_owners++] = (me + i) % n;
       break;
   }
   return m;
@@ -639,7 +641,8 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
 // [kind][me][slice]; a waiter (thread 0) does ld.acquire.sys until >= epoch, then fence.proxy.async.global, and so
 // does every other thread that issues TMA ops, after the barrier, before its first. Steps (per slice; a phase runs
 // the played ranks' moves back to back):
-//   step 0: out-of-place push reduce / gather: copy our own chunk to dst; signal START (our buffers are ready).
+//   step 0: out-of-place push reduce / gather: copy our own chunk to dst (not for a push onto zeroed destinations,
+//           dst_zeroed: step 1 adds it); signal START (our buffers are ready).
 //   step 1 (RS, push): wait START of every owner; cp.reduce.async.bulk our src[R_r] into dst_r[R_r]; signal RS.
 //   step 1 (RS, pull): wait START of every rank; load src_p[R_me] for p = 0..N-1, add in fp32 in that order,
 //                      store dst_me[R_me]; signal RS (we are done reading your src). Wait RS from every peer.
@@ -698,8 +701,9 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
     __syncthreads();
   };
 
-  // step 0
-  if (!in_place && ((push && has_rs) || a.op == CollectiveOp::kAllGather)) run_phase(MoveKind::kOwnCopy);
+  // step 0 (dst_zeroed: a push adds our own piece in step 1 instead)
+  if (!in_place && ((push && has_rs && !a.dst_zeroed) || a.op == CollectiveOp::kAllGather))
+    run_phase(MoveKind::kOwnCopy);
   finish_phase(kFlagStart, false);
 
   // step 1
@@ -764,6 +768,9 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
   if (a.num_groups < 1) return fmt::format("num_groups = {} < 1", a.num_groups);
   if (a.ranges == nullptr && a.num_groups != 1) return fmt::format("num_groups = {} needs a range table", a.num_groups);
   if (a.ranges != nullptr && a.list_begin == nullptr) return "ranges given without list_begin";
+  if (a.dst_zeroed && (a.algo != CollectiveAlgo::kTmaPush || a.op == CollectiveOp::kAllGather || a.src[0] == a.dst[0]))
+    return fmt::format("dst_zeroed = true needs tma-push ReduceScatter or AllReduce out of place (got {} {}{})",
+                       to_string(a.algo), to_string(a.op), a.src[0] == a.dst[0] ? " in place" : "");
   for (int r = 0; r < a.world_size; ++r) {
     if (a.src[r] == nullptr || a.dst[r] == nullptr || a.flags[r] == nullptr)
       return fmt::format("src, dst or flags pointer of rank {} is null", r);

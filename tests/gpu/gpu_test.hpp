@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace ovl::test {
 
 inline int gpu_count() {
@@ -24,6 +26,13 @@ inline int compute_capability(int device = 0) {
     return 0;
   }
   return major * 10 + minor;
+}
+
+// 0, 1, ..., the visible GPUs (at most `max`): the devices of a threads World over every GPU.
+inline std::vector<int> every_gpu(int max = 8) {
+  std::vector<int> devices;
+  for (int i = 0; i < gpu_count() && i < max; ++i) devices.push_back(i);
+  return devices;
 }
 
 // Host-side set-up (cudaMemcpy from pageable memory, cudaMemset) runs on the legacy default stream, and a pageable

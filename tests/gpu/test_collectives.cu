@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -79,16 +81,22 @@ struct Case {
   std::size_t count;  // AR: count; RS: recv_count; AG: send_count
   int ctas;
   bool in_place;
+  bool dst_zeroed = false;  // CollectiveOptions::dst_zeroed (the output buffer is fresh, hence zero)
 };
 std::string name(const Case& c, int n) {
-  return fmt::format("{} {} {} count={} ctas={} world={}{}", kernels::to_string(c.op), to_string(c.impl), to_string(c.dtype),
-                     c.count, c.ctas, n, c.in_place ? " in-place" : "");
+  return fmt::format("{} {} {} count={} ctas={} world={}{}{}", kernels::to_string(c.op), to_string(c.impl),
+                     to_string(c.dtype), c.count, c.ctas, n, c.in_place ? " in-place" : "",
+                     c.dst_zeroed ? " dst-zeroed" : "");
 }
 
-// Runs one case on a loopback (or single-rank) World and compares with the CPU reference. Returns wrong elements.
+// Runs one case on any World and compares with the CPU reference. Returns wrong elements. The caller plays the ranks
+// [first_local_rank(), + num_local_ranks()): every rank of a loopback World, its own rank in a threads/MPI World
+// (each rank's caller runs the same case). Every rank's input is generated here from its rank, so each caller knows
+// the whole reference; it writes and checks only the ranks it plays.
 std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaStream_t stream,
                      std::vector<unsigned char>* result0 = nullptr, int pull_warps = 4) {
   const int n = world.size();
+  const int first = world.first_local_rank(), last = first + world.num_local_ranks();
   const std::size_t es = std::size_t(dtype_bytes(c.dtype));
   const std::size_t in_elems = c.op == CollectiveOp::kReduceScatter ? c.count * n : c.count;
   const std::size_t out_elems = c.op == CollectiveOp::kAllGather ? c.count * n : c.count;
@@ -101,6 +109,7 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   std::vector<std::vector<unsigned char>> in(n);
   for (int r = 0; r < n; ++r) {
     in[r] = random_data(c.dtype, in_elems, 1234u + 77u * r + std::uint32_t(c.count));
+    if (r < first || r >= last) continue;
     const std::size_t at = (c.in_place && c.op == CollectiveOp::kAllGather) ? r * c.count * es : 0;
     OVL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(send.peer_ptr(r)) + at, in[r].data(), in[r].size(), cudaMemcpyHostToDevice));
   }
@@ -110,6 +119,7 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   CollectiveOptions opt;
   opt.num_ctas = c.ctas;
   opt.pull_warps = pull_warps;
+  opt.dst_zeroed = c.dst_zeroed;
   switch (c.op) {
     case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
     case CollectiveOp::kReduceScatter: coll.reduce_scatter(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
@@ -119,12 +129,12 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   std::size_t wrong = 0;
   const double eps = eps_of(c.dtype);
   std::vector<unsigned char> got(out_elems * es);
-  for (int r = 0; r < n; ++r) {
+  for (int r = first; r < last; ++r) {
     // Where rank r's result is: in-place RS leaves it at element r*count.
     const std::size_t at = (c.in_place && c.op == CollectiveOp::kReduceScatter) ? r * c.count * es : 0;
     const std::size_t check_elems = c.op == CollectiveOp::kReduceScatter ? c.count : out_elems;
     OVL_CUDA_CHECK(cudaMemcpy(got.data(), static_cast<const char*>(recv.peer_ptr(r)) + at, check_elems * es, cudaMemcpyDeviceToHost));
-    if (r == 0 && result0 != nullptr) *result0 = got;
+    if (r == first && result0 != nullptr) *result0 = got;
     for (std::size_t i = 0; i < check_elems; ++i) {
       const double g = to_double(c.dtype, got.data() + i * es);
       if (c.op == CollectiveOp::kAllGather) {
@@ -171,8 +181,13 @@ class CollectivesTest : public HopperTest {
     WorldOptions wopt;
     World world = World::loopback(n, 0, wopt);
     Collectives coll(world);
+    sweep(world, coll, stream_);
+  }
+  // Every implementation the World can run (NCCL needs distinct GPUs) x dtype x op x size, out of place and in place.
+  static void sweep(const World& world, Collectives& coll, cudaStream_t stream) {
+    const int n = world.size();
     std::vector<CollectiveImpl> impls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
-    if (n == 1) impls.push_back(CollectiveImpl::kNccl);
+    if (n == 1 || !world.is_loopback()) impls.push_back(CollectiveImpl::kNccl);
     for (CollectiveImpl impl : impls)
       for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32})
         for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
@@ -191,12 +206,19 @@ class CollectivesTest : public HopperTest {
               if (ctas == 1 && count > 5000) continue;
               const Case c{op, impl, dtype, count, ctas, false};
               SCOPED_TRACE(name(c, n));
-              EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
+              EXPECT_EQ(run_case(world, coll, c, stream), 0u) << name(c, n);
             }
           // In place, one size, 32 CTAs.
           const Case c{op, impl, dtype, 4096 * 8 + 2 * align, 32, true};
           SCOPED_TRACE(name(c, n));
-          EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
+          EXPECT_EQ(run_case(world, coll, c, stream), 0u) << name(c, n);
+          // Push onto zeroed destinations (every rank adds its own piece too): two sizes, 1 and 5 CTAs.
+          if (impl == CollectiveImpl::kTmaPush && op != CollectiveOp::kAllGather)
+            for (const auto& [count, ctas] : {std::pair<std::size_t, int>{4096 + align, 1}, {(1u << 20) + 24, 5}}) {
+              const Case z{op, impl, dtype, count, ctas, false, true};
+              SCOPED_TRACE(name(z, n));
+              EXPECT_EQ(run_case(world, coll, z, stream), 0u) << name(z, n);
+            }
         }
   }
   cudaStream_t stream_ = nullptr;
@@ -230,6 +252,23 @@ TEST_F(CollectivesTest, ThreadsWorldOf1) {
         const Case c{op, impl, DType::kBF16, 4097, 4, false};
         EXPECT_EQ(run_case(w, coll, c, stream_), 0u) << name(c, 1);
       }
+  });
+}
+
+// A real World over every visible GPU (threads backend: a host thread and a stream per rank, each rank checking its
+// own output): NCCL, TMA push, TMA pull and SIMT across the GPUs' peer mappings (NVLink on the H200 machines). With
+// one GPU this is a world of 1.
+TEST_F(CollectivesTest, ThreadsWorldOfEveryGpu) {
+  const std::vector<int> devices = test::every_gpu(kernels::kMaxRanks);
+  std::vector<World> worlds = World::threads(devices);
+  run_per_rank(worlds, [&](World& w) {
+    cudaStream_t stream = nullptr;
+    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    {
+      Collectives coll(w);
+      sweep(w, coll, stream);
+    }
+    OVL_CUDA_CHECK(cudaStreamDestroy(stream));
   });
 }
 
@@ -404,8 +443,13 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
   // Collectives' constructor preloaded the collective and counter kernels (lazy loading would otherwise load the
   // producer's module only after the spinning consumer finished: the first run of this test on the H200 timed out).
-  for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
-    SCOPED_TRACE(to_string(impl));
+  // The last pass: tma-push out of place onto a zeroed destination (CollectiveOptions::dst_zeroed), the tma mode's
+  // form in a real world.
+  SymmetricBuffer out(world, tiles * tile_bytes);
+  for (int pass = 0; pass < 4; ++pass) {
+    const bool zeroed = pass == 3;
+    const CollectiveImpl impl = zeroed ? CollectiveImpl::kTmaPush : std::array{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}[pass];
+    SCOPED_TRACE(fmt::format("{}{}", to_string(impl), zeroed ? " dst-zeroed" : ""));
     std::vector<std::vector<unsigned char>> in(n);
     for (int r = 0; r < n; ++r) {
       in[r] = random_data(DType::kBF16, tiles * tile_elems, 99u + r);
@@ -414,8 +458,10 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
     OVL_CUDA_CHECK(test::finish_setup());
     CollectiveOptions opt;
     opt.num_ctas = 6;
+    opt.dst_zeroed = zeroed;
     GroupGate gate{&counters, expected};
-    coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream_, &gate);
+    const SymmetricBuffer& dst = zeroed ? out : buf;
+    coll.run_ranges(CollectiveOp::kReduceScatter, buf, dst, table, DType::kBF16, impl, opt, stream_, &gate);
     // The "GEMM" finishes its groups 2 ms later; every rank's counters.
     for (int r = 0; r < n; ++r) kernels::launch_add_counters_after(counters.peer<std::uint32_t>(r), groups, 1, 2'000'000, producer);
     coll.check(stream_);
@@ -424,7 +470,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
     std::size_t wrong = 0;
     std::vector<unsigned char> got(tiles * tile_bytes);
     for (int r = 0; r < n; ++r) {
-      OVL_CUDA_CHECK(cudaMemcpy(got.data(), buf.peer_ptr(r), got.size(), cudaMemcpyDeviceToHost));
+      OVL_CUDA_CHECK(cudaMemcpy(got.data(), dst.peer_ptr(r), got.size(), cudaMemcpyDeviceToHost));
       for (int t = r; t < tiles; t += n)
         for (std::size_t i = 0; i < tile_elems; ++i) {
           const std::size_t j = t * tile_elems + i;

@@ -1,6 +1,9 @@
-// World backends and symmetric buffers: loopback sizes, threads with one device, MPI with one rank (when built
-// with MPI; works as a singleton or under mpirun -np 1).
+// World backends and symmetric buffers: loopback sizes, threads with one device and with every visible GPU, MPI with
+// one rank (when built with MPI; works as a singleton or under mpirun -np 1).
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,48 @@ void check_peer_pointers(const World& world) {
   SymmetricBuffer moved(std::move(buf));
   EXPECT_TRUE(buf.empty());
   EXPECT_EQ(moved.size(), world.size());
+}
+
+__global__ void copy_words(const uint4* src, uint4* dst, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+// A threads World over every visible GPU (a world of 1 on a one-GPU machine): the host collectives agree, and each
+// rank's kernel reads every peer's copy of a symmetric buffer through its peer pointer (NVLink between H200s).
+TEST_F(GpuTest, ThreadsWorldOfEveryGpu) {
+  const std::vector<int> devices = test::every_gpu(8);
+  const int gpus = int(devices.size());
+  std::vector<World> worlds = World::threads(devices);
+  ASSERT_EQ(int(worlds.size()), gpus);
+  run_per_rank(worlds, [&](World& w) {
+    EXPECT_EQ(w.size(), gpus);
+    EXPECT_EQ(w.device(), devices[std::size_t(w.rank())]);
+    EXPECT_FALSE(w.is_loopback());
+    const int mine = 100 + w.rank();
+    const auto all = w.all_gather(std::as_bytes(std::span<const int>(&mine, 1)));
+    ASSERT_EQ(int(all.size()), gpus);
+    for (int r = 0; r < gpus; ++r) {
+      int v = 0;
+      ASSERT_EQ(all[std::size_t(r)].size(), sizeof(v));
+      std::memcpy(&v, all[std::size_t(r)].data(), sizeof(v));
+      EXPECT_EQ(v, 100 + r);
+    }
+    const std::size_t bytes = (std::size_t(1) << 20) + 48;
+    SymmetricBuffer buf(w, bytes), got(w, bytes);
+    OVL_CUDA_CHECK(cudaMemset(buf.local_ptr(), 0x10 + w.rank(), bytes));
+    OVL_CUDA_CHECK(cudaDeviceSynchronize());
+    w.barrier();  // every rank's pattern is in place
+    std::vector<unsigned char> host(bytes);
+    for (int r = 0; r < gpus; ++r) {
+      copy_words<<<64, 256>>>(static_cast<const uint4*>(buf.peer_ptr(r)), static_cast<uint4*>(got.local_ptr()),
+                              bytes / sizeof(uint4));
+      OVL_CUDA_CHECK(cudaGetLastError());
+      OVL_CUDA_CHECK(cudaMemcpy(host.data(), got.local_ptr(), bytes, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(host.front(), 0x10 + r) << "rank " << w.rank() << " reading rank " << r;
+      EXPECT_EQ(host[bytes - 1], 0x10 + r) << "rank " << w.rank() << " reading rank " << r;
+    }
+  });
 }
 
 TEST_F(GpuTest, LoopbackSizes) {

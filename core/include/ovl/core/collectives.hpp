@@ -40,6 +40,9 @@ struct CollectiveOptions {
   int pull_warps = 4;              // kTmaPull: warps sharing the fp32 adds (thread 0 loads, the first adder stores)
   std::uint64_t timeout_ns = kernels::kDefaultTimeoutNs;  // every cross-rank wait
   int nccl_cta_bound = 0;          // which of the World's NCCL communicators (WorldOptions::nccl_cta_bounds)
+  // tma-push ReduceScatter / AllReduce out of place: every rank zeroed its destination ranges on the stream before the
+  // call, so the push adds its own piece too and streams group by group (kernels::CollectiveArguments::dst_zeroed).
+  bool dst_zeroed = false;
 };
 
 // One range of a tile-addressed call: `bytes` at src_offset of the source buffer and dst_offset of the

@@ -114,6 +114,11 @@ struct CollectiveArguments {
   // (wait.hpp) after the collective has completed on every rank, or uses monotonic expected values.
   const std::uint32_t* counters[kMaxRanks] = {};
   const std::uint32_t* expected = nullptr;  // device, num_groups entries; null: no gate
+  // kTmaPush ReduceScatter / AllReduce, out of place: every rank zeroed its destination ranges before this launch
+  // (same stream). The push then adds our own piece too (cp.reduce.async.bulk into our own dst) instead of copying it
+  // first, so nothing of a gated call waits for the GEMM before the start flags: each group moves as soon as its
+  // counter is ready, group after group (otherwise the own-piece copy of every group comes first).
+  bool dst_zeroed = false;
 
   int num_ctas = 1;            // slices; 1 .. kMaxCollectiveCtas and at most the SMs given
   int simt_threads = 512;      // block size of kSimt (32..512)
