@@ -105,6 +105,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       s.world = options.world.size();
     } else {
       s.comm = options.world.nccl_comm(0);
+      s.world_ref = options.world;
       s.rank = options.world.rank();
       s.world = options.world.size();
     }
@@ -228,7 +229,11 @@ int Context::Impl::alloc_slots(int count) {
   return first;
 }
 
-ncclComm_t Context::Impl::nccl() {
+ncclComm_t Context::Impl::nccl(int ctas) {
+  if (world_ref.valid() && ctas > 0) {
+    const std::vector<int>& bounds = world_ref.nccl_cta_bounds();
+    if (std::find(bounds.begin(), bounds.end(), ctas) != bounds.end()) return world_ref.nccl_comm(ctas);
+  }
   if (comm == nullptr) {
     OVL_CHECK(!loopback, "NCCL is not used in a loopback world of {} ranks", world);
     int dev = device;
@@ -466,10 +471,18 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
       return "plan field \"output\" = tile-major is not implemented for mode tma (the collective reads row bands)";
     }
     if (!s.loopback && s.world > 1) {
-      return fmt::format(
-          "mode tma needs peer-mapped symmetric buffers in a real world of {} ranks: not implemented "
-          "(use loopback, a world of 1, or an NCCL mode)",
-          s.world);
+      if (!s.world_ref.valid()) {
+        return fmt::format(
+            "mode tma in a real world of {} ranks needs the Context made from a World (ContextOptions::world: its "
+            "peer-mapped buffers), not from a bare NCCL communicator",
+            s.world);
+      }
+      if (plan.comm_algo != CommAlgo::kTmaPush) {
+        return fmt::format(
+            "plan field \"comm_algo\" = {}: mode tma in a real world of {} ranks runs tma-push only (a pull reads "
+            "the peers' partial products, which their next call may overwrite)",
+            to_string(plan.comm_algo), s.world);
+      }
     }
   }
   if (plan.mode == Mode::kGreenContext || (plan.mode == Mode::kTma && plan.partitioned)) {
@@ -591,11 +604,27 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   s.record.slots_used = s.next_slot;
 }
 
+void* Context::symmetric_output(const Problem& problem) {
+  Impl& s = *impl_;
+  OVL_CHECK(!s.loopback && s.world > 1 && s.world_ref.valid(),
+            "symmetric_output: needs a Context on a real World of more than one rank (this one: {}, world {}{})",
+            s.loopback ? "loopback" : "real", s.world, s.world_ref.valid() ? "" : ", no World");
+  OVL_CHECK(problem.op != Op::kAllGatherGemm, "symmetric_output: op {} has no tma mode", to_string(problem.op));
+  OVL_CHECK(problem.world == s.world, "symmetric_output: problem world = {} on a context of world {}", problem.world,
+            s.world);
+  problem.validate();
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  detail::ShapeState& st = s.shape(problem);
+  s.make_symmetric_buffers(problem, st);
+  return st.sym_out.local_ptr();
+}
+
 void Context::synchronize(cudaStream_t stream) {
   Impl& s = *impl_;
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
+  if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
   detail::WaitError e{};
   OVL_CUDA_CHECK(cudaMemcpy(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost));
   if (e.code != 0) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor_kernels.hpp"
+#include "ovl/core/collectives.hpp"
 #include "ovl/core/context.hpp"
 #include "ovl/core/sm_partition.hpp"
 
@@ -57,6 +58,9 @@ struct ShapeState {
   bool peers_reduced = false;
   const void* reduced_a = nullptr;
   const void* reduced_b = nullptr;
+  // Mode tma in a real world of more than one rank: the GEMM's output (M x N) and the collective's destination (RS:
+  // M/W x N, AR: M x N), peer-mapped on every rank; made (collectively) by the first tma call of the shape.
+  SymmetricBuffer sym_partial, sym_out;
 };
 
 // What one Plan needs on the device for one Problem: the row range of each unit (tile group or chunk), the
@@ -69,6 +73,7 @@ struct PlanState {
   DeviceBuffer expected_fault;  // the same with the last group + 1 (Fault::kCounterTooHigh)
   DeviceBuffer ranges;          // LoopbackRange[units * world]
   int units = 0;
+  std::unique_ptr<RangeTable> real_ranges;  // mode tma, a real world: (group, owner) -> rows of sym_partial / sym_out
 };
 
 // A call after validation, as the mode runners see it.
@@ -126,6 +131,7 @@ struct Context::Impl {
   std::vector<cudaEvent_t> events;
   ncclComm_t comm = nullptr;
   bool own_comm = false;
+  World world_ref;  // the real World of ContextOptions::world (its CTA-bounded communicators), else empty
   std::map<int, std::unique_ptr<SmPartition>> partitions;
   std::map<std::string, std::unique_ptr<detail::ShapeState>> shapes;
   std::map<std::string, std::unique_ptr<detail::PlanState>> plans;
@@ -134,6 +140,10 @@ struct Context::Impl {
   static constexpr int kMaxGroups = 4096;
   static constexpr int kStampSlots = 1 << 16;
   detail::DeviceBuffer counters;  // u32 x kMaxGroups
+  // Mode tma in a real world of more than one rank (made by its first call, collectively): the World's collectives
+  // (TMA kernels over peer-mapped buffers) and the group counters as a symmetric buffer (their gate).
+  std::unique_ptr<Collectives> real_coll;
+  SymmetricBuffer sym_counters;  // u32 x kMaxGroups
   detail::DeviceBuffer error;     // WaitError
   detail::DeviceBuffer stamps;    // u64 x kStampSlots
   detail::TraceRecord record;
@@ -147,13 +157,18 @@ struct Context::Impl {
   void join_streams(cudaStream_t caller, cudaStream_t gemm_stream, cudaStream_t comm_stream);
   int alloc_slots(int count);  // the first of `count` consecutive stamp slots of this call
   unsigned long long* slot_ptr(int index) const { return stamps.as<unsigned long long>() + index; }
-  ncclComm_t nccl();
+  // The communicator for a collective on `ctas` CTAs: the World's communicator made with that CTA bound
+  // (WorldOptions::nccl_cta_bounds) when there is one, else the default one (NCCL's own CTA choice).
+  ncclComm_t nccl(int ctas = 0);
   SmPartition& partition(int comm_sms);
   detail::ShapeState& shape(const Problem& p);
   // shape(p) for the loopback accessors: checks the context is loopback and p's world, selects the device.
   detail::ShapeState& loopback_shape(const Problem& p, const char* api);
   detail::PlanState& plan_state(const Problem& p, const Plan& plan);
-  unsigned* counter_ptr() const { return counters.as<unsigned>(); }
+  // The GEMM's group counters: this rank's copy of sym_counters once a real world's tma mode made them, else local.
+  unsigned* counter_ptr() const {
+    return sym_counters.empty() ? counters.as<unsigned>() : static_cast<unsigned*>(sym_counters.local_ptr());
+  }
   detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
 
   // executor_common.cpp
@@ -172,7 +187,8 @@ struct Context::Impl {
   int stamp_span(const std::string& lane, const std::string& name, const std::string& category, cudaStream_t stream);
   unsigned long long* start_ptr(int span);
   void end_span(int span, cudaStream_t stream);
-  void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream);
+  // `d`: the row-major output when not the shape's partial product (mode tma in a real world: sym_partial).
+  void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d = nullptr);
   // The signaling modes' start: the group counters reset on the caller's stream, then the GEMM stream (when it is
   // another) and the communication stream wait for that, so no consumer sees a previous run's counts.
   void start_signaled(const detail::Call& call, int groups, cudaStream_t gemm_stream, cudaStream_t comm_stream);
@@ -182,6 +198,11 @@ struct Context::Impl {
   void run_decomposed(const detail::Call& call);
   void run_tile_signal(const detail::Call& call);  // kTileSignal and kGreenContext
   void run_tma(const detail::Call& call);
+  // run_tma in a real world of more than one rank: the GEMM into sym_partial, the World's TMA collective gated by
+  // the symmetric counters into sym_out, then sym_out copied to C.
+  void run_tma_real(const detail::Call& call, int grid, int ctas, cudaStream_t gemm_st, cudaStream_t comm_st);
+  // The shape's sym_partial and sym_out, made on first use (collective: every rank makes them at the same point).
+  void make_symmetric_buffers(const Problem& p, detail::ShapeState& st);
 };
 
 }  // namespace ovl

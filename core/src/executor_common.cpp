@@ -137,8 +137,9 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
     detail::launch_loopback_collective(a, stream);
     return;
   }
-  // A real world: NCCL on the unit's rows (contiguous in row-major order).
-  ncclComm_t c = nccl();
+  // A real world: NCCL on the unit's rows (contiguous in row-major order), on `ctas` CTAs when the World has a
+  // communicator bounded to that many.
+  ncclComm_t c = nccl(ctas);
   const ncclDataType_t t = nccl_type(p.dtype);
   const int64_t eb = dtype_bytes(p.dtype);
   const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
@@ -187,7 +188,7 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
   }
 }
 
-void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream) {
+void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d) {
   const Problem& p = call.problem;
   detail::ShapeState& st = *call.shape;
   kernels::GemmArguments g;
@@ -210,7 +211,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
     if (st.tile_major.bytes() < bytes) st.tile_major = detail::DeviceBuffer(bytes);
     g.d = st.tile_major.get();
   } else {
-    g.d = st.partial.get();
+    g.d = d != nullptr ? d : st.partial.get();
   }
   const int tiles = kernels::gemm_tile_count(g);
   if (record.valid) {

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -431,13 +432,15 @@ TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
 }
 
 // A real World (threads backend: one Context per rank, each on its own host thread) over every visible GPU (at most
-// 8): every NCCL mode equals the sequential result on every rank. On a one-GPU machine this is a world of 1, which
-// still runs the ContextOptions::world path and NCCL.
-TEST_F(OverlapTest, RealWorldEveryNcclModeEqualsSequential) {
-  const int gpus = std::min(test::gpu_count(), 8);
-  std::vector<int> devices(static_cast<size_t>(gpus));
-  for (int i = 0; i < gpus; ++i) devices[size_t(i)] = i;
-  std::vector<World> worlds = World::threads(devices);
+// 8): every mode equals the sequential result on every rank (tma: tma-push over the peer-mapped buffers; tma-pull is
+// refused by can_run in a world of more than one rank). On a one-GPU machine this is a world of 1, which still runs
+// the ContextOptions::world path and NCCL. The World has a communicator bounded to 16 CTAs, the plans' comm_ctas, so
+// the NCCL modes run NCCL on it (the sequential baseline, comm_ctas 16 too, likewise).
+TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
+  const std::vector<int> devices = test::every_gpu(8);
+  WorldOptions world_options;
+  world_options.nccl_cta_bounds = {0, 16};
+  std::vector<World> worlds = World::threads(devices, world_options);
   run_per_rank(worlds, [&](World& world) {
     ContextOptions options;
     options.world = world;
@@ -455,7 +458,7 @@ TEST_F(OverlapTest, RealWorldEveryNcclModeEqualsSequential) {
       ctx.synchronize(stream);
       const auto seq = c_seq.read();
       for (const Plan& plan : plans_for(ctx, p)) {
-        if (!ctx.can_run(p, plan).empty()) continue;  // tma in a real world of more than one rank
+        if (!ctx.can_run(p, plan).empty()) continue;  // tma-pull in a real world of more than one rank
         SCOPED_TRACE(fmt::format("rank {} of {}: {} plan: {}", ctx.rank(), w, p.name(), plan.summary()));
         c.poison(stream);
         run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
@@ -464,6 +467,60 @@ TEST_F(OverlapTest, RealWorldEveryNcclModeEqualsSequential) {
       }
       ASSERT_EQ(cudaSuccess, cudaStreamDestroy(stream));
     }
+  });
+}
+
+// Mode tma in a real World over every visible GPU, four calls back to back with no host sync between them and two
+// different B inputs (alternating), 4 tile groups: every call's result equals its sequential result on every rank.
+// Catches a call whose collective, counter reset or result copy races the previous call's on a peer. Then (more
+// than one rank) two calls whose C is Context::symmetric_output, poisoned before each.
+TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
+  const std::vector<int> devices = test::every_gpu(8);
+  std::vector<World> worlds = World::threads(devices);
+  run_per_rank(worlds, [&](World& world) {
+    ContextOptions options;
+    options.world = world;
+    Context ctx(options);
+    const int w = ctx.world_size();
+    const int64_t m = 2048, n = 1024, k = 512;
+    const uint64_t r = uint64_t(ctx.rank());
+    DeviceMatrix a(m, k, 300 + r), b0(n, k, 400 + r), b1(n, k, 500 + r);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+      const int64_t rows = op == Op::kGemmReduceScatter ? m / w : m;
+      std::vector<std::unique_ptr<DeviceMatrix>> out, seq;
+      for (int i = 0; i < 4; ++i) {
+        out.push_back(std::make_unique<DeviceMatrix>(rows, n, 600 + i));
+        seq.push_back(std::make_unique<DeviceMatrix>(rows, n, 700 + i));
+      }
+      const Problem p = ctx.problem_for(op, a.ref(), b0.ref(), out[0]->ref());
+      const Plan seq_plan = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
+      Plan tma = default_plan(Mode::kTma, p, ctx.hardware(), 16);
+      tma.tile_groups = band_groups(tma.tiles_m(p), tma.tiles_n(p), 4);
+      ASSERT_EQ(ctx.can_run(p, tma), "");
+      for (int i = 0; i < 4; ++i) out[size_t(i)]->poison(stream);
+      for (int i = 0; i < 4; ++i) run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), out[size_t(i)]->ref(), tma, stream);
+      ctx.synchronize(stream);
+      for (int i = 0; i < 4; ++i) run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), seq[size_t(i)]->ref(), seq_plan, stream);
+      ctx.synchronize(stream);
+      for (int i = 0; i < 4; ++i) {
+        SCOPED_TRACE(fmt::format("rank {} of {}: {} call {}", ctx.rank(), w, p.name(), i));
+        EXPECT_LT(rel_error(out[size_t(i)]->read(), seq[size_t(i)]->read()), kTolerance);
+      }
+      if (w == 1) continue;  // no symmetric output in a world of 1
+      // C = the context's symmetric output (no copy into C): two calls, B alternating, each checked.
+      TensorRef sym = out[0]->ref();
+      sym.ptr = ctx.symmetric_output(p);
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(cudaSuccess, cudaMemsetAsync(sym.ptr, 0xFF, size_t(rows * n * 2), stream));
+        run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), sym, tma, stream);
+        ctx.synchronize(stream);
+        SCOPED_TRACE(fmt::format("rank {} of {}: {} symmetric output, call {}", ctx.rank(), w, p.name(), i));
+        EXPECT_LT(rel_error(read_device(sym.ptr, rows * n), seq[size_t(i)]->read()), kTolerance);
+      }
+    }
+    ASSERT_EQ(cudaSuccess, cudaStreamDestroy(stream));
   });
 }
 
@@ -484,6 +541,9 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
   Context ctx(options);
   DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(256, 768, 0), c_ar(1024, 768, 0);
   cudaStream_t stream = nullptr;
+  // A symmetric output exists only in a real world of more than one rank.
+  expect_error([&] { ctx.symmetric_output(ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref())); },
+               {"symmetric_output", "loopback"});
   // Misaligned pointer.
   TensorRef bad_a = a.ref();
   bad_a.ptr = static_cast<char*>(a.ptr) + 2;

@@ -62,7 +62,9 @@ struct ContextOptions {
   int loopback_world = 0;
   ncclComm_t nccl_comm = nullptr;  // not owned
   // Alternatively a World (core/world.hpp): a loopback World sets loopback_world and device; a real one gives its
-  // rank's communicator (nccl_comm(0)) and device. Takes precedence over the two fields above.
+  // rank's communicator (nccl_comm(0)) and device. Takes precedence over the two fields above. A World made with
+  // WorldOptions::nccl_cta_bounds holding a plan's comm_ctas runs that plan's NCCL calls on the communicator bounded
+  // to comm_ctas CTAs (the SMs the plan gives communication); other plans get nccl_comm(0), NCCL's own choice.
   World world;
   // The profile the planner uses; default: the built-in profile of the detected GPU (loopback: its
   // loopback_hardware()). A measured profile (load_hardware) goes here.
@@ -119,8 +121,16 @@ class Context {
 
   // The context keeps device buffers and plans per problem shape (a partial product per shape, and in loopback the
   // peers' buffers) and never evicts them on its own: with many shapes, call this between steps to free them all.
-  // It waits for the device first; the next call of a shape rebuilds what it needs.
+  // It waits for the device first; the next call of a shape rebuilds what it needs. In a real world where mode tma
+  // made peer-mapped buffers it is collective: every rank calls it (their buffers are freed together).
   void release_caches();
+
+  // Mode tma in a real World of more than one rank: this rank's copy of the peer-mapped buffer its collective writes
+  // the result of `problem` to (RS: M/W x N, AR: M x N, row-major, the problem's dtype; overwritten by every tma call
+  // of that shape). A tma call whose C points at it skips the copy of the result into C. Made on first use, which is
+  // collective: every rank calls it at the same point of its sequence of calls. Throws ovl::Error naming the reason
+  // in loopback, in a world of 1, without a World, and for AllGather+GEMM.
+  void* symmetric_output(const Problem& problem);
 
   // Benchmark support: one part of a call alone, run the way `plan` runs it (same streams, partition, grid and
   // CTAs). kGemm: only the GEMM (GEMM+AR/RS: into rank 0's partial product; AG+GEMM: on whatever the gathered A
