@@ -679,11 +679,20 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
     const auto& doc = files[f];
     OVL_CHECK(doc.is_object() && doc.contains("benchmarks") && doc["benchmarks"].is_array(),
               "benchmark file {}: no \"benchmarks\" array (is it Google Benchmark JSON?)", f);
-    // Loopback: fewer GPUs than ranks in the context.
+    // Loopback: the context's "world_backend" when it has one ("loopback": every case of more than one rank;
+    // "threads" / "mpi": none), else fewer GPUs than ranks in the context.
     int gpus = 0;
     std::optional<LoopbackShare> share;
+    std::optional<bool> loopback_backend;
     if (doc.contains("context") && doc["context"].is_object()) {
       const auto& ctx = doc["context"];
+      if (ctx.contains("world_backend")) {
+        const auto& v = ctx["world_backend"];
+        const std::string backend = v.is_string() ? v.get<std::string>() : v.dump();
+        OVL_CHECK(backend == "loopback" || backend == "threads" || backend == "mpi",
+                  "benchmark file {}: context \"world_backend\" = {} is not loopback, threads or mpi", f, backend);
+        loopback_backend = backend == "loopback";
+      }
       if (ctx.contains("gpu_count")) {
         const auto& v = ctx["gpu_count"];
         if (v.is_number_integer()) gpus = v.get<int>();
@@ -734,17 +743,19 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
       }
       if (counters.count("us")) us = counters["us"];  // per-operation time when a case times several per iteration
       OVL_CHECK(std::isfinite(us) && us > 0, "benchmark \"{}\": time {} us must be positive", name, us);
-      const std::string key = bench->name();
+      const bool communicates = bench->kind == BenchKind::kCollective || bench->kind == BenchKind::kOverlap;
+      const bool loopback = communicates && bench->world > 1 &&
+                            (loopback_backend ? *loopback_backend : gpus > 0 && gpus < bench->world);
+      // A loopback case and a real one of the same name are different measurements: never merged.
+      const std::string key = bench->name() + (loopback ? " (loopback)" : "");
       auto [it, inserted] = by_name.try_emplace(key);
       if (inserted) {
         order.push_back(key);
         it->second.m.bench = *bench;
         it->second.m.name = name;
         it->second.m.counters = counters;
-        const bool communicates = bench->kind == BenchKind::kCollective || bench->kind == BenchKind::kOverlap;
-        if (communicates && bench->world > 1 && gpus > 0 && gpus < bench->world) {
+        if (loopback)
           it->second.m.loopback = bench->kind == BenchKind::kOverlap && share ? *share : LoopbackShare::kWholeWorld;
-        }
       }
       if (agg == "median")
         it->second.median = us;

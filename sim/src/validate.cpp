@@ -112,7 +112,7 @@ ValidationResult validate(const std::vector<nlohmann::json>& files, const std::o
       const Hardware case_hw = measurement_hardware(m, hw);
       c.model_us = predict_us(b, case_hw);
       if (b.kind == BenchKind::kOverlap) {
-        c.problem = problem_key(b);
+        c.problem = problem_key(b) + (c.loopback ? " (loopback)" : "");
         try {
           const Problem p = b.problem();
           const Plan plan = b.plan(case_hw);

@@ -92,8 +92,29 @@ TEST(BenchNames, Parse) {
   EXPECT_EQ(o->comm_sms, 16);
   EXPECT_EQ(parse_bench_name("overlap/tma/gemm-reducescatter/1024x1024x1024/world:2/comm_sms:8")->op,
             Op::kGemmReduceScatter);
+  // groups:<g>: the plan's tile groups are g groups of whole row bands; a tile-signal GEMM leaves comm_ctas SMs.
+  auto og = parse_bench_name("overlap/tile-signal/allreduce/8192x8192x4096/world:2/comm_sms:16/groups:4/manual_time");
+  ASSERT_TRUE(og);
+  EXPECT_EQ(og->groups, 4);
+  EXPECT_EQ(og->name(), "overlap/tile-signal/allreduce/8192x8192x4096/world:2/comm_sms:16/groups:4");
+  const Hardware h200 = builtin_hardware("h200");
+  const Plan gp = og->plan(h200);
+  ASSERT_EQ(gp.tile_groups.size(), 4u);
+  EXPECT_EQ(gp.tile_groups[0], gp.tile_groups[3]);                            // 64 bands of 32 tiles: 16 each
+  EXPECT_EQ(gp.tile_groups[0] % gp.tiles_n(og->problem()), 0);                // whole bands
+  EXPECT_EQ(gp.gemm_sms, h200.sm_count - 16);
+  EXPECT_NO_THROW(gp.validate(og->problem(), h200));
+  const Plan gc = parse_bench_name("overlap/green-context/reducescatter/8192x8192x4096/world:2/comm_sms:16/groups:3")
+                      ->plan(h200);
+  EXPECT_EQ(gc.tile_groups.size(), 3u);  // 64 bands: 22, 21, 21
+  EXPECT_EQ(gc.gemm_sms, h200.sm_count - 16);  // the partition's, as default_plan
+  EXPECT_THROW(parse_bench_name("overlap/tma/allreduce/256x256x256/world:2/comm_sms:8/groups:9")->plan(h200), Error);
   for (const char* bad :
-       {"gemm/ovl/8192x8192/nt/sms:132", "gemm/mkl/8x8x8/nt/sms:1", "gemm/ovl-registers/8x8x8/nt/sms:1", "gemm/ovl/8x8x8/tt/sms:1", "gemm/ovl/8x8x8/nt/sm:1",
+       {"overlap/sequential/allreduce/8x8x8/world:2/comm_sms:8/groups:2",
+        "overlap/decomposed/allreduce/8x8x8/world:2/comm_sms:8/groups:2",
+        "overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/groups:0",
+        "overlap/sequential/allreduce/8x8x8/world:2/comm_sms:132/algo:tma-push",
+        "gemm/ovl/8192x8192/nt/sms:132", "gemm/mkl/8x8x8/nt/sms:1", "gemm/ovl-registers/8x8x8/nt/sms:1", "gemm/ovl/8x8x8/tt/sms:1", "gemm/ovl/8x8x8/nt/sm:1",
         "coll/nccl/broadcast/8/world:2/ctas:1", "coll/nccl/allreduce/-8/world:2/ctas:1",
         "overlap/magic/allreduce/8x8x8/world:2/comm_sms:8", "BM_Other/16", "", "gemm/ovl/8x8x8/nt/sms:132_stddev"}) {
     EXPECT_FALSE(parse_bench_name(bad)) << bad;

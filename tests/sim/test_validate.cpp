@@ -91,6 +91,34 @@ TEST(Validate, LoopbackWhenTheContextHasFewerGpusThanRanks) {
   EXPECT_TRUE(r.cases[0].model_us.has_value());
 }
 
+// "world_backend" in the context decides over the GPU count: a loopback run on a machine of 2 GPUs is still
+// loopback, a threads run is real; a loopback and a real case of the same name stay two cases, ranked apart.
+TEST(Validate, WorldBackendDecidesLoopback) {
+  const std::string coll = "coll/tma-pull/reducescatter/67108864/world:2/ctas:16";
+  const std::string seq = "overlap/sequential/gemm-reducescatter/8192x8192x4096/world:2/comm_sms:132";
+  const std::string ts = "overlap/tile-signal/gemm-reducescatter/8192x8192x4096/world:2/comm_sms:16";
+  auto file = [&](const char* backend) {
+    return nlohmann::json{{"context", {{"gpu", "NVIDIA H200"}, {"gpu_count", "2"}, {"world_backend", backend}}},
+                          {"benchmarks", {bench(coll, 500.0), bench(seq, 3000.0), bench(ts, 2500.0)}}};
+  };
+  const auto loop = ovl::sim::validate({file("loopback")}, std::nullopt);
+  ASSERT_EQ(loop.cases.size(), 3u);
+  for (const auto& c : loop.cases) EXPECT_TRUE(c.loopback) << c.name;
+  const auto real = ovl::sim::validate({file("threads")}, std::nullopt);
+  ASSERT_EQ(real.cases.size(), 3u);
+  for (const auto& c : real.cases) EXPECT_FALSE(c.loopback) << c.name;
+  const auto both = ovl::sim::validate({file("loopback"), file("threads")}, std::nullopt);
+  ASSERT_EQ(both.cases.size(), 6u);
+  EXPECT_EQ(both.ranking_simulator.problems, 2);
+  nlohmann::json bad = file("cluster");
+  try {
+    ovl::sim::validate({bad}, std::nullopt);
+    ADD_FAILURE() << "no error for world_backend = cluster";
+  } catch (const ovl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Validate, RejectsFilesWithoutAGpuOrCases) {
   EXPECT_THROW(ovl::sim::validate({}, std::nullopt), ovl::Error);
   nlohmann::json no_gpu = {{"benchmarks", {bench("gemm/cublas/8192x8192x8192/nt/sms:132", 1500.0)}}};

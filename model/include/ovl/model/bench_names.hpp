@@ -24,6 +24,8 @@ std::string_view to_string(BenchKind kind);  // "gemm", "coll", "copy", "overlap
 //   copy/<impl>/<bytes>/ctas:<c>                            impl: any word (simt, tma, ...)
 //   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>  mode as to_string(Mode); op allreduce | reducescatter
 //                                                           | allgather or the Problem op names
+//   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>/groups:<g>   mode tile-signal | green-context | tma:
+//                                                           g tile groups of whole row bands (see plan())
 struct BenchCase {
   BenchKind kind = BenchKind::kGemm;
   std::string impl;                                // gemm/coll/copy implementation; overlap: the mode's name
@@ -37,6 +39,7 @@ struct BenchCase {
   int world = 1;                                   // coll, overlap
   int ctas = 0;                                    // coll, copy
   int comm_sms = 0;                                // overlap
+  int groups = 0;                                  // overlap, tile-signal / green-context / tma: 0 = default_plan's
   // gemm, ours: the stream-K plan the run used (bench_gemm's counters sk_tiles, sk_splits; read_measurements sets
   // it); not part of the name.
   TailPlan stream_k;
@@ -48,7 +51,9 @@ struct BenchCase {
   // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
   // Overlap cases: the problem the benchmark ran (bf16, B as N x K, all ranks on one node) and the plan it ran,
-  // default_plan(mode, problem(), hw, comm_sms).
+  // default_plan(mode, problem(), hw, comm_sms); with groups = g > 0 its tile groups are band_groups(g) (g groups
+  // of whole row bands, as even as the bands allow) and a tile-signal GEMM runs on sm_count - comm_ctas SMs, leaving
+  // the collective its CTAs' SMs while the GEMM runs (FlashOverlap's configuration). Throws when g exceeds the bands.
   Problem problem() const;
   Plan plan(const Hardware& hw) const;
 };

@@ -21,8 +21,10 @@ struct Measurement {
   std::string name;  // the benchmark's own name
   double us = 0;
   std::map<std::string, double> counters;  // the numeric user counters (tflops, algbw_GBps, busbw_GBps, us, ...)
-  // Set when the file's context has fewer GPUs ("gpu_count") than the case's world: virtual ranks on one GPU, with
-  // the share of the collective the benchmark played ("loopback_share" in the context; every rank's when absent).
+  // Set for a collective or overlap case of more than one rank measured with virtual ranks on one GPU: the file's
+  // context says "world_backend": "loopback" or, without that key, has fewer GPUs ("gpu_count") than the case's
+  // world. The value is the share of the collective the benchmark played ("loopback_share" in the context; every
+  // rank's when absent). "world_backend": "threads" or "mpi" marks real ranks on distinct GPUs.
   std::optional<LoopbackShare> loopback;
 };
 

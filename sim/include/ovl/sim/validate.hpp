@@ -6,9 +6,11 @@
 // SM counts, whether the predicted best is the measured best (top-1) and the regret
 // (measured time of the predicted best - measured best) / measured best.
 //
-// Loopback: a file whose context says fewer GPUs (`gpu_count`) than a case's world was measured with virtual
-// ranks on one GPU; its collective and overlap cases are predicted on loopback_hardware(hw, world, share), with
-// the share the file's context records ("loopback_share", bench_overlap) or every rank's (bench_collectives).
+// Loopback: a file whose context says "world_backend": "loopback" (or, without that key, fewer GPUs (`gpu_count`)
+// than a case's world) was measured with virtual ranks on one GPU; its collective and overlap cases are predicted on
+// loopback_hardware(hw, world, share), with the share the file's context records ("loopback_share", bench_overlap)
+// or every rank's (bench_collectives). "threads" / "mpi" are real ranks on distinct GPUs. Loopback and real cases
+// are never ranked together.
 #pragma once
 
 #include <optional>
