@@ -14,14 +14,23 @@
 // integers, so every sum is exact in bf16). Copies: GBps = bytes read + written per second, GBps_per_cta.
 // Loopback worlds play every rank on one GPU: all ranks' traffic shares one HBM, so busbw there is a measure of the
 // kernel, not of NVLink. NCCL cases need a World of distinct GPUs and are skipped in loopback.
+// OVL_BENCH_WORLD=threads runs the coll/ cases on a real World instead: every visible GPU, one host thread per rank
+// (World::threads; world:<W> is the GPU count, only that size is registered). NCCL's ctas:<c> is its communicator
+// with minCTAs = maxCTAs = c, and ctas:0 NCCL's own choice. Each timed iteration is a block: all ranks meet at a host
+// barrier, run one untimed call (it lines the ranks up on the device), then `reps` calls between CUDA events on each
+// rank; the iteration's time is the slowest rank's block / reps. wrong sums every rank's own output check. The
+// JSON context says world_backend = loopback or threads.
 // bf16 throughout. Run a short subset with --benchmark_filter, e.g. 'coll/tma-push/allreduce/16777216/world:8/.*'.
 // OVL_BENCH_PULL_WARPS=<n> sets tma-pull's summing warps (CollectiveOptions::pull_warps, default 4) for sweeps; the
 // tma-pull cases report it as the counter pull_warps.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "ovl/core/collectives.hpp"
@@ -92,6 +101,69 @@ WorldSlot& world_slot(int n, std::size_t send_bytes, std::size_t recv_bytes) {
     s.recv = ovl::SymmetricBuffer(s.world, recv_bytes);
   }
   return s;
+}
+
+bool real_world() { return ovl::bench::threads_world(); }
+int real_world_size() { return ovl::bench::visible_gpus(ovl::kernels::kMaxRanks); }
+
+// NCCL communicators per CTA bound (0: NCCL's own choice), the ctas:<c> of the nccl cases.
+const std::vector<int>& nccl_bounds() {
+  static const std::vector<int> bounds{0, 1, 2, 4, 8, 16, 32};
+  return bounds;
+}
+
+// The real World over every visible GPU: per rank its World, Collectives, stream, events and buffers (made once,
+// grown collectively, never freed, like the loopback slots).
+struct RealWorld {
+  std::vector<ovl::World> worlds;
+  std::vector<std::unique_ptr<ovl::Collectives>> coll;
+  std::vector<ovl::SymmetricBuffer> send, recv;
+  std::vector<cudaStream_t> streams;
+  std::vector<cudaEvent_t> start, stop;
+  std::vector<double> ms;                    // each rank's last block
+  std::vector<unsigned long long*> wrong;  // each rank's count of wrong elements (device memory)
+};
+RealWorld& real_world_slot(std::size_t send_bytes, std::size_t recv_bytes) {
+  static RealWorld& w = *[] {
+    std::vector<int> devices(static_cast<std::size_t>(real_world_size()));
+    for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = int(i);
+    ovl::WorldOptions options;
+    options.nccl_cta_bounds = nccl_bounds();
+    auto* rw = new RealWorld();
+    rw->worlds = ovl::World::threads(devices, options);
+    const std::size_t n = devices.size();
+    rw->coll.resize(n);
+    rw->send.resize(n);
+    rw->recv.resize(n);
+    rw->streams.resize(n);
+    rw->start.resize(n);
+    rw->stop.resize(n);
+    rw->ms.resize(n);
+    rw->wrong.resize(n);
+    ovl::run_per_rank(rw->worlds, [&](ovl::World& world) {
+      const int r = world.rank();
+      rw->coll[r] = std::make_unique<ovl::Collectives>(world);
+      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&rw->streams[r], cudaStreamNonBlocking));
+      OVL_CUDA_CHECK(cudaEventCreate(&rw->start[r]));
+      OVL_CUDA_CHECK(cudaEventCreate(&rw->stop[r]));
+      OVL_CUDA_CHECK(cudaMalloc(&rw->wrong[r], sizeof(unsigned long long)));
+    });
+    return rw;
+  }();
+  if (w.send[0].bytes() < send_bytes || w.recv[0].bytes() < recv_bytes) {
+    ovl::run_per_rank(w.worlds, [&](ovl::World& world) {  // collective: every rank grows the same buffers
+      const int r = world.rank();
+      if (w.send[r].bytes() < send_bytes) {
+        w.send[r] = ovl::SymmetricBuffer();
+        w.send[r] = ovl::SymmetricBuffer(world, send_bytes);
+      }
+      if (w.recv[r].bytes() < recv_bytes) {
+        w.recv[r] = ovl::SymmetricBuffer();
+        w.recv[r] = ovl::SymmetricBuffer(world, recv_bytes);
+      }
+    });
+  }
+  return w;
 }
 
 cudaStream_t bench_stream() {
@@ -172,6 +244,85 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
     state.counters["wrong"] = wrong_count;
     state.counters["ctas"] = ctas;
     state.counters["world"] = n;
+    if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
+    state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// A coll/ case on the real World (see the file comment).
+void bench_collective_real(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int ctas) {
+  try {
+    const std::size_t es = 2;
+    const std::size_t elems = bytes / es;
+    RealWorld& w = real_world_slot(0, 0);
+    const int n = int(w.worlds.size());
+    const std::size_t chunk = elems / n;
+    const std::size_t send_bytes = op == CollectiveOp::kAllGather ? chunk * es : bytes;
+    const std::size_t recv_bytes = op == CollectiveOp::kReduceScatter ? chunk * es : bytes;
+    real_world_slot(send_bytes, recv_bytes);
+    const std::size_t in_elems = send_bytes / es, out_elems = recv_bytes / es;
+    ovl::CollectiveOptions opt;
+    opt.num_ctas = std::max(ctas, 1);
+    opt.simt_threads = 512;
+    opt.pull_warps = pull_warps();
+    opt.nccl_cta_bound = impl == CollectiveImpl::kNccl ? ctas : 0;
+    auto call = [&](int r) {
+      ovl::Collectives& coll = *w.coll[r];
+      cudaStream_t stream = w.streams[r];
+      switch (op) {
+        case CollectiveOp::kAllReduce: coll.all_reduce(w.send[r], w.recv[r], elems, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kReduceScatter: coll.reduce_scatter(w.send[r], w.recv[r], chunk, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kAllGather: coll.all_gather(w.send[r], w.recv[r], chunk, ovl::DType::kBF16, impl, opt, stream); break;
+      }
+    };
+    // Each rank fills its own input, runs once into a poisoned output and checks its own output.
+    ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
+      const int r = world.rank();
+      cudaStream_t stream = w.streams[r];
+      fill_kernel<<<1024, 256, 0, stream>>>(w.send[r].peer<__nv_bfloat16>(r), in_elems, r);
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.recv[r].local_ptr(), 0xff, recv_bytes, stream));
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[r], 0, sizeof(unsigned long long), stream));
+      OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      world.barrier();  // every input is in place before any rank's collective reads it
+      call(r);
+      check_kernel<<<1024, 256, 0, stream>>>(w.recv[r].peer<const __nv_bfloat16>(r), out_elems, int(op), r, n, chunk,
+                                             w.wrong[r]);
+      w.coll[r]->check(stream);
+    });
+    double wrong_count = 0;
+    for (int r = 0; r < n; ++r) {
+      unsigned long long wr = 0;
+      OVL_CUDA_CHECK(cudaSetDevice(w.worlds[r].device()));
+      OVL_CUDA_CHECK(cudaMemcpy(&wr, w.wrong[r], sizeof(wr), cudaMemcpyDeviceToHost));
+      wrong_count += double(wr);
+    }
+    const int reps = bytes >= (std::size_t(256) << 20) ? 2 : bytes >= (std::size_t(16) << 20) ? 5 : 20;
+    for (auto _ : state) {
+      ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
+        const int r = world.rank();
+        cudaStream_t stream = w.streams[r];
+        world.barrier();
+        call(r);  // lines the ranks up: the timed calls start when every rank has finished this one
+        OVL_CUDA_CHECK(cudaEventRecord(w.start[r], stream));
+        for (int i = 0; i < reps; ++i) call(r);
+        OVL_CUDA_CHECK(cudaEventRecord(w.stop[r], stream));
+        if (impl != CollectiveImpl::kNccl) w.coll[r]->check(stream);
+        OVL_CUDA_CHECK(cudaEventSynchronize(w.stop[r]));
+        float ms = 0;
+        OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, w.start[r], w.stop[r]));
+        w.ms[r] = ms;
+      });
+      state.SetIterationTime(*std::max_element(w.ms.begin(), w.ms.end()) * 1e-3 / reps);
+    }
+    const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
+    state.counters["algbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["busbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9 * factor, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["wrong"] = wrong_count;
+    state.counters["ctas"] = ctas;
+    state.counters["world"] = n;
+    state.counters["reps"] = reps;
     if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
     state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   } catch (const std::exception& e) {
@@ -286,6 +437,22 @@ void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t by
 void register_all() {
   const CollectiveImpl impls[] = {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
   const CollectiveOp ops[] = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather};
+  if (real_world()) {
+    const int n = real_world_size();
+    for (CollectiveImpl impl : impls)
+      for (CollectiveOp op : ops)
+        for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4) {
+          std::vector<int> ctas_list{1, 2, 4, 8, 16, 32};
+          if (impl == CollectiveImpl::kNccl) ctas_list = nccl_bounds();
+          for (int ctas : ctas_list) {
+            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::kernels::to_string(op), bytes, n, ctas);
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, impl, op, bytes, ctas); })
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+        }
+    return;
+  }
   for (CollectiveImpl impl : impls)
     for (CollectiveOp op : ops)
       for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4)
@@ -330,6 +497,12 @@ int main(int argc, char** argv) {
   ::benchmark::Initialize(&argc, argv);
   if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ::ovl::bench::add_device_context();
+  try {
+    ::benchmark::AddCustomContext("world_backend", real_world() ? "threads" : "loopback");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_collectives: {}\n", e.what());
+    return 2;
+  }
   register_all();
   ::benchmark::RunSpecifiedBenchmarks();
   ::benchmark::Shutdown();

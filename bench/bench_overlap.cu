@@ -1,7 +1,8 @@
-// bench_overlap: every overlap mode against the sequential baseline, in loopback emulation of 8 ranks on one GPU.
+// bench_overlap: every overlap mode against the sequential baseline, in loopback emulation of 8 ranks on one GPU, or
+// (OVL_BENCH_WORLD=threads) on a real World of every visible GPU, one host thread per rank.
 //
 // Cases (filter with --benchmark_filter, e.g. 'overlap/tma/', '/reducescatter/', '/8192x8192x4096/', 'comm_sms:16'):
-//   overlap/<mode>/<op>/<M>x<N>x<K>/world:8/comm_sms:<c>
+//   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>[/groups:<g>]   (groups: a real world only, see below)
 //     mode decomposed, tile-signal, green-context, tma; c = 8, 16, 24, 32. The plan is exactly
 //     default_plan(mode, problem, hw, c), what `ovl validate` / `ovl calibrate` reconstruct from the name: tma is
 //     partitioned with default_plan's comm_algo (tma-push: the TMA push mover); the other modes use the SIMT
@@ -13,6 +14,17 @@
 //     the same with comm_algo a, i.e. the tma mode's TMA mover on S CTAs: the tma cases' baseline (like with
 //     like). Seven name parts: the model's bench-name parser skips it on purpose (its plan is not
 //     default_plan(sequential, ...), which has an NCCL algorithm).
+// A real world (OVL_BENCH_WORLD=threads, world:<W> = the GPU count, at most 8): every rank runs the same case at once
+// on its own inputs; NCCL moves the data in the NCCL modes, on a communicator bounded to the plan's comm_ctas = c
+// CTAs (counter nccl_ctas); the sequential baseline: cuBLAS on the whole device, then NCCL with its own CTA choice
+// (nccl_ctas 0). The tma mode moves data with the World's TMA push collective over peer-mapped buffers and writes C
+// into Context::symmetric_output, as an application that allocates C there would (no copy of the result; no /algo:
+// baseline: a real world's baseline is NCCL's). Times are the slowest rank's; a timed block of runs starts after a
+// host barrier and one more untimed run that lines the ranks up on the device.
+// A real world also runs tile-signal, green-context and tma with g = 2, 4, 8 tile groups (/groups:<g>:
+// BenchCase::plan, g groups of whole row bands, and a tile-signal GEMM on sm_count - c SMs), since default_plan's one
+// group per row band makes one NCCL call per band. The JSON context says world_backend = loopback or threads (and loopback_share
+// in loopback).
 // Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
 // OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
 // Counters (all measured in the same process, each part alone: 1 warm-up run, then the mean of kReps back-to-back
@@ -26,8 +38,9 @@
 //   efficiency    (t_gemm + t_comm - us) / min(t_gemm, t_comm): 1 = the shorter part fully hidden, 0 = no overlap
 //   gemm_slowdown the GEMM's span inside the overlapped run (measured timeline) / t_gemm
 //   sustain_ms    OVL_BENCH_SUSTAIN_MS of the run (0: burst timing), so a calibration can tell the two regimes apart
-//   wrong         elements of rank 0's result off the SIMT sequential result by more than 2% (+ 2% of the typical
-//                 size), checked once per case outside the timed loop
+//   wrong         elements off the sequential result (SIMT mover in loopback, NCCL in a real world) by more than 2%
+//                 (+ 2% of the typical size), over every rank the process drives (loopback: rank 0), checked once per
+//                 case outside the timed loop
 // Setup (inputs, peers, baselines) is made on first use per shape, so a filtered run pays only for its shapes.
 // The iteration time Google Benchmark reports is the same operator, timed with CUDA events (UseManualTime).
 
@@ -36,6 +49,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +57,7 @@
 
 #include "bench_util.hpp"
 #include "ovl/core/ovl.hpp"
+#include "ovl/model/bench_names.hpp"
 
 namespace {
 
@@ -52,9 +67,21 @@ struct Shape {
   int64_t m, n, k;
 };
 
-constexpr int kWorld = 8;
+constexpr int kLoopbackWorld = 8;
 constexpr int kReps = 5;
 constexpr int kIterations = 5;
+
+bool real_world() { return bench::threads_world(); }
+
+// A real world's NCCL communicators: NCCL's own CTA choice (0; the sequential baseline's) and one bounded to each
+// comm_sms of the overlap cases, so a plan's comm_ctas = c runs NCCL on c CTAs (counter nccl_ctas).
+const std::vector<int>& nccl_bounds() {
+  static const std::vector<int> bounds{0, 8, 16, 24, 32};
+  return bounds;
+}
+
+// The ranks of the cases: kLoopbackWorld in loopback, else the visible GPUs (at most 8; 0 when none answers).
+int world_size() { return real_world() ? bench::visible_gpus(8) : kLoopbackWorld; }
 
 // OVL_BENCH_SHARE: "rank0" (default) or "whole-world".
 LoopbackShare bench_share() {
@@ -100,55 +127,99 @@ struct Buffer {
   ~Buffer() { cudaFree(ptr); }
 };
 
-cudaStream_t bench_stream() {
-  static cudaStream_t s = [] {
-    cudaStream_t st;
-    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    return st;
-  }();
-  return s;
-}
-
-Context& context() {
-  static std::unique_ptr<Context> ctx = [] {
-    ContextOptions o;
-    o.loopback_world = kWorld;
-    o.loopback_share = bench_share();
-    return std::make_unique<Context>(o);
-  }();
-  return *ctx;
-}
-
 struct Inputs {
   std::unique_ptr<Buffer> a, b, c, c_seq;
-  TensorRef ta, tb, tc, tc_seq;  // c_seq: rank 0's result of the SIMT baseline (the `wrong` reference)
+  TensorRef ta, tb, tc, tc_seq;  // c_seq: this rank's result of the sequential baseline (the `wrong` reference)
+  TensorRef tc_sym;              // a real world's tma cases: C = Context::symmetric_output (no copy into C)
   Problem problem;
-  std::map<CommAlgo, double> t_seq_us;  // the baseline per mover (its plan's comm_algo), measured on first use
 };
 
-void run(Context& ctx, Op op, const Inputs& in, const TensorRef& c, const Plan& plan, cudaStream_t s) {
-  if (op == Op::kGemmAllReduce)
-    ctx.gemm_all_reduce(in.ta, in.tb, c, plan, s);
-  else
-    ctx.gemm_reduce_scatter(in.ta, in.tb, c, plan, s);
+// One rank the process drives: its World, Context, stream, events and inputs per shape. Loopback: one Rank that
+// plays all kLoopbackWorld ranks; threads: one Rank per visible GPU, each driven from its own host thread.
+struct Rank {
+  World world;
+  std::unique_ptr<Context> ctx;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double block_us = 0;  // this rank's last timed block, per run
+  unsigned long long wrong = 0;
+  std::map<std::string, std::unique_ptr<Inputs>> inputs;
+};
+struct Ranks {
+  std::vector<World> worlds;
+  std::vector<Rank> ranks;
+  std::map<std::string, std::map<CommAlgo, double>> t_seq_us;  // the baseline per shape and mover (slowest rank)
+};
+
+Ranks& ranks() {
+  static Ranks& rs = *[] {  // never freed: contexts outlive main's benchmarks, as before
+    auto* r = new Ranks();
+    if (real_world()) {
+      std::vector<int> devices(static_cast<size_t>(world_size()));
+      for (size_t i = 0; i < devices.size(); ++i) devices[i] = int(i);
+      WorldOptions options;
+      options.nccl_cta_bounds = nccl_bounds();
+      r->worlds = World::threads(devices, options);
+    } else {
+      r->worlds.push_back(World::loopback(kLoopbackWorld, 0));
+    }
+    r->ranks.resize(r->worlds.size());
+    run_per_rank(r->worlds, [&](World& w) {
+      Rank& rank = r->ranks[size_t(w.rank())];
+      rank.world = w;
+      ContextOptions o;
+      o.world = w;
+      o.loopback_share = bench_share();
+      rank.ctx = std::make_unique<Context>(o);
+      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&rank.stream, cudaStreamNonBlocking));
+      OVL_CUDA_CHECK(cudaEventCreate(&rank.start));
+      OVL_CUDA_CHECK(cudaEventCreate(&rank.stop));
+    });
+    return r;
+  }();
+  return rs;
 }
 
-// Device time in microseconds of `reps` back-to-back runs of fn, per run.
-template <typename Fn>
-double block_us(Fn fn, int reps) {
-  cudaStream_t s = bench_stream();
-  cudaEvent_t e0, e1;
-  OVL_CUDA_CHECK(cudaEventCreate(&e0));
-  OVL_CUDA_CHECK(cudaEventCreate(&e1));
-  OVL_CUDA_CHECK(cudaEventRecord(e0, s));
-  for (int i = 0; i < reps; ++i) fn();
-  OVL_CUDA_CHECK(cudaEventRecord(e1, s));
-  context().synchronize(s);
-  float ms = 0;
-  OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return double(ms) * 1e3 / reps;
+// Runs fn on every rank at once, each on its own host thread with its device current (loopback: once, inline).
+void for_ranks(const std::function<void(Rank&)>& fn) {
+  Ranks& rs = ranks();
+  run_per_rank(rs.worlds, [&](World& w) { fn(rs.ranks[size_t(w.rank())]); });
+}
+
+// The slowest rank's value of `field`.
+double slowest(double Rank::*field) {
+  double t = 0;
+  for (const Rank& r : ranks().ranks) t = std::max(t, r.*field);
+  return t;
+}
+
+void run(Rank& r, Op op, const Inputs& in, const TensorRef& c, const Plan& plan) {
+  if (op == Op::kGemmAllReduce)
+    r.ctx->gemm_all_reduce(in.ta, in.tb, c, plan, r.stream);
+  else
+    r.ctx->gemm_reduce_scatter(in.ta, in.tb, c, plan, r.stream);
+}
+
+// Device time in microseconds per run of `reps` back-to-back runs of fn, after `pre` untimed runs on the stream
+// right before them; the slowest rank's. A real world first meets at a host barrier and runs fn once more, which
+// lines the ranks up on the device (the timed runs start when every rank has finished it).
+using RankFn = std::function<void(Rank&)>;
+double block_us(const RankFn& fn, int reps, int pre = 0) {
+  for_ranks([&](Rank& r) {
+    if (real_world()) {
+      r.world.barrier();
+      fn(r);
+    }
+    for (int i = 0; i < pre; ++i) fn(r);
+    OVL_CUDA_CHECK(cudaEventRecord(r.start, r.stream));
+    for (int i = 0; i < reps; ++i) fn(r);
+    OVL_CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
+    r.ctx->synchronize(r.stream);
+    float ms = 0;
+    OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
+    r.block_us = double(ms) * 1e3 / reps;
+  });
+  return slowest(&Rank::block_us);
 }
 
 // OVL_BENCH_SUSTAIN_MS, read once (0: the default burst timing).
@@ -160,118 +231,167 @@ int sustain_ms() {
 // Mean time in microseconds of fn (see the file comment). Default: one warm-up run, then kReps timed runs right behind
 // it on the stream. OVL_BENCH_SUSTAIN_MS: one warm-up run and a sync (it may include first-use setup: plan state,
 // green contexts), one timed run that sizes the windows, warm-up runs for ~that much device time enqueued right
-// before the timed runs, which fill it too (at least kReps).
-template <typename Fn>
-double time_us(Fn fn) {
+// before the timed runs, which fill it too (at least kReps). Every rank runs the same number of times (the count
+// comes from the slowest rank), so the collectives inside stay matched.
+double time_us(const RankFn& fn) {
   const int sustain_ms = ::sustain_ms();
-  fn();
-  if (sustain_ms == 0) return block_us(fn, kReps);
-  context().synchronize(bench_stream());
+  if (sustain_ms == 0) return block_us(fn, kReps, 1);
+  for_ranks([&](Rank& r) {
+    fn(r);
+    r.ctx->synchronize(r.stream);
+  });
   const double once = block_us(fn, 1);
   const int runs = std::clamp(int(sustain_ms * 1e3 / std::max(once, 1.0)), 0, 10000);
-  for (int i = 0; i < runs; ++i) fn();  // no sync: the timed runs follow on the stream
-  return block_us(fn, std::max(kReps, runs));
+  return block_us(fn, std::max(kReps, runs), runs);
 }
 
 // The sequential baseline with the mover of `algo`: cuBLAS on the whole device, then the collective on every SM.
-// With an NCCL algorithm this is exactly default_plan(sequential, p, hw, sm_count) (SIMT mover in loopback).
+// With an NCCL algorithm this is exactly default_plan(sequential, p, hw, sm_count) (loopback: the SIMT mover; a
+// real world: NCCL).
 Plan sequential_plan(const Problem& p, const Context& ctx, CommAlgo algo) {
   Plan plan = default_plan(Mode::kSequential, p, ctx.hardware(), ctx.sm_count());
   plan.comm_algo = algo;
   return plan;
 }
 
-Inputs& inputs(Op op, const Shape& sh) {
-  static std::map<std::string, std::unique_ptr<Inputs>> cache;
-  const std::string key = fmt::format("{}/{}x{}x{}", to_string(op), sh.m, sh.n, sh.k);
-  auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
-  Context& ctx = context();
-  auto in = std::make_unique<Inputs>();
-  const int64_t c_rows = op == Op::kGemmReduceScatter ? sh.m / kWorld : sh.m;
-  in->a = std::make_unique<Buffer>(size_t(sh.m * sh.k * 2));
-  in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k * 2));
-  in->c = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-  in->c_seq = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-  fill_kernel<<<1024, 256, 0, bench_stream()>>>(static_cast<__nv_bfloat16*>(in->a->ptr), sh.m * sh.k, 1);
-  fill_kernel<<<1024, 256, 0, bench_stream()>>>(static_cast<__nv_bfloat16*>(in->b->ptr), sh.n * sh.k, 2);
-  OVL_CUDA_CHECK_LAST();
-  in->ta = TensorRef{in->a->ptr, sh.m, sh.k, DType::kBF16};
-  in->tb = TensorRef{in->b->ptr, sh.n, sh.k, DType::kBF16, BLayout::kNxK};
-  in->tc = TensorRef{in->c->ptr, c_rows, sh.n, DType::kBF16};
-  in->tc_seq = TensorRef{in->c_seq->ptr, c_rows, sh.n, DType::kBF16};
-  in->problem = ctx.problem_for(op, in->ta, in->tb, in->tc);
-  run(ctx, op, *in, in->tc_seq, sequential_plan(in->problem, ctx, CommAlgo::kNcclRing), bench_stream());
-  ctx.synchronize(bench_stream());
-  return *cache.emplace(key, std::move(in)).first->second;
+std::string shape_key(Op op, const Shape& sh) { return fmt::format("{}/{}x{}x{}", to_string(op), sh.m, sh.n, sh.k); }
+
+// Every rank's inputs for (op, shape), made on first use (a collective step: every rank makes its own at once).
+// Rank r's A and B come from seeds of its own, so the ranks' partial products differ.
+void ensure_inputs(Op op, const Shape& sh) {
+  const std::string key = shape_key(op, sh);
+  if (ranks().ranks[0].inputs.count(key) != 0) return;
+  const int w = world_size();
+  for_ranks([&](Rank& r) {
+    Context& ctx = *r.ctx;
+    auto in = std::make_unique<Inputs>();
+    const int64_t c_rows = op == Op::kGemmReduceScatter ? sh.m / w : sh.m;
+    const uint64_t seed = 1 + 1000 * uint64_t(r.world.rank());
+    in->a = std::make_unique<Buffer>(size_t(sh.m * sh.k * 2));
+    in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k * 2));
+    in->c = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
+    in->c_seq = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
+    fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->a->ptr), sh.m * sh.k, seed);
+    fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->b->ptr), sh.n * sh.k, seed + 1);
+    OVL_CUDA_CHECK_LAST();
+    in->ta = TensorRef{in->a->ptr, sh.m, sh.k, DType::kBF16};
+    in->tb = TensorRef{in->b->ptr, sh.n, sh.k, DType::kBF16, BLayout::kNxK};
+    in->tc = TensorRef{in->c->ptr, c_rows, sh.n, DType::kBF16};
+    in->tc_seq = TensorRef{in->c_seq->ptr, c_rows, sh.n, DType::kBF16};
+    in->problem = ctx.problem_for(op, in->ta, in->tb, in->tc);
+    run(r, op, *in, in->tc_seq, sequential_plan(in->problem, ctx, CommAlgo::kNcclRing));
+    ctx.synchronize(r.stream);
+    r.inputs.emplace(key, std::move(in));
+  });
 }
 
-double baseline_us(Inputs& in, Op op, CommAlgo algo) {
-  auto it = in.t_seq_us.find(algo);
-  if (it != in.t_seq_us.end()) return it->second;
-  Context& ctx = context();
-  const Plan plan = sequential_plan(in.problem, ctx, algo);
-  const double t = time_us([&] { run(ctx, op, in, in.tc, plan, bench_stream()); });
-  return in.t_seq_us.emplace(algo, t).first->second;
+double baseline_us(Op op, const Shape& sh, CommAlgo algo) {
+  auto& per_algo = ranks().t_seq_us[shape_key(op, sh)];
+  auto it = per_algo.find(algo);
+  if (it != per_algo.end()) return it->second;
+  const std::string key = shape_key(op, sh);
+  const double t = time_us([&](Rank& r) {
+    const Inputs& in = *r.inputs.at(key);
+    run(r, op, in, in.tc, sequential_plan(in.problem, *r.ctx, algo));
+  });
+  return per_algo.emplace(algo, t).first->second;
 }
 
-// mode "sequential": sequential_plan(seq_algo); otherwise exactly default_plan(mode, p, hw, c).
-void bench_case(benchmark::State& state, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo) {
+// mode "sequential": sequential_plan(seq_algo); otherwise exactly the plan `ovl validate` reconstructs from the name,
+// BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row bands).
+void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, CommAlgo seq_algo) {
+  const Mode mode = bc.mode;
   try {
-    Context& ctx = context();
-    Inputs& in = inputs(op, sh);
-    const Problem& p = in.problem;
-    const Plan plan =
-        mode == Mode::kSequential ? sequential_plan(p, ctx, seq_algo) : default_plan(mode, p, ctx.hardware(), c);
-    if (const std::string why = ctx.can_run(p, plan); !why.empty()) {
+    ensure_inputs(op, sh);
+    const std::string key = shape_key(op, sh);
+    Rank& r0 = ranks().ranks[0];
+    const Problem& p = r0.inputs.at(key)->problem;
+    // Every rank's plan is the same: its problem and hardware profile are.
+    const Plan plan = mode == Mode::kSequential ? sequential_plan(p, *r0.ctx, seq_algo) : bc.plan(r0.ctx->hardware());
+    if (const std::string why = r0.ctx->can_run(p, plan); !why.empty()) {
       state.SkipWithError(why.c_str());
       return;
     }
-    // Like with like: the baseline moves data with this plan's mover (TMA algorithms: the TMA mover; else SIMT).
+    // Like with like in loopback: the baseline moves data with this plan's mover (TMA algorithms: the TMA mover;
+    // else SIMT). A real world's baseline is always cuBLAS + NCCL.
     const bool tma_mover = plan.comm_algo == CommAlgo::kTmaPull || plan.comm_algo == CommAlgo::kTmaPush;
-    const CommAlgo base_algo = tma_mover ? plan.comm_algo : CommAlgo::kNcclRing;
-    const double t_seq = baseline_us(in, op, base_algo);
-    cudaStream_t s = bench_stream();
-    auto whole = [&] { run(ctx, op, in, in.tc, plan, s); };
-    auto part = [&](Context::Part pt) { ctx.run_part(pt, op, in.ta, in.tb, in.tc, plan, s); };
-    const double t_gemm = time_us([&] { part(Context::Part::kGemm); });
-    const double t_comm = time_us([&] { part(Context::Part::kComm); });
+    const CommAlgo base_algo = tma_mover && !real_world() ? plan.comm_algo : CommAlgo::kNcclRing;
+    const double t_seq = baseline_us(op, sh, base_algo);
+    // A real world's tma mode writes C into the context's symmetric output, as an application that allocates C
+    // there would (made once per shape, collectively); every other case into its own C.
+    const bool sym_out = mode == Mode::kTma && real_world() && world_size() > 1;
+    if (sym_out && r0.inputs.at(key)->tc_sym.ptr == nullptr) {
+      for_ranks([&](Rank& r) {
+        Inputs& in = *r.inputs.at(key);
+        in.tc_sym = in.tc;
+        in.tc_sym.ptr = r.ctx->symmetric_output(in.problem);
+      });
+    }
+    auto out = [&](const Inputs& in) -> const TensorRef& { return sym_out ? in.tc_sym : in.tc; };
+    auto whole = [&](Rank& r) {
+      const Inputs& in = *r.inputs.at(key);
+      run(r, op, in, out(in), plan);
+    };
+    auto part = [&](Context::Part pt) {
+      return [&, pt](Rank& r) {
+        const Inputs& in = *r.inputs.at(key);
+        r.ctx->run_part(pt, op, in.ta, in.tb, out(in), plan, r.stream);
+      };
+    };
+    const double t_gemm = time_us(part(Context::Part::kGemm));
+    const double t_comm = time_us(part(Context::Part::kComm));
     const double t_all = time_us(whole);
 
-    // Correctness, once: rank 0's result against the SIMT sequential result.
-    OVL_CUDA_CHECK(cudaMemsetAsync(in.c->ptr, 0xFF, size_t(in.tc.rows * in.tc.cols * 2), s));
-    whole();
-    unsigned long long* wrong_d = nullptr;
-    OVL_CUDA_CHECK(cudaMallocAsync(&wrong_d, sizeof(unsigned long long), s));
-    OVL_CUDA_CHECK(cudaMemsetAsync(wrong_d, 0, sizeof(unsigned long long), s));
-    const float atol = 0.02f * std::sqrt(float(kWorld) * float(sh.k) / 9.f);
-    count_wrong_kernel<<<1024, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(in.c->ptr),
-                                            static_cast<const __nv_bfloat16*>(in.c_seq->ptr), in.tc.rows * in.tc.cols,
-                                            atol, wrong_d);
-    OVL_CUDA_CHECK_LAST();
-    unsigned long long wrong = 0;
-    OVL_CUDA_CHECK(cudaMemcpyAsync(&wrong, wrong_d, sizeof(wrong), cudaMemcpyDeviceToHost, s));
-    OVL_CUDA_CHECK(cudaFreeAsync(wrong_d, s));
-    ctx.synchronize(s);
+    // Correctness, once: every rank's result against its sequential result.
+    const float atol = 0.02f * std::sqrt(float(world_size()) * float(sh.k) / 9.f);
+    for_ranks([&](Rank& r) {
+      const Inputs& in = *r.inputs.at(key);
+      cudaStream_t s = r.stream;
+      OVL_CUDA_CHECK(cudaMemsetAsync(out(in).ptr, 0xFF, size_t(in.tc.rows * in.tc.cols * 2), s));
+      whole(r);
+      unsigned long long* wrong_d = nullptr;
+      OVL_CUDA_CHECK(cudaMallocAsync(&wrong_d, sizeof(unsigned long long), s));
+      OVL_CUDA_CHECK(cudaMemsetAsync(wrong_d, 0, sizeof(unsigned long long), s));
+      count_wrong_kernel<<<1024, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(out(in).ptr),
+                                              static_cast<const __nv_bfloat16*>(in.c_seq->ptr),
+                                              in.tc.rows * in.tc.cols, atol, wrong_d);
+      OVL_CUDA_CHECK_LAST();
+      OVL_CUDA_CHECK(cudaMemcpyAsync(&r.wrong, wrong_d, sizeof(r.wrong), cudaMemcpyDeviceToHost, s));
+      OVL_CUDA_CHECK(cudaFreeAsync(wrong_d, s));
+      r.ctx->synchronize(s);
+    });
+    double wrong = 0;
+    for (const Rank& r : ranks().ranks) wrong += double(r.wrong);
 
-    // The GEMM's span inside the overlapped run, from the measured timeline.
-    ctx.set_tracing(true);
-    whole();
-    ctx.synchronize(s);
-    const Timeline t = ctx.last_timeline();
-    ctx.set_tracing(false);
+    // The GEMM's span inside the overlapped run, from rank 0's measured timeline.
     int64_t g0 = INT64_MAX, g1 = 0;
-    for (const Interval& i : t.intervals) {
-      if (i.lane != "gemm") continue;
-      g0 = std::min(g0, i.start_ns);
-      g1 = std::max(g1, i.end_ns);
-    }
+    for_ranks([&](Rank& r) {
+      r.ctx->set_tracing(true);
+      whole(r);
+      r.ctx->synchronize(r.stream);
+      const Timeline t = r.ctx->last_timeline();
+      r.ctx->set_tracing(false);
+      if (r.world.rank() != 0) return;
+      for (const Interval& i : t.intervals) {
+        if (i.lane != "gemm") continue;
+        g0 = std::min(g0, i.start_ns);
+        g1 = std::max(g1, i.end_ns);
+      }
+    });
 
-    for (auto _ : state) {
-      bench::CudaEventTimer timer(state, s);
-      whole();
+    for (auto _ : state) {  // one run per iteration, the slowest rank's time (after a host barrier)
+      for_ranks([&](Rank& r) {
+        r.world.barrier();
+        OVL_CUDA_CHECK(cudaEventRecord(r.start, r.stream));
+        whole(r);
+        OVL_CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
+        r.ctx->synchronize(r.stream);
+        float ms = 0;
+        OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
+        r.block_us = double(ms) * 1e3;
+      });
+      state.SetIterationTime(slowest(&Rank::block_us) * 1e-6);
     }
-    ctx.synchronize(s);
     state.counters["us"] = t_all;
     state.counters["t_seq_us"] = t_seq;
     state.counters["t_gemm_us"] = t_gemm;
@@ -280,9 +400,13 @@ void bench_case(benchmark::State& state, Mode mode, Op op, Shape sh, int c, Comm
     state.counters["speedup"] = t_seq / t_all;
     state.counters["efficiency"] = (t_gemm + t_comm - t_all) / std::min(t_gemm, t_comm);
     state.counters["gemm_slowdown"] = g1 > g0 ? double(g1 - g0) * 1e-3 / t_gemm : 0.0;
-    state.counters["wrong"] = double(wrong);
-    state.SetLabel(fmt::format("{} share={} baseline_algo={}", plan.summary(), to_string(ctx.loopback_share()),
-                               to_string(base_algo)));
+    state.counters["wrong"] = wrong;
+    if (real_world() && plan.comm_algo == CommAlgo::kNcclRing) {  // the CTA bound of the NCCL calls' communicator
+      const auto& b = nccl_bounds();
+      state.counters["nccl_ctas"] = std::find(b.begin(), b.end(), plan.comm_ctas) != b.end() ? plan.comm_ctas : 0;
+    }
+    state.SetLabel(fmt::format("{} share={} baseline_algo={}", plan.summary(),
+                               real_world() ? "real" : to_string(r0.ctx->loopback_share()), to_string(base_algo)));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -296,26 +420,47 @@ void register_cases() {
                                      {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};
   auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo) {
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_case(st, mode, op, sh, c, seq_algo); })
+    // The case as `ovl validate` reads it back (the sequential /algo: cases are not names it knows: only the mode).
+    BenchCase bc;
+    if (auto parsed = parse_bench_name(name)) bc = *parsed;
+    bc.mode = mode;
+    bc.comm_sms = c;
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo); })
         ->UseManualTime()
         ->Iterations(kIterations)
         ->Unit(benchmark::kMicrosecond);
   };
   Hardware hw = builtin_hardware("h200");  // only for the tma mode's default comm_algo (independent of the GPU)
   hw.sm_count = sms;
+  const int w = world_size();
+  if (w < 1) return;
+  // The /algo: baseline (the tma mode's mover on every SM) only in loopback: a real world's baseline is NCCL's.
+  const bool tma_baseline = !real_world();
+  const std::vector<Mode> modes{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
-      const Problem p = make_problem(op, sh.m, sh.n, sh.k, kWorld);
+      const Problem p = make_problem(op, sh.m, sh.n, sh.k, w);
       const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
-      const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, kWorld);
+      const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
       add(fmt::format("overlap/sequential/{}/comm_sms:{}", tail, sms), Mode::kSequential, op, sh, sms,
           CommAlgo::kNcclRing);
-      add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)), Mode::kSequential,
-          op, sh, sms, tma_algo);
-      for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+      if (tma_baseline)
+        add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)),
+            Mode::kSequential, op, sh, sms, tma_algo);
+      for (Mode mode : modes) {
         for (int c : {8, 16, 24, 32}) {
           add(fmt::format("overlap/{}/{}/comm_sms:{}", to_string(mode), tail, c), mode, op, sh, c, CommAlgo::kNcclRing);
         }
+      }
+      // A real world: the signaling modes also with 2, 4 and 8 tile groups (default_plan's one group per row band
+      // costs one NCCL call per band).
+      if (!real_world()) continue;
+      for (Mode mode : modes) {
+        if (mode == Mode::kDecomposed) continue;
+        for (int c : {8, 16, 24, 32})
+          for (int g : {2, 4, 8})
+            add(fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g), mode, op, sh, c,
+                CommAlgo::kNcclRing);
       }
     }
   }
@@ -329,7 +474,8 @@ int main(int argc, char** argv) {
   if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ::ovl::bench::add_device_context();
   try {
-    ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
+    ::benchmark::AddCustomContext("world_backend", real_world() ? "threads" : "loopback");
+    if (!real_world()) ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_overlap: {}\n", e.what());
     return 2;

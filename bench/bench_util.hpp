@@ -33,6 +33,28 @@ inline int env_int(const char* name, int lo, int hi, int fallback) {
   return int(n);
 }
 
+// OVL_BENCH_WORLD: "loopback" (the default: virtual ranks on one GPU) or "threads" (a real World of every visible GPU,
+// one host thread per rank). Anything else throws ovl::Error naming the value.
+inline bool threads_world() {
+  static const bool threads = [] {
+    const char* text = std::getenv("OVL_BENCH_WORLD");
+    if (text == nullptr || *text == '\0' || std::string(text) == "loopback") return false;
+    OVL_CHECK(std::string(text) == "threads", "OVL_BENCH_WORLD = \"{}\" is not loopback or threads", text);
+    return true;
+  }();
+  return threads;
+}
+
+// The visible GPUs, at most `max`; 0 when none answers.
+inline int visible_gpus(int max) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count < max ? count : max;
+}
+
 // Records a start event on construction and a stop event on destruction, waits for the stop and reports the
 // elapsed device time as the iteration time (the benchmark must call UseManualTime()).
 class CudaEventTimer {

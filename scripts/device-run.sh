@@ -68,7 +68,12 @@ fi
 # Sections (their start times, for the clock summary) and the nvidia-smi sampler.
 sections=$(mktemp)
 smi=$(mktemp)
-section() { echo "$(date +%s.%N) $*" >>"$sections"; note "== $*"; }
+section() {  # one line per section (a multi-line --cmd is folded), so smi_sections.py can read it back
+  local label
+  label=$(echo "$*" | tr '\n' ' ' | tr -s ' ')
+  echo "$(date +%s.%N) $label" >>"$sections"
+  note "== $label"
+}
 smi_pid=""
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 >"$smi" 2>/dev/null &

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The multi-GPU runs on a machine of 2-8 GPUs (docs/results/multigpu-*), through scripts/device-run.sh: build, the
+# GPU tests that use every visible GPU (threads Worlds: collectives, overlap modes, the tma mode back to back), then
+# the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
+#
+#   scripts/device-multigpu.sh [collectives] [overlap] [overlap-nccl]
+#
+#   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) versus tma-push, tma-pull and simt on
+#                 1-32 CTAs, AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
+#   overlap       bench_overlap: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups -> bench_overlap.json;
+#                 when the real-world tma tests did not pass, the tma cases are left out (a broken tma path would
+#                 spend each case's collective timeouts) and the log says so
+#   overlap-nccl  bench_overlap without the tma mode
+# NVLink multicast stays off (device-run.sh exports NCCL_NVLS_ENABLE=0 and the others). JSON and logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OVL_BENCH_WORLD=threads
+benches=()
+cmds=()
+for what in "$@"; do
+  case "$what" in
+    collectives) benches+=("bench_collectives") ;;
+    overlap | overlap-nccl)
+      cmds+=(--cmd "f='overlap/'; [[ $what == overlap-nccl ]] && f='overlap/(sequential|decomposed|tile-signal|green-context)/';
+        if [[ $what == overlap ]] && ! grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\"; then
+          echo 'the real-world tma test did not pass: tma cases left out'; f='overlap/(sequential|decomposed|tile-signal|green-context)/'; fi;
+        timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
+          --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
+        python3 scripts/overlap_table.py \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl)" >&2; exit 2 ;;
+  esac
+done
+export OUT=${OUT:-out}
+exec scripts/device-run.sh --targets 'ovl bench_collectives bench_overlap test_collectives test_world test_overlap' \
+  --tests 'ThreadsWorld|RealWorld' --bench-args '--benchmark_min_time=0.02s' \
+  --cmd 'nvidia-smi topo -m; nvidia-smi -L' "${cmds[@]}" "${benches[@]}"
