@@ -23,8 +23,8 @@
 // host barrier and one more untimed run that lines the ranks up on the device.
 // A real world also runs tile-signal, green-context and tma with g = 2, 4, 8 tile groups (/groups:<g>:
 // BenchCase::plan, g groups of whole row bands, and a tile-signal GEMM on sm_count - c SMs), since default_plan's one
-// group per row band makes one NCCL call per band. The JSON context says world_backend = loopback or threads (and loopback_share
-// in loopback).
+// group per row band makes one NCCL call per band. The JSON context says world_backend = loopback or threads (and
+// loopback_share in loopback).
 // Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
 // OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
 // Counters (all measured in the same process, each part alone: 1 warm-up run, then the mean of kReps back-to-back

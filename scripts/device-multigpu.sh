@@ -21,9 +21,10 @@ for what in "$@"; do
   case "$what" in
     collectives) benches+=("bench_collectives") ;;
     overlap | overlap-nccl)
-      cmds+=(--cmd "f='overlap/'; [[ $what == overlap-nccl ]] && f='overlap/(sequential|decomposed|tile-signal|green-context)/';
+      nccl_modes='overlap/(sequential|decomposed|tile-signal|green-context)/'
+      cmds+=(--cmd "f='overlap/'; [[ $what == overlap-nccl ]] && f='$nccl_modes';
         if [[ $what == overlap ]] && ! grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\"; then
-          echo 'the real-world tma test did not pass: tma cases left out'; f='overlap/(sequential|decomposed|tile-signal|green-context)/'; fi;
+          echo 'the real-world tma test did not pass: tma cases left out'; f='$nccl_modes'; fi;
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/overlap_table.py \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Held-out validation of the model and the simulator on the 2-GPU measurements (issue 9).
+#
+#   scripts/validate-multigpu.sh [BUILD_DIR]   (default build; needs the `ovl` CLI: cmake --build BUILD --target ovl)
+#
+# Inputs: docs/results/gemm-h200-staged/bench_gemm.json (the single-GPU GEMM sweep on partitions 32-132 SMs),
+# docs/results/multigpu-h200x2/call1/bench_collectives.json and call3/bench_overlap.json (2 H200s, a thread per GPU).
+# 1. splits the 2-GPU runs: held out are the overlap shapes 8192x8192x2048, 8192x8192x8192, 4096x8192x4096 and
+#    8192x4096x8192 (every mode, comm_sms, groups; both ops) and the collective sizes 4 MiB, 64 MiB and 1 GiB;
+# 2. calibrates a profile (base: the built-in H200) on the GEMM sweep plus the fit side;
+# 3. validates it on the held-out side; per mode errors and the ranking go to headline.md.
+# Everything goes to docs/results/multigpu-h200x2/validation/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+OVL=$BUILD/apps/ovl
+R=docs/results/multigpu-h200x2
+OUT=$R/validation
+[[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
+mkdir -p "$OUT"
+HELD_OV='overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192|4096x8192x4096|8192x4096x8192)/'
+HELD_CO='coll/[^/]+/[^/]+/(4194304|67108864|1073741824)/'
+python3 scripts/split_bench.py $R/call3/bench_overlap.json --held-out "$HELD_OV" --fit "$OUT/overlap-fit.json" \
+  --test "$OUT/overlap-heldout.json"
+python3 scripts/split_bench.py $R/call1/bench_collectives.json --held-out "$HELD_CO" --fit "$OUT/coll-fit.json" \
+  --test "$OUT/coll-heldout.json"
+"$OVL" calibrate docs/results/gemm-h200-staged/bench_gemm.json "$OUT/coll-fit.json" "$OUT/overlap-fit.json" \
+  --gpu h200 -o "$OUT/profile.json" | grep -v '^note:' | tee "$OUT/calibrate.txt"
+"$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" --profile "$OUT/profile.json" \
+  > "$OUT/validate.txt"
+"$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" --profile "$OUT/profile.json" \
+  --json > "$OUT/validate.json"
+# The built-in profile on every 2-GPU case, for reference (nothing fitted).
+"$OVL" validate --measured $R/call3/bench_overlap.json $R/call1/bench_collectives.json --json > "$OUT/builtin.json"
+
+python3 - "$OUT" <<'PY'
+import collections, json, math, sys
+out = sys.argv[1]
+def ape(r, key):
+    return abs(r[key] - r["measured_us"]) / r["measured_us"] * 100
+def stats(e):
+    e = sorted(e)
+    if not e: return (0, 0.0, 0.0, 0.0)
+    return (len(e), sum(e) / len(e), e[max(1, math.ceil(0.9 * len(e))) - 1], e[-1])
+lines = ["| profile | set | cases | model MAPE % | simulator MAPE % | simulator P90 % |",
+         "|---|---|---:|---:|---:|---:|"]
+for label, path in (("calibrated, held-out", "validate.json"), ("built-in, all", "builtin.json")):
+    v = json.load(open(f"{out}/{path}"))
+    sets = collections.OrderedDict()
+    sets["collectives"] = [r for r in v["rows"] if r["kind"] == "coll"]
+    ov = [r for r in v["rows"] if r["kind"] == "overlap"]
+    sets["overlap, all"] = ov
+    for mode in ("sequential", "decomposed", "tile-signal", "green-context", "tma"):
+        for grouped in (False, True):
+            rows = [r for r in ov
+                    if r["name"].split("/")[1] == mode and ("/groups:" in r["name"]) == grouped]
+            if rows: sets[f"overlap {mode}{' groups:g' if grouped else ''}"] = rows
+    for k, rows in sets.items():
+        n, m, _, _ = stats([ape(r, "model_us") for r in rows if r.get("model_us")])
+        ns, ms, ps, _ = stats([ape(r, "sim_us") for r in rows if r.get("sim_us")])
+        sim = f"{ms:.1f} | {ps:.1f}" if ns else "- | -"
+        lines.append(f"| {label} | {k} | {n} | {m:.1f} | {sim} |")
+    rs = v["ranking_simulator"]
+    lines.append(f"| {label} | ranking by simulator: {rs['problems']} problems | | top-1 {rs['top1'] * 100:.0f}% | "
+                 f"regret mean {rs['regret_mean'] * 100:.1f}% | max {rs['regret_max'] * 100:.1f}% |")
+open(f"{out}/headline.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
