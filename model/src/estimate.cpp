@@ -352,8 +352,9 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {
-    // One NCCL call per group (a wait kernel on the counter, then the collective): launch + latencies each time.
-    gc.fixed_us = busy.launch_us + busy.latency_us;
+    // One NCCL call per group (a wait kernel on the counter, then the collective): launch + latencies each time,
+    // plus the per-group gap (nccl_group_us).
+    gc.fixed_us = busy.launch_us + busy.latency_us + hw.nccl_group_us;
     gc.per_byte_busy = busy.us_per_byte;
     gc.per_byte_idle = idle.us_per_byte;
     if (plan.output == OutputLayout::kTileMajor && problem.op != Op::kAllGatherGemm) {

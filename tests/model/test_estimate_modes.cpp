@@ -215,6 +215,26 @@ TEST(EstimateModes, TheMoversPerGroupWorkAddsAtMostOncePerGroup) {
   EXPECT_LE(more - base, groups * 5 + 1e-6);
 }
 
+TEST(EstimateModes, TheNcclGroupGapAddsPerGroupToTheSignalingModesOnly) {
+  // green-context, GEMM+AR 8192x8192x1024 on 8 GPUs, 16 SMs, a group per row band: the NCCL calls (~2x the GEMM) are
+  // the critical path, so nccl_group_us is paid by every group in turn: raising it by d adds more than half of
+  // groups x d and at most groups x d. Decomposed and tma do not pay it.
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
+  Hardware hw = no_contention();
+  const Plan gc = default_plan(Mode::kGreenContext, p, hw, 16);
+  const Plan dec = default_plan(Mode::kDecomposed, p, hw, 16);
+  const Plan tma = default_plan(Mode::kTma, p, hw, 16);
+  const double groups = double(gc.tile_groups.size());
+  const double base = estimate(p, gc, hw).total_us, base_dec = estimate(p, dec, hw).total_us;
+  const double base_tma = estimate(p, tma, hw).total_us;
+  hw.nccl_group_us = 5;
+  const double more = estimate(p, gc, hw).total_us;
+  EXPECT_GT(more - base, 0.5 * groups * 5);
+  EXPECT_LE(more - base, groups * 5 + 1e-6);
+  EXPECT_DOUBLE_EQ(estimate(p, dec, hw).total_us, base_dec);
+  EXPECT_DOUBLE_EQ(estimate(p, tma, hw).total_us, base_tma);
+}
+
 TEST(EstimateModes, ValidatesThePlan) {
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   Plan plan = default_plan(Mode::kTma, p, kH200, 16);

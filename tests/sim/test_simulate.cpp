@@ -64,6 +64,23 @@ TEST(SimulateVsModel, OneGroupTileSignalIsGemmThenCollective) {
   EXPECT_EQ(r.groups, 1);
 }
 
+TEST(SimulateVsModel, NcclGroupGapAddsPerGroupAsInTheModel) {
+  // green-context, a group per row band, GEMM+AR 8192x8192x1024 on 8 GPUs: the NCCL calls are the critical path, so
+  // nccl_group_us = 5 adds between half of and all of groups x 5 us, in the simulator as in the model; the tma mode
+  // does not pay it.
+  Hardware hw = builtin_hardware("h200");
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
+  const Plan gc = default_plan(Mode::kGreenContext, p, hw, 16);
+  const Plan tma = default_plan(Mode::kTma, p, hw, 16);
+  const double groups = double(gc.tile_groups.size());
+  const double base = simulate(p, gc, hw).total_us, base_tma = simulate(p, tma, hw).total_us;
+  hw.nccl_group_us = 5;
+  const double more = simulate(p, gc, hw).total_us;
+  EXPECT_GT(more - base, 0.5 * groups * 5);
+  EXPECT_LE(more - base, groups * 5 + 1.0);
+  EXPECT_DOUBLE_EQ(simulate(p, tma, hw).total_us, base_tma);
+}
+
 TEST(SimulateVsModel, OperatorGemmFactorScalesTheGemmAsInTheModel) {
   // Hardware::operator_gemm_factor 0.8: the simulator's GEMM compute (the SM pool's rate and the epilogues) takes
   // 0.8 of its time, as the model's does; the launch is not scaled. Sequential 8192^3 (compute-bound, so the HBM

@@ -59,6 +59,11 @@ struct Hardware {
   // Per tile group and CTA, the persistent TMA mover's own work besides moving bytes (acquiring the group's counter,
   // reading the group's pieces): it does not shrink as CTAs are added, so the rate per CTA falls with the CTA count.
   double tma_group_us = 0.0;
+  // Per tile group of tile-signal / green-context with an NCCL algorithm, beyond the call's nccl_launch_us: the
+  // counter-wait kernel before each group's call and the gap between the calls on the communication stream.
+  // Measured on 2 H200s (docs/results/multigpu-h200x2/): a plan of one group per 128-row band (64 calls) lost
+  // about 15 us per group more than nccl_launch_us explains. 0 in the built-in profiles; `ovl calibrate` fits it.
+  double nccl_group_us = 0.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
   // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
