@@ -1,11 +1,13 @@
 // World backends and symmetric buffers: loopback sizes, threads with one device and with every visible GPU, MPI with
-// one rank (when built with MPI; works as a singleton or under mpirun -np 1).
+// one rank (when built with MPI; a singleton or mpirun -np 1) and with every rank of mpirun -np 2..8.
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "gpu_test.hpp"
 #include "ovl/core/collectives.hpp"
@@ -179,6 +181,109 @@ TEST_F(GpuTest, MpiWorldOfOneRank) {
     opt.num_ctas = 4;
     coll.all_reduce(a, b, 4097, DType::kBF16, CollectiveImpl::kTmaPull, opt, nullptr);
     coll.check(nullptr);
+  }
+}
+
+// Rank r's input element i for MpiWorldOfEveryRank: small integers, so every sum is exact in fp32.
+float mpi_input(std::size_t i, int r) { return float(int((i * 7 + std::size_t(r) * 3) % 17) - 8); }
+
+// An MPI World of every rank of mpirun -np 2..8 (a process per rank; ranks share GPUs when there are fewer GPUs than
+// ranks, and then no NCCL, which refuses two ranks on one GPU): the host collectives, each rank's kernel reading
+// every peer's copy of a symmetric buffer (cuMem handles exchanged as file descriptors), and the TMA and SIMT
+// collectives (NCCL too when every rank has its own GPU), each rank checking its own output exactly.
+TEST_F(GpuTest, MpiWorldOfEveryRank) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  }
+  int size = 0, gpus = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
+  OVL_CUDA_CHECK(cudaGetDeviceCount(&gpus));
+  WorldOptions options;
+  options.create_nccl = size <= gpus;
+  World w = World::mpi(MPI_COMM_WORLD, options);
+  const int me = w.rank(), n = w.size();
+  ASSERT_EQ(n, size);
+  EXPECT_EQ(w.backend(), World::Backend::kMpi);
+  EXPECT_EQ(w.num_local_ranks(), 1);
+  const auto all = w.all_gather(std::as_bytes(std::span<const int>(&me, 1)));
+  ASSERT_EQ(int(all.size()), n);
+  for (int r = 0; r < n; ++r) {
+    int v = -1;
+    std::memcpy(&v, all[std::size_t(r)].data(), sizeof(v));
+    EXPECT_EQ(v, r);
+  }
+  {
+    const std::size_t bytes = (std::size_t(1) << 20) + 48;
+    SymmetricBuffer buf(w, bytes), got(w, bytes);
+    OVL_CUDA_CHECK(cudaMemset(buf.local_ptr(), 0x10 + me, bytes));
+    OVL_CUDA_CHECK(cudaDeviceSynchronize());
+    w.barrier();
+    std::vector<unsigned char> host(bytes);
+    for (int r = 0; r < n; ++r) {
+      copy_words<<<64, 256>>>(static_cast<const uint4*>(buf.peer_ptr(r)), static_cast<uint4*>(got.local_ptr()),
+                              bytes / sizeof(uint4));
+      OVL_CUDA_CHECK(cudaGetLastError());
+      OVL_CUDA_CHECK(cudaMemcpy(host.data(), got.local_ptr(), bytes, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(host.front(), 0x10 + r) << "rank " << me << " reading rank " << r;
+      EXPECT_EQ(host[bytes - 1], 0x10 + r) << "rank " << me << " reading rank " << r;
+    }
+    w.barrier();
+  }
+  Collectives coll(w);
+  const std::size_t chunk = 16392, total = chunk * std::size_t(n);  // fp32: chunks of 16-byte multiples
+  SymmetricBuffer send(w, total * 4), recv(w, total * 4);
+  std::vector<float> mine(total), out(total);
+  for (std::size_t i = 0; i < total; ++i) mine[i] = mpi_input(i, me);
+  OVL_CUDA_CHECK(cudaMemcpy(send.local_ptr(), mine.data(), total * 4, cudaMemcpyHostToDevice));
+  std::vector<CollectiveImpl> impls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
+  if (options.create_nccl) impls.push_back(CollectiveImpl::kNccl);
+  struct Run {
+    CollectiveImpl impl;
+    CollectiveOp op;
+    bool zeroed;
+  };
+  std::vector<Run> runs;
+  for (CollectiveImpl impl : impls)
+    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
+      runs.push_back({impl, op, false});
+  runs.push_back({CollectiveImpl::kTmaPush, CollectiveOp::kAllReduce, true});
+  runs.push_back({CollectiveImpl::kTmaPush, CollectiveOp::kReduceScatter, true});
+  for (const Run& run : runs) {
+    SCOPED_TRACE(fmt::format("rank {} of {}: {} {}{}", me, n, to_string(run.impl), kernels::to_string(run.op),
+                             run.zeroed ? " dst-zeroed" : ""));
+    OVL_CUDA_CHECK(cudaMemset(recv.local_ptr(), run.zeroed ? 0 : 0xFF, total * 4));
+    OVL_CUDA_CHECK(cudaDeviceSynchronize());
+    w.barrier();
+    CollectiveOptions opt;
+    opt.num_ctas = 3;
+    opt.dst_zeroed = run.zeroed;
+    switch (run.op) {
+      case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, total, DType::kFP32, run.impl, opt, nullptr); break;
+      case CollectiveOp::kReduceScatter:
+        coll.reduce_scatter(send, recv, chunk, DType::kFP32, run.impl, opt, nullptr);
+        break;
+      case CollectiveOp::kAllGather: coll.all_gather(send, recv, chunk, DType::kFP32, run.impl, opt, nullptr); break;
+    }
+    coll.check(nullptr);
+    OVL_CUDA_CHECK(cudaMemcpy(out.data(), recv.local_ptr(), total * 4, cudaMemcpyDeviceToHost));
+    const std::size_t elems = run.op == CollectiveOp::kReduceScatter ? chunk : total;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < elems; ++i) {
+      float want = 0;
+      if (run.op == CollectiveOp::kAllGather) {
+        want = mpi_input(i % chunk, int(i / chunk));
+      } else {
+        const std::size_t j = run.op == CollectiveOp::kReduceScatter ? std::size_t(me) * chunk + i : i;
+        for (int p = 0; p < n; ++p) want += mpi_input(j, p);
+      }
+      if (out[i] != want && wrong++ < 3) ADD_FAILURE() << "element " << i << ": " << out[i] << ", want " << want;
+    }
+    EXPECT_EQ(wrong, 0u);
+    w.barrier();
   }
 }
 #endif
