@@ -15,11 +15,14 @@
 // Loopback worlds play every rank on one GPU: all ranks' traffic shares one HBM, so busbw there is a measure of the
 // kernel, not of NVLink. NCCL cases need a World of distinct GPUs and are skipped in loopback.
 // OVL_BENCH_WORLD=threads runs the coll/ cases on a real World instead: every visible GPU, one host thread per rank
-// (World::threads; world:<W> is the GPU count, only that size is registered). NCCL's ctas:<c> is its communicator
+// (World::threads; world:<W> is the GPU count, only that size is registered). OVL_BENCH_WORLD=mpi does the same with
+// a process per rank (World::mpi over MPI_COMM_WORLD, e.g. `mpirun -np 8 bench_collectives ...`; a build with MPI):
+// every process runs every case for a fixed 10 iterations, times and wrong counts are gathered over the ranks, and
+// rank 0 alone writes the console and the JSON. NCCL's ctas:<c> is its communicator
 // with minCTAs = maxCTAs = c, and ctas:0 NCCL's own choice. Each timed iteration is a block: all ranks meet at a host
 // barrier, run one untimed call (it lines the ranks up on the device), then `reps` calls between CUDA events on each
 // rank; the iteration's time is the slowest rank's block / reps. wrong sums every rank's own output check. The
-// JSON context says world_backend = loopback or threads.
+// JSON context says world_backend = loopback, threads or mpi.
 // bf16 throughout. Run a short subset with --benchmark_filter, e.g. 'coll/tma-push/allreduce/16777216/world:8/.*'.
 // OVL_BENCH_PULL_WARPS=<n> sets tma-pull's summing warps (CollectiveOptions::pull_warps, default 4) for sweeps; the
 // tma-pull cases report it as the counter pull_warps.
@@ -27,6 +30,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -103,8 +110,8 @@ WorldSlot& world_slot(int n, std::size_t send_bytes, std::size_t recv_bytes) {
   return s;
 }
 
-bool real_world() { return ovl::bench::threads_world(); }
-int real_world_size() { return ovl::bench::visible_gpus(ovl::kernels::kMaxRanks); }
+bool real_world() { return ovl::bench::real_world(); }
+bool mpi_world() { return ovl::bench::world_kind() == ovl::bench::WorldKind::kMpi; }
 
 // NCCL communicators per CTA bound (0: NCCL's own choice), the ctas:<c> of the nccl cases.
 const std::vector<int>& nccl_bounds() {
@@ -112,26 +119,78 @@ const std::vector<int>& nccl_bounds() {
   return bounds;
 }
 
-// The real World over every visible GPU: per rank its World, Collectives, stream, events and buffers (made once,
-// grown collectively, never freed, like the loopback slots).
+// Timed iterations of a case in an MPI world (fixed: Google Benchmark's own choice could differ between processes).
+constexpr int kMpiIterations = 10;
+
+#if defined(OVL_HAVE_MPI)
+// OVL_BENCH_WORLD=mpi: MPI is initialized first thing in main (so every rank registers the same cases).
+int mpi_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+int mpi_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+#endif
+
+// The ranks of the real world: every visible GPU (threads) or every process of mpirun (mpi).
+int real_world_size() {
+#if defined(OVL_HAVE_MPI)
+  if (mpi_world()) return mpi_size();
+#endif
+  return ovl::bench::visible_gpus(ovl::kernels::kMaxRanks);
+}
+
+// The ranks this process drives (threads: all of them, on their own host threads; mpi: its own): per local rank its
+// World, Collectives, stream, events and buffers (made once, grown collectively, never freed, like the loopback
+// slots). Vectors are indexed by the local rank, local(world).
 struct RealWorld {
   std::vector<ovl::World> worlds;
   std::vector<std::unique_ptr<ovl::Collectives>> coll;
   std::vector<ovl::SymmetricBuffer> send, recv;
   std::vector<cudaStream_t> streams;
   std::vector<cudaEvent_t> start, stop;
-  std::vector<double> ms;                    // each rank's last block
-  std::vector<unsigned long long*> wrong;  // each rank's count of wrong elements (device memory)
+  std::vector<double> ms;                  // each local rank's last block
+  std::vector<unsigned long long*> wrong;  // each local rank's count of wrong elements (device memory)
+  std::size_t local(const ovl::World& world) const { return std::size_t(&world - worlds.data()); }
+  int size() const { return worlds.front().size(); }
+  // The maximum (or sum) of `values` (one per local rank) over every rank of the world: an MPI all-gather, else the
+  // local ranks are all of them.
+  double across_ranks(const std::vector<double>& values, bool max) const {
+    std::vector<double> all = values;
+    if (worlds.front().backend() == ovl::World::Backend::kMpi) {
+      all.clear();
+      for (const auto& bytes : worlds.front().all_gather(std::as_bytes(std::span<const double>(values)))) {
+        double v = 0;
+        std::memcpy(&v, bytes.data(), sizeof(v));
+        all.push_back(v);
+      }
+    }
+    return max ? *std::max_element(all.begin(), all.end()) : std::accumulate(all.begin(), all.end(), 0.0);
+  }
 };
 RealWorld& real_world_slot(std::size_t send_bytes, std::size_t recv_bytes) {
   static RealWorld& w = *[] {
-    std::vector<int> devices(static_cast<std::size_t>(real_world_size()));
-    for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = int(i);
     ovl::WorldOptions options;
     options.nccl_cta_bounds = nccl_bounds();
     auto* rw = new RealWorld();
-    rw->worlds = ovl::World::threads(devices, options);
-    const std::size_t n = devices.size();
+#if defined(OVL_HAVE_MPI)
+    // NCCL refuses two ranks on one GPU: with more processes than GPUs (a test on one machine) no NCCL, and the nccl
+    // cases report that as their error.
+    if (mpi_world()) {
+      options.create_nccl = mpi_size() <= ovl::bench::visible_gpus(ovl::kernels::kMaxRanks);
+      rw->worlds.push_back(ovl::World::mpi(MPI_COMM_WORLD, options));
+    }
+#endif
+    if (rw->worlds.empty()) {
+      std::vector<int> devices(static_cast<std::size_t>(real_world_size()));
+      for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = int(i);
+      rw->worlds = ovl::World::threads(devices, options);
+    }
+    const std::size_t n = rw->worlds.size();
     rw->coll.resize(n);
     rw->send.resize(n);
     rw->recv.resize(n);
@@ -141,25 +200,25 @@ RealWorld& real_world_slot(std::size_t send_bytes, std::size_t recv_bytes) {
     rw->ms.resize(n);
     rw->wrong.resize(n);
     ovl::run_per_rank(rw->worlds, [&](ovl::World& world) {
-      const int r = world.rank();
-      rw->coll[r] = std::make_unique<ovl::Collectives>(world);
-      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&rw->streams[r], cudaStreamNonBlocking));
-      OVL_CUDA_CHECK(cudaEventCreate(&rw->start[r]));
-      OVL_CUDA_CHECK(cudaEventCreate(&rw->stop[r]));
-      OVL_CUDA_CHECK(cudaMalloc(&rw->wrong[r], sizeof(unsigned long long)));
+      const std::size_t i = rw->local(world);
+      rw->coll[i] = std::make_unique<ovl::Collectives>(world);
+      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&rw->streams[i], cudaStreamNonBlocking));
+      OVL_CUDA_CHECK(cudaEventCreate(&rw->start[i]));
+      OVL_CUDA_CHECK(cudaEventCreate(&rw->stop[i]));
+      OVL_CUDA_CHECK(cudaMalloc(&rw->wrong[i], sizeof(unsigned long long)));
     });
     return rw;
   }();
   if (w.send[0].bytes() < send_bytes || w.recv[0].bytes() < recv_bytes) {
     ovl::run_per_rank(w.worlds, [&](ovl::World& world) {  // collective: every rank grows the same buffers
-      const int r = world.rank();
-      if (w.send[r].bytes() < send_bytes) {
-        w.send[r] = ovl::SymmetricBuffer();
-        w.send[r] = ovl::SymmetricBuffer(world, send_bytes);
+      const std::size_t i = w.local(world);
+      if (w.send[i].bytes() < send_bytes) {
+        w.send[i] = ovl::SymmetricBuffer();
+        w.send[i] = ovl::SymmetricBuffer(world, send_bytes);
       }
-      if (w.recv[r].bytes() < recv_bytes) {
-        w.recv[r] = ovl::SymmetricBuffer();
-        w.recv[r] = ovl::SymmetricBuffer(world, recv_bytes);
+      if (w.recv[i].bytes() < recv_bytes) {
+        w.recv[i] = ovl::SymmetricBuffer();
+        w.recv[i] = ovl::SymmetricBuffer(world, recv_bytes);
       }
     });
   }
@@ -257,7 +316,7 @@ void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collect
     const std::size_t es = 2;
     const std::size_t elems = bytes / es;
     RealWorld& w = real_world_slot(0, 0);
-    const int n = int(w.worlds.size());
+    const int n = w.size();
     const std::size_t chunk = elems / n;
     const std::size_t send_bytes = op == CollectiveOp::kAllGather ? chunk * es : bytes;
     const std::size_t recv_bytes = op == CollectiveOp::kReduceScatter ? chunk * es : bytes;
@@ -268,53 +327,52 @@ void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collect
     opt.simt_threads = 512;
     opt.pull_warps = pull_warps();
     opt.nccl_cta_bound = impl == CollectiveImpl::kNccl ? ctas : 0;
-    auto call = [&](int r) {
-      ovl::Collectives& coll = *w.coll[r];
-      cudaStream_t stream = w.streams[r];
+    auto call = [&](std::size_t i) {
+      ovl::Collectives& coll = *w.coll[i];
+      cudaStream_t stream = w.streams[i];
       switch (op) {
-        case CollectiveOp::kAllReduce: coll.all_reduce(w.send[r], w.recv[r], elems, ovl::DType::kBF16, impl, opt, stream); break;
-        case CollectiveOp::kReduceScatter: coll.reduce_scatter(w.send[r], w.recv[r], chunk, ovl::DType::kBF16, impl, opt, stream); break;
-        case CollectiveOp::kAllGather: coll.all_gather(w.send[r], w.recv[r], chunk, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kAllReduce: coll.all_reduce(w.send[i], w.recv[i], elems, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kReduceScatter: coll.reduce_scatter(w.send[i], w.recv[i], chunk, ovl::DType::kBF16, impl, opt, stream); break;
+        case CollectiveOp::kAllGather: coll.all_gather(w.send[i], w.recv[i], chunk, ovl::DType::kBF16, impl, opt, stream); break;
       }
     };
     // Each rank fills its own input, runs once into a poisoned output and checks its own output.
+    std::vector<double> wrong(w.worlds.size(), 0.0);
     ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
       const int r = world.rank();
-      cudaStream_t stream = w.streams[r];
-      fill_kernel<<<1024, 256, 0, stream>>>(w.send[r].peer<__nv_bfloat16>(r), in_elems, r);
-      OVL_CUDA_CHECK(cudaMemsetAsync(w.recv[r].local_ptr(), 0xff, recv_bytes, stream));
-      OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[r], 0, sizeof(unsigned long long), stream));
+      const std::size_t i = w.local(world);
+      cudaStream_t stream = w.streams[i];
+      fill_kernel<<<1024, 256, 0, stream>>>(w.send[i].peer<__nv_bfloat16>(r), in_elems, r);
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.recv[i].local_ptr(), 0xff, recv_bytes, stream));
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[i], 0, sizeof(unsigned long long), stream));
       OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
       world.barrier();  // every input is in place before any rank's collective reads it
-      call(r);
-      check_kernel<<<1024, 256, 0, stream>>>(w.recv[r].peer<const __nv_bfloat16>(r), out_elems, int(op), r, n, chunk,
-                                             w.wrong[r]);
-      w.coll[r]->check(stream);
+      call(i);
+      check_kernel<<<1024, 256, 0, stream>>>(w.recv[i].peer<const __nv_bfloat16>(r), out_elems, int(op), r, n, chunk,
+                                             w.wrong[i]);
+      w.coll[i]->check(stream);
+      unsigned long long count = 0;
+      OVL_CUDA_CHECK(cudaMemcpy(&count, w.wrong[i], sizeof(count), cudaMemcpyDeviceToHost));
+      wrong[i] = double(count);
     });
-    double wrong_count = 0;
-    for (int r = 0; r < n; ++r) {
-      unsigned long long wr = 0;
-      OVL_CUDA_CHECK(cudaSetDevice(w.worlds[r].device()));
-      OVL_CUDA_CHECK(cudaMemcpy(&wr, w.wrong[r], sizeof(wr), cudaMemcpyDeviceToHost));
-      wrong_count += double(wr);
-    }
+    const double wrong_count = w.across_ranks(wrong, false);
     const int reps = bytes >= (std::size_t(256) << 20) ? 2 : bytes >= (std::size_t(16) << 20) ? 5 : 20;
     for (auto _ : state) {
       ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
-        const int r = world.rank();
-        cudaStream_t stream = w.streams[r];
+        const std::size_t i = w.local(world);
+        cudaStream_t stream = w.streams[i];
         world.barrier();
-        call(r);  // lines the ranks up: the timed calls start when every rank has finished this one
-        OVL_CUDA_CHECK(cudaEventRecord(w.start[r], stream));
-        for (int i = 0; i < reps; ++i) call(r);
-        OVL_CUDA_CHECK(cudaEventRecord(w.stop[r], stream));
-        if (impl != CollectiveImpl::kNccl) w.coll[r]->check(stream);
-        OVL_CUDA_CHECK(cudaEventSynchronize(w.stop[r]));
+        call(i);  // lines the ranks up: the timed calls start when every rank has finished this one
+        OVL_CUDA_CHECK(cudaEventRecord(w.start[i], stream));
+        for (int k = 0; k < reps; ++k) call(i);
+        OVL_CUDA_CHECK(cudaEventRecord(w.stop[i], stream));
+        if (impl != CollectiveImpl::kNccl) w.coll[i]->check(stream);
+        OVL_CUDA_CHECK(cudaEventSynchronize(w.stop[i]));
         float ms = 0;
-        OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, w.start[r], w.stop[r]));
-        w.ms[r] = ms;
+        OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, w.start[i], w.stop[i]));
+        w.ms[i] = ms;
       });
-      state.SetIterationTime(*std::max_element(w.ms.begin(), w.ms.end()) * 1e-3 / reps);
+      state.SetIterationTime(w.across_ranks(w.ms, true) * 1e-3 / reps);
     }
     const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
     state.counters["algbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -446,9 +504,10 @@ void register_all() {
           if (impl == CollectiveImpl::kNccl) ctas_list = nccl_bounds();
           for (int ctas : ctas_list) {
             const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::kernels::to_string(op), bytes, n, ctas);
-            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, impl, op, bytes, ctas); })
-                ->UseManualTime()
-                ->Unit(benchmark::kMicrosecond);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, impl, op, bytes, ctas); });
+            b->UseManualTime()->Unit(benchmark::kMicrosecond);
+            // A process per rank: every process must run the same number of iterations (each is collective).
+            if (mpi_world()) b->Iterations(kMpiIterations);
           }
         }
     return;
@@ -494,17 +553,38 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::benchmark::Initialize(&argc, argv);
-  if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ::ovl::bench::add_device_context();
+  std::vector<char*> args(argv, argv + argc);
+  std::string quiet_out = "--benchmark_out=/dev/null";
   try {
-    ::benchmark::AddCustomContext("world_backend", real_world() ? "threads" : "loopback");
+    if (mpi_world()) {
+#if defined(OVL_HAVE_MPI)
+      int provided = 0;
+      MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+      args.assign(argv, argv + argc);
+      // Every rank runs every case (each is collective); rank 0 alone reports: the others' console and JSON go to
+      // /dev/null (the last --benchmark_out wins).
+      if (mpi_rank() != 0) {
+        args.push_back(quiet_out.data());
+        if (std::freopen("/dev/null", "w", stdout) == nullptr) return 2;
+      }
+#else
+      OVL_FAIL("OVL_BENCH_WORLD = mpi: this build has no MPI (configure with OVL_WITH_MPI=ON where MPI is installed)");
+#endif
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_collectives: {}\n", e.what());
     return 2;
   }
+  int count = int(args.size());
+  ::benchmark::Initialize(&count, args.data());
+  if (::benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  ::ovl::bench::add_device_context();
+  ::benchmark::AddCustomContext("world_backend", ::ovl::bench::to_string(::ovl::bench::world_kind()));
   register_all();
   ::benchmark::RunSpecifiedBenchmarks();
   ::benchmark::Shutdown();
+#if defined(OVL_HAVE_MPI)
+  if (mpi_world()) MPI_Finalize();
+#endif
   return 0;
 }

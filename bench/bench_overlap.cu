@@ -71,7 +71,7 @@ constexpr int kLoopbackWorld = 8;
 constexpr int kReps = 5;
 constexpr int kIterations = 5;
 
-bool real_world() { return bench::threads_world(); }
+bool real_world() { return bench::real_world(); }
 
 // A real world's NCCL communicators: NCCL's own CTA choice (0; the sequential baseline's) and one bounded to each
 // comm_sms of the overlap cases, so a plan's comm_ctas = c runs NCCL on c CTAs (counter nccl_ctas).
@@ -474,6 +474,8 @@ int main(int argc, char** argv) {
   if (::benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ::ovl::bench::add_device_context();
   try {
+    OVL_CHECK(bench::world_kind() != bench::WorldKind::kMpi,
+              "OVL_BENCH_WORLD = mpi: bench_overlap drives a real world from one process (threads)");
     ::benchmark::AddCustomContext("world_backend", real_world() ? "threads" : "loopback");
     if (!real_world()) ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
   } catch (const std::exception& e) {

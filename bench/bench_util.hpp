@@ -33,17 +33,26 @@ inline int env_int(const char* name, int lo, int hi, int fallback) {
   return int(n);
 }
 
-// OVL_BENCH_WORLD: "loopback" (the default: virtual ranks on one GPU) or "threads" (a real World of every visible GPU,
-// one host thread per rank). Anything else throws ovl::Error naming the value.
-inline bool threads_world() {
-  static const bool threads = [] {
+// OVL_BENCH_WORLD: "loopback" (the default: virtual ranks on one GPU), "threads" (a real World of every visible GPU,
+// one host thread per rank) or "mpi" (a real World of every process of mpirun, a process per GPU; bench_collectives
+// only, in a build with MPI). Anything else throws ovl::Error naming the value.
+enum class WorldKind { kLoopback, kThreads, kMpi };
+inline WorldKind world_kind() {
+  static const WorldKind kind = [] {
     const char* text = std::getenv("OVL_BENCH_WORLD");
-    if (text == nullptr || *text == '\0' || std::string(text) == "loopback") return false;
-    OVL_CHECK(std::string(text) == "threads", "OVL_BENCH_WORLD = \"{}\" is not loopback or threads", text);
-    return true;
+    const std::string v = text == nullptr ? "" : text;
+    if (v.empty() || v == "loopback") return WorldKind::kLoopback;
+    if (v == "threads") return WorldKind::kThreads;
+    OVL_CHECK(v == "mpi", "OVL_BENCH_WORLD = \"{}\" is not loopback, threads or mpi", v);
+    return WorldKind::kMpi;
   }();
-  return threads;
+  return kind;
 }
+inline const char* to_string(WorldKind kind) {
+  return kind == WorldKind::kLoopback ? "loopback" : kind == WorldKind::kThreads ? "threads" : "mpi";
+}
+// A real World (threads or MPI).
+inline bool real_world() { return world_kind() != WorldKind::kLoopback; }
 
 // The visible GPUs, at most `max`; 0 when none answers.
 inline int visible_gpus(int max) {

@@ -11,6 +11,8 @@
 #                 when the real-world tma tests did not pass, the tma cases are left out (a broken tma path would
 #                 spend each case's collective timeouts) and the log says so
 #   overlap-nccl  bench_overlap without the tma mode
+#   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
+#                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun
 # NVLink multicast stays off (device-run.sh exports NCCL_NVLS_ENABLE=0 and the others). JSON and logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +30,14 @@ for what in "$@"; do
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/overlap_table.py \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl)" >&2; exit 2 ;;
+    mpi)
+      cmds+=(--cmd "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; np=\$(nvidia-smi -L | wc -l);
+        timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='GpuTest.Mpi*';
+        OVL_BENCH_WORLD=mpi timeout -k 30 480 mpirun -np \$np build-device/bench/bench_collectives \
+          --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
+          --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
+        python3 scripts/coll_table.py \"\$OUT/bench_collectives-mpi.json\"") ;;
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, mpi)" >&2; exit 2 ;;
   esac
 done
 export OUT=${OUT:-out}
