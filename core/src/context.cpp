@@ -104,7 +104,9 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       s.loopback = options.world.size() > 1;
       s.world = options.world.size();
     } else {
-      s.comm = options.world.nccl_comm(0);
+      // A World made without NCCL (WorldOptions::create_nccl = false) runs the tma mode only; nccl() says so.
+      const std::vector<int>& bounds = options.world.nccl_cta_bounds();
+      if (std::find(bounds.begin(), bounds.end(), 0) != bounds.end()) s.comm = options.world.nccl_comm(0);
       s.world_ref = options.world;
       s.rank = options.world.rank();
       s.world = options.world.size();
@@ -236,6 +238,10 @@ ncclComm_t Context::Impl::nccl(int ctas) {
   }
   if (comm == nullptr) {
     OVL_CHECK(!loopback, "NCCL is not used in a loopback world of {} ranks", world);
+    OVL_CHECK(!world_ref.valid() || world == 1,
+              "this Context's World of {} ranks has no NCCL communicator (made with WorldOptions::create_nccl = false "
+              "or without the bound 0): only mode tma runs on it",
+              world);
     int dev = device;
     OVL_NCCL_CHECK(ncclCommInitAll(&comm, 1, &dev));
     own_comm = true;

@@ -137,9 +137,9 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
     detail::launch_loopback_collective(a, stream);
     return;
   }
-  // A real world: NCCL on the unit's rows (contiguous in row-major order), on `ctas` CTAs when the World has a
-  // communicator bounded to that many.
-  ncclComm_t c = nccl(ctas);
+  // A real world: NCCL on the unit's rows (contiguous in row-major order), on the plan's comm_ctas CTAs when the
+  // World has a communicator bounded to that many (a plan without comm_ctas: NCCL's own choice).
+  ncclComm_t c = nccl(call.plan.comm_ctas);
   const ncclDataType_t t = nccl_type(p.dtype);
   const int64_t eb = dtype_bytes(p.dtype);
   const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];

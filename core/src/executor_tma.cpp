@@ -73,11 +73,11 @@ void Context::Impl::run_tma(const detail::Call& c) {
 }
 
 void Context::Impl::make_symmetric_buffers(const Problem& p, detail::ShapeState& st) {
-  if (!st.sym_partial.empty()) return;
+  // Each made on its own, so a call after a failed first one (a peer gone, no memory) makes what is missing.
   const int64_t eb = dtype_bytes(p.dtype);
   const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / world : p.m;
-  st.sym_partial = SymmetricBuffer(world_ref, size_t(p.m * p.n * eb));
-  st.sym_out = SymmetricBuffer(world_ref, size_t(out_rows * p.n * eb));
+  if (st.sym_partial.empty()) st.sym_partial = SymmetricBuffer(world_ref, size_t(p.m * p.n * eb));
+  if (st.sym_out.empty()) st.sym_out = SymmetricBuffer(world_ref, size_t(out_rows * p.n * eb));
 }
 
 void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cudaStream_t gemm_st,
@@ -91,10 +91,8 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
   const int64_t mb = p.m / world;
   const int64_t out_rows = p.op == Op::kGemmReduceScatter ? mb : p.m;
   // First use (every rank makes the same calls in the same order, so these collective constructions line up).
-  if (!real_coll) {
-    real_coll = std::make_unique<Collectives>(world_ref);
-    sym_counters = SymmetricBuffer(world_ref, sizeof(unsigned) * kMaxGroups);  // zero-filled
-  }
+  if (!real_coll) real_coll = std::make_unique<Collectives>(world_ref);
+  if (sym_counters.empty()) sym_counters = SymmetricBuffer(world_ref, sizeof(unsigned) * kMaxGroups);  // zero-filled
   make_symmetric_buffers(p, st);
   if (!ps.real_ranges) {
     // Group g's rows [r0, r1): ReduceScatter cuts them at the owners' row blocks; AllReduce deals them out in W
