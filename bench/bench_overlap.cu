@@ -260,7 +260,10 @@ std::string shape_key(Op op, const Shape& sh) { return fmt::format("{}/{}x{}x{}"
 // Rank r's A and B come from seeds of its own, so the ranks' partial products differ.
 void ensure_inputs(Op op, const Shape& sh) {
   const std::string key = shape_key(op, sh);
-  if (ranks().ranks[0].inputs.count(key) != 0) return;
+  bool everywhere = true;
+  for (Rank& r : ranks().ranks) everywhere = everywhere && r.inputs.count(key) != 0;
+  if (everywhere) return;
+  for (Rank& r : ranks().ranks) r.inputs.erase(key);  // a shape half made by a failed case: every rank makes it anew
   const int w = world_size();
   for_ranks([&](Rank& r) {
     Context& ctx = *r.ctx;

@@ -448,7 +448,8 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   SymmetricBuffer out(world, tiles * tile_bytes);
   for (int pass = 0; pass < 4; ++pass) {
     const bool zeroed = pass == 3;
-    const CollectiveImpl impl = zeroed ? CollectiveImpl::kTmaPush : std::array{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}[pass];
+    constexpr std::array kImpls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
+    const CollectiveImpl impl = zeroed ? CollectiveImpl::kTmaPush : kImpls[std::size_t(pass)];
     SCOPED_TRACE(fmt::format("{}{}", to_string(impl), zeroed ? " dst-zeroed" : ""));
     std::vector<std::vector<unsigned char>> in(n);
     for (int r = 0; r < n; ++r) {

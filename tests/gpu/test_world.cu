@@ -61,8 +61,8 @@ void check_peer_pointers(const World& world) {
 }
 
 __global__ void copy_words(const uint4* src, uint4* dst, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    dst[i] = src[i];
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += stride) dst[i] = src[i];
 }
 
 // A threads World over every visible GPU (a world of 1 on a one-GPU machine): the host collectives agree, and each
