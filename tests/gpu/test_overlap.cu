@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -431,20 +432,26 @@ TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
   check_tma_movers_global_ranges(Op::kGemmReduceScatter);
 }
 
+// Runs fn on a Context per rank of a threads World over every visible GPU (at most 8), each on its own host thread.
+void for_every_gpu(const WorldOptions& world_options, const std::function<void(Context&)>& fn) {
+  std::vector<World> worlds = World::threads(test::every_gpu(8), world_options);
+  run_per_rank(worlds, [&](World& world) {
+    ContextOptions options;
+    options.world = world;
+    Context ctx(options);
+    fn(ctx);
+  });
+}
+
 // A real World (threads backend: one Context per rank, each on its own host thread) over every visible GPU (at most
 // 8): every mode equals the sequential result on every rank (tma: tma-push over the peer-mapped buffers; tma-pull is
 // refused by can_run in a world of more than one rank). On a one-GPU machine this is a world of 1, which still runs
 // the ContextOptions::world path and NCCL. The World has a communicator bounded to 16 CTAs, the plans' comm_ctas, so
 // the NCCL modes run NCCL on it (the sequential baseline, comm_ctas 16 too, likewise).
 TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
-  const std::vector<int> devices = test::every_gpu(8);
   WorldOptions world_options;
   world_options.nccl_cta_bounds = {0, 16};
-  std::vector<World> worlds = World::threads(devices, world_options);
-  run_per_rank(worlds, [&](World& world) {
-    ContextOptions options;
-    options.world = world;
-    Context ctx(options);
+  for_every_gpu(world_options, [&](Context& ctx) {
     const int w = ctx.world_size();
     const int64_t m = 1024, n = 768, k = 256;
     DeviceMatrix a(m, k, 100 + uint64_t(ctx.rank())), b(n, k, 200 + uint64_t(ctx.rank()));
@@ -476,12 +483,7 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
 // than one rank) two calls whose C is Context::symmetric_output (poisoned before each, but the executor zeroes it
 // again: the comparison with the reference on random data is what catches a range left unwritten).
 TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
-  const std::vector<int> devices = test::every_gpu(8);
-  std::vector<World> worlds = World::threads(devices);
-  run_per_rank(worlds, [&](World& world) {
-    ContextOptions options;
-    options.world = world;
-    Context ctx(options);
+  for_every_gpu({}, [&](Context& ctx) {
     const int w = ctx.world_size();
     const int64_t m = 2048, n = 1024, k = 512;
     const uint64_t r = uint64_t(ctx.rank());

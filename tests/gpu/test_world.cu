@@ -165,7 +165,8 @@ class MpiFinalizer : public ::testing::Environment {
 };
 [[maybe_unused]] ::testing::Environment* const kMpiFinalizer = ::testing::AddGlobalTestEnvironment(new MpiFinalizer);
 
-TEST_F(GpuTest, MpiWorldOfOneRank) {
+// MPI_COMM_WORLD's size, initializing MPI (thread multiple) the first time a test asks.
+int mpi_world_size() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -174,6 +175,21 @@ TEST_F(GpuTest, MpiWorldOfOneRank) {
   }
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+// The World of every rank of mpirun; NCCL only when every rank can have a GPU of its own (NCCL refuses two ranks on
+// one GPU).
+World mpi_world_of_every_rank() {
+  int gpus = 0;
+  OVL_CUDA_CHECK(cudaGetDeviceCount(&gpus));
+  WorldOptions options;
+  options.create_nccl = mpi_world_size() <= gpus;
+  return World::mpi(MPI_COMM_WORLD, options);
+}
+
+TEST_F(GpuTest, MpiWorldOfOneRank) {
+  const int size = mpi_world_size();
   if (size != 1) GTEST_SKIP() << "this test runs with one MPI rank (mpirun -np 1 or singleton), found " << size;
   {
     World w = World::mpi(MPI_COMM_WORLD);
@@ -198,19 +214,9 @@ float mpi_input(std::size_t i, int r) { return float(int((i * 7 + std::size_t(r)
 // every peer's copy of a symmetric buffer (cuMem handles exchanged as file descriptors), and the TMA and SIMT
 // collectives (NCCL too when every rank has its own GPU), each rank checking its own output exactly.
 TEST_F(GpuTest, MpiWorldOfEveryRank) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  int size = 0, gpus = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = mpi_world_size();
   if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
-  OVL_CUDA_CHECK(cudaGetDeviceCount(&gpus));
-  WorldOptions options;
-  options.create_nccl = size <= gpus;
-  World w = World::mpi(MPI_COMM_WORLD, options);
+  World w = mpi_world_of_every_rank();
   const int me = w.rank(), n = w.size();
   ASSERT_EQ(n, size);
   EXPECT_EQ(w.backend(), World::Backend::kMpi);
@@ -246,7 +252,7 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
   for (std::size_t i = 0; i < total; ++i) mine[i] = mpi_input(i, me);
   OVL_CUDA_CHECK(cudaMemcpy(send.local_ptr(), mine.data(), total * 4, cudaMemcpyHostToDevice));
   std::vector<CollectiveImpl> impls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
-  if (options.create_nccl) impls.push_back(CollectiveImpl::kNccl);
+  if (!w.nccl_cta_bounds().empty()) impls.push_back(CollectiveImpl::kNccl);
   struct Run {
     CollectiveImpl impl;
     CollectiveOp op;
@@ -308,19 +314,9 @@ std::vector<__nv_bfloat16> mpi_matrix(std::size_t elems, int which, int r) {
 // under 1e-2. With more processes than GPUs (one GPU: the processes time-slice it) the World has no NCCL, which the
 // Context accepts for the tma mode.
 TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  int size = 0, gpus = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = mpi_world_size();
   if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
-  OVL_CUDA_CHECK(cudaGetDeviceCount(&gpus));
-  WorldOptions options;
-  options.create_nccl = size <= gpus;
-  World world = World::mpi(MPI_COMM_WORLD, options);
+  World world = mpi_world_of_every_rank();
   const int me = world.rank(), n = world.size();
   ContextOptions copt;
   copt.world = world;

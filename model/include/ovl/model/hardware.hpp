@@ -61,8 +61,9 @@ struct Hardware {
   double tma_group_us = 0.0;
   // Per tile group of tile-signal / green-context with an NCCL algorithm, beyond the call's nccl_launch_us: the
   // counter-wait kernel before each group's call and the gap between the calls on the communication stream.
-  // Measured on 2 H200s (docs/results/multigpu-h200x2/): a plan of one group per 128-row band (64 calls) lost
-  // about 15 us per group more than nccl_launch_us explains. 0 in the built-in profiles; `ovl calibrate` fits it.
+  // Fitted at 11.4 us on 2 H200s (docs/results/multigpu-h200x2/validation/calibrate.txt); without it the held-out
+  // plans of one group per 128-row band (64 calls) erred by 28-30% (validation/headline.md). 0 in the built-in
+  // profiles.
   double nccl_group_us = 0.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
