@@ -3,9 +3,11 @@
 //
 // Cases (filter with --benchmark_filter, e.g. 'overlap/tma/', '/reducescatter/', '/8192x8192x4096/', 'comm_sms:16'):
 //   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>[/groups:<g>]   (groups: a real world only, see below)
-//     mode decomposed, tile-signal, green-context, tma; c = 8, 16, 24, 32. The plan is exactly
-//     default_plan(mode, problem, hw, c), what `ovl validate` / `ovl calibrate` reconstruct from the name: tma is
-//     partitioned with default_plan's comm_algo (tma-push: the TMA push mover); the other modes use the SIMT
+//     op allreduce, reducescatter (GEMM first) or allgather-gemm (the gather first: A is M / W x K per rank, C is
+//     M x N; in tile-signal and green-context the GEMM waits per tile group for the group's gather);
+//     mode decomposed, tile-signal, green-context, tma (not for allgather-gemm); c = 8, 16, 24, 32. The plan is
+//     exactly default_plan(mode, problem, hw, c), what `ovl validate` / `ovl calibrate` reconstruct from the name:
+//     tma is partitioned with default_plan's comm_algo (tma-push: the TMA push mover); the other modes use the SIMT
 //     mover (it stands in for NCCL in loopback).
 //   overlap/sequential/<op>/<M>x<N>x<K>/world:8/comm_sms:<S>            (S = the device's SM count)
 //     default_plan(sequential, problem, hw, S): cuBLAS on the whole device, then the collective with the SIMT mover
@@ -196,8 +198,10 @@ double slowest(double Rank::*field) {
 void run(Rank& r, Op op, const Inputs& in, const TensorRef& c, const Plan& plan) {
   if (op == Op::kGemmAllReduce)
     r.ctx->gemm_all_reduce(in.ta, in.tb, c, plan, r.stream);
-  else
+  else if (op == Op::kGemmReduceScatter)
     r.ctx->gemm_reduce_scatter(in.ta, in.tb, c, plan, r.stream);
+  else
+    r.ctx->all_gather_gemm(in.ta, in.tb, c, plan, r.stream);
 }
 
 // Device time in microseconds per run of `reps` back-to-back runs of fn, after `pre` untimed runs on the stream
@@ -269,15 +273,16 @@ void ensure_inputs(Op op, const Shape& sh) {
     Context& ctx = *r.ctx;
     auto in = std::make_unique<Inputs>();
     const int64_t c_rows = op == Op::kGemmReduceScatter ? sh.m / w : sh.m;
+    const int64_t a_rows = op == Op::kAllGatherGemm ? sh.m / w : sh.m;  // AG+GEMM: this rank's rows of A
     const uint64_t seed = 1 + 1000 * uint64_t(r.world.rank());
-    in->a = std::make_unique<Buffer>(size_t(sh.m * sh.k * 2));
+    in->a = std::make_unique<Buffer>(size_t(a_rows * sh.k * 2));
     in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k * 2));
     in->c = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
     in->c_seq = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-    fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->a->ptr), sh.m * sh.k, seed);
+    fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->a->ptr), a_rows * sh.k, seed);
     fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->b->ptr), sh.n * sh.k, seed + 1);
     OVL_CUDA_CHECK_LAST();
-    in->ta = TensorRef{in->a->ptr, sh.m, sh.k, DType::kBF16};
+    in->ta = TensorRef{in->a->ptr, a_rows, sh.k, DType::kBF16};
     in->tb = TensorRef{in->b->ptr, sh.n, sh.k, DType::kBF16, BLayout::kNxK};
     in->tc = TensorRef{in->c->ptr, c_rows, sh.n, DType::kBF16};
     in->tc_seq = TensorRef{in->c_seq->ptr, c_rows, sh.n, DType::kBF16};
@@ -439,17 +444,19 @@ void register_cases() {
   if (w < 1) return;
   // The /algo: baseline (the tma mode's mover on every SM) only in loopback: a real world's baseline is NCCL's.
   const bool tma_baseline = !real_world();
-  const std::vector<Mode> modes{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
   for (const Shape& sh : shapes) {
-    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+      // AG+GEMM has no tma mode (Context::can_run refuses it).
+      std::vector<Mode> modes{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext};
+      if (op != Op::kAllGatherGemm) modes.push_back(Mode::kTma);
       const Problem p = make_problem(op, sh.m, sh.n, sh.k, w);
       const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
       add(fmt::format("overlap/sequential/{}/comm_sms:{}", tail, sms), Mode::kSequential, op, sh, sms,
           CommAlgo::kNcclRing);
-      if (tma_baseline)
-        add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)),
-            Mode::kSequential, op, sh, sms, tma_algo);
+      if (tma_baseline && op != Op::kAllGatherGemm)
+        add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)), Mode::kSequential,
+            op, sh, sms, tma_algo);
       for (Mode mode : modes) {
         for (int c : {8, 16, 24, 32}) {
           add(fmt::format("overlap/{}/{}/comm_sms:{}", to_string(mode), tail, c), mode, op, sh, c, CommAlgo::kNcclRing);

@@ -14,6 +14,7 @@
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/kernels/wait.hpp"
 #include "ovl/sim/planner.hpp"
 
 namespace ovl {
@@ -162,9 +163,12 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   OVL_CUDA_CHECK(cudaMemset(s.counters.get(), 0, s.counters.bytes()));
   s.error = DeviceBuffer(sizeof(detail::WaitError));
   OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, s.error.bytes()));
+  s.gemm_wait_error = DeviceBuffer(sizeof(kernels::CounterWaitError));
+  OVL_CUDA_CHECK(cudaMemset(s.gemm_wait_error.get(), 0, s.gemm_wait_error.bytes()));
   s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
   // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
   detail::preload_executor_kernels();
+  kernels::preload_wait_kernels();  // AG+GEMM releases its groups with launch_add_counters while the GEMM waits
 }
 
 // The Impl owns every resource, so a constructor that throws half-way (its Impl is destroyed by the unique_ptr)
@@ -440,11 +444,33 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
     return e.message();
   }
   const bool signals = mode_signals(plan.mode);
+  if (p.op == Op::kAllGatherGemm && plan.mode == Mode::kTma) {
+    return "mode tma is not implemented for allgather-gemm (use tile-signal, green-context, decomposed or sequential)";
+  }
   if (p.op == Op::kAllGatherGemm && signals) {
-    return fmt::format(
-        "mode {} is not implemented for allgather-gemm (the GEMM would have to wait on the gather; "
-        "use sequential or decomposed)",
-        to_string(plan.mode));
+    if (plan.output != OutputLayout::kRowMajor) {
+      return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";
+    }
+    const int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas;
+    if (plan.mode == Mode::kTileSignal) {
+      // The GEMM's CTAs wait in place for the gather, so the gather's CTAs need SMs of their own.
+      if (ctas >= s.sms) {
+        return fmt::format(
+            "plan field \"comm_ctas\" = {}: tile-signal allgather-gemm needs SMs for the gather beside the GEMM, "
+            "and the device has {}",
+            ctas, s.sms);
+      }
+      if (!s.loopback && s.world > 1) {
+        const std::vector<int> bounds = s.world_ref.valid() ? s.world_ref.nccl_cta_bounds() : std::vector<int>{};
+        if (plan.comm_ctas <= 0 || std::find(bounds.begin(), bounds.end(), plan.comm_ctas) == bounds.end()) {
+          return fmt::format(
+              "plan field \"comm_ctas\" = {}: tile-signal allgather-gemm in a real world needs NCCL bounded to the "
+              "plan's CTAs (a World made with that bound in WorldOptions::nccl_cta_bounds), since the GEMM holds "
+              "the other SMs while it waits for the gather; or use green-context",
+              plan.comm_ctas);
+        }
+      }
+    }
   }
   if (plan.mode == Mode::kDecomposed && p.m % plan.chunks != 0) {
     return fmt::format("plan field \"chunks\" = {} does not divide M = {}", plan.chunks, p.m);
@@ -506,7 +532,9 @@ const Plan& Context::auto_plan(const Problem& p) {
   auto it = s.auto_plans.find(key);
   if (it != s.auto_plans.end()) return it->second;
   sim::PlannerOptions options;
-  if (p.op == Op::kAllGatherGemm) options.modes = {Mode::kSequential, Mode::kDecomposed};
+  if (p.op == Op::kAllGatherGemm) {
+    options.modes = {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext};
+  }
   std::optional<Plan> chosen;
   try {
     const sim::PlanResult result = sim::plan(p, s.plan_hw, options);
@@ -631,6 +659,16 @@ void Context::synchronize(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
   if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
+  kernels::CounterWaitError g{};
+  OVL_CUDA_CHECK(cudaMemcpy(&g, s.gemm_wait_error.get(), sizeof(g), cudaMemcpyDeviceToHost));
+  if (g.code != 0) {
+    OVL_CUDA_CHECK(cudaMemset(s.gemm_wait_error.get(), 0, sizeof(g)));
+    OVL_FAIL(
+        "device-side wait timed out after {} ms: the GEMM waited for the gathered rows of tile group {} (counter {} "
+        "of {} expected); the gather did not finish (a peer is missing, or its collective had no SMs to run on); "
+        "the output is invalid",
+        double(s.timeout_ns) * 1e-6, g.index, g.observed, g.expected);
+  }
   detail::WaitError e{};
   OVL_CUDA_CHECK(cudaMemcpy(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost));
   if (e.code != 0) {

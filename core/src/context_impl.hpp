@@ -145,6 +145,9 @@ struct Context::Impl {
   std::unique_ptr<Collectives> real_coll;
   SymmetricBuffer sym_counters;  // u32 x kMaxGroups
   detail::DeviceBuffer error;     // WaitError
+  // AG+GEMM in the signaling modes: where the GEMM's load threads report a wait for gathered rows that timed out
+  // (kernels::CounterWaitError; checked and cleared by synchronize()).
+  detail::DeviceBuffer gemm_wait_error;
   detail::DeviceBuffer stamps;    // u64 x kStampSlots
   detail::TraceRecord record;
   int next_event = 0;
@@ -188,7 +191,10 @@ struct Context::Impl {
   unsigned long long* start_ptr(int span);
   void end_span(int span, cudaStream_t stream);
   // `d`: the row-major output when not the shape's partial product (mode tma in a real world: sym_partial).
-  void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d = nullptr);
+  // AG+GEMM: reads the gathered A into C, signals nothing, and with wait_for_gather waits per tile for its group's
+  // counter (released by run_gather_signaled).
+  void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d = nullptr,
+                     bool wait_for_gather = false);
   // The signaling modes' start: the group counters reset on the caller's stream, then the GEMM stream (when it is
   // another) and the communication stream wait for that, so no consumer sees a previous run's counts.
   void start_signaled(const detail::Call& call, int groups, cudaStream_t gemm_stream, cudaStream_t comm_stream);
@@ -197,6 +203,9 @@ struct Context::Impl {
   void run_sequential(const detail::Call& call);
   void run_decomposed(const detail::Call& call);
   void run_tile_signal(const detail::Call& call);  // kTileSignal and kGreenContext
+  // run_tile_signal for AG+GEMM: each group's gather, then its counter released, on the communication stream; the
+  // GEMM (one launch) waits per tile for its group's counter.
+  void run_gather_signaled(const detail::Call& call, int grid, int ctas, cudaStream_t gemm_st, cudaStream_t comm_st);
   void run_tma(const detail::Call& call);
   // run_tma in a real world of more than one rank: the GEMM into sym_partial, the World's TMA collective gated by
   // the symmetric counters into sym_out, then sym_out copied to C.

@@ -188,7 +188,8 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
   }
 }
 
-void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d) {
+void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d,
+                                  bool wait_for_gather) {
   const Problem& p = call.problem;
   detail::ShapeState& st = *call.shape;
   kernels::GemmArguments g;
@@ -201,17 +202,31 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.b = call.b.ptr;
   g.tile_order = kernels::GemmTileOrder::kRowBand;
   g.tile_groups = call.plan.tile_groups;
-  g.group_counters = counter_ptr();
   g.sm_count = grid;
   // Whole tiles only (no stream_k_tiles): the model's and the simulator's timelines of the signaled modes count the
   // GEMM in whole waves, and a stream-K tail would move when its groups signal (bench_gemm measures it on its own).
-  if (call.plan.output == OutputLayout::kTileMajor) {
-    g.output_layout = kernels::GemmOutputLayout::kTileMajor;
-    const size_t bytes = kernels::gemm_output_bytes(g);
-    if (st.tile_major.bytes() < bytes) st.tile_major = detail::DeviceBuffer(bytes);
-    g.d = st.tile_major.get();
+  if (p.op == Op::kAllGatherGemm) {
+    // The gathered A in, C out (row-major: can_run refuses tile-major); the counters are the gather's releases,
+    // which the GEMM waits on; it signals nothing.
+    g.a = st.gathered_a.get();
+    g.d = call.c.ptr;
+    if (wait_for_gather) {
+      g.wait_counters = counter_ptr();
+      g.wait_timeout_ns = timeout_ns;
+      g.wait_error = gemm_wait_error.as<kernels::CounterWaitError>();
+    } else {
+      g.tile_groups.clear();  // neither waits nor signals: the groups mean nothing to this launch
+    }
   } else {
-    g.d = d != nullptr ? d : st.partial.get();
+    g.group_counters = counter_ptr();
+    if (call.plan.output == OutputLayout::kTileMajor) {
+      g.output_layout = kernels::GemmOutputLayout::kTileMajor;
+      const size_t bytes = kernels::gemm_output_bytes(g);
+      if (st.tile_major.bytes() < bytes) st.tile_major = detail::DeviceBuffer(bytes);
+      g.d = st.tile_major.get();
+    } else {
+      g.d = d != nullptr ? d : st.partial.get();
+    }
   }
   const int tiles = kernels::gemm_tile_count(g);
   if (record.valid) {

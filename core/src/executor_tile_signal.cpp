@@ -11,6 +11,13 @@
 // and communication on the two streams of an SmPartition (disjoint SMs), GEMM grid = the partition's SMs.
 // Counters are reset by a one-CTA kernel on the caller's stream before the GEMM (after the previous call's
 // communication, which the caller's stream joined), never by a host memset.
+//
+// AG+GEMM runs the other way round (run_gather_signaled): the communication stream gathers group by group (NCCL
+// broadcasts from each owner in a real world, the loopback collective in loopback), releasing each group's counter
+// (red.release.sys) after its rows; the GEMM, launched once, reads the gathered A, and its load thread waits
+// (acquire) for a tile's group counter before loading the tile. Groups gather in row order, which is the GEMM's
+// row-band order. The GEMM's CTAs wait in place, so the gather must have SMs of its own: tile-signal gives the GEMM
+// at most sm_count - comm CTAs, green-context gives it its partition.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +25,7 @@
 #include "context_impl.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/reorder.hpp"
+#include "ovl/kernels/wait.hpp"
 
 namespace ovl {
 
@@ -34,6 +42,11 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
     comm_st = pt.comm_stream();
     grid = std::min(plan.gemm_sms, pt.gemm_sms());
     ctas = std::min(ctas, pt.comm_sms());
+  }
+  if (c.op == Op::kAllGatherGemm) {
+    if (!green) grid = std::min(plan.gemm_sms, sms - ctas);
+    run_gather_signaled(c, grid, ctas, gemm_st, comm_st);
+    return;
   }
   const int groups = int(plan.tile_groups.size());
   start_signaled(c, groups, gemm_st, comm_st);
@@ -67,6 +80,25 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
     end_span(span, comm_st);
   }
 
+  join_streams(c.stream, gemm_st, comm_st);
+}
+
+void Context::Impl::run_gather_signaled(const detail::Call& c, int grid, int ctas, cudaStream_t gemm_st,
+                                        cudaStream_t comm_st) {
+  const int groups = int(c.plan.tile_groups.size());
+  start_signaled(c, groups, gemm_st, comm_st);
+  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  // The gather first (host order): its first group's kernels are queued before the GEMM takes its SMs.
+  for (int g = 0; coll && g < groups; ++g) {
+    const int span = stamp_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm", comm_st);
+    collective_unit(c, g, ctas, comm_st);
+    end_span(span, comm_st);
+    // Test-only fault: the last group is never released, so the GEMM's wait for it times out.
+    if (options.fault == Fault::kCounterTooHigh && g == groups - 1) continue;
+    kernels::launch_add_counters(counter_ptr() + g, 1, 1u, comm_st);
+  }
+  // Measured alone (Part::kGemm), the GEMM does not wait: nothing would release its groups.
+  if (gemm) signaled_gemm(c, grid, gemm_st, nullptr, /*wait_for_gather=*/coll);
   join_streams(c.stream, gemm_st, comm_st);
 }
 

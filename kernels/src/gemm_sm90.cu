@@ -66,6 +66,11 @@ struct KernelParams {
   int tile_major;
   int signal;  // group counters or timestamps present: the per-tile barrier and publish step run
   unsigned int* group_counters;
+  // AllGather before the GEMM (GemmArguments::wait_counters): nullptr, or the counters the load thread waits on.
+  const unsigned int* wait_counters;
+  unsigned int wait_value;
+  unsigned long long wait_timeout_ns;
+  CounterWaitError* wait_error;
   int num_groups;
   const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
   unsigned long long* tile_timestamps;
@@ -398,7 +403,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t phase = 0;
       WorkCursor cursor = work_begin(p);
       Work w;
+      int waited = -1;  // the group this thread last waited for (its units' groups come in runs)
       while (work_next(p, cursor, w)) {
+        if (p.wait_counters != nullptr) {
+          const int g = group_at(p, w.position);
+          if (g != waited) {
+            detail::wait_for_rows(p.wait_counters + g, p.wait_value, p.wait_timeout_ns, p.wait_error, g);
+            waited = g;
+          }
+        }
         const int tile = tile_at(p, w.position);
         const int m0 = (tile / p.tiles_n) * kTileM;
         // A half tile loads the 128 B columns (rows, K-major) of its half into the first half of the B slot.
@@ -975,9 +988,18 @@ std::string gemm_can_implement(const GemmArguments& args) {
       return fmt::format("tile_groups sum to {}, but the GEMM has {} tiles ({} x {} of {} x {})", sum, tiles,
                          ceil_div(args.m, kTileM), ceil_div(args.n, kTileN), kTileM, kTileN);
     }
-    if (args.group_counters == nullptr) return "group_counters is a null pointer (tile_groups is not empty)";
+    if (args.group_counters == nullptr && args.wait_counters == nullptr) {
+      return "group_counters and wait_counters are both null pointers (tile_groups is not empty)";
+    }
   } else if (args.group_counters != nullptr) {
     return "group_counters is set but tile_groups is empty";
+  } else if (args.wait_counters != nullptr) {
+    return "wait_counters is set but tile_groups is empty (the waits follow the tile groups)";
+  }
+  if (args.wait_counters != nullptr) {
+    if (args.wait_error == nullptr) return "wait_counters is set but wait_error is a null pointer";
+    if (args.wait_timeout_ns == 0) return "wait_timeout_ns = 0: a wait would give up at once";
+    if (args.wait_value == 0) return "wait_value = 0: every wait would pass at once";
   }
   return "";
 }
@@ -1078,6 +1100,10 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.d = args.d;
   p.tile_major = args.output_layout == GemmOutputLayout::kTileMajor;
   p.group_counters = args.group_counters;
+  p.wait_counters = args.wait_counters;
+  p.wait_value = args.wait_value;
+  p.wait_timeout_ns = args.wait_timeout_ns;
+  p.wait_error = args.wait_error;
   p.tile_timestamps = args.tile_timestamps;
   p.cta_timestamps = args.cta_timestamps;
   p.signal = args.group_counters != nullptr || args.tile_timestamps != nullptr;

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "ovl/kernels/wait.hpp"
+
 namespace ovl::kernels::detail {
 
 // ---- shared-memory addresses and mbarriers ---------------------------------------------------------------------
@@ -346,6 +348,48 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
   return t;
+}
+
+// ---- waits (AllGather before the GEMM) -----------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned int ld_acquire_sys(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// The slow path of wait_for_rows: spin until *counter >= value, or give up after timeout_ns (recording the first
+// timeout of the launch in *error) or at once when another thread already recorded one.
+__device__ __noinline__ void wait_for_rows_slow(const unsigned int* counter, unsigned int value,
+                                                unsigned long long timeout_ns, CounterWaitError* error, int group) {
+  const unsigned long long start = global_timer_ns();
+  for (unsigned int spins = 0;; ++spins) {
+    const unsigned int seen = ld_acquire_sys(counter);
+    if (seen >= value) return;
+    if ((spins & 31u) == 31u) {
+      if (*reinterpret_cast<const volatile unsigned int*>(&error->code) != 0u) return;
+      if (global_timer_ns() - start > timeout_ns) {
+        if (atomicCAS(&error->code, 0u, 1u) == 0u) {
+          error->index = static_cast<unsigned int>(group);
+          error->observed = seen;
+          error->expected = value;
+          __threadfence_system();
+        }
+        return;
+      }
+    }
+    __nanosleep(128);
+  }
+}
+
+// The load thread, before its first load of a tile of group `group`: waits until *counter >= value (acquire,
+// system scope), i.e. until the writer of the group's rows of A released them. Then a proxy fence, since those rows
+// were written through the generic proxy (a kernel's stores, a copy, a peer's) and the TMA reads them through the
+// async proxy.
+__device__ __forceinline__ void wait_for_rows(const unsigned int* counter, unsigned int value,
+                                              unsigned long long timeout_ns, CounterWaitError* error, int group) {
+  if (ld_acquire_sys(counter) < value) wait_for_rows_slow(counter, value, timeout_ns, error, group);
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
 
 }  // namespace ovl::kernels::detail

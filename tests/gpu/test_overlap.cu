@@ -130,10 +130,17 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   std::vector<Plan> v;
   v.push_back(default_plan(Mode::kSequential, p, hw, 16));
   v.push_back(default_plan(Mode::kDecomposed, p, hw, 16));
-  if (p.op == Op::kAllGatherGemm) return v;
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
   ts.gemm_sms = hw.sm_count - 16;
   v.push_back(ts);
+  if (p.op == Op::kAllGatherGemm) {
+    // The GEMM waits for each group's gather: one group per band (8), and 2 groups of 4 bands; green-context.
+    Plan ts2 = ts;
+    ts2.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 2);
+    v.push_back(ts2);
+    v.push_back(default_plan(Mode::kGreenContext, p, hw, 16));
+    return v;
+  }
   Plan ts_tile = ts;
   ts_tile.output = OutputLayout::kTileMajor;
   v.push_back(ts_tile);
@@ -445,7 +452,8 @@ void for_every_gpu(const WorldOptions& world_options, const std::function<void(C
 
 // A real World (threads backend: one Context per rank, each on its own host thread) over every visible GPU (at most
 // 8): every mode equals the sequential result on every rank (tma: tma-push over the peer-mapped buffers; tma-pull is
-// refused by can_run in a world of more than one rank). On a one-GPU machine this is a world of 1, which still runs
+// refused by can_run in a world of more than one rank), for GEMM+AR, GEMM+RS and AG+GEMM (whose tile-signal and
+// green-context GEMMs wait for NCCL's per-group gather). On a one-GPU machine this is a world of 1, which still runs
 // the ContextOptions::world path and NCCL. The World has a communicator bounded to 16 CTAs, the plans' comm_ctas, so
 // the NCCL modes run NCCL on it (the sequential baseline, comm_ctas 16 too, likewise).
 TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
@@ -454,10 +462,12 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
   for_every_gpu(world_options, [&](Context& ctx) {
     const int w = ctx.world_size();
     const int64_t m = 1024, n = 768, k = 256;
-    DeviceMatrix a(m, k, 100 + uint64_t(ctx.rank())), b(n, k, 200 + uint64_t(ctx.rank()));
-    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+    DeviceMatrix a_all(m, k, 100 + uint64_t(ctx.rank())), b(n, k, 200 + uint64_t(ctx.rank()));
+    DeviceMatrix a_rows(m / w, k, 300 + uint64_t(ctx.rank()));  // AG+GEMM: this rank's rows of A
+    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
       const int64_t rows = op == Op::kGemmReduceScatter ? m / w : m;
       DeviceMatrix c(rows, n, 0), c_seq(rows, n, 0);
+      const DeviceMatrix& a = op == Op::kAllGatherGemm ? a_rows : a_all;
       cudaStream_t stream;
       ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
@@ -583,6 +593,20 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
         ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), tma_ag, stream);
       },
       {"tma", "allgather-gemm"});
+  Plan tile_major_ag = default_plan(Mode::kTileSignal, pag, ctx.hardware(), 16);
+  tile_major_ag.output = OutputLayout::kTileMajor;
+  expect_error(
+      [&] {
+        ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), tile_major_ag, stream);
+      },
+      {"tile-major", "allgather-gemm"});
+  Plan no_sms_ag = default_plan(Mode::kTileSignal, pag, ctx.hardware(), 16);
+  no_sms_ag.comm_ctas = ctx.hardware().sm_count;
+  expect_error(
+      [&] {
+        ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), no_sms_ag, stream);
+      },
+      {"comm_ctas", std::to_string(ctx.hardware().sm_count)});
   // Host pointer.
   std::vector<uint16_t> host(1024 * 256);
   TensorRef host_a{host.data(), 1024, 256};
@@ -590,22 +614,24 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
 }
 
 // A GEMM that never signals, or fewer tiles than the comm side waits for: the comm side times out with an error.
+// AG+GEMM (op): the last group's gather is never released, so the GEMM's wait for it times out.
 void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
-                    LoopbackShare share = LoopbackShare::kRank0) {
+                    LoopbackShare share = LoopbackShare::kRank0, Op op = Op::kGemmReduceScatter) {
   ContextOptions options;
   options.loopback_world = 2;
   options.loopback_share = share;
   options.wait_timeout_ms = 300;
   options.fault = fault;
   Context ctx(options);
-  DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(512, 768, 0);
+  const bool ag = op == Op::kAllGatherGemm;
+  DeviceMatrix a(ag ? 512 : 1024, 256, 1), b(768, 256, 2), c(ag ? 1024 : 512, 768, 0);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
+  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
   if (mode == Mode::kTma) plan.comm_algo = tma_algo;
-  ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream);
+  run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
   expect_error([&] { ctx.synchronize(stream); }, {"timed out", "tile group"});
   // The context stays usable: the error was consumed.
   EXPECT_NO_THROW(ctx.synchronize(stream));
@@ -620,6 +646,12 @@ TEST_F(OverlapTest, MissingTileTimesOutTma) { expect_timeout(Fault::kCounterTooH
 TEST_F(OverlapTest, SkippedGemmTimesOutTmaPull) { expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPull); }
 TEST_F(OverlapTest, MissingTileTimesOutTmaPull) {
   expect_timeout(Fault::kCounterTooHigh, Mode::kTma, CommAlgo::kTmaPull);
+}
+TEST_F(OverlapTest, MissingGatherTimesOutTileSignal) {
+  expect_timeout(Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+}
+TEST_F(OverlapTest, MissingGatherTimesOutGreenContext) {
+  expect_timeout(Fault::kCounterTooHigh, Mode::kGreenContext, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
 }
 TEST_F(OverlapTest, SkippedGemmTimesOutTmaPushWholeWorld) {
   expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPush, LoopbackShare::kWholeWorld);

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/sim/planner.hpp"
 
@@ -48,6 +50,28 @@ TEST(Planner, BestBeatsOrEqualsSequentialAndAlternativesValidate) {
       }
     }
   }
+}
+
+// AG+GEMM: the executor runs every mode but tma (the GEMM waits for each group's gather in tile-signal and
+// green-context), so the runnable plans have those and no tma; with runnable_only off tma is simulated as well.
+TEST(Planner, AllGatherLeavesOutOnlyTma) {
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
+  auto modes_of = [](const PlanResult& r) {
+    std::set<Mode> m;
+    for (const PlanAlternative& a : r.alternatives) m.insert(a.plan.mode);
+    return m;
+  };
+  const std::set<Mode> runnable = modes_of(plan(p, hw));
+  EXPECT_EQ(runnable.count(Mode::kTma), 0u);
+  EXPECT_EQ(runnable.count(Mode::kTileSignal), 1u);
+  EXPECT_EQ(runnable.count(Mode::kGreenContext), 1u);
+  PlannerOptions all;
+  all.runnable_only = false;
+  EXPECT_EQ(modes_of(plan(p, hw, all)).count(Mode::kTma), 1u);
+  PlannerOptions tma_only;
+  tma_only.modes = {Mode::kTma};
+  test::expect_error_naming([&] { plan(p, hw, tma_only); }, "tma");
 }
 
 TEST(Planner, ModesCanBeRestricted) {

@@ -5,7 +5,9 @@
 // and no more. The CTAs take tiles in a visiting order (row bands, an L2 swizzle or an explicit permutation), the
 // last ones possibly in k-pieces (stream-K, below); after each tile is stored, one
 // thread adds 1 with release semantics at system scope to the counter of the tile's group, so a consumer on this or
-// another GPU that acquires `counter == group size` may read the group's output.
+// another GPU that acquires `counter == group size` may read the group's output. The other direction, for an
+// AllGather before the GEMM: with `wait_counters`, a CTA waits for its tile's group counter before it loads the tile,
+// so A's rows may still be arriving while the GEMM runs.
 //
 // Usage:
 //   GemmArguments args{...};
@@ -19,6 +21,8 @@
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include "ovl/kernels/wait.hpp"
 
 namespace ovl::kernels {
 
@@ -91,8 +95,21 @@ struct GemmArguments {
   int swizzle = 8;                      // kSwizzle: tile rows per band
   const int* explicit_order = nullptr;  // kExplicit: device array, a permutation of [0, tiles); not checked
   // Signals. Tiles are numbered by their position in the visiting order; group g covers the next tile_groups[g].
-  std::vector<int> tile_groups;                   // empty: no signals. Sum must equal the tile count.
-  unsigned int* group_counters = nullptr;         // tile_groups.size() counters (local or peer-mapped); +1 per tile
+  std::vector<int> tile_groups;            // empty: no signals. Sum must equal the tile count.
+  unsigned int* group_counters = nullptr;  // tile_groups.size() counters (local or peer-mapped); +1 per tile
+  // Waits (AllGather before the GEMM): tile_groups.size() counters, local or peer-mapped; nullptr: no waits. Before
+  // the first load of a tile, the CTA's load thread waits until wait_counters[g] >= wait_value for the tile's group
+  // g (acquire, system scope), once per run of tiles of the same group. So the rows of A that group g's tiles read
+  // may be written while the GEMM runs (by a gather on another stream, a copy engine or a peer GPU), as long as the
+  // writer moves the counter with release semantics after them and has SMs of its own (the GEMM's CTAs wait in
+  // place: a writer that needs their SMs never runs). A wait over wait_timeout_ns gives up: the first one records
+  // itself in *wait_error (code 1, index = the group, observed and expected values), every later wait gives up at
+  // once, and the GEMM finishes on whatever A holds. The caller must read *wait_error (zeroed before the run) and
+  // treat the output as invalid when its code is not 0. May be combined with group_counters (both follow tile_groups).
+  const unsigned int* wait_counters = nullptr;
+  unsigned int wait_value = 1;
+  unsigned long long wait_timeout_ns = 10'000'000'000ull;  // 10 s
+  CounterWaitError* wait_error = nullptr;                  // required with wait_counters; device-visible
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   // Optional, one per CTA of the grid (min(sm_count, units of work) <= sm_count entries; size it sm_count):
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
