@@ -532,9 +532,8 @@ const Plan& Context::auto_plan(const Problem& p) {
   auto it = s.auto_plans.find(key);
   if (it != s.auto_plans.end()) return it->second;
   sim::PlannerOptions options;
-  if (p.op == Op::kAllGatherGemm) {
-    options.modes = {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext};
-  }
+  // AG+GEMM: the modes the planner offers for it (sim::PlannerOptions::runnable_only says why).
+  if (p.op == Op::kAllGatherGemm) options.modes = {Mode::kSequential, Mode::kDecomposed};
   std::optional<Plan> chosen;
   try {
     const sim::PlanResult result = sim::plan(p, s.plan_hw, options);

@@ -52,9 +52,9 @@ TEST(Planner, BestBeatsOrEqualsSequentialAndAlternativesValidate) {
   }
 }
 
-// AG+GEMM: the executor runs every mode but tma (the GEMM waits for each group's gather in tile-signal and
-// green-context), so the runnable plans have those and no tma; with runnable_only off tma is simulated as well.
-TEST(Planner, AllGatherLeavesOutOnlyTma) {
+// AG+GEMM: the planner offers sequential and decomposed only (runnable_only: tma does not run it, and the simulator
+// misses the signaling modes' per-group gather cost); with runnable_only off the signaling modes are simulated too.
+TEST(Planner, AllGatherOffersOnlyTheUnsignaledModes) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   auto modes_of = [](const PlanResult& r) {
@@ -62,16 +62,14 @@ TEST(Planner, AllGatherLeavesOutOnlyTma) {
     for (const PlanAlternative& a : r.alternatives) m.insert(a.plan.mode);
     return m;
   };
-  const std::set<Mode> runnable = modes_of(plan(p, hw));
-  EXPECT_EQ(runnable.count(Mode::kTma), 0u);
-  EXPECT_EQ(runnable.count(Mode::kTileSignal), 1u);
-  EXPECT_EQ(runnable.count(Mode::kGreenContext), 1u);
+  EXPECT_EQ(modes_of(plan(p, hw)), (std::set<Mode>{Mode::kSequential, Mode::kDecomposed}));
   PlannerOptions all;
   all.runnable_only = false;
-  EXPECT_EQ(modes_of(plan(p, hw, all)).count(Mode::kTma), 1u);
-  PlannerOptions tma_only;
-  tma_only.modes = {Mode::kTma};
-  test::expect_error_naming([&] { plan(p, hw, tma_only); }, "tma");
+  const std::set<Mode> simulated = modes_of(plan(p, hw, all));
+  for (Mode m : {Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) EXPECT_EQ(simulated.count(m), 1u) << to_string(m);
+  PlannerOptions signaled;
+  signaled.modes = {Mode::kTileSignal, Mode::kGreenContext};
+  test::expect_error_naming([&] { plan(p, hw, signaled); }, "AllGather+GEMM");
 }
 
 TEST(Planner, ModesCanBeRestricted) {
