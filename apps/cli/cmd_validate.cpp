@@ -1,4 +1,5 @@
 // `ovl validate --measured FILE.json... [--profile FILE] [--json] [--plot DIR]`: predicted versus measured.
+#include <cctype>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -71,9 +72,16 @@ void write_plots(const sim::ValidationResult& r, const std::filesystem::path& di
       series.push_back(predicted);
       ++color;
     }
-    std::string file = problem;
-    for (char& ch : file)
-      if (ch == '/' || ch == ':') ch = '_';
+    // A file name of [A-Za-z0-9._-] only: "gemm-allreduce/8192x8192x2048/world:8 (loopback)" ->
+    // "gemm-allreduce_8192x8192x2048_world_8_loopback".
+    std::string file;
+    for (char ch : problem) {
+      if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-') {
+        file += ch;
+      } else if (ch != '(' && ch != ')' && (file.empty() || file.back() != '_')) {
+        file += '_';
+      }
+    }
     write_file(dir / (file + "_comm_sms.svg"),
                svg_plot({problem, "comm SMs", "time (us)", false, false, false, 720, 480}, series));
   }

@@ -618,19 +618,20 @@ struct Fitter {
     out->parameters.back().rms_rel_error = fit.rms;
   }
 
-  // overlap: Gauss-Newton on (hbm_contention, shared_sm_penalty), relative residuals, numeric derivatives.
-  // Overlap cases inform the contention weights, the communication kernels' per-CTA rates (NCCL's channels and the
-  // TMA mover of the tma mode, which default_plan runs as tma-push: tma_push_per_cta_GBps) and the mover's per-group
-  // cost (tma_group_us), and the signaling modes' per-group gap of their NCCL calls (nccl_group_us). gauss_newton
-  // on the relative residuals.
+  // overlap: Gauss-Newton on the relative residuals, numeric derivatives. Overlap cases inform the contention
+  // weights, the communication kernels' per-CTA rates inside the overlapped modes as factors on the standalone rates
+  // (NCCL's channels, and the TMA mover of the tma mode, which default_plan runs as tma-push), the mover's per-group
+  // cost (tma_group_us), and the signaling modes' per-group gap of their NCCL calls (nccl_group_us). The standalone
+  // rates stay as the comm fit left them.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
-    const std::array<FitParam, 6> params = {{{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
-                                             {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
-                                             {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, 1.0, 400.0},
-                                             {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, 1.0, 400.0},
-                                             {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0},
-                                             {"nccl_group_us", &Hardware::nccl_group_us, 1e-2, 100.0}}};
+    const std::array<FitParam, 6> params = {
+        {{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
+         {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
+         {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, 0.02, 4.0},
+         {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, 0.02, 4.0},
+         {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0},
+         {"nccl_group_us", &Hardware::nccl_group_us, 1e-2, 100.0}}};
     const Hardware base = hw;
     const auto [fitted, informed] = gauss_newton(hw, params, ms.size(), [&](const Hardware& h, std::size_t i) {
       const auto pred = predict_us(ms[i]->bench, measurement_hardware(*ms[i], h));

@@ -300,10 +300,11 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   }
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
-  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw,
-                                          comm_hbm_share(chunk, hw));
-  const CollCost idle =
-      detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw, hw.hbm_GBps);
+  const Hardware comm_hw = hw.overlapped_comm();  // an overlapped mode's collective rates
+  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
+                                          comm_hw, comm_hbm_share(chunk, hw));
+  const CollCost idle = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
+                                          comm_hw, hw.hbm_GBps);
   const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
   double stretch = 1;
@@ -345,10 +346,11 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);
   const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
-  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw,
-                                          comm_hbm_share(gemm, hw));
-  const CollCost idle =
-      detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, hw, hw.hbm_GBps);
+  const Hardware comm_hw = hw.overlapped_comm();  // an overlapped mode's collective rates
+  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
+                                          comm_hw, comm_hbm_share(gemm, hw));
+  const CollCost idle = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
+                                          comm_hw, hw.hbm_GBps);
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {

@@ -331,7 +331,8 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }  // namespace
 
 std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, int ctas) {
-  const Hardware& hw = ctx.hw;
+  // An overlapped mode's collective runs at its overlap rates (Hardware::overlapped_comm); sequential's alone.
+  const Hardware hw = ctx.plan.mode == Mode::kSequential ? ctx.hw : ctx.hw.overlapped_comm();
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
   std::vector<Step> out;

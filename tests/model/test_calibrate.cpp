@@ -309,6 +309,38 @@ TEST(Calibrate, RecoversContentionWeights) {
   EXPECT_LT(find(r, "shared_sm_penalty")->rms_rel_error, 0.005);
 }
 
+// The overlap fit puts a collective's slower per-CTA rate inside the overlapped modes into
+// overlap_nccl_rate_factor and leaves the standalone rate where the collectives put it: a truth whose NCCL channels
+// move 25 GB/s alone and 0.6 of that beside a GEMM, measured as collectives alone and as overlap cases (comm-heavy
+// shapes, 8-32 comm SMs, tile-signal / green-context / decomposed). Before the factor existed the overlap fit
+// re-fitted nccl_per_cta_GBps itself, and a collective alone was then predicted at the overlap rate.
+TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.nccl_per_cta_GBps = 25;
+  truth.overlap_nccl_rate_factor = 0.6;
+  std::vector<BenchCase> cases;
+  for (const char* op : {"allreduce", "reducescatter"}) {
+    for (int64_t bytes = int64_t(1) << 22; bytes <= (int64_t(1) << 30); bytes *= 4) {
+      for (int ctas : {4, 8, 16, 32})
+        cases.push_back(*parse_bench_name(fmt::format("coll/nccl/{}/{}/world:8/ctas:{}", op, bytes, ctas)));
+    }
+    for (const char* mode : {"tile-signal", "green-context", "decomposed"}) {
+      for (const char* shape : {"8192x8192x1024", "8192x8192x2048"}) {
+        for (int comm : {8, 16, 24, 32}) {
+          cases.push_back(
+              *parse_bench_name(fmt::format("overlap/{}/{}/{}/world:8/comm_sms:{}", mode, op, shape, comm)));
+        }
+      }
+    }
+  }
+  const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
+  EXPECT_NEAR(r.hardware.nccl_per_cta_GBps, 25, 25 * 0.03);
+  EXPECT_NEAR(r.hardware.overlap_nccl_rate_factor, 0.6, 0.6 * 0.05);
+  ASSERT_TRUE(find(r, "overlap_nccl_rate_factor"));
+  EXPECT_EQ(find(r, "overlap_nccl_rate_factor")->subset, "overlap");
+}
+
 TEST(Calibrate, RecoversTheOperatorGemmFactor) {
   // Synthetic bench_overlap files: every case's operator time ("us") and its GEMM-alone time ("t_gemm_us", the
   // counter bench_overlap records) from a truth whose GEMMs run at 0.88 of their sustained compute time inside the

@@ -292,5 +292,29 @@ TEST(Simulate, SwizzleReadsFewerBytesThanRowBands) {
   EXPECT_EQ(order[1], swz.tiles_n(p));  // row 1, column 0
 }
 
+TEST(SimulateVsModel, OverlapRateFactorsSlowOnlyTheOverlappedCollectives) {
+  // Hardware::overlap_nccl_rate_factor / overlap_tma_rate_factor 0.25: the collective of every overlapped mode runs
+  // at a quarter of its per-CTA rate, in the simulator as in the model, so their totals rise on a comm-heavy problem
+  // (GEMM+AR 8192x8192x1024 on 8 GPUs, 16 comm CTAs: the collective is the longer part); sequential's collective
+  // (after the GEMM, alone) and a collective estimated alone do not change, nor does the model's comm_alone_us.
+  const Hardware base = builtin_hardware("h200");
+  Hardware hw = base;
+  hw.overlap_nccl_rate_factor = 0.25;
+  hw.overlap_tma_rate_factor = 0.25;
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
+  const Plan seq = default_plan(Mode::kSequential, p, base, 16);
+  EXPECT_DOUBLE_EQ(simulate(p, seq, hw).total_us, simulate(p, seq, base).total_us);
+  EXPECT_DOUBLE_EQ(estimate(p, seq, hw).total_us, estimate(p, seq, base).total_us);
+  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 16, hw).us,
+                   estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 16, base).us);
+  for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+    const Plan plan = default_plan(mode, p, base, 16);
+    SCOPED_TRACE(plan.summary());
+    EXPECT_GT(simulate(p, plan, hw).total_us, 1.5 * simulate(p, plan, base).total_us);
+    EXPECT_GT(estimate(p, plan, hw).total_us, 1.5 * estimate(p, plan, base).total_us);
+    EXPECT_DOUBLE_EQ(estimate(p, plan, hw).comm_alone_us, estimate(p, plan, base).comm_alone_us);
+  }
+}
+
 }  // namespace
 }  // namespace ovl::sim

@@ -65,6 +65,15 @@ struct Hardware {
   // plans of one group per 128-row band (64 calls) erred by 28-30% (validation/headline.md). 0 in the built-in
   // profiles.
   double nccl_group_us = 0.0;
+  // A collective's per-CTA rates inside an overlapped mode (decomposed, tile-signal, green-context, tma), relative to
+  // the same collective alone (nccl_per_cta_GBps and tma_push_per_cta_GBps, which bench_collectives fits): what the
+  // concurrent GEMM costs the collective beyond hbm_contention, and the costs of many small calls. Kept apart from
+  // the rates so that fitting the overlap cases does not move what a collective alone is predicted to take (it did:
+  // on 2 H200s the overlap fit halved the push rate, and the held-out collectives then erred by 30.8%,
+  // docs/results/multigpu-h200x2/). The sequential mode's collective runs after the GEMM: rates unscaled. 1: no
+  // difference. Fitted by `ovl calibrate` from the overlap cases.
+  double overlap_nccl_rate_factor = 1.0;
+  double overlap_tma_rate_factor = 1.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
   // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
@@ -77,6 +86,9 @@ struct Hardware {
   void validate() const;
 
   double matrix_tflops() const { return matrix_tflops_per_sm * sm_count; }
+  // The profile an overlapped mode's collective runs with: nccl_per_cta_GBps and tma_push_per_cta_GBps scaled by
+  // overlap_nccl_rate_factor and overlap_tma_rate_factor (the model and the simulator alike).
+  Hardware overlapped_comm() const;
   std::string summary() const;  // one line with every field
 };
 
