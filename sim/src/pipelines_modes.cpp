@@ -105,7 +105,7 @@ TimeNs run_decomposed(Context& ctx) {
 // done. tile-signal: an NCCL call per group on shared SMs (its CTAs take SMs while it runs); green-context: the
 // same calls on their own partition; tma: one persistent TMA kernel launched with the GEMM polls the group
 // counters (a signal latency per group, no per-call launch) and holds its SMs from launch to the last group.
-// AllGather+GEMM: one gather whose steps signal the GEMM; a wave starts once the rows it reads have arrived.
+// AllGather+GEMM: a gather call per tile group from the start; a wave starts once the rows it reads have arrived.
 TimeNs run_signaled(Context& ctx) {
   const Problem& p = ctx.problem;
   const Plan& plan = ctx.plan;
@@ -129,25 +129,6 @@ TimeNs run_signaled(Context& ctx) {
   };
 
   GemmRun gemm(ctx, tiles, "");
-  if (c == Collective::kAllGather) {
-    ctx.groups = 1;
-    const double total = static_cast<double>(p.comm_bytes());
-    double arrived = 1.0 / p.world;  // the local shard
-    if (p.world > 1) gemm.rows_available = [&arrived] { return arrived; };
-    CommQueue::Call call;
-    call.name = call_name(c, "call", 0);
-    call.overhead = overhead;
-    call.steps = collective_steps(ctx, c, total, ctx.comm_ctas);
-    call.on_step_done = [&](const Step& s, TimeNs) {
-      arrived += s.amount * (s.network ? 1.0 : s.rx_weight) / total;
-      gemm.data_arrived();
-    };
-    call.on_done = release;
-    ctx.engine.at(comm_ready, [&comm, &call] { comm.post(std::move(call)); });
-    gemm.start(launch);
-    return ctx.engine.run();
-  }
-
   std::vector<int64_t> group_end;
   if (plan.tile_groups.empty()) {
     group_end.push_back(static_cast<int64_t>(tiles.size()));
@@ -156,6 +137,38 @@ TimeNs run_signaled(Context& ctx) {
     for (int g : plan.tile_groups) group_end.push_back(sum += g);
   }
   ctx.groups = static_cast<int>(group_end.size());
+  if (c == Collective::kAllGather) {
+    // As the executor runs it (core/src/executor_tile_signal.cpp): from the start, one call per tile group in
+    // order, each gathering the rows its tiles read (its overhead, then its steps); a wave of the GEMM starts once
+    // the rows it reads have arrived. Groups of whole row bands make the arrived rows a prefix of A.
+    const double m = static_cast<double>(p.m);
+    const double total = static_cast<double>(p.comm_bytes());
+    double arrived = 0;  // fraction of A's rows gathered
+    gemm.rows_available = [&arrived] { return arrived; };
+    std::vector<double> rows_done(group_end.size(), 0.0);  // per group: the rows gathered once it is done
+    double prefix = 0;
+    for (size_t g = 0, t = 0; g < group_end.size(); ++g) {
+      for (; t < static_cast<size_t>(group_end[g]); ++t) {
+        prefix = std::max(prefix, static_cast<double>(tiles[t].row * plan.tile.m + tiles[t].rows) / m);
+      }
+      rows_done[g] = prefix;
+    }
+    for (size_t g = 0; g < group_end.size(); ++g) {
+      CommQueue::Call call;
+      call.name = call_name(c, "group", static_cast<int>(g));
+      call.overhead = overhead;
+      call.steps = collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), ctx.comm_ctas);
+      call.on_done = [&gemm, &arrived, &rows_done, g, last = g + 1 == group_end.size(), release](TimeNs t) {
+        arrived = rows_done[g];
+        gemm.data_arrived();
+        if (last) release(t);
+      };
+      ctx.engine.at(comm_ready, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });
+    }
+    gemm.start(launch);
+    return ctx.engine.run();
+  }
+
   size_t next_group = 0;
   TimeNs prev_ready = 0;
   gemm.on_wave_done = [&](int64_t done, TimeNs now) {

@@ -81,6 +81,26 @@ TEST(SimulateVsModel, NcclGroupGapAddsPerGroupAsInTheModel) {
   EXPECT_DOUBLE_EQ(simulate(p, tma, hw).total_us, base_tma);
 }
 
+TEST(SimulateVsModel, AllGatherGroupsPayTheirCallsAsInTheModel) {
+  // AllGather+GEMM in green-context, a group per row band (64), 8192x8192x1024 on 8 GPUs: the executor gathers
+  // group by group (a call each) and the GEMM's tiles wait for their group, so the gather calls are the critical
+  // path and nccl_group_us = 5 adds between half of and all of groups x 5 us, in the simulator as in the model.
+  // (The simulator used to run one gather for the whole operator, with no per-group cost.)
+  Hardware hw = builtin_hardware("h200");
+  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 1024, 8);
+  const Plan gc = default_plan(Mode::kGreenContext, p, hw, 16);
+  const double groups = double(gc.tile_groups.size());
+  ASSERT_EQ(groups, 64);
+  const double base = simulate(p, gc, hw).total_us, base_model = estimate(p, gc, hw).total_us;
+  EXPECT_EQ(simulate(p, gc, hw).groups, 64);
+  hw.nccl_group_us = 5;
+  const double more = simulate(p, gc, hw).total_us, more_model = estimate(p, gc, hw).total_us;
+  EXPECT_GT(more - base, 0.5 * groups * 5);
+  EXPECT_LE(more - base, groups * 5 + 1.0);
+  EXPECT_GT(more_model - base_model, 0.5 * groups * 5);
+  EXPECT_NEAR(more, more_model, 0.10 * more_model);
+}
+
 TEST(SimulateVsModel, OperatorGemmFactorScalesTheGemmAsInTheModel) {
   // Hardware::operator_gemm_factor 0.8: the simulator's GEMM compute (the SM pool's rate and the epilogues) takes
   // 0.8 of its time, as the model's does; the launch is not scaled. Sequential 8192^3 (compute-bound, so the HBM
