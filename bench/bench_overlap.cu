@@ -2,7 +2,7 @@
 // (OVL_BENCH_WORLD=threads) on a real World of every visible GPU, one host thread per rank.
 //
 // Cases (filter with --benchmark_filter, e.g. 'overlap/tma/', '/reducescatter/', '/8192x8192x4096/', 'comm_sms:16'):
-//   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>[/groups:<g>]   (groups: see below)
+//   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>[/groups:<g>[/order:swizzle]]   (see below)
 //     op allreduce, reducescatter (GEMM first) or allgather-gemm (the gather first: A is M / W x K per rank, C is
 //     M x N; in tile-signal and green-context the GEMM waits per tile group for the group's gather);
 //     mode decomposed, tile-signal, green-context, tma (not for allgather-gemm); c = 8, 16, 24, 32. The plan is
@@ -23,9 +23,10 @@
 // into Context::symmetric_output, as an application that allocates C there would (no copy of the result; no /algo:
 // baseline: a real world's baseline is NCCL's). Times are the slowest rank's; a timed block of runs starts after a
 // host barrier and one more untimed run that lines the ranks up on the device.
-// A real world (and AG+GEMM in loopback) also runs tile-signal, green-context and tma with g = 2, 4, 8 tile groups
-// (/groups:<g>: BenchCase::plan, g groups of whole row bands, and a tile-signal GEMM on sm_count - c SMs), since
-// default_plan's one group per row band makes one NCCL call per band. The JSON context says world_backend = loopback or threads (and
+// Also tile-signal, green-context and tma with g = 2, 4, 8 tile groups (/groups:<g>: BenchCase::plan, g groups of
+// whole row bands, and a tile-signal GEMM on sm_count - c SMs), since default_plan's one group per row band makes
+// one NCCL call per band; and the same in swizzle order (/groups:<g>/order:swizzle: g groups of whole swizzle bands
+// of kSwizzleRows tile rows, the GEMM visiting each band column by column). The JSON context says world_backend = loopback or threads (and
 // loopback_share in loopback).
 // Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
 // OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
@@ -462,15 +463,19 @@ void register_cases() {
           add(fmt::format("overlap/{}/{}/comm_sms:{}", to_string(mode), tail, c), mode, op, sh, c, CommAlgo::kNcclRing);
         }
       }
-      // A real world, and AG+GEMM in loopback: the signaling modes also with 2, 4 and 8 tile groups (default_plan's
-      // one group per row band costs one collective call per band, and AG+GEMM a counter release as well).
-      if (!real_world() && op != Op::kAllGatherGemm) continue;
+      // The signaling modes also with 2, 4 and 8 tile groups (default_plan's one group per row band costs one
+      // collective call per band, and AG+GEMM a counter release as well), in row-band order and in swizzle order
+      // (groups of whole swizzle bands, where there are that many).
+      const int64_t swizzle_bands = (sh.m / 128 + kSwizzleRows - 1) / kSwizzleRows;
       for (Mode mode : modes) {
         if (mode == Mode::kDecomposed) continue;
-        for (int c : {8, 16, 24, 32})
-          for (int g : {2, 4, 8})
-            add(fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g), mode, op, sh, c,
-                CommAlgo::kNcclRing);
+        for (int c : {8, 16, 24, 32}) {
+          for (int g : {2, 4, 8}) {
+            const std::string name = fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g);
+            add(name, mode, op, sh, c, CommAlgo::kNcclRing);
+            if (g <= swizzle_bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
+          }
+        }
       }
     }
   }

@@ -480,17 +480,29 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
     if (plan.tile.m != t.m || plan.tile.n != t.n) {
       return fmt::format("plan tile {} x {} differs from the GEMM's tile {} x {}", plan.tile.m, plan.tile.n, t.m, t.n);
     }
-    if (plan.tile_order != TileOrder::kRowBand) {
-      return fmt::format(
-          "plan field \"tile_order\" = {}: the executor needs row-band order (a group of whole bands "
-          "is a contiguous block of rows for the collective)",
-          to_string(plan.tile_order));
+    if (plan.tile_order == TileOrder::kExplicit) {
+      return "plan field \"tile_order\" = explicit: the executor runs row-band and swizzle orders (a group of whole "
+             "bands is a contiguous block of rows for the collective)";
     }
     const int64_t tn = plan.tiles_n(p);
     for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
       if (plan.tile_groups[g] % tn != 0) {
         return fmt::format("plan field \"tile_groups\"[{}] = {} is not a whole number of row bands of {} tiles", g,
                            plan.tile_groups[g], tn);
+      }
+    }
+    if (plan.tile_order == TileOrder::kSwizzle) {
+      // Swizzle bands of kSwizzleRows tile rows run column by column: a group must end at a band's end.
+      const int64_t band = tn * kSwizzleRows, tiles = plan.tile_count(p);
+      int64_t end = 0;
+      for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
+        end += plan.tile_groups[g];
+        if (end % band != 0 && end != tiles) {
+          return fmt::format(
+              "plan field \"tile_groups\"[{}] = {} ends at tile {}, inside a swizzle band of {} tiles ({} tile rows "
+              "of {}): with tile_order = swizzle a group must be whole swizzle bands",
+              g, plan.tile_groups[g], end, band, kSwizzleRows, tn);
+        }
       }
     }
     if (int(plan.tile_groups.size()) > Impl::kMaxGroups) {

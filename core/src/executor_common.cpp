@@ -8,6 +8,7 @@
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/model/estimate.hpp"
 
 namespace ovl {
 namespace {
@@ -200,7 +201,13 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.b_layout = p.b_layout == BLayout::kNxK ? kernels::GemmBLayout::kNxK : kernels::GemmBLayout::kKxN;
   g.a = call.a.ptr;
   g.b = call.b.ptr;
-  g.tile_order = kernels::GemmTileOrder::kRowBand;
+  // Row bands, or swizzle bands of kSwizzleRows tile rows (can_run: groups of whole bands either way).
+  if (call.plan.tile_order == TileOrder::kSwizzle) {
+    g.tile_order = kernels::GemmTileOrder::kSwizzle;
+    g.swizzle = kSwizzleRows;
+  } else {
+    g.tile_order = kernels::GemmTileOrder::kRowBand;
+  }
   g.tile_groups = call.plan.tile_groups;
   g.sm_count = grid;
   // Whole tiles only (no stream_k_tiles): the model's and the simulator's timelines of the signaled modes count the
@@ -229,6 +236,13 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
     }
   }
   const int tiles = kernels::gemm_tile_count(g);
+  // The epilogue bench_gemm's tuned `ovl` runs for this shape and grid (ovl::tune_gemm's rule, which the model's
+  // GEMM parameters were fitted on): the split one for short K-major GEMMs, else the deferred one. Both signal a
+  // tile after its stores, the deferred one about a k-block later.
+  const kernels::GemmTileShape ts = kernels::gemm_tile_shape();
+  g.epilogue = choose_split_epilogue(tiles, (p.k + ts.k - 1) / ts.k, grid, p.b_layout == BLayout::kKxN)
+                   ? kernels::GemmEpilogue::kTmaStoreSplit
+                   : kernels::GemmEpilogue::kTmaStoreDeferred;
   if (record.valid) {
     if (st.tile_stamps.bytes() < size_t(tiles) * 8) st.tile_stamps = detail::DeviceBuffer(size_t(tiles) * 8);
     g.tile_timestamps = st.tile_stamps.as<unsigned long long>();

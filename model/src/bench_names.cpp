@@ -108,8 +108,9 @@ std::string BenchCase::name() const {
     case BenchKind::kCopy:
       return fmt::format("copy/{}/{}/ctas:{}", impl, bytes, ctas);
     case BenchKind::kOverlap:
-      return fmt::format("overlap/{}/{}/{}x{}x{}/world:{}/comm_sms:{}{}", to_string(mode), to_string(collective), m, n,
-                         k, world, comm_sms, groups > 0 ? fmt::format("/groups:{}", groups) : std::string());
+      return fmt::format("overlap/{}/{}/{}x{}x{}/world:{}/comm_sms:{}{}{}", to_string(mode), to_string(collective), m,
+                         n, k, world, comm_sms, groups > 0 ? fmt::format("/groups:{}", groups) : std::string(),
+                         order == TileOrder::kSwizzle ? "/order:swizzle" : "");
   }
   return {};
 }
@@ -188,7 +189,7 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
     c.ctas = int(*ctas);
     return c;
   }
-  if (kind == "overlap" && (parts.size() == 6 || parts.size() == 7)) {
+  if (kind == "overlap" && parts.size() >= 6 && parts.size() <= 8) {
     c.kind = BenchKind::kOverlap;
     c.impl = std::string(parts[1]);
     bool mode_ok = false;
@@ -205,11 +206,15 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
         !fits_int(*comm_sms)) {
       return std::nullopt;
     }
-    if (parts.size() == 7) {  // groups:<g>, only for the modes with tile groups
+    if (parts.size() >= 7) {  // groups:<g>, only for the modes with tile groups
       const auto groups = keyed(parts[6], "groups");
       const bool grouped = c.mode == Mode::kTileSignal || c.mode == Mode::kGreenContext || c.mode == Mode::kTma;
       if (!groups || *groups < 1 || !fits_int(*groups) || !grouped) return std::nullopt;
       c.groups = int(*groups);
+    }
+    if (parts.size() == 8) {  // order:swizzle, after groups:<g>
+      if (parts[7] != "order:swizzle") return std::nullopt;
+      c.order = TileOrder::kSwizzle;
     }
     c.collective = *coll;
     c.op = op_of(*coll);
@@ -231,8 +236,16 @@ Plan BenchCase::plan(const Hardware& hw) const {
   Plan plan = default_plan(mode, p, hw, comm_sms);
   if (groups > 0) {
     const int64_t tm = plan.tiles_m(p);
-    OVL_CHECK(groups <= tm, "{}: groups = {} is more than the {} row bands of tiles", name(), groups, tm);
-    plan.tile_groups = band_groups(tm, plan.tiles_n(p), groups);
+    if (order == TileOrder::kSwizzle) {
+      const int64_t bands = (tm + kSwizzleRows - 1) / kSwizzleRows;
+      OVL_CHECK(groups <= bands, "{}: groups = {} is more than the {} swizzle bands of {} tile rows", name(), groups,
+                bands, kSwizzleRows);
+      plan.tile_order = TileOrder::kSwizzle;
+      plan.tile_groups = swizzle_band_groups(tm, plan.tiles_n(p), groups);
+    } else {
+      OVL_CHECK(groups <= tm, "{}: groups = {} is more than the {} row bands of tiles", name(), groups, tm);
+      plan.tile_groups = band_groups(tm, plan.tiles_n(p), groups);
+    }
     // tile-signal: the GEMM leaves the communication's SMs free (plain streams, no partition).
     if (mode == Mode::kTileSignal) plan.gemm_sms = hw.sm_count - plan.comm_ctas;
   }

@@ -186,11 +186,20 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     OVL_CHECK(sum == tiles, "plan field \"tile_groups\" sums to {} but the problem has {} tiles ({} x {} of {}x{})",
               sum, tiles, tiles_m(problem), tn, tile.m, tile.n);
   }
-  // NCCL sends contiguous buffers: with a row-major output a group must be whole row bands of tiles.
+  // NCCL sends contiguous buffers: with a row-major output a group must be whole row bands of tiles; in swizzle
+  // order, whole swizzle bands (kSwizzleRows tile rows; the last band may be shorter).
   if (mode_signals(mode) && is_nccl(comm_algo) && output == OutputLayout::kRowMajor) {
-    OVL_CHECK(tile_order != TileOrder::kSwizzle,
-              "plan field \"tile_order\" = swizzle leaves NCCL groups non-contiguous in a row-major output (use "
-              "row-band or a tile-major output)");
+    if (tile_order == TileOrder::kSwizzle) {
+      const int64_t band = tn * kSwizzleRows;
+      int64_t end = 0;
+      for (size_t g = 0; g < tile_groups.size(); ++g) {
+        end += tile_groups[g];
+        OVL_CHECK(end % band == 0 || end == tiles,
+                  "plan field \"tile_groups\"[{}] = {} ends at tile {}, inside a swizzle band of {} tiles ({} tile "
+                  "rows of {}): with tile_order = swizzle and a row-major output a group must be whole swizzle bands",
+                  g, tile_groups[g], end, band, kSwizzleRows, tn);
+      }
+    }
     int64_t start = 0;
     for (size_t g = 0; g < tile_groups.size(); ++g) {
       const int64_t end = start + tile_groups[g];
@@ -248,6 +257,22 @@ std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
             tiles_m);
   std::vector<int> out;
   for (int b : even_groups(tiles_m, groups)) out.push_back(int(b * tiles_n));
+  return out;
+}
+
+std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
+  OVL_CHECK(tiles_m >= 1 && tiles_n >= 1, "swizzle_band_groups: tiles_m = {}, tiles_n = {} must be positive", tiles_m,
+            tiles_n);
+  const int64_t bands = (tiles_m + kSwizzleRows - 1) / kSwizzleRows;
+  OVL_CHECK(groups >= 1 && groups <= bands, "swizzle_band_groups: groups = {} must be in [1, {}] (swizzle bands of {} "
+            "tile rows)", groups, bands, kSwizzleRows);
+  std::vector<int> out;
+  int64_t band = 0;
+  for (int b : even_groups(bands, groups)) {
+    const int64_t rows = std::min(tiles_m, (band + b) * kSwizzleRows) - band * kSwizzleRows;
+    out.push_back(int(rows * tiles_n));
+    band += b;
+  }
   return out;
 }
 

@@ -299,7 +299,7 @@ void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, 
   options.loopback_share = share;
   Context ctx(options);
   const int w = ctx.world_size();
-  DeviceMatrix a(m, k, 21), b(n, k, 22);
+  DeviceMatrix a(op == Op::kAllGatherGemm ? m / w : m, k, 21), b(n, k, 22);  // AG+GEMM: this rank's rows of A
   DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0), c_seq(c.rows, n, 0);
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   const Hardware& hw = ctx.hardware();
@@ -382,6 +382,43 @@ void check_tma_movers_global_ranges(Op op) {
   });
 }
 
+// Swizzle order in the signaling modes: the GEMM visits swizzle bands of kSwizzleRows tile rows column by column,
+// and groups of whole swizzle bands are whole blocks of rows. M = 2048 (16 tile rows: two swizzle bands, so two
+// groups), N = 776 (4 tile columns, the last of 8), K = 256; tile-signal, green-context and tma (push and pull) with
+// two groups, against sequential and float64. A group that ends inside a swizzle band is refused by name.
+void check_swizzled_groups(int world, Op op, LoopbackShare share) {
+  check_against_sequential(world, op, share, 2048, 776, 256, [op](const Problem& p, const Hardware& hw) {
+    std::vector<Plan> plans;
+    std::vector<Mode> modes{Mode::kTileSignal, Mode::kGreenContext};
+    if (op != Op::kAllGatherGemm) modes.push_back(Mode::kTma);
+    for (Mode mode : modes) {
+      Plan plan = default_plan(mode, p, hw, 16);
+      if (mode == Mode::kTileSignal) plan.gemm_sms = hw.sm_count - 16;
+      plan.tile_order = TileOrder::kSwizzle;
+      plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 2);
+      EXPECT_EQ(plan.tile_groups, (std::vector<int>{32, 32}));
+      plans.push_back(plan);
+      if (mode == Mode::kTma) {
+        plan.comm_algo = CommAlgo::kTmaPull;
+        plans.push_back(plan);
+      }
+    }
+    return plans;
+  });
+  ContextOptions options;
+  options.loopback_world = world;
+  Context ctx(options);
+  const int64_t w = ctx.world_size();
+  const int64_t a_rows = op == Op::kAllGatherGemm ? 2048 / w : 2048;
+  const int64_t c_rows = op == Op::kGemmReduceScatter ? 2048 / w : 2048;
+  DeviceMatrix a(a_rows, 256, 1), b(776, 256, 2), c(c_rows, 776, 0);
+  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
+  Plan mid = default_plan(Mode::kGreenContext, p, ctx.hardware(), 16);
+  mid.tile_order = TileOrder::kSwizzle;
+  mid.tile_groups = band_groups(mid.tiles_m(p), mid.tiles_n(p), 4);  // groups of 4 tile rows
+  EXPECT_NE(ctx.can_run(p, mid).find("inside a swizzle band"), std::string::npos) << ctx.can_run(p, mid);
+}
+
 // Intervals of a timeline on one lane.
 int intervals_on(const Timeline& t, const std::string& lane) {
   return int(std::count_if(t.intervals.begin(), t.intervals.end(), [&](const Interval& i) { return i.lane == lane; }));
@@ -438,6 +475,13 @@ TEST_F(OverlapTest, TmaMoversGlobalRangesGemmAllReduceLoopback8) { check_tma_mov
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
   check_tma_movers_global_ranges(Op::kGemmReduceScatter);
 }
+
+TEST_F(OverlapTest, SwizzledGroupsGemmAllReduceLoopback2) { check_swizzled_groups(2, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, SwizzledGroupsGemmReduceScatterLoopback4WholeWorld) {
+  check_swizzled_groups(4, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, SwizzledGroupsAllGatherGemmLoopback2) { check_swizzled_groups(2, Op::kAllGatherGemm, kRank0); }
+TEST_F(OverlapTest, SwizzledGroupsGemmReduceScatterWorld1) { check_swizzled_groups(0, Op::kGemmReduceScatter, kRank0); }
 
 // Runs fn on a Context per rank of a threads World over every visible GPU (at most 8), each on its own host thread.
 void for_every_gpu(const WorldOptions& world_options, const std::function<void(Context&)>& fn) {

@@ -109,6 +109,26 @@ TEST(BenchNames, Parse) {
   EXPECT_EQ(gc.tile_groups.size(), 3u);  // 64 bands: 22, 21, 21
   EXPECT_EQ(gc.gemm_sms, h200.sm_count - 16);  // the partition's, as default_plan
   EXPECT_THROW(parse_bench_name("overlap/tma/allreduce/256x256x256/world:2/comm_sms:8/groups:9")->plan(h200), Error);
+  // order:swizzle (after groups:<g>): g groups of whole swizzle bands, in swizzle order; 64 tile rows = 8 swizzle
+  // bands, so at most 8 groups.
+  auto os = parse_bench_name(
+      "overlap/green-context/allreduce/8192x8192x4096/world:2/comm_sms:16/groups:4/order:swizzle/manual_time");
+  ASSERT_TRUE(os);
+  EXPECT_EQ(os->order, TileOrder::kSwizzle);
+  EXPECT_EQ(os->name(), "overlap/green-context/allreduce/8192x8192x4096/world:2/comm_sms:16/groups:4/order:swizzle");
+  const Plan sp = os->plan(h200);
+  EXPECT_EQ(sp.tile_order, TileOrder::kSwizzle);
+  EXPECT_EQ(sp.tile_groups, (std::vector<int>(4, 2 * 8 * 32)));
+  EXPECT_NO_THROW(sp.validate(os->problem(), h200));
+  EXPECT_THROW(
+      parse_bench_name("overlap/green-context/allreduce/8192x8192x4096/world:2/comm_sms:16/groups:9/order:swizzle")
+          ->plan(h200),
+      Error);
+  for (const char* bad : {"overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/order:swizzle",
+                          "overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/groups:2/order:zigzag",
+                          "overlap/decomposed/allreduce/8x8x8/world:2/comm_sms:8/groups:2/order:swizzle"}) {
+    EXPECT_FALSE(parse_bench_name(bad)) << bad;
+  }
   for (const char* bad :
        {"overlap/sequential/allreduce/8x8x8/world:2/comm_sms:8/groups:2",
         "overlap/decomposed/allreduce/8x8x8/world:2/comm_sms:8/groups:2",

@@ -47,6 +47,15 @@ TEST(Plan, Groups) {
   EXPECT_THROW(band_groups(4, 2, 5), Error);
 }
 
+TEST(Plan, SwizzleBandGroups) {
+  // 20 tile rows = swizzle bands of 8, 8 and 4 rows; 3 tiles per row.
+  EXPECT_EQ(swizzle_band_groups(20, 3, 1), (std::vector<int>{60}));
+  EXPECT_EQ(swizzle_band_groups(20, 3, 2), (std::vector<int>{48, 12}));
+  EXPECT_EQ(swizzle_band_groups(20, 3, 3), (std::vector<int>{24, 24, 12}));
+  expect_error_naming([] { swizzle_band_groups(20, 3, 4); }, "groups = 4");
+  expect_error_naming([] { swizzle_band_groups(0, 3, 1); }, "tiles_m = 0");
+}
+
 TEST(Plan, DefaultsValidate) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = ar8192();
@@ -133,6 +142,14 @@ TEST(Plan, EachBadFieldIsNamed) {
   tile_major.output = OutputLayout::kTileMajor;
   tile_major.tile_order = TileOrder::kSwizzle;
   EXPECT_NO_THROW(tile_major.validate(p, hw));
+  // Swizzle order with a row-major NCCL output: groups of whole swizzle bands (8 tile rows) are contiguous rows;
+  // a group ending inside a swizzle band is named.
+  Plan swz = default_plan(Mode::kTileSignal, p, hw, 16);
+  swz.tile_order = TileOrder::kSwizzle;
+  swz.tile_groups = band_groups(swz.tiles_m(p), swz.tiles_n(p), 8);  // 64 bands: 8 groups of 8
+  EXPECT_NO_THROW(swz.validate(p, hw));
+  swz.tile_groups = band_groups(swz.tiles_m(p), swz.tiles_n(p), 16);  // groups of 4 bands
+  expect_error_naming([&] { swz.validate(p, hw); }, "inside a swizzle band");
   // An explicit order that keeps whole bands together is contiguous.
   Plan expl = default_plan(Mode::kTileSignal, p, hw, 16);
   expl.tile_order = TileOrder::kExplicit;

@@ -40,6 +40,8 @@ struct BenchCase {
   int ctas = 0;                                    // coll, copy
   int comm_sms = 0;                                // overlap
   int groups = 0;                                  // overlap, tile-signal / green-context / tma: 0 = default_plan's
+  // overlap with groups: the GEMM's tile order (/order:swizzle: groups of whole swizzle bands, swizzle_band_groups).
+  TileOrder order = TileOrder::kRowBand;
   // gemm, ours: the stream-K plan the run used (bench_gemm's counters sk_tiles, sk_splits; read_measurements sets
   // it); not part of the name.
   TailPlan stream_k;

@@ -24,6 +24,10 @@ enum class Mode {
 };
 enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull };
 enum class TileOrder { kRowBand, kSwizzle, kExplicit };
+// kSwizzle visits blocks of kSwizzleRows tile rows ("swizzle bands"), each column by column (L2 reuse of B panels);
+// the signaled GEMM runs it with GemmArguments::swizzle = kSwizzleRows. A group of whole swizzle bands is a
+// contiguous block of rows, complete when its last tile is stored.
+inline constexpr int kSwizzleRows = 8;
 enum class OutputLayout { kRowMajor, kTileMajor };
 
 std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
@@ -83,6 +87,9 @@ std::vector<int> even_groups(int64_t tiles, int groups);
 // Groups of whole row bands: tiles_m bands spread over `groups` groups as evenly as possible, each group's size
 // in tiles (a multiple of tiles_n). Throws unless 1 <= groups <= tiles_m.
 std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups);
+// `groups` groups of whole swizzle bands (kSwizzleRows tile rows each, the last one possibly shorter), as evenly as
+// possible, as tile counts: the groups a swizzle-order plan with a row-major output may have.
+std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int groups);
 
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem

@@ -77,8 +77,8 @@ SimResult simulate(const Problem& problem, const Plan& plan, const Hardware& hw,
 void to_json(nlohmann::json& j, const SimResult& r);
 
 // Tile visiting order of a plan: tile ids (row * tiles_n + col) in the order the persistent GEMM runs them.
-// kSwizzle visits blocks of kSwizzleRows tile rows column by column (L2 reuse of B panels).
-inline constexpr int kSwizzleRows = 8;
+// kSwizzle visits blocks of kSwizzleRows tile rows column by column (L2 reuse of B panels; ovl/model/plan.hpp).
+using ovl::kSwizzleRows;
 std::vector<int64_t> tile_visit_order(const Problem& problem, const Plan& plan);
 
 }  // namespace ovl::sim
