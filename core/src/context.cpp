@@ -152,7 +152,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
             "ContextOptions::wait_timeout_ms = {} must be between 0 (the default) and 3600000 (one hour)",
             options.wait_timeout_ms);
   const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
-  s.timeout_ns = uint64_t(timeout_ms * 1e6);
+  s.timeout_ns = std::max<uint64_t>(1, uint64_t(timeout_ms * 1e6));  // a positive wait (the GEMM's waits refuse 0)
   s.trace = options.trace;
 
   if (cublasCreate(&s.cublas) != CUBLAS_STATUS_SUCCESS) OVL_FAIL("cublasCreate failed on device {}", s.device);
@@ -631,6 +631,11 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
                                                       : "all-gather";
   s.last_stream = stream;
   s.prepare_loopback_peers(call);
+  // Test-only: AG+GEMM's gathered A full of NaN before each call, so that a GEMM reading a row before its gather
+  // (a missing wait) gives NaN instead of the previous call's identical rows.
+  if (s.options.fault == Fault::kPoisonGather && op == Op::kAllGatherGemm) {
+    OVL_CUDA_CHECK(cudaMemsetAsync(st.gathered_a.get(), 0xFF, st.gathered_a.bytes(), stream));
+  }
   switch (chosen.mode) {
     case Mode::kSequential:
       s.run_sequential(call);
@@ -670,26 +675,28 @@ void Context::synchronize(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
   if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
+  // Both records are read and cleared before either is reported, so a timeout never surfaces at a later call.
   kernels::CounterWaitError g{};
   OVL_CUDA_CHECK(cudaMemcpy(&g, s.gemm_wait_error.get(), sizeof(g), cudaMemcpyDeviceToHost));
-  if (g.code != 0) {
-    OVL_CUDA_CHECK(cudaMemset(s.gemm_wait_error.get(), 0, sizeof(g)));
-    OVL_FAIL(
-        "device-side wait timed out after {} ms: the GEMM waited for the gathered rows of tile group {} (counter {} "
-        "of {} expected); the gather did not finish (a peer is missing, or its collective had no SMs to run on); "
-        "the output is invalid",
-        double(s.timeout_ns) * 1e-6, g.index, g.observed, g.expected);
-  }
   detail::WaitError e{};
   OVL_CUDA_CHECK(cudaMemcpy(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost));
-  if (e.code != 0) {
-    OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, sizeof(e)));
-    OVL_FAIL(
-        "device-side wait timed out after {} ms: the {} waited for tile group {} (counter {} of {} expected, "
-        "CTA {}); the GEMM did not signal it (failed, skipped or fewer tiles than the plan) or a peer is missing",
-        double(s.timeout_ns) * 1e-6, e.where == 1 ? "counter wait kernel" : "persistent collective", e.group,
-        e.observed, e.expected, e.cta);
+  if (g.code != 0) OVL_CUDA_CHECK(cudaMemset(s.gemm_wait_error.get(), 0, sizeof(g)));
+  if (e.code != 0) OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, sizeof(e)));
+  std::string what;
+  if (g.code != 0) {
+    what = fmt::format(
+        "the GEMM waited for the gathered rows of tile group {} (counter {} of {} expected): the gather did not "
+        "finish (its collective failed or had no SMs to run on); the output is invalid",
+        g.index, g.observed, g.expected);
   }
+  if (e.code != 0) {
+    if (!what.empty()) what += "; and ";
+    what += fmt::format(
+        "the {} waited for tile group {} (counter {} of {} expected, CTA {}); the GEMM did not signal it (failed, "
+        "skipped or fewer tiles than the plan) or a peer is missing",
+        e.where == 1 ? "counter wait kernel" : "persistent collective", e.group, e.observed, e.expected, e.cta);
+  }
+  if (!what.empty()) OVL_FAIL("device-side wait timed out after {} ms: {}", double(s.timeout_ns) * 1e-6, what);
 }
 
 Timeline Context::last_timeline() {

@@ -15,9 +15,10 @@
 // AG+GEMM runs the other way round (run_gather_signaled): the communication stream gathers group by group (NCCL
 // broadcasts from each owner in a real world, the loopback collective in loopback), releasing each group's counter
 // (red.release.sys) after its rows; the GEMM, launched once, reads the gathered A, and its load thread waits
-// (acquire) for a tile's group counter before loading the tile. Groups gather in row order, which is the GEMM's
-// row-band order. The GEMM's CTAs wait in place, so the gather must have SMs of its own: tile-signal gives the GEMM
-// at most sm_count - comm CTAs, green-context gives it its partition.
+// (acquire) for a tile's group counter before loading the tile. Groups gather in row order, the order in which the
+// GEMM (row-band or swizzle order, groups of whole bands either way) takes them. The GEMM's CTAs wait in place, so
+// the gather must have SMs of its own: tile-signal gives the GEMM at most sm_count - comm CTAs, green-context gives
+// it its partition.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1226,72 +1226,87 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
 // the group's counter is released (launch_add_counters). The groups are released out of order (3, 1, 0, 2), so a
 // CTA that waited for the wrong counter, or not at all, reads NaN rows and the output has NaN. Odd shape: M = 1000
 // (the last band of 104 rows), N = 776 (the last tile column of 8), K = 264 (a K tail); 8 x 4 tiles in 4 groups of
-// two bands; 100 CTAs, every epilogue, both B layouts, with signal counters as well. Against float64 and bit for
+// two bands. Every epilogue and both B layouts on 100 CTAs (a tile each); then 6 CTAs (5-6 tiles each, so a CTA
+// waits for several groups in turn), in row-band order and in swizzle order with bands of 2 tile rows (a group is
+// one swizzle band, its tiles visited column by column). With signal counters as well. Against float64 and bit for
 // bit against the same plan run without waits on the final A.
 TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
+  struct Config {
+    int sm_count;
+    GemmTileOrder order;
+    bool every_epilogue;
+  };
+  const Config configs[] = {
+      {100, GemmTileOrder::kRowBand, true}, {6, GemmTileOrder::kRowBand, false}, {6, GemmTileOrder::kSwizzle, false}};
   for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
     const Problem p{1000, 776, 264, GemmDType::kBF16, bl};
     Inputs in(p, 91);
     const std::vector<double> ref = cpu_reference(in);
     const int groups = 4;
     const int band_rows = gemm_tile_shape().m, rows_per_group = 2 * band_rows;
-    for (GemmEpilogue e : kEpilogues) {
-      const std::string what = describe(p) + epilogue_name(e);
-      RunOptions opt;
-      opt.sm_count = 100;
-      opt.epilogue = e;
-      opt.tile_groups.assign(groups, 8);
-      RunResult plain;
-      run(in, opt, plain);
+    for (const Config& cfg : configs) {
+      for (GemmEpilogue e : kEpilogues) {
+        if (!cfg.every_epilogue && e != GemmEpilogue::kTmaStoreDeferred) continue;
+        const std::string what = describe(p) + epilogue_name(e) + " on " + std::to_string(cfg.sm_count) + " CTAs" +
+                                 (cfg.order == GemmTileOrder::kSwizzle ? ", swizzle 2" : "");
+        RunOptions opt;
+        opt.sm_count = cfg.sm_count;
+        opt.tile_order = cfg.order;
+        opt.swizzle = 2;
+        opt.epilogue = e;
+        opt.tile_groups.assign(groups, 8);
+        RunResult plain;
+        run(in, opt, plain);
 
-      GemmArguments args = arguments_of(p, opt);
-      DeviceBuffer<uint16_t> a(in.a.size()), d(gemm_output_bytes(args) / 2);
-      DeviceBuffer<unsigned int> waits(groups), signals(groups), sleeper(1);
-      DeviceBuffer<CounterWaitError> error(1);
-      CUDA_OK(cudaMemset(a.get(), 0xFF, a.bytes()));
-      CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));
-      CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
-      CUDA_OK(cudaMemset(signals.get(), 0, signals.bytes()));
-      CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
-      args.a = a.get();
-      args.b = in.b_dev.get();
-      args.d = d.get();
-      args.group_counters = signals.get();
-      args.wait_counters = waits.get();
-      args.wait_error = error.get();
-      ASSERT_EQ("", gemm_can_implement(args));
-      DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
-      cudaStream_t gemm_stream, copy_stream;
-      CUDA_OK(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking));
-      CUDA_OK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
-      // Lazy module loading would load the counter kernels at their first launch, after the running GEMM.
-      preload_wait_kernels();
-      CUDA_OK(test::finish_setup());
-      ASSERT_NO_THROW(gemm_run(args, workspace.get(), gemm_stream));
-      launch_add_counters_after(sleeper.get(), 1, 1, 2'000'000, copy_stream);
-      for (int g : {3, 1, 0, 2}) {
-        const int r0 = g * rows_per_group, r1 = std::min(p.m, r0 + rows_per_group);
-        const size_t offset = size_t(r0) * p.k, bytes = size_t(r1 - r0) * p.k * 2;
-        CUDA_OK(
-            cudaMemcpyAsync(a.get() + offset, in.a_dev.get() + offset, bytes, cudaMemcpyDeviceToDevice, copy_stream));
-        launch_add_counters(waits.get() + g, 1, 1, copy_stream);
+        GemmArguments args = arguments_of(p, opt);
+        DeviceBuffer<uint16_t> a(in.a.size()), d(gemm_output_bytes(args) / 2);
+        DeviceBuffer<unsigned int> waits(groups), signals(groups), sleeper(1);
+        DeviceBuffer<CounterWaitError> error(1);
+        CUDA_OK(cudaMemset(a.get(), 0xFF, a.bytes()));
+        CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));
+        CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
+        CUDA_OK(cudaMemset(signals.get(), 0, signals.bytes()));
+        CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
+        args.a = a.get();
+        args.b = in.b_dev.get();
+        args.d = d.get();
+        args.group_counters = signals.get();
+        args.wait_counters = waits.get();
+        args.wait_error = error.get();
+        ASSERT_EQ("", gemm_can_implement(args));
+        DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+        cudaStream_t gemm_stream, copy_stream;
+        CUDA_OK(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking));
+        CUDA_OK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+        // Lazy module loading would load the counter kernels at their first launch, after the running GEMM.
+        preload_wait_kernels();
+        CUDA_OK(test::finish_setup());
+        ASSERT_NO_THROW(gemm_run(args, workspace.get(), gemm_stream));
+        launch_add_counters_after(sleeper.get(), 1, 1, 2'000'000, copy_stream);
+        for (int g : {3, 1, 0, 2}) {
+          const int r0 = g * rows_per_group, r1 = std::min(p.m, r0 + rows_per_group);
+          const size_t offset = size_t(r0) * p.k, bytes = size_t(r1 - r0) * p.k * 2;
+          CUDA_OK(
+              cudaMemcpyAsync(a.get() + offset, in.a_dev.get() + offset, bytes, cudaMemcpyDeviceToDevice, copy_stream));
+          launch_add_counters(waits.get() + g, 1, 1, copy_stream);
+        }
+        CUDA_OK(cudaStreamSynchronize(copy_stream));
+        CUDA_OK(cudaStreamSynchronize(gemm_stream));
+        CUDA_OK(cudaGetLastError());
+        CounterWaitError err{};
+        CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(err.code, 0u) << what << ": a wait timed out on group " << err.index;
+        RunResult got;
+        got.d.resize(d.count());
+        CUDA_OK(cudaMemcpy(got.d.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+        got.counters.resize(groups);
+        CUDA_OK(cudaMemcpy(got.counters.data(), signals.get(), signals.bytes(), cudaMemcpyDeviceToHost));
+        expect_close(p, GemmOutputLayout::kRowMajor, got.d, ref, what + " gated");
+        expect_signalled(opt, got, what + " gated");
+        expect_same_bits(plain, got, what + " gated against ungated");
+        CUDA_OK(cudaStreamDestroy(gemm_stream));
+        CUDA_OK(cudaStreamDestroy(copy_stream));
       }
-      CUDA_OK(cudaStreamSynchronize(copy_stream));
-      CUDA_OK(cudaStreamSynchronize(gemm_stream));
-      CUDA_OK(cudaGetLastError());
-      CounterWaitError err{};
-      CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
-      EXPECT_EQ(err.code, 0u) << what << ": a wait timed out on group " << err.index;
-      RunResult got;
-      got.d.resize(d.count());
-      CUDA_OK(cudaMemcpy(got.d.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
-      got.counters.resize(groups);
-      CUDA_OK(cudaMemcpy(got.counters.data(), signals.get(), signals.bytes(), cudaMemcpyDeviceToHost));
-      expect_close(p, GemmOutputLayout::kRowMajor, got.d, ref, what + " gated");
-      expect_signalled(opt, got, what + " gated");
-      expect_same_bits(plain, got, what + " gated against ungated");
-      CUDA_OK(cudaStreamDestroy(gemm_stream));
-      CUDA_OK(cudaStreamDestroy(copy_stream));
     }
   }
 }

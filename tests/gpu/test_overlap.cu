@@ -245,6 +245,9 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   ContextOptions options;
   options.loopback_world = world;
   options.loopback_share = share;
+  // AG+GEMM: the gathered A is NaN before every call, so a GEMM that reads rows before their gather fails the check
+  // (without it, each run would find the previous run's identical rows there).
+  if (op == Op::kAllGatherGemm) options.fault = Fault::kPoisonGather;
   Context ctx(options);
   const int w = ctx.world_size();
   const int64_t m = 1024, n = 768, k = 256;  // 8 row bands of 3 tiles; M / 8 = 128 rows per rank
@@ -297,6 +300,7 @@ void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, 
   ContextOptions options;
   options.loopback_world = world;
   options.loopback_share = share;
+  if (op == Op::kAllGatherGemm) options.fault = Fault::kPoisonGather;  // as in check_all_modes
   Context ctx(options);
   const int w = ctx.world_size();
   DeviceMatrix a(op == Op::kAllGatherGemm ? m / w : m, k, 21), b(n, k, 22);  // AG+GEMM: this rank's rows of A
@@ -484,11 +488,13 @@ TEST_F(OverlapTest, SwizzledGroupsAllGatherGemmLoopback2) { check_swizzled_group
 TEST_F(OverlapTest, SwizzledGroupsGemmReduceScatterWorld1) { check_swizzled_groups(0, Op::kGemmReduceScatter, kRank0); }
 
 // Runs fn on a Context per rank of a threads World over every visible GPU (at most 8), each on its own host thread.
-void for_every_gpu(const WorldOptions& world_options, const std::function<void(Context&)>& fn) {
+void for_every_gpu(const WorldOptions& world_options, const std::function<void(Context&)>& fn,
+                   Fault fault = Fault::kNone) {
   std::vector<World> worlds = World::threads(test::every_gpu(8), world_options);
   run_per_rank(worlds, [&](World& world) {
     ContextOptions options;
     options.world = world;
+    options.fault = fault;
     Context ctx(options);
     fn(ctx);
   });
@@ -497,7 +503,8 @@ void for_every_gpu(const WorldOptions& world_options, const std::function<void(C
 // A real World (threads backend: one Context per rank, each on its own host thread) over every visible GPU (at most
 // 8): every mode equals the sequential result on every rank (tma: tma-push over the peer-mapped buffers; tma-pull is
 // refused by can_run in a world of more than one rank), for GEMM+AR, GEMM+RS and AG+GEMM (whose tile-signal and
-// green-context GEMMs wait for NCCL's per-group gather). On a one-GPU machine this is a world of 1, which still runs
+// green-context GEMMs wait for NCCL's per-group gather; the gathered A is poisoned before each call, so a GEMM that
+// reads rows before their gather fails). On a one-GPU machine this is a world of 1, which still runs
 // the ContextOptions::world path and NCCL. The World has a communicator bounded to 16 CTAs, the plans' comm_ctas, so
 // the NCCL modes run NCCL on it (the sequential baseline, comm_ctas 16 too, likewise).
 TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
@@ -528,7 +535,7 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
       }
       ASSERT_EQ(cudaSuccess, cudaStreamDestroy(stream));
     }
-  });
+  }, Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
 }
 
 // Mode tma in a real World over every visible GPU, four calls back to back with no host sync between them and two

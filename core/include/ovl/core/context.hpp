@@ -50,7 +50,9 @@ struct TensorRef {
 enum class Fault {
   kNone,
   kSkipGemm,        // the signaled GEMM is not launched: no counter ever moves
-  kCounterTooHigh,  // the last group's expected count is one more than its tile count
+  kCounterTooHigh,  // the last group's expected count is one more than its tile count (AG+GEMM: its gather is
+                    // never released)
+  kPoisonGather,    // AG+GEMM: the gathered A is filled with NaN before each call (a read before the gather shows)
 };
 
 // LoopbackShare (what the loopback collective plays) is declared with the loopback profile in ovl/model/hardware.hpp.
