@@ -3,14 +3,19 @@
 # GPU tests that use every visible GPU (threads Worlds: collectives, overlap modes, the tma mode back to back), then
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
-#   scripts/device-multigpu.sh [collectives] [overlap] [overlap-nccl]
+#   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle] [mpi]
 #
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) versus tma-push, tma-pull and simt on
 #                 1-32 CTAs, AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
-#   overlap       bench_overlap: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups -> bench_overlap.json;
-#                 when the real-world tma tests did not pass, the tma cases are left out (a broken tma path would
-#                 spend each case's collective timeouts) and the log says so
-#   overlap-nccl  bench_overlap without the tma mode
+#   overlap       bench_overlap, GEMM+AR and GEMM+RS: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups
+#                 in row-band order (the set of docs/results/multigpu-h200x2/call3) -> bench_overlap.json; when the
+#                 real-world tma tests did not pass, the tma cases are left out (a broken tma path would spend each
+#                 case's collective timeouts) and the log says so
+#   overlap-nccl  the same without the tma mode
+#   overlap-ag    bench_overlap, AG+GEMM: every mode it runs (sequential, decomposed, tile-signal, green-context)
+#   overlap-swizzle  bench_overlap, GEMM+AR and GEMM+RS, the signaling modes at comm_sms 16 and 32 with 2 / 4 / 8
+#                 groups in row-band and in swizzle order (pairs for scripts/overlap_order_table.py)
+#                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
 #                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun
 # NVLink multicast stays off (device-run.sh exports NCCL_NVLS_ENABLE=0 and the others). JSON and logs go to $OUT.
@@ -22,11 +27,22 @@ cmds=()
 for what in "$@"; do
   case "$what" in
     collectives) benches+=("bench_collectives") ;;
-    overlap | overlap-nccl)
-      nccl_modes='overlap/(sequential|decomposed|tile-signal|green-context)/'
-      cmds+=(--cmd "f='overlap/'; [[ $what == overlap-nccl ]] && f='$nccl_modes';
-        if [[ $what == overlap ]] && ! grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\"; then
-          echo 'the real-world tma test did not pass: tma cases left out'; f='$nccl_modes'; fi;
+    overlap | overlap-nccl | overlap-ag | overlap-swizzle)
+      tail='/[^/]+/[^/]+/comm_sms:[0-9]+(/groups:[0-9]+)?/iterations'
+      all="overlap/[^/]+/gemm-(allreduce|reducescatter)$tail"
+      nccl_modes="overlap/(sequential|decomposed|tile-signal|green-context)/gemm-(allreduce|reducescatter)$tail"
+      swz='/gemm-(allreduce|reducescatter)/[^/]+/[^/]+/comm_sms:(16|32)/groups:[0-9]+(/order:swizzle)?/iterations'
+      case "$what" in
+        overlap) f=$all; without_tma=$nccl_modes ;;
+        overlap-nccl) f=$nccl_modes; without_tma=$nccl_modes ;;
+        overlap-ag) f='overlap/[^/]+/allgather-gemm/'; without_tma=$f ;;
+        overlap-swizzle)
+          f="overlap/(tile-signal|green-context|tma)$swz"
+          without_tma="overlap/(tile-signal|green-context)$swz" ;;
+      esac
+      cmds+=(--cmd "f='$f';
+        if [[ '$f' != '$without_tma' ]] && ! grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\"; then
+          echo 'the real-world tma test did not pass: tma cases left out'; f='$without_tma'; fi;
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/overlap_table.py \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
@@ -37,7 +53,7 @@ for what in "$@"; do
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
         python3 scripts/coll_table.py \"\$OUT/bench_collectives-mpi.json\"") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, mpi)" >&2; exit 2 ;;
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, mpi)" >&2; exit 2 ;;
   esac
 done
 export OUT=${OUT:-out}
