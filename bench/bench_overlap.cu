@@ -466,14 +466,14 @@ void register_cases() {
       // The signaling modes also with 2, 4 and 8 tile groups (default_plan's one group per row band costs one
       // collective call per band, and AG+GEMM a counter release as well), in row-band order and in swizzle order
       // (groups of whole swizzle bands, where there are that many).
-      const int64_t swizzle_bands = (sh.m / 128 + kSwizzleRows - 1) / kSwizzleRows;
+      const int64_t bands = swizzle_bands(default_plan(Mode::kSequential, p, hw, 0).tiles_m(p));
       for (Mode mode : modes) {
         if (mode == Mode::kDecomposed) continue;
         for (int c : {8, 16, 24, 32}) {
           for (int g : {2, 4, 8}) {
             const std::string name = fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g);
             add(name, mode, op, sh, c, CommAlgo::kNcclRing);
-            if (g <= swizzle_bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
+            if (g <= bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
           }
         }
       }

@@ -106,9 +106,8 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       s.world = options.world.size();
     } else {
       // A World made without NCCL (WorldOptions::create_nccl = false) runs the tma mode only; nccl() says so.
-      const std::vector<int>& bounds = options.world.nccl_cta_bounds();
-      if (std::find(bounds.begin(), bounds.end(), 0) != bounds.end()) s.comm = options.world.nccl_comm(0);
       s.world_ref = options.world;
+      if (s.has_nccl_bound(0)) s.comm = options.world.nccl_comm(0);
       s.rank = options.world.rank();
       s.world = options.world.size();
     }
@@ -235,11 +234,14 @@ int Context::Impl::alloc_slots(int count) {
   return first;
 }
 
+bool Context::Impl::has_nccl_bound(int ctas) const {
+  if (!world_ref.valid()) return false;
+  const std::vector<int>& bounds = world_ref.nccl_cta_bounds();
+  return std::find(bounds.begin(), bounds.end(), ctas) != bounds.end();
+}
+
 ncclComm_t Context::Impl::nccl(int ctas) {
-  if (world_ref.valid() && ctas > 0) {
-    const std::vector<int>& bounds = world_ref.nccl_cta_bounds();
-    if (std::find(bounds.begin(), bounds.end(), ctas) != bounds.end()) return world_ref.nccl_comm(ctas);
-  }
+  if (ctas > 0 && has_nccl_bound(ctas)) return world_ref.nccl_comm(ctas);
   if (comm == nullptr) {
     OVL_CHECK(!loopback, "NCCL is not used in a loopback world of {} ranks", world);
     OVL_CHECK(!world_ref.valid() || world == 1,
@@ -461,8 +463,7 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
             ctas, s.sms);
       }
       if (!s.loopback && s.world > 1) {
-        const std::vector<int> bounds = s.world_ref.valid() ? s.world_ref.nccl_cta_bounds() : std::vector<int>{};
-        if (plan.comm_ctas <= 0 || std::find(bounds.begin(), bounds.end(), plan.comm_ctas) == bounds.end()) {
+        if (plan.comm_ctas <= 0 || !s.has_nccl_bound(plan.comm_ctas)) {
           return fmt::format(
               "plan field \"comm_ctas\" = {}: tile-signal allgather-gemm in a real world needs NCCL bounded to the "
               "plan's CTAs (a World made with that bound in WorldOptions::nccl_cta_bounds), since the GEMM holds "
@@ -491,19 +492,14 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
                            plan.tile_groups[g], tn);
       }
     }
-    if (plan.tile_order == TileOrder::kSwizzle) {
-      // Swizzle bands of kSwizzleRows tile rows run column by column: a group must end at a band's end.
-      const int64_t band = tn * kSwizzleRows, tiles = plan.tile_count(p);
-      int64_t end = 0;
-      for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
-        end += plan.tile_groups[g];
-        if (end % band != 0 && end != tiles) {
-          return fmt::format(
-              "plan field \"tile_groups\"[{}] = {} ends at tile {}, inside a swizzle band of {} tiles ({} tile rows "
-              "of {}): with tile_order = swizzle a group must be whole swizzle bands",
-              g, plan.tile_groups[g], end, band, kSwizzleRows, tn);
-        }
-      }
+    // Swizzle bands run column by column: a group must end at a band's end (Plan::validate checks this only for
+    // NCCL; the executor's collectives all move whole rows).
+    const int inside = plan.tile_order == TileOrder::kSwizzle ? group_inside_swizzle_band(plan, p) : -1;
+    if (inside >= 0) {
+      return fmt::format(
+          "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
+          "tile_order = swizzle a group must be whole swizzle bands",
+          inside, plan.tile_groups[size_t(inside)], kSwizzleRows, tn);
     }
     if (int(plan.tile_groups.size()) > Impl::kMaxGroups) {
       return fmt::format("plan has {} tile groups, more than the {} counters of a context", plan.tile_groups.size(),

@@ -163,6 +163,8 @@ struct Context::Impl {
   // The communicator for a collective on `ctas` CTAs: the World's communicator made with that CTA bound
   // (WorldOptions::nccl_cta_bounds) when there is one, else the default one (NCCL's own CTA choice).
   ncclComm_t nccl(int ctas = 0);
+  // Whether the World has a communicator bounded to `ctas` CTAs (0: NCCL's own choice; WorldOptions::nccl_cta_bounds).
+  bool has_nccl_bound(int ctas) const;
   SmPartition& partition(int comm_sms);
   detail::ShapeState& shape(const Problem& p);
   // shape(p) for the loopback accessors: checks the context is loopback and p's world, selects the device.

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "ovl/kernels/tma_ptx.cuh"
 #include "ovl/kernels/wait.hpp"
 
 namespace ovl::kernels::detail {
@@ -352,29 +353,18 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 
 // ---- waits (AllGather before the GEMM) -----------------------------------------------------------------------------
 
-__device__ __forceinline__ unsigned int ld_acquire_sys(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // The slow path of wait_for_rows: spin until *counter >= value, or give up after timeout_ns (recording the first
-// timeout of the launch in *error) or at once when another thread already recorded one.
+// timeout in *error) or at once when a timeout is already recorded there.
 __device__ __noinline__ void wait_for_rows_slow(const unsigned int* counter, unsigned int value,
                                                 unsigned long long timeout_ns, CounterWaitError* error, int group) {
   const unsigned long long start = global_timer_ns();
   for (unsigned int spins = 0;; ++spins) {
-    const unsigned int seen = ld_acquire_sys(counter);
+    const unsigned int seen = ptx::ld_acquire_sys(counter);
     if (seen >= value) return;
     if ((spins & 31u) == 31u) {
       if (*reinterpret_cast<const volatile unsigned int*>(&error->code) != 0u) return;
       if (global_timer_ns() - start > timeout_ns) {
-        if (atomicCAS(&error->code, 0u, 1u) == 0u) {
-          error->index = static_cast<unsigned int>(group);
-          error->observed = seen;
-          error->expected = value;
-          __threadfence_system();
-        }
+        record_counter_timeout(error, static_cast<unsigned int>(group), seen, value);
         return;
       }
     }
@@ -388,8 +378,8 @@ __device__ __noinline__ void wait_for_rows_slow(const unsigned int* counter, uns
 // async proxy.
 __device__ __forceinline__ void wait_for_rows(const unsigned int* counter, unsigned int value,
                                               unsigned long long timeout_ns, CounterWaitError* error, int group) {
-  if (ld_acquire_sys(counter) < value) wait_for_rows_slow(counter, value, timeout_ns, error, group);
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  if (ptx::ld_acquire_sys(counter) < value) wait_for_rows_slow(counter, value, timeout_ns, error, group);
+  ptx::fence_proxy_async_global();
 }
 
 }  // namespace ovl::kernels::detail

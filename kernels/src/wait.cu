@@ -16,12 +16,7 @@ __global__ void wait_counters_kernel(const std::uint32_t* counters, int count, s
       const std::uint32_t seen = ptx::ld_acquire_sys(counters + i);
       if (seen >= expected) break;
       if (ptx::global_timer_ns() - start > timeout_ns) {
-        if (atomicCAS_system(&error->code, 0u, 1u) == 0u) {
-          error->index = std::uint32_t(i);
-          error->observed = seen;
-          error->expected = expected;
-          __threadfence_system();
-        }
+        record_counter_timeout(error, std::uint32_t(i), seen, expected);
         return;
       }
     }

@@ -237,7 +237,7 @@ Plan BenchCase::plan(const Hardware& hw) const {
   if (groups > 0) {
     const int64_t tm = plan.tiles_m(p);
     if (order == TileOrder::kSwizzle) {
-      const int64_t bands = (tm + kSwizzleRows - 1) / kSwizzleRows;
+      const int64_t bands = swizzle_bands(tm);
       OVL_CHECK(groups <= bands, "{}: groups = {} is more than the {} swizzle bands of {} tile rows", name(), groups,
                 bands, kSwizzleRows);
       plan.tile_order = TileOrder::kSwizzle;

@@ -190,15 +190,11 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   // order, whole swizzle bands (kSwizzleRows tile rows; the last band may be shorter).
   if (mode_signals(mode) && is_nccl(comm_algo) && output == OutputLayout::kRowMajor) {
     if (tile_order == TileOrder::kSwizzle) {
-      const int64_t band = tn * kSwizzleRows;
-      int64_t end = 0;
-      for (size_t g = 0; g < tile_groups.size(); ++g) {
-        end += tile_groups[g];
-        OVL_CHECK(end % band == 0 || end == tiles,
-                  "plan field \"tile_groups\"[{}] = {} ends at tile {}, inside a swizzle band of {} tiles ({} tile "
-                  "rows of {}): with tile_order = swizzle and a row-major output a group must be whole swizzle bands",
-                  g, tile_groups[g], end, band, kSwizzleRows, tn);
-      }
+      const int g = group_inside_swizzle_band(*this, problem);
+      OVL_CHECK(g < 0,
+                "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
+                "tile_order = swizzle and a row-major output a group must be whole swizzle bands",
+                g, g < 0 ? 0 : tile_groups[size_t(g)], kSwizzleRows, tn);
     }
     int64_t start = 0;
     for (size_t g = 0; g < tile_groups.size(); ++g) {
@@ -260,10 +256,22 @@ std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
   return out;
 }
 
+int64_t swizzle_bands(int64_t tiles_m) { return (tiles_m + kSwizzleRows - 1) / kSwizzleRows; }
+
+int group_inside_swizzle_band(const Plan& plan, const Problem& problem) {
+  const int64_t band = plan.tiles_n(problem) * kSwizzleRows, tiles = plan.tile_count(problem);
+  int64_t end = 0;
+  for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
+    end += plan.tile_groups[g];
+    if (end % band != 0 && end != tiles) return int(g);
+  }
+  return -1;
+}
+
 std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
   OVL_CHECK(tiles_m >= 1 && tiles_n >= 1, "swizzle_band_groups: tiles_m = {}, tiles_n = {} must be positive", tiles_m,
             tiles_n);
-  const int64_t bands = (tiles_m + kSwizzleRows - 1) / kSwizzleRows;
+  const int64_t bands = swizzle_bands(tiles_m);
   OVL_CHECK(groups >= 1 && groups <= bands, "swizzle_band_groups: groups = {} must be in [1, {}] (swizzle bands of {} "
             "tile rows)", groups, bands, kSwizzleRows);
   std::vector<int> out;

@@ -20,6 +20,20 @@ struct CounterWaitError {
   std::uint32_t expected;  // value waited for
 };
 
+#if defined(__CUDACC__)
+// Device side, for every wait that reports into a CounterWaitError (the wait kernel here, the GEMM's waits): the
+// first timed-out wait records itself (code 1, its index and values), later ones leave the record as it is.
+__device__ inline void record_counter_timeout(CounterWaitError* error, std::uint32_t index, std::uint32_t observed,
+                                              std::uint32_t expected) {
+  if (atomicCAS_system(&error->code, 0u, 1u) == 0u) {
+    error->index = index;
+    error->observed = observed;
+    error->expected = expected;
+    __threadfence_system();
+  }
+}
+#endif
+
 // One thread waits until counter[i] >= expected for every i in [0, count). grid 1, block 1.
 void launch_wait_counters(const std::uint32_t* counters, int count, std::uint32_t expected, std::uint64_t timeout_ns,
                           CounterWaitError* error, cudaStream_t stream);

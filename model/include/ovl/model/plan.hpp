@@ -90,6 +90,11 @@ std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups);
 // `groups` groups of whole swizzle bands (kSwizzleRows tile rows each, the last one possibly shorter), as evenly as
 // possible, as tile counts: the groups a swizzle-order plan with a row-major output may have.
 std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int groups);
+// The swizzle bands of a GEMM of tiles_m tile rows: ceil(tiles_m / kSwizzleRows).
+int64_t swizzle_bands(int64_t tiles_m);
+// The first of plan.tile_groups that ends inside a swizzle band (in swizzle order such a group is no block of whole
+// rows), or -1 when every group ends at a band's end or at the last tile.
+int group_inside_swizzle_band(const Plan& plan, const Problem& problem);
 
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
