@@ -282,6 +282,20 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   return e;
 }
 
+// An overlapped mode's collective, at its per-CTA rates (Hardware::overlapped_comm): beside the GEMM (busy: the
+// HBM bandwidth the GEMM leaves it) and after the GEMM (idle: all of HBM).
+struct CollCosts {
+  CollCost busy, idle;
+};
+CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
+                                double busy_hbm_GBps) {
+  const Hardware comm_hw = hw.overlapped_comm();
+  auto cost = [&](double hbm_GBps) {
+    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, comm_hw, hbm_GBps);
+  };
+  return {cost(busy_hbm_GBps), cost(hw.hbm_GBps)};
+}
+
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const int chunks = plan.chunks;
@@ -300,11 +314,7 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   }
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
-  const Hardware comm_hw = hw.overlapped_comm();  // an overlapped mode's collective rates
-  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
-                                          comm_hw, comm_hbm_share(chunk, hw));
-  const CollCost idle = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
-                                          comm_hw, hw.hbm_GBps);
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw));
   const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
   double stretch = 1;
@@ -346,11 +356,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);
   const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
-  const Hardware comm_hw = hw.overlapped_comm();  // an overlapped mode's collective rates
-  const CollCost busy = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
-                                          comm_hw, comm_hbm_share(gemm, hw));
-  const CollCost idle = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
-                                          comm_hw, hw.hbm_GBps);
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw));
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {

@@ -14,7 +14,7 @@ namespace ovl::sim {
 namespace detail {
 
 Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimOptions& opt)
-    : problem(p), plan(pl), hw(h), options(opt) {
+    : problem(p), plan(pl), hw(h), options(opt), comm_hw(pl.mode == Mode::kSequential ? h : h.overlapped_comm()) {
   partitioned = plan.partitioned || plan.mode == Mode::kGreenContext;
   if (plan.gemm_sms > 0)
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
@@ -331,8 +331,7 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }  // namespace
 
 std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, int ctas) {
-  // An overlapped mode's collective runs at its overlap rates (Hardware::overlapped_comm); sequential's alone.
-  const Hardware hw = ctx.plan.mode == Mode::kSequential ? ctx.hw : ctx.hw.overlapped_comm();
+  const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
   std::vector<Step> out;

@@ -40,6 +40,8 @@ class Context {
   const Plan& plan;
   const Hardware& hw;
   const SimOptions& options;
+  // The collective's rates: hw for sequential (after the GEMM), hw.overlapped_comm() in the overlapped modes.
+  const Hardware comm_hw;
   Engine engine;
   Timeline timeline;
 
