@@ -65,6 +65,37 @@ __global__ void copy_words(const uint4* src, uint4* dst, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += stride) dst[i] = src[i];
 }
 
+// One rank of a real World (each rank calls it): the host all-gather returns every rank's value, and this rank's
+// kernel reads every peer's copy of a symmetric buffer (1 MiB + 48 bytes, filled by its owner) through its peer
+// pointer, seeing that owner's pattern.
+void check_gather_and_peer_reads(World& w) {
+  const int me = w.rank(), n = w.size();
+  const int mine = 100 + me;
+  const auto all = w.all_gather(std::as_bytes(std::span<const int>(&mine, 1)));
+  ASSERT_EQ(int(all.size()), n);
+  for (int r = 0; r < n; ++r) {
+    int v = 0;
+    ASSERT_EQ(all[std::size_t(r)].size(), sizeof(v));
+    std::memcpy(&v, all[std::size_t(r)].data(), sizeof(v));
+    EXPECT_EQ(v, 100 + r);
+  }
+  const std::size_t bytes = (std::size_t(1) << 20) + 48;
+  SymmetricBuffer buf(w, bytes), got(w, bytes);
+  OVL_CUDA_CHECK(cudaMemset(buf.local_ptr(), 0x10 + me, bytes));
+  OVL_CUDA_CHECK(cudaDeviceSynchronize());
+  w.barrier();  // every rank's pattern is in place
+  std::vector<unsigned char> host(bytes);
+  for (int r = 0; r < n; ++r) {
+    copy_words<<<64, 256>>>(static_cast<const uint4*>(buf.peer_ptr(r)), static_cast<uint4*>(got.local_ptr()),
+                            bytes / sizeof(uint4));
+    OVL_CUDA_CHECK(cudaGetLastError());
+    OVL_CUDA_CHECK(cudaMemcpy(host.data(), got.local_ptr(), bytes, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(host.front(), 0x10 + r) << "rank " << me << " reading rank " << r;
+    EXPECT_EQ(host[bytes - 1], 0x10 + r) << "rank " << me << " reading rank " << r;
+  }
+  w.barrier();  // no rank frees its copy while a peer still reads it
+}
+
 // A threads World over every visible GPU (a world of 1 on a one-GPU machine): the host collectives agree, and each
 // rank's kernel reads every peer's copy of a symmetric buffer through its peer pointer (NVLink between H200s).
 TEST_F(GpuTest, ThreadsWorldOfEveryGpu) {
@@ -76,29 +107,7 @@ TEST_F(GpuTest, ThreadsWorldOfEveryGpu) {
     EXPECT_EQ(w.size(), gpus);
     EXPECT_EQ(w.device(), devices[std::size_t(w.rank())]);
     EXPECT_FALSE(w.is_loopback());
-    const int mine = 100 + w.rank();
-    const auto all = w.all_gather(std::as_bytes(std::span<const int>(&mine, 1)));
-    ASSERT_EQ(int(all.size()), gpus);
-    for (int r = 0; r < gpus; ++r) {
-      int v = 0;
-      ASSERT_EQ(all[std::size_t(r)].size(), sizeof(v));
-      std::memcpy(&v, all[std::size_t(r)].data(), sizeof(v));
-      EXPECT_EQ(v, 100 + r);
-    }
-    const std::size_t bytes = (std::size_t(1) << 20) + 48;
-    SymmetricBuffer buf(w, bytes), got(w, bytes);
-    OVL_CUDA_CHECK(cudaMemset(buf.local_ptr(), 0x10 + w.rank(), bytes));
-    OVL_CUDA_CHECK(cudaDeviceSynchronize());
-    w.barrier();  // every rank's pattern is in place
-    std::vector<unsigned char> host(bytes);
-    for (int r = 0; r < gpus; ++r) {
-      copy_words<<<64, 256>>>(static_cast<const uint4*>(buf.peer_ptr(r)), static_cast<uint4*>(got.local_ptr()),
-                              bytes / sizeof(uint4));
-      OVL_CUDA_CHECK(cudaGetLastError());
-      OVL_CUDA_CHECK(cudaMemcpy(host.data(), got.local_ptr(), bytes, cudaMemcpyDeviceToHost));
-      EXPECT_EQ(host.front(), 0x10 + r) << "rank " << w.rank() << " reading rank " << r;
-      EXPECT_EQ(host[bytes - 1], 0x10 + r) << "rank " << w.rank() << " reading rank " << r;
-    }
+    check_gather_and_peer_reads(w);
   });
 }
 
@@ -221,30 +230,7 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
   ASSERT_EQ(n, size);
   EXPECT_EQ(w.backend(), World::Backend::kMpi);
   EXPECT_EQ(w.num_local_ranks(), 1);
-  const auto all = w.all_gather(std::as_bytes(std::span<const int>(&me, 1)));
-  ASSERT_EQ(int(all.size()), n);
-  for (int r = 0; r < n; ++r) {
-    int v = -1;
-    std::memcpy(&v, all[std::size_t(r)].data(), sizeof(v));
-    EXPECT_EQ(v, r);
-  }
-  {
-    const std::size_t bytes = (std::size_t(1) << 20) + 48;
-    SymmetricBuffer buf(w, bytes), got(w, bytes);
-    OVL_CUDA_CHECK(cudaMemset(buf.local_ptr(), 0x10 + me, bytes));
-    OVL_CUDA_CHECK(cudaDeviceSynchronize());
-    w.barrier();
-    std::vector<unsigned char> host(bytes);
-    for (int r = 0; r < n; ++r) {
-      copy_words<<<64, 256>>>(static_cast<const uint4*>(buf.peer_ptr(r)), static_cast<uint4*>(got.local_ptr()),
-                              bytes / sizeof(uint4));
-      OVL_CUDA_CHECK(cudaGetLastError());
-      OVL_CUDA_CHECK(cudaMemcpy(host.data(), got.local_ptr(), bytes, cudaMemcpyDeviceToHost));
-      EXPECT_EQ(host.front(), 0x10 + r) << "rank " << me << " reading rank " << r;
-      EXPECT_EQ(host[bytes - 1], 0x10 + r) << "rank " << me << " reading rank " << r;
-    }
-    w.barrier();
-  }
+  check_gather_and_peer_reads(w);
   Collectives coll(w);
   const std::size_t chunk = 16392, total = chunk * std::size_t(n);  // fp32: chunks of 16-byte multiples
   SymmetricBuffer send(w, total * 4), recv(w, total * 4);

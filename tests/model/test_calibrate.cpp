@@ -44,6 +44,19 @@ nlohmann::json synthetic(const std::vector<BenchCase>& cases, const Hardware& tr
   return doc;
 }
 
+// Every overlap case of world 8 over modes x ops x shapes x comm SMs 8, 16, 24, 32 (default plans).
+std::vector<BenchCase> overlap_cases(std::initializer_list<const char*> modes, std::initializer_list<const char*> ops,
+                                     std::initializer_list<const char*> shapes) {
+  std::vector<BenchCase> cases;
+  for (const char* mode : modes)
+    for (const char* op : ops)
+      for (const char* shape : shapes)
+        for (int comm : {8, 16, 24, 32})
+          cases.push_back(
+              *parse_bench_name(fmt::format("overlap/{}/{}/{}/world:8/comm_sms:{}", mode, op, shape, comm)));
+  return cases;
+}
+
 BenchCase gemm_case(const char* impl, int64_t m, int64_t n, int64_t k, int sms) {
   return *parse_bench_name(fmt::format("gemm/{}/{}x{}x{}/nt/sms:{}", impl, m, n, k, sms));
 }
@@ -311,17 +324,9 @@ TEST(Calibrate, RecoversContentionWeights) {
   Hardware truth = base;
   truth.hbm_contention = 2.0;
   truth.shared_sm_penalty = 0.5;
-  std::vector<BenchCase> cases;
-  for (const char* mode : {"tile-signal", "green-context", "tma", "decomposed"}) {
-    for (const char* op : {"allreduce", "reducescatter"}) {
-      for (const char* shape : {"8192x8192x8192", "4096x8192x8192", "8192x8192x2048"}) {
-        for (int comm : {8, 16, 24, 32}) {
-          cases.push_back(
-              *parse_bench_name(fmt::format("overlap/{}/{}/{}/world:8/comm_sms:{}", mode, op, shape, comm)));
-        }
-      }
-    }
-  }
+  const std::vector<BenchCase> cases =
+      overlap_cases({"tile-signal", "green-context", "tma", "decomposed"}, {"allreduce", "reducescatter"},
+                    {"8192x8192x8192", "4096x8192x8192", "8192x8192x2048"});
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
   EXPECT_NEAR(r.hardware.hbm_contention, 2.0, 0.2);
   EXPECT_NEAR(r.hardware.shared_sm_penalty, 0.5, 0.05);
@@ -339,21 +344,12 @@ TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
   Hardware truth = base;
   truth.nccl_per_cta_GBps = 25;
   truth.overlap_nccl_rate_factor = 0.6;
-  std::vector<BenchCase> cases;
-  for (const char* op : {"allreduce", "reducescatter"}) {
-    for (int64_t bytes = int64_t(1) << 22; bytes <= (int64_t(1) << 30); bytes *= 4) {
+  std::vector<BenchCase> cases = overlap_cases({"tile-signal", "green-context", "decomposed"},
+                                               {"allreduce", "reducescatter"}, {"8192x8192x1024", "8192x8192x2048"});
+  for (const char* op : {"allreduce", "reducescatter"})
+    for (int64_t bytes = int64_t(1) << 22; bytes <= (int64_t(1) << 30); bytes *= 4)
       for (int ctas : {4, 8, 16, 32})
         cases.push_back(*parse_bench_name(fmt::format("coll/nccl/{}/{}/world:8/ctas:{}", op, bytes, ctas)));
-    }
-    for (const char* mode : {"tile-signal", "green-context", "decomposed"}) {
-      for (const char* shape : {"8192x8192x1024", "8192x8192x2048"}) {
-        for (int comm : {8, 16, 24, 32}) {
-          cases.push_back(
-              *parse_bench_name(fmt::format("overlap/{}/{}/{}/world:8/comm_sms:{}", mode, op, shape, comm)));
-        }
-      }
-    }
-  }
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
   EXPECT_NEAR(r.hardware.nccl_per_cta_GBps, 25, 25 * 0.03);
   EXPECT_NEAR(r.hardware.overlap_nccl_rate_factor, 0.6, 0.6 * 0.05);
