@@ -186,9 +186,7 @@ RealWorld& real_world_slot(std::size_t send_bytes, std::size_t recv_bytes) {
     }
 #endif
     if (rw->worlds.empty()) {
-      std::vector<int> devices(static_cast<std::size_t>(real_world_size()));
-      for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = int(i);
-      rw->worlds = ovl::World::threads(devices, options);
+      rw->worlds = ovl::World::threads(ovl::bench::visible_gpu_ids(ovl::kernels::kMaxRanks), options);
     }
     const std::size_t n = rw->worlds.size();
     rw->coll.resize(n);
@@ -252,6 +250,33 @@ double moved_bytes(CollectiveImpl impl, CollectiveOp op, double bytes, int n) {
   return per_rank * n;
 }
 
+// One collective call of op on `bytes` of bf16 over n ranks (bytes as in nccl-tests: the AllReduce buffer, the
+// ReduceScatter input, the AllGather output).
+void call_collective(ovl::Collectives& coll, CollectiveOp op, const ovl::SymmetricBuffer& send,
+                     const ovl::SymmetricBuffer& recv, std::size_t bytes, int n, CollectiveImpl impl,
+                     const ovl::CollectiveOptions& opt, cudaStream_t stream) {
+  const std::size_t elems = bytes / 2, chunk = elems / std::size_t(n);
+  switch (op) {
+    case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
+    case CollectiveOp::kReduceScatter: coll.reduce_scatter(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+    case CollectiveOp::kAllGather: coll.all_gather(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+  }
+}
+
+// The counters every coll/ case reports (see the file comment).
+void set_collective_counters(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int n,
+                             int ctas, double wrong, const ovl::CollectiveOptions& opt) {
+  using benchmark::Counter;
+  const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
+  state.counters["algbw_GBps"] = Counter(double(bytes) * 1e-9, Counter::kIsIterationInvariantRate);
+  state.counters["busbw_GBps"] = Counter(double(bytes) * 1e-9 * factor, Counter::kIsIterationInvariantRate);
+  state.counters["wrong"] = wrong;
+  state.counters["ctas"] = ctas;
+  state.counters["world"] = n;
+  if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+}
+
 void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int n, int ctas) {
   if (impl == CollectiveImpl::kNccl) {
     state.SkipWithError("NCCL needs distinct GPUs: loopback world (run with a threads/MPI world of real GPUs)");
@@ -272,13 +297,7 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
     opt.num_ctas = ctas;
     opt.simt_threads = 512;
     opt.pull_warps = pull_warps();
-    auto run = [&] {
-      switch (op) {
-        case CollectiveOp::kAllReduce: s.coll->all_reduce(s.send, s.recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
-        case CollectiveOp::kReduceScatter: s.coll->reduce_scatter(s.send, s.recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
-        case CollectiveOp::kAllGather: s.coll->all_gather(s.send, s.recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
-      }
-    };
+    auto run = [&] { call_collective(*s.coll, op, s.send, s.recv, bytes, n, impl, opt, stream); };
     run();  // warm-up and the one checked run
     s.coll->check(stream);
     unsigned long long* wrong = nullptr;
@@ -294,17 +313,10 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
       run();
     }
     s.coll->check(stream);
-    const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
-    state.counters["algbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["busbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9 * factor, benchmark::Counter::kIsIterationInvariantRate);
+    set_collective_counters(state, impl, op, bytes, n, ctas, wrong_count, opt);
     const double moved = moved_bytes(impl, op, double(bytes), n);
     state.counters["moved_GBps"] = benchmark::Counter(moved * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["moved_GBps_per_cta"] = benchmark::Counter(moved * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["wrong"] = wrong_count;
-    state.counters["ctas"] = ctas;
-    state.counters["world"] = n;
-    if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
-    state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -328,13 +340,7 @@ void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collect
     opt.pull_warps = pull_warps();
     opt.nccl_cta_bound = impl == CollectiveImpl::kNccl ? ctas : 0;
     auto call = [&](std::size_t i) {
-      ovl::Collectives& coll = *w.coll[i];
-      cudaStream_t stream = w.streams[i];
-      switch (op) {
-        case CollectiveOp::kAllReduce: coll.all_reduce(w.send[i], w.recv[i], elems, ovl::DType::kBF16, impl, opt, stream); break;
-        case CollectiveOp::kReduceScatter: coll.reduce_scatter(w.send[i], w.recv[i], chunk, ovl::DType::kBF16, impl, opt, stream); break;
-        case CollectiveOp::kAllGather: coll.all_gather(w.send[i], w.recv[i], chunk, ovl::DType::kBF16, impl, opt, stream); break;
-      }
+      call_collective(*w.coll[i], op, w.send[i], w.recv[i], bytes, n, impl, opt, w.streams[i]);
     };
     // Each rank fills its own input, runs once into a poisoned output and checks its own output.
     std::vector<double> wrong(w.worlds.size(), 0.0);
@@ -374,15 +380,8 @@ void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collect
       });
       state.SetIterationTime(w.across_ranks(w.ms, true) * 1e-3 / reps);
     }
-    const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
-    state.counters["algbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["busbw_GBps"] = benchmark::Counter(double(bytes) * 1e-9 * factor, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["wrong"] = wrong_count;
-    state.counters["ctas"] = ctas;
-    state.counters["world"] = n;
+    set_collective_counters(state, impl, op, bytes, n, ctas, wrong_count, opt);
     state.counters["reps"] = reps;
-    if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
-    state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

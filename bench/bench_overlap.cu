@@ -158,11 +158,9 @@ Ranks& ranks() {
   static Ranks& rs = *[] {  // never freed: contexts outlive main's benchmarks, as before
     auto* r = new Ranks();
     if (real_world()) {
-      std::vector<int> devices(static_cast<size_t>(world_size()));
-      for (size_t i = 0; i < devices.size(); ++i) devices[i] = int(i);
       WorldOptions options;
       options.nccl_cta_bounds = nccl_bounds();
-      r->worlds = World::threads(devices, options);
+      r->worlds = World::threads(bench::visible_gpu_ids(8), options);
     } else {
       r->worlds.push_back(World::loopback(kLoopbackWorld, 0));
     }

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
@@ -62,6 +63,12 @@ inline int visible_gpus(int max) {
     return 0;
   }
   return count < max ? count : max;
+}
+// 0, 1, ..., the visible GPUs (at most `max`): the devices of a threads World over every GPU.
+inline std::vector<int> visible_gpu_ids(int max) {
+  std::vector<int> ids(static_cast<std::size_t>(visible_gpus(max)));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = int(i);
+  return ids;
 }
 
 // Records a start event on construction and a stop event on destruction, waits for the stop and reports the

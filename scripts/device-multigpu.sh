@@ -14,7 +14,7 @@
 #   overlap-nccl  the same without the tma mode
 #   overlap-ag    bench_overlap, AG+GEMM: every mode it runs (sequential, decomposed, tile-signal, green-context)
 #   overlap-swizzle  bench_overlap, GEMM+AR and GEMM+RS, the signaling modes at comm_sms 16 and 32 with 2 / 4 / 8
-#                 groups in row-band and in swizzle order (pairs for scripts/overlap_order_table.py)
+#                 groups in row-band and in swizzle order (pairs for scripts/overlap_table.py --orders)
 #                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
 #                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun

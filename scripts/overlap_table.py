@@ -1,55 +1,22 @@
 #!/usr/bin/env python3
-"""Per problem of a bench_overlap JSON: the sequential baseline and each mode's best case (its speedup = t_seq / t).
+"""Tables of a bench_overlap JSON.
 
   python3 scripts/overlap_table.py bench_overlap.json [--markdown]
-
-The time is the case's `us` counter (bench_overlap's mean of back-to-back runs); speedup is the `speedup` counter
-(t_seq_us / us, the baseline measured in the same process). Prints one row per (op, shape) and, last, the median
-over problems of the best mode's speedup."""
+      Per problem: the sequential baseline and each mode's best case (its speedup = t_seq / t). The time is the
+      case's `us` counter (bench_overlap's mean of back-to-back runs); speedup is the `speedup` counter (t_seq_us / us,
+      the baseline measured in the same process). Last: the median over problems of the best mode's speedup.
+  python3 scripts/overlap_table.py bench_overlap.json --orders [--markdown]
+      Row-band against swizzle order for the same plan (the /groups:<g> and /groups:<g>/order:swizzle cases): per
+      pair the operator time (`us`), the GEMM alone (`t_gemm_us`) and the ratio row-band / swizzle (> 1: swizzle
+      faster); last the geometric means per mode."""
 import json
+import math
 import statistics
 import sys
 
 
-def main(argv):
-    if not argv or argv[0].startswith("-"):
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    markdown = "--markdown" in argv
-    doc = json.load(open(argv[0]))
-    problems = {}
-    for b in doc.get("benchmarks", []):
-        if b.get("error_occurred") or "us" not in b:
-            continue
-        parts = b["name"].split("/")
-        mode, op, shape, world = parts[1], parts[2], parts[3], parts[4]
-        config = "/".join(p for p in parts[5:] if p.startswith(("comm_sms", "groups", "algo")))
-        problems.setdefault((op, shape, world), []).append((mode, config, b["us"], b.get("t_seq_us", 0.0),
-                                                             b.get("speedup", 0.0), b.get("wrong", 0.0)))
-    modes = ["decomposed", "tile-signal", "green-context", "tma"]
+def print_table(header, rows, markdown):
     sep = " | " if markdown else "  "
-    header = ["op", "shape", "world", "seq us"] + [f"{m} (best)" for m in modes] + ["best", "wrong"]
-    rows = []
-    best_speedups = []
-    for (op, shape, world), cases in sorted(problems.items()):
-        seq = [c for c in cases if c[0] == "sequential" and "algo" not in c[1]]
-        t_seq = seq[0][2] if seq else (cases[0][3] if cases else 0.0)
-        row = [op, shape, world, f"{t_seq:.0f}"]
-        best = None
-        for m in modes:
-            mc = [c for c in cases if c[0] == m]
-            if not mc:
-                row.append("-")
-                continue
-            c = max(mc, key=lambda c: c[4])
-            row.append(f"{c[4]:.3f} {c[1]}")
-            if best is None or c[4] > best[4]:
-                best = c
-        row.append(f"{best[4]:.3f} {best[0]}" if best else "-")
-        row.append(f"{sum(c[5] for c in cases):.0f}")
-        if best:
-            best_speedups.append(best[4])
-        rows.append(row)
     if markdown:
         print("| " + sep.join(header) + " |")
         print("|" + "---|" * len(header))
@@ -59,9 +26,85 @@ def main(argv):
         widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
         for r in [header] + rows:
             print(sep.join(str(x).ljust(w) for x, w in zip(r, widths)))
+
+
+def cases(doc):
+    """(name without the Google Benchmark suffixes, case) of every case that ran."""
+    for b in doc.get("benchmarks", []):
+        if b.get("error_occurred") or "us" not in b:
+            continue
+        yield b["name"].split("/iterations:")[0].replace("/manual_time", ""), b
+
+
+def best_modes(doc, markdown):
+    problems = {}
+    for name, b in cases(doc):
+        parts = name.split("/")
+        mode, op, shape, world = parts[1], parts[2], parts[3], parts[4]
+        config = "/".join(p for p in parts[5:] if p.startswith(("comm_sms", "groups", "algo", "order")))
+        problems.setdefault((op, shape, world), []).append((mode, config, b["us"], b.get("t_seq_us", 0.0),
+                                                             b.get("speedup", 0.0), b.get("wrong", 0.0)))
+    modes = ["decomposed", "tile-signal", "green-context", "tma"]
+    header = ["op", "shape", "world", "seq us"] + [f"{m} (best)" for m in modes] + ["best", "wrong"]
+    rows = []
+    best_speedups = []
+    for (op, shape, world), cs in sorted(problems.items()):
+        seq = [c for c in cs if c[0] == "sequential" and "algo" not in c[1]]
+        t_seq = seq[0][2] if seq else (cs[0][3] if cs else 0.0)
+        row = [op, shape, world, f"{t_seq:.0f}"]
+        best = None
+        for m in modes:
+            mc = [c for c in cs if c[0] == m]
+            if not mc:
+                row.append("-")
+                continue
+            c = max(mc, key=lambda c: c[4])
+            row.append(f"{c[4]:.3f} {c[1]}")
+            if best is None or c[4] > best[4]:
+                best = c
+        row.append(f"{best[4]:.3f} {best[0]}" if best else "-")
+        row.append(f"{sum(c[5] for c in cs):.0f}")
+        if best:
+            best_speedups.append(best[4])
+        rows.append(row)
+    print_table(header, rows, markdown)
     if best_speedups:
         print(f"\nmedian over {len(best_speedups)} problems of the best mode's speedup: "
               f"{statistics.median(best_speedups):.3f} (min {min(best_speedups):.3f}, max {max(best_speedups):.3f})")
+
+
+def orders(doc, markdown):
+    pairs = {}
+    for name, b in cases(doc):
+        swz = name.endswith("/order:swizzle")
+        base = name[: -len("/order:swizzle")] if swz else name
+        if "/groups:" in base:
+            pairs.setdefault(base, {})["swizzle" if swz else "row-band"] = b
+    header = ["case", "row-band us", "swizzle us", "op ratio", "GEMM row-band us", "GEMM swizzle us", "GEMM ratio"]
+    rows, per_mode = [], {}
+    for base in sorted(pairs):
+        if len(pairs[base]) != 2:
+            continue
+        r, s = pairs[base]["row-band"], pairs[base]["swizzle"]
+        op, gemm = r["us"] / s["us"], r["t_gemm_us"] / s["t_gemm_us"]
+        per_mode.setdefault(base.split("/")[1], []).append((op, gemm))
+        rows.append([base.replace("overlap/", ""), f"{r['us']:.0f}", f"{s['us']:.0f}", f"{op:.3f}",
+                     f"{r['t_gemm_us']:.0f}", f"{s['t_gemm_us']:.0f}", f"{gemm:.3f}"])
+    print_table(header, rows, markdown)
+    print()
+    geomean = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))
+    for mode, v in sorted(per_mode.items()):
+        ops = [x[0] for x in v]
+        print(f"{mode}: {len(v)} pairs, operator row-band/swizzle geomean {geomean(ops):.4f} "
+              f"(swizzle faster in {sum(x > 1 for x in ops)}), GEMM alone {geomean([x[1] for x in v]):.4f}")
+
+
+def main(argv):
+    if not argv or argv[0].startswith("-"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    doc = json.load(open(argv[0]))
+    (orders if "--orders" in argv else best_modes)(doc, "--markdown" in argv)
     return 0
 
 
