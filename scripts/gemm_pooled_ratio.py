@@ -4,7 +4,9 @@ process of B (a row's `ab_round`, and `env_value` where gemm-env-ab.sh wrote one
 mean over the repetitions of the same process, or, where A did not run in that process (the other side of a
 two-build or two-value A/B), over A's processes of the same round. The table shows the number of ratios, their mean,
 its standard error and the mean +- 2 standard errors.
-    python3 scripts/gemm_pooled_ratio.py A FILE:B [FILE:B ...]    e.g. cublas run1/ab.json:ovl run2/env-ab.json:ovl-e0
+    python3 scripts/gemm_pooled_ratio.py A FILE:B[=A2] [FILE:B[=A2] ...]
+e.g. cublas run1/ab.json:ovl run2/env-ab.json:ovl-e0 run3/ab.json:ovl-base=cublas-base (B=A2: that file's reference
+is A2, as for the base side of a two-build A/B, whose rows gemm-ab-build.sh renames <impl>-base).
 Rows without a ratio from at least two processes are left out.
 """
 import collections
@@ -43,7 +45,8 @@ def main():
         sys.exit("gemm_pooled_ratio: a file is named twice; its processes would count twice")
     for arg in sys.argv[2:]:
         path, b_name = arg.rsplit(":", 1)
-        per_process_ratios(path, a_name, b_name, ratios)
+        b_name, _, a_file = b_name.partition("=")
+        per_process_ratios(path, a_file or a_name, b_name, ratios)
     print(f"| shape | B | SMs | ratios | B / {a_name} | standard error | mean +- 2 SE |")
     print("|---|---|---|---|---|---|---|")
     means = []
