@@ -3,6 +3,11 @@
 #
 #   scripts/validate-h200.sh [BUILD_DIR]          (default build-lead; needs the `ovl` CLI: cmake --build BUILD --target ovl)
 #
+# The inputs and the output folder can be swapped for a newer run of the same benchmarks (same case names):
+#   GEMM_IN=... OVERLAP_IN=... OUT=... scripts/validate-h200.sh build
+# e.g. docs/results/current-h200/ (the tree of 2026-12-04) into docs/results/validation-h200-current/. The defaults
+# below are the 2026-12-02 measurements that docs/results/validation-h200/ holds.
+#
 # 1. splits docs/results/gemm-h200-staged/bench_gemm.json (bench_gemm, one H200, 2026-12-02 15:05 UTC) by shape:
 #      fit      : 8192x8192x8192, 8192x8192x2048, 8192x4096x1024
 #      held-out : 4096x8192x8192, 2048x8192x4096, 16384x8192x1024
@@ -14,8 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-lead}
 OVL=$BUILD/apps/ovl
-OUT=docs/results/validation-h200
-IN=docs/results/gemm-h200-staged/bench_gemm.json
+OUT=${OUT:-docs/results/validation-h200}
+IN=${GEMM_IN:-docs/results/gemm-h200-staged/bench_gemm.json}
 HELD='gemm/[^/]+/(4096x8192x8192|2048x8192x4096|16384x8192x1024)/'
 [[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
 mkdir -p "$OUT/plots"
@@ -108,7 +113,7 @@ echo "outputs in $OUT/"
 # per-group cost.
 OV=$OUT/overlap
 mkdir -p "$OV/plots"
-python3 scripts/split_bench.py docs/results/movers2-h200/bench_overlap.json \
+python3 scripts/split_bench.py "${OVERLAP_IN:-docs/results/movers2-h200/bench_overlap.json}" \
   --held-out 'overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192|4096x8192x4096|16384x8192x2048|8192x4096x8192)/' \
   --fit "$OV/fit.json" --test "$OV/heldout.json"
 # Notes are dropped (one per skipped case) except the operator_gemm_factor ones (the per-kernel fits).
