@@ -89,17 +89,23 @@ void Context::Impl::run_gather_signaled(const detail::Call& c, int grid, int cta
   const int groups = int(c.plan.tile_groups.size());
   start_signaled(c, groups, gemm_st, comm_st);
   const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
-  // The gather first (host order): its first group's kernels are queued before the GEMM takes its SMs.
-  for (int g = 0; coll && g < groups; ++g) {
+  auto gather = [&](int g) {
     const int span = stamp_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm", comm_st);
     collective_unit(c, g, ctas, comm_st);
     end_span(span, comm_st);
     // Test-only fault: the last group is never released, so the GEMM's wait for it times out.
-    if (options.fault == Fault::kCounterTooHigh && g == groups - 1) continue;
+    if (options.fault == Fault::kCounterTooHigh && g == groups - 1) return;
     kernels::launch_add_counters(counter_ptr() + g, 1, 1u, comm_st);
-  }
+  };
+  // Host order: the first group's gather, then the GEMM, then the other groups. Queued behind every group's
+  // launches (128-256 with a group per row band), the GEMM started after the GPU had run most of the gather
+  // (loopback, docs/results/ag-launch-order-h200/; the operator took as long, the gather being the bottleneck).
+  // Either order is safe: the GEMM leaves the gather its SMs (tile-signal) or its partition (green-context), and
+  // waits on device counters.
+  if (coll && groups > 0) gather(0);
   // Measured alone (Part::kGemm), the GEMM does not wait: nothing would release its groups.
   if (gemm) signaled_gemm(c, grid, gemm_st, nullptr, /*wait_for_gather=*/coll);
+  for (int g = 1; coll && g < groups; ++g) gather(g);
   join_streams(c.stream, gemm_st, comm_st);
 }
 
