@@ -4,7 +4,7 @@
 #   scripts/validate-h200.sh [BUILD_DIR]          (default build-lead; needs the `ovl` CLI: cmake --build BUILD --target ovl)
 #
 # The inputs and the output folder can be swapped for a newer run of the same benchmarks (same case names):
-#   GEMM_IN=... OVERLAP_IN=... OUT=... scripts/validate-h200.sh build
+#   GEMM_IN=... OVERLAP_IN=... VALIDATION_OUT=... scripts/validate-h200.sh build
 # e.g. docs/results/current-h200/ (the tree of 2026-12-04) into docs/results/validation-h200-current/. The defaults
 # below are the 2026-12-02 measurements that docs/results/validation-h200/ holds.
 #
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-lead}
 OVL=$BUILD/apps/ovl
-OUT=${OUT:-docs/results/validation-h200}
+OUT=${VALIDATION_OUT:-docs/results/validation-h200}
 IN=${GEMM_IN:-docs/results/gemm-h200-staged/bench_gemm.json}
 HELD='gemm/[^/]+/(4096x8192x8192|2048x8192x4096|16384x8192x1024)/'
 [[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
