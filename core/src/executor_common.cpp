@@ -8,7 +8,7 @@
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
-#include "ovl/model/estimate.hpp"
+#include "ovl/core/gemm.hpp"
 
 namespace ovl {
 namespace {
@@ -236,13 +236,9 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
     }
   }
   const int tiles = kernels::gemm_tile_count(g);
-  // The epilogue bench_gemm's tuned `ovl` runs for this shape and grid (ovl::tune_gemm's rule, which the model's
-  // GEMM parameters were fitted on): the split one for short K-major GEMMs, else the deferred one. Both signal a
-  // tile after its stores, the deferred one about a k-block later.
-  const kernels::GemmTileShape ts = kernels::gemm_tile_shape();
-  g.epilogue = choose_split_epilogue(tiles, (p.k + ts.k - 1) / ts.k, grid, p.b_layout == BLayout::kKxN)
-                   ? kernels::GemmEpilogue::kTmaStoreSplit
-                   : kernels::GemmEpilogue::kTmaStoreDeferred;
+  // The epilogue bench_gemm's tuned `ovl` runs for this shape and grid (tune_gemm's rule, which the model's GEMM
+  // parameters were fitted on). Both it can pick signal a tile after its stores, the deferred one a k-block later.
+  g.epilogue = tuned_gemm_epilogue(g);
   if (record.valid) {
     if (st.tile_stamps.bytes() < size_t(tiles) * 8) st.tile_stamps = detail::DeviceBuffer(size_t(tiles) * 8);
     g.tile_timestamps = st.tile_stamps.as<unsigned long long>();

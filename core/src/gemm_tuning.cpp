@@ -19,11 +19,16 @@ void tune_gemm(kernels::GemmArguments& args) {
   args.stream_k_splits = tail.splits;
   args.stream_k_ctas = 0;
   args.half_tiles = tail.half_tiles;
-  const bool b_mn_major = args.b_layout == kernels::GemmBLayout::kKxN;
-  args.epilogue = choose_split_epilogue(tiles, k_blocks, args.sm_count, b_mn_major)
-                      ? kernels::GemmEpilogue::kTmaStoreSplit
-                      : kernels::GemmEpilogue::kTmaStoreDeferred;
+  args.epilogue = tuned_gemm_epilogue(args);
   args.cluster = 1;
+}
+
+kernels::GemmEpilogue tuned_gemm_epilogue(const kernels::GemmArguments& args) {
+  const int k_blocks = (args.k + kernels::gemm_tile_shape().k - 1) / kernels::gemm_tile_shape().k;
+  const bool b_mn_major = args.b_layout == kernels::GemmBLayout::kKxN;
+  return choose_split_epilogue(kernels::gemm_tile_count(args), k_blocks, args.sm_count, b_mn_major)
+             ? kernels::GemmEpilogue::kTmaStoreSplit
+             : kernels::GemmEpilogue::kTmaStoreDeferred;
 }
 
 }  // namespace ovl

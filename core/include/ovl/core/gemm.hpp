@@ -13,7 +13,11 @@ namespace ovl {
 //   kTmaStoreDeferred; one CTA per cluster.
 // Everything else (pointers, dtype, layouts, tile groups, counters, timestamps) is left as given, so a caller sets
 // those before or after. Throws ovl::Error naming a non-positive m, n, k or sm_count. Not for the overlap executors:
-// they need row-band order and whole tiles (their groups must be contiguous and signal in whole waves).
+// they need whole tiles and their plan's tile order (groups of whole bands, signalled in whole waves); they take
+// only the epilogue, from tuned_gemm_epilogue.
 void tune_gemm(kernels::GemmArguments& args);
+
+// The epilogue tune_gemm picks for args' shape, B layout and sm_count (the rule above).
+kernels::GemmEpilogue tuned_gemm_epilogue(const kernels::GemmArguments& args);
 
 }  // namespace ovl
