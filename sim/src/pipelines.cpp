@@ -138,15 +138,21 @@ GemmRun::GemmRun(Context& ctx, std::vector<Tile> tiles, std::string label)
     wave_end_.push_back(end);
     if (end == tiles_.size()) break;
   }
+  wave_rows_needed_ = rows_up_to(tiles_, wave_end_, ctx_.plan.tile.m, ctx_.problem.m);
+}
+
+std::vector<double> rows_up_to(const std::vector<Tile>& tiles, const std::vector<size_t>& ends, int64_t tile_m,
+                               int64_t m) {
+  std::vector<double> out;
   double needed = 0;
-  size_t begin = 0;
-  for (size_t end : wave_end_) {
-    for (size_t i = begin; i < end; ++i)
-      needed = std::max(needed, static_cast<double>(tiles_[i].row * ctx_.plan.tile.m + tiles_[i].rows) /
-                                    static_cast<double>(ctx_.problem.m));
-    wave_rows_needed_.push_back(needed);
-    begin = end;
+  size_t i = 0;
+  for (size_t end : ends) {
+    for (; i < end; ++i) {
+      needed = std::max(needed, static_cast<double>(tiles[i].row * tile_m + tiles[i].rows) / static_cast<double>(m));
+    }
+    out.push_back(needed);
   }
+  return out;
 }
 
 void GemmRun::start(TimeNs launch_delay) {
@@ -466,7 +472,6 @@ void CommQueue::run_step(size_t i) {
       const Step& done = current_.steps[i];
       if (ctx_.options.record_steps)
         ctx_.add_interval("comm/steps", current_.name + " " + done.name, "comm", start, ctx_.engine.now());
-      if (current_.on_step_done) current_.on_step_done(done, ctx_.engine.now());
       run_step(i + 1);
     };
     ctx_.engine.start_flow(std::move(spec));

@@ -32,6 +32,12 @@ struct Tile {
   int64_t rows = 0, cols = 0;  // element extents after clipping
 };
 
+// For runs of `tiles` ending at each of `ends` (exclusive indices, ascending): the fraction of the problem's M rows
+// that the tiles up to that end read (the running maximum of their last row). AllGather readiness: a wave, or a
+// group's gather, covers that prefix of A.
+std::vector<double> rows_up_to(const std::vector<Tile>& tiles, const std::vector<size_t>& ends, int64_t tile_m,
+                               int64_t m);
+
 class Context {
  public:
   Context(const Problem& p, const Plan& plan, const Hardware& hw, const SimOptions& opt);
@@ -135,7 +141,6 @@ class CommQueue {
     TimeNs overhead = 0;       // per-call launch (NCCL) or signal latency (TMA)
     double reorder_bytes = 0;  // tile-major to row-major reorder before the call (HBM read + write)
     std::vector<Step> steps;
-    std::function<void(const Step&, TimeNs)> on_step_done;
     std::function<void(TimeNs)> on_done;
   };
   void post(Call call);

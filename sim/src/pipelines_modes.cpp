@@ -141,18 +141,12 @@ TimeNs run_signaled(Context& ctx) {
     // As the executor runs it (core/src/executor_tile_signal.cpp): from the start, one call per tile group in
     // order, each gathering the rows its tiles read (its overhead, then its steps); a wave of the GEMM starts once
     // the rows it reads have arrived. Groups of whole row bands make the arrived rows a prefix of A.
-    const double m = static_cast<double>(p.m);
     const double total = static_cast<double>(p.comm_bytes());
     double arrived = 0;  // fraction of A's rows gathered
     gemm.rows_available = [&arrived] { return arrived; };
-    std::vector<double> rows_done(group_end.size(), 0.0);  // per group: the rows gathered once it is done
-    double prefix = 0;
-    for (size_t g = 0, t = 0; g < group_end.size(); ++g) {
-      for (; t < static_cast<size_t>(group_end[g]); ++t) {
-        prefix = std::max(prefix, static_cast<double>(tiles[t].row * plan.tile.m + tiles[t].rows) / m);
-      }
-      rows_done[g] = prefix;
-    }
+    // Per group: the rows gathered once it is done.
+    const std::vector<double> rows_done =
+        rows_up_to(tiles, std::vector<size_t>(group_end.begin(), group_end.end()), plan.tile.m, p.m);
     for (size_t g = 0; g < group_end.size(); ++g) {
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));

@@ -116,10 +116,9 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
   };
   auto add_grouped = [&](Plan base) {
     for (TileOrder order : {TileOrder::kRowBand, TileOrder::kSwizzle}) {
-      base.tile_order = order;
       // NCCL needs contiguous groups: the groupings are whole swizzle bands in swizzle order (units of
-      // kSwizzleRows tile rows), each a contiguous block of rows of a row-major output.
-      base.output = OutputLayout::kRowMajor;
+      // kSwizzleRows tile rows), each a contiguous block of rows of default_plan's row-major output.
+      base.tile_order = order;
       for (std::vector<int>& g : groupings(problem, base, hw, options.max_groups)) {
         Plan p = base;
         p.tile_groups = std::move(g);
