@@ -247,13 +247,27 @@ std::vector<int> even_groups(int64_t tiles, int groups) {
   return out;
 }
 
-std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
-  OVL_CHECK(tiles_m >= 1 && tiles_n >= 1, "band_groups: tiles_m = {}, tiles_n = {} must be positive", tiles_m, tiles_n);
-  OVL_CHECK(groups >= 1 && groups <= tiles_m, "band_groups: groups = {} must be in [1, {}] (row bands)", groups,
-            tiles_m);
+namespace {
+// `groups` groups of whole bands of `band_rows` tile rows (the last band possibly shorter), as evenly as possible, as
+// tile counts. `what` names the caller and the bands in errors.
+std::vector<int> groups_of_bands(int64_t tiles_m, int64_t tiles_n, int64_t band_rows, int groups, const char* what) {
+  OVL_CHECK(tiles_m >= 1 && tiles_n >= 1, "{}: tiles_m = {}, tiles_n = {} must be positive", what, tiles_m, tiles_n);
+  const int64_t bands = (tiles_m + band_rows - 1) / band_rows;
+  OVL_CHECK(groups >= 1 && groups <= bands, "{}: groups = {} must be in [1, {}] ({})", what, groups, bands,
+            band_rows == 1 ? std::string("row bands") : fmt::format("swizzle bands of {} tile rows", band_rows));
   std::vector<int> out;
-  for (int b : even_groups(tiles_m, groups)) out.push_back(int(b * tiles_n));
+  int64_t band = 0;
+  for (int b : even_groups(bands, groups)) {
+    const int64_t rows = std::min(tiles_m, (band + b) * band_rows) - band * band_rows;
+    out.push_back(int(rows * tiles_n));
+    band += b;
+  }
   return out;
+}
+}  // namespace
+
+std::vector<int> band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
+  return groups_of_bands(tiles_m, tiles_n, 1, groups, "band_groups");
 }
 
 int64_t swizzle_bands(int64_t tiles_m) { return (tiles_m + kSwizzleRows - 1) / kSwizzleRows; }
@@ -269,19 +283,7 @@ int group_inside_swizzle_band(const Plan& plan, const Problem& problem) {
 }
 
 std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int groups) {
-  OVL_CHECK(tiles_m >= 1 && tiles_n >= 1, "swizzle_band_groups: tiles_m = {}, tiles_n = {} must be positive", tiles_m,
-            tiles_n);
-  const int64_t bands = swizzle_bands(tiles_m);
-  OVL_CHECK(groups >= 1 && groups <= bands, "swizzle_band_groups: groups = {} must be in [1, {}] (swizzle bands of {} "
-            "tile rows)", groups, bands, kSwizzleRows);
-  std::vector<int> out;
-  int64_t band = 0;
-  for (int b : even_groups(bands, groups)) {
-    const int64_t rows = std::min(tiles_m, (band + b) * kSwizzleRows) - band * kSwizzleRows;
-    out.push_back(int(rows * tiles_n));
-    band += b;
-  }
-  return out;
+  return groups_of_bands(tiles_m, tiles_n, kSwizzleRows, groups, "swizzle_band_groups");
 }
 
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms) {
