@@ -110,7 +110,7 @@ WorldSlot& world_slot(int n, std::size_t send_bytes, std::size_t recv_bytes) {
   return s;
 }
 
-bool real_world() { return ovl::bench::real_world(); }
+using ovl::bench::real_world;
 bool mpi_world() { return ovl::bench::world_kind() == ovl::bench::WorldKind::kMpi; }
 
 // NCCL communicators per CTA bound (0: NCCL's own choice), the ctas:<c> of the nccl cases.
@@ -250,12 +250,26 @@ double moved_bytes(CollectiveImpl impl, CollectiveOp op, double bytes, int n) {
   return per_rank * n;
 }
 
+// The buffers of one collective of op on `bytes` of bf16 over n ranks (bytes as in nccl-tests: the AllReduce buffer,
+// the ReduceScatter input, the AllGather output): chunk = one rank's part in elements (RS: the recv count, AG: the
+// send count), and each rank's send and recv sizes.
+struct CollSizes {
+  std::size_t chunk, send_bytes, recv_bytes;
+  std::size_t in_elems() const { return send_bytes / 2; }
+  std::size_t out_elems() const { return recv_bytes / 2; }
+};
+CollSizes coll_sizes(CollectiveOp op, std::size_t bytes, int n) {
+  const std::size_t chunk = bytes / 2 / std::size_t(n);
+  return {chunk, op == CollectiveOp::kAllGather ? chunk * 2 : bytes,
+          op == CollectiveOp::kReduceScatter ? chunk * 2 : bytes};
+}
+
 // One collective call of op on `bytes` of bf16 over n ranks (bytes as in nccl-tests: the AllReduce buffer, the
 // ReduceScatter input, the AllGather output).
 void call_collective(ovl::Collectives& coll, CollectiveOp op, const ovl::SymmetricBuffer& send,
                      const ovl::SymmetricBuffer& recv, std::size_t bytes, int n, CollectiveImpl impl,
                      const ovl::CollectiveOptions& opt, cudaStream_t stream) {
-  const std::size_t elems = bytes / 2, chunk = elems / std::size_t(n);
+  const std::size_t elems = bytes / 2, chunk = coll_sizes(op, bytes, n).chunk;
   switch (op) {
     case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
     case CollectiveOp::kReduceScatter: coll.reduce_scatter(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
@@ -283,14 +297,10 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
     return;
   }
   try {
-    const std::size_t es = 2;
-    const std::size_t elems = bytes / es;
-    const std::size_t chunk = elems / n;  // RS: recv count; AG: send count
-    const std::size_t send_bytes = op == CollectiveOp::kAllGather ? chunk * es : bytes;
-    const std::size_t recv_bytes = op == CollectiveOp::kReduceScatter ? chunk * es : bytes;
-    WorldSlot& s = world_slot(n, send_bytes, recv_bytes);
+    const CollSizes z = coll_sizes(op, bytes, n);
+    const std::size_t chunk = z.chunk, recv_bytes = z.recv_bytes, in_elems = z.in_elems(), out_elems = z.out_elems();
+    WorldSlot& s = world_slot(n, z.send_bytes, recv_bytes);
     cudaStream_t stream = bench_stream();
-    const std::size_t in_elems = send_bytes / es, out_elems = recv_bytes / es;
     for (int p = 0; p < n; ++p) fill_kernel<<<1024, 256, 0, stream>>>(s.send.peer<__nv_bfloat16>(p), in_elems, p);
     for (int p = 0; p < n; ++p) OVL_CUDA_CHECK(cudaMemsetAsync(s.recv.peer_ptr(p), 0xff, recv_bytes, stream));
     ovl::CollectiveOptions opt;
@@ -325,15 +335,11 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
 // A coll/ case on the real World (see the file comment).
 void bench_collective_real(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int ctas) {
   try {
-    const std::size_t es = 2;
-    const std::size_t elems = bytes / es;
     RealWorld& w = real_world_slot(0, 0);
     const int n = w.size();
-    const std::size_t chunk = elems / n;
-    const std::size_t send_bytes = op == CollectiveOp::kAllGather ? chunk * es : bytes;
-    const std::size_t recv_bytes = op == CollectiveOp::kReduceScatter ? chunk * es : bytes;
-    real_world_slot(send_bytes, recv_bytes);
-    const std::size_t in_elems = send_bytes / es, out_elems = recv_bytes / es;
+    const CollSizes z = coll_sizes(op, bytes, n);
+    const std::size_t chunk = z.chunk, recv_bytes = z.recv_bytes, in_elems = z.in_elems(), out_elems = z.out_elems();
+    real_world_slot(z.send_bytes, recv_bytes);
     ovl::CollectiveOptions opt;
     opt.num_ctas = std::max(ctas, 1);
     opt.simt_threads = 512;

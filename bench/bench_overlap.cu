@@ -74,7 +74,7 @@ constexpr int kLoopbackWorld = 8;
 constexpr int kReps = 5;
 constexpr int kIterations = 5;
 
-bool real_world() { return bench::real_world(); }
+using bench::real_world;
 
 // A real world's NCCL communicators: NCCL's own CTA choice (0; the sequential baseline's) and one bounded to each
 // comm_sms of the overlap cases, so a plan's comm_ctas = c runs NCCL on c CTAs (counter nccl_ctas).
@@ -489,7 +489,7 @@ int main(int argc, char** argv) {
   try {
     OVL_CHECK(bench::world_kind() != bench::WorldKind::kMpi,
               "OVL_BENCH_WORLD = mpi: bench_overlap drives a real world from one process (threads)");
-    ::benchmark::AddCustomContext("world_backend", real_world() ? "threads" : "loopback");
+    ::benchmark::AddCustomContext("world_backend", bench::to_string(bench::world_kind()));
     if (!real_world()) ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_overlap: {}\n", e.what());

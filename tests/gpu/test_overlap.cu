@@ -389,7 +389,7 @@ void check_tma_movers_global_ranges(Op op) {
 // Swizzle order in the signaling modes: the GEMM visits swizzle bands of kSwizzleRows tile rows column by column,
 // and groups of whole swizzle bands are whole blocks of rows. M = 2048 (16 tile rows: two swizzle bands, so two
 // groups), N = 776 (4 tile columns, the last of 8), K = 256; tile-signal, green-context and tma (push and pull) with
-// two groups, against sequential and float64. A group that ends inside a swizzle band is refused by name.
+// two groups, against sequential and float64.
 void check_swizzled_groups(int world, Op op, LoopbackShare share) {
   check_against_sequential(world, op, share, 2048, 776, 256, [op](const Problem& p, const Hardware& hw) {
     std::vector<Plan> plans;
@@ -399,8 +399,7 @@ void check_swizzled_groups(int world, Op op, LoopbackShare share) {
       Plan plan = default_plan(mode, p, hw, 16);
       if (mode == Mode::kTileSignal) plan.gemm_sms = hw.sm_count - 16;
       plan.tile_order = TileOrder::kSwizzle;
-      plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 2);
-      EXPECT_EQ(plan.tile_groups, (std::vector<int>{32, 32}));
+      plan.tile_groups = swizzle_band_groups(plan.tiles_m(p), plan.tiles_n(p), 2);  // 16 tile rows: two bands
       plans.push_back(plan);
       if (mode == Mode::kTma) {
         plan.comm_algo = CommAlgo::kTmaPull;
@@ -409,19 +408,8 @@ void check_swizzled_groups(int world, Op op, LoopbackShare share) {
     }
     return plans;
   });
-  ContextOptions options;
-  options.loopback_world = world;
-  Context ctx(options);
-  const int64_t w = ctx.world_size();
-  const int64_t a_rows = op == Op::kAllGatherGemm ? 2048 / w : 2048;
-  const int64_t c_rows = op == Op::kGemmReduceScatter ? 2048 / w : 2048;
-  DeviceMatrix a(a_rows, 256, 1), b(776, 256, 2), c(c_rows, 776, 0);
-  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
-  Plan mid = default_plan(Mode::kGreenContext, p, ctx.hardware(), 16);
-  mid.tile_order = TileOrder::kSwizzle;
-  mid.tile_groups = band_groups(mid.tiles_m(p), mid.tiles_n(p), 4);  // groups of 4 tile rows
-  EXPECT_NE(ctx.can_run(p, mid).find("inside a swizzle band"), std::string::npos) << ctx.can_run(p, mid);
 }
+
 
 // Intervals of a timeline on one lane.
 int intervals_on(const Timeline& t, const std::string& lane) {
@@ -486,6 +474,22 @@ TEST_F(OverlapTest, SwizzledGroupsGemmReduceScatterLoopback4WholeWorld) {
 }
 TEST_F(OverlapTest, SwizzledGroupsAllGatherGemmLoopback2) { check_swizzled_groups(2, Op::kAllGatherGemm, kRank0); }
 TEST_F(OverlapTest, SwizzledGroupsGemmReduceScatterWorld1) { check_swizzled_groups(0, Op::kGemmReduceScatter, kRank0); }
+
+// Context::can_run refuses a group that ends inside a swizzle band, whatever the mode's algorithm (Plan::validate
+// checks it only for NCCL; tests/model/test_plan.cpp).
+TEST_F(OverlapTest, GroupInsideASwizzleBandIsRefused) {
+  ContextOptions options;
+  options.loopback_world = 2;
+  Context ctx(options);
+  DeviceMatrix a(2048, 256, 1), b(776, 256, 2), c(2048, 776, 0);
+  const Problem p = ctx.problem_for(Op::kGemmAllReduce, a.ref(), b.ref(), c.ref());
+  for (Mode mode : {Mode::kGreenContext, Mode::kTma}) {
+    Plan mid = default_plan(mode, p, ctx.hardware(), 16);
+    mid.tile_order = TileOrder::kSwizzle;
+    mid.tile_groups = band_groups(mid.tiles_m(p), mid.tiles_n(p), 4);  // groups of 4 tile rows
+    EXPECT_NE(ctx.can_run(p, mid).find("inside a swizzle band"), std::string::npos) << ctx.can_run(p, mid);
+  }
+}
 
 // Runs fn on a Context per rank of a threads World over every visible GPU (at most 8), each on its own host thread.
 void for_every_gpu(const WorldOptions& world_options, const std::function<void(Context&)>& fn,

@@ -146,7 +146,7 @@ TEST(Plan, EachBadFieldIsNamed) {
   // a group ending inside a swizzle band is named.
   Plan swz = default_plan(Mode::kTileSignal, p, hw, 16);
   swz.tile_order = TileOrder::kSwizzle;
-  swz.tile_groups = band_groups(swz.tiles_m(p), swz.tiles_n(p), 8);  // 64 bands: 8 groups of 8
+  swz.tile_groups = swizzle_band_groups(swz.tiles_m(p), swz.tiles_n(p), 8);  // 8 swizzle bands, one per group
   EXPECT_NO_THROW(swz.validate(p, hw));
   swz.tile_groups = band_groups(swz.tiles_m(p), swz.tiles_n(p), 16);  // groups of 4 bands
   expect_error_naming([&] { swz.validate(p, hw); }, "inside a swizzle band");
