@@ -282,14 +282,14 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   return e;
 }
 
-// An overlapped mode's collective, at its per-CTA rates (Hardware::overlapped_comm): beside the GEMM (busy: the
-// HBM bandwidth the GEMM leaves it) and after the GEMM (idle: all of HBM).
+// An overlapped mode's collective, at its per-CTA rates (comm_hardware, the simulator's choice too): beside the GEMM
+// (busy: the HBM bandwidth the GEMM leaves it) and after the GEMM (idle: all of HBM).
 struct CollCosts {
   CollCost busy, idle;
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
                                 double busy_hbm_GBps) {
-  const Hardware comm_hw = hw.overlapped_comm();
+  const Hardware comm_hw = comm_hardware(hw, plan.mode);
   auto cost = [&](double hbm_GBps) {
     return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, comm_hw, hbm_GBps);
   };

@@ -286,6 +286,10 @@ std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int group
   return groups_of_bands(tiles_m, tiles_n, kSwizzleRows, groups, "swizzle_band_groups");
 }
 
+Hardware comm_hardware(const Hardware& hw, Mode mode) {
+  return mode == Mode::kSequential ? hw : hw.overlapped_comm();
+}
+
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms) {
   problem.validate();
   hw.validate();

@@ -14,7 +14,7 @@ namespace ovl::sim {
 namespace detail {
 
 Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimOptions& opt)
-    : problem(p), plan(pl), hw(h), options(opt), comm_hw(pl.mode == Mode::kSequential ? h : h.overlapped_comm()) {
+    : problem(p), plan(pl), hw(h), options(opt), comm_hw(comm_hardware(h, pl.mode)) {
   partitioned = plan.partitioned || plan.mode == Mode::kGreenContext;
   if (plan.gemm_sms > 0)
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);

@@ -81,6 +81,10 @@ struct Plan {
 // A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
 // band of tiles (modes that signal), 4 chunks (decomposed). The planner searches from here.
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
+
+// The profile a mode's collective runs with, in the model and the simulator alike: hw for sequential (the collective
+// runs after the GEMM), hw.overlapped_comm() in the overlapped modes.
+Hardware comm_hardware(const Hardware& hw, Mode mode);
 // Splits `tiles` tiles into `groups` groups as evenly as possible (equal sizes when `groups` divides `tiles`,
 // else the first tiles % groups groups get one more), so groups of tiles_m / groups whole bands stay whole bands.
 std::vector<int> even_groups(int64_t tiles, int groups);
