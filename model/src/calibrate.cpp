@@ -620,16 +620,18 @@ struct Fitter {
 
   // overlap: Gauss-Newton on the relative residuals, numeric derivatives. Overlap cases inform the contention
   // weights, the communication kernels' per-CTA rates inside the overlapped modes as factors on the standalone rates
-  // (NCCL's channels, and the TMA mover of the tma mode, which default_plan runs as tma-push), the mover's per-group
+  // (NCCL's channels, and the TMA mover of the tma mode, which default_plan runs as tma-push) and, while the GEMM
+  // runs, one more factor on both (beside_gemm_rate_factor), the mover's per-group
   // cost (tma_group_us), and the signaling modes' per-group gap of their NCCL calls (nccl_group_us). The standalone
   // rates stay as the comm fit left them.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
-    const std::array<FitParam, 6> params = {
+    const std::array<FitParam, 7> params = {
         {{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
          {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
          {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, 0.02, 4.0},
          {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, 0.02, 4.0},
+         {"beside_gemm_rate_factor", &Hardware::beside_gemm_rate_factor, 0.02, 4.0},
          {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0},
          {"nccl_group_us", &Hardware::nccl_group_us, 1e-2, 100.0}}};
     const Hardware base = hw;

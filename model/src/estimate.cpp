@@ -283,17 +283,17 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
 }
 
 // An overlapped mode's collective, at its per-CTA rates (comm_hardware, the simulator's choice too): beside the GEMM
-// (busy: the HBM bandwidth the GEMM leaves it) and after the GEMM (idle: all of HBM).
+// (busy: the rates beside the GEMM and the HBM bandwidth the GEMM leaves it) and after the GEMM (idle: all of HBM).
 struct CollCosts {
   CollCost busy, idle;
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
                                 double busy_hbm_GBps) {
-  const Hardware comm_hw = comm_hardware(hw, plan.mode);
-  auto cost = [&](double hbm_GBps) {
-    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas, comm_hw, hbm_GBps);
+  auto cost = [&](bool beside_gemm, double hbm_GBps) {
+    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
+                             comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
-  return {cost(busy_hbm_GBps), cost(hw.hbm_GBps)};
+  return {cost(true, busy_hbm_GBps), cost(false, hw.hbm_GBps)};
 }
 
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {

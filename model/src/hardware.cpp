@@ -71,6 +71,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"nccl_group_us", &Hardware::nccl_group_us, Rule::kNonNegative},
     {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, Rule::kPositive},
     {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, Rule::kPositive},
+    {"beside_gemm_rate_factor", &Hardware::beside_gemm_rate_factor, Rule::kPositive},
     {"hbm_contention", &Hardware::hbm_contention, Rule::kNonNegative},
     {"shared_sm_penalty", &Hardware::shared_sm_penalty, Rule::kNonNegative},
 };
@@ -249,19 +250,27 @@ std::string Hardware::summary() const {
       "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
       "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us, per group {:.2f} us), tma launch {:.1f} us (per group "
       "{:.2f} us), "
-      "overlapped comm rates x{:.3f} (nccl) / x{:.3f} (tma push), hbm contention {:.2f}, shared-SM penalty {:.2f}",
+      "overlapped comm rates x{:.3f} (nccl) / x{:.3f} (tma push), x{:.3f} beside the GEMM, hbm contention {:.2f}, "
+      "shared-SM penalty {:.2f}",
       name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
       link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps,
       net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency, cublas_partition_penalty, clock_knee_sms, sm_count,
       clock_exponent, operator_gemm_factor, launch_us, tile_epilogue_us, cublas_tile_epilogue_us, nccl_efficiency,
       nccl_per_cta_GBps, nccl_launch_us, nccl_group_us, tma_launch_us, tma_group_us, overlap_nccl_rate_factor,
-      overlap_tma_rate_factor, hbm_contention, shared_sm_penalty);
+      overlap_tma_rate_factor, beside_gemm_rate_factor, hbm_contention, shared_sm_penalty);
 }
 
 Hardware Hardware::overlapped_comm() const {
   Hardware h = *this;
   h.nccl_per_cta_GBps *= overlap_nccl_rate_factor;
   h.tma_push_per_cta_GBps *= overlap_tma_rate_factor;
+  return h;
+}
+
+Hardware Hardware::beside_gemm_comm() const {
+  Hardware h = overlapped_comm();
+  h.nccl_per_cta_GBps *= beside_gemm_rate_factor;
+  h.tma_push_per_cta_GBps *= beside_gemm_rate_factor;
   return h;
 }
 

@@ -286,8 +286,9 @@ std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int group
   return groups_of_bands(tiles_m, tiles_n, kSwizzleRows, groups, "swizzle_band_groups");
 }
 
-Hardware comm_hardware(const Hardware& hw, Mode mode) {
-  return mode == Mode::kSequential ? hw : hw.overlapped_comm();
+Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
+  if (mode == Mode::kSequential) return hw;
+  return beside_gemm ? hw.beside_gemm_comm() : hw.overlapped_comm();
 }
 
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms) {

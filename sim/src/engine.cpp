@@ -43,6 +43,16 @@ void Engine::set_capacity(ResourceId id, double capacity) {
   dirty_ = true;
 }
 
+void Engine::set_flow_cap(FlowId id, double cap) {
+  OVL_CHECK(cap >= 0 && std::isfinite(cap), "flow {}: cap = {} is not a finite number >= 0", id, cap);
+  for (Flow& f : flows_) {
+    if (f.id != id) continue;
+    f.spec.cap = cap;
+    dirty_ = true;
+    return;
+  }
+}
+
 FlowId Engine::start_flow(FlowSpec spec) {
   OVL_CHECK(spec.amount >= 0 && std::isfinite(spec.amount), "flow {}: amount = {} is not a finite number >= 0",
             spec.name, spec.amount);

@@ -14,7 +14,12 @@ namespace ovl::sim {
 namespace detail {
 
 Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimOptions& opt)
-    : problem(p), plan(pl), hw(h), options(opt), comm_hw(comm_hardware(h, pl.mode)) {
+    : problem(p),
+      plan(pl),
+      hw(h),
+      options(opt),
+      comm_hw(comm_hardware(h, pl.mode)),
+      comm_hw_beside(comm_hardware(h, pl.mode, true)) {
   partitioned = plan.partitioned || plan.mode == Mode::kGreenContext;
   if (plan.gemm_sms > 0)
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
@@ -133,6 +138,7 @@ void Context::sample_counters(TimeNs t) {
 // ---------------------------------------------------------------------------------------------------------------
 GemmRun::GemmRun(Context& ctx, std::vector<Tile> tiles, std::string label)
     : ctx_(ctx), tiles_(std::move(tiles)), label_(std::move(label)) {
+  ++ctx_.gemm_runs;
   const auto grid = static_cast<size_t>(std::max(1, ctx_.gemm_sms));
   for (size_t end = std::min(grid, tiles_.size()); !tiles_.empty(); end = std::min(end + grid, tiles_.size())) {
     wave_end_.push_back(end);
@@ -166,6 +172,8 @@ void GemmRun::data_arrived() {
 void GemmRun::start_wave(size_t w) {
   if (w >= wave_end_.size()) {
     ctx_.gemm_end = std::max(ctx_.gemm_end, ctx_.engine.now());
+    if (++ctx_.gemm_runs_done == ctx_.gemm_runs)
+      for (const auto& fn : ctx_.on_gemm_over) fn();
     if (on_finished) on_finished(ctx_.engine.now());
     return;
   }
@@ -347,21 +355,29 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = 2;
-    st.cap = ctas * hw.per_cta_copy_GBps;
+    st.cap = st.cap_beside = ctas * hw.per_cta_copy_GBps;
     st.name = "local copy";
     out.push_back(st);
     return out;
   }
   const int nodes = p.nodes();
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
+  // The CTAs' caps after the GEMM (comm_hw) and beside it (comm_hw_beside).
+  auto link_cap = [&](const Hardware& h) {
+    return is_nccl(algo) ? std::min(ctas * h.nccl_per_cta_GBps, h.nccl_efficiency * h.link_GBps)
+                         : ctas * per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
+  };
+  auto net_cap = [&](const Hardware& h) {
+    return std::min(ctas * h.nccl_per_cta_GBps, h.nccl_efficiency * h.net_GBps);
+  };
   Step link;
-  link.cap = is_nccl(algo)
-                 ? std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.link_GBps)
-                 : ctas * per_cta_GBps(algo, hw) / cta_bytes_per_link_byte(c, algo, p.world, hw.loopback_rank0);
+  link.cap = link_cap(hw);
+  link.cap_beside = link_cap(ctx.comm_hw_beside);
   link.latency = us_to_ns(hw.link_latency_us);
   Step netw;
   netw.network = true;
-  netw.cap = std::min(ctas * hw.nccl_per_cta_GBps, hw.nccl_efficiency * hw.net_GBps);
+  netw.cap = net_cap(hw);
+  netw.cap_beside = net_cap(ctx.comm_hw_beside);
   netw.latency = us_to_ns(hw.net_latency_us);
   // Several nodes: hierarchical (intra-node NVLink phase, ring over the nodes on the network, intra-node phase),
   // as NCCL's tree/ring hybrids move data; the network part is always NCCL's ring.
@@ -390,6 +406,11 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+CommQueue::CommQueue(Context& ctx, bool holds_sms_per_call) : ctx_(ctx), holds_sms_per_call_(holds_sms_per_call) {
+  // The GEMM's end lifts the running step to its after-GEMM cap (later steps start at it).
+  ctx_.on_gemm_over.push_back([this] { set_step_rate(); });
+}
+
 void CommQueue::post(Call call) {
   for (const Step& s : call.steps) {
     if (s.network)
@@ -455,27 +476,38 @@ void CommQueue::run_step(size_t i) {
     } else {
       spec.uses = {{ctx_.tx, 1.0}, {ctx_.rx, s.rx_weight}, {ctx_.hbm, s.hbm_weight}};
     }
-    spec.cap = s.cap;
-    // The step's HBM demand alone (its own rate: cap, link or network, HBM), for the GEMM's contention term.
-    double rate = s.cap > 0 ? s.cap : std::numeric_limits<double>::infinity();
-    if (s.hbm_weight > 0) rate = std::min(rate, ctx_.hw.hbm_GBps / s.hbm_weight);
-    if (s.network) {
-      rate = std::min(rate, ctx_.hw.net_GBps);
-    } else if (!s.local) {
-      rate = std::min(rate, ctx_.hw.link_GBps);
-      if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.link_GBps / s.rx_weight);
-    }
-    const double util = std::isfinite(rate) ? rate * s.hbm_weight / ctx_.hw.hbm_GBps : 0.0;
-    ctx_.comm_hbm_changed(util);
-    spec.on_done = [this, i, start, util] {
-      ctx_.comm_hbm_changed(-util);
+    spec.on_done = [this, i, start] {
+      ctx_.comm_hbm_changed(-step_util_);
+      step_util_ = 0;
+      step_flow_ = -1;
       const Step& done = current_.steps[i];
       if (ctx_.options.record_steps)
         ctx_.add_interval("comm/steps", current_.name + " " + done.name, "comm", start, ctx_.engine.now());
       run_step(i + 1);
     };
-    ctx_.engine.start_flow(std::move(spec));
+    step_ = i;
+    step_flow_ = ctx_.engine.start_flow(std::move(spec));
+    set_step_rate();
   });
+}
+
+void CommQueue::set_step_rate() {
+  if (step_flow_ < 0) return;
+  const Step& s = current_.steps[step_];
+  const double cap = ctx_.gemm_over() ? s.cap : s.cap_beside;
+  ctx_.engine.set_flow_cap(step_flow_, cap);
+  // The step's HBM demand alone (its own rate: cap, link or network, HBM), for the GEMM's contention term.
+  double rate = cap > 0 ? cap : std::numeric_limits<double>::infinity();
+  if (s.hbm_weight > 0) rate = std::min(rate, ctx_.hw.hbm_GBps / s.hbm_weight);
+  if (s.network) {
+    rate = std::min(rate, ctx_.hw.net_GBps);
+  } else if (!s.local) {
+    rate = std::min(rate, ctx_.hw.link_GBps);
+    if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.link_GBps / s.rx_weight);
+  }
+  const double util = std::isfinite(rate) ? rate * s.hbm_weight / ctx_.hw.hbm_GBps : 0.0;
+  ctx_.comm_hbm_changed(util - step_util_);
+  step_util_ = util;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

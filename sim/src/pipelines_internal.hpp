@@ -46,8 +46,10 @@ class Context {
   const Plan& plan;
   const Hardware& hw;
   const SimOptions& options;
-  // The collective's rates: hw for sequential (after the GEMM), hw.overlapped_comm() in the overlapped modes.
+  // The collective's rates: hw for sequential (after the GEMM), hw.overlapped_comm() in the overlapped modes, and
+  // comm_hw_beside until the operator's GEMM is over (comm_hardware(hw, mode, true)).
   const Hardware comm_hw;
+  const Hardware comm_hw_beside;
   Engine engine;
   Timeline timeline;
 
@@ -62,6 +64,13 @@ class Context {
   double gemm_hbm_util = 0;        // the GEMM's HBM demand alone over hbm_GBps (as the model's u_gemm), <= 1
   double comm_hbm_util = 0;        // HBM demand of the communication flows running now over hbm_GBps
   int64_t wave_tiles = 0;          // tiles of the GEMM wave running now (0: none)
+  // Whether the operator's GEMM is over: every GemmRun (decomposed: one per chunk) finished. Until then collective
+  // steps move at their cap_beside (the model's busy rates: a group that starts before the GEMM's end), after it at
+  // their cap. Called once, when the last GemmRun finishes: each CommQueue lifts its running step's cap.
+  int gemm_runs = 0;
+  int gemm_runs_done = 0;
+  std::vector<std::function<void()>> on_gemm_over;
+  bool gemm_over() const { return gemm_runs_done == gemm_runs; }
 
   // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
   void comm_kernel_started(int ctas);
@@ -123,7 +132,8 @@ struct Step {
   double hbm_weight = 2;  // HBM bytes per byte sent (reads + writes of the reduction or copy)
   bool network = false;   // inter-node step (network link) instead of NVLink
   bool local = false;     // world 1: a local copy, HBM only
-  double cap = 0;         // bytes/ns (CTA cap)
+  double cap = 0;         // bytes/ns (CTA cap), once the operator's GEMM is over
+  double cap_beside = 0;  // the same until the GEMM is over (Context::comm_hw_beside, gemm_over())
   TimeNs latency = 0;     // before the bytes move (handshake / signal)
   std::string name;
 };
@@ -135,7 +145,9 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
 // posted and the previous one is done; its steps run back to back.
 class CommQueue {
  public:
-  CommQueue(Context& ctx, bool holds_sms_per_call) : ctx_(ctx), holds_sms_per_call_(holds_sms_per_call) {}
+  CommQueue(Context& ctx, bool holds_sms_per_call);  // registers itself with ctx: not copied or moved
+  CommQueue(const CommQueue&) = delete;
+  CommQueue& operator=(const CommQueue&) = delete;
   struct Call {
     std::string name;
     TimeNs overhead = 0;       // per-call launch (NCCL) or signal latency (TMA)
@@ -149,9 +161,14 @@ class CommQueue {
  private:
   void start_next();
   void run_step(size_t i);
+  // The running step's flow at the cap of now (beside the GEMM or after it), and its HBM demand for the contention.
+  void set_step_rate();
   Context& ctx_;
   bool holds_sms_per_call_;
   bool busy_ = false;
+  FlowId step_flow_ = -1;  // the running step's flow (-1: none)
+  size_t step_ = 0;        // its index in current_.steps
+  double step_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed
   std::vector<Call> pending_;
   size_t head_ = 0;
   Call current_;

@@ -357,6 +357,23 @@ TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
   EXPECT_EQ(find(r, "overlap_nccl_rate_factor")->subset, "overlap");
 }
 
+// The overlap fit tells a collective slowed only beside the GEMM (beside_gemm_rate_factor) from one slowed throughout
+// the overlapped modes (overlap_nccl_rate_factor): a truth whose NCCL channels move 0.4 of their rate while the GEMM
+// runs and their full rate after it, on shapes whose collective runs partly beside and partly after the GEMM.
+TEST(Calibrate, OverlapFitRecoversTheRateBesideTheGemm) {
+  const Hardware base = builtin_hardware("h200");
+  Hardware truth = base;
+  truth.beside_gemm_rate_factor = 0.4;
+  const std::vector<BenchCase> cases =
+      overlap_cases({"tile-signal", "green-context", "decomposed"}, {"allreduce", "reducescatter"},
+                    {"8192x8192x1024", "8192x8192x4096", "8192x8192x8192"});
+  const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
+  EXPECT_NEAR(r.hardware.beside_gemm_rate_factor, 0.4, 0.4 * 0.05);
+  EXPECT_NEAR(r.hardware.overlap_nccl_rate_factor, 1.0, 0.05);
+  ASSERT_TRUE(find(r, "beside_gemm_rate_factor"));
+  EXPECT_EQ(find(r, "beside_gemm_rate_factor")->subset, "overlap");
+}
+
 TEST(Calibrate, RecoversTheOperatorGemmFactor) {
   // Synthetic bench_overlap files: every case's operator time ("us") and its GEMM-alone time ("t_gemm_us", the
   // counter bench_overlap records) from a truth whose GEMMs run at 0.88 of their sustained compute time inside the

@@ -105,6 +105,28 @@ TEST(Engine, CapacityChangeMidFlow) {
   EXPECT_EQ(e.run(), 15);
 }
 
+TEST(Engine, FlowCapChangeMidFlow) {
+  // 100 B capped at 4 B/ns on a 10 B/ns link; at 10 ns (40 B done) the cap rises to 6 B/ns (a collective's CTAs once
+  // the GEMM beside them is over): 60 B at 6 B/ns, ends at 20 ns. A cap set on an ended flow is ignored.
+  Engine e;
+  const ResourceId r = e.add_resource("link", ResourceKind::kLinkTx, 0, 10);
+  FlowSpec f = flow({{r, 1}});
+  f.amount = 100;
+  f.cap = 4;
+  TimeNs done = -1;
+  f.on_done = [&] { done = e.now(); };
+  const FlowId id = e.start_flow(f);
+  e.at(10, [&] {
+    EXPECT_DOUBLE_EQ(e.flow_rate(id), 4.0);
+    e.set_flow_cap(id, 6);
+  });
+  e.at(30, [&] { e.set_flow_cap(id, 1); });
+  EXPECT_EQ(e.run(), 30);
+  EXPECT_EQ(done, 20);
+  EXPECT_DOUBLE_EQ(e.resource(r).work_done, 100.0);
+  EXPECT_THROW(e.set_flow_cap(id, -1), Error);
+}
+
 TEST(Engine, EventsAtOneInstantRunInSchedulingOrder) {
   Engine e;
   std::string order;

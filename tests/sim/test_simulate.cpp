@@ -304,6 +304,16 @@ TEST(Simulate, SwizzleReadsFewerBytesThanRowBands) {
   EXPECT_EQ(order[1], swz.tiles_n(p));  // row 1, column 0
 }
 
+// A GEMM+AR problem on 8 GPUs with 16 comm CTAs: the sequential mode (its collective after the GEMM, alone) and the
+// collective estimated alone take the same time on `hw` as on `base` (profiles that differ in overlap factors only).
+void expect_sequential_and_alone_unchanged(const Problem& p, const Hardware& hw, const Hardware& base) {
+  const Plan seq = default_plan(Mode::kSequential, p, base, 16);
+  EXPECT_DOUBLE_EQ(simulate(p, seq, hw).total_us, simulate(p, seq, base).total_us);
+  EXPECT_DOUBLE_EQ(estimate(p, seq, hw).total_us, estimate(p, seq, base).total_us);
+  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 16, hw).us,
+                   estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 16, base).us);
+}
+
 TEST(SimulateVsModel, OverlapRateFactorsSlowOnlyTheOverlappedCollectives) {
   // Hardware::overlap_nccl_rate_factor / overlap_tma_rate_factor 0.25: the collective of every overlapped mode runs
   // at a quarter of its per-CTA rate, in the simulator as in the model, so their totals rise on a comm-heavy problem
@@ -314,17 +324,46 @@ TEST(SimulateVsModel, OverlapRateFactorsSlowOnlyTheOverlappedCollectives) {
   hw.overlap_nccl_rate_factor = 0.25;
   hw.overlap_tma_rate_factor = 0.25;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
-  const Plan seq = default_plan(Mode::kSequential, p, base, 16);
-  EXPECT_DOUBLE_EQ(simulate(p, seq, hw).total_us, simulate(p, seq, base).total_us);
-  EXPECT_DOUBLE_EQ(estimate(p, seq, hw).total_us, estimate(p, seq, base).total_us);
-  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 16, hw).us,
-                   estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 16, base).us);
+  expect_sequential_and_alone_unchanged(p, hw, base);
   for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
     const Plan plan = default_plan(mode, p, base, 16);
     SCOPED_TRACE(plan.summary());
     EXPECT_GT(simulate(p, plan, hw).total_us, 1.5 * simulate(p, plan, base).total_us);
     EXPECT_GT(estimate(p, plan, hw).total_us, 1.5 * estimate(p, plan, base).total_us);
     EXPECT_DOUBLE_EQ(estimate(p, plan, hw).comm_alone_us, estimate(p, plan, base).comm_alone_us);
+  }
+}
+
+TEST(SimulateVsModel, BesideGemmFactorSlowsOnlyTheCollectiveBesideTheGemm) {
+  // Hardware::beside_gemm_rate_factor 0.25: an overlapped mode's collective moves at a quarter of its per-CTA rate
+  // until the operator's GEMM is over, and at its full rate after it. So on GEMM+AR 8192x8192x2048 on 8 GPUs with 16
+  // comm CTAs (the collective beside the GEMM is the longer part):
+  // - sequential (the collective after the GEMM, alone) and a collective estimated alone do not change;
+  // - tile-signal with one group of every tile (its collective starts when the GEMM is over) does not change;
+  // - the default plans of the overlapped modes (a group per row band, or chunks) take longer, in both predictors;
+  // - a collective that runs partly after the GEMM loses less than one at a quarter of the rate throughout
+  //   (overlap_nccl_rate_factor 0.25).
+  const Hardware base = builtin_hardware("h200");
+  Hardware hw = base;
+  hw.beside_gemm_rate_factor = 0.25;
+  Hardware throughout = base;
+  throughout.overlap_nccl_rate_factor = 0.25;
+  throughout.overlap_tma_rate_factor = 0.25;
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
+  expect_sequential_and_alone_unchanged(p, hw, base);
+  Plan one = default_plan(Mode::kTileSignal, p, base, 16);
+  one.tile_groups = {static_cast<int>(one.tile_count(p))};
+  EXPECT_DOUBLE_EQ(simulate(p, one, hw).total_us, simulate(p, one, base).total_us);
+  EXPECT_DOUBLE_EQ(estimate(p, one, hw).total_us, estimate(p, one, base).total_us);
+  for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+    const Plan plan = default_plan(mode, p, base, 16);
+    SCOPED_TRACE(plan.summary());
+    const double sim = simulate(p, plan, hw).total_us, sim_base = simulate(p, plan, base).total_us;
+    const double model = estimate(p, plan, hw).total_us, model_base = estimate(p, plan, base).total_us;
+    EXPECT_GT(sim, 1.1 * sim_base);
+    EXPECT_GT(model, 1.1 * model_base);
+    EXPECT_LT(sim, simulate(p, plan, throughout).total_us);
+    EXPECT_LT(model, estimate(p, plan, throughout).total_us);
   }
 }
 

@@ -74,8 +74,9 @@ struct CalibrationResult {
 //                                                                    loopback cases on their scaled profile)
 //   overlap    : operator_gemm_factor                              (the cases' t_gemm_us counter against the
 //                                                                    plan's gemm_alone_us, least squares)
-//                then hbm_contention, shared_sm_penalty, tma_push_per_cta_GBps (the tma mode's mover),
-//                nccl_per_cta_GBps, tma_group_us                     (Gauss-Newton on the mode estimates)
+//                then hbm_contention, shared_sm_penalty, overlap_tma_rate_factor (the tma mode's mover),
+//                overlap_nccl_rate_factor, beside_gemm_rate_factor, tma_group_us, nccl_group_us
+//                                                                    (Gauss-Newton on the mode estimates)
 // Throws ovl::Error when no measurement is usable.
 CalibrationResult calibrate(const std::vector<nlohmann::json>& benchmark_files, const Hardware& base);
 CalibrationResult calibrate_measurements(const std::vector<Measurement>& measurements, const Hardware& base);

@@ -74,6 +74,12 @@ struct Hardware {
   // difference. Fitted by `ovl calibrate` from the overlap cases.
   double overlap_nccl_rate_factor = 1.0;
   double overlap_tma_rate_factor = 1.0;
+  // Those two rates again, while the GEMM of the operator is still running, relative to after it: a collective's
+  // CTAs beside a compute-bound GEMM move less per second (the GEMM's L2 traffic, and the clock its power draw
+  // lowers). The part of a collective that runs after the GEMM (the exposed tail) is not slowed. Applied by
+  // Hardware::beside_gemm_comm() in the model and the simulator to every mode but sequential. 1: no difference.
+  // Fitted by `ovl calibrate` from the overlap cases.
+  double beside_gemm_rate_factor = 1.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
   // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
@@ -89,6 +95,8 @@ struct Hardware {
   // The profile an overlapped mode's collective runs with: nccl_per_cta_GBps and tma_push_per_cta_GBps scaled by
   // overlap_nccl_rate_factor and overlap_tma_rate_factor (the model and the simulator alike).
   Hardware overlapped_comm() const;
+  // overlapped_comm() with those rates also scaled by beside_gemm_rate_factor: the collective while the GEMM runs.
+  Hardware beside_gemm_comm() const;
   std::string summary() const;  // one line with every field
 };
 

@@ -83,8 +83,9 @@ struct Plan {
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
 
 // The profile a mode's collective runs with, in the model and the simulator alike: hw for sequential (the collective
-// runs after the GEMM), hw.overlapped_comm() in the overlapped modes.
-Hardware comm_hardware(const Hardware& hw, Mode mode);
+// runs after the GEMM), hw.overlapped_comm() in the overlapped modes, hw.beside_gemm_comm() there while the GEMM of
+// the operator is still running (`beside_gemm`).
+Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm = false);
 // Splits `tiles` tiles into `groups` groups as evenly as possible (equal sizes when `groups` divides `tiles`,
 // else the first tiles % groups groups get one more), so groups of tiles_m / groups whole bands stay whole bands.
 std::vector<int> even_groups(int64_t tiles, int groups);

@@ -61,6 +61,9 @@ class Engine {
   void set_capacity(ResourceId id, double capacity);
 
   FlowId start_flow(FlowSpec spec);
+  // Changes an active flow's cap now (a collective's CTAs that speed up when the GEMM beside them ends); rates are
+  // recomputed. An ended flow is left alone.
+  void set_flow_cap(FlowId id, double cap);
   // Runs fn at absolute time t (t >= now) or after a delay; events at equal times run in scheduling order.
   void at(TimeNs t, std::function<void()> fn);
   void after(TimeNs delay, std::function<void()> fn);
