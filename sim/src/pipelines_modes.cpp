@@ -147,8 +147,9 @@ TimeNs run_signaled(Context& ctx) {
     // Per group: the rows gathered once it is done.
     const std::vector<double> rows_done =
         rows_up_to(tiles, std::vector<size_t>(group_end.begin(), group_end.end()), plan.tile.m, p.m);
+    std::vector<CommQueue::Call> calls(group_end.size());
     for (size_t g = 0; g < group_end.size(); ++g) {
-      CommQueue::Call call;
+      CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead;
       call.steps = collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), ctx.comm_ctas);
@@ -157,8 +158,11 @@ TimeNs run_signaled(Context& ctx) {
         gemm.data_arrived();
         if (last) release(t);
       };
-      ctx.engine.at(comm_ready, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });
     }
+    // Every call is queued at once, in group order, when the communication can begin.
+    ctx.engine.at(comm_ready, [&comm, calls = std::move(calls)]() mutable {
+      for (CommQueue::Call& call : calls) comm.post(std::move(call));
+    });
     gemm.start(launch);
     return ctx.engine.run();
   }
