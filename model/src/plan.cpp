@@ -187,23 +187,24 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
               sum, tiles, tiles_m(problem), tn, tile.m, tile.n);
   }
   // NCCL sends contiguous buffers: with a row-major output a group must be whole row bands of tiles; in swizzle
-  // order, whole swizzle bands (kSwizzleRows tile rows; the last band may be shorter).
+  // order, whole swizzle bands (kSwizzleRows tile rows; the last band may be shorter): groups of whole units.
   if (mode_signals(mode) && is_nccl(comm_algo) && output == OutputLayout::kRowMajor) {
-    if (tile_order == TileOrder::kSwizzle) {
-      const int g = group_inside_swizzle_band(*this, problem);
-      OVL_CHECK(g < 0,
-                "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
-                "tile_order = swizzle and a row-major output a group must be whole swizzle bands",
-                g, g < 0 ? 0 : tile_groups[size_t(g)], kSwizzleRows, tn);
-    }
+    const bool swizzle = tile_order == TileOrder::kSwizzle;
+    const int64_t unit = swizzle ? tn * kSwizzleRows : tn;
     int64_t start = 0;
     for (size_t g = 0; g < tile_groups.size(); ++g) {
       const int64_t end = start + tile_groups[g];
-      OVL_CHECK(
-          start % tn == 0 && end % tn == 0,
-          "plan field \"tile_groups\"[{}] = {} covers tiles [{}, {}), not whole row bands of {} tiles: NCCL needs "
-          "contiguous groups in a row-major output",
-          g, tile_groups[g], start, end, tn);
+      if (swizzle) {
+        OVL_CHECK(end % unit == 0 || end == tiles,
+                  "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
+                  "tile_order = swizzle and a row-major output a group must be whole swizzle bands",
+                  g, tile_groups[g], kSwizzleRows, tn);
+      } else {
+        OVL_CHECK(end % unit == 0,
+                  "plan field \"tile_groups\"[{}] = {} covers tiles [{}, {}), not whole row bands of {} tiles: NCCL "
+                  "needs contiguous groups in a row-major output",
+                  g, tile_groups[g], start, end, tn);
+      }
       if (tile_order == TileOrder::kExplicit) {
         std::vector<int64_t> per_band(size_t(tiles_m(problem)), 0);
         for (int64_t i = start; i < end; ++i) per_band[size_t(explicit_order[size_t(i)] / tn)]++;
