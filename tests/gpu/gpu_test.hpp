@@ -1,11 +1,21 @@
 // Fixtures for GPU tests: they skip (GTEST_SKIP, reason printed) when the machine cannot run them, so a CPU-only
-// CI machine reports them as skipped, never as passed.
+// CI machine reports them as skipped, never as passed. Also the bf16 matrices the Context tests share: device
+// buffers with their host copy, and the float64 reference they are compared with.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <utility>
 #include <vector>
+
+#include "ovl/core/context.hpp"
 
 namespace ovl::test {
 
@@ -39,6 +49,95 @@ inline std::vector<int> every_gpu(int max = 8) {
 // copy may return before its DMA has landed; a stream created with cudaStreamNonBlocking waits for neither. Call
 // this between the set-up and the first launch on such a stream. Returns the synchronization's status.
 inline cudaError_t finish_setup() { return cudaDeviceSynchronize(); }
+
+// float -> bf16 bits, round to nearest even (finite inputs); bf16 bits -> value.
+inline uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+inline double from_bf16(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// `count` bf16 values uniform in [-1, 1), the same for the same seed.
+inline std::vector<uint16_t> random_bf16(size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint16_t> values(count);
+  for (auto& v : values) v = to_bf16(dist(rng));
+  return values;
+}
+
+// A row-major bf16 matrix on the device and its host copy; owns the device memory (64 bytes of slack past the end),
+// so an early return from a failed ASSERT frees it. Uploaded and synchronized before the constructor returns.
+struct DeviceMatrix {
+  void* ptr = nullptr;
+  int64_t rows = 0, cols = 0;
+  std::vector<uint16_t> host;
+  DeviceMatrix(int64_t r, int64_t c, std::vector<uint16_t> values) : rows(r), cols(c), host(std::move(values)) {
+    if (host.size() != size_t(r * c)) throw std::invalid_argument("DeviceMatrix: values are not rows x cols");
+    if (cudaMalloc(&ptr, host.size() * 2 + 64) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+    cudaMemcpy(ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
+    if (finish_setup() != cudaSuccess) throw std::runtime_error("upload");
+  }
+  // Random values (random_bf16).
+  DeviceMatrix(int64_t r, int64_t c, uint64_t seed) : DeviceMatrix(r, c, random_bf16(size_t(r * c), seed)) {}
+  DeviceMatrix(const DeviceMatrix&) = delete;
+  DeviceMatrix& operator=(const DeviceMatrix&) = delete;
+  ~DeviceMatrix() { cudaFree(ptr); }
+  // bf16 NaN, in stream order with the run that follows (the test streams do not sync with the legacy stream).
+  void poison(cudaStream_t stream) { cudaMemsetAsync(ptr, 0xFF, size_t(rows * cols) * 2, stream); }
+  std::vector<uint16_t> read() const {
+    std::vector<uint16_t> out(static_cast<size_t>(rows * cols));
+    cudaMemcpy(out.data(), ptr, out.size() * 2, cudaMemcpyDeviceToHost);
+    return out;
+  }
+  TensorRef ref(BLayout layout = BLayout::kNxK) const { return TensorRef{ptr, rows, cols, DType::kBF16, layout}; }
+};
+
+inline std::vector<uint16_t> read_device(const void* p, int64_t elems) {
+  std::vector<uint16_t> out(static_cast<size_t>(elems));
+  cudaMemcpy(out.data(), p, out.size() * 2, cudaMemcpyDeviceToHost);
+  return out;
+}
+
+// ||x - ref|| / ||ref||; NaN counts as a failure (returns +inf).
+inline double rel_error(const std::vector<uint16_t>& x, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double v = from_bf16(x[i]);
+    if (!std::isfinite(v)) return INFINITY;
+    num += (v - ref[i]) * (v - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+inline double rel_error(const std::vector<uint16_t>& x, const std::vector<uint16_t>& y) {
+  std::vector<double> ref(y.size());
+  for (size_t i = 0; i < y.size(); ++i) ref[i] = from_bf16(y[i]);
+  return rel_error(x, ref);
+}
+
+// rows [r0, r1) of A (rows x K) times B (N x K, "nt") in float64.
+inline std::vector<double> cpu_gemm(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int64_t r0,
+                                    int64_t r1, int64_t n, int64_t k) {
+  std::vector<double> out(size_t((r1 - r0) * n), 0.0);
+  std::vector<double> brow(static_cast<size_t>(k));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t x = 0; x < k; ++x) brow[size_t(x)] = from_bf16(b[size_t(j * k + x)]);
+    for (int64_t i = r0; i < r1; ++i) {
+      double acc = 0;
+      for (int64_t x = 0; x < k; ++x) acc += from_bf16(a[size_t(i * k + x)]) * brow[size_t(x)];
+      out[size_t((i - r0) * n + j)] = acc;
+    }
+  }
+  return out;
+}
 
 // Any CUDA GPU.
 class GpuTest : public ::testing::Test {

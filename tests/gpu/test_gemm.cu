@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -190,6 +191,11 @@ struct RunOptions {
   int half_tiles = 0;
   int cluster = 1;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
+  // What run() does not set up, from buffers the test owns (the wait tests: a poisoned A, wait counters).
+  // adjust_arguments: the last changes to the arguments, before gemm_can_implement; after_launch: runs right after
+  // the launch, while the GEMM may still be running (it releases the waits), before run() waits for the GEMM.
+  std::function<void(GemmArguments&)> adjust_arguments;
+  std::function<void()> after_launch;
 };
 
 constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kRegisters,
@@ -259,6 +265,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
     CUDA_OK(cudaMemset(cta_stamps.get(), 0, cta_stamps.bytes()));
     args.cta_timestamps = cta_stamps.get();
   }
+  if (opt.adjust_arguments) opt.adjust_arguments(args);
   ASSERT_EQ("", gemm_can_implement(args));
   DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
   // Garbage, not zeros: the arrival counters must count a word no launch of this process wrote as no arrival.
@@ -267,6 +274,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   if (stream == nullptr) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CUDA_OK(test::finish_setup());  // the poison, memsets and uploads above, before the GEMM
   ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
+  if (opt.after_launch) opt.after_launch();
   CUDA_OK(cudaStreamSynchronize(stream));
   if (opt.stream == nullptr) CUDA_OK(cudaStreamDestroy(stream));
   CUDA_OK(cudaGetLastError());
@@ -1258,53 +1266,41 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         RunResult plain;
         run(in, opt, plain);
 
-        GemmArguments args = arguments_of(p, opt);
-        DeviceBuffer<uint16_t> a(in.a.size()), d(gemm_output_bytes(args) / 2);
-        DeviceBuffer<unsigned int> waits(groups), signals(groups), sleeper(1);
+        DeviceBuffer<uint16_t> a(in.a.size());
+        DeviceBuffer<unsigned int> waits(groups), sleeper(1);
         DeviceBuffer<CounterWaitError> error(1);
         CUDA_OK(cudaMemset(a.get(), 0xFF, a.bytes()));
-        CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));
         CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
-        CUDA_OK(cudaMemset(signals.get(), 0, signals.bytes()));
         CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
-        args.a = a.get();
-        args.b = in.b_dev.get();
-        args.d = d.get();
-        args.group_counters = signals.get();
-        args.wait_counters = waits.get();
-        args.wait_error = error.get();
-        ASSERT_EQ("", gemm_can_implement(args));
-        DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
-        cudaStream_t gemm_stream, copy_stream;
-        CUDA_OK(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking));
+        cudaStream_t copy_stream;
         CUDA_OK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
         // Lazy module loading would load the counter kernels at their first launch, after the running GEMM.
         preload_wait_kernels();
-        CUDA_OK(test::finish_setup());
-        ASSERT_NO_THROW(gemm_run(args, workspace.get(), gemm_stream));
-        launch_add_counters_after(sleeper.get(), 1, 1, 2'000'000, copy_stream);
-        for (int g : {3, 1, 0, 2}) {
-          const int r0 = g * rows_per_group, r1 = std::min(p.m, r0 + rows_per_group);
-          const size_t offset = size_t(r0) * p.k, bytes = size_t(r1 - r0) * p.k * 2;
-          CUDA_OK(
-              cudaMemcpyAsync(a.get() + offset, in.a_dev.get() + offset, bytes, cudaMemcpyDeviceToDevice, copy_stream));
-          launch_add_counters(waits.get() + g, 1, 1, copy_stream);
-        }
-        CUDA_OK(cudaStreamSynchronize(copy_stream));
-        CUDA_OK(cudaStreamSynchronize(gemm_stream));
-        CUDA_OK(cudaGetLastError());
+        RunOptions gated = opt;
+        gated.adjust_arguments = [&](GemmArguments& args) {
+          args.a = a.get();
+          args.wait_counters = waits.get();
+          args.wait_error = error.get();
+        };
+        gated.after_launch = [&] {
+          launch_add_counters_after(sleeper.get(), 1, 1, 2'000'000, copy_stream);
+          for (int g : {3, 1, 0, 2}) {
+            const int r0 = g * rows_per_group, r1 = std::min(p.m, r0 + rows_per_group);
+            const size_t offset = size_t(r0) * p.k, bytes = size_t(r1 - r0) * p.k * 2;
+            CUDA_OK(cudaMemcpyAsync(a.get() + offset, in.a_dev.get() + offset, bytes, cudaMemcpyDeviceToDevice,
+                                    copy_stream));
+            launch_add_counters(waits.get() + g, 1, 1, copy_stream);
+          }
+          CUDA_OK(cudaStreamSynchronize(copy_stream));
+        };
+        RunResult got;
+        run(in, gated, got);
         CounterWaitError err{};
         CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
         EXPECT_EQ(err.code, 0u) << what << ": a wait timed out on group " << err.index;
-        RunResult got;
-        got.d.resize(d.count());
-        CUDA_OK(cudaMemcpy(got.d.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
-        got.counters.resize(groups);
-        CUDA_OK(cudaMemcpy(got.counters.data(), signals.get(), signals.bytes(), cudaMemcpyDeviceToHost));
         expect_close(p, GemmOutputLayout::kRowMajor, got.d, ref, what + " gated");
         expect_signalled(opt, got, what + " gated");
         expect_same_bits(plain, got, what + " gated against ungated");
-        CUDA_OK(cudaStreamDestroy(gemm_stream));
         CUDA_OK(cudaStreamDestroy(copy_stream));
       }
     }
@@ -1316,27 +1312,22 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
 TEST_F(GemmTest, WaitTimesOutAndReports) {
   const Problem p{1024, 1024, 128, GemmDType::kBF16, GemmBLayout::kNxK};  // 8 x 4 tiles
   Inputs in(p, 93);
-  RunOptions opt;
-  opt.sm_count = 16;
-  opt.tile_groups = {8, 8, 8, 8};
-  GemmArguments args = arguments_of(p, opt);
-  DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
   DeviceBuffer<unsigned int> waits(4);
   DeviceBuffer<CounterWaitError> error(1);
   CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
   CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
-  args.a = in.a_dev.get();
-  args.b = in.b_dev.get();
-  args.d = d.get();
-  args.wait_counters = waits.get();
-  args.wait_value = 3;
-  args.wait_timeout_ns = 20'000'000;  // 20 ms
-  args.wait_error = error.get();
-  ASSERT_EQ("", gemm_can_implement(args));
-  DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
-  CUDA_OK(test::finish_setup());
-  ASSERT_NO_THROW(gemm_run(args, workspace.get(), nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
+  RunOptions opt;
+  opt.sm_count = 16;
+  opt.tile_groups = {8, 8, 8, 8};
+  opt.adjust_arguments = [&](GemmArguments& args) {
+    args.group_counters = nullptr;  // waits only, no signals
+    args.wait_counters = waits.get();
+    args.wait_value = 3;
+    args.wait_timeout_ns = 20'000'000;  // 20 ms
+    args.wait_error = error.get();
+  };
+  RunResult r;
+  run(in, opt, r);
   CounterWaitError err{};
   CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
   EXPECT_EQ(err.code, 1u);

@@ -25,14 +25,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -46,82 +43,13 @@ namespace {
 
 #define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call
 
+using test::cpu_gemm;
+using test::DeviceMatrix;
+using test::from_bf16;
+using test::read_device;
+using test::rel_error;
+
 constexpr double kTolerance = 1e-2;
-
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFF + ((u >> 16) & 1);
-  return uint16_t(u >> 16);
-}
-double from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-struct DeviceMatrix {
-  void* ptr = nullptr;
-  int64_t rows = 0, cols = 0;
-  std::vector<uint16_t> host;
-  DeviceMatrix(int64_t r, int64_t c, uint64_t seed) : rows(r), cols(c), host(size_t(r * c)) {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> dist(-1.f, 1.f);
-    for (auto& v : host) v = to_bf16(dist(rng));
-    if (cudaMalloc(&ptr, host.size() * 2 + 64) != cudaSuccess) throw std::runtime_error("cudaMalloc");
-    cudaMemcpy(ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
-    if (test::finish_setup() != cudaSuccess) throw std::runtime_error("upload");
-  }
-  ~DeviceMatrix() { cudaFree(ptr); }
-  // bf16 NaN, in stream order with the run that follows (the test streams do not sync with the legacy stream).
-  void poison(cudaStream_t stream) { cudaMemsetAsync(ptr, 0xFF, size_t(rows * cols) * 2, stream); }
-  std::vector<uint16_t> read() const {
-    std::vector<uint16_t> out(static_cast<size_t>(rows * cols));
-    cudaMemcpy(out.data(), ptr, out.size() * 2, cudaMemcpyDeviceToHost);
-    return out;
-  }
-  TensorRef ref(BLayout layout = BLayout::kNxK) const { return TensorRef{ptr, rows, cols, DType::kBF16, layout}; }
-};
-
-std::vector<uint16_t> read_device(const void* p, int64_t elems) {
-  std::vector<uint16_t> out(static_cast<size_t>(elems));
-  cudaMemcpy(out.data(), p, out.size() * 2, cudaMemcpyDeviceToHost);
-  return out;
-}
-
-// ||x - ref|| / ||ref||; NaN counts as a failure (returns +inf).
-double rel_error(const std::vector<uint16_t>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double v = from_bf16(x[i]);
-    if (!std::isfinite(v)) return INFINITY;
-    num += (v - ref[i]) * (v - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-double rel_error(const std::vector<uint16_t>& x, const std::vector<uint16_t>& y) {
-  std::vector<double> ref(y.size());
-  for (size_t i = 0; i < y.size(); ++i) ref[i] = from_bf16(y[i]);
-  return rel_error(x, ref);
-}
-
-// rows [r0, r1) of A (rows x K) times B (N x K, "nt") in float64.
-std::vector<double> cpu_gemm(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int64_t r0, int64_t r1,
-                             int64_t n, int64_t k) {
-  std::vector<double> out(size_t((r1 - r0) * n), 0.0);
-  std::vector<double> brow(static_cast<size_t>(k));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t x = 0; x < k; ++x) brow[size_t(x)] = from_bf16(b[size_t(j * k + x)]);
-    for (int64_t i = r0; i < r1; ++i) {
-      double acc = 0;
-      for (int64_t x = 0; x < k; ++x) acc += from_bf16(a[size_t(i * k + x)]) * brow[size_t(x)];
-      out[size_t((i - r0) * n + j)] = acc;
-    }
-  }
-  return out;
-}
 
 // The plans every test runs: each mode with its defaults, plus tile-signal with tile-major output and tma without a
 // partition. 16 communication SMs (two green-context groups).

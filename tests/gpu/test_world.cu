@@ -1,9 +1,6 @@
 // World backends and symmetric buffers: loopback sizes, threads with one device and with every visible GPU, MPI with
 // one rank (when built with MPI; a singleton or mpirun -np 1) and with every rank of mpirun -np 2..8.
-#include <cuda_bf16.h>
-
 #include <algorithm>
-#include <cmath>
 #include <random>
 #include <cstring>
 #include <functional>
@@ -285,12 +282,13 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
   }
 }
 
-// bf16 values of rank r's matrix `which` (0: A, 1: B), uniform in [-1, 1): every process can make every rank's.
-std::vector<__nv_bfloat16> mpi_matrix(std::size_t elems, int which, int r) {
+// bf16 values of rank r's matrix `which` (0: A, 1 and 2: the two Bs), uniform in [-1, 1): every process can make
+// every rank's.
+std::vector<uint16_t> mpi_matrix(std::size_t elems, int which, int r) {
   std::mt19937 gen(1000u + 10u * unsigned(r) + unsigned(which));
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<__nv_bfloat16> v(elems);
-  for (auto& x : v) x = __float2bfloat16(dist(gen));
+  std::vector<uint16_t> v(elems);
+  for (auto& x : v) x = test::to_bf16(dist(gen));
   return v;
 }
 
@@ -308,42 +306,31 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
   copt.world = world;
   Context ctx(copt);
   const int64_t m = 512, cols = 256, k = 128;
-  std::vector<std::vector<__nv_bfloat16>> a(n), b0(n), b1(n);
+  std::vector<std::vector<uint16_t>> a(n), b0(n), b1(n);
   for (int r = 0; r < n; ++r) {
     a[r] = mpi_matrix(std::size_t(m * k), 0, r);
     b0[r] = mpi_matrix(std::size_t(cols * k), 1, r);
     b1[r] = mpi_matrix(std::size_t(cols * k), 2, r);
   }
   // sum_r A_r B_r^T (B is N x K), fp64.
-  auto reference = [&](const std::vector<std::vector<__nv_bfloat16>>& b) {
+  auto reference = [&](const std::vector<std::vector<uint16_t>>& b) {
     std::vector<double> c(std::size_t(m * cols), 0.0);
-    for (int r = 0; r < n; ++r)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < cols; ++j) {
-          double acc = 0;
-          for (int64_t q = 0; q < k; ++q)
-            acc += double(__bfloat162float(a[r][i * k + q])) * double(__bfloat162float(b[r][j * k + q]));
-          c[std::size_t(i * cols + j)] += acc;
-        }
+    for (int r = 0; r < n; ++r) {
+      const std::vector<double> product = test::cpu_gemm(a[r], b[r], 0, m, cols, k);
+      for (std::size_t e = 0; e < c.size(); ++e) c[e] += product[e];
+    }
     return c;
   };
   const std::vector<double> ref0 = reference(b0), ref1 = reference(b1);
-  void *da = nullptr, *db0 = nullptr, *db1 = nullptr, *dc = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&da, a[me].size() * 2));
-  OVL_CUDA_CHECK(cudaMalloc(&db0, b0[me].size() * 2));
-  OVL_CUDA_CHECK(cudaMalloc(&db1, b1[me].size() * 2));
-  OVL_CUDA_CHECK(cudaMalloc(&dc, std::size_t(4 * m * cols * 2)));
-  OVL_CUDA_CHECK(cudaMemcpy(da, a[me].data(), a[me].size() * 2, cudaMemcpyHostToDevice));
-  OVL_CUDA_CHECK(cudaMemcpy(db0, b0[me].data(), b0[me].size() * 2, cudaMemcpyHostToDevice));
-  OVL_CUDA_CHECK(cudaMemcpy(db1, b1[me].data(), b1[me].size() * 2, cudaMemcpyHostToDevice));
+  const test::DeviceMatrix da(m, k, a[me]), db0(cols, k, b0[me]), db1(cols, k, b1[me]);
   cudaStream_t stream = nullptr;
   OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  OVL_CUDA_CHECK(cudaDeviceSynchronize());
-  const TensorRef ta{da, m, k}, tb0{db0, cols, k}, tb1{db1, cols, k};
+  const TensorRef ta = da.ref(), tb0 = db0.ref(), tb1 = db1.ref();
   for (Op op : {Op::kGemmReduceScatter, Op::kGemmAllReduce}) {
     const int64_t rows = op == Op::kGemmReduceScatter ? m / n : m, first = op == Op::kGemmReduceScatter ? me * rows : 0;
     const std::size_t out = std::size_t(rows * cols);
-    auto c_at = [&](int i) { return TensorRef{static_cast<char*>(dc) + std::size_t(i) * out * 2, rows, cols}; };
+    test::DeviceMatrix dc(4 * rows, cols, 0);  // the four calls' outputs, one after another
+    auto c_at = [&](int i) { return TensorRef{static_cast<char*>(dc.ptr) + std::size_t(i) * out * 2, rows, cols}; };
     const Problem p = ctx.problem_for(op, ta, tb0, c_at(0));
     Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
     plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
@@ -355,17 +342,11 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
         ctx.gemm_all_reduce(ta, b, c, plan, stream);
     };
     auto check = [&](const void* c, const std::vector<double>& ref, const std::string& what) {
-      std::vector<__nv_bfloat16> got(out);
-      OVL_CUDA_CHECK(cudaMemcpy(got.data(), c, out * 2, cudaMemcpyDeviceToHost));
-      double num = 0, den = 0;
-      for (std::size_t e = 0; e < out; ++e) {
-        const double want = ref[std::size_t(first * cols) + e], d = double(__bfloat162float(got[e])) - want;
-        num += std::isfinite(d) ? d * d : 1e300;
-        den += want * want;
-      }
-      EXPECT_LT(std::sqrt(num / den), 1e-2) << "rank " << me << " of " << n << ": " << to_string(op) << " " << what;
+      const std::vector<double> rank_rows(ref.begin() + first * cols, ref.begin() + (first + rows) * cols);
+      EXPECT_LT(test::rel_error(test::read_device(c, rows * cols), rank_rows), 1e-2)
+          << "rank " << me << " of " << n << ": " << to_string(op) << " " << what;
     };
-    OVL_CUDA_CHECK(cudaMemsetAsync(dc, 0xFF, 4 * out * 2, stream));  // bf16 NaN where nothing is written
+    dc.poison(stream);  // bf16 NaN where nothing is written
     for (int i = 0; i < 4; ++i) run(i % 2 ? tb1 : tb0, c_at(i));
     ctx.synchronize(stream);
     for (int i = 0; i < 4; ++i) check(c_at(i).ptr, i % 2 ? ref1 : ref0, fmt::format("call {}", i));
@@ -378,7 +359,6 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
     }
   }
   OVL_CUDA_CHECK(cudaStreamDestroy(stream));
-  for (void* ptr : {da, db0, db1, dc}) OVL_CUDA_CHECK(cudaFree(ptr));
 }
 #endif
 
