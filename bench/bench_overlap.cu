@@ -40,6 +40,11 @@
 //   t_gemm_us, t_comm_us   the GEMM alone and the collective alone, as this plan runs them (same SMs, CTAs)
 //   efficiency    (t_gemm + t_comm - us) / min(t_gemm, t_comm): 1 = the shorter part fully hidden, 0 = no overlap
 //   gemm_slowdown the GEMM's span inside the overlapped run (measured timeline) / t_gemm
+//   calls_beside, call_us_beside, calls_after, call_us_after   the collective's calls in the same timeline (one per
+//                 group, chunk, or the whole call; tile-signal / green-context spans start when the group's counter
+//                 is reached, AllGather's when the comm stream reaches it) that started before the GEMM's end and
+//                 after it: how many, and their mean duration. With equal groups, call_us_after / call_us_beside is
+//                 the collective's rate beside the GEMM over its rate after it (the model's beside_gemm_rate_factor)
 //   sustain_ms    OVL_BENCH_SUSTAIN_MS of the run (0: burst timing), so a calibration can tell the two regimes apart
 //   wrong         elements off the sequential result (SIMT mover in loopback, NCCL in a real world) by more than 2%
 //                 (+ 2% of the typical size), over every rank the process drives (loopback: rank 0), checked once per
@@ -304,6 +309,26 @@ double baseline_us(Op op, const Shape& sh, CommAlgo algo) {
   return per_algo.emplace(algo, t).first->second;
 }
 
+// The collective's calls of a measured timeline (lane "comm": a group, a chunk, or the whole call), split by whether
+// they started before the GEMM's end (`gemm_end_ns`) or after it: their count and mean duration on each side.
+struct CommSplit {
+  struct Side {
+    int count = 0;
+    double total_ns = 0;
+    double mean_us() const { return count > 0 ? total_ns * 1e-3 / count : 0.0; }
+  } beside, after;
+};
+CommSplit split_comm_calls(const Timeline& t, int64_t gemm_end_ns) {
+  CommSplit s;
+  for (const Interval& i : t.intervals) {
+    if (i.lane != "comm") continue;
+    CommSplit::Side& side = i.start_ns < gemm_end_ns ? s.beside : s.after;
+    ++side.count;
+    side.total_ns += double(i.end_ns - i.start_ns);
+  }
+  return s;
+}
+
 // mode "sequential": sequential_plan(seq_algo); otherwise exactly the plan `ovl validate` reconstructs from the name,
 // BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row bands).
 void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, CommAlgo seq_algo) {
@@ -370,8 +395,10 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
     double wrong = 0;
     for (const Rank& r : ranks().ranks) wrong += double(r.wrong);
 
-    // The GEMM's span inside the overlapped run, from rank 0's measured timeline.
+    // The GEMM's span inside the overlapped run, and the collective's calls (a group, a chunk, or the whole call)
+    // that started before its end and after it, from rank 0's measured timeline.
     int64_t g0 = INT64_MAX, g1 = 0;
+    CommSplit comm_split;
     for_ranks([&](Rank& r) {
       r.ctx->set_tracing(true);
       whole(r);
@@ -384,6 +411,7 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
         g0 = std::min(g0, i.start_ns);
         g1 = std::max(g1, i.end_ns);
       }
+      comm_split = split_comm_calls(t, g1);
     });
 
     for (auto _ : state) {  // one run per iteration, the slowest rank's time (after a host barrier)
@@ -407,6 +435,10 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
     state.counters["speedup"] = t_seq / t_all;
     state.counters["efficiency"] = (t_gemm + t_comm - t_all) / std::min(t_gemm, t_comm);
     state.counters["gemm_slowdown"] = g1 > g0 ? double(g1 - g0) * 1e-3 / t_gemm : 0.0;
+    state.counters["calls_beside"] = double(comm_split.beside.count);
+    state.counters["call_us_beside"] = comm_split.beside.mean_us();
+    state.counters["calls_after"] = double(comm_split.after.count);
+    state.counters["call_us_after"] = comm_split.after.mean_us();
     state.counters["wrong"] = wrong;
     if (real_world() && plan.comm_algo == CommAlgo::kNcclRing) {  // the CTA bound of the NCCL calls' communicator
       const auto& b = nccl_bounds();
