@@ -140,6 +140,19 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         }
         break;
       case Mode::kTileSignal:
+        for (int comm : comm_options) {
+          // The default grid (sm_count - 1 CTAs, which hold their SMs to the end) leaves the collective one SM until
+          // the GEMM's last wave; a grid of sm_count - comm leaves it its CTAs (measured on the H200:
+          // docs/results/tile-signal-reserve-h200/). Both are candidates.
+          const Plan base = default_plan(mode, problem, hw, comm);
+          add_grouped(base);
+          if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.sm_count) {  // AG's grid leaves them already
+            Plan reserve = base;
+            reserve.gemm_sms = hw.sm_count - base.comm_ctas;
+            add_grouped(reserve);
+          }
+        }
+        break;
       case Mode::kGreenContext:
         for (int comm : comm_options) add_grouped(default_plan(mode, problem, hw, comm));
         break;

@@ -73,6 +73,31 @@ TEST(Planner, AllGatherOffersOnlyTheUnsignaledModes) {
   test::expect_error_naming([&] { plan(p, hw, signaled); }, "AllGather+GEMM");
 }
 
+TEST(Planner, TileSignalAlsoLeavesTheCollectiveItsSms) {
+  // GEMM+AR / GEMM+RS: every tile-signal comm_sms is offered twice, with the default grid (gemm_sms = sm_count: the
+  // executor runs sm_count - 1 CTAs, and the collective gets one SM until the GEMM's last wave) and with
+  // gemm_sms = sm_count - comm_ctas; AG+GEMM's executor already leaves the gather its CTAs, so it gets the default.
+  const Hardware hw = builtin_hardware("h200");
+  PlannerOptions o;
+  o.modes = {Mode::kTileSignal};
+  o.runnable_only = false;
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    SCOPED_TRACE(to_string(op));
+    std::set<std::pair<int, int>> grids;  // (comm_ctas, gemm_sms)
+    for (const Plan& c : candidate_plans(make_problem(op, 8192, 8192, 4096, 8), hw, o)) {
+      ASSERT_EQ(c.mode, Mode::kTileSignal);
+      grids.insert({c.comm_ctas, c.gemm_sms});
+    }
+    std::set<int> comms;
+    for (const auto& [comm, gemm] : grids) comms.insert(comm);
+    ASSERT_FALSE(comms.empty());
+    for (int comm : comms) {
+      EXPECT_EQ(grids.count({comm, hw.sm_count}), 1u) << comm;
+      EXPECT_EQ(grids.count({comm, hw.sm_count - comm}), op == Op::kAllGatherGemm ? 0u : 1u) << comm;
+    }
+  }
+}
+
 TEST(Planner, ModesCanBeRestricted) {
   const Hardware hw = builtin_hardware("h100");
   const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);
