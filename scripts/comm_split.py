@@ -28,15 +28,17 @@ def main():
     for b in doc.get("benchmarks", []):
         if b.get("run_type") == "aggregate" or "calls_beside" not in b:
             continue
-        m = re.match(r"overlap/([^/]+)/([^/]+)/([^/]+)/world:(\d+)/comm_sms:(\d+)(/groups:(\d+))?", b["name"])
-        if not m:
+        m = re.match(r"overlap/([^/]+)/([^/]+)/([^/]+)/world:(\d+)/comm_sms:(\d+)(/groups:(\d+))?(/order:(\w+))?",
+                     b["name"])
+        if not m or m.group(1) == "sequential":  # sequential's one call runs alone, before or after the GEMM
             continue
         nb, na = int(b["calls_beside"]), int(b["calls_after"])
         if nb == 0 or b["call_us_beside"] <= 0:
             continue
         alone = b["t_comm_us"] / (nb + na)
         rows.append(
-            dict(mode=m.group(1), op=m.group(2), shape=m.group(3), comm=int(m.group(5)), groups=m.group(7) or "band",
+            dict(mode=m.group(1), op=m.group(2), shape=m.group(3), comm=int(m.group(5)),
+                 groups=(m.group(7) or "band") + ("/" + m.group(9) if m.group(9) else ""),
                  nb=nb, na=na, beside=b["call_us_beside"], after=b["call_us_after"] if na else None, alone=alone,
                  r_after=b["call_us_after"] / b["call_us_beside"] if na else None, r_alone=alone / b["call_us_beside"]))
     if not rows:

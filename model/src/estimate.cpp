@@ -110,14 +110,24 @@ struct PipelineResult {
   double overlap_us = 0;    // communication time that fell inside the GEMM's run
 };
 
+// A call's time: `fixed_us` (launch, latencies), then `bytes` at `busy` us per byte until the GEMM ends at `gemm_end`
+// and at `idle` after it (the simulator lifts a running step's rate at that instant, too).
+double call_us(double start, double fixed_us, double bytes, double busy, double idle, double gemm_end) {
+  const double t0 = start + fixed_us;
+  const double beside = t0 < gemm_end ? std::min(bytes, (gemm_end - t0) / std::max(busy, 1e-300)) : 0.0;
+  return fixed_us + beside * busy + (bytes - beside) * idle;
+}
+
 // How each group's communication costs: fixed + bytes x per-byte, the per-byte cost depending on whether the
-// GEMM is still running (HBM shared) when the group starts.
+// GEMM is still running (HBM shared, the rates beside the GEMM) while the bytes move.
 struct GroupComm {
   double start_at_us = 0;  // earliest start: a persistent TMA kernel's own launch
   double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
   double per_byte_busy = 0;
   double per_byte_idle = 0;
-  double per_byte(double start, double gemm_end) const { return start < gemm_end ? per_byte_busy : per_byte_idle; }
+  double duration(double start, double bytes, double gemm_end) const {
+    return call_us(start, fixed_us, bytes, per_byte_busy, per_byte_idle, gemm_end);
+  }
 };
 
 double clipped(double a, double b, double lo, double hi) { return std::max(0.0, std::min(b, hi) - std::max(a, lo)); }
@@ -136,7 +146,7 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
     done += tiles;
     const double ready = gemm_start + stretch * gt.tile_end_us(done - 1);
     const double start = std::max(ready, comm_free);
-    const double end = start + gc.fixed_us + tiles * bytes_per_tile * gc.per_byte(start, r.gemm_end_us);
+    const double end = start + gc.duration(start, tiles * bytes_per_tile, r.gemm_end_us);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, gemm_start, r.gemm_end_us);
     comm_free = end;
@@ -159,7 +169,7 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
   comm.reserve(groups.size());
   for (int tiles : groups) {
     const double start = comm_free;
-    const double end = start + gc.fixed_us + tiles * bytes_per_tile * gc.per_byte(start, nominal_end + delay);
+    const double end = start + gc.duration(start, tiles * bytes_per_tile, nominal_end + delay);
     comm.emplace_back(start, end);
     r.comm_busy_us += end - start;
     comm_free = end;
@@ -184,7 +194,8 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
   for (int i = 0; i < chunks; ++i) {
     const double ready = (i + 1) * gemm_us;
     const double start = std::max(ready, comm_free);
-    const double end = start + (start < gemm_end ? busy : idle).time_us(chunk_bytes);
+    const double end =
+        start + call_us(start, busy.launch_us + busy.latency_us, chunk_bytes, busy.us_per_byte, idle.us_per_byte, gemm_end);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, 0, gemm_end);
     comm_free = end;

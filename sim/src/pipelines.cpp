@@ -173,7 +173,8 @@ void GemmRun::start_wave(size_t w) {
   if (w >= wave_end_.size()) {
     ctx_.gemm_end = std::max(ctx_.gemm_end, ctx_.engine.now());
     if (++ctx_.gemm_runs_done == ctx_.gemm_runs)
-      for (const auto& fn : ctx_.on_gemm_over) fn();
+      for (const auto& fn : ctx_.on_gemm_over)
+        if (fn) fn();
     if (on_finished) on_finished(ctx_.engine.now());
     return;
   }
@@ -408,8 +409,11 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
 // ---------------------------------------------------------------------------------------------------------------
 CommQueue::CommQueue(Context& ctx, bool holds_sms_per_call) : ctx_(ctx), holds_sms_per_call_(holds_sms_per_call) {
   // The GEMM's end lifts the running step to its after-GEMM cap (later steps start at it).
+  listener_ = ctx_.on_gemm_over.size();
   ctx_.on_gemm_over.push_back([this] { set_step_rate(); });
 }
+
+CommQueue::~CommQueue() { ctx_.on_gemm_over[listener_] = nullptr; }
 
 void CommQueue::post(Call call) {
   for (const Step& s : call.steps) {
@@ -607,6 +611,10 @@ SimResult simulate(const Problem& problem, const Plan& plan, const Hardware& hw,
       break;
   }
 
+  // Every run ends with its GEMM over and no collective holding SMs or HBM demand (the bookkeeping balanced).
+  OVL_CHECK(ctx.gemm_over() && ctx.comm_sms_active == 0 && std::abs(ctx.comm_hbm_util) < 1e-9,
+            "simulator bookkeeping: GEMM runs {} of {} done, {} comm SMs and HBM demand {} left at the end",
+            ctx.gemm_runs_done, ctx.gemm_runs, ctx.comm_sms_active, ctx.comm_hbm_util);
   SimResult r;
   r.total_us = static_cast<double>(end) / 1000.0;
   r.gemm_us = static_cast<double>(ctx.gemm_end) / 1000.0;

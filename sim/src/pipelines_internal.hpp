@@ -65,12 +65,13 @@ class Context {
   double comm_hbm_util = 0;        // HBM demand of the communication flows running now over hbm_GBps
   int64_t wave_tiles = 0;          // tiles of the GEMM wave running now (0: none)
   // Whether the operator's GEMM is over: every GemmRun (decomposed: one per chunk) finished. Until then collective
-  // steps move at their cap_beside (the model's busy rates: a group that starts before the GEMM's end), after it at
-  // their cap. Called once, when the last GemmRun finishes: each CommQueue lifts its running step's cap.
+  // steps move at their cap_beside (the model's busy rates, up to the GEMM's end: estimate.cpp's call_us), after it
+  // at their cap. Called once, when the last GemmRun finishes: each CommQueue lifts its running step's cap. Also
+  // before the first GemmRun starts (AG+GEMM's first gathers count as beside the GEMM, as in the model).
   int gemm_runs = 0;
   int gemm_runs_done = 0;
   std::vector<std::function<void()>> on_gemm_over;
-  bool gemm_over() const { return gemm_runs_done == gemm_runs; }
+  bool gemm_over() const { return gemm_runs > 0 && gemm_runs_done == gemm_runs; }
 
   // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
   void comm_kernel_started(int ctas);
@@ -146,6 +147,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
 class CommQueue {
  public:
   CommQueue(Context& ctx, bool holds_sms_per_call);  // registers itself with ctx: not copied or moved
+  ~CommQueue();                                       // and unregisters
   CommQueue(const CommQueue&) = delete;
   CommQueue& operator=(const CommQueue&) = delete;
   struct Call {
@@ -166,6 +168,7 @@ class CommQueue {
   Context& ctx_;
   bool holds_sms_per_call_;
   bool busy_ = false;
+  size_t listener_ = 0;    // its entry in ctx_.on_gemm_over
   FlowId step_flow_ = -1;  // the running step's flow (-1: none)
   size_t step_ = 0;        // its index in current_.steps
   double step_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed

@@ -1277,12 +1277,15 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         // Lazy module loading would load the counter kernels at their first launch, after the running GEMM.
         preload_wait_kernels();
         RunOptions gated = opt;
+        bool adjusted = false, released = false;  // run() took the gated arguments and released the waits
         gated.adjust_arguments = [&](GemmArguments& args) {
           args.a = a.get();
           args.wait_counters = waits.get();
           args.wait_error = error.get();
+          adjusted = true;
         };
         gated.after_launch = [&] {
+          released = true;
           launch_add_counters_after(sleeper.get(), 1, 1, 2'000'000, copy_stream);
           for (int g : {3, 1, 0, 2}) {
             const int r0 = g * rows_per_group, r1 = std::min(p.m, r0 + rows_per_group);
@@ -1295,6 +1298,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         };
         RunResult got;
         run(in, gated, got);
+        ASSERT_TRUE(adjusted && released) << what << ": run() skipped a hook, so nothing was gated";
         CounterWaitError err{};
         CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
         EXPECT_EQ(err.code, 0u) << what << ": a wait timed out on group " << err.index;

@@ -76,8 +76,10 @@ struct Hardware {
   double overlap_tma_rate_factor = 1.0;
   // Those two rates again, while the GEMM of the operator is still running, relative to after it: a collective's
   // CTAs beside a compute-bound GEMM move less per second (the GEMM's L2 traffic, and the clock its power draw
-  // lowers). The part of a collective that runs after the GEMM (the exposed tail) is not slowed. Applied by
-  // Hardware::beside_gemm_comm() in the model and the simulator to every mode but sequential. 1: no difference.
+  // lowers). The part of a collective that runs after the GEMM's end (the exposed tail) is not slowed; a call that
+  // straddles it is split there. "While" starts with the operator: AG+GEMM's gathers before the GEMM's first wave
+  // count. Applied by Hardware::beside_gemm_comm() in the model and the simulator to every mode but sequential.
+  // 1: no difference.
   // Fitted by `ovl calibrate` from the overlap cases.
   double beside_gemm_rate_factor = 1.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
