@@ -8,7 +8,14 @@
   python3 scripts/overlap_table.py bench_overlap.json --orders [--markdown]
       Row-band against swizzle order for the same plan (the /groups:<g> and /groups:<g>/order:swizzle cases): per
       pair the operator time (`us`), the GEMM alone (`t_gemm_us`) and the ratio row-band / swizzle (> 1: swizzle
-      faster); last the geometric means per mode."""
+      faster); last the geometric means per mode.
+  python3 scripts/overlap_table.py bench_overlap.json --split [--markdown]
+      The collective's calls beside the GEMM and after it (counters calls_beside / call_us_beside, calls_after /
+      call_us_after: the calls of one traced run that started before the GEMM's end and after it). Per case: the
+      calls on each side, their mean duration, the collective alone per call (t_comm_us / calls), after / beside (with
+      equal groups: a call's rate beside the GEMM over its rate after it, what beside_gemm_rate_factor stands for)
+      and alone / beside; last the medians per mode and op. Sequential (one call, alone) is left out; AllGather's
+      calls all run before the GEMM's end, so it has only the second ratio."""
 import json
 import math
 import statistics
@@ -99,12 +106,37 @@ def orders(doc, markdown):
               f"(swizzle faster in {sum(x > 1 for x in ops)}), GEMM alone {geomean([x[1] for x in v]):.4f}")
 
 
+def split(doc, markdown):
+    rows, by = [], {}
+    for name, b in cases(doc):
+        parts = name.split("/")
+        if parts[1] == "sequential" or "calls_beside" not in b or b["calls_beside"] < 1 or b["call_us_beside"] <= 0:
+            continue
+        nb, na = int(b["calls_beside"]), int(b["calls_after"])
+        alone = b["t_comm_us"] / (nb + na)
+        r_after = b["call_us_after"] / b["call_us_beside"] if na else None
+        r_alone = alone / b["call_us_beside"]
+        by.setdefault((parts[1], parts[2]), []).append((r_after, r_alone))
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"
+        rows.append(["/".join(parts[1:]), f"{nb} / {na}", f"{b['call_us_beside']:.1f}",
+                     f"{b['call_us_after']:.1f}" if na else "-", f"{alone:.1f}", fmt(r_after), fmt(r_alone)])
+    print_table(["case", "calls beside / after", "us beside", "us after", "us alone", "after / beside",
+                 "alone / beside"], rows, markdown)
+    print("\nmedians per mode and op: after / beside (cases), alone / beside (cases)")
+    med = lambda v: f"{statistics.median(v):.3f} ({len(v)})" if v else "- (0)"
+    for key in sorted(by) + [("all", "")]:
+        sel = [x for k, v in by.items() if key[0] == "all" or k == key for x in v]
+        print(f"  {key[0]:14s} {key[1]:20s} {med([a for a, _ in sel if a is not None]):>12s}  "
+              f"{med([b for _, b in sel]):>12s}")
+
+
 def main(argv):
     if not argv or argv[0].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     doc = json.load(open(argv[0]))
-    (orders if "--orders" in argv else best_modes)(doc, "--markdown" in argv)
+    table = orders if "--orders" in argv else split if "--split" in argv else best_modes
+    table(doc, "--markdown" in argv)
     return 0
 
 
