@@ -114,7 +114,7 @@ struct PipelineResult {
 // and at `idle` after it (the simulator lifts a running step's rate at that instant, too).
 double call_us(double start, double fixed_us, double bytes, double busy, double idle, double gemm_end) {
   const double t0 = start + fixed_us;
-  const double beside = t0 < gemm_end ? std::min(bytes, (gemm_end - t0) / std::max(busy, 1e-300)) : 0.0;
+  const double beside = t0 < gemm_end ? std::min(bytes, (gemm_end - t0) / busy) : 0.0;  // busy 0: all beside
   return fixed_us + beside * busy + (bytes - beside) * idle;
 }
 

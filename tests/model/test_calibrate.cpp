@@ -68,6 +68,15 @@ const FittedParameter* find(const CalibrationResult& r, const std::string& name)
   return nullptr;
 }
 
+// `name` was fitted on the overlap cases to `value` within `tol` (absolute).
+void expect_overlap_fit(const CalibrationResult& r, double Hardware::*field, const char* name, double value,
+                        double tol) {
+  EXPECT_NEAR(r.hardware.*field, value, tol) << name;
+  const FittedParameter* p = find(r, name);
+  ASSERT_TRUE(p) << name;
+  EXPECT_EQ(p->subset, "overlap") << name;
+}
+
 TEST(BenchNames, Parse) {
   auto g = parse_bench_name("gemm/cublas/8192x4096x1024/nn/sms:124/manual_time");
   ASSERT_TRUE(g);
@@ -352,9 +361,7 @@ TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
         cases.push_back(*parse_bench_name(fmt::format("coll/nccl/{}/{}/world:8/ctas:{}", op, bytes, ctas)));
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
   EXPECT_NEAR(r.hardware.nccl_per_cta_GBps, 25, 25 * 0.03);
-  EXPECT_NEAR(r.hardware.overlap_nccl_rate_factor, 0.6, 0.6 * 0.05);
-  ASSERT_TRUE(find(r, "overlap_nccl_rate_factor"));
-  EXPECT_EQ(find(r, "overlap_nccl_rate_factor")->subset, "overlap");
+  expect_overlap_fit(r, &Hardware::overlap_nccl_rate_factor, "overlap_nccl_rate_factor", 0.6, 0.6 * 0.05);
 }
 
 // The overlap fit tells a collective slowed only beside the GEMM (beside_gemm_rate_factor) from one slowed throughout
@@ -368,10 +375,8 @@ TEST(Calibrate, OverlapFitRecoversTheRateBesideTheGemm) {
       overlap_cases({"tile-signal", "green-context", "decomposed"}, {"allreduce", "reducescatter"},
                     {"8192x8192x1024", "8192x8192x4096", "8192x8192x8192"});
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
-  EXPECT_NEAR(r.hardware.beside_gemm_rate_factor, 0.4, 0.4 * 0.05);
-  EXPECT_NEAR(r.hardware.overlap_nccl_rate_factor, 1.0, 0.05);
-  ASSERT_TRUE(find(r, "beside_gemm_rate_factor"));
-  EXPECT_EQ(find(r, "beside_gemm_rate_factor")->subset, "overlap");
+  expect_overlap_fit(r, &Hardware::beside_gemm_rate_factor, "beside_gemm_rate_factor", 0.4, 0.4 * 0.05);
+  expect_overlap_fit(r, &Hardware::overlap_nccl_rate_factor, "overlap_nccl_rate_factor", 1.0, 0.05);
 }
 
 TEST(Calibrate, RecoversTheOperatorGemmFactor) {
