@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,27 @@ inline std::vector<int> every_gpu(int max = 8) {
 // copy may return before its DMA has landed; a stream created with cudaStreamNonBlocking waits for neither. Call
 // this between the set-up and the first launch on such a stream. Returns the synchronization's status.
 inline cudaError_t finish_setup() { return cudaDeviceSynchronize(); }
+
+// A non-blocking stream of the current device, owned for a scope: an early return from a failed ASSERT (or an
+// exception) destroys it. The constructor throws std::runtime_error naming the CUDA error when creation fails.
+class Stream {
+ public:
+  Stream() {
+    const cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw std::runtime_error(std::string("cudaStreamCreateWithFlags: ") + cudaGetErrorString(e));
+    }
+  }
+  ~Stream() { (void)cudaStreamDestroy(stream_); }  // queued work still completes
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+  operator cudaStream_t() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
 
 // float -> bf16 bits, round to nearest even (finite inputs); bf16 bits -> value.
 inline uint16_t to_bf16(float f) {

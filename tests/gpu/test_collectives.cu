@@ -262,13 +262,9 @@ TEST_F(CollectivesTest, ThreadsWorldOfEveryGpu) {
   const std::vector<int> devices = test::every_gpu(kernels::kMaxRanks);
   std::vector<World> worlds = World::threads(devices);
   run_per_rank(worlds, [&](World& w) {
-    cudaStream_t stream = nullptr;
-    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    {
-      Collectives coll(w);
-      sweep(w, coll, stream);
-    }
-    OVL_CUDA_CHECK(cudaStreamDestroy(stream));
+    test::Stream stream;
+    Collectives coll(w);
+    sweep(w, coll, stream);
   });
 }
 
@@ -439,8 +435,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   const std::vector<std::uint32_t> ones(groups, 1);
   OVL_CUDA_CHECK(cudaMemcpy(expected, ones.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
-  cudaStream_t producer;
-  OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
+  test::Stream producer;
   // Collectives' constructor preloaded the collective and counter kernels (lazy loading would otherwise load the
   // producer's module only after the spinning consumer finished: the first run of this test on the H200 timed out).
   // The last pass: tma-push out of place onto a zeroed destination (CollectiveOptions::dst_zeroed), the tma mode's
@@ -486,7 +481,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
     }
     EXPECT_EQ(wrong, 0u);
   }
-  cudaStreamDestroy(producer);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(producer));
   cudaFree(expected);
 }
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -270,13 +271,13 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
   // Garbage, not zeros: the arrival counters must count a word no launch of this process wrote as no arrival.
   if (workspace.bytes() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
-  cudaStream_t stream = opt.stream;
-  if (stream == nullptr) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::optional<test::Stream> own;  // a fresh stream on the whole device unless opt names one
+  if (opt.stream == nullptr) own.emplace();
+  const cudaStream_t stream = opt.stream != nullptr ? opt.stream : own->get();
   CUDA_OK(test::finish_setup());  // the poison, memsets and uploads above, before the GEMM
   ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream));
   if (opt.after_launch) opt.after_launch();
   CUDA_OK(cudaStreamSynchronize(stream));
-  if (opt.stream == nullptr) CUDA_OK(cudaStreamDestroy(stream));
   CUDA_OK(cudaGetLastError());
 
   out.d.resize(d.count());
@@ -1042,8 +1043,7 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
     ASSERT_GT(workspace.bytes(), 0u) << plan.name;
     CUDA_OK(cudaMemset(counters.get(), 0, counters.bytes()));
     CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    test::Stream stream;
     CUDA_OK(test::finish_setup());
     cudaGraph_t graph;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -1065,7 +1065,6 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
-    CUDA_OK(cudaStreamDestroy(stream));
   }
 }
 
@@ -1109,8 +1108,7 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     args.programmatic_launch = pdl;
     return args;
   };
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   struct Variant {
     const char* name;
     int cluster;
@@ -1226,7 +1224,6 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     RecordProperty("overlap_check", "skipped: OVL_UNDER_SANITIZER=1");
     std::printf("  under a sanitizer: %d programmatic runs overlapped (not checked)\n", overlapped);
   }
-  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 // Waits (AllGather before the GEMM): the GEMM's A starts as NaN and its rows arrive group by group while the GEMM
@@ -1272,8 +1269,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         CUDA_OK(cudaMemset(a.get(), 0xFF, a.bytes()));
         CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
         CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
-        cudaStream_t copy_stream;
-        CUDA_OK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+        test::Stream copy_stream;
         // Lazy module loading would load the counter kernels at their first launch, after the running GEMM.
         preload_wait_kernels();
         RunOptions gated = opt;
@@ -1305,7 +1301,6 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         expect_close(p, GemmOutputLayout::kRowMajor, got.d, ref, what + " gated");
         expect_signalled(opt, got, what + " gated");
         expect_same_bits(plain, got, what + " gated against ungated");
-        CUDA_OK(cudaStreamDestroy(copy_stream));
       }
     }
   }

@@ -183,8 +183,7 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   DeviceMatrix a(ag ? m / w : m, k, 11), b(n, k, 12);
   DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0), c_seq(c.rows, n, 0);
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   const References ref = make_references(ctx, p, op, a, b);
 
   c_seq.poison(stream);
@@ -217,7 +216,6 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), std::nullopt, stream);
   ctx.synchronize(stream);
   EXPECT_LT(rel_error(c.read(), seq), kTolerance) << "auto plan: " << ctx.auto_plan(p).summary();
-  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 // Every plan of plans(p, hardware) on an m x n x k problem in a loopback world of `world` ranks playing `share`,
@@ -235,8 +233,7 @@ void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, 
   DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0), c_seq(c.rows, n, 0);
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   const Hardware& hw = ctx.hardware();
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   const References ref = make_references(ctx, p, op, a, b);
 
   c_seq.poison(stream);
@@ -266,7 +263,6 @@ void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, 
       }
     }
   }
-  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 // The TMA movers on an odd shape (see the file comment): M = 1000, N = 776 (8 bands, the last of 104 rows; 4 tile
@@ -451,8 +447,7 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
       const int64_t rows = op == Op::kGemmReduceScatter ? m / w : m;
       DeviceMatrix c(rows, n, 0), c_seq(rows, n, 0);
       const DeviceMatrix& a = op == Op::kAllGatherGemm ? a_rows : a_all;
-      cudaStream_t stream;
-      ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      test::Stream stream;
       const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
       run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, ctx.hardware(), 16), stream);
       ctx.synchronize(stream);
@@ -465,7 +460,6 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
         ctx.synchronize(stream);
         EXPECT_LT(rel_error(c.read(), seq), kTolerance);
       }
-      ASSERT_EQ(cudaSuccess, cudaStreamDestroy(stream));
     }
   }, Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
 }
@@ -481,8 +475,7 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
     const int64_t m = 2048, n = 1024, k = 512;
     const uint64_t r = uint64_t(ctx.rank());
     DeviceMatrix a(m, k, 300 + r), b0(n, k, 400 + r), b1(n, k, 500 + r);
-    cudaStream_t stream;
-    ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    test::Stream stream;
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
       const int64_t rows = op == Op::kGemmReduceScatter ? m / w : m;
       std::vector<std::unique_ptr<DeviceMatrix>> out, seq;
@@ -517,7 +510,6 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
         EXPECT_LT(rel_error(read_device(sym.ptr, rows * n), seq[size_t(i)]->read()), kTolerance);
       }
     }
-    ASSERT_EQ(cudaSuccess, cudaStreamDestroy(stream));
   });
 }
 
@@ -608,8 +600,7 @@ void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPu
   Context ctx(options);
   const bool ag = op == Op::kAllGatherGemm;
   DeviceMatrix a(ag ? 512 : 1024, 256, 1), b(768, 256, 2), c(ag ? 1024 : 512, 768, 0);
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
@@ -618,7 +609,6 @@ void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPu
   expect_error([&] { ctx.synchronize(stream); }, {"timed out", "tile group"});
   // The context stays usable: the error was consumed.
   EXPECT_NO_THROW(ctx.synchronize(stream));
-  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 TEST_F(OverlapTest, SkippedGemmTimesOutTileSignal) { expect_timeout(Fault::kSkipGemm, Mode::kTileSignal); }
@@ -650,8 +640,7 @@ TEST_F(OverlapTest, DecomposedAllGatherRunsThePlansChunks) {
   Context ctx(options);
   const int64_t rows = 64, k = 256, n = 512, m = 8 * rows;
   DeviceMatrix a(rows, k, 31), b(n, k, 32), c(m, n, 0);
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   const Problem p = ctx.problem_for(Op::kAllGatherGemm, a.ref(), b.ref(), c.ref());
   const References ref = make_references(ctx, p, Op::kAllGatherGemm, a, b);
   for (int chunks : {1, 2, 4, 8, 16}) {
@@ -667,7 +656,6 @@ TEST_F(OverlapTest, DecomposedAllGatherRunsThePlansChunks) {
     EXPECT_EQ(intervals_on(t, "gemm"), chunks);
     EXPECT_EQ(intervals_on(t, "comm"), chunks);
   }
-  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 TEST_F(OverlapTest, MeasuredTimelineHasGemmAndCommLanes) {
@@ -676,8 +664,7 @@ TEST_F(OverlapTest, MeasuredTimelineHasGemmAndCommLanes) {
   options.trace = true;
   Context ctx(options);
   DeviceMatrix a(2048, 256, 1), b(1024, 256, 2), c(2048, 1024, 0);
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   const Problem p = ctx.problem_for(Op::kGemmAllReduce, a.ref(), b.ref(), c.ref());
   for (Mode mode : all_modes()) {
     SCOPED_TRACE(std::string(to_string(mode)));
@@ -697,7 +684,6 @@ TEST_F(OverlapTest, MeasuredTimelineHasGemmAndCommLanes) {
     t.write_chrome_trace(path);
     EXPECT_TRUE(std::filesystem::exists(path));
   }
-  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 }  // namespace

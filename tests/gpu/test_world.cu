@@ -323,8 +323,7 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
   };
   const std::vector<double> ref0 = reference(b0), ref1 = reference(b1);
   const test::DeviceMatrix da(m, k, a[me]), db0(cols, k, b0[me]), db1(cols, k, b1[me]);
-  cudaStream_t stream = nullptr;
-  OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  test::Stream stream;
   const TensorRef ta = da.ref(), tb0 = db0.ref(), tb1 = db1.ref();
   for (Op op : {Op::kGemmReduceScatter, Op::kGemmAllReduce}) {
     const int64_t rows = op == Op::kGemmReduceScatter ? m / n : m, first = op == Op::kGemmReduceScatter ? me * rows : 0;
@@ -358,7 +357,6 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
       check(sym.ptr, i % 2 ? ref1 : ref0, fmt::format("symmetric output, call {}", i));
     }
   }
-  OVL_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 #endif
 
