@@ -25,6 +25,13 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
         return {f, 2.0, 2.0, 1};
     }
   }
+  if (loopback_rank0 && is_nccl(algo)) {
+    // The loopback emulation of rank 0's share of an NCCL-algorithm call (loopback_rank0_nccl_bytes): no ring, no
+    // steps, all of it in rank 0's HBM. Its per-CTA rate and launch are the SIMT kernel's (loopback_hardware), so
+    // the bytes count as link bytes, at min(ctas x that rate, link_GBps = HBM).
+    const double bytes = loopback_rank0_nccl_bytes(c, world);
+    return {bytes, 0.0, bytes, 0};
+  }
   switch (algo) {
     case CommAlgo::kNcclRing:
       // Ring: each GPU sends f S per pass (RS and AG one pass, AR both) in W-1 steps per pass. HBM: read the
@@ -162,6 +169,20 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
 }  // namespace ovl::detail
 
 namespace ovl {
+
+double loopback_rank0_nccl_bytes(Collective c, int world) {
+  OVL_CHECK(world >= 1, "collective world = {} must be at least 1", world);
+  const double w = world;
+  switch (c) {
+    case Collective::kAllReduce:
+      return 1 + 1 / w + 2 * (w - 1) / w;
+    case Collective::kReduceScatter:
+      return 1 + 1 / w;
+    case Collective::kAllGather:
+      return 2.0;
+  }
+  OVL_FAIL("unknown collective");
+}
 
 double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0) {
   if (is_nccl(algo) || world <= 1) return 1.0;

@@ -93,12 +93,13 @@ CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
 // communication of the matching bytes, solved by a recurrence in O(groups). Contention enters through two
 // numbers found by a short fixed-point iteration:
 //   stretch: the GEMM body's slowdown while communication runs beside it,
-//       stretch = 1 + hbm_contention x u_gemm x u_comm x f + shared_sm_penalty x f_sm x (body(n - conflict) - body(n))
+//       stretch = 1 + hbm_contention x u_gemm x u_comm x f + shared_sm_penalty x f x (body(n - conflict) - body(n))
 //       / body(n)
 //     with u_* each side's HBM demand over the device's bandwidth, f the fraction of the GEMM's run during which
-//     communication is active, conflict = SMs the communication kernel takes from the GEMM (plain streams only:
-//     gemm_sms + comm_ctas - sm_count), and f_sm = f (NCCL holds SMs while it runs) or 1 (a persistent TMA kernel
-//     on shared SMs holds them throughout);
+//     communication is active, conflict = SMs the communication kernel takes from cuBLAS (decomposed on plain
+//     streams: gemm_sms + comm_ctas - sm_count; cuBLAS's CTAs end tile by tile, so NCCL's get SMs between them).
+//     Our persistent GEMM is never slowed that way: its CTAs hold their SMs, and the collective gets what its grid
+//     leaves (signaled_gemm_grid, comm_ctas_beside_gemm);
 //   the communication's HBM share while the GEMM runs: max(HBM - GEMM demand, HBM / 2) (max-min fair share).
 namespace {
 
@@ -231,8 +232,7 @@ PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double 
 // The GEMM's slowdown from contention, given the overlap a previous pass found (see the block comment above).
 struct Contention {
   double hbm_weight = 0;      // hbm_contention x u_gemm x u_comm (x f)
-  double sm_extra = 0;        // shared_sm_penalty x (body(n - conflict) - body(n)) / body(n) (x f_sm)
-  bool sm_always = false;     // the communication kernel holds its SMs for the GEMM's whole run
+  double sm_extra = 0;        // shared_sm_penalty x (body(n - conflict) - body(n)) / body(n) (x f)
   double comm_hbm_bytes = 0;  // HBM bytes the whole communication moves (for u_comm)
 
   double stretch(const PipelineResult& r, const Hardware& hw) const {
@@ -240,7 +240,7 @@ struct Contention {
     const double f = std::min(1.0, r.overlap_us / busy);
     const double u_comm =
         r.comm_busy_us > 0 ? std::min(1.0, comm_hbm_bytes / r.comm_busy_us / kBytesPerUsPerGBps / hw.hbm_GBps) : 0.0;
-    return 1.0 + hbm_weight * u_comm * f + sm_extra * (sm_always ? 1.0 : f);
+    return 1.0 + (hbm_weight * u_comm + sm_extra) * f;
   }
 };
 
@@ -294,17 +294,18 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
 }
 
 // An overlapped mode's collective, at its per-CTA rates (comm_hardware, the simulator's choice too): beside the GEMM
-// (busy: the rates beside the GEMM and the HBM bandwidth the GEMM leaves it) and after the GEMM (idle: all of HBM).
+// (busy: the rates beside the GEMM, on the `busy_ctas` CTAs that get SMs then, and the HBM bandwidth the GEMM leaves
+// it) and after the GEMM (idle: all its CTAs, all of HBM).
 struct CollCosts {
   CollCost busy, idle;
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
-                                double busy_hbm_GBps) {
-  auto cost = [&](bool beside_gemm, double hbm_GBps) {
-    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), plan.comm_ctas,
+                                double busy_hbm_GBps, int busy_ctas) {
+  auto cost = [&](bool beside_gemm, int ctas, double hbm_GBps) {
+    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
-  return {cost(true, busy_hbm_GBps), cost(false, hw.hbm_GBps)};
+  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, plan.comm_ctas, hw.hbm_GBps)};
 }
 
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
@@ -325,7 +326,7 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   }
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
-  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw));
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), plan.comm_ctas);
   const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
   double stretch = 1;
@@ -350,24 +351,21 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
 }
 
 // Tile-signal, green-context and tma: our GEMM signals tile groups; each group is communicated as it completes.
+// The GEMM runs on its persistent grid (signaled_gemm_grid), whose CTAs hold their SMs to the end: the collective
+// never takes SMs from it. Beside it the collective gets comm_ctas_beside_gemm CTAs (all of them, but one SM on
+// tile-signal's default grid); after it, all.
 ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const GemmShape shape = shape_of(problem);
-  const GemmTiming gemm =
-      detail::gemm_timing(shape, GemmImpl::kOvl, plan.gemm_sms, plan.tile, plan.tile_order, hw, kOp);
+  const int grid = signaled_gemm_grid(plan, problem, hw);
+  const GemmTiming gemm = detail::gemm_timing(shape, GemmImpl::kOvl, grid, plan.tile, plan.tile_order, hw, kOp);
   const bool nccl = is_nccl(plan.comm_algo);
+  const int busy_ctas = comm_ctas_beside_gemm(plan, problem, hw);
 
-  // SMs the communication takes from the GEMM: none on disjoint partitions.
-  const int conflict = plan.partitioned ? 0 : std::max(0, plan.gemm_sms + plan.comm_ctas - hw.sm_count);
-  GemmTiming reduced;
-  if (conflict > 0) {
-    reduced = detail::gemm_timing(shape, GemmImpl::kOvl, std::max(1, plan.gemm_sms - conflict), plan.tile,
-                                  plan.tile_order, hw, kOp);
-  }
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);
   const detail::CollCoeffs k = detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0);
-  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw));
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw), busy_ctas);
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {
@@ -380,7 +378,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       // Tile-major output: a reorder kernel makes each group contiguous for NCCL (read + write on the comm CTAs).
       const double share = comm_hbm_share(gemm, hw);
       gc.fixed_us += hw.launch_us;
-      gc.per_byte_busy += 2.0 / std::min(share, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      gc.per_byte_busy += 2.0 / std::min(share, busy_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
       gc.per_byte_idle += 2.0 / std::min(hw.hbm_GBps, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
       comm_hbm_bytes += 2.0 * bytes;
     }
@@ -392,8 +390,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     gc.per_byte_busy = busy.us_per_byte;
     gc.per_byte_idle = idle.us_per_byte;
   }
-  Contention contention = make_contention(gemm, conflict > 0 ? &reduced : nullptr, comm_hbm_bytes, hw);
-  contention.sm_always = !nccl && !plan.partitioned;
+  const Contention contention = make_contention(gemm, nullptr, comm_hbm_bytes, hw);
   double stretch = 1;
   const PipelineResult r = solve_contention(
       contention, hw,

@@ -336,6 +336,10 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share)
   } else {
     h.link_GBps = base.hbm_GBps;
     h.loopback_rank0 = true;
+    // An NCCL-algorithm call is the SIMT loopback kernel here (coll_coeffs): its CTAs move bytes at the SIMT
+    // kernel's per-CTA rate, and it launches as a plain kernel.
+    h.nccl_per_cta_GBps = base.simt_per_cta_GBps;
+    h.nccl_launch_us = base.tma_launch_us;
   }
   h.link_latency_us = std::min(base.link_latency_us, 0.5);
   h.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself

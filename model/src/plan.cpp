@@ -292,6 +292,31 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
   return beside_gemm ? hw.beside_gemm_comm() : hw.overlapped_comm();
 }
 
+namespace {
+int plan_comm_ctas(const Plan& plan) { return plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas; }
+bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem) {
+  return plan.mode == Mode::kTma || problem.op == Op::kAllGatherGemm;
+}
+}  // namespace
+
+int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw) {
+  OVL_CHECK(mode_signals(plan.mode), "signaled_gemm_grid: mode {} does not run the signaling GEMM",
+            to_string(plan.mode));
+  const int sms = hw.sm_count;
+  const int gemm_sms = plan.gemm_sms > 0 ? std::min(plan.gemm_sms, sms) : sms;
+  if (plan.partitioned || plan.mode == Mode::kGreenContext) return gemm_sms;
+  const int reserve = comm_beside_whole_gemm(plan, problem) ? plan_comm_ctas(plan) : 1;
+  return std::max(1, std::min(gemm_sms, sms - reserve));
+}
+
+int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
+  const int ctas = plan_comm_ctas(plan);
+  if (!mode_signals(plan.mode) || plan.partitioned || plan.mode == Mode::kGreenContext ||
+      comm_beside_whole_gemm(plan, problem))
+    return ctas;
+  return std::clamp(hw.sm_count - signaled_gemm_grid(plan, problem, hw), 1, ctas);
+}
+
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms) {
   problem.validate();
   hw.validate();

@@ -21,7 +21,9 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
       comm_hw(comm_hardware(h, pl.mode)),
       comm_hw_beside(comm_hardware(h, pl.mode, true)) {
   partitioned = plan.partitioned || plan.mode == Mode::kGreenContext;
-  if (plan.gemm_sms > 0)
+  if (mode_signals(plan.mode))
+    gemm_sms = signaled_gemm_grid(plan, problem, hw);
+  else if (plan.gemm_sms > 0)
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
   else
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
@@ -65,8 +67,9 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
 // The GEMM's slowdown while communication runs beside it, with the closed-form model's two terms and the same
 // Hardware parameters (so one calibrated profile serves both):
 //   time factor = 1 + shared_sm_penalty x lost / (gemm_sms - lost) + hbm_contention x u_gemm x u_comm
-// lost = SMs a shared-SM communication kernel takes from the GEMM's grid (gemm_sms + its CTAs - sm_count; none on
-// partitions), lost / (gemm_sms - lost) the fluid slowdown of running the grid's tiles on the SMs left; u_gemm the
+// lost = SMs a shared-SM communication kernel takes from cuBLAS's grid (gemm_sms + its CTAs - sm_count; none on
+// partitions, none from our persistent GEMM, whose CTAs hold their SMs: the collective waits for SMs instead,
+// comm_ctas_now), lost / (gemm_sms - lost) the fluid slowdown of running the grid's tiles on the SMs left; u_gemm the
 // GEMM's HBM demand alone, u_comm that of the communication flows running now (both over hbm_GBps). The terms
 // apply only while the communication runs, which is how the model's overlap fraction f enters.
 // The pool runs the current wave's tiles (a tail wave on as many SMs as it has tiles); cuBLAS (sequential,
@@ -76,12 +79,24 @@ void Context::update_pool() {
   double sms = grid;
   if (!cublas && wave_tiles > 0) sms = std::min(grid, static_cast<double>(wave_tiles));
   double factor = 1.0;
-  if (!partitioned && comm_sms_active > 0) {
+  if (cublas && !partitioned && comm_sms_active > 0) {
     const double lost = std::clamp(grid + comm_sms_active - hw.sm_count, 0.0, grid - 1.0);
     factor += hw.shared_sm_penalty * lost / (grid - lost);
   }
   factor += hw.hbm_contention * gemm_hbm_util * std::clamp(comm_hbm_util, 0.0, 1.0);
   engine.set_capacity(sm, sms * per_sm_flops_per_ns / factor);
+}
+
+void Context::set_gemm_resident(int ctas) {
+  if (cublas || ctas == gemm_resident) return;
+  gemm_resident = ctas;
+  for (const auto& fn : on_comm_rate_changed)
+    if (fn) fn();
+}
+
+int Context::comm_ctas_now(bool shared) const {
+  if (!shared || partitioned || cublas) return comm_ctas;
+  return std::clamp(hw.sm_count - gemm_resident, 1, comm_ctas);
 }
 
 void Context::comm_hbm_changed(double util) {
@@ -172,9 +187,10 @@ void GemmRun::data_arrived() {
 void GemmRun::start_wave(size_t w) {
   if (w >= wave_end_.size()) {
     ctx_.gemm_end = std::max(ctx_.gemm_end, ctx_.engine.now());
-    if (++ctx_.gemm_runs_done == ctx_.gemm_runs)
-      for (const auto& fn : ctx_.on_gemm_over)
-        if (fn) fn();
+    ++ctx_.gemm_runs_done;
+    ctx_.set_gemm_resident(0);
+    for (const auto& fn : ctx_.on_comm_rate_changed)  // the GEMM may be over
+      if (fn) fn();
     if (on_finished) on_finished(ctx_.engine.now());
     return;
   }
@@ -225,6 +241,7 @@ void GemmRun::start_wave(size_t w) {
   spec.uses = {{ctx_.sm, flops_per_byte}, {ctx_.hbm, 1.0}};
   // The wave's SMs (its tile count, or cuBLAS's whole grid) and the contention are the SM pool's capacity.
   ctx_.wave_tiles = static_cast<int64_t>(n_tiles);
+  ctx_.set_gemm_resident(w + 1 == wave_end_.size() ? static_cast<int>(n_tiles) : ctx_.gemm_sms);
   ctx_.update_pool();
   spec.on_done = [this, w, wave_start, end] {
     ctx_.engine.after(us_to_ns(ctx_.tile_epilogue_us), [this, w, wave_start, end] {
@@ -345,7 +362,7 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }
 }  // namespace
 
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, int ctas) {
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes) {
   const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
@@ -356,29 +373,43 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = 2;
-    st.cap = st.cap_beside = ctas * hw.per_cta_copy_GBps;
+    st.cta_rate = st.cta_rate_beside = hw.per_cta_copy_GBps;
     st.name = "local copy";
     out.push_back(st);
     return out;
   }
   const int nodes = p.nodes();
+  if (hw.loopback_rank0 && is_nccl(algo) && nodes == 1) {
+    // The loopback emulation of rank 0's share of an NCCL-algorithm call: one SIMT kernel, no ring, all in rank 0's
+    // HBM (loopback_rank0_nccl_bytes), at min(ctas x the SIMT per-CTA rate, HBM) (loopback_hardware), as the model.
+    Step st;
+    st.amount = bytes * loopback_rank0_nccl_bytes(c, p.world);
+    st.local = true;
+    st.rx_weight = 0;
+    st.hbm_weight = 1;
+    st.cta_rate = hw.nccl_per_cta_GBps;
+    st.cta_rate_beside = ctx.comm_hw_beside.nccl_per_cta_GBps;
+    st.bound = hw.link_GBps;
+    st.name = "loopback call";
+    out.push_back(st);
+    return out;
+  }
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
-  // The CTAs' caps after the GEMM (comm_hw) and beside it (comm_hw_beside).
-  auto link_cap = [&](const Hardware& h) {
-    return is_nccl(algo) ? std::min(ctas * h.nccl_per_cta_GBps, h.nccl_efficiency * h.link_GBps)
-                         : ctas * per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
-  };
-  auto net_cap = [&](const Hardware& h) {
-    return std::min(ctas * h.nccl_per_cta_GBps, h.nccl_efficiency * h.net_GBps);
+  // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
+  auto link_rate = [&](const Hardware& h) {
+    return is_nccl(algo) ? h.nccl_per_cta_GBps
+                         : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
   };
   Step link;
-  link.cap = link_cap(hw);
-  link.cap_beside = link_cap(ctx.comm_hw_beside);
+  link.cta_rate = link_rate(hw);
+  link.cta_rate_beside = link_rate(ctx.comm_hw_beside);
+  if (is_nccl(algo)) link.bound = hw.nccl_efficiency * hw.link_GBps;
   link.latency = us_to_ns(hw.link_latency_us);
   Step netw;
   netw.network = true;
-  netw.cap = net_cap(hw);
-  netw.cap_beside = net_cap(ctx.comm_hw_beside);
+  netw.cta_rate = hw.nccl_per_cta_GBps;
+  netw.cta_rate_beside = ctx.comm_hw_beside.nccl_per_cta_GBps;
+  netw.bound = hw.nccl_efficiency * hw.net_GBps;
   netw.latency = us_to_ns(hw.net_latency_us);
   // Several nodes: hierarchical (intra-node NVLink phase, ring over the nodes on the network, intra-node phase),
   // as NCCL's tree/ring hybrids move data; the network part is always NCCL's ring.
@@ -408,12 +439,12 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
 
 // ---------------------------------------------------------------------------------------------------------------
 CommQueue::CommQueue(Context& ctx, bool holds_sms_per_call) : ctx_(ctx), holds_sms_per_call_(holds_sms_per_call) {
-  // The GEMM's end lifts the running step to its after-GEMM cap (later steps start at it).
-  listener_ = ctx_.on_gemm_over.size();
-  ctx_.on_gemm_over.push_back([this] { set_step_rate(); });
+  // The GEMM's end, or its CTAs leaving SMs, changes the running step's cap (later steps start at the new one).
+  listener_ = ctx_.on_comm_rate_changed.size();
+  ctx_.on_comm_rate_changed.push_back([this] { set_step_rate(); });
 }
 
-CommQueue::~CommQueue() { ctx_.on_gemm_over[listener_] = nullptr; }
+CommQueue::~CommQueue() { ctx_.on_comm_rate_changed[listener_] = nullptr; }
 
 void CommQueue::post(Call call) {
   for (const Step& s : call.steps) {
@@ -442,7 +473,7 @@ void CommQueue::start_next() {
     spec.name = current_.name + " reorder";
     spec.amount = current_.reorder_bytes;
     spec.uses = {{ctx_.hbm, 2.0}};
-    spec.cap = ctx_.comm_ctas * ctx_.hw.per_cta_copy_GBps;
+    spec.cap = ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.per_cta_copy_GBps;
     const double util = std::min(spec.cap, ctx_.hw.hbm_GBps / 2.0) * 2.0 / ctx_.hw.hbm_GBps;
     ctx_.comm_hbm_changed(util);
     spec.on_done = [this, util, after_reorder] {
@@ -498,7 +529,9 @@ void CommQueue::run_step(size_t i) {
 void CommQueue::set_step_rate() {
   if (step_flow_ < 0) return;
   const Step& s = current_.steps[step_];
-  const double cap = ctx_.gemm_over() ? s.cap : s.cap_beside;
+  const double ctas = ctx_.comm_ctas_now(holds_sms_per_call_);
+  double cap = ctas * (ctx_.gemm_over() ? s.cta_rate : s.cta_rate_beside);
+  if (s.bound > 0) cap = std::min(cap, s.bound);
   ctx_.engine.set_flow_cap(step_flow_, cap);
   // The step's HBM demand alone (its own rate: cap, link or network, HBM), for the GEMM's contention term.
   double rate = cap > 0 ? cap : std::numeric_limits<double>::infinity();

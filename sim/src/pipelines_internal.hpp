@@ -54,7 +54,7 @@ class Context {
   Timeline timeline;
 
   ResourceId sm = -1, hbm = -1, tx = -1, rx = -1, net = -1;
-  int gemm_sms = 0;   // CTAs of the persistent GEMM (its grid)
+  int gemm_sms = 0;   // CTAs of the persistent GEMM (its grid: signaled_gemm_grid), or cuBLAS's SMs
   int comm_ctas = 0;  // CTAs of the collective kernel
   bool partitioned = false;
   double per_sm_flops_per_ns = 0;  // at the efficiency and clock of the GEMM this mode runs
@@ -65,13 +65,21 @@ class Context {
   double comm_hbm_util = 0;        // HBM demand of the communication flows running now over hbm_GBps
   int64_t wave_tiles = 0;          // tiles of the GEMM wave running now (0: none)
   // Whether the operator's GEMM is over: every GemmRun (decomposed: one per chunk) finished. Until then collective
-  // steps move at their cap_beside (the model's busy rates, up to the GEMM's end: estimate.cpp's call_us), after it
-  // at their cap. Called once, when the last GemmRun finishes: each CommQueue lifts its running step's cap. Also
-  // before the first GemmRun starts (AG+GEMM's first gathers count as beside the GEMM, as in the model).
+  // steps move at their per-CTA rate beside the GEMM (the model's busy rates: a group that starts before the GEMM's
+  // end), after it at their rate after it.
   int gemm_runs = 0;
   int gemm_runs_done = 0;
-  std::vector<std::function<void()>> on_gemm_over;
   bool gemm_over() const { return gemm_runs > 0 && gemm_runs_done == gemm_runs; }
+  // CTAs of our persistent GEMM resident now: its grid while it has waves left (also while it waits for gathered
+  // rows), the last wave's tiles in its last wave (CTAs without a tile have exited), 0 before and after it. cuBLAS
+  // (sequential, decomposed): 0, its CTAs end tile by tile.
+  int gemm_resident = 0;
+  void set_gemm_resident(int ctas);
+  // The collective's CTAs that get an SM now: comm_ctas, but a shared-SM kernel after the GEMM's grid (tile-signal
+  // GEMM+AR / GEMM+RS, `shared`) gets only the SMs the resident CTAs leave (at least 1).
+  int comm_ctas_now(bool shared) const;
+  // Called when the GEMM ends or its resident CTAs change: each CommQueue sets its running step's cap again.
+  std::vector<std::function<void()>> on_comm_rate_changed;
 
   // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
   void comm_kernel_started(int ctas);
@@ -128,26 +136,27 @@ class GemmRun {
 
 // One step of a collective: a flow over the link directions (or the network link) and HBM.
 struct Step {
-  double amount = 0;      // bytes sent by this rank (progress unit)
-  double rx_weight = 1;   // bytes received per byte sent
-  double hbm_weight = 2;  // HBM bytes per byte sent (reads + writes of the reduction or copy)
-  bool network = false;   // inter-node step (network link) instead of NVLink
-  bool local = false;     // world 1: a local copy, HBM only
-  double cap = 0;         // bytes/ns (CTA cap), once the operator's GEMM is over
-  double cap_beside = 0;  // the same until the GEMM is over (Context::comm_hw_beside, gemm_over())
-  TimeNs latency = 0;     // before the bytes move (handshake / signal)
+  double amount = 0;           // bytes sent by this rank (progress unit)
+  double rx_weight = 1;        // bytes received per byte sent
+  double hbm_weight = 2;       // HBM bytes per byte sent (reads + writes of the reduction or copy)
+  bool network = false;        // inter-node step (network link) instead of NVLink
+  bool local = false;          // HBM only: world 1's local copy, or a rank-0 loopback NCCL-algorithm call
+  double cta_rate = 0;         // bytes/ns per CTA once the operator's GEMM is over (the cap is CTAs x this)
+  double cta_rate_beside = 0;  // the same until the GEMM is over (Context::comm_hw_beside, gemm_over())
+  double bound = 0;            // bytes/ns the CTAs cannot exceed however many (NCCL's link efficiency); 0 = none
+  TimeNs latency = 0;          // before the bytes move (handshake / signal)
   std::string name;
 };
 
 // The steps of one collective call over `bytes` (the call's full buffer) for this problem and plan.
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, int ctas);
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes);
 
 // A FIFO of collective calls on one stream (NCCL) or one persistent kernel (TMA): a call starts when it has been
 // posted and the previous one is done; its steps run back to back.
 class CommQueue {
  public:
   CommQueue(Context& ctx, bool holds_sms_per_call);  // registers itself with ctx: not copied or moved
-  ~CommQueue();                                       // and unregisters
+  ~CommQueue();                                      // and unregisters
   CommQueue(const CommQueue&) = delete;
   CommQueue& operator=(const CommQueue&) = delete;
   struct Call {
@@ -168,7 +177,7 @@ class CommQueue {
   Context& ctx_;
   bool holds_sms_per_call_;
   bool busy_ = false;
-  size_t listener_ = 0;    // its entry in ctx_.on_gemm_over
+  size_t listener_ = 0;    // its entry in ctx_.on_comm_rate_changed
   FlowId step_flow_ = -1;  // the running step's flow (-1: none)
   size_t step_ = 0;        // its index in current_.steps
   double step_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed

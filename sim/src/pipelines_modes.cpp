@@ -36,7 +36,7 @@ TimeNs run_sequential(Context& ctx) {
   CommQueue::Call call;
   call.name = std::string(to_string(c));
   call.overhead = call_overhead(ctx);
-  call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()), ctx.comm_ctas);
+  call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()));
   const TimeNs launch = us_to_ns(ctx.hw.launch_us);
   if (c == Collective::kAllGather) {
     call.on_done = [&](TimeNs) { gemm.start(launch); };
@@ -71,7 +71,7 @@ TimeNs run_decomposed(Context& ctx) {
     CommQueue::Call call;
     call.name = call_name(c, "chunk", i);
     call.overhead = call_overhead(ctx);
-    call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)], ctx.comm_ctas);
+    call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)]);
     return call;
   };
   if (c == Collective::kAllGather) {
@@ -152,7 +152,7 @@ TimeNs run_signaled(Context& ctx) {
       CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead;
-      call.steps = collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), ctx.comm_ctas);
+      call.steps = collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])));
       call.on_done = [&gemm, &arrived, &rows_done, g, last = g + 1 == group_end.size(), release](TimeNs t) {
         arrived = rows_done[g];
         gemm.data_arrived();
@@ -181,7 +181,7 @@ TimeNs run_signaled(Context& ctx) {
       call.overhead = overhead;
       // NCCL needs each group contiguous: a tile-major output is reordered into rows first.
       if (nccl && plan.output == OutputLayout::kTileMajor) call.reorder_bytes = bytes;
-      call.steps = collective_steps(ctx, c, bytes, ctx.comm_ctas);
+      call.steps = collective_steps(ctx, c, bytes);
       if (g + 1 == group_end.size()) call.on_done = release;
       const TimeNs at = std::max(now, comm_ready);
       ctx.engine.at(at, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });

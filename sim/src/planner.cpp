@@ -143,9 +143,8 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         for (int comm : comm_options) {
           // The default grid (sm_count - 1 CTAs, which hold their SMs to the end) leaves the collective one SM until
           // the GEMM's last wave; a grid of sm_count - comm leaves it its CTAs (measured on the H200:
-          // docs/results/tile-signal-reserve-h200/). Both are candidates. The model and the simulator do not price
-          // that starvation (they charge the default grid a shared-SM penalty instead), so the default grid can
-          // still be ranked first (docs/results/comm-split-h200/ says why the direct model was not kept).
+          // docs/results/tile-signal-reserve-h200/). Both are candidates; the model and the simulator price each
+          // grid's starvation (signaled_gemm_grid, comm_ctas_beside_gemm).
           const Plan base = default_plan(mode, problem, hw, comm);
           add_grouped(base);
           if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.sm_count) {  // AG's grid leaves them already

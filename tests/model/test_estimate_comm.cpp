@@ -1,6 +1,8 @@
 // Collective time: closed-form cases, bus bandwidth conventions, monotonicity, loopback and several nodes.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
 
@@ -166,6 +168,31 @@ TEST(EstimateComm, LoopbackRankZeroPushCountsTheEmulationsBytes) {
   EXPECT_FALSE(loopback_hardware(push56(), 8, LoopbackShare::kWholeWorld).loopback_rank0);
   // What the simulator scales its caps by: CTA bytes per link byte, 4.875 / (2 x 7/8) for the rank-0 AllReduce.
   EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPush, 8, true), 4.875 / 1.75, 1e-12);
+}
+
+TEST(EstimateComm, LoopbackRankZeroNcclCallIsTheSimtKernel) {
+  // Rank 0's share of an NCCL-algorithm call in loopback is one SIMT kernel (no ring): ReduceScatter reduces rank 0's
+  // piece, 8 reads and a write of 1/8 of the buffer (1.125 bytes per buffer byte); AllReduce also copies the 7 other
+  // reduced pieces in (+ 1.75: 2.875); AllGather copies all 8 owners' pieces (2). No steps, a plain launch, the SIMT
+  // per-CTA rate: 64 MiB on 16 CTAs at 32 GB/s (512 GB/s) binds; on 132 CTAs (4224 GB/s) HBM (4200 GB/s) does.
+  EXPECT_DOUBLE_EQ(loopback_rank0_nccl_bytes(Collective::kReduceScatter, 8), 1.125);
+  EXPECT_DOUBLE_EQ(loopback_rank0_nccl_bytes(Collective::kAllReduce, 8), 2.875);
+  EXPECT_DOUBLE_EQ(loopback_rank0_nccl_bytes(Collective::kAllGather, 8), 2.0);
+  const Hardware h200 = builtin_hardware("h200");
+  const Hardware lb = loopback_hardware(h200, 8, LoopbackShare::kRank0);
+  EXPECT_DOUBLE_EQ(lb.nccl_per_cta_GBps, h200.simt_per_cta_GBps);
+  EXPECT_DOUBLE_EQ(lb.nccl_launch_us, h200.tma_launch_us);
+  const double s = 64.0 * kMiB;
+  for (const auto& [c, bytes] : {std::pair{Collective::kReduceScatter, 1.125}, std::pair{Collective::kAllReduce, 2.875},
+                                 std::pair{Collective::kAllGather, 2.0}}) {
+    const CommEstimate e16 = estimate_collective(c, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb);
+    EXPECT_NEAR(e16.us, h200.tma_launch_us + bytes * s / (16 * 32e3), 1e-6) << to_string(c);
+    const CommEstimate e132 = estimate_collective(c, 64 * kMiB, 8, CommAlgo::kNcclRing, 132, lb);
+    EXPECT_NEAR(e132.us, h200.tma_launch_us + bytes * s / 4200e3, 1e-6) << to_string(c);
+  }
+  // A real rank's ring is unchanged: whole-world loopback and real profiles keep NCCL's launch, steps and rate.
+  const CommEstimate real = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, h200);
+  EXPECT_GT(real.us, h200.nccl_launch_us + 14 * h200.link_latency_us);
 }
 
 }  // namespace

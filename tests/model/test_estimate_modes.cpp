@@ -1,5 +1,5 @@
-// Per-mode estimates: closed-form pipelines (contention weights zeroed where a closed form needs it), the
-// shared-SM wave push, the AllGather order flip, and bounds over many problems and splits.
+// Per-mode estimates: closed-form pipelines (contention weights zeroed where a closed form needs it), the grids of
+// our persistent GEMM on shared SMs, the AllGather order flip, and bounds over many problems and splits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,46 +34,63 @@ TEST(EstimateModes, SequentialIsTheSum) {
 }
 
 TEST(EstimateModes, TileSignalPipelineClosedForm) {
-  // 2048 x 8448 x 8192 AllReduce on 8 GPUs: 16 x 33 = 528 tiles = 4 waves of 132 on 132 SMs (90.03 us each).
-  // Four groups of 4 bands = 132 tiles = one wave each: group g is ready at 4 + (g + 1) x 90.03 us.
-  // Each group's NCCL call: 8 us + 14 x 0.7 us + 1.75 x 8.65 MB / 360 GB/s = 59.9 us < one wave, so nothing
-  // queues and only the last group's call is exposed: total = GEMM + one group's call.
+  // 2048 x 6912 x 8192 AllReduce on 8 GPUs, the GEMM on 132 - 24 = 108 SMs (the grid that leaves the collective its
+  // 24 CTAs): 16 x 27 = 432 tiles = 4 waves of 108. Four groups of 4 bands = 108 tiles = one wave each: group g is
+  // ready at the end of wave g + 1. Each group's NCCL call is shorter than a wave, so nothing queues and only the
+  // last group's call is exposed: total = GEMM + one group's call.
   const Hardware hw = no_contention();
-  const Problem p = make_problem(Op::kGemmAllReduce, 2048, 8448, 8192, 8);
+  const Problem p = make_problem(Op::kGemmAllReduce, 2048, 6912, 8192, 8);
   Plan plan = default_plan(Mode::kTileSignal, p, hw, 24);
-  plan.tile_groups = band_groups(16, 33, 4);
-  ASSERT_EQ(plan.tile_groups, std::vector<int>(4, 132));
+  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+  ASSERT_EQ(plan.gemm_sms, 108);
+  plan.tile_groups = band_groups(16, 27, 4);
+  ASSERT_EQ(plan.tile_groups, std::vector<int>(4, 108));
+  ASSERT_EQ(signaled_gemm_grid(plan, p, hw), 108);
+  ASSERT_EQ(comm_ctas_beside_gemm(plan, p, hw), 24);
   const ModeEstimate e = estimate(p, plan, hw);
-  const double gemm = estimate_gemm({2048, 8448, 8192}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw).us;
+  const GemmEstimate gemm =
+      estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 108, TileShape{}, TileOrder::kRowBand, hw);
+  ASSERT_EQ(gemm.waves, 4);
   const double group =
       estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 24, hw).us;
-  EXPECT_NEAR(e.total_us, gemm + group, 1e-6);
-  EXPECT_NEAR(e.gemm_us, gemm, 1e-9);
+  ASSERT_LT(group, gemm.wave_us);
+  EXPECT_NEAR(e.total_us, gemm.us + group, 1e-6);
+  EXPECT_NEAR(e.gemm_us, gemm.us, 1e-9);
   EXPECT_NEAR(e.comm_us, 4 * group, 1e-6);
   EXPECT_NEAR(e.exposed_comm_us, group, 1e-6);
+
+  // The default grid (gemm_sms = 132: 131 CTAs, which hold their SMs to the end) leaves the collective one SM beside
+  // the GEMM: the GEMM is a little faster, and the first three groups' calls crawl on one CTA until it ends, so more
+  // than one call's worth of the collective is left after it.
+  plan.gemm_sms = hw.sm_count;
+  ASSERT_EQ(signaled_gemm_grid(plan, p, hw), 131);
+  ASSERT_EQ(comm_ctas_beside_gemm(plan, p, hw), 1);
+  const ModeEstimate starved = estimate(p, plan, hw);
+  EXPECT_NEAR(starved.gemm_us,
+              estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 131, TileShape{}, TileOrder::kRowBand, hw).us, 1e-9);
+  EXPECT_GT(starved.exposed_comm_us, 2 * group);
+  EXPECT_GT(starved.total_us, e.total_us);
 }
 
-TEST(EstimateModes, SharedSmsPushAGemmIntoASecondWave) {
-  // A 132-tile GEMM (1536 x 2816) on all 132 SMs beside a persistent TMA kernel of 24 CTAs on the same SMs
-  // (not partitioned): the kernel holds 24 SMs throughout, the GEMM has 108, and its 132 tiles take two waves:
-  // with shared_sm_penalty 1 the GEMM's time is launch + 2 waves. (A constant clock here: on the H200 profile the
-  // two half-full waves also run at a higher clock, which test_estimate_gemm checks.)
+TEST(EstimateModes, SharedSmsLeaveTheTmaKernelItsSms) {
+  // The tma mode on shared SMs (not partitioned): the executor caps our persistent GEMM's grid at sm_count -
+  // comm_ctas, so the TMA kernel's 24 CTAs and the GEMM's 108 are all resident and neither waits for the other's
+  // SMs. A 132-tile GEMM (1536 x 2816) then takes two waves of 108, whatever shared_sm_penalty says (it weighs only
+  // cuBLAS's SM conflicts, in the decomposed mode).
   Hardware hw = kH200;
   hw.hbm_contention = 0;
-  hw.clock_exponent = 0;
   const Problem p = make_problem(Op::kGemmAllReduce, 1536, 2816, 4096, 8);
   Plan plan = default_plan(Mode::kTma, p, hw, 24);
   plan.partitioned = false;
   plan.gemm_sms = 132;
-  const ModeEstimate e = estimate(p, plan, hw);
-  const GemmEstimate alone =
-      estimate_gemm({1536, 2816, 4096}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw);
-  EXPECT_EQ(alone.waves, 1);
-  EXPECT_NEAR(e.gemm_us, hw.launch_us + 2 * (alone.us - hw.launch_us), 1e-6);
-  // On disjoint partitions (108 + 24) there is no sharing: the GEMM's own 108 SMs take the same two waves, but
-  // at penalty 0 the shared plan's GEMM would run in one.
+  ASSERT_EQ(signaled_gemm_grid(plan, p, hw), 108);
+  ASSERT_EQ(comm_ctas_beside_gemm(plan, p, hw), 24);
+  const GemmEstimate on_108 =
+      estimate_gemm({1536, 2816, 4096}, GemmImpl::kOvl, 108, TileShape{}, TileOrder::kRowBand, hw);
+  EXPECT_EQ(on_108.waves, 2);
+  EXPECT_NEAR(estimate(p, plan, hw).gemm_us, on_108.us, 1e-6);
   hw.shared_sm_penalty = 0;
-  EXPECT_NEAR(estimate(p, plan, hw).gemm_us, alone.us, 1e-6);
+  EXPECT_NEAR(estimate(p, plan, hw).gemm_us, on_108.us, 1e-6);
 }
 
 TEST(EstimateModes, GreenContextHasNoSmConflict) {

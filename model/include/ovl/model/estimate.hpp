@@ -120,6 +120,13 @@ double bus_factor(Collective c, int world);  // busbw / algbw
 // scales its per-CTA caps by it so that both price a CTA's work alike. 1 for NCCL algorithms. loopback_rank0: the
 // loopback emulation of rank 0's share (Hardware::loopback_rank0).
 double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0);
+// Bytes (read + written, all in HBM) that the loopback emulation of rank 0's share of an NCCL-algorithm call moves
+// per buffer byte: it is one SIMT kernel with no ring (loopback_kernel in core/src/executor_kernels.cu). RS reduces
+// rank 0's piece, W reads and a write of 1/W of the buffer (1 + 1/W); AR also copies the W-1 other owners' reduced
+// pieces in (+ 2 (W-1)/W); AG copies every owner's piece, its own included (2). The model prices such a call as
+// these bytes at min(ctas x the SIMT per-CTA rate, HBM) after a plain kernel launch (loopback_hardware, kRank0), and
+// the simulator as one step of these bytes.
+double loopback_rank0_nccl_bytes(Collective c, int world);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
 // collective's CTA work at this rate (a world of one, a local copy, runs at per_cta_copy_GBps instead).

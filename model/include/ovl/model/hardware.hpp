@@ -83,7 +83,7 @@ struct Hardware {
   // Fitted by `ovl calibrate` from the overlap cases.
   double beside_gemm_rate_factor = 1.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
-  double shared_sm_penalty = 1.0;        // weight of the wave disruption when kernels share SMs (plain streams)
+  double shared_sm_penalty = 1.0;        // weight of the wave disruption when NCCL takes SMs from cuBLAS (decomposed)
   // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
   // share as the loopback emulation plays it, so the TMA movers' bytes are what the emulation moves (coll_coeffs).
   bool loopback_rank0 = false;
@@ -123,7 +123,9 @@ LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error
 //     is a local copy (a read and a write), so link_GBps = hbm_GBps / (2 world). bench_collectives' loopback cases.
 //   kRank0: only rank 0's share runs (the overlap executor's default emulation): the GEMM has the whole HBM, and a
 //     byte from a "peer" is an HBM access rather than an NVLink transfer, so link_GBps = hbm_GBps; loopback_rank0
-//     tells the collective model to count the bytes the emulation's movers move (see coll_coeffs).
+//     tells the collective model to count the bytes the emulation's movers move (see coll_coeffs). An
+//     NCCL-algorithm call is the SIMT loopback kernel there (loopback_rank0_nccl_bytes): nccl_per_cta_GBps and
+//     nccl_launch_us become simt_per_cta_GBps and tma_launch_us (a plain kernel launch).
 // Link latency is a flag round trip through L2 rather than NVLink; NCCL's protocol losses do not apply.
 Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld);
 

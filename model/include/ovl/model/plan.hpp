@@ -86,6 +86,16 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
 // runs after the GEMM), hw.overlapped_comm() in the overlapped modes, hw.beside_gemm_comm() there while the GEMM of
 // the operator is still running (`beside_gemm`).
 Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm = false);
+// The persistent grid our GEMM runs with in a signaling mode (tile-signal, green-context, tma), as the executors size
+// it (core/src/executor_tile_signal.cpp, executor_tma.cpp): the partition's SMs when partitioned; on shared SMs
+// min(gemm_sms, sm_count - comm_ctas) where the collective must run beside the GEMM (tma's persistent kernel,
+// AG+GEMM's gathers), else min(gemm_sms, sm_count - 1) (one SM for the counter-wait kernel). Its CTAs hold their SMs
+// until they run out of tiles: nothing else fits on an SM beside one.
+int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw);
+// The collective's CTAs that get an SM while that whole grid is resident: comm_ctas, but on shared SMs with tile
+// groups that follow the GEMM (tile-signal GEMM+AR / GEMM+RS) only the SMs the grid leaves (at least 1). The rest
+// start as the GEMM's last CTAs finish.
+int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw);
 // Splits `tiles` tiles into `groups` groups as evenly as possible (equal sizes when `groups` divides `tiles`,
 // else the first tiles % groups groups get one more), so groups of tiles_m / groups whole bands stay whole bands.
 std::vector<int> even_groups(int64_t tiles, int groups);
