@@ -373,7 +373,9 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = 2;
-    st.cta_rate = st.cta_rate_beside = hw.per_cta_copy_GBps;
+    // As the model: NCCL's one-rank call is a device copy at HBM speed whatever the CTAs; our kernels copy at
+    // per_cta_copy_GBps per CTA, which counts the bytes read and written (two per byte copied).
+    st.cta_rate = st.cta_rate_beside = is_nccl(algo) ? 0.0 : hw.per_cta_copy_GBps / 2;
     st.name = "local copy";
     out.push_back(st);
     return out;
@@ -473,7 +475,8 @@ void CommQueue::start_next() {
     spec.name = current_.name + " reorder";
     spec.amount = current_.reorder_bytes;
     spec.uses = {{ctx_.hbm, 2.0}};
-    spec.cap = ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.per_cta_copy_GBps;
+    // per_cta_copy_GBps counts the bytes read and written: a CTA reorders half as many (the model's reorder term).
+    spec.cap = ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.per_cta_copy_GBps / 2;
     const double util = std::min(spec.cap, ctx_.hw.hbm_GBps / 2.0) * 2.0 / ctx_.hw.hbm_GBps;
     ctx_.comm_hbm_changed(util);
     spec.on_done = [this, util, after_reorder] {

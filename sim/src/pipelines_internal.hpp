@@ -70,9 +70,10 @@ class Context {
   int gemm_runs = 0;
   int gemm_runs_done = 0;
   bool gemm_over() const { return gemm_runs > 0 && gemm_runs_done == gemm_runs; }
-  // CTAs of our persistent GEMM resident now: its grid while it has waves left (also while it waits for gathered
-  // rows), the last wave's tiles in its last wave (CTAs without a tile have exited), 0 before and after it. cuBLAS
-  // (sequential, decomposed): 0, its CTAs end tile by tile.
+  // CTAs of our persistent GEMM resident now: its grid while it has waves left (from its first wave on; AG+GEMM's
+  // wait for the first rows counts as before it), the last wave's tiles in its last wave (CTAs without a tile have
+  // exited), 0 before and after it. cuBLAS (sequential, decomposed): 0, its CTAs end tile by tile. The model keeps
+  // the collective on comm_ctas_beside_gemm until the GEMM ends: it does not give back the last wave's SMs.
   int gemm_resident = 0;
   void set_gemm_resident(int ctas);
   // The collective's CTAs that get an SM now: comm_ctas, but a shared-SM kernel after the GEMM's grid (tile-signal

@@ -190,9 +190,15 @@ TEST(EstimateComm, LoopbackRankZeroNcclCallIsTheSimtKernel) {
     const CommEstimate e132 = estimate_collective(c, 64 * kMiB, 8, CommAlgo::kNcclRing, 132, lb);
     EXPECT_NEAR(e132.us, h200.tma_launch_us + bytes * s / 4200e3, 1e-6) << to_string(c);
   }
-  // A real rank's ring is unchanged: whole-world loopback and real profiles keep NCCL's launch, steps and rate.
+  // A real rank's call is still the ring: NCCL's launch, 14 steps of link latency, 1.75 link bytes per buffer byte at
+  // min(16 x 20, 450 x 0.8) = 320 GB/s (HBM's 3.75 bytes at 4200 GB/s are faster).
   const CommEstimate real = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, h200);
-  EXPECT_GT(real.us, h200.nccl_launch_us + 14 * h200.link_latency_us);
+  EXPECT_NEAR(real.us, h200.nccl_launch_us + 14 * h200.link_latency_us + 1.75 * s / 320e3, 1e-6);
+  // A loopback profile's call that spans nodes (2 of 4 GPUs) is not the SIMT kernel either: NCCL's hierarchical ring,
+  // whose network half alone (2 x 1/2 x 1/4 of the buffer at 16 x 20 = 320 GB/s) is longer than the SIMT price.
+  const CommEstimate nodes = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb, 2);
+  EXPECT_GT(nodes.us, 0.25 * s / 320e3);
+  EXPECT_GT(nodes.us, estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb).us);
 }
 
 }  // namespace

@@ -58,6 +58,20 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
     const CommEstimate c =
         estimate_collective(collective_of(op), p.comm_bytes(), 8, seq.comm_algo, seq.comm_ctas, hw, p.nodes());
     EXPECT_NEAR(simulate(p, seq, hw).comm_us, c.us, 1e-3 * c.us) << p.name();
+    // On 132 CTAs HBM binds (the step's HBM bytes), not the CTAs.
+    const Plan wide = default_plan(Mode::kSequential, p, hw, 132);
+    const CommEstimate w =
+        estimate_collective(collective_of(op), p.comm_bytes(), 8, wide.comm_algo, wide.comm_ctas, hw, p.nodes());
+    EXPECT_NEAR(
+        w.us, hw.tma_launch_us + loopback_rank0_nccl_bytes(collective_of(op), 8) * p.comm_bytes() / (hw.hbm_GBps * 1e3),
+        1e-6);
+    EXPECT_NEAR(simulate(p, wide, hw).comm_us, w.us, 1e-3 * w.us) << p.name() << " on 132 CTAs";
+    // Across nodes (2 of 4 GPUs) the simulator runs NCCL's hierarchical ring, as the model.
+    Problem nodes = p;
+    nodes.gpus_per_node = 4;
+    const CommEstimate cn =
+        estimate_collective(collective_of(op), nodes.comm_bytes(), 8, seq.comm_algo, seq.comm_ctas, hw, 2);
+    EXPECT_NEAR(simulate(nodes, default_plan(Mode::kSequential, nodes, hw, 16), hw).comm_us, cn.us, 0.10 * cn.us);
     for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext}) {
       for (bool reserve : {false, true}) {
         Plan plan = default_plan(mode, p, hw, 16);
@@ -67,6 +81,31 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
         const double model = estimate(p, plan, hw).total_us;
         EXPECT_NEAR(simulate(p, plan, hw).total_us, model, 0.10 * model);
       }
+    }
+  }
+}
+
+TEST(SimulateVsModel, WorldOfOneAgrees) {
+  // A world of one rank: NCCL's call is a device copy at HBM speed whatever the CTAs, our TMA kernels copy at
+  // per_cta_copy_GBps per CTA (bytes read and written). The simulator and the model agree within 10%, with one CTA
+  // (where the CTA cap decides for our kernels) and on tile-signal's default grid (one SM beside the GEMM).
+  const Hardware hw = builtin_hardware("h200");
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+    const Problem p = make_problem(op, 4096, 8192, 4096, 1);
+    for (int comm : {1, 16}) {
+      for (CommAlgo algo : {CommAlgo::kNcclRing, CommAlgo::kTmaPush}) {
+        Plan seq = default_plan(Mode::kSequential, p, hw, comm);
+        seq.comm_algo = algo;
+        SCOPED_TRACE(seq.summary());
+        const double model = estimate(p, seq, hw).total_us;
+        EXPECT_NEAR(simulate(p, seq, hw).total_us, model, 0.10 * model);
+      }
+    }
+    for (Mode mode : {Mode::kTileSignal, Mode::kTma}) {
+      const Plan plan = default_plan(mode, p, hw, 16);
+      SCOPED_TRACE(plan.summary());
+      const double model = estimate(p, plan, hw).total_us;
+      EXPECT_NEAR(simulate(p, plan, hw).total_us, model, 0.10 * model);
     }
   }
 }

@@ -125,7 +125,9 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loop
 // rank 0's piece, W reads and a write of 1/W of the buffer (1 + 1/W); AR also copies the W-1 other owners' reduced
 // pieces in (+ 2 (W-1)/W); AG copies every owner's piece, its own included (2). The model prices such a call as
 // these bytes at min(ctas x the SIMT per-CTA rate, HBM) after a plain kernel launch (loopback_hardware, kRank0), and
-// the simulator as one step of these bytes.
+// the simulator as one step of these bytes. Per buffer byte of the whole collective: a ReduceScatter in several calls
+// (chunks, tile groups) works only in the calls that hold rank 0's rows, which neither predictor models
+// (docs/results/loopback-calls-h200/rs-concentration.patch).
 double loopback_rank0_nccl_bytes(Collective c, int world);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
