@@ -626,14 +626,15 @@ struct Fitter {
   // rates stay as the comm fit left them.
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
-    const std::array<FitParam, 7> params = {
+    const std::array<FitParam, 8> params = {
         {{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
          {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
          {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, 0.02, 4.0},
          {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, 0.02, 4.0},
          {"beside_gemm_rate_factor", &Hardware::beside_gemm_rate_factor, 0.02, 4.0},
          {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0},
-         {"nccl_group_us", &Hardware::nccl_group_us, 1e-2, 100.0}}};
+         {"nccl_group_us", &Hardware::nccl_group_us, 1e-2, 100.0},
+         {"loopback_piece_us", &Hardware::loopback_piece_us, 1e-3, 20.0}}};
     const Hardware base = hw;
     const auto [fitted, informed] = gauss_newton(hw, params, ms.size(), [&](const Hardware& h, std::size_t i) {
       const auto pred = predict_us(ms[i]->bench, measurement_hardware(*ms[i], h));

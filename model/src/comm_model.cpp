@@ -1,5 +1,7 @@
 // Collective time: launch + latency x steps + bytes x (per-byte cost of the slowest resource).
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "model_detail.hpp"
 #include "ovl/error.hpp"
@@ -182,6 +184,62 @@ double loopback_rank0_nccl_bytes(Collective c, int world) {
       return 2.0;
   }
   OVL_FAIL("unknown collective");
+}
+
+namespace {
+// The calls' row ranges, as core/src/context.cpp's plan_state cuts them.
+std::vector<std::pair<int64_t, int64_t>> loopback_call_rows(const Problem& problem, const Plan& plan) {
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  if (plan.mode == Mode::kSequential) {
+    rows.emplace_back(0, problem.m);
+  } else if (plan.mode == Mode::kDecomposed) {
+    const int chunks = std::max(1, plan.chunks);
+    for (int c = 0; c < chunks; ++c) rows.emplace_back(problem.m * c / chunks, problem.m * (c + 1) / chunks);
+  } else {
+    const int64_t tn = plan.tiles_n(problem);
+    int64_t tile = 0;
+    const std::vector<int> groups =
+        plan.tile_groups.empty() ? std::vector<int>{static_cast<int>(plan.tile_count(problem))} : plan.tile_groups;
+    for (int g : groups) {
+      const int64_t r0 = std::min<int64_t>(tile / tn * plan.tile.m, problem.m);
+      tile += g;
+      rows.emplace_back(r0, std::min<int64_t>(tile / tn * plan.tile.m, problem.m));
+    }
+  }
+  return rows;
+}
+}  // namespace
+
+std::vector<double> loopback_rank0_call_factors(const Problem& problem, const Plan& plan) {
+  const std::vector<std::pair<int64_t, int64_t>> rows = loopback_call_rows(problem, plan);
+  std::vector<double> out(rows.size(), 1.0);
+  if (problem.op != Op::kGemmReduceScatter || problem.world <= 1) return out;
+  const int64_t owned = problem.m / problem.world;  // rank 0's rows: [0, owned)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto [r0, r1] = rows[i];
+    const int64_t inside = std::max<int64_t>(0, std::min(r1, owned) - r0);
+    out[i] = r1 > r0 ? double(problem.world) * double(inside) / double(r1 - r0) : 0.0;
+  }
+  return out;
+}
+
+std::vector<int> loopback_rank0_call_pieces(const Problem& problem, const Plan& plan) {
+  const std::vector<std::pair<int64_t, int64_t>> rows = loopback_call_rows(problem, plan);
+  const int w = std::max(1, problem.world);
+  const int64_t mb = problem.m / w;
+  std::vector<int> out(rows.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto [r0, r1] = rows[i];
+    if (r1 <= r0) continue;
+    if (problem.op == Op::kGemmAllReduce) {
+      out[i] = w;
+    } else if (problem.op == Op::kGemmReduceScatter) {
+      out[i] = r0 < mb ? 1 : 0;
+    } else {
+      for (int r = 0; r < w; ++r) out[i] += std::max<int64_t>(r0, mb * r) < std::min<int64_t>(r1, mb * (r + 1));
+    }
+  }
+  return out;
 }
 
 double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0) {

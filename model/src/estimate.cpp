@@ -133,21 +133,30 @@ struct GroupComm {
 
 double clipped(double a, double b, double lo, double hi) { return std::max(0.0, std::min(b, hi) - std::max(a, lo)); }
 
+// Per call of a plan (decomposed chunks, tile groups): the factor on its bytes (loopback_rank0_call_factors) and
+// the fixed time it adds (loopback_rank0_call_pieces x loopback_piece_us); 1 and 0 but for a loopback rank-0 play.
+struct CallAdjust {
+  std::vector<double> factor, extra_us;
+};
+
 // GemmAllReduce / GemmReduceScatter with tile groups: group g is ready when its last tile finishes (waves on the
-// GEMM's SMs, stretched by contention); its communication starts at max(ready_g, end of group g-1).
+// GEMM's SMs, stretched by contention); its communication starts at max(ready_g, end of group g-1) and moves
+// factor[g] x its tiles' bytes after extra_us[g] more (CallAdjust).
 PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, const std::vector<int>& groups,
-                                         double bytes_per_tile, const GroupComm& gc) {
+                                         double bytes_per_tile, const CallAdjust& adj, const GroupComm& gc) {
   PipelineResult r;
   const double gemm_start = gt.launch_us;
   r.gemm_end_us = gemm_start + gt.body_us * stretch;
   r.gemm_busy_us = r.gemm_end_us;
   double comm_free = gc.start_at_us;
   int64_t done = 0;
-  for (int tiles : groups) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int tiles = groups[g];
     done += tiles;
     const double ready = gemm_start + stretch * gt.tile_end_us(done - 1);
     const double start = std::max(ready, comm_free);
-    const double end = start + gc.duration(start, tiles * bytes_per_tile, r.gemm_end_us);
+    const double end = start + call_us(start, gc.fixed_us + adj.extra_us[g], adj.factor[g] * tiles * bytes_per_tile,
+                                       gc.per_byte_busy, gc.per_byte_idle, r.gemm_end_us);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, gemm_start, r.gemm_end_us);
     comm_free = end;
@@ -159,7 +168,7 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
 // AllGatherGemm with tile groups: the gather of group g's rows runs back to back from the start; the GEMM's tiles
 // of group g wait for it. A late chunk delays the rest of the GEMM by the same amount (lockstep waves).
 PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, const std::vector<int>& groups,
-                                         double bytes_per_tile, const GroupComm& gc) {
+                                         double bytes_per_tile, const CallAdjust& adj, const GroupComm& gc) {
   PipelineResult r;
   const double gemm_start = gt.launch_us;
   const double nominal_end = gemm_start + gt.body_us * stretch;
@@ -168,9 +177,11 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
   int64_t first = 0;
   std::vector<std::pair<double, double>> comm;  // intervals, for the overlap with the GEMM's run
   comm.reserve(groups.size());
-  for (int tiles : groups) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int tiles = groups[g];
     const double start = comm_free;
-    const double end = start + gc.duration(start, tiles * bytes_per_tile, nominal_end + delay);
+    const double end = start + call_us(start, gc.fixed_us + adj.extra_us[g], adj.factor[g] * tiles * bytes_per_tile,
+                                       gc.per_byte_busy, gc.per_byte_idle, nominal_end + delay);
     comm.emplace_back(start, end);
     r.comm_busy_us += end - start;
     comm_free = end;
@@ -185,9 +196,9 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
 }
 
 // Decomposed, GEMM first: chunk i's GEMM (back to back on one stream), then its collective on the other stream
-// once both the chunk and the previous collective are done.
+// once both the chunk and the previous collective are done (CallAdjust as above).
 PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
-                                                const CollCost& busy, const CollCost& idle) {
+                                                const CallAdjust& adj, const CollCost& busy, const CollCost& idle) {
   PipelineResult r;
   const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
   const double gemm_end = chunks * gemm_us;
@@ -196,7 +207,8 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
     const double ready = (i + 1) * gemm_us;
     const double start = std::max(ready, comm_free);
     const double end =
-        start + call_us(start, busy.launch_us + busy.latency_us, chunk_bytes, busy.us_per_byte, idle.us_per_byte, gemm_end);
+        start + call_us(start, busy.launch_us + busy.latency_us + adj.extra_us[size_t(i)],
+                        adj.factor[size_t(i)] * chunk_bytes, busy.us_per_byte, idle.us_per_byte, gemm_end);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, 0, gemm_end);
     comm_free = end;
@@ -209,14 +221,15 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
 
 // Decomposed, gather first: chunk i's all-gather back to back, chunk i's GEMM once its rows arrived.
 PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
-                                                const CollCost& busy) {
+                                                const CallAdjust& adj, const CollCost& busy) {
   PipelineResult r;
   const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
   double comm_free = 0, gemm_free = 0;
   std::vector<std::pair<double, double>> comm;
   comm.reserve(size_t(chunks));
   for (int i = 0; i < chunks; ++i) {
-    const double end = comm_free + busy.time_us(chunk_bytes);  // the GEMM runs until the last chunk arrives
+    // The GEMM runs until the last chunk arrives.
+    const double end = comm_free + adj.extra_us[size_t(i)] + busy.time_us(adj.factor[size_t(i)] * chunk_bytes);
     comm.emplace_back(comm_free, end);
     r.comm_busy_us += end - comm_free;
     comm_free = end;
@@ -308,6 +321,22 @@ CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const P
   return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, plan.comm_ctas, hw.hbm_GBps)};
 }
 
+// What each call moves relative to its rows' share of the buffer, and the fixed time it adds: on a rank-0 loopback
+// profile with an NCCL algorithm (the SIMT kernel), loopback_rank0_call_factors and loopback_rank0_call_pieces x
+// loopback_piece_us; else 1 and 0 for every call.
+CallAdjust call_adjust(const Problem& problem, const Plan& plan, const Hardware& hw) {
+  const size_t calls = plan.mode == Mode::kDecomposed ? size_t(std::max(1, plan.chunks))
+                       : plan.tile_groups.empty()     ? 1
+                                                      : plan.tile_groups.size();
+  CallAdjust adj{std::vector<double>(calls, 1.0), std::vector<double>(calls, 0.0)};
+  if (!hw.loopback_rank0 || !is_nccl(plan.comm_algo) || problem.nodes() > 1) return adj;
+  adj.factor = loopback_rank0_call_factors(problem, plan);
+  const std::vector<int> pieces = loopback_rank0_call_pieces(problem, plan);
+  adj.factor.resize(calls, 1.0);
+  for (size_t i = 0; i < calls && i < pieces.size(); ++i) adj.extra_us[i] = pieces[i] * hw.loopback_piece_us;
+  return adj;
+}
+
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const int chunks = plan.chunks;
@@ -327,6 +356,7 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), plan.comm_ctas);
+  const CallAdjust adj = call_adjust(problem, plan, hw);
   const detail::CollCoeffs k =
       detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
@@ -335,8 +365,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
       contention, hw,
       [&](double s) {
         return problem.op == Op::kAllGatherGemm
-                   ? recurrence_chunks_comm_then_gemm(chunk, s, chunks, chunk_bytes, busy)
-                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, busy, idle);
+                   ? recurrence_chunks_comm_then_gemm(chunk, s, chunks, chunk_bytes, adj, busy)
+                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, adj, busy, idle);
       },
       &stretch);
   ModeEstimate e;
@@ -368,6 +398,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const detail::CollCoeffs k =
       detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw), busy_ctas);
+  const CallAdjust adj = call_adjust(problem, plan, hw);
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {
@@ -398,8 +429,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       contention, hw,
       [&](double s) {
         return problem.op == Op::kAllGatherGemm
-                   ? recurrence_comm_then_gemm(gemm, s, plan.tile_groups, bytes_per_tile, gc)
-                   : recurrence_gemm_then_comm(gemm, s, plan.tile_groups, bytes_per_tile, gc);
+                   ? recurrence_comm_then_gemm(gemm, s, plan.tile_groups, bytes_per_tile, adj, gc)
+                   : recurrence_gemm_then_comm(gemm, s, plan.tile_groups, bytes_per_tile, adj, gc);
       },
       &stretch);
   ModeEstimate e;

@@ -69,6 +69,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"tma_launch_us", &Hardware::tma_launch_us, Rule::kNonNegative},
     {"tma_group_us", &Hardware::tma_group_us, Rule::kNonNegative},
     {"nccl_group_us", &Hardware::nccl_group_us, Rule::kNonNegative},
+    {"loopback_piece_us", &Hardware::loopback_piece_us, Rule::kNonNegative},
     {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, Rule::kPositive},
     {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, Rule::kPositive},
     {"beside_gemm_rate_factor", &Hardware::beside_gemm_rate_factor, Rule::kPositive},
@@ -248,16 +249,16 @@ std::string Hardware::summary() const {
       "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / {})^{:.3f}, "
       "operator GEMM x{:.3f}, "
       "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
-      "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us, per group {:.2f} us), tma launch {:.1f} us (per group "
-      "{:.2f} us), "
+      "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us, per group {:.2f} us; loopback per piece {:.2f} us), "
+      "tma launch {:.1f} us (per group {:.2f} us), "
       "overlapped comm rates x{:.3f} (nccl) / x{:.3f} (tma push), x{:.3f} beside the GEMM, hbm contention {:.2f}, "
       "shared-SM penalty {:.2f}",
       name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
       link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps,
       net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency, cublas_partition_penalty, clock_knee_sms, sm_count,
       clock_exponent, operator_gemm_factor, launch_us, tile_epilogue_us, cublas_tile_epilogue_us, nccl_efficiency,
-      nccl_per_cta_GBps, nccl_launch_us, nccl_group_us, tma_launch_us, tma_group_us, overlap_nccl_rate_factor,
-      overlap_tma_rate_factor, beside_gemm_rate_factor, hbm_contention, shared_sm_penalty);
+      nccl_per_cta_GBps, nccl_launch_us, nccl_group_us, loopback_piece_us, tma_launch_us, tma_group_us,
+      overlap_nccl_rate_factor, overlap_tma_rate_factor, beside_gemm_rate_factor, hbm_contention, shared_sm_penalty);
 }
 
 Hardware Hardware::overlapped_comm() const {

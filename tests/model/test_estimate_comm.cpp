@@ -65,8 +65,7 @@ TEST(EstimateComm, TmaClosedForm) {
   const CommEstimate push8 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 8, h);
   EXPECT_NEAR(push8.us, 4.0 + 0.7 + 2.875 * s / 448e3, 1e-6);
   // With 64 CTAs (3584 GB/s, 53.8 us) the link binds.
-  const CommEstimate push64 =
-      estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 64, h);
+  const CommEstimate push64 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 64, h);
   EXPECT_NEAR(push64.us, 4.0 + 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
   // Pull-reduce reads W chunks per output chunk but writes one: (1 + 1/8) bytes per buffer byte on the CTAs, at
   // the pull kernel's 15 GB/s per CTA: with 8 CTAs 1.125 x 67.1 MB / 120 GB/s = 629.1 us; it waits 2 latencies
@@ -199,6 +198,32 @@ TEST(EstimateComm, LoopbackRankZeroNcclCallIsTheSimtKernel) {
   const CommEstimate nodes = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb, 2);
   EXPECT_GT(nodes.us, 0.25 * s / 320e3);
   EXPECT_GT(nodes.us, estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb).us);
+}
+
+TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
+  // Rank 0 of 8 owns rows [0, 1024) of the 8192-row output. Decomposed in 4 chunks of 2048 rows: ReduceScatter's
+  // work is all in chunk 0 (factor 8 x 1024 / 2048 = 4, one piece), AllReduce's in every chunk (factor 1, 8 pieces:
+  // its own reduce and 7 copies), AllGather copies the 2 owners' blocks each chunk spans. Tile-signal's default plan
+  // (one group per 128-row band): ReduceScatter works in the first 8 groups only (factor 8).
+  const Hardware hw = builtin_hardware("h200");
+  const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 2048, 8);
+  Plan chunks = default_plan(Mode::kDecomposed, rs, hw, 16);
+  chunks.chunks = 4;
+  EXPECT_EQ(loopback_rank0_call_factors(rs, chunks), (std::vector<double>{4, 0, 0, 0}));
+  EXPECT_EQ(loopback_rank0_call_pieces(rs, chunks), (std::vector<int>{1, 0, 0, 0}));
+  const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
+  EXPECT_EQ(loopback_rank0_call_factors(ar, chunks), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(loopback_rank0_call_pieces(ar, chunks), (std::vector<int>{8, 8, 8, 8}));
+  const Problem ag = make_problem(Op::kAllGatherGemm, 8192, 8192, 2048, 8);
+  EXPECT_EQ(loopback_rank0_call_pieces(ag, chunks), (std::vector<int>{2, 2, 2, 2}));
+  const Plan bands = default_plan(Mode::kTileSignal, rs, hw, 16);
+  ASSERT_EQ(bands.tile_groups.size(), 64u);
+  const std::vector<double> f = loopback_rank0_call_factors(rs, bands);
+  const std::vector<int> pieces = loopback_rank0_call_pieces(rs, bands);
+  for (size_t g = 0; g < 64; ++g) {
+    EXPECT_DOUBLE_EQ(f[g], g < 8 ? 8.0 : 0.0) << "group " << g;
+    EXPECT_EQ(pieces[g], g < 8 ? 1 : 0) << "group " << g;
+  }
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   // sequential collective in the simulator costs what the model's estimate_collective says (one HBM step, a plain
   // launch), and the overlapped modes' operators agree within 10%, the tile-signal grid that starves its collective
   // (gemm_sms 132) included.
-  const Hardware hw = loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0);
+  Hardware hw = loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0);
+  hw.loopback_piece_us = 0.5;  // and each call's pieces cost as much in both (loopback_rank0_call_pieces)
   for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
     const Problem p = make_problem(op, 8192, 8192, 2048, 8);
     const Plan seq = default_plan(Mode::kSequential, p, hw, 16);
@@ -83,6 +84,14 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
       }
     }
   }
+  // The piece cost is in both predictors: 64 AllReduce calls of 8 pieces, 4 us more each, lengthen the operator.
+  Hardware free = hw;
+  free.loopback_piece_us = 0;
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
+  Plan plan = default_plan(Mode::kTileSignal, p, hw, 16);
+  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+  EXPECT_GT(estimate(p, plan, hw).total_us, estimate(p, plan, free).total_us + 100);
+  EXPECT_GT(simulate(p, plan, hw).total_us, simulate(p, plan, free).total_us + 100);
 }
 
 TEST(SimulateVsModel, WorldOfOneAgrees) {

@@ -126,9 +126,19 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loop
 // pieces in (+ 2 (W-1)/W); AG copies every owner's piece, its own included (2). The model prices such a call as
 // these bytes at min(ctas x the SIMT per-CTA rate, HBM) after a plain kernel launch (loopback_hardware, kRank0), and
 // the simulator as one step of these bytes. Per buffer byte of the whole collective: a ReduceScatter in several calls
-// (chunks, tile groups) works only in the calls that hold rank 0's rows, which neither predictor models
-// (docs/results/loopback-calls-h200/rs-concentration.patch).
+// (chunks, tile groups) works only in the calls that hold rank 0's rows (loopback_rank0_call_factors below, which
+// both predictors apply, with each call's pieces at Hardware::loopback_piece_us).
 double loopback_rank0_nccl_bytes(Collective c, int world);
+// The loopback emulation of rank 0's ReduceScatter (Hardware::loopback_rank0) reduces only the rows rank 0 owns,
+// [0, M / W), in whichever call holds them. Per call of the plan (decomposed: its row chunks; the signaling modes:
+// its tile groups, whole tile rows as the executor's range table counts them; sequential: one call), the factor on
+// the bytes a call over those rows moves per rank: W x (its rows inside rank 0's) / (its rows), so 0 for a call
+// without any (it still pays its launch) and W for one inside them; they average to 1 over the rows. 1 for every
+// call of AllReduce and AllGather.
+std::vector<double> loopback_rank0_call_factors(const Problem& problem, const Plan& plan);
+// Per call as above: the pieces with work in rank 0's play (AllReduce W; ReduceScatter 1 in a call holding rank 0's
+// rows, else 0; AllGather the owners whose rows the call spans), each costing Hardware::loopback_piece_us.
+std::vector<int> loopback_rank0_call_pieces(const Problem& problem, const Plan& plan);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
 // collective's CTA work at this rate (a world of one, a local copy, runs at per_cta_copy_GBps instead).

@@ -65,6 +65,10 @@ struct Hardware {
   // plans of one group per 128-row band (64 calls) erred by 28-30% (validation/headline.md). 0 in the built-in
   // profiles.
   double nccl_group_us = 0.0;
+  // The loopback SIMT kernel's fixed cost per piece with work (rank 0's play of an NCCL-algorithm call on a kRank0
+  // profile: AllReduce W pieces, ReduceScatter 1 or 0, AllGather the owners its rows span), on top of its launch.
+  // 0 in the built-in profiles; fitted by `ovl calibrate` from loopback overlap cases.
+  double loopback_piece_us = 0.0;
   // A collective's per-CTA rates inside an overlapped mode (decomposed, tile-signal, green-context, tma), relative to
   // the same collective alone (nccl_per_cta_GBps and tma_push_per_cta_GBps, which bench_collectives fits): what the
   // concurrent GEMM costs the collective beyond hbm_contention, and the costs of many small calls. Kept apart from
