@@ -126,9 +126,6 @@ struct GroupComm {
   double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
   double per_byte_busy = 0;
   double per_byte_idle = 0;
-  double duration(double start, double bytes, double gemm_end) const {
-    return call_us(start, fixed_us, bytes, per_byte_busy, per_byte_idle, gemm_end);
-  }
 };
 
 double clipped(double a, double b, double lo, double hi) { return std::max(0.0, std::min(b, hi) - std::max(a, lo)); }
