@@ -36,15 +36,18 @@ def f_two_rates(p, c, call, ps):  # a + b*sig + e*AGsig + max(R/(ctas r_red) + C
     t = max(R / (c['ctas'] * rr) + C / (c['ctas'] * rc), (R + C) / H)
     return a + b * c['sig'] + e * c['extra_kernel'] + t / 1e3
 
-def f_iters(p, c, call, ps):      # a + b*sig + e*AGsig + max(sum_pieces iterations * t_kind, (R+C)/H)
-    a, b, e, tr, tc, H = p
-    R, C = call_terms(c, call)
+def iteration_us(c, ps, tr, tc):   # the kernel's grid-stride iterations over the call's pieces, x time per iteration
     it = 0.0
     for kind, count in ps:
         nv = count // 8
-        per_cta = -(-nv // c['ctas'])
-        n = -(-per_cta // 512)
+        n = -(-(-(-nv // c['ctas'])) // 512)
         it += n * (tr if kind == 'R' else tc)
+    return it
+
+def f_iters(p, c, call, ps):      # a + b*sig + e*AGsig + max(sum_pieces iterations * t_kind, (R+C)/H)
+    a, b, e, tr, tc, H = p
+    R, C = call_terms(c, call)
+    it = iteration_us(c, ps, tr, tc)
     return a + b * c['sig'] + e * c['extra_kernel'] + max(it, (R + C) / H / 1e3)
 
 MODELS = {
@@ -116,11 +119,7 @@ def table(model, p, cases, label):
 def f_iters_pn(p, c, call, ps):   # iterations blended with the HBM time by a p-norm: (it^q + (bytes/H)^q)^(1/q)
     a, b, e, tr, tc, H, q = p
     R, C = call_terms(c, call)
-    it = 0.0
-    for kind, count in ps:
-        nv = count // 8
-        n = -(-(-(-nv // c['ctas'])) // 512)
-        it += n * (tr if kind == 'R' else tc)
+    it = iteration_us(c, ps, tr, tc)
     h = (R + C) / H / 1e3
     return a + b * c['sig'] + e * c['extra_kernel'] + ((it ** q + h ** q) ** (1 / q) if it + h > 0 else 0.0)
 MODELS['iters_pnorm'] = (f_iters_pn, ['a_us', 'b_sig_us', 'e_AGsig_us', 't_red_iter_us', 't_copy_iter_us', 'H_GBps', 'q'], [4, 1, 4, 1.7, 0.5, 3000, 4])
@@ -128,22 +127,14 @@ MODELS['iters_pnorm'] = (f_iters_pn, ['a_us', 'b_sig_us', 'e_AGsig_us', 't_red_i
 def f_iters_piece(p, c, call, ps):   # 'iters' plus a cost per piece with work (range load, setup, loop drain)
     a, b, e, pc, tr, tc, H = p
     R, C = call_terms(c, call)
-    it = 0.0
-    for kind, count in ps:
-        nv = count // 8
-        n = -(-(-(-nv // c['ctas'])) // 512)
-        it += n * (tr if kind == 'R' else tc)
+    it = iteration_us(c, ps, tr, tc)
     return a + b * c['sig'] + e * c['extra_kernel'] + pc * len(ps) + max(it, (R + C) / H / 1e3)
 MODELS['iters_piece'] = (f_iters_piece, ['a_us', 'b_sig_us', 'e_AGsig_us', 'piece_us', 't_red_iter_us', 't_copy_iter_us', 'H_GBps'], [4, 1, 4, 0.3, 1.7, 0.5, 3000])
 
 def f_iters_piece_floor(p, c, call, ps):   # 'iters_piece' without e; AG signaled calls: max(floor F, that)
     a, b, F, pc, tr, tc, H = p
     R, C = call_terms(c, call)
-    it = 0.0
-    for kind, count in ps:
-        nv = count // 8
-        n = -(-(-(-nv // c['ctas'])) // 512)
-        it += n * (tr if kind == 'R' else tc)
+    it = iteration_us(c, ps, tr, tc)
     t = a + b * c['sig'] + pc * len(ps) + max(it, (R + C) / H / 1e3)
     return max(F, t) if c['extra_kernel'] else t
 MODELS['iters_piece_floor'] = (f_iters_piece_floor, ['a_us', 'b_sig_us', 'F_AGsig_us', 'piece_us', 't_red_iter_us', 't_copy_iter_us', 'H_GBps'], [4, 1, 12, 0.3, 1.7, 0.5, 3000])
