@@ -210,35 +210,41 @@ std::vector<std::pair<int64_t, int64_t>> loopback_call_rows(const Problem& probl
 }
 }  // namespace
 
-std::vector<double> loopback_rank0_call_factors(const Problem& problem, const Plan& plan) {
+std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Plan& plan) {
   const std::vector<std::pair<int64_t, int64_t>> rows = loopback_call_rows(problem, plan);
-  std::vector<double> out(rows.size(), 1.0);
-  if (problem.op != Op::kGemmReduceScatter || problem.world <= 1) return out;
-  const int64_t owned = problem.m / problem.world;  // rank 0's rows: [0, owned)
+  const int w = std::max(1, problem.world);
+  const int64_t owned = problem.m / w;  // rows of one owner's block: rank r owns [r owned, (r + 1) owned)
+  std::vector<LoopbackCall> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto [r0, r1] = rows[i];
-    const int64_t inside = std::max<int64_t>(0, std::min(r1, owned) - r0);
-    out[i] = r1 > r0 ? double(problem.world) * double(inside) / double(r1 - r0) : 0.0;
+    LoopbackCall& call = out[i];
+    if (r1 <= r0) {  // a group inside one tile row (tile-major output): the executor gives it no rows, no pieces
+      if (problem.op == Op::kGemmReduceScatter) call.factor = 0;
+      continue;
+    }
+    switch (problem.op) {
+      case Op::kGemmAllReduce:
+        call.pieces = w;
+        break;
+      case Op::kGemmReduceScatter: {
+        const int64_t inside = std::max<int64_t>(0, std::min(r1, owned) - r0);
+        call.factor = double(w) * double(inside) / double(r1 - r0);
+        call.pieces = inside > 0 ? 1 : 0;
+        break;
+      }
+      case Op::kAllGatherGemm:
+        for (int r = 0; r < w; ++r) call.pieces += std::max(r0, owned * r) < std::min(r1, owned * (r + 1));
+        break;
+    }
   }
   return out;
 }
 
-std::vector<int> loopback_rank0_call_pieces(const Problem& problem, const Plan& plan) {
-  const std::vector<std::pair<int64_t, int64_t>> rows = loopback_call_rows(problem, plan);
-  const int w = std::max(1, problem.world);
-  const int64_t mb = problem.m / w;
-  std::vector<int> out(rows.size(), 0);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto [r0, r1] = rows[i];
-    if (r1 <= r0) continue;
-    if (problem.op == Op::kGemmAllReduce) {
-      out[i] = w;
-    } else if (problem.op == Op::kGemmReduceScatter) {
-      out[i] = r0 < mb ? 1 : 0;
-    } else {
-      for (int r = 0; r < w; ++r) out[i] += std::max<int64_t>(r0, mb * r) < std::min<int64_t>(r1, mb * (r + 1));
-    }
-  }
+std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw) {
+  const std::vector<LoopbackCall> calls = loopback_rank0_calls(problem, plan);
+  std::vector<CallAdjust> out(calls.size());
+  if (!hw.loopback_rank0 || !is_nccl(plan.comm_algo) || problem.nodes() > 1) return out;
+  for (size_t i = 0; i < calls.size(); ++i) out[i] = {calls[i].factor, calls[i].pieces * hw.loopback_piece_us};
   return out;
 }
 

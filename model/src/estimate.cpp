@@ -120,27 +120,28 @@ double call_us(double start, double fixed_us, double bytes, double busy, double 
 }
 
 // How each group's communication costs: fixed + bytes x per-byte, the per-byte cost depending on whether the
-// GEMM is still running (HBM shared, the rates beside the GEMM) while the bytes move.
+// GEMM is still running (HBM shared, the rates beside the GEMM) while the bytes move. A group's collective moves
+// CallAdjust::factor x its bytes; a tile-major output's reorder moves all of them.
 struct GroupComm {
   double start_at_us = 0;  // earliest start: a persistent TMA kernel's own launch
   double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
-  double per_byte_busy = 0;
-  double per_byte_idle = 0;
+  double per_byte_busy = 0, per_byte_idle = 0;                  // the collective
+  double reorder_per_byte_busy = 0, reorder_per_byte_idle = 0;  // the reorder (tile-major output with NCCL)
+  // A group's call starting at `start` over `bytes` (its tiles' share of the buffer), the GEMM ending at gemm_end.
+  double duration(double start, double bytes, const CallAdjust& adj, double gemm_end) const {
+    return call_us(start, fixed_us + adj.extra_us, bytes, reorder_per_byte_busy + adj.factor * per_byte_busy,
+                   reorder_per_byte_idle + adj.factor * per_byte_idle, gemm_end);
+  }
 };
 
 double clipped(double a, double b, double lo, double hi) { return std::max(0.0, std::min(b, hi) - std::max(a, lo)); }
 
-// Per call of a plan (decomposed chunks, tile groups): the factor on its bytes (loopback_rank0_call_factors) and
-// the fixed time it adds (loopback_rank0_call_pieces x loopback_piece_us); 1 and 0 but for a loopback rank-0 play.
-struct CallAdjust {
-  std::vector<double> factor, extra_us;
-};
-
 // GemmAllReduce / GemmReduceScatter with tile groups: group g is ready when its last tile finishes (waves on the
 // GEMM's SMs, stretched by contention); its communication starts at max(ready_g, end of group g-1) and moves
-// factor[g] x its tiles' bytes after extra_us[g] more (CallAdjust).
+// its tiles' bytes as adj[g] says (call_adjustments).
 PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, const std::vector<int>& groups,
-                                         double bytes_per_tile, const CallAdjust& adj, const GroupComm& gc) {
+                                         double bytes_per_tile, const std::vector<CallAdjust>& adj,
+                                         const GroupComm& gc) {
   PipelineResult r;
   const double gemm_start = gt.launch_us;
   r.gemm_end_us = gemm_start + gt.body_us * stretch;
@@ -152,8 +153,7 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
     done += tiles;
     const double ready = gemm_start + stretch * gt.tile_end_us(done - 1);
     const double start = std::max(ready, comm_free);
-    const double end = start + call_us(start, gc.fixed_us + adj.extra_us[g], adj.factor[g] * tiles * bytes_per_tile,
-                                       gc.per_byte_busy, gc.per_byte_idle, r.gemm_end_us);
+    const double end = start + gc.duration(start, tiles * bytes_per_tile, adj[g], r.gemm_end_us);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, gemm_start, r.gemm_end_us);
     comm_free = end;
@@ -165,7 +165,8 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
 // AllGatherGemm with tile groups: the gather of group g's rows runs back to back from the start; the GEMM's tiles
 // of group g wait for it. A late chunk delays the rest of the GEMM by the same amount (lockstep waves).
 PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, const std::vector<int>& groups,
-                                         double bytes_per_tile, const CallAdjust& adj, const GroupComm& gc) {
+                                         double bytes_per_tile, const std::vector<CallAdjust>& adj,
+                                         const GroupComm& gc) {
   PipelineResult r;
   const double gemm_start = gt.launch_us;
   const double nominal_end = gemm_start + gt.body_us * stretch;
@@ -177,8 +178,7 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
   for (size_t g = 0; g < groups.size(); ++g) {
     const int tiles = groups[g];
     const double start = comm_free;
-    const double end = start + call_us(start, gc.fixed_us + adj.extra_us[g], adj.factor[g] * tiles * bytes_per_tile,
-                                       gc.per_byte_busy, gc.per_byte_idle, nominal_end + delay);
+    const double end = start + gc.duration(start, tiles * bytes_per_tile, adj[g], nominal_end + delay);
     comm.emplace_back(start, end);
     r.comm_busy_us += end - start;
     comm_free = end;
@@ -193,9 +193,10 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
 }
 
 // Decomposed, GEMM first: chunk i's GEMM (back to back on one stream), then its collective on the other stream
-// once both the chunk and the previous collective are done (CallAdjust as above).
+// once both the chunk and the previous collective are done (adj as above).
 PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
-                                                const CallAdjust& adj, const CollCost& busy, const CollCost& idle) {
+                                                const std::vector<CallAdjust>& adj, const CollCost& busy,
+                                                const CollCost& idle) {
   PipelineResult r;
   const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
   const double gemm_end = chunks * gemm_us;
@@ -203,9 +204,9 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
   for (int i = 0; i < chunks; ++i) {
     const double ready = (i + 1) * gemm_us;
     const double start = std::max(ready, comm_free);
-    const double end =
-        start + call_us(start, busy.launch_us + busy.latency_us + adj.extra_us[size_t(i)],
-                        adj.factor[size_t(i)] * chunk_bytes, busy.us_per_byte, idle.us_per_byte, gemm_end);
+    const CallAdjust& a = adj[size_t(i)];
+    const double end = start + call_us(start, busy.launch_us + busy.latency_us + a.extra_us, a.factor * chunk_bytes,
+                                       busy.us_per_byte, idle.us_per_byte, gemm_end);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, 0, gemm_end);
     comm_free = end;
@@ -218,7 +219,7 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
 
 // Decomposed, gather first: chunk i's all-gather back to back, chunk i's GEMM once its rows arrived.
 PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
-                                                const CallAdjust& adj, const CollCost& busy) {
+                                                const std::vector<CallAdjust>& adj, const CollCost& busy) {
   PipelineResult r;
   const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
   double comm_free = 0, gemm_free = 0;
@@ -226,7 +227,7 @@ PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double 
   comm.reserve(size_t(chunks));
   for (int i = 0; i < chunks; ++i) {
     // The GEMM runs until the last chunk arrives.
-    const double end = comm_free + adj.extra_us[size_t(i)] + busy.time_us(adj.factor[size_t(i)] * chunk_bytes);
+    const double end = comm_free + adj[size_t(i)].extra_us + busy.time_us(adj[size_t(i)].factor * chunk_bytes);
     comm.emplace_back(comm_free, end);
     r.comm_busy_us += end - comm_free;
     comm_free = end;
@@ -318,22 +319,6 @@ CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const P
   return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, plan.comm_ctas, hw.hbm_GBps)};
 }
 
-// What each call moves relative to its rows' share of the buffer, and the fixed time it adds: on a rank-0 loopback
-// profile with an NCCL algorithm (the SIMT kernel), loopback_rank0_call_factors and loopback_rank0_call_pieces x
-// loopback_piece_us; else 1 and 0 for every call.
-CallAdjust call_adjust(const Problem& problem, const Plan& plan, const Hardware& hw) {
-  const size_t calls = plan.mode == Mode::kDecomposed ? size_t(std::max(1, plan.chunks))
-                       : plan.tile_groups.empty()     ? 1
-                                                      : plan.tile_groups.size();
-  CallAdjust adj{std::vector<double>(calls, 1.0), std::vector<double>(calls, 0.0)};
-  if (!hw.loopback_rank0 || !is_nccl(plan.comm_algo) || problem.nodes() > 1) return adj;
-  adj.factor = loopback_rank0_call_factors(problem, plan);
-  const std::vector<int> pieces = loopback_rank0_call_pieces(problem, plan);
-  adj.factor.resize(calls, 1.0);
-  for (size_t i = 0; i < calls && i < pieces.size(); ++i) adj.extra_us[i] = pieces[i] * hw.loopback_piece_us;
-  return adj;
-}
-
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const int chunks = plan.chunks;
@@ -353,7 +338,7 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), plan.comm_ctas);
-  const CallAdjust adj = call_adjust(problem, plan, hw);
+  const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
   const detail::CollCoeffs k =
       detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
@@ -395,7 +380,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const detail::CollCoeffs k =
       detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw), busy_ctas);
-  const CallAdjust adj = call_adjust(problem, plan, hw);
+  const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {
@@ -408,8 +393,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       // Tile-major output: a reorder kernel makes each group contiguous for NCCL (read + write on the comm CTAs).
       const double share = comm_hbm_share(gemm, hw);
       gc.fixed_us += hw.launch_us;
-      gc.per_byte_busy += 2.0 / std::min(share, busy_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
-      gc.per_byte_idle += 2.0 / std::min(hw.hbm_GBps, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      gc.reorder_per_byte_busy = 2.0 / std::min(share, busy_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      gc.reorder_per_byte_idle = 2.0 / std::min(hw.hbm_GBps, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
       comm_hbm_bytes += 2.0 * bytes;
     }
   } else {

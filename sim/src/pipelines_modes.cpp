@@ -24,24 +24,6 @@ std::string call_name(Collective c, const char* what, int index) {
   return fmt::format("{} {} {}", to_string(c), what, index);
 }
 
-// Per call (decomposed chunks, tile groups), `calls` of them, on a rank-0 loopback profile with an NCCL algorithm
-// (the SIMT kernel), as the model: the factor on its bytes (loopback_rank0_call_factors: ReduceScatter works only in
-// the calls holding rank 0's rows) and the time its pieces add (loopback_rank0_call_pieces x loopback_piece_us);
-// 1 and 0 elsewhere.
-struct CallAdjust {
-  std::vector<double> factor;
-  std::vector<TimeNs> extra;
-};
-CallAdjust call_adjust(const Context& ctx, size_t calls) {
-  CallAdjust adj{std::vector<double>(calls, 1.0), std::vector<TimeNs>(calls, 0)};
-  if (!ctx.hw.loopback_rank0 || !is_nccl(ctx.plan.comm_algo) || ctx.problem.nodes() > 1) return adj;
-  adj.factor = loopback_rank0_call_factors(ctx.problem, ctx.plan);
-  adj.factor.resize(calls, 1.0);
-  const std::vector<int> pieces = loopback_rank0_call_pieces(ctx.problem, ctx.plan);
-  for (size_t i = 0; i < calls && i < pieces.size(); ++i) adj.extra[i] = us_to_ns(pieces[i] * ctx.hw.loopback_piece_us);
-  return adj;
-}
-
 }  // namespace
 
 // Sequential: the whole GEMM, then one collective (AllGather+GEMM: the gather first).
@@ -83,14 +65,15 @@ TimeNs run_decomposed(Context& ctx) {
     const int64_t cols = c == Collective::kAllGather ? p.k : p.n;
     bytes.push_back(static_cast<double>((r1 - r0) * cols) * dtype_bytes(p.dtype));
   }
-  const CallAdjust adj = call_adjust(ctx, static_cast<size_t>(chunks));
-  for (int i = 0; i < chunks; ++i) bytes[static_cast<size_t>(i)] *= adj.factor[static_cast<size_t>(i)];
+  // As the model: each call's bytes and extra time (the loopback rank-0 play; else factor 1, no extra time).
+  const std::vector<CallAdjust> adj = call_adjustments(p, ctx.plan, ctx.hw);
+  for (int i = 0; i < chunks; ++i) bytes[static_cast<size_t>(i)] *= adj[static_cast<size_t>(i)].factor;
   ctx.groups = chunks;
   const TimeNs launch = us_to_ns(ctx.hw.launch_us);
   auto make_call = [&](int i) {
     CommQueue::Call call;
     call.name = call_name(c, "chunk", i);
-    call.overhead = call_overhead(ctx) + adj.extra[static_cast<size_t>(i)];
+    call.overhead = call_overhead(ctx) + us_to_ns(adj[static_cast<size_t>(i)].extra_us);
     call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)]);
     return call;
   };
@@ -157,7 +140,7 @@ TimeNs run_signaled(Context& ctx) {
     for (int g : plan.tile_groups) group_end.push_back(sum += g);
   }
   ctx.groups = static_cast<int>(group_end.size());
-  const CallAdjust adj = call_adjust(ctx, group_end.size());
+  const std::vector<CallAdjust> adj = call_adjustments(p, plan, ctx.hw);  // per group, as the model
   if (c == Collective::kAllGather) {
     // As the executor runs it (core/src/executor_tile_signal.cpp): from the start, one call per tile group in
     // order, each gathering the rows its tiles read (its overhead, then its steps); a wave of the GEMM starts once
@@ -172,7 +155,7 @@ TimeNs run_signaled(Context& ctx) {
     for (size_t g = 0; g < group_end.size(); ++g) {
       CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
-      call.overhead = overhead + adj.extra[g];
+      call.overhead = overhead + us_to_ns(adj[g].extra_us);
       call.steps = collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])));
       call.on_done = [&gemm, &arrived, &rows_done, g, last = g + 1 == group_end.size(), release](TimeNs t) {
         arrived = rows_done[g];
@@ -199,10 +182,14 @@ TimeNs run_signaled(Context& ctx) {
       prev_ready = now;
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));
-      call.overhead = overhead + adj.extra[g];
-      // NCCL needs each group contiguous: a tile-major output is reordered into rows first.
-      if (nccl && plan.output == OutputLayout::kTileMajor) call.reorder_bytes = bytes;
-      call.steps = collective_steps(ctx, c, adj.factor[g] * bytes);
+      call.overhead = overhead + us_to_ns(adj[g].extra_us);
+      // NCCL needs each group contiguous: a tile-major output is reordered into rows first, by a kernel of its own
+      // (its launch, as the model's reorder term).
+      if (nccl && plan.output == OutputLayout::kTileMajor) {
+        call.reorder_bytes = bytes;
+        call.overhead += us_to_ns(ctx.hw.launch_us);
+      }
+      call.steps = collective_steps(ctx, c, adj[g].factor * bytes);
       if (g + 1 == group_end.size()) call.on_done = release;
       const TimeNs at = std::max(now, comm_ready);
       ctx.engine.at(at, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });

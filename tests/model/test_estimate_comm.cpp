@@ -206,23 +206,51 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
   // its own reduce and 7 copies), AllGather copies the 2 owners' blocks each chunk spans. Tile-signal's default plan
   // (one group per 128-row band): ReduceScatter works in the first 8 groups only (factor 8).
   const Hardware hw = builtin_hardware("h200");
+  const auto factors = [](const std::vector<LoopbackCall>& calls) {
+    std::vector<double> out;
+    for (const LoopbackCall& c : calls) out.push_back(c.factor);
+    return out;
+  };
+  const auto pieces = [](const std::vector<LoopbackCall>& calls) {
+    std::vector<int> out;
+    for (const LoopbackCall& c : calls) out.push_back(c.pieces);
+    return out;
+  };
   const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 2048, 8);
   Plan chunks = default_plan(Mode::kDecomposed, rs, hw, 16);
   chunks.chunks = 4;
-  EXPECT_EQ(loopback_rank0_call_factors(rs, chunks), (std::vector<double>{4, 0, 0, 0}));
-  EXPECT_EQ(loopback_rank0_call_pieces(rs, chunks), (std::vector<int>{1, 0, 0, 0}));
+  EXPECT_EQ(factors(loopback_rank0_calls(rs, chunks)), (std::vector<double>{4, 0, 0, 0}));
+  EXPECT_EQ(pieces(loopback_rank0_calls(rs, chunks)), (std::vector<int>{1, 0, 0, 0}));
   const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
-  EXPECT_EQ(loopback_rank0_call_factors(ar, chunks), (std::vector<double>{1, 1, 1, 1}));
-  EXPECT_EQ(loopback_rank0_call_pieces(ar, chunks), (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_EQ(factors(loopback_rank0_calls(ar, chunks)), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(pieces(loopback_rank0_calls(ar, chunks)), (std::vector<int>{8, 8, 8, 8}));
   const Problem ag = make_problem(Op::kAllGatherGemm, 8192, 8192, 2048, 8);
-  EXPECT_EQ(loopback_rank0_call_pieces(ag, chunks), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(pieces(loopback_rank0_calls(ag, chunks)), (std::vector<int>{2, 2, 2, 2}));
   const Plan bands = default_plan(Mode::kTileSignal, rs, hw, 16);
   ASSERT_EQ(bands.tile_groups.size(), 64u);
-  const std::vector<double> f = loopback_rank0_call_factors(rs, bands);
-  const std::vector<int> pieces = loopback_rank0_call_pieces(rs, bands);
+  const std::vector<LoopbackCall> calls = loopback_rank0_calls(rs, bands);
+  ASSERT_EQ(calls.size(), 64u);
   for (size_t g = 0; g < 64; ++g) {
-    EXPECT_DOUBLE_EQ(f[g], g < 8 ? 8.0 : 0.0) << "group " << g;
-    EXPECT_EQ(pieces[g], g < 8 ? 1 : 0) << "group " << g;
+    EXPECT_DOUBLE_EQ(calls[g].factor, g < 8 ? 8.0 : 0.0) << "group " << g;
+    EXPECT_EQ(calls[g].pieces, g < 8 ? 1 : 0) << "group " << g;
+  }
+  // What the predictors apply: these on the rank-0 loopback profile with an NCCL algorithm (pieces x
+  // loopback_piece_us), nothing on a real GPU's profile or with a TMA algorithm.
+  Hardware lb = loopback_hardware(hw, 8, LoopbackShare::kRank0);
+  lb.loopback_piece_us = 0.5;
+  const std::vector<CallAdjust> adj = call_adjustments(rs, chunks, lb);
+  ASSERT_EQ(adj.size(), 4u);
+  EXPECT_DOUBLE_EQ(adj[0].factor, 4.0);
+  EXPECT_DOUBLE_EQ(adj[0].extra_us, 0.5);
+  EXPECT_DOUBLE_EQ(adj[1].factor, 0.0);
+  EXPECT_DOUBLE_EQ(adj[1].extra_us, 0.0);
+  Plan tma = chunks;
+  tma.comm_algo = CommAlgo::kTmaPush;
+  for (const auto& [h, p] : {std::pair{hw, chunks}, std::pair{lb, tma}}) {
+    for (const CallAdjust& a : call_adjustments(rs, p, h)) {
+      EXPECT_DOUBLE_EQ(a.factor, 1.0);
+      EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
+    }
   }
 }
 

@@ -52,7 +52,7 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   // launch), and the overlapped modes' operators agree within 10%, the tile-signal grid that starves its collective
   // (gemm_sms 132) included.
   Hardware hw = loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0);
-  hw.loopback_piece_us = 0.5;  // and each call's pieces cost as much in both (loopback_rank0_call_pieces)
+  hw.loopback_piece_us = 0.5;  // and each call's pieces cost as much in both (loopback_rank0_calls, call_adjustments)
   for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
     const Problem p = make_problem(op, 8192, 8192, 2048, 8);
     const Plan seq = default_plan(Mode::kSequential, p, hw, 16);
@@ -83,6 +83,19 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
         EXPECT_NEAR(simulate(p, plan, hw).total_us, model, 0.10 * model);
       }
     }
+  }
+  // A tile-major output reorders every group's rows before its call (a kernel launch and all the group's bytes),
+  // whatever rank 0's share of the ReduceScatter: what it adds to the row-major plan agrees within 2%.
+  {
+    const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 2048, 8);
+    Plan rm = default_plan(Mode::kTileSignal, rs, hw, 16);
+    rm.gemm_sms = hw.sm_count - rm.comm_ctas;
+    Plan tm = rm;
+    tm.output = OutputLayout::kTileMajor;
+    const double d_model = estimate(rs, tm, hw).total_us - estimate(rs, rm, hw).total_us;
+    const double d_sim = simulate(rs, tm, hw).total_us - simulate(rs, rm, hw).total_us;
+    EXPECT_GT(d_sim, 0.0);
+    EXPECT_NEAR(d_model, d_sim, 0.02 * d_sim) << "the tile-major reorder";
   }
   // The piece cost is in both predictors: 64 AllReduce calls of 8 pieces, 4 us more each, lengthen the operator.
   Hardware free = hw;

@@ -126,19 +126,30 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loop
 // pieces in (+ 2 (W-1)/W); AG copies every owner's piece, its own included (2). The model prices such a call as
 // these bytes at min(ctas x the SIMT per-CTA rate, HBM) after a plain kernel launch (loopback_hardware, kRank0), and
 // the simulator as one step of these bytes. Per buffer byte of the whole collective: a ReduceScatter in several calls
-// (chunks, tile groups) works only in the calls that hold rank 0's rows (loopback_rank0_call_factors below, which
-// both predictors apply, with each call's pieces at Hardware::loopback_piece_us).
+// (chunks, tile groups) works only in the calls that hold rank 0's rows (call_adjustments below, which both predictors
+// apply, with each call's pieces at Hardware::loopback_piece_us).
 double loopback_rank0_nccl_bytes(Collective c, int world);
-// The loopback emulation of rank 0's ReduceScatter (Hardware::loopback_rank0) reduces only the rows rank 0 owns,
-// [0, M / W), in whichever call holds them. Per call of the plan (decomposed: its row chunks; the signaling modes:
-// its tile groups, whole tile rows as the executor's range table counts them; sequential: one call), the factor on
-// the bytes a call over those rows moves per rank: W x (its rows inside rank 0's) / (its rows), so 0 for a call
-// without any (it still pays its launch) and W for one inside them; they average to 1 over the rows. 1 for every
-// call of AllReduce and AllGather.
-std::vector<double> loopback_rank0_call_factors(const Problem& problem, const Plan& plan);
-// Per call as above: the pieces with work in rank 0's play (AllReduce W; ReduceScatter 1 in a call holding rank 0's
-// rows, else 0; AllGather the owners whose rows the call spans), each costing Hardware::loopback_piece_us.
-std::vector<int> loopback_rank0_call_pieces(const Problem& problem, const Plan& plan);
+// What the loopback emulation of rank 0's share (Hardware::loopback_rank0) does in each call of a plan (decomposed:
+// its row chunks; the signaling modes: its tile groups, whole tile rows as the executor's range table counts them;
+// sequential: one call):
+// - factor: on the bytes a call over those rows moves per rank. ReduceScatter reduces only the rows rank 0 owns,
+//   [0, M / W): W x (its rows inside rank 0's) / (its rows), so 0 for a call without any (it still pays its launch)
+//   and W for one inside them; they average to 1 over the rows. 1 for every call of AllReduce and AllGather.
+// - pieces: the pieces with work in rank 0's play (AllReduce W; ReduceScatter 1 in a call holding rank 0's rows,
+//   else 0; AllGather the owners whose rows the call spans).
+struct LoopbackCall {
+  double factor = 1;
+  int pieces = 0;
+};
+std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Plan& plan);
+// Per call of the plan, what the model and the simulator both apply: the factor on the collective's bytes and the
+// fixed time it adds (pieces x Hardware::loopback_piece_us) where `hw` plays rank 0's share of an NCCL-algorithm call
+// on one node (the SIMT loopback kernel: loopback_rank0_calls); elsewhere factor 1 and no extra time.
+struct CallAdjust {
+  double factor = 1;
+  double extra_us = 0;
+};
+std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
 // collective's CTA work at this rate (a world of one, a local copy, runs at per_cta_copy_GBps instead).
