@@ -90,6 +90,10 @@ void Context::update_pool() {
 void Context::set_gemm_resident(int ctas) {
   if (cublas || ctas == gemm_resident) return;
   gemm_resident = ctas;
+  comm_rates_changed();
+}
+
+void Context::comm_rates_changed() {
   for (const auto& fn : on_comm_rate_changed)
     if (fn) fn();
 }
@@ -187,10 +191,9 @@ void GemmRun::data_arrived() {
 void GemmRun::start_wave(size_t w) {
   if (w >= wave_end_.size()) {
     ctx_.gemm_end = std::max(ctx_.gemm_end, ctx_.engine.now());
-    ++ctx_.gemm_runs_done;
-    ctx_.set_gemm_resident(0);
-    for (const auto& fn : ctx_.on_comm_rate_changed)  // the GEMM may be over
-      if (fn) fn();
+    ++ctx_.gemm_runs_done;  // the GEMM may be over, and its CTAs are gone: one notification for both
+    if (!ctx_.cublas) ctx_.gemm_resident = 0;
+    ctx_.comm_rates_changed();
     if (on_finished) on_finished(ctx_.engine.now());
     return;
   }

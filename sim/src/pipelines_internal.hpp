@@ -75,12 +75,13 @@ class Context {
   // exited), 0 before and after it. cuBLAS (sequential, decomposed): 0, its CTAs end tile by tile. The model keeps
   // the collective on comm_ctas_beside_gemm until the GEMM ends: it does not give back the last wave's SMs.
   int gemm_resident = 0;
-  void set_gemm_resident(int ctas);
+  void set_gemm_resident(int ctas);  // sets it and, when it changed, calls comm_rates_changed()
   // The collective's CTAs that get an SM now: comm_ctas, but a shared-SM kernel after the GEMM's grid (tile-signal
   // GEMM+AR / GEMM+RS, `shared`) gets only the SMs the resident CTAs leave (at least 1).
   int comm_ctas_now(bool shared) const;
   // Called when the GEMM ends or its resident CTAs change: each CommQueue sets its running step's cap again.
   std::vector<std::function<void()>> on_comm_rate_changed;
+  void comm_rates_changed();  // calls every on_comm_rate_changed listener
 
   // Shared SMs: a running comm kernel's CTAs take SMs the GEMM's grid would otherwise use.
   void comm_kernel_started(int ctas);
