@@ -95,6 +95,13 @@ inline std::vector<uint16_t> random_bf16(size_t count, uint64_t seed) {
   return values;
 }
 
+// `elems` bf16 values copied back from device memory at `p`.
+inline std::vector<uint16_t> read_device(const void* p, int64_t elems) {
+  std::vector<uint16_t> out(static_cast<size_t>(elems));
+  cudaMemcpy(out.data(), p, out.size() * 2, cudaMemcpyDeviceToHost);
+  return out;
+}
+
 // A row-major bf16 matrix on the device and its host copy; owns the device memory (64 bytes of slack past the end),
 // so an early return from a failed ASSERT frees it. Uploaded and synchronized before the constructor returns.
 struct DeviceMatrix {
@@ -114,19 +121,9 @@ struct DeviceMatrix {
   ~DeviceMatrix() { cudaFree(ptr); }
   // bf16 NaN, in stream order with the run that follows (the test streams do not sync with the legacy stream).
   void poison(cudaStream_t stream) { cudaMemsetAsync(ptr, 0xFF, size_t(rows * cols) * 2, stream); }
-  std::vector<uint16_t> read() const {
-    std::vector<uint16_t> out(static_cast<size_t>(rows * cols));
-    cudaMemcpy(out.data(), ptr, out.size() * 2, cudaMemcpyDeviceToHost);
-    return out;
-  }
+  std::vector<uint16_t> read() const { return read_device(ptr, rows * cols); }
   TensorRef ref(BLayout layout = BLayout::kNxK) const { return TensorRef{ptr, rows, cols, DType::kBF16, layout}; }
 };
-
-inline std::vector<uint16_t> read_device(const void* p, int64_t elems) {
-  std::vector<uint16_t> out(static_cast<size_t>(elems));
-  cudaMemcpy(out.data(), p, out.size() * 2, cudaMemcpyDeviceToHost);
-  return out;
-}
 
 // ||x - ref|| / ||ref||; NaN counts as a failure (returns +inf).
 inline double rel_error(const std::vector<uint16_t>& x, const std::vector<double>& ref) {
