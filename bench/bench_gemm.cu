@@ -58,6 +58,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -318,9 +319,10 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
   if (c.impl == Impl::kOvlNoPdl) args.programmatic_launch = false;
   if (c.impl == Impl::kOvl) {
-    // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand).
+    // OVL_BENCH_GEMM_SK="tiles,splits,ctas" forces a stream-K plan on `ovl` (for trying plans by hand; "0,0,0":
+    // whole tiles; "auto": tune_gemm's plan, as when unset, so that an A/B can name it).
     static const char* forced = std::getenv("OVL_BENCH_GEMM_SK");
-    if (forced != nullptr) {
+    if (forced != nullptr && std::string_view(forced) != "auto") {
       OVL_CHECK(std::sscanf(forced, "%d,%d,%d", &args.stream_k_tiles, &args.stream_k_splits, &args.stream_k_ctas) == 3,
                 "OVL_BENCH_GEMM_SK = '{}' is not tiles,splits,ctas", forced);
       args.half_tiles = 0;
