@@ -119,6 +119,23 @@ double call_us(double start, double fixed_us, double bytes, double busy, double 
   return fixed_us + beside * busy + (bytes - beside) * idle;
 }
 
+// The same with a third rate: `busy` until `tail_start`, `tail` from there until gemm_end (the GEMM's last wave, when
+// the collective has more SMs), `idle` after it.
+double call_us(double start, double fixed_us, double bytes, double busy, double tail, double idle, double tail_start,
+               double gemm_end) {
+  if (tail_start >= gemm_end) return call_us(start, fixed_us, bytes, busy, idle, gemm_end);
+  double t = start + fixed_us, left = bytes;
+  const auto move = [&](double until, double per_byte) {
+    if (left <= 0 || t >= until) return;
+    const double n = per_byte > 0 ? std::min(left, (until - t) / per_byte) : left;
+    left -= n;
+    t += n * per_byte;
+  };
+  move(tail_start, busy);
+  move(gemm_end, tail);
+  return t + left * idle - start;
+}
+
 // How each group's communication costs: fixed + bytes x per-byte, the per-byte cost depending on whether the
 // GEMM is still running (HBM shared, the rates beside the GEMM) while the bytes move. A group's collective moves
 // CallAdjust::factor x its bytes; a tile-major output's reorder moves all of them.
@@ -127,10 +144,16 @@ struct GroupComm {
   double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
   double per_byte_busy = 0, per_byte_idle = 0;                  // the collective
   double reorder_per_byte_busy = 0, reorder_per_byte_idle = 0;  // the reorder (tile-major output with NCCL)
-  // A group's call starting at `start` over `bytes` (its tiles' share of the buffer), the GEMM ending at gemm_end.
-  double duration(double start, double bytes, const CallAdjust& adj, double gemm_end) const {
+  // The GEMM's last wave, from its first tile on (-1: none differs): the collective's rates then.
+  int64_t tail_first_tile = -1;
+  double per_byte_tail = 0, reorder_per_byte_tail = 0;
+  // A group's call starting at `start` over `bytes` (its tiles' share of the buffer), the GEMM's last wave starting
+  // at tail_start and the GEMM ending at gemm_end.
+  double duration(double start, double bytes, const CallAdjust& adj, double tail_start, double gemm_end) const {
+    if (tail_first_tile < 0) tail_start = gemm_end;
     return call_us(start, fixed_us + adj.extra_us, bytes, reorder_per_byte_busy + adj.factor * per_byte_busy,
-                   reorder_per_byte_idle + adj.factor * per_byte_idle, gemm_end);
+                   reorder_per_byte_tail + adj.factor * per_byte_tail,
+                   reorder_per_byte_idle + adj.factor * per_byte_idle, tail_start, gemm_end);
   }
 };
 
@@ -146,6 +169,9 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
   const double gemm_start = gt.launch_us;
   r.gemm_end_us = gemm_start + gt.body_us * stretch;
   r.gemm_busy_us = r.gemm_end_us;
+  const double tail_start = gc.tail_first_tile < 0
+                                ? r.gemm_end_us
+                                : std::min(r.gemm_end_us, gemm_start + stretch * gt.tile_start_us(gc.tail_first_tile));
   double comm_free = gc.start_at_us;
   int64_t done = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -153,7 +179,7 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
     done += tiles;
     const double ready = gemm_start + stretch * gt.tile_end_us(done - 1);
     const double start = std::max(ready, comm_free);
-    const double end = start + gc.duration(start, tiles * bytes_per_tile, adj[g], r.gemm_end_us);
+    const double end = start + gc.duration(start, tiles * bytes_per_tile, adj[g], tail_start, r.gemm_end_us);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, gemm_start, r.gemm_end_us);
     comm_free = end;
@@ -178,7 +204,8 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
   for (size_t g = 0; g < groups.size(); ++g) {
     const int tiles = groups[g];
     const double start = comm_free;
-    const double end = start + gc.duration(start, tiles * bytes_per_tile, adj[g], nominal_end + delay);
+    const double end =
+        start + gc.duration(start, tiles * bytes_per_tile, adj[g], nominal_end + delay, nominal_end + delay);
     comm.emplace_back(start, end);
     r.comm_busy_us += end - start;
     comm_free = end;
@@ -404,6 +431,20 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     gc.fixed_us = busy.latency_us + hw.tma_group_us;
     gc.per_byte_busy = busy.us_per_byte;
     gc.per_byte_idle = idle.us_per_byte;
+  }
+  // The GEMM's last wave: its CTAs without a tile have exited, so a collective starved of SMs beside the grid gets
+  // theirs (up to comm_ctas), as the simulator's comm_ctas_now does.
+  const int64_t last_wave_first = (gemm.waves - 1) * int64_t(grid);
+  const int tail_ctas =
+      std::clamp(hw.sm_count - int(gemm.tiles - last_wave_first), busy_ctas, std::max(busy_ctas, plan.comm_ctas));
+  if (tail_ctas > busy_ctas) {
+    const CollCost tail = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw), tail_ctas).busy;
+    gc.tail_first_tile = last_wave_first;
+    gc.per_byte_tail = tail.us_per_byte;
+    if (gc.reorder_per_byte_busy > 0) {
+      gc.reorder_per_byte_tail =
+          2.0 / std::min(comm_hbm_share(gemm, hw), tail_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+    }
   }
   const Contention contention = make_contention(gemm, nullptr, comm_hbm_bytes, hw);
   double stretch = 1;

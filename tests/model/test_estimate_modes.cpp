@@ -60,15 +60,18 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
   EXPECT_NEAR(e.exposed_comm_us, group, 1e-6);
 
   // The default grid (gemm_sms = 132: 131 CTAs, which hold their SMs to the end) leaves the collective one SM beside
-  // the GEMM: the GEMM is a little faster, and the first three groups' calls crawl on one CTA until it ends, so more
-  // than one call's worth of the collective is left after it.
+  // the GEMM: the GEMM is a little faster, and the first groups' calls crawl on one CTA until its last wave (3 waves
+  // of 131 and 39 tiles). Then the 92 CTAs without a tile have exited and the collective runs on its 24 CTAs, but
+  // more than one call's worth of it is still left after the GEMM (less than two: with the collective on one CTA to
+  // the GEMM's end, it was more).
   plan.gemm_sms = hw.sm_count;
   ASSERT_EQ(signaled_gemm_grid(plan, p, hw), 131);
   ASSERT_EQ(comm_ctas_beside_gemm(plan, p, hw), 1);
   const ModeEstimate starved = estimate(p, plan, hw);
   EXPECT_NEAR(starved.gemm_us,
               estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 131, TileShape{}, TileOrder::kRowBand, hw).us, 1e-9);
-  EXPECT_GT(starved.exposed_comm_us, 2 * group);
+  EXPECT_GT(starved.exposed_comm_us, group);
+  EXPECT_LT(starved.exposed_comm_us, 2 * group);
   EXPECT_GT(starved.total_us, e.total_us);
 }
 
