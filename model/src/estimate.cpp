@@ -393,7 +393,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
 // Tile-signal, green-context and tma: our GEMM signals tile groups; each group is communicated as it completes.
 // The GEMM runs on its persistent grid (signaled_gemm_grid), whose CTAs hold their SMs to the end: the collective
 // never takes SMs from it. Beside it the collective gets comm_ctas_beside_gemm CTAs (all of them, but one SM on
-// tile-signal's default grid); after it, all.
+// tile-signal's default grid), in the GEMM's last wave also the SMs of the CTAs without a tile (up to comm_ctas);
+// after it, all.
 ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const GemmShape shape = shape_of(problem);

@@ -446,7 +446,10 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
 CommQueue::CommQueue(Context& ctx, bool holds_sms_per_call) : ctx_(ctx), holds_sms_per_call_(holds_sms_per_call) {
   // The GEMM's end, or its CTAs leaving SMs, changes the running step's cap (later steps start at the new one).
   listener_ = ctx_.on_comm_rate_changed.size();
-  ctx_.on_comm_rate_changed.push_back([this] { set_step_rate(); });
+  ctx_.on_comm_rate_changed.push_back([this] {
+    set_step_rate();
+    set_reorder_rate();
+  });
 }
 
 CommQueue::~CommQueue() { ctx_.on_comm_rate_changed[listener_] = nullptr; }
@@ -478,15 +481,15 @@ void CommQueue::start_next() {
     spec.name = current_.name + " reorder";
     spec.amount = current_.reorder_bytes;
     spec.uses = {{ctx_.hbm, 2.0}};
-    // per_cta_copy_GBps counts the bytes read and written: a CTA reorders half as many (the model's reorder term).
-    spec.cap = ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.per_cta_copy_GBps / 2;
-    const double util = std::min(spec.cap, ctx_.hw.hbm_GBps / 2.0) * 2.0 / ctx_.hw.hbm_GBps;
-    ctx_.comm_hbm_changed(util);
-    spec.on_done = [this, util, after_reorder] {
-      ctx_.comm_hbm_changed(-util);
+    spec.cap = reorder_cap();
+    spec.on_done = [this, after_reorder] {
+      ctx_.comm_hbm_changed(-reorder_util_);
+      reorder_util_ = 0;
+      reorder_flow_ = -1;
       after_reorder();
     };
-    ctx_.engine.start_flow(std::move(spec));
+    reorder_flow_ = ctx_.engine.start_flow(std::move(spec));
+    set_reorder_rate();
   } else {
     after_reorder();
   }
@@ -530,6 +533,20 @@ void CommQueue::run_step(size_t i) {
     step_flow_ = ctx_.engine.start_flow(std::move(spec));
     set_step_rate();
   });
+}
+
+// per_cta_copy_GBps counts the bytes read and written: a CTA reorders half as many (the model's reorder term).
+double CommQueue::reorder_cap() const {
+  return ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.per_cta_copy_GBps / 2;
+}
+
+void CommQueue::set_reorder_rate() {
+  if (reorder_flow_ < 0) return;
+  const double cap = reorder_cap();
+  ctx_.engine.set_flow_cap(reorder_flow_, cap);
+  const double util = std::min(cap, ctx_.hw.hbm_GBps / 2.0) * 2.0 / ctx_.hw.hbm_GBps;
+  ctx_.comm_hbm_changed(util - reorder_util_);
+  reorder_util_ = util;
 }
 
 void CommQueue::set_step_rate() {

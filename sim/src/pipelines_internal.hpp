@@ -72,8 +72,8 @@ class Context {
   bool gemm_over() const { return gemm_runs > 0 && gemm_runs_done == gemm_runs; }
   // CTAs of our persistent GEMM resident now: its grid while it has waves left (from its first wave on; AG+GEMM's
   // wait for the first rows counts as before it), the last wave's tiles in its last wave (CTAs without a tile have
-  // exited), 0 before and after it. cuBLAS (sequential, decomposed): 0, its CTAs end tile by tile. The model keeps
-  // the collective on comm_ctas_beside_gemm until the GEMM ends: it does not give back the last wave's SMs.
+  // exited), 0 before and after it. cuBLAS (sequential, decomposed): 0, its CTAs end tile by tile. The model gives
+  // the collective the same SMs (estimate_signaled's last-wave phase).
   int gemm_resident = 0;
   void set_gemm_resident(int ctas);  // sets it and, when it changed, calls comm_rates_changed()
   // The collective's CTAs that get an SM now: comm_ctas, but a shared-SM kernel after the GEMM's grid (tile-signal
@@ -176,11 +176,16 @@ class CommQueue {
   void run_step(size_t i);
   // The running step's flow at the cap of now (beside the GEMM or after it), and its HBM demand for the contention.
   void set_step_rate();
+  // The running reorder's flow at the cap of now (its CTAs that have an SM), and its HBM demand.
+  double reorder_cap() const;
+  void set_reorder_rate();
   Context& ctx_;
   bool holds_sms_per_call_;
   bool busy_ = false;
   size_t listener_ = 0;    // its entry in ctx_.on_comm_rate_changed
   FlowId step_flow_ = -1;  // the running step's flow (-1: none)
+  FlowId reorder_flow_ = -1;  // the running reorder's flow (-1: none)
+  double reorder_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed
   size_t step_ = 0;        // its index in current_.steps
   double step_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed
   std::vector<Call> pending_;
