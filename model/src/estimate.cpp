@@ -148,9 +148,8 @@ struct GroupComm {
   int64_t tail_first_tile = -1;
   double per_byte_tail = 0, reorder_per_byte_tail = 0;
   // A group's call starting at `start` over `bytes` (its tiles' share of the buffer), the GEMM's last wave starting
-  // at tail_start and the GEMM ending at gemm_end.
+  // at tail_start (gemm_end: no last-wave rate) and the GEMM ending at gemm_end.
   double duration(double start, double bytes, const CallAdjust& adj, double tail_start, double gemm_end) const {
-    if (tail_first_tile < 0) tail_start = gemm_end;
     return call_us(start, fixed_us + adj.extra_us, bytes, reorder_per_byte_busy + adj.factor * per_byte_busy,
                    reorder_per_byte_tail + adj.factor * per_byte_tail,
                    reorder_per_byte_idle + adj.factor * per_byte_idle, tail_start, gemm_end);
@@ -407,8 +406,14 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const double bytes_per_tile = bytes / double(gemm.tiles);
   const detail::CollCoeffs k =
       detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
-  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw), busy_ctas);
+  const double share = comm_hbm_share(gemm, hw);  // the HBM bandwidth the GEMM leaves the collective
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, share, busy_ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
+  // Tile-major output with NCCL: a reorder kernel on `ctas` CTAs reads and writes each byte (per_cta_copy_GBps counts
+  // both), within `hbm_GBps`.
+  const auto reorder_per_byte = [&](double hbm_GBps, int ctas) {
+    return 2.0 / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+  };
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
   if (nccl) {
@@ -419,10 +424,9 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     gc.per_byte_idle = idle.us_per_byte;
     if (plan.output == OutputLayout::kTileMajor && problem.op != Op::kAllGatherGemm) {
       // Tile-major output: a reorder kernel makes each group contiguous for NCCL (read + write on the comm CTAs).
-      const double share = comm_hbm_share(gemm, hw);
       gc.fixed_us += hw.launch_us;
-      gc.reorder_per_byte_busy = 2.0 / std::min(share, busy_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
-      gc.reorder_per_byte_idle = 2.0 / std::min(hw.hbm_GBps, plan.comm_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      gc.reorder_per_byte_busy = reorder_per_byte(share, busy_ctas);
+      gc.reorder_per_byte_idle = reorder_per_byte(hw.hbm_GBps, plan.comm_ctas);
       comm_hbm_bytes += 2.0 * bytes;
     }
   } else {
@@ -439,13 +443,9 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const int tail_ctas =
       std::clamp(hw.sm_count - int(gemm.tiles - last_wave_first), busy_ctas, std::max(busy_ctas, plan.comm_ctas));
   if (tail_ctas > busy_ctas) {
-    const CollCost tail = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(gemm, hw), tail_ctas).busy;
     gc.tail_first_tile = last_wave_first;
-    gc.per_byte_tail = tail.us_per_byte;
-    if (gc.reorder_per_byte_busy > 0) {
-      gc.reorder_per_byte_tail =
-          2.0 / std::min(comm_hbm_share(gemm, hw), tail_ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
-    }
+    gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.us_per_byte;
+    if (gc.reorder_per_byte_busy > 0) gc.reorder_per_byte_tail = reorder_per_byte(share, tail_ctas);
   }
   const Contention contention = make_contention(gemm, nullptr, comm_hbm_bytes, hw);
   double stretch = 1;

@@ -182,12 +182,12 @@ class CommQueue {
   Context& ctx_;
   bool holds_sms_per_call_;
   bool busy_ = false;
-  size_t listener_ = 0;    // its entry in ctx_.on_comm_rate_changed
-  FlowId step_flow_ = -1;  // the running step's flow (-1: none)
+  size_t listener_ = 0;       // its entry in ctx_.on_comm_rate_changed
+  FlowId step_flow_ = -1;     // the running step's flow (-1: none)
+  size_t step_ = 0;           // its index in current_.steps
+  double step_util_ = 0;      // its HBM demand now, as passed to Context::comm_hbm_changed
   FlowId reorder_flow_ = -1;  // the running reorder's flow (-1: none)
   double reorder_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed
-  size_t step_ = 0;        // its index in current_.steps
-  double step_util_ = 0;   // its HBM demand now, as passed to Context::comm_hbm_changed
   std::vector<Call> pending_;
   size_t head_ = 0;
   Call current_;
