@@ -11,11 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "context_impl.hpp"
+#include "ovl/core/driver_api.hpp"
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/kernels/wait.hpp"
 #include "ovl/sim/planner.hpp"
+#include "ovl/tensor_checks.hpp"
 
 namespace ovl {
 namespace detail {
@@ -71,23 +73,34 @@ std::string plan_key(const Problem& p, const Plan& plan) {
   return p.name() + "|" + j.dump();
 }
 
-void check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
+// Where the tensor lives: non-null, aligned, a supported dtype equal to A's, device (or managed) memory of the
+// context's device, inside its allocation (when the driver says where that is). Returns its byte span.
+TensorSpan check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
   OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
   OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
-  OVL_CHECK(t.rows > 0 && t.cols > 0, "{}: {} has shape {} x {} (must be positive)", api, name, t.rows, t.cols);
   OVL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kFP16, "{}: {} dtype {} is not supported (bf16 or fp16)", api,
             name, to_string(t.dtype));
   OVL_CHECK(t.dtype == dtype, "{}: {} dtype {} differs from A's dtype {}", api, name, to_string(t.dtype),
             to_string(dtype));
+  const TensorSpan span = tensor_span(api, name, t.ptr, t.rows, t.cols, dtype_bytes(t.dtype));
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, t.ptr) != cudaSuccess) {
     (void)cudaGetLastError();
     OVL_FAIL("{}: {} pointer {} is not known to CUDA", api, name, t.ptr);
   }
   OVL_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
-            "{}: {} pointer {} is not device memory", api, name, t.ptr);
+            "{}: {} pointer {} is not device memory (CUDA reports it as {} memory)", api, name, t.ptr,
+            attr.type == cudaMemoryTypeHost ? "pinned host" : "unregistered host");
   OVL_CHECK(attr.type == cudaMemoryTypeManaged || attr.device == device,
             "{}: {} pointer {} is on device {}, the context's device is {}", api, name, t.ptr, attr.device, device);
+  if (const auto get_range = driver_api().cuMemGetAddressRange) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (get_range(&base, &size, CUdeviceptr(reinterpret_cast<uintptr_t>(t.ptr))) == CUDA_SUCCESS) {
+      check_inside_allocation(api, span, uintptr_t(base), uint64_t(size));
+    }
+  }
+  return span;
 }
 
 }  // namespace
@@ -180,6 +193,7 @@ Context::Impl::~Impl() {
   plans.clear();
   partitions.clear();
   for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+  if (call_done != nullptr) (void)cudaEventDestroy(call_done);
   if (comm_stream != nullptr) (void)cudaStreamDestroy(comm_stream);
   if (cublas != nullptr) (void)cublasDestroy(cublas);
   if (own_comm && comm != nullptr) (void)ncclCommDestroy(comm);
@@ -189,6 +203,7 @@ Context::~Context() = default;
 
 void Context::release_caches() {
   Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);  // waits for a call being enqueued on another thread
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use the buffers
   s.plans.clear();
@@ -403,9 +418,11 @@ Problem Context::problem_for(Op op, const TensorRef& a, const TensorRef& b, cons
                                                    : "all_gather_gemm";
   const Impl& s = *impl_;
   const DType dtype = a.dtype;
-  check_tensor(api, "A", a, dtype, s.device);
-  check_tensor(api, "B", b, dtype, s.device);
-  check_tensor(api, "C", c, dtype, s.device);
+  const TensorSpan sa = check_tensor(api, "A", a, dtype, s.device);
+  const TensorSpan sb = check_tensor(api, "B", b, dtype, s.device);
+  const TensorSpan sc = check_tensor(api, "C", c, dtype, s.device);
+  check_no_overlap(api, sc, sa);
+  check_no_overlap(api, sc, sb);
   Problem p;
   p.op = op;
   p.dtype = dtype;
@@ -536,6 +553,7 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
 
 const Plan& Context::auto_plan(const Problem& p) {
   Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);
   const std::string key = p.name();
   auto it = s.auto_plans.find(key);
   if (it != s.auto_plans.end()) return it->second;
@@ -560,6 +578,7 @@ const Plan& Context::auto_plan(const Problem& p) {
 }
 
 detail::ShapeState& Context::Impl::loopback_shape(const Problem& problem, const char* api) {
+  const std::lock_guard lock(mutex);
   OVL_CHECK(loopback, "{}: the context is not a loopback world (world = {})", api, world);
   problem.validate();
   OVL_CHECK(problem.world == world, "{}: problem world {} differs from the context's {}", api, problem.world, world);
@@ -609,6 +628,7 @@ void Context::run_part(Part part, Op op, const TensorRef& a, const TensorRef& b,
 void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
                   cudaStream_t stream) {
   Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   const Problem p = problem_for(op, a, b, c);
   const Plan chosen = plan ? *plan : auto_plan(p);
@@ -626,6 +646,9 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
                        : op == Op::kGemmReduceScatter ? "reduce-scatter"
                                                       : "all-gather";
   s.last_stream = stream;
+  if (s.call_done == nullptr) OVL_CUDA_CHECK(cudaEventCreateWithFlags(&s.call_done, cudaEventDisableTiming));
+  // Always, not only when the stream differs: a destroyed stream's handle may come back as a new stream's.
+  if (s.call_done_recorded) OVL_CUDA_CHECK(cudaStreamWaitEvent(stream, s.call_done, 0));
   s.prepare_loopback_peers(call);
   // Test-only: AG+GEMM's gathered A full of NaN before each call, so that a GEMM reading a row before its gather
   // (a missing wait) gives NaN instead of the previous call's identical rows.
@@ -648,10 +671,13 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
       break;
   }
   s.record.slots_used = s.next_slot;
+  OVL_CUDA_CHECK(cudaEventRecord(s.call_done, stream));
+  s.call_done_recorded = true;
 }
 
 void* Context::symmetric_output(const Problem& problem) {
   Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);
   OVL_CHECK(!s.loopback && s.world > 1 && s.world_ref.valid(),
             "symmetric_output: needs a Context on a real World of more than one rank (this one: {}, world {}{})",
             s.loopback ? "loopback" : "real", s.world, s.world_ref.valid() ? "" : ", no World");
@@ -667,6 +693,7 @@ void* Context::symmetric_output(const Problem& problem) {
 
 void Context::synchronize(cudaStream_t stream) {
   Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -153,6 +154,13 @@ struct Context::Impl {
   int next_event = 0;
   int next_slot = 0;
   cudaStream_t last_stream = nullptr;
+  // One call at a time: the calls, release_caches() and synchronize() take it, so another thread's release waits for
+  // an enqueue to finish instead of freeing buffers under it (recursive: a call takes auto_plan()'s lock again).
+  std::recursive_mutex mutex;
+  // Recorded on the caller's stream at the end of every call; the next call's stream waits for it, since calls
+  // share the context's counters and per-shape buffers (calls on two streams would otherwise race on them).
+  cudaEvent_t call_done = nullptr;
+  bool call_done_recorded = false;
 
   // context.cpp
   cudaEvent_t event();         // the next event of this call (made on first use)

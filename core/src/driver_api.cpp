@@ -41,6 +41,7 @@ DriverApi load_driver_api() {
   load(api.cuMemMap, "cuMemMap", 10020);
   load(api.cuMemUnmap, "cuMemUnmap", 10020);
   load(api.cuMemSetAccess, "cuMemSetAccess", 10020);
+  load(api.cuMemGetAddressRange, "cuMemGetAddressRange", 3020);
   return api;
 }
 

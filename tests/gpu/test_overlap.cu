@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "gpu/gpu_test.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/error.hpp"
@@ -44,6 +45,7 @@ namespace {
 #define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call
 
 using test::cpu_gemm;
+using test::expect_error_naming_all;
 using test::DeviceMatrix;
 using test::from_bf16;
 using test::read_device;
@@ -513,17 +515,6 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
   });
 }
 
-// Expects `fn` to throw an ovl::Error whose message contains every piece of `pieces`.
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "no ovl::Error thrown; expected one mentioning " << pieces.front();
-  } catch (const Error& e) {
-    for (const auto& piece : pieces) EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
-  }
-}
-
 TEST_F(OverlapTest, BadInputsNameTheValue) {
   ContextOptions options;
   options.loopback_world = 4;
@@ -531,53 +522,53 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
   DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(256, 768, 0), c_ar(1024, 768, 0);
   cudaStream_t stream = nullptr;
   // A symmetric output exists only in a real world of more than one rank.
-  expect_error([&] { ctx.symmetric_output(ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref())); },
+  expect_error_naming_all([&] { ctx.symmetric_output(ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref())); },
                {"symmetric_output", "loopback"});
   // Misaligned pointer.
   TensorRef bad_a = a.ref();
   bad_a.ptr = static_cast<char*>(a.ptr) + 2;
-  expect_error([&] { ctx.gemm_reduce_scatter(bad_a, b.ref(), c.ref(), std::nullopt, stream); },
+  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(bad_a, b.ref(), c.ref(), std::nullopt, stream); },
                {"A pointer", "16-byte aligned"});
   // M not divisible by the world (RS).
   DeviceMatrix a_odd(1002, 256, 3), c_odd(250, 768, 0);
-  expect_error([&] { ctx.gemm_reduce_scatter(a_odd.ref(), b.ref(), c_odd.ref(), std::nullopt, stream); },
+  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(a_odd.ref(), b.ref(), c_odd.ref(), std::nullopt, stream); },
                {"M = 1002", "world = 4"});
   // C rows not M / W.
-  expect_error([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c_ar.ref(), std::nullopt, stream); },
+  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c_ar.ref(), std::nullopt, stream); },
                {"C has 1024 rows"});
   // Unsupported dtype.
   TensorRef f32 = a.ref();
   f32.dtype = DType::kFP32;
-  expect_error([&] { ctx.gemm_all_reduce(f32, b.ref(), c_ar.ref(), std::nullopt, stream); }, {"dtype fp32"});
+  expect_error_naming_all([&] { ctx.gemm_all_reduce(f32, b.ref(), c_ar.ref(), std::nullopt, stream); }, {"dtype fp32"});
   // Shapes that do not agree.
-  expect_error([&] { ctx.gemm_all_reduce(a.ref(), c.ref(), c_ar.ref(), std::nullopt, stream); }, {"K = 768"});
+  expect_error_naming_all([&] { ctx.gemm_all_reduce(a.ref(), c.ref(), c_ar.ref(), std::nullopt, stream); }, {"K = 768"});
   // Plans: SM counts over the device, off the granularity.
   const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
   Plan too_many = default_plan(Mode::kTileSignal, p, ctx.hardware(), 16);
   too_many.gemm_sms = 1000;
-  expect_error([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), too_many, stream); }, {"gemm_sms", "1000"});
+  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), too_many, stream); }, {"gemm_sms", "1000"});
   Plan off_grain = default_plan(Mode::kGreenContext, p, ctx.hardware(), 16);
   off_grain.comm_sms = 12;
   off_grain.comm_ctas = 12;
-  expect_error([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), off_grain, stream); }, {"comm_sms", "12"});
+  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), off_grain, stream); }, {"comm_sms", "12"});
   // A mode this executor does not run for the op.
   const Problem pag = ctx.problem_for(Op::kAllGatherGemm, TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref());
   Plan tma_ag = default_plan(Mode::kTma, pag, ctx.hardware(), 16);
-  expect_error(
+  expect_error_naming_all(
       [&] {
         ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), tma_ag, stream);
       },
       {"tma", "allgather-gemm"});
   Plan tile_major_ag = default_plan(Mode::kTileSignal, pag, ctx.hardware(), 16);
   tile_major_ag.output = OutputLayout::kTileMajor;
-  expect_error(
+  expect_error_naming_all(
       [&] {
         ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), tile_major_ag, stream);
       },
       {"tile-major", "allgather-gemm"});
   Plan no_sms_ag = default_plan(Mode::kTileSignal, pag, ctx.hardware(), 16);
   no_sms_ag.comm_ctas = ctx.hardware().sm_count;
-  expect_error(
+  expect_error_naming_all(
       [&] {
         ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), no_sms_ag, stream);
       },
@@ -585,7 +576,7 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
   // Host pointer.
   std::vector<uint16_t> host(1024 * 256);
   TensorRef host_a{host.data(), 1024, 256};
-  expect_error([&] { ctx.gemm_all_reduce(host_a, b.ref(), c_ar.ref(), std::nullopt, stream); }, {"A pointer"});
+  expect_error_naming_all([&] { ctx.gemm_all_reduce(host_a, b.ref(), c_ar.ref(), std::nullopt, stream); }, {"A pointer"});
 }
 
 // A GEMM that never signals, or fewer tiles than the comm side waits for: the comm side times out with an error.
@@ -606,7 +597,7 @@ void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPu
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
   if (mode == Mode::kTma) plan.comm_algo = tma_algo;
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
-  expect_error([&] { ctx.synchronize(stream); }, {"timed out", "tile group"});
+  expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out", "tile group"});
   // The context stays usable: the error was consumed.
   EXPECT_NO_THROW(ctx.synchronize(stream));
 }

@@ -30,6 +30,8 @@ struct DriverApi {
   PFN_cuMemMap_v10020 cuMemMap = nullptr;
   PFN_cuMemUnmap_v10020 cuMemUnmap = nullptr;
   PFN_cuMemSetAccess_v10020 cuMemSetAccess = nullptr;
+  // The allocation holding a device address (Context checks a tensor fits in its buffer); null: not checked.
+  PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange = nullptr;
 
   // True when every entry point above was found (a driver with green contexts: 12.4 or newer).
   bool virtual_memory() const {
