@@ -10,6 +10,7 @@
 #include "cli/cli.hpp"
 #include "cli/problem_args.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 #include "ovl/sim/planner.hpp"
 #include "ovl/sim/simulate.hpp"
 
@@ -76,13 +77,11 @@ int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::o
     if (!path) throw UsageError("missing required option --plan FILE");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(*path, ec)) throw UsageError(fmt::format("--plan {}: not a readable file", *path));
-    std::ifstream in(*path);
-    if (!in) throw UsageError(fmt::format("--plan {}: cannot open the file", *path));
     nlohmann::json doc;
     try {
-      doc = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(fmt::format("--plan {}: not JSON ({})", *path, e.what()));
+      doc = parse_json_document(read_file_text(*path, "--plan file"), fmt::format("--plan {}", *path));
+    } catch (const Error& e) {
+      throw UsageError(e.message());
     }
     // Either a Plan, or `ovl plan --json` output ({"problem": ..., "plan": ...}).
     Plan plan;

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "cli/args.hpp"
+#include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 
 namespace ovl::cli {
 
@@ -41,8 +43,9 @@ std::string nan_to_null(const std::string& text) {
       bool replaced = false;
       for (const char* token : kTokens) {
         const size_t n = std::char_traits<char>::length(token);
+        if (text.compare(i, n, token) != 0) continue;  // also when fewer than n characters are left
         const bool ends = i + n == text.size() || !std::isalnum(static_cast<unsigned char>(text[i + n]));
-        if (text.compare(i, n, token) == 0 && ends) {
+        if (ends) {
           out += "null";
           i += n - 1;
           last = 'l';
@@ -68,9 +71,9 @@ std::vector<nlohmann::json> read_json_files(const std::vector<std::string>& path
     std::ostringstream text;
     text << in.rdbuf();
     try {
-      docs.push_back(nlohmann::json::parse(nan_to_null(text.str())));
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(fmt::format("'{}' is not JSON: {}", path, e.what()));
+      docs.push_back(parse_json_document(nan_to_null(text.str()), fmt::format("'{}'", path)));
+    } catch (const Error& e) {
+      throw UsageError(e.message());
     }
   }
   return docs;

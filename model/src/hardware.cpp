@@ -9,6 +9,7 @@
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 
 namespace ovl {
 namespace {
@@ -384,20 +385,16 @@ void from_json(const nlohmann::json& j, Hardware& h) {
 }
 
 Hardware load_hardware(const std::string& path) {
-  std::ifstream in(path);
-  OVL_CHECK(in.good(), "cannot open hardware profile \"{}\"", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    OVL_FAIL("hardware profile \"{}\" is not valid JSON: {}", path, e.what());
-  }
+  const nlohmann::json j =
+      parse_json_document(read_file_text(path, "hardware profile"), fmt::format("hardware profile \"{}\"", path));
   // A file with a "base" field starts from that built-in profile; without one, from the H200 profile.
   Hardware h = builtin_hardware("h200");
   try {
     from_json(j, h);
   } catch (const Error& e) {
     OVL_FAIL("hardware profile \"{}\": {}", path, e.message());
+  } catch (const nlohmann::json::exception& e) {
+    OVL_FAIL("hardware profile \"{}\": {}", path, e.what());
   }
   return h;
 }

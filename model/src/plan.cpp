@@ -8,6 +8,7 @@
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 
 namespace ovl {
 
@@ -439,18 +440,13 @@ void from_json(const nlohmann::json& j, Plan& p) {
 }
 
 Plan load_plan(const std::string& path) {
-  std::ifstream in(path);
-  OVL_CHECK(in.good(), "cannot open plan \"{}\"", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    OVL_FAIL("plan \"{}\" is not valid JSON: {}", path, e.what());
-  }
+  const nlohmann::json j = parse_json_document(read_file_text(path, "plan"), fmt::format("plan \"{}\"", path));
   try {
     return j.get<Plan>();
   } catch (const Error& e) {
     OVL_FAIL("plan \"{}\": {}", path, e.message());
+  } catch (const nlohmann::json::exception& e) {
+    OVL_FAIL("plan \"{}\": {}", path, e.what());
   }
 }
 

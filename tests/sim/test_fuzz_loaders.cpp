@@ -1,16 +1,26 @@
 // Randomized robustness: garbage bytes, valid JSON with wrong types, negative, huge and missing values fed to the
 // Problem / Hardware / Plan loaders (nlohmann::json::parse + get<>) and on to simulate() and plan(). Nothing may
-// crash or hang: every failure must be an ovl::Error or a nlohmann::json::exception. Fixed seeds and bounded
-// iterations keep the test deterministic and under a few seconds.
+// crash or hang: every failure must be an ovl::Error or a nlohmann::json::exception. The file loaders
+// (load_hardware, load_plan) get mutated copies of valid files (tests/fuzz_text.hpp: byte flips, truncations,
+// deletions, type swaps, huge numbers, NaN / inf, deep nesting, duplicate keys) and must load or throw ovl::Error,
+// nothing else. Fixed seeds and bounded iterations keep the test deterministic and under a few seconds (also under
+// the sanitizer build of scripts/test.sh, OVL_TEST_SANITIZE=1).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "fuzz_text.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 #include "ovl/sim/planner.hpp"
 #include "ovl/sim/simulate.hpp"
 
@@ -200,6 +210,106 @@ TEST(FuzzLoaders, ExtremeButTypedValuesInTheApi) {
     run_guarded(out, [&] { (void)plan(p, hw, o); });
   }
   EXPECT_EQ(out.ok + out.ovl_errors + out.json_errors, 300);
+}
+
+// Writes `text` to this test process's own file (ctest runs each test in a process of its own) and returns the path.
+std::string write_temp(const std::string& text) {
+  static const std::string path =
+      (std::filesystem::temp_directory_path() / ("ovl_fuzz_loaders_" + std::to_string(::getpid()) + ".json")).string();
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  return path;
+}
+
+// A file loader's outcome: loaded, or an ovl::Error; anything else (a json exception leaking, std::bad_alloc, a
+// crash) fails the test.
+template <typename Fn>
+bool loads_or_ovl_error(Fn&& fn, const std::string& text, int& ovl_errors) {
+  try {
+    fn();
+    return true;
+  } catch (const Error&) {
+    ++ovl_errors;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not an ovl::Error: " << e.what() << "\nfrom the file:\n" << text.substr(0, 400);
+  }
+  return false;
+}
+
+TEST(FuzzLoaders, MutatedProfileAndPlanFilesLoadOrThrowOvlError) {
+  const Hardware h200 = builtin_hardware("h200");
+  const Problem p = base_problem();
+  std::vector<std::string> profiles = {nlohmann::json(h200).dump(2),
+                                       R"({"base": "h100", "_measured": "by ovl calibrate", "hbm_GBps": 3000.5,
+                                           "link_GBps": 410, "sm_count": 132, "launch_us": 4.5})"};
+  std::vector<std::string> plans;
+  for (Mode mode : all_modes()) plans.push_back(nlohmann::json(default_plan(mode, p, h200, 16)).dump(2));
+  std::mt19937 rng(31337);
+  std::array<int, int(test::TextMutation::kCount)> errors_by_kind{};
+  int loaded = 0, ovl_errors = 0, simulated = 0;
+  Outcome planned;  // a loaded profile through the planner: plans or throws
+  for (int i = 0; i < 1500; ++i) {
+    const bool profile = i % 3 == 0;
+    const std::vector<std::string>& pool = profile ? profiles : plans;
+    const std::string& valid = pool[rng() % pool.size()];
+    const auto kind = test::TextMutation(i % int(test::TextMutation::kCount));
+    const std::string text = test::mutate_text(valid, kind, rng);
+    const std::string path = write_temp(text);
+    const int before = ovl_errors;
+    if (profile) {
+      Hardware hw;
+      if (loads_or_ovl_error([&] { hw = load_hardware(path); }, text, ovl_errors)) {
+        ++loaded;
+        PlannerOptions o;
+        o.simulate_top = 1;
+        o.max_groups = 8;
+        if (i % 10 == 0) run_guarded(planned, [&] { (void)plan(p, hw, o); });
+      }
+    } else {
+      Plan plan;
+      if (loads_or_ovl_error([&] { plan = load_plan(path); }, text, ovl_errors)) {
+        ++loaded;
+        // What a loaded plan is used for: validated against the problem, then simulated.
+        try {
+          plan.validate(p, h200);
+          SimOptions fast;
+          fast.record_timeline = false;
+          (void)simulate(p, plan, h200, fast);
+          ++simulated;
+        } catch (const Error&) {
+        }
+      }
+    }
+    errors_by_kind[size_t(kind)] += ovl_errors - before;
+  }
+  std::filesystem::remove(write_temp(""));
+  EXPECT_EQ(loaded + ovl_errors, 1500);
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(simulated, 0);
+  // Every kind of damage is caught somewhere, except a duplicated key: nlohmann keeps the last value, which is the
+  // original one (the copy goes before it), so such files usually load.
+  for (size_t k = 0; k < errors_by_kind.size(); ++k) {
+    if (test::TextMutation(k) != test::TextMutation::kDuplicateKey) EXPECT_GT(errors_by_kind[k], 0) << "kind " << k;
+  }
+  RecordProperty("loaded", loaded);
+  RecordProperty("ovl_errors", ovl_errors);
+}
+
+TEST(FuzzLoaders, DeepNestingIsRefusedBeforeTheParser) {
+  // nlohmann's parser recurses once per level: 10^5 brackets overflowed the stack before the depth limit.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string path = write_temp(deep);
+  for (const auto& load : {std::function<void()>([&] { (void)load_plan(path); }),
+                           std::function<void()>([&] { (void)load_hardware(path); })}) {
+    try {
+      load();
+      ADD_FAILURE() << "a 100000-level document loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("nests arrays and objects 100000 levels deep"), std::string::npos) << e.message();
+    }
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(json_depth(R"({"a": "[[[[", "b": [{"c": "\"]]]"}]})"), 3);  // brackets in strings do not count
+  EXPECT_NO_THROW(parse_json_document(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "x"));
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#include "ovl/model/json_document.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ovl/error.hpp"
+
+namespace ovl {
+
+int json_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+nlohmann::json parse_json_document(std::string_view text, std::string_view what) {
+  const int depth = json_depth(text);
+  OVL_CHECK(depth <= kMaxJsonDepth, "{} nests arrays and objects {} levels deep, more than the {} a loader accepts",
+            what, depth, kMaxJsonDepth);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    OVL_FAIL("{} is not valid JSON: {}", what, e.what());
+  }
+}
+
+std::string read_file_text(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  OVL_CHECK(in.good(), "cannot open {} \"{}\"", what, path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  OVL_CHECK(!in.bad(), "reading {} \"{}\" failed", what, path);
+  return text.str();
+}
+
+}  // namespace ovl
