@@ -220,6 +220,10 @@ int Context::sm_count() const { return impl_->sms; }
 const Hardware& Context::hardware() const { return impl_->hw; }
 const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
 void Context::set_tracing(bool on) { impl_->trace = on; }
+void Context::set_fault(Fault fault) {
+  const std::lock_guard lock(impl_->mutex);
+  impl_->options.fault = fault;
+}
 
 // ---- Impl helpers ----
 
@@ -615,6 +619,7 @@ void Context::all_gather_gemm(const TensorRef& a, const TensorRef& b, const Tens
 
 void Context::run_part(Part part, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const Plan& plan,
                        cudaStream_t stream) {
+  const std::lock_guard lock(impl_->mutex);  // `part` belongs to this call
   impl_->part = part;
   try {
     run(op, a, b, c, plan, stream);

@@ -19,7 +19,8 @@
 // one tile per group, 144 groups in loopback 8.
 //
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
-// the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms).
+// the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms), and the
+// next call on the same Context must be correct. More bad inputs and faults: tests/gpu/test_context_faults.cu.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -50,6 +51,7 @@ using test::DeviceMatrix;
 using test::from_bf16;
 using test::read_device;
 using test::rel_error;
+using test::run_op;
 
 constexpr double kTolerance = 1e-2;
 
@@ -86,21 +88,6 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   tma_shared.comm_algo = CommAlgo::kTmaPull;
   v.push_back(tma_shared);
   return v;
-}
-
-void run_op(Context& ctx, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
-            const std::optional<Plan>& plan, cudaStream_t stream) {
-  switch (op) {
-    case Op::kGemmAllReduce:
-      ctx.gemm_all_reduce(a, b, c, plan, stream);
-      break;
-    case Op::kGemmReduceScatter:
-      ctx.gemm_reduce_scatter(a, b, c, plan, stream);
-      break;
-    case Op::kAllGatherGemm:
-      ctx.all_gather_gemm(a, b, c, plan, stream);
-      break;
-  }
 }
 
 // The float64 references of a run (rank 0's inputs plus the peers' inputs the context made): `rank0` is rank 0's
@@ -580,26 +567,35 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
 }
 
 // A GEMM that never signals, or fewer tiles than the comm side waits for: the comm side times out with an error.
-// AG+GEMM (op): the last group's gather is never released, so the GEMM's wait for it times out.
+// AG+GEMM (op): the last group's gather is never released, so the GEMM's wait for it times out. Then the fault is
+// cleared and the same plan runs again on the same Context: its result must equal the sequential mode's on the same
+// inputs (computed before the fault), so a timeout leaves no stale counter, error word or half-written buffer behind.
 void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
                     LoopbackShare share = LoopbackShare::kRank0, Op op = Op::kGemmReduceScatter) {
   ContextOptions options;
   options.loopback_world = 2;
   options.loopback_share = share;
   options.wait_timeout_ms = 300;
-  options.fault = fault;
   Context ctx(options);
   const bool ag = op == Op::kAllGatherGemm;
-  DeviceMatrix a(ag ? 512 : 1024, 256, 1), b(768, 256, 2), c(ag ? 1024 : 512, 768, 0);
+  DeviceMatrix a(ag ? 512 : 1024, 256, 1), b(768, 256, 2), c(ag ? 1024 : 512, 768, 0), c_seq(ag ? 1024 : 512, 768, 0);
   test::Stream stream;
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
+  run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, ctx.hardware(), 16), stream);
+  ctx.synchronize(stream);
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
   if (mode == Mode::kTma) plan.comm_algo = tma_algo;
+  ctx.set_fault(fault);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
-  expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out", "tile group"});
-  // The context stays usable: the error was consumed.
+  expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out after 300 ms", "tile group"});
+  // The context stays usable: the error was consumed, and the next call of the same plan is correct.
   EXPECT_NO_THROW(ctx.synchronize(stream));
+  ctx.set_fault(Fault::kNone);
+  c.poison(stream);
+  run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
+  EXPECT_NO_THROW(ctx.synchronize(stream));
+  EXPECT_LT(rel_error(c.read(), c_seq.read()), kTolerance) << "the call after the fault";
 }
 
 TEST_F(OverlapTest, SkippedGemmTimesOutTileSignal) { expect_timeout(Fault::kSkipGemm, Mode::kTileSignal); }

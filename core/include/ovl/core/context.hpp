@@ -143,6 +143,8 @@ class Context {
                 cudaStream_t stream);
 
   void set_tracing(bool on);
+  // Test-only: the fault later calls inject (ContextOptions::fault), so that a test can check a call after a fault.
+  void set_fault(Fault fault);
   // The measured Timeline of the last call (source "measured", lanes "gemm" and "comm" of gpu = rank, times in ns
   // from the call's first stamp). Synchronizes. Empty when tracing was off.
   Timeline last_timeline();
