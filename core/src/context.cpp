@@ -135,6 +135,8 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 
   if (options.hardware) {
     s.hw = *options.hardware;
+  } else if (const char* profile = std::getenv("OVL_PROFILE"); profile != nullptr && *profile != '\0') {
+    s.hw = load_hardware(profile);  // `ovl tune` writes such a profile
   } else {
     try {
       s.hw = hardware_for_device_name(prop.name);
@@ -143,6 +145,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       s.hw.name = prop.name;
     }
   }
+  s.gpu_name = prop.name;
   s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
   s.hw.validate();
   s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share) : s.hw;
@@ -153,6 +156,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
   s.timeout_ns = std::max<uint64_t>(1, uint64_t(timeout_ms * 1e6));  // a positive wait (the GEMM's waits refuse 0)
   s.trace = options.trace;
+  s.init_tuning(options);
 
   if (cublasCreate(&s.cublas) != CUBLAS_STATUS_SUCCESS) OVL_FAIL("cublasCreate failed on device {}", s.device);
   int least = 0, greatest = 0;
@@ -193,7 +197,7 @@ void Context::release_caches() {
   OVL_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use the buffers
   s.plans.clear();
   s.shapes.clear();
-  s.auto_plans.clear();
+  s.choices.clear();
 }
 
 int Context::device() const { return impl_->device; }
@@ -534,31 +538,6 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
   return "";
 }
 
-const Plan& Context::auto_plan(const Problem& p) {
-  Impl& s = *impl_;
-  const std::string key = p.name();
-  auto it = s.auto_plans.find(key);
-  if (it != s.auto_plans.end()) return it->second;
-  sim::PlannerOptions options;
-  // AG+GEMM: the modes the planner offers for it (sim::PlannerOptions::runnable_only says why).
-  if (p.op == Op::kAllGatherGemm) options.modes = {Mode::kSequential, Mode::kDecomposed};
-  std::optional<Plan> chosen;
-  try {
-    const sim::PlanResult result = sim::plan(p, s.plan_hw, options);
-    for (const sim::PlanAlternative& alt : result.alternatives) {
-      Plan candidate = alt.plan;
-      if (can_run(p, candidate).empty()) {
-        chosen = candidate;
-        break;
-      }
-    }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ovl: planner failed for {} ({}); using the sequential plan\n", p.name(), e.what());
-  }
-  if (!chosen) chosen = default_plan(Mode::kSequential, p, s.hw, 0);
-  return s.auto_plans.emplace(key, *chosen).first->second;
-}
-
 detail::ShapeState& Context::Impl::loopback_shape(const Problem& problem, const char* api) {
   OVL_CHECK(loopback, "{}: the context is not a loopback world (world = {})", api, world);
   problem.validate();
@@ -611,7 +590,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   Impl& s = *impl_;
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   const Problem p = problem_for(op, a, b, c);
-  const Plan chosen = plan ? *plan : auto_plan(p);
+  const Plan chosen = plan ? *plan : plan_for(op, a, b, c, stream).plan;
   if (const std::string why = can_run(p, chosen); !why.empty()) {
     OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
   }

@@ -16,6 +16,7 @@
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/context.hpp"
 #include "ovl/core/sm_partition.hpp"
+#include "ovl/sim/planner.hpp"
 
 namespace ovl {
 
@@ -135,7 +136,12 @@ struct Context::Impl {
   std::map<int, std::unique_ptr<SmPartition>> partitions;
   std::map<std::string, std::unique_ptr<detail::ShapeState>> shapes;
   std::map<std::string, std::unique_ptr<detail::PlanState>> plans;
-  std::map<std::string, Plan> auto_plans;
+  // Plan choices of calls without a plan, by problem name (tuning.cpp), and the plan cache file behind them.
+  std::map<std::string, PlanChoice> choices;
+  Tuning tuning = Tuning::kMeasured;
+  PlanCache cache;
+  std::string cache_path;  // empty: no file
+  std::string gpu_name;    // cudaDeviceProp::name, part of a plan cache key
 
   static constexpr int kMaxGroups = 4096;
   static constexpr int kStampSlots = 1 << 16;
@@ -175,6 +181,16 @@ struct Context::Impl {
     return sym_counters.empty() ? counters.as<unsigned>() : static_cast<unsigned*>(sym_counters.local_ptr());
   }
   detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
+
+  // tuning.cpp
+  // Reads the plan cache file and the tuning policy (ContextOptions, else the environment); warns once about
+  // entries of another GPU or version.
+  void init_tuning(const ContextOptions& options);
+  PlanCacheKey cache_key(const Problem& p) const;
+  // The planner's result for `p` on plan_hw, restricted to the plans this context runs.
+  sim::PlanResult plan_problem(const Problem& p, const Context& ctx) const;
+  // The maximum over the ranks of each value (a real world: every rank passes as many; elsewhere the values).
+  std::vector<double> max_over_ranks(std::vector<double> values) const;
 
   // executor_common.cpp
   void cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end,

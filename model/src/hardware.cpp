@@ -326,6 +326,7 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share)
   OVL_CHECK(world >= 1, "loopback world = {} must be at least 1", world);
   Hardware h = base;
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
+  h.loopback = true;
   if (share == LoopbackShare::kWholeWorld) {
     h.hbm_GBps = base.hbm_GBps / world;
     h.link_GBps = base.hbm_GBps / (2.0 * world);

@@ -22,7 +22,7 @@ struct CliRun {
 
 CliRun invoke(const std::vector<std::string>& argv) {
   std::ostringstream out, err;
-  const int status = ovl::cli::run(argv, out, err, nullptr);
+  const int status = ovl::cli::run(argv, out, err, {});
   return {status, out.str(), err.str()};
 }
 

@@ -215,7 +215,7 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   c.poison(stream);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), std::nullopt, stream);
   ctx.synchronize(stream);
-  EXPECT_LT(rel_error(c.read(), seq), kTolerance) << "auto plan: " << ctx.auto_plan(p).summary();
+  EXPECT_LT(rel_error(c.read(), seq), kTolerance) << "auto plan: " << ctx.plan_choice(p)->plan.summary();
 }
 
 // Every plan of plans(p, hardware) on an m x n x k problem in a loopback world of `world` ranks playing `share`,

@@ -91,6 +91,9 @@ struct Hardware {
   // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
   // share as the loopback emulation plays it, so the TMA movers' bytes are what the emulation moves (coll_coeffs).
   bool loopback_rank0 = false;
+  // Set by loopback_hardware() (either share), never read from or written to JSON: the world's peers are buffers on
+  // this device, so a collective that runs alone (the sequential mode's) may use every SM.
+  bool loopback = false;
 
   // Throws ovl::Error naming the field and value: non-positive sizes or rates, a granularity larger than the
   // device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a multiple of the
