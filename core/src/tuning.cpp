@@ -277,6 +277,15 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
       if (int(plans.size()) >= s.options.tuning_candidates) break;
       add(alt.plan, alt.predicted_us);
     }
+    // The best plan of every other mode too: where the predictors rank modes wrongly, the measurement still sees
+    // each mode at its predicted best (the alternatives hold it).
+    for (Mode mode : all_modes()) {
+      for (const sim::PlanAlternative& alt : r->alternatives) {
+        if (alt.plan.mode != mode) continue;
+        add(alt.plan, alt.predicted_us);
+        break;
+      }
+    }
     add(r->sequential, r->sequential_us);
     choice = measure(op, a, b, c, plans, stream);
     for (size_t i = 0; i < plans.size(); ++i) choice.candidates[i].predicted_us = predicted[i];

@@ -61,8 +61,9 @@ enum class Fault {
 // How a call without a plan chooses one, the first time it meets a shape (then the choice is kept; see plan_for).
 enum class Tuning {
   kPredicted,  // the planner's best plan (no GPU time spent)
-  kMeasured,   // the planner's tuning_candidates best plans and its best sequential one, each run on the call's own
-               // tensors and timed; the fastest is kept (in a real world: the slowest rank's time counts)
+  kMeasured,   // the planner's tuning_candidates best plans, its best plan of each other mode and its best
+               // sequential one, each run on the call's own tensors and timed; the fastest is kept (in a real world:
+               // the slowest rank's time counts)
 };
 std::string_view to_string(Tuning tuning);  // "predicted", "measured"
 Tuning parse_tuning(std::string_view text);  // throws ovl::Error naming the text
@@ -129,6 +130,16 @@ class Context {
                            cudaStream_t stream);
   void all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
                        cudaStream_t stream);
+  // The same without a plan: the plan plan_for() chooses.
+  void gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream) {
+    gemm_all_reduce(a, b, c, std::nullopt, stream);
+  }
+  void gemm_reduce_scatter(const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream) {
+    gemm_reduce_scatter(a, b, c, std::nullopt, stream);
+  }
+  void all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream) {
+    all_gather_gemm(a, b, c, std::nullopt, stream);
+  }
 
   // The Problem a call describes (shapes checked against each other and the world); throws like the calls.
   Problem problem_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c) const;
