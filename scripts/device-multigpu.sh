@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-GPU runs on a machine of 2-8 GPUs (docs/results/multigpu-*), through scripts/device-run.sh: build, the
+# The multi-GPU runs on a machine of 2-8 GPUs (results/h200x2/), through scripts/device-run.sh: build, the
 # GPU tests that use every visible GPU (threads Worlds: collectives, overlap modes, the tma mode back to back), then
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
@@ -8,7 +8,7 @@
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) versus tma-push, tma-pull and simt on
 #                 1-32 CTAs, AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
 #   overlap       bench_overlap, GEMM+AR and GEMM+RS: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups
-#                 in row-band order (the set of docs/results/multigpu-h200x2/call3) -> bench_overlap.json; when the
+#                 in row-band order (the set of results/h200x2/bench_overlap.json) -> bench_overlap.json; when the
 #                 real-world tma tests did not pass, the tma cases are left out (a broken tma path would spend each
 #                 case's collective timeouts) and the log says so
 #   overlap-nccl  the same without the tma mode

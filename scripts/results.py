@@ -14,6 +14,7 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   ab-merge    merge the per-process bench_gemm files of an A/B into one file (scripts/gemm-ab.sh)
   ab          B / A per row of two bench_gemm impls (scripts/gemm-ab.sh)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
+  links       check the relative links and images of README.md, results/README.md and docs/*.md
 """
 import argparse
 import collections
@@ -621,7 +622,7 @@ def perf_gemm(path, svg):
     tf = {k: statistics.mean(b["tflops"] for b in v) for k, v in runs.items()}
     sms_list = (116, 124, 128, 132)
     rows, series = [], collections.defaultdict(list)
-    keys = sorted({(s, l) for (s, l, _, _) in tf}, key=lambda k: (k[0].split("x"), k[1]))
+    keys = sorted({(s, l) for (s, l, _, _) in tf}, key=lambda k: ([int(x) for x in k[0].split("x")], k[1]))
     for i, (shape, lay) in enumerate(keys):
         cells = [shape, lay]
         for sms in sms_list:
@@ -687,9 +688,9 @@ def perf_overlap(path, svg, title):
              modes, ymin=0.0, hline=1.0)
     rows = [[p] + [f"{best[p][m]:.3f}" if m in best[p] else "-" for m in modes] for p in problems]
     winners = [max(best[p].values()) for p in problems]
-    return md(["problem", *modes], rows), (f"best mode per problem: median {statistics.median(winners):.3f}x, "
-                                           f"max {max(winners):.3f}x, > 1.0 in {sum(w > 1 for w in winners)} of "
-                                           f"{len(winners)}")
+    return md(["problem", *modes], rows), (f"best overlapped mode per problem: median {statistics.median(winners):.3f}x, "
+                                           f"max {max(winners):.3f}x, above 1.0 in {sum(w > 1 for w in winners)} "
+                                           f"of {len(winners)}")
 
 
 def cmd_performance(argv):
@@ -722,15 +723,52 @@ def cmd_performance(argv):
     print(t + "\n\n- " + s)
     print("\n## Predicted against measured, held-out overlap cases, calibrated profile")
     print(perf_predicted(f"{r1}/validation/overlap/validate.json", f"{args.out}/predicted-h200-loopback.svg",
-                         "One H200, loopback world 8: simulator vs measured"))
+                         "One H200, loopback world 8: simulator vs measured") + "\n")
     print(perf_predicted(f"{r2}/validation/validate.json", f"{args.out}/predicted-h200x2.svg",
                          "2 H200: simulator vs measured"))
     return 0
 
 
+def cmd_links(argv):
+    """Checks every relative link and image in README.md, results/README.md and docs/*.md: the file exists inside the
+    repository and a #fragment names a heading of the target (GitHub's anchor rule). External links are listed.
+    usage: scripts/results.py links [ROOT]        (default: the repository holding this script)"""
+    root = os.path.abspath(argv[0] if argv else os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    files = [os.path.join(root, "README.md"), os.path.join(root, "results", "README.md")]
+    files += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+
+    def anchors(path):
+        found = set()
+        for line in open(path):
+            m = re.match(r"#+\s+(.*)", line)
+            if m:
+                found.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+        return found
+
+    checked = broken = 0
+    for f in files:
+        text = re.sub(r"```.*?```", "", open(f).read(), flags=re.S)
+        for m in re.finditer(r"!?\[[^\]]*\]\(([^)\s]+)\)", text):
+            url = m.group(1)
+            if re.match(r"[a-z]+://", url):
+                print(f"external {os.path.relpath(f, root)}: {url}")
+                continue
+            checked += 1
+            path, _, frag = url.partition("#")
+            target = os.path.normpath(os.path.join(os.path.dirname(f), path)) if path else f
+            why = ("outside the repository" if not target.startswith(root + os.sep) else
+                   "missing" if not os.path.exists(target) else
+                   "no such heading" if frag and target.endswith(".md") and frag not in anchors(target) else None)
+            if why:
+                broken += 1
+                print(f"{why}: {os.path.relpath(f, root)}: {url}")
+    print(f"{checked} relative links checked, {broken} broken")
+    return 1 if broken else 0
+
+
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
             "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab,
-            "performance": cmd_performance}
+            "performance": cmd_performance, "links": cmd_links}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] not in COMMANDS:
