@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nsight Compute profiles of bench_gemm cases: one launch per case (the second; the first warms up), clocks not
-# locked. Run on a GPU machine after a build, e.g. through the device tool:
+# locked. Run on a GPU machine after a build, e.g.
 #   scripts/device-run.sh --tests none --targets bench_gemm --cmd 'bash scripts/profile.sh --what balance'
 #
 #   scripts/profile.sh [--what WHAT] [--shapes 'MxNxK/nn ...'] [--sms 'S ...'] [--impls 'IMPL ...']
