@@ -34,7 +34,7 @@
 // runs, a short burst after the host's setup; OVL_BENCH_SUSTAIN_MS=<ms> instead runs ~ms of back-to-back warm-up and
 // times back-to-back runs filling ~ms, the sustained regime of bench_gemm. On the H200 a GEMM that starts on an idle
 // GPU runs 9.5-13.5% faster than in a sustained stream of GEMMs, and a GEMM between memory-bound collectives faster too
-// (power limit): docs/results/gemm-h200-staged/, docs/results/movers2-h200/):
+// (power limit; docs/model.md, the power state):
 //   us            time of the overlapped operator
 //   t_seq_us      the sequential baseline with the same mover (see above); speedup = t_seq_us / us
 //   t_gemm_us, t_comm_us   the GEMM alone and the collective alone, as this plan runs them (same SMs, CTAs)
@@ -454,7 +454,7 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
 // Registered from main, after Initialize: the sequential cases' names carry the device's SM count.
 void register_cases() {
   const int sms = device_sms();
-  // The issue's five shapes, then three more that differ in M, N or K (held-out problems for `ovl validate`).
+  // Five benchmark shapes, then three more that differ in M, N or K (held-out problems for `ovl validate`).
   const std::vector<Shape> shapes = {{8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096},
                                      {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};

@@ -23,6 +23,7 @@
 # summary gives each section's median clock and power, since the power limit lowers the clock under heavy kernels and
 # an A/B of two kernels should compare their clocks too.
 set -uo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
 tests=""
@@ -68,7 +69,7 @@ fi
 # Sections (their start times, for the clock summary) and the nvidia-smi sampler.
 sections=$(mktemp)
 smi=$(mktemp)
-section() {  # one line per section (a multi-line --cmd is folded), so smi_sections.py can read it back
+section() {  # one line per section (a multi-line --cmd is folded), so `results.py smi` can read it back
   local label
   label=$(echo "$*" | tr '\n' ' ' | tr -s ' ')
   echo "$(date +%s.%N) $label" >>"$sections"
@@ -131,7 +132,7 @@ echo "$(date +%s.%N) end" >>"$sections"
 if [[ -n $smi_pid ]]; then
   kill "$smi_pid" 2>/dev/null
   wait "$smi_pid" 2>/dev/null
-  while IFS= read -r line; do summary+=("$line"); done < <(python3 scripts/smi_sections.py "$sections" "$smi" | tee -a "$log")
+  while IFS= read -r line; do summary+=("$line"); done < <(python3 scripts/results.py smi "$sections" "$smi" | tee -a "$log")
 fi
 rm -f "$sections" "$smi"
 
@@ -141,6 +142,6 @@ printf '%s\n' "${summary[@]}"
 [[ -s "$out/failed.txt" ]] && { echo "failures:"; cat "$out/failed.txt"; }
 for spec in "${benches[@]}"; do
   bench=${spec%%:*}
-  [[ -f "$out/$bench.json" ]] && python3 scripts/bench_table.py "$out/$bench.json" 2>/dev/null | tail -n 40
+  [[ -f "$out/$bench.json" ]] && python3 scripts/results.py table "$out/$bench.json" 2>/dev/null | tail -n 40
 done
 exit 0

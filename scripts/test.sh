@@ -4,6 +4,7 @@
 #   2. install into a prefix and build examples/consumer against it through find_package(ovl)
 #   3. (OVL_TEST_NO_CUDA=1, default in CI) a build with -DOVL_ENABLE_CUDA=OFF: model/sim/cli and their tests
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=${OVL_JOBS:-$(nproc)}

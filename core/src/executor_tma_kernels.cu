@@ -25,7 +25,7 @@
 // stage (except a piece's last chunk).
 // Why two roles (tma-push, copies): one thread driving both the loads and the stores/adds runs a long dependent
 // instruction chain per unit (the standalone collectives measured about half the bare ring's rate that way,
-// docs/results/rings-h200/); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
+// docs/kernels.md); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
 // its counter, timeout -> WaitError, where = 2; fence.proxy.async.global after the acquire, before the group's first
 // bulk load), also one with no unit for this CTA. The producer enters a group (finds its run of units) before its
 // gate: the ranges are the host's input, not the GEMM's, so only the data's bulk loads must follow the acquire. Before

@@ -84,7 +84,7 @@ CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
   OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
   const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, hw, hw.hbm_GBps);
   CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
-  e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written, as DEVICE.md counts
+  e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written
   return e;
 }
 

@@ -61,9 +61,8 @@ struct Hardware {
   double tma_group_us = 0.0;
   // Per tile group of tile-signal / green-context with an NCCL algorithm, beyond the call's nccl_launch_us: the
   // counter-wait kernel before each group's call and the gap between the calls on the communication stream.
-  // Fitted at 11.4 us on 2 H200s (docs/results/multigpu-h200x2/validation/calibrate.txt); without it the held-out
-  // plans of one group per 128-row band (64 calls) erred by 28-30% (validation/headline.md). 0 in the built-in
-  // profiles.
+  // Fitted at 11.4 us on 2 H200s; without it the held-out plans of one group per 128-row band (64 calls) err by
+  // 22-28% instead of 8-10% (docs/performance.md, prediction accuracy). 0 in the built-in profiles.
   double nccl_group_us = 0.0;
   // The loopback SIMT kernel's fixed cost per piece with work (rank 0's play of an NCCL-algorithm call on a kRank0
   // profile: AllReduce W pieces, ReduceScatter 1 or 0, AllGather the owners its rows span), on top of its launch.
@@ -73,8 +72,8 @@ struct Hardware {
   // the same collective alone (nccl_per_cta_GBps and tma_push_per_cta_GBps, which bench_collectives fits): what the
   // concurrent GEMM costs the collective beyond hbm_contention, and the costs of many small calls. Kept apart from
   // the rates so that fitting the overlap cases does not move what a collective alone is predicted to take (it did:
-  // on 2 H200s the overlap fit halved the push rate, and the held-out collectives then erred by 30.8%,
-  // docs/results/multigpu-h200x2/). The sequential mode's collective runs after the GEMM: rates unscaled. 1: no
+  // on 2 H200s the overlap fit halved the push rate, and the held-out collectives then erred by 30.8% instead of
+  // 15.8%, docs/performance.md). The sequential mode's collective runs after the GEMM: rates unscaled. 1: no
   // difference. Fitted by `ovl calibrate` from the overlap cases.
   double overlap_nccl_rate_factor = 1.0;
   double overlap_tma_rate_factor = 1.0;
