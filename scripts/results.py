@@ -13,6 +13,7 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   smi         per-section SM clock and power from nvidia-smi samples (scripts/device-run.sh's summary)
   ab-merge    merge the per-process bench_gemm files of an A/B into one file (scripts/gemm-ab.sh)
   ab          B / A per row of two bench_gemm impls (scripts/gemm-ab.sh)
+  autoplan    the automatic plan against sequential and the best measured plan (bench_autoplan JSON)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
   links       check the relative links and images of README.md, results/README.md and docs/*.md
 """
@@ -693,6 +694,40 @@ def perf_overlap(path, svg, title):
                                            f"of {len(winners)}")
 
 
+def autoplan_table(path):
+    """Markdown table and summary lines of a bench_autoplan JSON."""
+    doc = json.load(open(path))
+    rows = []
+    for r in doc["problems"]:
+        seq = r["sequential_us"]
+        rows.append([r["problem"].replace("/bf16/nt", ""), f"{seq:.1f}", f"{r['auto_predicted_us']:.1f}",
+                     f"{r['auto_measured_us']:.1f}", f"{r['best_measured_us']:.1f}", f"{r['tuning_ms']:.0f}",
+                     f"{seq / r['auto_predicted_us']:.3f}", f"{seq / r['auto_measured_us']:.3f}",
+                     f"{seq / r['best_measured_us']:.3f}", r["best_plan"].split(" tile=")[0]])
+    table = md(["problem", "sequential us", "auto (predicted) us", "auto (measured) us", "best measured us",
+                "tuning ms", "x predicted", "x measured", "x best", "best measured plan"], rows)
+    s = doc["summary"]
+    lines = [f"auto (predicted): at least {s['min_speedup_auto_predicted']:.3f}x of sequential, top-1 "
+             f"{100 * s['top1_auto_predicted']:.0f}%, mean regret {100 * s['mean_regret_auto_predicted']:.1f}%, "
+             f"max {100 * s['max_regret_auto_predicted']:.1f}%",
+             f"auto (measured): at least {s['min_speedup_auto_measured']:.3f}x of sequential, regret at most "
+             f"{100 * s['max_regret_auto_measured']:.1f}%",
+             f"predicted sequential time: mean error {100 * s['mean_sequential_error']:.1f}%"]
+    return table, lines
+
+
+def cmd_autoplan(argv):
+    """The automatic plan per held-out problem: sequential, auto (predicted), auto (measured), the best measured plan
+    and the tuning time, then the aims' summary.
+    usage: scripts/results.py autoplan FILE.json"""
+    if len(argv) != 1:
+        print(cmd_autoplan.__doc__)
+        return 2
+    table, lines = autoplan_table(argv[0])
+    print(table + "\n\n" + "\n".join(f"- {x}" for x in lines))
+    return 0
+
+
 def cmd_performance(argv):
     """Writes the SVG plots of docs/performance.md into docs/performance/ and prints its tables (markdown), all from
     the committed result files under results/.
@@ -768,7 +803,7 @@ def cmd_links(argv):
 
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
             "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab,
-            "performance": cmd_performance, "links": cmd_links}
+            "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] not in COMMANDS:
