@@ -457,7 +457,7 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
     if (plan.output != OutputLayout::kRowMajor) {
       return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";
     }
-    const int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas;
+    const int ctas = plan.comm_ctas;
     if (plan.mode == Mode::kTileSignal) {
       // The GEMM's CTAs wait in place for the gather, so the gather's CTAs need SMs of their own.
       if (ctas >= s.sms) {

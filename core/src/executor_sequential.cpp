@@ -8,7 +8,7 @@
 namespace ovl {
 
 void Context::Impl::run_sequential(const detail::Call& c) {
-  const int ctas = c.plan.comm_ctas > 0 ? c.plan.comm_ctas : kDefaultNcclCtas;
+  const int ctas = c.plan.comm_ctas;
   const std::string comm = record.comm_name;
   const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
   if (c.op == Op::kAllGatherGemm) {

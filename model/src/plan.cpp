@@ -293,7 +293,6 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
 }
 
 namespace {
-int plan_comm_ctas(const Plan& plan) { return plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas; }
 bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem) {
   return plan.mode == Mode::kTma || problem.op == Op::kAllGatherGemm;
 }
@@ -305,12 +304,12 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
   const int sms = hw.sm_count;
   const int gemm_sms = plan.gemm_sms > 0 ? std::min(plan.gemm_sms, sms) : sms;
   if (plan.partitioned || plan.mode == Mode::kGreenContext) return gemm_sms;
-  const int reserve = comm_beside_whole_gemm(plan, problem) ? plan_comm_ctas(plan) : 1;
+  const int reserve = comm_beside_whole_gemm(plan, problem) ? plan.comm_ctas : 1;
   return std::max(1, std::min(gemm_sms, sms - reserve));
 }
 
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
-  const int ctas = plan_comm_ctas(plan);
+  const int ctas = plan.comm_ctas;
   if (!mode_signals(plan.mode) || plan.partitioned || plan.mode == Mode::kGreenContext ||
       comm_beside_whole_gemm(plan, problem))
     return ctas;

@@ -27,7 +27,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
   else
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
-  comm_ctas = plan.comm_ctas > 0 ? plan.comm_ctas : (plan.comm_sms > 0 ? plan.comm_sms : kDefaultNcclCtas);
+  comm_ctas = plan.comm_ctas;  // at least 1 in a valid plan
   cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work

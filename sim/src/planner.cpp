@@ -75,7 +75,7 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
   const double gemm_us_per_tile = wave_us / grid;
   const double tile_bytes = static_cast<double>(plan.tile.m) * plan.tile.n * dtype_bytes(problem.dtype);
   const Collective c = collective_of(problem.op);
-  const int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : std::max(1, plan.comm_sms);
+  const int ctas = plan.comm_ctas;
   auto comm_us = [&](int64_t n) {
     return estimate_collective(c, static_cast<int64_t>(static_cast<double>(n) * tile_bytes), problem.world,
                                plan.comm_algo, ctas, hw, problem.nodes())
