@@ -67,9 +67,12 @@ def reference(ctx, op, a, b):
     return total[: M // WORLD] if op == "gemm-reducescatter" else total
 
 
+METHODS = {"gemm-reducescatter": "gemm_reduce_scatter", "gemm-allreduce": "gemm_all_reduce",
+           "allgather-gemm": "all_gather_gemm"}
+
+
 def call(ctx, op, *args, **kwargs):
-    return getattr(ctx, op.replace("-", "_").replace("allreduce", "all_reduce").replace(
-        "reducescatter", "reduce_scatter").replace("allgather", "all_gather"))(*args, **kwargs)
+    return getattr(ctx, METHODS[op])(*args, **kwargs)
 
 
 @pytest.mark.parametrize("op", OPS)
