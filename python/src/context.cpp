@@ -125,7 +125,7 @@ void bind_world(nb::module_& m) {
           [](nb::bytes id, int rank, int size, int device, std::vector<int> cta_bounds) {
             WorldOptions options;
             options.nccl_cta_bounds = std::move(cta_bounds);
-            const auto* bytes = static_cast<const std::byte*>(id.data());
+            const auto* bytes = reinterpret_cast<const std::byte*>(id.c_str());
             nb::gil_scoped_release release;  // every rank blocks here until all have arrived
             return World::from_nccl_id(std::span(bytes, id.size()), rank, size, device, options);
           },
