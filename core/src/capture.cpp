@@ -30,7 +30,8 @@ bool Context::Impl::check_capture(const Problem& p, const std::optional<Plan>& p
   }
   const auto it = plans.find(detail::plan_key(p, *chosen));
   const bool warm = it != plans.end() && it->second->warm && (!trace || it->second->warm_traced);
-  OVL_CHECK(warm, "{} with plan \"{}\"{}: called during CUDA Graph capture before an eager call (it would allocate); {}",
+  OVL_CHECK(warm,
+            "{} with plan \"{}\"{}: called during CUDA Graph capture before an eager call (it would allocate); {}",
             p.name(), chosen->summary(), trace ? " and tracing" : "", kWarmUp);
   return true;
 }

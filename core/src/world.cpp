@@ -250,8 +250,7 @@ std::vector<std::byte> World::new_nccl_id() {
   return std::vector<std::byte>(bytes, bytes + sizeof(id));
 }
 
-World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int device,
-                          const WorldOptions& options) {
+World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int device, const WorldOptions& options) {
   OVL_CHECK(id.size() == sizeof(ncclUniqueId), "World::from_nccl_id: the id has {} bytes, an NCCL unique id has {}",
             id.size(), sizeof(ncclUniqueId));
   OVL_CHECK(size >= 1 && size <= 8, "World::from_nccl_id: world of {} ranks: ovl supports 1..8 ranks", size);
@@ -287,7 +286,8 @@ World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int
   }
   // Every rank's device (symmetric buffers map them; SymmetricBuffer::release reads its own).
   const auto devices = state->nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
-  for (int r = 0; r < size; ++r) std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));
+  for (int r = 0; r < size; ++r)
+    std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));
   return World(std::move(state), rank);
 }
 

@@ -1,6 +1,9 @@
 // ovl.Context's native half (CUDA builds): tensors arrive as descriptions made by the Python layer
 // (python/ovl/_tensors.py: a torch tensor's attributes, __cuda_array_interface__, or DLPack read here through
 // nb::ndarray) and are checked at this boundary, with errors naming the tensor and the value.
+#include "ovl/core/context.hpp"
+
+#include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -8,15 +11,12 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string_view>
 
 #include "bindings.hpp"
-#include "ovl/core/context.hpp"
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
@@ -65,7 +65,8 @@ TensorRef tensor_ref(const char* api, const char* name, nb::handle obj, int devi
   if (!d.strides.empty()) {
     // Row-major and dense; a dimension of extent 1 may carry any stride (frameworks differ there).
     const bool ok = (cols == 1 || d.strides[1] == 1) && (rows == 1 || d.strides[0] == cols);
-    OVL_CHECK(ok, "{}: {} has strides {} for shape {}: it must be contiguous row-major (strides ({}, 1)); call "
+    OVL_CHECK(ok,
+              "{}: {} has strides {} for shape {}: it must be contiguous row-major (strides ({}, 1)); call "
               ".contiguous() on it",
               api, name, shape_text(d.strides), shape_text(d.shape), cols);
   }
@@ -92,8 +93,8 @@ struct Call {
   cudaStream_t stream;
 };
 
-Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::handle b, nb::handle c,
-               uintptr_t stream, std::string_view b_layout) {
+Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::handle b, nb::handle c, uintptr_t stream,
+               std::string_view b_layout) {
   const Op op = op_of(op_name);
   const std::string api(to_string(op));
   const BLayout layout = parse_b_layout(b_layout);
@@ -104,17 +105,23 @@ Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::h
 
 void enqueue(Context& ctx, const Call& call, const std::optional<Plan>& plan) {
   switch (call.op) {
-    case Op::kGemmAllReduce: ctx.gemm_all_reduce(call.a, call.b, call.c, plan, call.stream); break;
-    case Op::kGemmReduceScatter: ctx.gemm_reduce_scatter(call.a, call.b, call.c, plan, call.stream); break;
-    case Op::kAllGatherGemm: ctx.all_gather_gemm(call.a, call.b, call.c, plan, call.stream); break;
+    case Op::kGemmAllReduce:
+      ctx.gemm_all_reduce(call.a, call.b, call.c, plan, call.stream);
+      break;
+    case Op::kGemmReduceScatter:
+      ctx.gemm_reduce_scatter(call.a, call.b, call.c, plan, call.stream);
+      break;
+    case Op::kAllGatherGemm:
+      ctx.all_gather_gemm(call.a, call.b, call.c, plan, call.stream);
+      break;
   }
 }
 
 void bind_world(nb::module_& m) {
   nb::class_<World> world(m, "World");
-  world.def_static(
-           "loopback", [](int ranks, int device) { return World::loopback(ranks, device); }, "ranks"_a,
-           "device"_a = 0)
+  world
+      .def_static(
+          "loopback", [](int ranks, int device) { return World::loopback(ranks, device); }, "ranks"_a, "device"_a = 0)
       .def_static("new_nccl_id",
                   [] {
                     const std::vector<std::byte> id = World::new_nccl_id();
@@ -136,10 +143,14 @@ void bind_world(nb::module_& m) {
       .def_prop_ro("backend",
                    [](const World& w) {
                      switch (w.backend()) {
-                       case World::Backend::kLoopback: return "loopback";
-                       case World::Backend::kThreads: return "threads";
-                       case World::Backend::kMpi: return "mpi";
-                       case World::Backend::kNccl: return "nccl";
+                       case World::Backend::kLoopback:
+                         return "loopback";
+                       case World::Backend::kThreads:
+                         return "threads";
+                       case World::Backend::kMpi:
+                         return "mpi";
+                       case World::Backend::kNccl:
+                         return "nccl";
                      }
                      return "?";
                    })
@@ -169,8 +180,8 @@ void bind_context(nb::module_& m) {
     if (t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 32) dtype = "fp32";
     const int type = a.device_type();
     const char* device = type == nb::device::cuda::value || type == nb::device::cuda_managed::value ? "cuda"
-                         : type == nb::device::cpu::value                                            ? "cpu"
-                                                                                                     : "other";
+                         : type == nb::device::cpu::value                                           ? "cpu"
+                                                                                                    : "other";
     return nb::make_tuple(uintptr_t(a.data()), shape, strides, dtype, device, int(a.device_id()));
   });
 
@@ -189,8 +200,7 @@ void bind_context(nb::module_& m) {
             o.wait_timeout_ms = wait_timeout_ms;
             new (self) Context(o);
           },
-          "loopback_world"_a, "device"_a, "hardware"_a, "trace"_a, "world"_a, "loopback_share"_a,
-          "wait_timeout_ms"_a)
+          "loopback_world"_a, "device"_a, "hardware"_a, "trace"_a, "world"_a, "loopback_share"_a, "wait_timeout_ms"_a)
       .def_prop_ro("device", &Context::device)
       .def_prop_ro("rank", &Context::rank)
       .def_prop_ro("world_size", &Context::world_size)
@@ -231,7 +241,8 @@ void bind_context(nb::module_& m) {
             return ctx.problem_for(call.op, call.a, call.b, call.c);
           },
           "op"_a, "a"_a, "b"_a, "c"_a, "b_layout"_a)
-      .def("auto_plan", [](Context& ctx, const Problem& p) { return ctx.auto_plan(p); }, "problem"_a)
+      .def(
+          "auto_plan", [](Context& ctx, const Problem& p) { return ctx.auto_plan(p); }, "problem"_a)
       .def("can_run", &Context::can_run, "problem"_a, "plan"_a)
       .def(
           "synchronize",

@@ -51,7 +51,8 @@ template <typename T>
 void json_methods(nb::class_<T>& cls) {
   cls.def("to_json", [](const T& t) { return nlohmann::json(t).dump(2); })
       .def("to_dict", [](const T& t) { return to_python(nlohmann::json(t)); })
-      .def_static("from_json", [](nb::handle obj) { return from_python(obj).template get<T>(); }, "json"_a);
+      .def_static(
+          "from_json", [](nb::handle obj) { return from_python(obj).template get<T>(); }, "json"_a);
 }
 
 std::vector<nlohmann::json> read_files(const std::vector<std::string>& paths) {
@@ -76,9 +77,12 @@ void bind_problem(nb::module_& m) {
       .def_prop_ro("comm_bytes", &Problem::comm_bytes)
       .def_prop_ro("gemm_flops", &Problem::gemm_flops)
       .def("__repr__", [](const Problem& p) { return "ovl.Problem(" + p.name() + ")"; });
-  enum_property(problem, "op", &Problem::op, [](Op v) { return to_string(v); }, parse_op);
-  enum_property(problem, "dtype", &Problem::dtype, [](DType v) { return to_string(v); }, parse_dtype);
-  enum_property(problem, "b_layout", &Problem::b_layout, [](BLayout v) { return to_string(v); }, parse_b_layout);
+  enum_property(
+      problem, "op", &Problem::op, [](Op v) { return to_string(v); }, parse_op);
+  enum_property(
+      problem, "dtype", &Problem::dtype, [](DType v) { return to_string(v); }, parse_dtype);
+  enum_property(
+      problem, "b_layout", &Problem::b_layout, [](BLayout v) { return to_string(v); }, parse_b_layout);
   json_methods(problem);
 }
 
@@ -103,14 +107,21 @@ void bind_plan(nb::module_& m) {
       .def("summary", &Plan::summary)
       .def("__repr__", [](const Plan& p) { return "ovl.Plan(" + p.summary() + ")"; })
       .def("__eq__", [](const Plan& a, const Plan& b) { return nlohmann::json(a) == nlohmann::json(b); });
-  enum_property(plan, "mode", &Plan::mode, [](Mode v) { return to_string(v); }, parse_mode);
-  enum_property(plan, "comm_algo", &Plan::comm_algo, [](CommAlgo v) { return to_string(v); }, parse_comm_algo);
-  enum_property(plan, "tile_order", &Plan::tile_order, [](TileOrder v) { return to_string(v); }, parse_tile_order);
-  enum_property(plan, "output", &Plan::output, [](OutputLayout v) { return to_string(v); }, parse_output_layout);
+  enum_property(
+      plan, "mode", &Plan::mode, [](Mode v) { return to_string(v); }, parse_mode);
+  enum_property(
+      plan, "comm_algo", &Plan::comm_algo, [](CommAlgo v) { return to_string(v); }, parse_comm_algo);
+  enum_property(
+      plan, "tile_order", &Plan::tile_order, [](TileOrder v) { return to_string(v); }, parse_tile_order);
+  enum_property(
+      plan, "output", &Plan::output, [](OutputLayout v) { return to_string(v); }, parse_output_layout);
   json_methods(plan);
-  m.def("default_plan", [](std::string_view mode, const Problem& p, const Hardware& hw,
-                           int comm_sms) { return default_plan(parse_mode(mode), p, hw, comm_sms); },
-        "mode"_a, "problem"_a, "hardware"_a, "comm_sms"_a = 0);
+  m.def(
+      "default_plan",
+      [](std::string_view mode, const Problem& p, const Hardware& hw, int comm_sms) {
+        return default_plan(parse_mode(mode), p, hw, comm_sms);
+      },
+      "mode"_a, "problem"_a, "hardware"_a, "comm_sms"_a = 0);
   m.def("load_plan", &load_plan, "path"_a);
   m.def("modes", [] {
     std::vector<std::string> names;
@@ -164,7 +175,8 @@ void bind_hardware(nb::module_& m) {
       .def("validate", &Hardware::validate)
       .def("summary", &Hardware::summary)
       .def_prop_ro("matrix_tflops", &Hardware::matrix_tflops)
-      .def("save", [](const Hardware& h, const std::string& path) { save_hardware(h, path); }, "path"_a)
+      .def(
+          "save", [](const Hardware& h, const std::string& path) { save_hardware(h, path); }, "path"_a)
       .def_static("load", &load_hardware, "path"_a)
       .def_static("builtin", &builtin_hardware, "name"_a)
       .def_static("builtin_names", &builtin_hardware_names)
@@ -217,7 +229,8 @@ void bind_estimate(nb::module_& m) {
       .def_ro("gemm_us", &ModeEstimate::gemm_us)
       .def_ro("exposed_comm_us", &ModeEstimate::exposed_comm_us)
       .def_ro("comm_us", &ModeEstimate::comm_us)
-      .def("__repr__", [](const ModeEstimate& e) { return fmt::format("ovl.ModeEstimate(total {:.2f} us)", e.total_us); });
+      .def("__repr__",
+           [](const ModeEstimate& e) { return fmt::format("ovl.ModeEstimate(total {:.2f} us)", e.total_us); });
   m.def("_estimate", &estimate, "problem"_a, "plan"_a, "hardware"_a);
 
   nb::class_<sim::ResourceUsage>(m, "ResourceUsage")
@@ -243,7 +256,8 @@ void bind_estimate(nb::module_& m) {
       .def_ro("timeline", &sim::SimResult::timeline)
       .def_prop_ro("intervals", [](const sim::SimResult& r) { return r.timeline.intervals; })
       .def("to_dict", [](const sim::SimResult& r) { return to_python(nlohmann::json(r)); })
-      .def("__repr__", [](const sim::SimResult& r) { return fmt::format("ovl.SimResult(total {:.2f} us)", r.total_us); });
+      .def("__repr__",
+           [](const sim::SimResult& r) { return fmt::format("ovl.SimResult(total {:.2f} us)", r.total_us); });
   m.def(
       "_simulate",
       [](const Problem& p, const Plan& plan, const Hardware& hw, bool timeline, bool counters, bool steps,
