@@ -39,7 +39,9 @@ def _torch_framework():
 
     def current_stream(t):
         index = t.get_device()
-        if raw_stream is not None and index >= 0:
+        if index < 0:
+            return 0  # a host tensor: the library refuses it, naming it
+        if raw_stream is not None:
             return raw_stream(index)
         return torch.cuda.current_stream(t.device).cuda_stream
 
