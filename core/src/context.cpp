@@ -66,11 +66,6 @@ double env_timeout_ms() {
   return value;
 }
 
-std::string plan_key(const Problem& p, const Plan& plan) {
-  nlohmann::json j = plan;
-  return p.name() + "|" + j.dump();
-}
-
 void check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
   OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
   OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
@@ -91,6 +86,11 @@ void check_tensor(const char* api, const char* name, const TensorRef& t, DType d
 }
 
 }  // namespace
+
+std::string detail::plan_key(const Problem& p, const Plan& plan) {
+  nlohmann::json j = plan;
+  return p.name() + "|" + j.dump();
+}
 
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
@@ -325,7 +325,7 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
 // span several owners' blocks, each owner's part is one range of the table and one NCCL broadcast); signal modes one
 // unit per tile group (whole row bands).
 detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan) {
-  const std::string key = plan_key(p, plan);
+  const std::string key = detail::plan_key(p, plan);
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   auto ps = std::make_unique<detail::PlanState>();
@@ -590,6 +590,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   Impl& s = *impl_;
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   const Problem p = problem_for(op, a, b, c);
+  const bool capturing = s.check_capture(p, plan, stream);
   const Plan chosen = plan ? *plan : plan_for(op, a, b, c, stream).plan;
   if (const std::string why = can_run(p, chosen); !why.empty()) {
     OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
@@ -627,6 +628,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
       break;
   }
   s.record.slots_used = s.next_slot;
+  if (!capturing) s.note_warm(ps);
 }
 
 void* Context::symmetric_output(const Problem& problem) {

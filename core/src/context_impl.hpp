@@ -75,7 +75,13 @@ struct PlanState {
   DeviceBuffer ranges;          // LoopbackRange[units * world]
   int units = 0;
   std::unique_ptr<RangeTable> real_ranges;  // mode tma, a real world: (group, owner) -> rows of sym_partial / sym_out
+  // An eager call of this problem and plan has enqueued (with tracing on: warm_traced): everything it allocates,
+  // plans and tunes exists, so a call during CUDA Graph capture may reuse it (capture.cpp).
+  bool warm = false, warm_traced = false;
 };
+
+// The key of a (problem, plan) pair in Context::Impl::plans.
+std::string plan_key(const Problem& p, const Plan& plan);
 
 // A call after validation, as the mode runners see it.
 struct Call {
@@ -191,6 +197,13 @@ struct Context::Impl {
   sim::PlanResult plan_problem(const Problem& p, const Context& ctx) const;
   // The maximum over the ranks of each value (a real world: every rank passes as many; elsewhere the values).
   std::vector<double> max_over_ranks(std::vector<double> values) const;
+
+  // capture.cpp: CUDA Graph capture. Whether `stream` is capturing; when it is, throws ovl::Error unless an eager
+  // call of this problem (and plan, or the planner's cached plan when `plan` is empty) has run: a call during capture
+  // may only enqueue work, never allocate, plan, tune or synchronize.
+  bool check_capture(const Problem& p, const std::optional<Plan>& plan, cudaStream_t stream) const;
+  // After an eager call has enqueued: its PlanState is warm.
+  void note_warm(detail::PlanState& ps) const;
 
   // executor_common.cpp
   void cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end,

@@ -74,8 +74,8 @@ void refuse_capture(cudaStream_t stream, const std::string& what) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   OVL_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
   OVL_CHECK(status == cudaStreamCaptureStatusNone,
-            "{} while the stream is being captured into a CUDA graph: make one call of this shape (warm up) before "
-            "capturing",
+            "{} while the stream is being captured into a CUDA graph: run the same call once before capturing (warm "
+            "up), so that its plan is chosen",
             what);
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -156,6 +157,22 @@ inline std::vector<double> cpu_gemm(const std::vector<uint16_t>& a, const std::v
     }
   }
   return out;
+}
+
+// The Context entry point of `op`.
+inline void run_op(Context& ctx, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                   const std::optional<Plan>& plan, cudaStream_t stream) {
+  switch (op) {
+    case Op::kGemmAllReduce:
+      ctx.gemm_all_reduce(a, b, c, plan, stream);
+      break;
+    case Op::kGemmReduceScatter:
+      ctx.gemm_reduce_scatter(a, b, c, plan, stream);
+      break;
+    case Op::kAllGatherGemm:
+      ctx.all_gather_gemm(a, b, c, plan, stream);
+      break;
+  }
 }
 
 // Any CUDA GPU.

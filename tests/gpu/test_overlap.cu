@@ -48,6 +48,7 @@ using test::DeviceMatrix;
 using test::from_bf16;
 using test::read_device;
 using test::rel_error;
+using test::run_op;
 
 constexpr double kTolerance = 1e-2;
 
@@ -84,21 +85,6 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   tma_shared.comm_algo = CommAlgo::kTmaPull;
   v.push_back(tma_shared);
   return v;
-}
-
-void run_op(Context& ctx, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
-            const std::optional<Plan>& plan, cudaStream_t stream) {
-  switch (op) {
-    case Op::kGemmAllReduce:
-      ctx.gemm_all_reduce(a, b, c, plan, stream);
-      break;
-    case Op::kGemmReduceScatter:
-      ctx.gemm_reduce_scatter(a, b, c, plan, stream);
-      break;
-    case Op::kAllGatherGemm:
-      ctx.all_gather_gemm(a, b, c, plan, stream);
-      break;
-  }
 }
 
 // The float64 references of a run (rank 0's inputs plus the peers' inputs the context made): `rank0` is rank 0's
