@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 #include <algorithm>
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/estimate.hpp"
 #include "model_detail.hpp"  // model/src: detail::coll_cost

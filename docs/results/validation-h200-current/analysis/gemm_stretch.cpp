@@ -1,8 +1,8 @@
 // The model's GEMM stretch beside the collective against the measured gemm_slowdown, per mode, on the loopback
-// overlap cases (CPU). From the repository root, after building the model library:
+// overlap cases (CPU). From the repository root, after building the model and tools libraries:
 //   A=docs/results/validation-h200-current
-//   g++ -std=c++20 -I model/include -I base/include -I .deps/include $A/analysis/gemm_stretch.cpp \
-//     build/model/libovl_model.a -lfmt -o gemm_stretch
+//   g++ -std=c++20 -I tools/include -I model/include -I base/include -I .deps/include $A/analysis/gemm_stretch.cpp \
+//     build/tools/libovl_tools.a build/model/libovl_model.a -lfmt -o gemm_stretch
 //   ./gemm_stretch $A/overlap/profile.json docs/results/current-h200/bench_overlap.json > $A/analysis/gemm_stretch.txt
 #include <cstdio>
 #include <fstream>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 #include "ovl/model/estimate.hpp"
 using namespace ovl;
 int main(int argc, char** argv) {
