@@ -65,7 +65,7 @@
 
 #include "bench_util.hpp"
 #include "ovl/core/ovl.hpp"
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 
 namespace {
 

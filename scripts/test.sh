@@ -35,8 +35,9 @@ cmake --install "$build" >/dev/null
 echo "== ovl info (one line and exit 0 without a GPU or driver)"
 "$build/apps/ovl" info
 
-echo "== consumer of the installed package (examples/consumer)"
-cmake -S examples/consumer -B "$build/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+echo "== consumer of the installed package (examples/consumer), without Eigen (only ovl::tools uses it, privately)"
+cmake -S examples/consumer -B "$build/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=ON >/dev/null
 cmake --build "$build/consumer" -j "$jobs" >/dev/null
 "$build/consumer/ovl_consumer"
 

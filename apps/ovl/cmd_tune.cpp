@@ -24,7 +24,7 @@
 #include "ovl/core/context.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/calibrate.hpp"
 
 #ifndef OVL_BENCH_DIR
 #define OVL_BENCH_DIR ""

@@ -14,7 +14,7 @@
 #include "bindings.hpp"
 #include "cli/json_files.hpp"
 #include "ovl/error.hpp"
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/calibrate.hpp"
 #include "ovl/model/estimate.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"
@@ -23,7 +23,7 @@
 #include "ovl/model/timeline.hpp"
 #include "ovl/sim/planner.hpp"
 #include "ovl/sim/simulate.hpp"
-#include "ovl/sim/validate.hpp"
+#include "ovl/tools/validate.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

@@ -1,5 +1,5 @@
 // Calibration by least squares (Eigen) and validation against Google Benchmark JSON.
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/calibrate.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>

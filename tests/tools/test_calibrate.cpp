@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "ovl/error.hpp"
-#include "ovl/model/bench_names.hpp"
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/bench_names.hpp"
+#include "ovl/tools/calibrate.hpp"
 #include "ovl/model/estimate.hpp"
 
 namespace ovl {

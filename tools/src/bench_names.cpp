@@ -1,5 +1,5 @@
 // Parsing the benchmark names (see bench_names.hpp).
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,6 +1,6 @@
 // Predicted versus measured: `ovl validate` as a library call.
 //
-// Every benchmark case the model knows (model/bench_names.hpp) is predicted by the closed-form model and, for
+// Every benchmark case the model knows (ovl/tools/bench_names.hpp) is predicted by the closed-form model and, for
 // overlap cases, by the simulator, and compared with its measured time. Reported: the count, MAPE, P90 and
 // maximum absolute percentage error per predictor; and, for each problem measured under several modes or comm
 // SM counts, whether the predicted best is the measured best (top-1) and the regret
@@ -19,7 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 #include "ovl/model/hardware.hpp"
 
 namespace ovl::sim {

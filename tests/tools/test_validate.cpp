@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ovl/error.hpp"
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 #include "ovl/sim/simulate.hpp"
-#include "ovl/sim/validate.hpp"
+#include "ovl/tools/validate.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 #include "ovl/model/hardware.hpp"
 
 namespace ovl {

@@ -1,4 +1,4 @@
-#include "ovl/sim/validate.hpp"
+#include "ovl/tools/validate.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ovl/error.hpp"
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/calibrate.hpp"
 #include "ovl/sim/simulate.hpp"
 
 namespace ovl::sim {
