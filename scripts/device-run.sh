@@ -55,6 +55,13 @@ start=$(date +%s)
 note "== configure + build ($(nvcc --version | tail -1), $(cmake --version | head -1))"
 extra=()
 [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
+# The Python module where nanobind is installed (its pytest suite: ctest -L python).
+if python3 -c 'import nanobind, os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
+    2>/dev/null; then
+  extra+=(-DOVL_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
+else
+  note "no nanobind or Python headers: the Python module is not built"
+fi
 if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >>"$log" 2>&1 ||
    ! cmake --build $build -j "$(nproc)" ${targets:+--target $targets} >>"$log" 2>&1; then
   note "BUILD FAILED"; tail -n 60 "$log"; exit 1
