@@ -16,6 +16,7 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   autoplan    the automatic plan against sequential and the best measured plan (bench_autoplan JSON)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
   links       check the relative links and images of README.md, results/README.md and docs/*.md
+  link-profile  a link profile (model/profiles/*.json) fitted from a real world's bench_collectives JSON
 """
 import argparse
 import collections
@@ -801,9 +802,69 @@ def cmd_links(argv):
     return 1 if broken else 0
 
 
+def cmd_link_profile(argv):
+    """A link profile (LinkProfile JSON, model/profiles/) fitted from a real world's bench_collectives JSON.
+
+      scripts/results.py link-profile results/h200x2/bench_collectives.json [--name h200x2] [--nccl-ctas 24]
+
+    At the largest size measured: link_GBps = the best busbw of any implementation and CTA count; each transport's
+    per-CTA rate = the median over AllReduce, ReduceScatter and AllGather at 1-8 CTAs (below the link's cap) of
+    busbw / CTAs (busbw is the bytes each link direction carries, so it is the rate the paced movers count);
+    latency_us = the smallest size's NCCL AllReduce on NCCL's own CTAs (ctas:0): its time less its link bytes
+    (2(W-1)/W of the buffer) at link_GBps, over its 2(W-1) ring steps (so it includes NCCL's launch). nccl_ctas
+    is NCCL's own CTA choice on that run (bench_collectives does not record it; 24 on the 2-H200 run, see
+    docs/performance.md)."""
+    sys.argv = ['results.py link-profile'] + argv
+    parser = argparse.ArgumentParser()
+    parser.add_argument("json")
+    parser.add_argument("--name", default="h200x2")
+    parser.add_argument("--nccl-ctas", type=int, default=24)
+    args = parser.parse_args()
+    doc = json.load(open(args.json))
+    rows = []
+    for b in doc.get("benchmarks", []):
+        if b.get("error_occurred") or not b["name"].startswith("coll/") or b.get("wrong", 0):
+            continue
+        parts = b["name"].split("/")
+        world = int(parts[4].split(":")[1])
+        rows.append(dict(impl=parts[1], op=parts[2], size=int(parts[3]), world=world,
+                         ctas=int(parts[5].split(":")[1]), busbw=b["busbw_GBps"], us=b["real_time"] *
+                         {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[b.get("time_unit", "ns")]))
+    if not rows:
+        print("no coll/ cases in", args.json)
+        return 1
+    world = rows[0]["world"]
+    big = max(r["size"] for r in rows)
+    small = min(r["size"] for r in rows)
+    at_big = [r for r in rows if r["size"] == big]
+    link = max(r["busbw"] for r in at_big)
+
+    def per_cta(impl):
+        xs = [r["busbw"] / r["ctas"] for r in at_big if r["impl"] == impl and 1 <= r["ctas"] <= 8]
+        return round(statistics.median(xs), 1) if xs else None
+
+    lat = [r["us"] for r in rows if r["impl"] == "nccl" and r["op"] == "allreduce" and r["size"] == small and
+           r["ctas"] == 0]
+    steps = 2 * (world - 1)
+    link_us = small * 2 * (world - 1) / world / (link * 1e3)
+    latency = round(max(0.0, min(lat) - link_us) / steps, 2) if lat else None
+    out = collections.OrderedDict(
+        name=args.name,
+        source=(f"fitted by scripts/results.py link-profile from {os.path.relpath(args.json)} (world {world}, "
+                f"{big >> 20} MiB): link = best busbw, per-CTA = median busbw / CTAs at 1-8 CTAs over AR, RS, AG, "
+                f"latency = NCCL AllReduce of {small >> 10} KiB on its own CTAs less its link time, over {steps} steps, "
+                f"nccl_ctas = NCCL's own choice on that run"),
+        link_GBps=round(link, 1), nccl_ctas=args.nccl_ctas, nccl_per_cta_GBps=per_cta("nccl"),
+        tma_push_per_cta_GBps=per_cta("tma-push"), tma_pull_per_cta_GBps=per_cta("tma-pull"),
+        simt_per_cta_GBps=per_cta("simt"), latency_us=latency)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
             "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab,
-            "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links}
+            "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links,
+            "link-profile": cmd_link_profile}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] not in COMMANDS:
