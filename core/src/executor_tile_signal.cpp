@@ -36,7 +36,7 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
   const bool green = plan.mode == Mode::kGreenContext;
   cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
   int grid = std::min(plan.gemm_sms, sms - 1);
-  int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas;
+  int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : nccl_default_ctas(plan_hw);
   if (green) {
     SmPartition& pt = partition(plan.comm_sms);
     gemm_st = pt.gemm_stream();
