@@ -177,7 +177,12 @@ def cmd_overlap(argv):
         calls on each side, their mean duration, the collective alone per call (t_comm_us / calls), after / beside (with
         equal groups: a call's rate beside the GEMM over its rate after it, what beside_gemm_rate_factor stands for)
         and alone / beside; last the medians per mode and op. Sequential (one call, alone) is left out; AllGather's
-        calls all run before the GEMM's end, so it has only the second ratio."""
+        calls all run before the GEMM's end, so it has only the second ratio.
+    scripts/results.py overlap A.json --compare B.json [--markdown]
+        Case by case over the names both files hold (e.g. a paced loopback run, OVL_LINK_PROFILE=h200x2
+        OVL_BENCH_LOOPBACK_WORLD=2, against results/h200x2/bench_overlap.json): each file's time (`us`), A / B, and
+        each file's speedup; then per problem each file's best mode and speedup; last the medians (A / B of the times,
+        the best speedups) and how many problems pick the same best mode."""
     sys.argv = ['results.py overlap'] + argv
     def print_table(header, rows, markdown):
         sep = " | " if markdown else "  "
@@ -287,11 +292,49 @@ def cmd_overlap(argv):
                   f"{med([b for _, b in sel]):>12s}")
 
 
+    def best_per_problem(doc):
+        best = {}
+        for name, b in cases(doc):
+            parts = name.split("/")
+            if parts[1] == "sequential":
+                continue
+            key = (parts[2], parts[3], parts[4])
+            if key not in best or b.get("speedup", 0.0) > best[key][1]:
+                best[key] = (parts[1] + " " + "/".join(parts[5:]), b.get("speedup", 0.0))
+        return best
+
+    def compare(doc, other, markdown):
+        a, b = dict(cases(doc)), dict(cases(other))
+        common = [n for n in a if n in b]
+        rows, ratios = [], []
+        for n in common:
+            r = a[n]["us"] / b[n]["us"]
+            ratios.append(r)
+            rows.append([n.replace("overlap/", ""), f"{a[n]['us']:.0f}", f"{b[n]['us']:.0f}", f"{r:.3f}",
+                         f"{a[n].get('speedup', 0.0):.3f}", f"{b[n].get('speedup', 0.0):.3f}"])
+        print_table(["case", "A us", "B us", "A / B", "A speedup", "B speedup"], rows, markdown)
+        ba, bb = best_per_problem(doc), best_per_problem(other)
+        keys = sorted(k for k in ba if k in bb)
+        print()
+        print_table(["op", "shape", "world", "A best", "A speedup", "B best", "B speedup"],
+                    [[*k, ba[k][0], f"{ba[k][1]:.3f}", bb[k][0], f"{bb[k][1]:.3f}"] for k in keys], markdown)
+        if ratios:
+            same = sum(ba[k][0].split()[0] == bb[k][0].split()[0] for k in keys)
+            print(f"\n{len(common)} common cases: A / B median {statistics.median(ratios):.3f} "
+                  f"(min {min(ratios):.3f}, max {max(ratios):.3f}); {len(keys)} problems: best speedup median "
+                  f"A {statistics.median([ba[k][1] for k in keys]):.3f}, B {statistics.median([bb[k][1] for k in keys]):.3f}; "
+                  f"same best mode in {same}")
+        else:
+            print("no case name in common")
+
     def main(argv):
         if not argv or argv[0].startswith("-"):
             print(__doc__.strip(), file=sys.stderr)
             return 2
         doc = json.load(open(argv[0]))
+        if "--compare" in argv:
+            compare(doc, json.load(open(argv[argv.index("--compare") + 1])), "--markdown" in argv)
+            return 0
         table = orders if "--orders" in argv else split if "--split" in argv else best_modes
         table(doc, "--markdown" in argv)
         return 0
