@@ -16,6 +16,7 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   autoplan    the automatic plan against sequential and the best measured plan (bench_autoplan JSON)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
   links       check the relative links and images of README.md, results/README.md and docs/*.md
+  link-profile  a link profile (model/profiles/*.json) fitted from a real world's bench_collectives JSON
 """
 import argparse
 import collections
@@ -176,7 +177,12 @@ def cmd_overlap(argv):
         calls on each side, their mean duration, the collective alone per call (t_comm_us / calls), after / beside (with
         equal groups: a call's rate beside the GEMM over its rate after it, what beside_gemm_rate_factor stands for)
         and alone / beside; last the medians per mode and op. Sequential (one call, alone) is left out; AllGather's
-        calls all run before the GEMM's end, so it has only the second ratio."""
+        calls all run before the GEMM's end, so it has only the second ratio.
+    scripts/results.py overlap A.json --compare B.json [--markdown]
+        Case by case over the names both files hold (e.g. a paced loopback run, OVL_LINK_PROFILE=h200x2
+        OVL_BENCH_LOOPBACK_WORLD=2, against results/h200x2/bench_overlap.json): each file's time (`us`), A / B, and
+        each file's speedup; then per problem each file's best mode and speedup; last the medians (A / B of the times,
+        the best speedups) and how many problems pick the same best mode."""
     sys.argv = ['results.py overlap'] + argv
     def print_table(header, rows, markdown):
         sep = " | " if markdown else "  "
@@ -286,11 +292,49 @@ def cmd_overlap(argv):
                   f"{med([b for _, b in sel]):>12s}")
 
 
+    def best_per_problem(doc):
+        best = {}
+        for name, b in cases(doc):
+            parts = name.split("/")
+            if parts[1] == "sequential":
+                continue
+            key = (parts[2], parts[3], parts[4])
+            if key not in best or b.get("speedup", 0.0) > best[key][1]:
+                best[key] = (parts[1] + " " + "/".join(parts[5:]), b.get("speedup", 0.0))
+        return best
+
+    def compare(doc, other, markdown):
+        a, b = dict(cases(doc)), dict(cases(other))
+        common = [n for n in a if n in b]
+        rows, ratios = [], []
+        for n in common:
+            r = a[n]["us"] / b[n]["us"]
+            ratios.append(r)
+            rows.append([n.replace("overlap/", ""), f"{a[n]['us']:.0f}", f"{b[n]['us']:.0f}", f"{r:.3f}",
+                         f"{a[n].get('speedup', 0.0):.3f}", f"{b[n].get('speedup', 0.0):.3f}"])
+        print_table(["case", "A us", "B us", "A / B", "A speedup", "B speedup"], rows, markdown)
+        ba, bb = best_per_problem(doc), best_per_problem(other)
+        keys = sorted(k for k in ba if k in bb)
+        print()
+        print_table(["op", "shape", "world", "A best", "A speedup", "B best", "B speedup"],
+                    [[*k, ba[k][0], f"{ba[k][1]:.3f}", bb[k][0], f"{bb[k][1]:.3f}"] for k in keys], markdown)
+        if ratios:
+            same = sum(ba[k][0].split()[0] == bb[k][0].split()[0] for k in keys)
+            print(f"\n{len(common)} common cases: A / B median {statistics.median(ratios):.3f} "
+                  f"(min {min(ratios):.3f}, max {max(ratios):.3f}); {len(keys)} problems: best speedup median "
+                  f"A {statistics.median([ba[k][1] for k in keys]):.3f}, B {statistics.median([bb[k][1] for k in keys]):.3f}; "
+                  f"same best mode in {same}")
+        else:
+            print("no case name in common")
+
     def main(argv):
         if not argv or argv[0].startswith("-"):
             print(__doc__.strip(), file=sys.stderr)
             return 2
         doc = json.load(open(argv[0]))
+        if "--compare" in argv:
+            compare(doc, json.load(open(argv[argv.index("--compare") + 1])), "--markdown" in argv)
+            return 0
         table = orders if "--orders" in argv else split if "--split" in argv else best_modes
         table(doc, "--markdown" in argv)
         return 0
@@ -801,9 +845,69 @@ def cmd_links(argv):
     return 1 if broken else 0
 
 
+def cmd_link_profile(argv):
+    """A link profile (LinkProfile JSON, model/profiles/) fitted from a real world's bench_collectives JSON.
+
+      scripts/results.py link-profile results/h200x2/bench_collectives.json [--name h200x2] [--nccl-ctas 24]
+
+    At the largest size measured: link_GBps = the best busbw of any implementation and CTA count; each transport's
+    per-CTA rate = the median over AllReduce, ReduceScatter and AllGather at 1-8 CTAs (below the link's cap) of
+    busbw / CTAs (busbw is the bytes each link direction carries, so it is the rate the paced movers count);
+    latency_us = the smallest size's NCCL AllReduce on NCCL's own CTAs (ctas:0): its time less its link bytes
+    (2(W-1)/W of the buffer) at link_GBps, over its 2(W-1) ring steps (so it includes NCCL's launch). nccl_ctas
+    is NCCL's own CTA choice on that run (bench_collectives does not record it; 24 on the 2-H200 run, see
+    docs/performance.md)."""
+    sys.argv = ['results.py link-profile'] + argv
+    parser = argparse.ArgumentParser()
+    parser.add_argument("json")
+    parser.add_argument("--name", default="h200x2")
+    parser.add_argument("--nccl-ctas", type=int, default=24)
+    args = parser.parse_args()
+    doc = json.load(open(args.json))
+    rows = []
+    for b in doc.get("benchmarks", []):
+        if b.get("error_occurred") or not b["name"].startswith("coll/") or b.get("wrong", 0):
+            continue
+        parts = b["name"].split("/")
+        world = int(parts[4].split(":")[1])
+        rows.append(dict(impl=parts[1], op=parts[2], size=int(parts[3]), world=world,
+                         ctas=int(parts[5].split(":")[1]), busbw=b["busbw_GBps"], us=b["real_time"] *
+                         {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[b.get("time_unit", "ns")]))
+    if not rows:
+        print("no coll/ cases in", args.json)
+        return 1
+    world = rows[0]["world"]
+    big = max(r["size"] for r in rows)
+    small = min(r["size"] for r in rows)
+    at_big = [r for r in rows if r["size"] == big]
+    link = max(r["busbw"] for r in at_big)
+
+    def per_cta(impl):
+        xs = [r["busbw"] / r["ctas"] for r in at_big if r["impl"] == impl and 1 <= r["ctas"] <= 8]
+        return round(statistics.median(xs), 1) if xs else None
+
+    lat = [r["us"] for r in rows if r["impl"] == "nccl" and r["op"] == "allreduce" and r["size"] == small and
+           r["ctas"] == 0]
+    steps = 2 * (world - 1)
+    link_us = small * 2 * (world - 1) / world / (link * 1e3)
+    latency = round(max(0.0, min(lat) - link_us) / steps, 2) if lat else None
+    out = collections.OrderedDict(
+        name=args.name,
+        source=(f"fitted by scripts/results.py link-profile from {os.path.relpath(args.json)} (world {world}, "
+                f"{big >> 20} MiB): link = best busbw, per-CTA = median busbw / CTAs at 1-8 CTAs over AR, RS, AG, "
+                f"latency = NCCL AllReduce of {small >> 10} KiB on its own CTAs less its link time, over {steps} steps, "
+                f"nccl_ctas = NCCL's own choice on that run"),
+        link_GBps=round(link, 1), nccl_ctas=args.nccl_ctas, nccl_per_cta_GBps=per_cta("nccl"),
+        tma_push_per_cta_GBps=per_cta("tma-push"), tma_pull_per_cta_GBps=per_cta("tma-pull"),
+        simt_per_cta_GBps=per_cta("simt"), latency_us=latency)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
             "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab,
-            "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links}
+            "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links,
+            "link-profile": cmd_link_profile}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] not in COMMANDS:

@@ -11,7 +11,7 @@ namespace ovl::cli {
 
 const std::set<std::string>& problem_options() {
   static const std::set<std::string> options = {
-      "op", "m", "n", "k", "world", "dtype", "layout", "gpus-per-node", "gpu", "profile", "loopback"};
+      "op", "m", "n", "k", "world", "dtype", "layout", "gpus-per-node", "gpu", "profile", "loopback", "link-profile"};
   return options;
 }
 
@@ -70,9 +70,22 @@ Hardware hardware_from_args(const Args& args, const std::string& fallback) {
 Hardware planning_hardware_from_args(const Args& args, const Problem& problem) {
   const Hardware hw = hardware_from_args(args);
   const auto share = args.value("loopback");
-  if (!share) return hw;
+  const auto link_arg = args.value("link-profile");
+  if (!share) {
+    if (link_arg)
+      throw UsageError(fmt::format("--link-profile {}: paces a loopback; give --loopback rank0", *link_arg));
+    return hw;
+  }
+  std::optional<LinkProfile> link;
+  if (link_arg) {
+    try {
+      link = link_profile_from_arg(*link_arg);
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--link-profile {}: {}", *link_arg, e.message()));
+    }
+  }
   try {
-    return loopback_hardware(hw, problem.world, parse_loopback_share(*share));
+    return loopback_hardware(hw, problem.world, parse_loopback_share(*share), link);
   } catch (const Error& e) {
     throw UsageError(fmt::format("--loopback {}: {}", *share, e.message()));
   }

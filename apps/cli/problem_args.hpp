@@ -11,7 +11,7 @@
 
 namespace ovl::cli {
 
-// --op --m --n --k --world --dtype --layout --gpus-per-node --gpu --profile --loopback
+// --op --m --n --k --world --dtype --layout --gpus-per-node --gpu --profile --loopback --link-profile
 const std::set<std::string>& problem_options();
 // Builds and validates a Problem; `base` supplies values for missing options (or the defaults when null).
 // Throws UsageError naming the bad option and value.
@@ -20,7 +20,7 @@ Problem problem_from_args(const Args& args, const Problem* base = nullptr);
 // Throws UsageError naming the bad value.
 Hardware hardware_from_args(const Args& args, const std::string& fallback = "h200");
 // hardware_from_args, and with --loopback rank0|whole-world the profile a loopback Context of the problem's world
-// plans with (loopback_hardware).
+// plans with (loopback_hardware); --link-profile NAME|FILE (with --loopback rank0) paces it to a link profile.
 Hardware planning_hardware_from_args(const Args& args, const Problem& problem);
 // The problem options plus `extra`.
 std::set<std::string> with_problem_options(std::set<std::string> extra);

@@ -148,7 +148,13 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.gpu_name = prop.name;
   s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
   s.hw.validate();
-  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share) : s.hw;
+  // The paced loopback (docs/overlap.md, "Paced loopback"): the option, else OVL_LINK_PROFILE; a real world has a
+  // real link, so the environment is ignored there and the option refused.
+  OVL_CHECK(!options.link_profile || s.loopback,
+            "ContextOptions::link_profile ({}) paces a loopback world; this context has a real world of {}",
+            options.link_profile ? options.link_profile->name : "", s.world);
+  s.link = options.link_profile ? options.link_profile : s.loopback ? link_profile_from_env() : std::nullopt;
+  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share, s.link) : s.hw;
   OVL_CHECK(std::isfinite(options.wait_timeout_ms) && options.wait_timeout_ms >= 0 &&
                 options.wait_timeout_ms <= 3.6e6,
             "ContextOptions::wait_timeout_ms = {} must be between 0 (the default) and 3600000 (one hour)",
@@ -208,6 +214,7 @@ LoopbackShare Context::loopback_share() const { return impl_->share; }
 int Context::sm_count() const { return impl_->sms; }
 const Hardware& Context::hardware() const { return impl_->hw; }
 const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
+const std::optional<LinkProfile>& Context::link_profile() const { return impl_->link; }
 void Context::set_tracing(bool on) { impl_->trace = on; }
 
 // ---- Impl helpers ----

@@ -129,6 +129,8 @@ struct Context::Impl {
   LoopbackShare share = LoopbackShare::kRank0;
   int sms = 0;
   Hardware hw, plan_hw;
+  // A paced loopback's link (ContextOptions::link_profile / OVL_LINK_PROFILE); plan_hw carries it too.
+  std::optional<LinkProfile> link;
   uint64_t timeout_ns = 0;
   bool trace = false;
   Context::Part part = Context::Part::kAll;  // of the call being enqueued

@@ -119,7 +119,8 @@ void Context::Impl::init_tuning(const ContextOptions& o) {
 PlanCacheKey Context::Impl::cache_key(const Problem& p) const {
   PlanCacheKey k;
   k.problem = p.name();
-  k.world = loopback ? fmt::format("loopback:{}", to_string(share)) : "real";
+  // A paced loopback plans for another link: its choices are kept apart (loopback:rank0:paced:<profile name>).
+  k.world = loopback ? fmt::format("loopback:{}{}", to_string(share), link ? ":paced:" + link->name : "") : "real";
   k.gpu = gpu_name;
   k.sm_count = sms;
   return k;

@@ -9,6 +9,7 @@
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/plan.hpp"
 
 namespace ovl {
 namespace {
@@ -322,8 +323,12 @@ LoopbackShare parse_loopback_share(std::string_view text) {
   OVL_FAIL("unknown loopback share '{}' (expected rank0 or whole-world)", text);
 }
 
-Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share) {
+Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
+                           const std::optional<LinkProfile>& link) {
   OVL_CHECK(world >= 1, "loopback world = {} must be at least 1", world);
+  OVL_CHECK(!link || share == LoopbackShare::kRank0,
+            "loopback: a link profile ({}) paces rank 0's share only; the share is {}", link ? link->name : "",
+            to_string(share));
   Hardware h = base;
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
   h.loopback = true;
@@ -345,8 +350,18 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share)
   }
   h.link_latency_us = std::min(base.link_latency_us, 0.5);
   h.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself
+  if (link) {
+    // Paced: the peers' bytes cross a link of the profile's rate, with its latency per step (comm_model.cpp).
+    link->validate();
+    h.name = fmt::format("{} loopback x{} (rank0, paced: {})", base.name, world, link->name);
+    h.link_profile = link;
+    h.link_GBps = link->link_GBps;
+    h.link_latency_us = link->latency_us;
+  }
   return h;
 }
+
+int nccl_default_ctas(const Hardware& hw) { return hw.link_profile ? hw.link_profile->nccl_ctas : kDefaultNcclCtas; }
 
 void to_json(nlohmann::json& j, const Hardware& h) {
   j = nlohmann::json::object();

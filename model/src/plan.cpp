@@ -324,7 +324,11 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
   Plan p;
   p.mode = mode;
   p.gemm_sms = hw.sm_count;
-  const int ctas = comm_sms > 0 ? comm_sms : kDefaultNcclCtas;
+  const int nccl_ctas = nccl_default_ctas(hw);
+  // A paced loopback's sequential collective runs on NCCL's CTA count whatever comm_sms says: that is what a node's
+  // NCCL does alone after the GEMM (docs/overlap.md, "Paced loopback"); on every SM it would be no node's baseline.
+  const bool nccl_own = comm_sms == 0 || (mode == Mode::kSequential && hw.link_profile.has_value());
+  const int ctas = nccl_own ? nccl_ctas : comm_sms;
   p.comm_algo = CommAlgo::kNcclRing;
   p.comm_ctas = std::min(ctas, hw.sm_count);
   p.comm_sms = p.comm_ctas;
@@ -352,7 +356,7 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
     case Mode::kTma: {
       // Disjoint partitions: round the communication SMs up to the granularity (at least one group).
       const int gran = hw.sm_granularity;
-      int c = comm_sms > 0 ? comm_sms : (mode == Mode::kTma ? gran : kDefaultNcclCtas);
+      int c = comm_sms > 0 ? comm_sms : (mode == Mode::kTma ? gran : nccl_ctas);
       c = std::max(gran, (c + gran - 1) / gran * gran);
       OVL_CHECK(c < hw.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c, hw.sm_count);
       p.partitioned = true;

@@ -104,7 +104,8 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
 
 std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& hw) {
   std::vector<Plan> out{default_plan(Mode::kSequential, problem, hw, 0)};
-  if (hw.loopback && out.front().comm_ctas != hw.sm_count)
+  // A paced loopback link behaves like a node's: the collective on every SM is no node's way of not overlapping.
+  if (hw.loopback && !hw.link_profile && out.front().comm_ctas != hw.sm_count)
     out.push_back(default_plan(Mode::kSequential, problem, hw, hw.sm_count));
   return out;
 }

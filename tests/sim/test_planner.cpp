@@ -12,6 +12,7 @@
 
 #include "expect_error.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
 #include "ovl/sim/planner.hpp"
 
 namespace ovl::sim {
@@ -136,6 +137,24 @@ TEST(Planner, LoopbackBaselineRunsTheCollectiveOnEverySm) {
   // More SMs for the collective alone are never predicted slower there.
   EXPECT_LE(simulate(p, emulated[1], loop).total_us, simulate(p, emulated[0], loop).total_us);
   EXPECT_EQ(r.sequential.comm_ctas, hw.sm_count);
+}
+
+TEST(Planner, PacedLoopbackBaselineRunsTheCollectiveOnNcclsCtaCountOnly) {
+  // With the link paced (a link profile), the loopback behaves like a node: the collective on every SM is no node's
+  // baseline, so the only sequential candidate is NCCL's CTA count (the profile's).
+  LinkProfile link = builtin_link_profile("h200x2");
+  link.nccl_ctas = 16;
+  const Hardware paced = loopback_hardware(builtin_hardware("h200"), 2, LoopbackShare::kRank0, link);
+  const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 2);
+  const std::vector<Plan> seq = sequential_candidates(p, paced);
+  ASSERT_EQ(seq.size(), 1u);
+  EXPECT_EQ(seq[0].comm_ctas, 16);
+  const PlanResult r = plan(p, paced);
+  EXPECT_EQ(r.sequential.comm_ctas, 16);
+  // The simulator and the model price that baseline alike (cuBLAS, then the paced collective).
+  const double model = ovl::estimate(p, seq[0], paced).total_us;
+  const double sim = simulate(p, seq[0], paced).total_us;
+  EXPECT_NEAR(sim / model, 1.0, 0.05) << sim << " vs " << model;
 }
 
 TEST(Planner, ExecutorVerdictFiltersCandidates) {

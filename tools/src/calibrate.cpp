@@ -689,6 +689,7 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
     // "threads" / "mpi": none), else fewer GPUs than ranks in the context.
     int gpus = 0;
     std::optional<LoopbackShare> share;
+    std::optional<LinkProfile> link;
     std::optional<bool> loopback_backend;
     if (doc.contains("context") && doc["context"].is_object()) {
       const auto& ctx = doc["context"];
@@ -706,6 +707,17 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
       }
       if (ctx.contains("loopback_share") && ctx["loopback_share"].is_string())
         share = parse_loopback_share(ctx["loopback_share"].get<std::string>());
+      if (ctx.contains("link_profile")) {
+        // Google Benchmark's context holds strings: the profile's JSON as text (an object is read as well).
+        try {
+          const auto& v = ctx["link_profile"];
+          link = (v.is_string() ? nlohmann::json::parse(v.get<std::string>()) : v).get<LinkProfile>();
+        } catch (const nlohmann::json::exception& e) {
+          OVL_FAIL("benchmark file {}: context \"link_profile\" is not JSON: {}", f, e.what());
+        } catch (const Error& e) {
+          OVL_FAIL("benchmark file {}: context \"link_profile\": {}", f, e.message());
+        }
+      }
     }
     for (const auto& b : doc["benchmarks"]) {
       if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) continue;
@@ -762,6 +774,7 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         it->second.m.counters = counters;
         if (loopback)
           it->second.m.loopback = bench->kind == BenchKind::kOverlap && share ? *share : LoopbackShare::kWholeWorld;
+        if (loopback && it->second.m.loopback == LoopbackShare::kRank0) it->second.m.link_profile = link;
       }
       if (agg == "median")
         it->second.median = us;
@@ -781,7 +794,7 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
 }
 
 Hardware measurement_hardware(const Measurement& m, const Hardware& hw) {
-  return m.loopback ? loopback_hardware(hw, m.bench.world, *m.loopback) : hw;
+  return m.loopback ? loopback_hardware(hw, m.bench.world, *m.loopback, m.link_profile) : hw;
 }
 
 std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {

@@ -91,6 +91,12 @@ struct ContextOptions {
   // call's inputs, so a later call whose A or B changed IN PLACE gets those pieces from the old data (only rank 0's
   // own piece is recomputed each call); use new buffers or kWholeWorld when the data changes in place.
   LoopbackShare loopback_share = LoopbackShare::kRank0;
+  // Loopback with kRank0 only: pace the emulated link (docs/overlap.md, "Paced loopback"): every mover's CTAs move
+  // rank 0's peer traffic at most at the link's rate (LinkProfile::paced_cta_GBps), NCCL's stand-in runs on the
+  // profile's NCCL CTA count, and the planner prices the same link (planning_hardware()). Default: env
+  // OVL_LINK_PROFILE (a built-in name, "nvlink4-node8" or "h200x2", or a JSON file), else unpaced. Refused in a real
+  // world (the environment is ignored there).
+  std::optional<LinkProfile> link_profile;
   Fault fault = Fault::kNone;
   // How calls without a plan choose one (default: env OVL_TUNING = predicted | measured, else kMeasured).
   std::optional<Tuning> tuning;
@@ -120,6 +126,8 @@ class Context {
   // The device's profile (Plan::validate uses it) and the one the planner uses (loopback: loopback_hardware()).
   const Hardware& hardware() const;
   const Hardware& planning_hardware() const;
+  // The paced loopback's link profile (ContextOptions::link_profile or OVL_LINK_PROFILE); nullopt: unpaced.
+  const std::optional<LinkProfile>& link_profile() const;
 
   // Enqueue the operator on `stream`. `plan`: a Plan (validated against the problem and the device), or
   // std::nullopt for the planner's choice for this shape (cached). Throws ovl::Error naming the bad value for

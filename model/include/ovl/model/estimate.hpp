@@ -129,6 +129,10 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loop
 // (chunks, tile groups) works only in the calls that hold rank 0's rows (call_adjustments below, which both predictors
 // apply, with each call's pieces at Hardware::loopback_piece_us).
 double loopback_rank0_nccl_bytes(Collective c, int world);
+// The dependent link latencies of one call of `algo` among `world` ranks of one node, as the model counts them
+// (NCCL ring AR 2(W-1), RS / AG W-1; tma-push 2 / 1; tma-pull 4 / 2): a paced loopback waits that many
+// LinkProfile::latency_us at the start of every call or tile group, and the model and the simulator price them.
+double link_steps(Collective c, CommAlgo algo, int world);
 // What the loopback emulation of rank 0's share (Hardware::loopback_rank0) does in each call of a plan (decomposed:
 // its row chunks; the signaling modes: its tile groups, whole tile rows as the executor's range table counts them;
 // sequential: one call):

@@ -26,9 +26,13 @@ struct Measurement {
   // world. The value is the share of the collective the benchmark played ("loopback_share" in the context; every
   // rank's when absent). "world_backend": "threads" or "mpi" marks real ranks on distinct GPUs.
   std::optional<LoopbackShare> loopback;
+  // A paced loopback (an overlap case of rank 0's share whose file's context has "link_profile": the LinkProfile's
+  // JSON, as bench_overlap records OVL_LINK_PROFILE): the link the peers' traffic was paced to.
+  std::optional<LinkProfile> link_profile;
 };
 
-// The profile a measurement ran on: `hw`, or loopback_hardware(hw, world, share) for a loopback measurement.
+// The profile a measurement ran on: `hw`, or loopback_hardware(hw, world, share, link_profile) for a loopback
+// measurement.
 Hardware measurement_hardware(const Measurement& m, const Hardware& hw);
 
 // Reads every benchmark whose name parse_bench_name() knows, from any number of Google Benchmark JSON documents
