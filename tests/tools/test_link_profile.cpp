@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expect_error.hpp"
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/calibrate.hpp"
 #include "ovl/model/estimate.hpp"
 #include "ovl/model/link_profile.hpp"
 #include "ovl/model/plan.hpp"
