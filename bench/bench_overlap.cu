@@ -30,11 +30,16 @@
 // loopback_share in loopback).
 // Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
 // OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
+// OVL_BENCH_LOOPBACK_WORLD=<W> (2..8, default 8): the loopback world. OVL_LINK_PROFILE=<name|file> paces the loopback
+// to a link (docs/overlap.md, "Paced loopback"; rank 0's share only): the JSON context records it ("link_profile",
+// the LinkProfile's JSON), so `ovl calibrate` / `ovl validate` price the cases on the paced profile, and the
+// sequential baseline's collective runs on the profile's NCCL CTA count (default_plan on the paced profile), under
+// the same name. OVL_BENCH_LOOPBACK_WORLD=2 OVL_LINK_PROFILE=h200x2 gives cases named as a real 2-GPU run's.
 // Counters (all measured in the same process, each part alone: 1 warm-up run, then the mean of kReps back-to-back
 // runs, a short burst after the host's setup; OVL_BENCH_SUSTAIN_MS=<ms> instead runs ~ms of back-to-back warm-up and
 // times back-to-back runs filling ~ms, the sustained regime of bench_gemm. On the H200 a GEMM that starts on an idle
 // GPU runs 9.5-13.5% faster than in a sustained stream of GEMMs, and a GEMM between memory-bound collectives faster too
-// (power limit): docs/results/gemm-h200-staged/, docs/results/movers2-h200/):
+// (power limit; docs/model.md, the power state):
 //   us            time of the overlapped operator
 //   t_seq_us      the sequential baseline with the same mover (see above); speedup = t_seq_us / us
 //   t_gemm_us, t_comm_us   the GEMM alone and the collective alone, as this plan runs them (same SMs, CTAs)
@@ -60,12 +65,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "bench_util.hpp"
 #include "ovl/core/ovl.hpp"
-#include "ovl/model/bench_names.hpp"
+#include "ovl/tools/bench_names.hpp"
 
 namespace {
 
@@ -75,7 +81,7 @@ struct Shape {
   int64_t m, n, k;
 };
 
-constexpr int kLoopbackWorld = 8;
+constexpr int kDefaultLoopbackWorld = 8;
 constexpr int kReps = 5;
 constexpr int kIterations = 5;
 
@@ -88,8 +94,14 @@ const std::vector<int>& nccl_bounds() {
   return bounds;
 }
 
-// The ranks of the cases: kLoopbackWorld in loopback, else the visible GPUs (at most 8; 0 when none answers).
-int world_size() { return real_world() ? bench::visible_gpus(8) : kLoopbackWorld; }
+// OVL_BENCH_LOOPBACK_WORLD, read once (default kDefaultLoopbackWorld).
+int loopback_world() {
+  static const int w = bench::env_int("OVL_BENCH_LOOPBACK_WORLD", 2, 8, kDefaultLoopbackWorld);
+  return w;
+}
+
+// The ranks of the cases: loopback_world() in loopback, else the visible GPUs (at most 8; 0 when none answers).
+int world_size() { return real_world() ? bench::visible_gpus(8) : loopback_world(); }
 
 // OVL_BENCH_SHARE: "rank0" (default) or "whole-world".
 LoopbackShare bench_share() {
@@ -143,7 +155,7 @@ struct Inputs {
 };
 
 // One rank the process drives: its World, Context, stream, events and inputs per shape. Loopback: one Rank that
-// plays all kLoopbackWorld ranks; threads: one Rank per visible GPU, each driven from its own host thread.
+// plays all loopback_world() ranks; threads: one Rank per visible GPU, each driven from its own host thread.
 struct Rank {
   World world;
   std::unique_ptr<Context> ctx;
@@ -167,7 +179,7 @@ Ranks& ranks() {
       options.nccl_cta_bounds = nccl_bounds();
       r->worlds = World::threads(bench::visible_gpu_ids(8), options);
     } else {
-      r->worlds.push_back(World::loopback(kLoopbackWorld, 0));
+      r->worlds.push_back(World::loopback(loopback_world(), 0));
     }
     r->ranks.resize(r->worlds.size());
     run_per_rank(r->worlds, [&](World& w) {
@@ -253,11 +265,12 @@ double time_us(const RankFn& fn) {
   return block_us(fn, std::max(kReps, runs), runs);
 }
 
-// The sequential baseline with the mover of `algo`: cuBLAS on the whole device, then the collective on every SM.
-// With an NCCL algorithm this is exactly default_plan(sequential, p, hw, sm_count) (loopback: the SIMT mover; a
-// real world: NCCL).
+// The sequential baseline with the mover of `algo`: cuBLAS on the whole device, then the collective on every SM (a
+// paced loopback: on the link profile's NCCL CTA count, as a node's NCCL runs it). With an NCCL algorithm this is
+// exactly default_plan(sequential, p, hw, sm_count) on the planning profile (loopback: the SIMT mover; a real
+// world: NCCL), what `ovl validate` reconstructs from the name on the profile the file's context names.
 Plan sequential_plan(const Problem& p, const Context& ctx, CommAlgo algo) {
-  Plan plan = default_plan(Mode::kSequential, p, ctx.hardware(), ctx.sm_count());
+  Plan plan = default_plan(Mode::kSequential, p, ctx.planning_hardware(), ctx.sm_count());
   plan.comm_algo = algo;
   return plan;
 }
@@ -454,7 +467,7 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
 // Registered from main, after Initialize: the sequential cases' names carry the device's SM count.
 void register_cases() {
   const int sms = device_sms();
-  // The issue's five shapes, then three more that differ in M, N or K (held-out problems for `ovl validate`).
+  // Five benchmark shapes, then three more that differ in M, N or K (held-out problems for `ovl validate`).
   const std::vector<Shape> shapes = {{8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096},
                                      {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};
@@ -522,7 +535,14 @@ int main(int argc, char** argv) {
     OVL_CHECK(bench::world_kind() != bench::WorldKind::kMpi,
               "OVL_BENCH_WORLD = mpi: bench_overlap drives a real world from one process (threads)");
     ::benchmark::AddCustomContext("world_backend", bench::to_string(bench::world_kind()));
-    if (!real_world()) ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
+    if (!real_world()) {
+      ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
+      // The paced loopback's link (the Context reads the same variable): its name and every field, as JSON text.
+      if (const auto link = link_profile_from_env()) {
+        ::benchmark::AddCustomContext("link_profile_name", link->name);
+        ::benchmark::AddCustomContext("link_profile", nlohmann::json(*link).dump());
+      }
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_overlap: {}\n", e.what());
     return 2;

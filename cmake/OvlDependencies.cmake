@@ -1,6 +1,6 @@
 # Host-side dependencies, found through the packages' own CMake configs (Debian ships all of them).
 find_package(fmt REQUIRED CONFIG)
-find_package(Eigen3 REQUIRED CONFIG)
+find_package(Eigen3 REQUIRED CONFIG)  # ovl::tools only (calibration), at build time
 find_package(nlohmann_json 3.9 QUIET CONFIG)
 if(NOT nlohmann_json_FOUND)
   # The GPU machine has no package manager: its build can point OVL_NLOHMANN_INCLUDE_DIR at a copied header tree.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-GPU runs on a machine of 2-8 GPUs (docs/results/multigpu-*), through scripts/device-run.sh: build, the
+# The multi-GPU runs on a machine of 2-8 GPUs (results/h200x2/), through scripts/device-run.sh: build, the
 # GPU tests that use every visible GPU (threads Worlds: collectives, overlap modes, the tma mode back to back), then
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
@@ -8,18 +8,19 @@
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) versus tma-push, tma-pull and simt on
 #                 1-32 CTAs, AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
 #   overlap       bench_overlap, GEMM+AR and GEMM+RS: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups
-#                 in row-band order (the set of docs/results/multigpu-h200x2/call3) -> bench_overlap.json; when the
+#                 in row-band order (the set of results/h200x2/bench_overlap.json) -> bench_overlap.json; when the
 #                 real-world tma tests did not pass, the tma cases are left out (a broken tma path would spend each
 #                 case's collective timeouts) and the log says so
 #   overlap-nccl  the same without the tma mode
 #   overlap-ag    bench_overlap, AG+GEMM: every mode it runs (sequential, decomposed, tile-signal, green-context)
 #   overlap-swizzle  bench_overlap, GEMM+AR and GEMM+RS, the signaling modes at comm_sms 16 and 32 with 2 / 4 / 8
-#                 groups in row-band and in swizzle order (pairs for scripts/overlap_table.py --orders)
+#                 groups in row-band and in swizzle order (pairs for scripts/results.py overlap --orders)
 #                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
 #                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun
 # NVLink multicast stays off (device-run.sh exports NCCL_NVLS_ENABLE=0 and the others). JSON and logs go to $OUT.
 set -uo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 export OVL_BENCH_WORLD=threads
 benches=()
@@ -45,14 +46,14 @@ for what in "$@"; do
           echo 'the real-world tma test did not pass: tma cases left out'; f='$without_tma'; fi;
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
-        python3 scripts/overlap_table.py \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
+        python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
     mpi)
       cmds+=(--cmd "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; np=\$(nvidia-smi -L | wc -l);
         timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='GpuTest.Mpi*';
         OVL_BENCH_WORLD=mpi timeout -k 30 480 mpirun -np \$np build-device/bench/bench_collectives \
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
-        python3 scripts/coll_table.py \"\$OUT/bench_collectives-mpi.json\"") ;;
+        python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"") ;;
     *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, mpi)" >&2; exit 2 ;;
   esac
 done

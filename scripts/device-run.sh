@@ -23,6 +23,7 @@
 # summary gives each section's median clock and power, since the power limit lowers the clock under heavy kernels and
 # an A/B of two kernels should compare their clocks too.
 set -uo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
 tests=""
@@ -54,6 +55,13 @@ start=$(date +%s)
 note "== configure + build ($(nvcc --version | tail -1), $(cmake --version | head -1))"
 extra=()
 [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
+# The Python module where nanobind is installed (its pytest suite: ctest -L python).
+if python3 -c 'import nanobind, os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
+    2>/dev/null; then
+  extra+=(-DOVL_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
+else
+  note "no nanobind or Python headers: the Python module is not built"
+fi
 if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >>"$log" 2>&1 ||
    ! cmake --build $build -j "$(nproc)" ${targets:+--target $targets} >>"$log" 2>&1; then
   note "BUILD FAILED"; tail -n 60 "$log"; exit 1
@@ -68,7 +76,7 @@ fi
 # Sections (their start times, for the clock summary) and the nvidia-smi sampler.
 sections=$(mktemp)
 smi=$(mktemp)
-section() {  # one line per section (a multi-line --cmd is folded), so smi_sections.py can read it back
+section() {  # one line per section (a multi-line --cmd is folded), so `results.py smi` can read it back
   local label
   label=$(echo "$*" | tr '\n' ' ' | tr -s ' ')
   echo "$(date +%s.%N) $label" >>"$sections"
@@ -131,7 +139,7 @@ echo "$(date +%s.%N) end" >>"$sections"
 if [[ -n $smi_pid ]]; then
   kill "$smi_pid" 2>/dev/null
   wait "$smi_pid" 2>/dev/null
-  while IFS= read -r line; do summary+=("$line"); done < <(python3 scripts/smi_sections.py "$sections" "$smi" | tee -a "$log")
+  while IFS= read -r line; do summary+=("$line"); done < <(python3 scripts/results.py smi "$sections" "$smi" | tee -a "$log")
 fi
 rm -f "$sections" "$smi"
 
@@ -141,6 +149,6 @@ printf '%s\n' "${summary[@]}"
 [[ -s "$out/failed.txt" ]] && { echo "failures:"; cat "$out/failed.txt"; }
 for spec in "${benches[@]}"; do
   bench=${spec%%:*}
-  [[ -f "$out/$bench.json" ]] && python3 scripts/bench_table.py "$out/$bench.json" 2>/dev/null | tail -n 40
+  [[ -f "$out/$bench.json" ]] && python3 scripts/results.py table "$out/$bench.json" 2>/dev/null | tail -n 40
 done
 exit 0

@@ -2,6 +2,7 @@
 # Installs the Debian packages ovl builds with, when missing. Idempotent and quiet when nothing is missing.
 # The CUDA Toolkit and NCCL are not Debian packages here: they come with the machine (/usr/local/cuda).
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 packages=(cmake ninja-build g++ libfmt-dev libeigen3-dev nlohmann-json3-dev libgtest-dev libgmock-dev
           libbenchmark-dev)
 [[ "${OVL_WITH_MPI:-1}" == 1 ]] && packages+=(libopenmpi-dev openmpi-bin)

@@ -3,6 +3,7 @@
 # on 8 H200s (built-in profile: no GPU needed). On a machine with a GPU it first prints `ovl info`.
 # Extra arguments replace the default problem, e.g. scripts/main-job.sh --op gemm-reducescatter --m 4096 ...
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build=${OVL_BUILD_DIR:-build-main}

@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
-# Held-out validation of the analytical GEMM model on the real H200 measurements (issues 3 and 8).
+# Held-out validation of the analytical model and the simulator on the committed one-H200 measurements. CPU only:
 #
-#   scripts/validate-h200.sh [BUILD_DIR]          (default build-lead; needs the `ovl` CLI: cmake --build BUILD --target ovl)
+#   scripts/validate-h200.sh [BUILD_DIR]      (default build; needs the `ovl` CLI: cmake --build BUILD --target ovl)
 #
-# The inputs and the output folder can be swapped for a newer run of the same benchmarks (same case names):
-#   GEMM_IN=... OVERLAP_IN=... VALIDATION_OUT=... scripts/validate-h200.sh build
-# e.g. docs/results/current-h200/ (the tree of 2026-12-04) into docs/results/validation-h200-current/. The defaults
-# below are the 2026-12-02 measurements that docs/results/validation-h200/ holds.
+# Reads results/h200/bench_gemm.json and results/h200/bench_overlap.json and rewrites results/h200/validation/.
+# GEMM_IN=... OVERLAP_IN=... VALIDATION_OUT=... swap in a newer run of the same benchmarks (same case names).
 #
-# 1. splits docs/results/gemm-h200-staged/bench_gemm.json (bench_gemm, one H200, 2026-12-02 15:05 UTC) by shape:
-#      fit      : 8192x8192x8192, 8192x8192x2048, 8192x4096x1024
-#      held-out : 4096x8192x8192, 2048x8192x4096, 16384x8192x1024
-#    (every impl -- ovl, ovl-nosignal, cublas -- both layouts, all SM counts 132..32 on both sides);
+# 1. splits the GEMM sweep by shape (every impl -- ovl, ovl-nosignal, cublas -- both layouts, 132..32 SMs):
+#      fit      : 8192x8192x8192, 8192x8192x2048, 8192x4096x1024                 -> validation/fit.json
+#      held-out : 4096x8192x8192, 2048x8192x4096, 16384x8192x1024                -> validation/heldout.json
 # 2. calibrates a profile on the fit shapes only (base: the built-in H200 profile);
-# 3. validates that profile on the held-out shapes (text, --json, --plot);
-# 4. writes everything to docs/results/validation-h200/ and prints the headline (held-out error only).
+# 3. validates that profile on the held-out shapes (text, --json, --plot) and writes headline.md;
+# 4. the same for the overlap modes (loopback emulation of rank 0's share, world 8), by shape:
+#      fit      : 8192x8192x1024, 8192x8192x4096, 4096x8192x8192 (every mode x comm SMs) + all of the GEMM sweep
+#                                                                                -> validation/overlap/fit.json
+#      held-out : 8192x8192x2048, 8192x8192x8192, 4096x8192x4096, 16384x8192x2048, 8192x4096x8192
+#                                                                                -> validation/overlap/heldout.json
+#    and the held-out overlap cases on other profiles (the built-in, fit-only, built-in + operator_gemm_factor).
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
-BUILD=${1:-build-lead}
+BUILD=${1:-build}
 OVL=$BUILD/apps/ovl
-OUT=${VALIDATION_OUT:-docs/results/validation-h200}
-IN=${GEMM_IN:-docs/results/gemm-h200-staged/bench_gemm.json}
+OUT=${VALIDATION_OUT:-results/h200/validation}
+IN=${GEMM_IN:-results/h200/bench_gemm.json}
 HELD='gemm/[^/]+/(4096x8192x8192|2048x8192x4096|16384x8192x1024)/'
 [[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
 mkdir -p "$OUT/plots"
 
-python3 scripts/split_bench.py "$IN" --held-out "$HELD" --fit "$OUT/fit.json" --test "$OUT/heldout.json"
+python3 scripts/results.py split "$IN" --held-out "$HELD" --fit "$OUT/fit.json" --test "$OUT/heldout.json"
 "$OVL" calibrate "$OUT/fit.json" --gpu h200 -o "$OUT/profile.json" | tee "$OUT/calibrate.txt"
 "$OVL" validate --measured "$OUT/heldout.json" --profile "$OUT/profile.json" --plot "$OUT/plots" > "$OUT/validate.txt"
 "$OVL" validate --measured "$OUT/heldout.json" --profile "$OUT/profile.json" --json > "$OUT/validate.json"
@@ -106,14 +109,14 @@ for shape, by in series.items():
 PY
 echo "outputs in $OUT/"
 
-# ---- Overlap modes (loopback emulation of rank 0's share, world 8; docs/results/movers2-h200) ----
+# ---- Overlap modes (loopback emulation of rank 0's share, world 8) ----
 # fit      : 8192x8192x1024, 8192x8192x4096, 4096x8192x8192 (every mode x comm SMs) + all of bench_gemm
 # held-out : 8192x8192x2048, 8192x8192x8192, 4096x8192x4096, 16384x8192x2048, 8192x4096x8192 (10 problems)
 # The overlap fit informs the contention weights, the communication kernels' per-CTA rates and the TMA mover's
 # per-group cost.
 OV=$OUT/overlap
 mkdir -p "$OV/plots"
-python3 scripts/split_bench.py "${OVERLAP_IN:-docs/results/movers2-h200/bench_overlap.json}" \
+python3 scripts/results.py split "${OVERLAP_IN:-results/h200/bench_overlap.json}" \
   --held-out 'overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192|4096x8192x4096|16384x8192x2048|8192x4096x8192)/' \
   --fit "$OV/fit.json" --test "$OV/heldout.json"
 # Notes are dropped (one per skipped case) except the operator_gemm_factor ones (the per-kernel fits).
@@ -122,7 +125,7 @@ python3 scripts/split_bench.py "${OVERLAP_IN:-docs/results/movers2-h200/bench_ov
 "$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --plot "$OV/plots" > "$OV/validate.txt"
 "$OVL" validate --measured "$OV/heldout.json" --profile "$OV/profile.json" --json > "$OV/validate.json"
 echo; echo "OVERLAP, HELD-OUT SHAPES:"
-python3 scripts/validation_table.py "$OV/headline.md" --problems "$OV/validate.json"
+python3 scripts/results.py validation "$OV/headline.md" --problems "$OV/validate.json"
 
 # ---- The same held-out overlap cases on other profiles ----
 # builtin        : the planner's built-in H200 profile (what `ovl plan` uses)
@@ -145,5 +148,5 @@ for name in builtin fit-only builtin+factor; do
   "$OVL" validate --measured "$OV/heldout.json" "${args[@]}" --json > "$OV/validate-$name.json"
 done
 echo; echo "OVERLAP, HELD-OUT SHAPES, OTHER PROFILES:"
-python3 scripts/validation_table.py "$OV/other-profiles.md" --label profile builtin="$OV/validate-builtin.json" \
+python3 scripts/results.py validation "$OV/other-profiles.md" --label profile builtin="$OV/validate-builtin.json" \
   fit-only="$OV/validate-fit-only.json" builtin+factor="$OV/validate-builtin+factor.json"

@@ -1,30 +1,32 @@
 #!/usr/bin/env bash
-# Held-out validation of the model and the simulator on the 2-GPU measurements (issue 9).
+# Held-out validation of the model and the simulator on the committed 2-H200 measurements. CPU only:
 #
 #   scripts/validate-multigpu.sh [BUILD_DIR]   (default build; needs the `ovl` CLI: cmake --build BUILD --target ovl)
 #
-# Inputs: docs/results/gemm-h200-staged/bench_gemm.json (the single-GPU GEMM sweep on partitions 32-132 SMs),
-# docs/results/multigpu-h200x2/call1/bench_collectives.json and call3/bench_overlap.json (2 H200s, a thread per GPU).
+# Inputs (results/h200x2/): bench_gemm-1gpu.json (the single-H200 GEMM sweep on partitions 32-132 SMs that the
+# calibration reads for the GEMM parameters), bench_collectives.json and bench_overlap.json (2 H200s, a thread per GPU).
 # 1. splits the 2-GPU runs: held out are the overlap shapes 8192x8192x2048, 8192x8192x8192, 4096x8192x4096 and
-#    8192x4096x8192 (every mode, comm_sms, groups; both ops) and the collective sizes 4 MiB, 64 MiB and 1 GiB;
+#    8192x4096x8192 (every mode, comm_sms, groups; both ops) and the collective sizes 4 MiB, 64 MiB and 1 GiB
+#    (validation/overlap-fit.json, overlap-heldout.json, coll-fit.json, coll-heldout.json);
 # 2. calibrates a profile (base: the built-in H200) on the GEMM sweep plus the fit side;
 # 3. validates it on the held-out side; per mode errors and the ranking go to headline.md.
-# Everything goes to docs/results/multigpu-h200x2/validation/.
+# Everything goes to results/h200x2/validation/.
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 OVL=$BUILD/apps/ovl
-R=docs/results/multigpu-h200x2
+R=results/h200x2
 OUT=$R/validation
 [[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
 mkdir -p "$OUT"
 HELD_OV='overlap/[^/]+/[^/]+/(8192x8192x2048|8192x8192x8192|4096x8192x4096|8192x4096x8192)/'
 HELD_CO='coll/[^/]+/[^/]+/(4194304|67108864|1073741824)/'
-python3 scripts/split_bench.py $R/call3/bench_overlap.json --held-out "$HELD_OV" --fit "$OUT/overlap-fit.json" \
+python3 scripts/results.py split $R/bench_overlap.json --held-out "$HELD_OV" --fit "$OUT/overlap-fit.json" \
   --test "$OUT/overlap-heldout.json"
-python3 scripts/split_bench.py $R/call1/bench_collectives.json --held-out "$HELD_CO" --fit "$OUT/coll-fit.json" \
+python3 scripts/results.py split $R/bench_collectives.json --held-out "$HELD_CO" --fit "$OUT/coll-fit.json" \
   --test "$OUT/coll-heldout.json"
-"$OVL" calibrate docs/results/gemm-h200-staged/bench_gemm.json "$OUT/coll-fit.json" "$OUT/overlap-fit.json" \
+"$OVL" calibrate $R/bench_gemm-1gpu.json "$OUT/coll-fit.json" "$OUT/overlap-fit.json" \
   --gpu h200 -o "$OUT/profile.json" | grep -v '^note:' | tee "$OUT/calibrate.txt"
 "$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" --profile "$OUT/profile.json" \
   > "$OUT/validate.txt"
@@ -35,7 +37,7 @@ python3 scripts/split_bench.py $R/call1/bench_collectives.json --held-out "$HELD
 "$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" \
   --profile "$OUT/profile-without-nccl_group_us.json" --json > "$OUT/validate-without-nccl_group_us.json"
 # The built-in profile on every 2-GPU case, for reference (nothing fitted).
-"$OVL" validate --measured $R/call3/bench_overlap.json $R/call1/bench_collectives.json --json > "$OUT/builtin.json"
+"$OVL" validate --measured $R/bench_overlap.json $R/bench_collectives.json --json > "$OUT/builtin.json"
 
 python3 - "$OUT" <<'PY'
 import collections, json, math, sys
@@ -70,7 +72,7 @@ for label, path in (("calibrated, held-out", "validate.json"),
     lines.append(f"| {label} | ranking by simulator: {rs['problems']} problems | | top-1 {rs['top1'] * 100:.0f}% | "
                  f"regret mean {rs['regret_mean'] * 100:.1f}% | max {rs['regret_max'] * 100:.1f}% |")
 # The ranking among the NCCL modes alone: the tma cases measured the tma mode's first real-world version, which the
-# executor no longer runs (docs/results/multigpu-h200x2/README.md), while the model prices the streaming one.
+# executor no longer runs (results/h200x2/README.md), while the model prices the streaming one.
 v = json.load(open(f"{out}/validate.json"))
 groups = collections.defaultdict(list)
 for r in v["rows"]:

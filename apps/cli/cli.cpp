@@ -14,8 +14,13 @@ commands:
   info       report the GPUs, their green-context granularity, peer access and versions (--json)
   plan       choose the overlap mode, SM split and tile groups for a problem
              --op gemm-allreduce|gemm-reducescatter|allgather-gemm --m M --n N --k K --world W
-             [--gpu h100|h200|a100 | --profile FILE] [--dtype bf16|fp16] [--layout nt|nn]
-             [--gpus-per-node G] [--top N] [--json] [--trace FILE]
+             [--gpu h100|h200|a100 | --profile FILE (default: env OVL_PROFILE, else h200)]
+             [--loopback rank0|whole-world] [--link-profile nvlink4-node8|h200x2|FILE (paced loopback)]
+             [--dtype bf16|fp16] [--layout nt|nn] [--gpus-per-node G] [--modes M1,M2] [--min-gain F] [--top N] [--json] [--trace FILE]
+  tune       on a GPU: a short benchmark sweep, the profile fitted to it, then measured tuning of the shapes:
+             [--shapes FILE (lines "OP M N K")] [--op OP --m M --n N --k K] [--world W (loopback, 8)]
+             [--profile-out FILE] [--cache-out FILE] [--skip-sweep --profile FILE] [--candidates K]
+             [--bench-dir DIR] [--bench-args ARGS] [--work-dir DIR] [--device D] [--json]
   simulate   simulate one given plan: --plan FILE (a Plan JSON, or `ovl plan --json` output) plus the
              problem options of `plan`, [--json] [--trace FILE]
   calibrate  fit a hardware profile to benchmark JSON: ovl calibrate FILE.json... -o profile.json [--gpu NAME]
@@ -39,7 +44,7 @@ int guarded(const char* command, std::ostream& err, const std::function<int()>& 
   }
 }
 
-int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const Command& info) {
+int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const GpuCommands& gpu) {
   if (argv.empty() || argv[0] == "help" || argv[0] == "--help" || argv[0] == "-h") {
     (argv.empty() ? err : out) << kUsage;
     return argv.empty() ? 2 : 0;
@@ -54,11 +59,18 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     }
   }
   if (command == "info") {
-    if (!info) {
+    if (!gpu.info) {
       out << "ovl was built without CUDA (OVL_ENABLE_CUDA=OFF): no GPU report\n";
       return 0;
     }
-    return info(rest, out, err);
+    return gpu.info(rest, out, err);
+  }
+  if (command == "tune") {
+    if (!gpu.tune) {
+      err << "ovl tune: ovl was built without CUDA (OVL_ENABLE_CUDA=OFF); tuning needs a GPU\n";
+      return 1;
+    }
+    return gpu.tune(rest, out, err);
   }
   if (command == "plan") return cmd_plan(rest, out, err);
   if (command == "simulate") return cmd_simulate(rest, out, err);

@@ -20,8 +20,13 @@ int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::o
 // anything else thrown print one line and give 1. Nothing escapes.
 int guarded(const char* command, std::ostream& err, const std::function<int()>& body);
 
-// Dispatches argv[0] (the subcommand). `info` is the GPU report, available only in builds with CUDA: pass it
-// in, or null for a CPU-only build (then `ovl info` says so and exits 0).
-int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const Command& info);
+// The subcommands that need a GPU (builds with CUDA): `info`, the GPU report, and `tune`. Null in a CPU-only build:
+// then `ovl info` says so and exits 0, and `ovl tune` says so and exits 1.
+struct GpuCommands {
+  Command info, tune;
+};
+
+// Dispatches argv[0] (the subcommand).
+int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const GpuCommands& gpu);
 
 }  // namespace ovl::cli

@@ -10,7 +10,7 @@
 #include "cli/json_files.hpp"
 #include "cli/problem_args.hpp"
 #include "ovl/error.hpp"
-#include "ovl/model/calibrate.hpp"
+#include "ovl/tools/calibrate.hpp"
 
 namespace ovl::cli {
 

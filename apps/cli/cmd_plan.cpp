@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,15 +18,6 @@
 namespace ovl::cli {
 namespace {
 
-std::set<std::string> with_problem_options(std::set<std::string> extra) {
-  extra.insert(problem_options().begin(), problem_options().end());
-  return extra;
-}
-
-void reject_positionals(const Args& args) {
-  if (!args.positionals().empty()) throw UsageError(fmt::format("unexpected argument '{}'", args.positionals()[0]));
-}
-
 void write_trace(const Timeline& timeline, const std::string& path) {
   try {
     timeline.write_chrome_trace(path);
@@ -38,12 +30,18 @@ void write_trace(const Timeline& timeline, const std::string& path) {
 
 int cmd_plan(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   return guarded("plan", err, [&] {
-    const Args args(argv, with_problem_options({"trace", "top", "modes"}), {"json", "model-only"});
+    const Args args(argv, with_problem_options({"trace", "top", "modes", "min-gain"}), {"json", "model-only"});
     reject_positionals(args);
     const Problem problem = problem_from_args(args);
-    const Hardware hw = hardware_from_args(args);
+    const Hardware hw = planning_hardware_from_args(args, problem);
     sim::PlannerOptions options;
     options.use_simulator = !args.flag("model-only");
+    if (auto gain = args.value("min-gain")) {
+      char* end = nullptr;
+      options.min_gain = std::strtod(gain->c_str(), &end);
+      if (end == gain->c_str() || *end != '\0' || !(options.min_gain >= 0 && options.min_gain < 1))
+        throw UsageError(fmt::format("--min-gain {}: not a fraction in [0, 1)", *gain));
+    }
     if (auto modes = args.value("modes")) {
       size_t start = 0;
       while (start <= modes->size()) {
@@ -76,7 +74,8 @@ int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::o
     const auto path = args.value("plan");
     if (!path) throw UsageError("missing required option --plan FILE");
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(*path, ec)) throw UsageError(fmt::format("--plan {}: not a readable file", *path));
+    if (!std::filesystem::is_regular_file(*path, ec))
+      throw UsageError(fmt::format("--plan {}: not a readable file", *path));
     nlohmann::json doc;
     try {
       doc = parse_json_document(read_file_text(*path, "--plan file"), fmt::format("--plan {}", *path));
@@ -96,7 +95,7 @@ int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::o
       throw UsageError(fmt::format("--plan {}: {}", *path, e.what()));
     }
     const Problem problem = problem_from_args(args, from_planner ? &base : nullptr);
-    const Hardware hw = hardware_from_args(args);
+    const Hardware hw = planning_hardware_from_args(args, problem);
     try {
       plan.validate(problem, hw);
     } catch (const Error& e) {
@@ -111,9 +110,11 @@ int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::o
       out << j.dump(2) << "\n";
     } else {
       fmt::print(out, "{} on {}\nplan: {}\n", problem.name(), hw.name, plan.summary());
-      fmt::print(out, "total {:.1f} us  gemm {:.1f} us  comm {:.1f} us  exposed comm {:.1f} us  ({} tiles, {} waves, {} groups)\n",
-                 result.total_us, result.gemm_us, result.comm_us, result.exposed_comm_us, result.tiles, result.waves,
-                 result.groups);
+      fmt::print(
+          out,
+          "total {:.1f} us  gemm {:.1f} us  comm {:.1f} us  exposed comm {:.1f} us  ({} tiles, {} waves, {} groups)\n",
+          result.total_us, result.gemm_us, result.comm_us, result.exposed_comm_us, result.tiles, result.waves,
+          result.groups);
     }
     return 0;
   });

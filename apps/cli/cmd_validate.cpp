@@ -13,7 +13,7 @@
 #include "cli/problem_args.hpp"
 #include "cli/svg.hpp"
 #include "ovl/error.hpp"
-#include "ovl/sim/validate.hpp"
+#include "ovl/tools/validate.hpp"
 
 namespace ovl::cli {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "ovl/error.hpp"
@@ -9,8 +10,8 @@
 namespace ovl::cli {
 
 const std::set<std::string>& problem_options() {
-  static const std::set<std::string> options = {"op",     "m",   "n",       "k",      "world",
-                                                "dtype",  "layout", "gpus-per-node", "gpu", "profile"};
+  static const std::set<std::string> options = {
+      "op", "m", "n", "k", "world", "dtype", "layout", "gpus-per-node", "gpu", "profile", "loopback", "link-profile"};
   return options;
 }
 
@@ -47,13 +48,56 @@ Hardware hardware_from_args(const Args& args, const std::string& fallback) {
   try {
     if (auto path = args.value("profile")) {
       std::error_code ec;
-      if (!std::filesystem::is_regular_file(*path, ec)) throw UsageError(fmt::format("--profile {}: not a readable file", *path));
+      if (!std::filesystem::is_regular_file(*path, ec))
+        throw UsageError(fmt::format("--profile {}: not a readable file", *path));
       return load_hardware(*path);
+    }
+    if (!args.has("gpu")) {
+      if (const char* env = std::getenv("OVL_PROFILE"); env != nullptr && *env != '\0') {
+        try {
+          return load_hardware(env);
+        } catch (const Error& e) {
+          throw UsageError(fmt::format("OVL_PROFILE={}: {}", env, e.message()));
+        }
+      }
     }
     return builtin_hardware(args.value_or("gpu", fallback));
   } catch (const Error& e) {
     throw UsageError(e.message());
   }
+}
+
+Hardware planning_hardware_from_args(const Args& args, const Problem& problem) {
+  const Hardware hw = hardware_from_args(args);
+  const auto share = args.value("loopback");
+  const auto link_arg = args.value("link-profile");
+  if (!share) {
+    if (link_arg)
+      throw UsageError(fmt::format("--link-profile {}: paces a loopback; give --loopback rank0", *link_arg));
+    return hw;
+  }
+  std::optional<LinkProfile> link;
+  if (link_arg) {
+    try {
+      link = link_profile_from_arg(*link_arg);
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--link-profile {}: {}", *link_arg, e.message()));
+    }
+  }
+  try {
+    return loopback_hardware(hw, problem.world, parse_loopback_share(*share), link);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--loopback {}: {}", *share, e.message()));
+  }
+}
+
+std::set<std::string> with_problem_options(std::set<std::string> extra) {
+  extra.insert(problem_options().begin(), problem_options().end());
+  return extra;
+}
+
+void reject_positionals(const Args& args) {
+  if (!args.positionals().empty()) throw UsageError(fmt::format("unexpected argument '{}'", args.positionals()[0]));
 }
 
 }  // namespace ovl::cli

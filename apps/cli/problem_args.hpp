@@ -11,12 +11,20 @@
 
 namespace ovl::cli {
 
-// --op --m --n --k --world --dtype --layout --gpus-per-node --gpu --profile
+// --op --m --n --k --world --dtype --layout --gpus-per-node --gpu --profile --loopback --link-profile
 const std::set<std::string>& problem_options();
 // Builds and validates a Problem; `base` supplies values for missing options (or the defaults when null).
 // Throws UsageError naming the bad option and value.
 Problem problem_from_args(const Args& args, const Problem* base = nullptr);
-// --profile FILE, else --gpu NAME, else `fallback` (a built-in name). Throws UsageError naming the bad value.
+// --profile FILE, else --gpu NAME, else the profile file in env OVL_PROFILE, else `fallback` (a built-in name).
+// Throws UsageError naming the bad value.
 Hardware hardware_from_args(const Args& args, const std::string& fallback = "h200");
+// hardware_from_args, and with --loopback rank0|whole-world the profile a loopback Context of the problem's world
+// plans with (loopback_hardware); --link-profile NAME|FILE (with --loopback rank0) paces it to a link profile.
+Hardware planning_hardware_from_args(const Args& args, const Problem& problem);
+// The problem options plus `extra`.
+std::set<std::string> with_problem_options(std::set<std::string> extra);
+// A UsageError naming the first positional argument, if any.
+void reject_positionals(const Args& args);
 
 }  // namespace ovl::cli

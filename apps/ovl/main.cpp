@@ -8,15 +8,16 @@
 #ifdef OVL_WITH_CUDA
 namespace ovl::cli {
 int cmd_info(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_tune(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 }
 #endif
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
 #ifdef OVL_WITH_CUDA
-  const ovl::cli::Command info = ovl::cli::cmd_info;
+  const ovl::cli::GpuCommands gpu{ovl::cli::cmd_info, ovl::cli::cmd_tune};
 #else
-  const ovl::cli::Command info = nullptr;
+  const ovl::cli::GpuCommands gpu{};
 #endif
-  return ovl::cli::run(args, std::cout, std::cerr, info);
+  return ovl::cli::run(args, std::cout, std::cerr, gpu);
 }

@@ -68,11 +68,6 @@ double env_timeout_ms() {
   return value;
 }
 
-std::string plan_key(const Problem& p, const Plan& plan) {
-  nlohmann::json j = plan;
-  return p.name() + "|" + j.dump();
-}
-
 // Where the tensor lives: non-null, aligned, a supported dtype equal to A's, device (or managed) memory of the
 // context's device, inside its allocation (when the driver says where that is). Returns its byte span.
 TensorSpan check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
@@ -104,6 +99,11 @@ TensorSpan check_tensor(const char* api, const char* name, const TensorRef& t, D
 }
 
 }  // namespace
+
+std::string detail::plan_key(const Problem& p, const Plan& plan) {
+  nlohmann::json j = plan;
+  return p.name() + "|" + j.dump();
+}
 
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
@@ -148,6 +148,8 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 
   if (options.hardware) {
     s.hw = *options.hardware;
+  } else if (const char* profile = std::getenv("OVL_PROFILE"); profile != nullptr && *profile != '\0') {
+    s.hw = load_hardware(profile);  // `ovl tune` writes such a profile
   } else {
     try {
       s.hw = hardware_for_device_name(prop.name);
@@ -156,9 +158,16 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       s.hw.name = prop.name;
     }
   }
+  s.gpu_name = prop.name;
   s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
   s.hw.validate();
-  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share) : s.hw;
+  // The paced loopback (docs/overlap.md, "Paced loopback"): the option, else OVL_LINK_PROFILE; a real world has a
+  // real link, so the environment is ignored there and the option refused.
+  OVL_CHECK(!options.link_profile || s.loopback,
+            "ContextOptions::link_profile ({}) paces a loopback world; this context has a real world of {}",
+            options.link_profile ? options.link_profile->name : "", s.world);
+  s.link = options.link_profile ? options.link_profile : s.loopback ? link_profile_from_env() : std::nullopt;
+  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share, s.link) : s.hw;
   OVL_CHECK(std::isfinite(options.wait_timeout_ms) && options.wait_timeout_ms >= 0 &&
                 options.wait_timeout_ms <= 3.6e6,
             "ContextOptions::wait_timeout_ms = {} must be between 0 (the default) and 3600000 (one hour)",
@@ -166,6 +175,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
   s.timeout_ns = std::max<uint64_t>(1, uint64_t(timeout_ms * 1e6));  // a positive wait (the GEMM's waits refuse 0)
   s.trace = options.trace;
+  s.init_tuning(options);
 
   if (cublasCreate(&s.cublas) != CUBLAS_STATUS_SUCCESS) OVL_FAIL("cublasCreate failed on device {}", s.device);
   int least = 0, greatest = 0;
@@ -208,7 +218,7 @@ void Context::release_caches() {
   OVL_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use the buffers
   s.plans.clear();
   s.shapes.clear();
-  s.auto_plans.clear();
+  s.choices.clear();
 }
 
 int Context::device() const { return impl_->device; }
@@ -219,6 +229,7 @@ LoopbackShare Context::loopback_share() const { return impl_->share; }
 int Context::sm_count() const { return impl_->sms; }
 const Hardware& Context::hardware() const { return impl_->hw; }
 const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
+const std::optional<LinkProfile>& Context::link_profile() const { return impl_->link; }
 void Context::set_tracing(bool on) { impl_->trace = on; }
 void Context::set_fault(Fault fault) {
   const std::lock_guard lock(impl_->mutex);
@@ -340,7 +351,7 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
 // span several owners' blocks, each owner's part is one range of the table and one NCCL broadcast); signal modes one
 // unit per tile group (whole row bands).
 detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan) {
-  const std::string key = plan_key(p, plan);
+  const std::string key = detail::plan_key(p, plan);
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   auto ps = std::make_unique<detail::PlanState>();
@@ -474,7 +485,7 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
     if (plan.output != OutputLayout::kRowMajor) {
       return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";
     }
-    const int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas;
+    const int ctas = plan.comm_ctas;
     if (plan.mode == Mode::kTileSignal) {
       // The GEMM's CTAs wait in place for the gather, so the gather's CTAs need SMs of their own.
       if (ctas >= s.sms) {
@@ -555,32 +566,6 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
   return "";
 }
 
-const Plan& Context::auto_plan(const Problem& p) {
-  Impl& s = *impl_;
-  const std::lock_guard lock(s.mutex);
-  const std::string key = p.name();
-  auto it = s.auto_plans.find(key);
-  if (it != s.auto_plans.end()) return it->second;
-  sim::PlannerOptions options;
-  // AG+GEMM: the modes the planner offers for it (sim::PlannerOptions::runnable_only says why).
-  if (p.op == Op::kAllGatherGemm) options.modes = {Mode::kSequential, Mode::kDecomposed};
-  std::optional<Plan> chosen;
-  try {
-    const sim::PlanResult result = sim::plan(p, s.plan_hw, options);
-    for (const sim::PlanAlternative& alt : result.alternatives) {
-      Plan candidate = alt.plan;
-      if (can_run(p, candidate).empty()) {
-        chosen = candidate;
-        break;
-      }
-    }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ovl: planner failed for {} ({}); using the sequential plan\n", p.name(), e.what());
-  }
-  if (!chosen) chosen = default_plan(Mode::kSequential, p, s.hw, 0);
-  return s.auto_plans.emplace(key, *chosen).first->second;
-}
-
 detail::ShapeState& Context::Impl::loopback_shape(const Problem& problem, const char* api) {
   const std::lock_guard lock(mutex);
   OVL_CHECK(loopback, "{}: the context is not a loopback world (world = {})", api, world);
@@ -636,7 +621,8 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   const std::lock_guard lock(s.mutex);
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   const Problem p = problem_for(op, a, b, c);
-  const Plan chosen = plan ? *plan : auto_plan(p);
+  const bool capturing = s.check_capture(p, plan, stream);
+  const Plan chosen = plan ? *plan : plan_for(op, a, b, c, stream).plan;
   if (const std::string why = can_run(p, chosen); !why.empty()) {
     OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
   }
@@ -653,7 +639,9 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   s.last_stream = stream;
   if (s.call_done == nullptr) OVL_CUDA_CHECK(cudaEventCreateWithFlags(&s.call_done, cudaEventDisableTiming));
   // Always, not only when the stream differs: a destroyed stream's handle may come back as a new stream's.
-  if (s.call_done_recorded) OVL_CUDA_CHECK(cudaStreamWaitEvent(stream, s.call_done, 0));
+  // Not while capturing: a captured call may not depend on an event recorded outside the capture; the caller orders
+  // a graph's replays against eager calls.
+  if (!capturing && s.call_done_recorded) OVL_CUDA_CHECK(cudaStreamWaitEvent(stream, s.call_done, 0));
   s.prepare_loopback_peers(call);
   // Test-only: AG+GEMM's gathered A full of NaN before each call, so that a GEMM reading a row before its gather
   // (a missing wait) gives NaN instead of the previous call's identical rows.
@@ -676,8 +664,11 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
       break;
   }
   s.record.slots_used = s.next_slot;
-  OVL_CUDA_CHECK(cudaEventRecord(s.call_done, stream));
-  s.call_done_recorded = true;
+  if (!capturing) {
+    OVL_CUDA_CHECK(cudaEventRecord(s.call_done, stream));
+    s.call_done_recorded = true;
+    s.note_warm(ps);
+  }
 }
 
 void* Context::symmetric_output(const Problem& problem) {

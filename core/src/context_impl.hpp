@@ -17,6 +17,7 @@
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/context.hpp"
 #include "ovl/core/sm_partition.hpp"
+#include "ovl/sim/planner.hpp"
 
 namespace ovl {
 
@@ -75,7 +76,13 @@ struct PlanState {
   DeviceBuffer ranges;          // LoopbackRange[units * world]
   int units = 0;
   std::unique_ptr<RangeTable> real_ranges;  // mode tma, a real world: (group, owner) -> rows of sym_partial / sym_out
+  // An eager call of this problem and plan has enqueued (with tracing on: warm_traced): everything it allocates,
+  // plans and tunes exists, so a call during CUDA Graph capture may reuse it (capture.cpp).
+  bool warm = false, warm_traced = false;
 };
+
+// The key of a (problem, plan) pair in Context::Impl::plans.
+std::string plan_key(const Problem& p, const Plan& plan);
 
 // A call after validation, as the mode runners see it.
 struct Call {
@@ -123,6 +130,8 @@ struct Context::Impl {
   LoopbackShare share = LoopbackShare::kRank0;
   int sms = 0;
   Hardware hw, plan_hw;
+  // A paced loopback's link (ContextOptions::link_profile / OVL_LINK_PROFILE); plan_hw carries it too.
+  std::optional<LinkProfile> link;
   uint64_t timeout_ns = 0;
   bool trace = false;
   Context::Part part = Context::Part::kAll;  // of the call being enqueued
@@ -136,7 +145,12 @@ struct Context::Impl {
   std::map<int, std::unique_ptr<SmPartition>> partitions;
   std::map<std::string, std::unique_ptr<detail::ShapeState>> shapes;
   std::map<std::string, std::unique_ptr<detail::PlanState>> plans;
-  std::map<std::string, Plan> auto_plans;
+  // Plan choices of calls without a plan, by problem name (tuning.cpp), and the plan cache file behind them.
+  std::map<std::string, PlanChoice> choices;
+  Tuning tuning = Tuning::kMeasured;
+  PlanCache cache;
+  std::string cache_path;  // empty: no file
+  std::string gpu_name;    // cudaDeviceProp::name, part of a plan cache key
 
   static constexpr int kMaxGroups = 4096;
   static constexpr int kStampSlots = 1 << 16;
@@ -183,6 +197,23 @@ struct Context::Impl {
     return sym_counters.empty() ? counters.as<unsigned>() : static_cast<unsigned*>(sym_counters.local_ptr());
   }
   detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
+
+  // tuning.cpp
+  // Reads the plan cache file and the tuning policy (ContextOptions, else the environment); warns once about
+  // entries of another GPU or version.
+  void init_tuning(const ContextOptions& options);
+  PlanCacheKey cache_key(const Problem& p) const;
+  // The planner's result for `p` on plan_hw, restricted to the plans this context runs.
+  sim::PlanResult plan_problem(const Problem& p, const Context& ctx) const;
+  // The maximum over the ranks of each value (a real world: every rank passes as many; elsewhere the values).
+  std::vector<double> max_over_ranks(std::vector<double> values) const;
+
+  // capture.cpp: CUDA Graph capture. Whether `stream` is capturing; when it is, throws ovl::Error unless an eager
+  // call of this problem (and plan, or the planner's cached plan when `plan` is empty) has run: a call during capture
+  // may only enqueue work, never allocate, plan, tune or synchronize.
+  bool check_capture(const Problem& p, const std::optional<Plan>& plan, cudaStream_t stream) const;
+  // After an eager call has enqueued: its PlanState is warm.
+  void note_warm(detail::PlanState& ps) const;
 
   // executor_common.cpp
   void cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end,

@@ -3,12 +3,14 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "context_impl.hpp"
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/core/gemm.hpp"
+#include "ovl/model/estimate.hpp"
 
 namespace ovl {
 namespace {
@@ -99,6 +101,14 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
   }
   a.ranges = call.ps->ranges.as<detail::LoopbackRange>();
   a.ctas = std::max(1, ctas);
+  if (loopback && link && a.play == detail::LoopbackPlay::kRank0 && a.world > 1) {
+    // The paced loopback: each CTA's share of the link at most, and at most its transport's per-CTA rate (the SIMT
+    // mover stands in for NCCL: NCCL's channel rate); the call's link steps' latency per group.
+    const Collective coll = collective_of(p.op);
+    a.pace_ns_per_byte = 1.0 / link->paced_cta_GBps(call.plan.comm_algo, a.ctas);  // GB/s = bytes per ns
+    a.pace_latency_ns =
+        std::uint32_t(std::lround(link_steps(coll, call.plan.comm_algo, a.world) * link->latency_us * 1e3));
+  }
   a.threads = 512;
   a.timeout_ns = timeout_ns;
   a.error = error_ptr();
@@ -120,6 +130,8 @@ void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
   a.play = detail::LoopbackPlay::kWholeWorld;
   a.mover = detail::LoopbackMover::kSimt;
   a.dst[0] = st.peer_dst[0].get();
+  a.pace_ns_per_byte = 0;  // setup of the emulation, not a collective of rank 0's: never paced
+  a.pace_latency_ns = 0;
   a.first_group = 0;
   a.num_groups = call.ps->units;
   detail::launch_loopback_collective(a, call.stream);

@@ -10,7 +10,7 @@
 namespace ovl {
 
 void Context::Impl::run_decomposed(const detail::Call& c) {
-  const int ctas = c.plan.comm_ctas > 0 ? c.plan.comm_ctas : kDefaultNcclCtas;
+  const int ctas = c.plan.comm_ctas;
   const detail::PlanState& ps = *c.ps;
   cudaEvent_t start = event();
   OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));

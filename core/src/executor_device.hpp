@@ -52,6 +52,22 @@ __device__ inline bool wait_at_least(const unsigned int* counter, unsigned expec
   }
 }
 
+// Pacing (LoopbackArguments::pace_ns_per_byte): spin, holding the SM as a real sender does, until %globaltimer
+// reaches `t` (ns).
+__device__ __forceinline__ void pace_until(unsigned long long t) {
+  while (global_timer_ns() < t) {
+  }
+}
+
+// The start of a paced group: max(now, the previous group's end) + the call's link latency, waited for.
+__device__ __forceinline__ unsigned long long pace_group_start(const LoopbackArguments& a,
+                                                               unsigned long long prev_end) {
+  const unsigned long long now = global_timer_ns();
+  const unsigned long long t0 = (now > prev_end ? now : prev_end) + a.pace_latency_ns;
+  pace_until(t0);
+  return t0;
+}
+
 // What piece (group g, owner r) of the range table asks of the played share (see LoopbackArguments):
 // reduce (sum src_0..src_{W-1} at range.src) or copy (from `copy_src`, already at the range's start), stored to
 // dst_d at range.dst for d in [dst_first, dst_first + dst_count).

@@ -61,9 +61,18 @@ __global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer_ns
 // step 1: every thread sums its vectors over the ranks' sources in rank order 0..W-1 (fp32) or copies them, and
 // stores the result to the piece's destinations (dev::plan_piece). Sources are read with ld.global.cg (L2), so no
 // stale L1 line of a GEMM tile is ever used.
+// Paced (a.pace_ns_per_byte > 0): thread 0 waits the group's link latency after its gate (dev::pace_group_start);
+// the slice is moved in chunks of kPaceChunkPasses passes of the block, and after each chunk every thread spins
+// until t0 + (link bytes of the group's chunks so far) x pace_ns_per_byte. Link bytes per 16-byte vector: a
+// reduction reads W-1 peers' sources; a copy from a peer (r > 0) 1; rank 0's own copy 0.
+constexpr int kPaceChunkPasses = 4;  // a paced chunk: 4 passes of the block over the slice (32 KiB at 512 threads)
+
 template <typename T, int W>
 __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ LoopbackArguments a) {
   __shared__ int ok;
+  __shared__ unsigned long long pace_t0;
+  const bool paced = a.pace_ns_per_byte > 0;
+  unsigned long long pace_end = 0;  // thread 0: the previous group's paced end
   for (int gi = 0; gi < a.num_groups; ++gi) {
     const int g = a.first_group + gi;
     if (threadIdx.x == 0) {
@@ -72,9 +81,11 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
                : int(wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x));
       if (ok) __threadfence();
       if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer_ns();
+      if (ok && paced) pace_t0 = dev::pace_group_start(a, pace_end);
     }
     __syncthreads();
     if (!ok) return;
+    double link_bytes = 0;  // the group's paced bytes so far (the same in every thread)
 #pragma unroll 1
     for (int r = 0; r < W; ++r) {
       const LoopbackRange rg = a.ranges[std::int64_t(g) * W + r];
@@ -85,23 +96,35 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
       auto src = [&](int p) { return reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[p]) + rg.src_offset); };
       auto dst = [&](int p) { return reinterpret_cast<uint4*>(static_cast<T*>(a.dst[p]) + rg.dst_offset); };
       const uint4* copy_src = reinterpret_cast<const uint4*>(pc.copy_src);
-      for (std::int64_t v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
-        uint4 out;
-        if (!pc.reduce) {
-          out = __ldcg(copy_src + v);
-        } else {
-          uint4 in[W];
+      // Unpaced: one chunk, the whole slice.
+      const std::int64_t chunk = paced ? std::int64_t(blockDim.x) * kPaceChunkPasses : v1 - v0;
+      const double link_per_vector = pc.reduce ? 16.0 * (W - 1) : r != 0 ? 16.0 : 0.0;
+      for (std::int64_t c0 = v0; c0 < v1; c0 += chunk) {
+        const std::int64_t c1 = c0 + chunk < v1 ? c0 + chunk : v1;
+        for (std::int64_t v = c0 + threadIdx.x; v < c1; v += blockDim.x) {
+          uint4 out;
+          if (!pc.reduce) {
+            out = __ldcg(copy_src + v);
+          } else {
+            uint4 in[W];
 #pragma unroll
-          for (int p = 0; p < W; ++p) in[p] = __ldcg(src(p) + v);
-          float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int p = 0; p < W; ++p) in[p] = __ldcg(src(p) + v);
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-          for (int p = 0; p < W; ++p) Vec<T>::add(acc, in[p]);
-          out = Vec<T>::pack(acc);
+            for (int p = 0; p < W; ++p) Vec<T>::add(acc, in[p]);
+            out = Vec<T>::pack(acc);
+          }
+          for (int d = pc.dst_first; d < pc.dst_first + pc.dst_count; ++d) dst(d)[v] = out;
         }
-        for (int d = pc.dst_first; d < pc.dst_first + pc.dst_count; ++d) dst(d)[v] = out;
+        if (paced && link_per_vector > 0) {
+          link_bytes += double(c1 - c0) * link_per_vector;
+          dev::pace_until(pace_t0 + static_cast<unsigned long long>(link_bytes * a.pace_ns_per_byte));
+        }
       }
     }
     __syncthreads();
+    if (threadIdx.x == 0 && paced)
+      pace_end = pace_t0 + static_cast<unsigned long long>(link_bytes * a.pace_ns_per_byte);
     if (threadIdx.x == 0 && a.stamps != nullptr)
       a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer_ns();
   }

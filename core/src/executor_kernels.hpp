@@ -83,6 +83,14 @@ struct LoopbackArguments {
   std::uint64_t timeout_ns = 10'000'000'000ull;
   WaitError* error = nullptr;            // required
   unsigned long long* stamps = nullptr;  // optional: [group][cta][start, end]
+  // Pacing (a paced loopback, kRank0 only; docs/overlap.md, "Paced loopback"). Each CTA counts its link bytes (the
+  // bytes a real rank 0 would move over NVLink: reads of the peers' sources, copies of the peers' pieces, the peers'
+  // adds into rank 0's output in tma-push; not rank 0's own reads and writes) and, after moving b of them since
+  // the group's start t0, spins on %globaltimer until t0 + b x pace_ns_per_byte. t0 = max(now after the group's
+  // gate, the CTA's previous group's end) + pace_latency_ns (the call's link steps). 0: unpaced (checked once per
+  // chunk of work, so the unpaced kernels are unchanged).
+  double pace_ns_per_byte = 0;
+  std::uint32_t pace_latency_ns = 0;
 };
 // Checks the arguments (world, CTAs, pointers present and 16-byte aligned for what the play touches) and launches
 // the mover `args.mover` names.

@@ -1,6 +1,7 @@
 // Mode sequential (the baseline): the cuBLAS GEMM on the whole device, then the collective on the same stream
 // (NCCL in a real world; in loopback the loopback collective with comm_ctas CTAs (default_plan(kSequential, p, hw,
-// c): c CTAs, or kDefaultNcclCtas for c = 0), the context's share, and the mover of plan.comm_algo: SIMT for the
+// c): c CTAs, or NCCL's CTA count for c = 0 (nccl_default_ctas: the link profile's in a paced loopback, whose
+// default_plan takes NCCL's count whatever c is)), the context's share, and the mover of plan.comm_algo: SIMT for the
 // NCCL algorithms, the TMA movers for tma-pull / tma-push, so a baseline can use the same mover as the tma mode).
 // AG+GEMM: gather, then GEMM.
 #include "context_impl.hpp"
@@ -8,7 +9,7 @@
 namespace ovl {
 
 void Context::Impl::run_sequential(const detail::Call& c) {
-  const int ctas = c.plan.comm_ctas > 0 ? c.plan.comm_ctas : kDefaultNcclCtas;
+  const int ctas = c.plan.comm_ctas;
   const std::string comm = record.comm_name;
   const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
   if (c.op == Op::kAllGatherGemm) {

@@ -36,7 +36,7 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
   const bool green = plan.mode == Mode::kGreenContext;
   cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
   int grid = std::min(plan.gemm_sms, sms - 1);
-  int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas;
+  int ctas = plan.comm_ctas;
   if (green) {
     SmPartition& pt = partition(plan.comm_sms);
     gemm_st = pt.gemm_stream();
@@ -99,7 +99,7 @@ void Context::Impl::run_gather_signaled(const detail::Call& c, int grid, int cta
   };
   // Host order: the first group's gather, then the GEMM, then the other groups. Queued behind every group's
   // launches (128-256 with a group per row band), the GEMM started after the GPU had run most of the gather
-  // (loopback, docs/results/ag-launch-order-h200/; the operator took as long, the gather being the bottleneck).
+  // (measured in loopback on the H200; the operator took as long, the gather being the bottleneck).
   // Either order is safe: the GEMM leaves the gather its SMs (tile-signal) or its partition (green-context), and
   // waits on device counters.
   if (coll && groups > 0) gather(0);

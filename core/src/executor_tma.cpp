@@ -32,7 +32,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
   const Plan& plan = c.plan;
   const detail::PlanState& ps = *c.ps;
   cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
-  int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : hw.sm_granularity;
+  int ctas = plan.comm_ctas;
   int grid = 0;
   if (plan.partitioned) {
     SmPartition& pt = partition(plan.comm_sms);

@@ -25,7 +25,7 @@
 // stage (except a piece's last chunk).
 // Why two roles (tma-push, copies): one thread driving both the loads and the stores/adds runs a long dependent
 // instruction chain per unit (the standalone collectives measured about half the bare ring's rate that way,
-// docs/results/rings-h200/); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
+// docs/kernels.md); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
 // its counter, timeout -> WaitError, where = 2; fence.proxy.async.global after the acquire, before the group's first
 // bulk load), also one with no unit for this CTA. The producer enters a group (finds its run of units) before its
 // gate: the ranges are the host's input, not the GEMM's, so only the data's bulk loads must follow the acquire. Before
@@ -95,6 +95,7 @@ struct Unit {
   dev::Piece piece;
   std::int64_t pos;  // bytes from the piece's start
   std::uint32_t bytes;
+  int owner;
   bool last_in_group;  // the last unit of this group for this CTA
 };
 
@@ -166,6 +167,7 @@ struct Units {
     u.source = source;
     u.range = pi.range;
     u.piece = piece;
+    u.owner = owner;
     const std::int64_t bytes = pi.range.count * std::int64_t(sizeof(T));
     u.pos = std::int64_t(chunk) * cap(pi.kind);
     u.bytes = std::uint32_t(bytes - u.pos < std::int64_t(cap(pi.kind)) ? bytes - u.pos : cap(pi.kind));
@@ -205,6 +207,19 @@ __device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, 
 // The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
 __device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }
 
+// The unit's link bytes (LoopbackArguments' pacing rule): a pull reads W-1 peers' sources; a push add of source p > 0
+// is a peer's push into rank 0's output; a copy of owner r > 0's piece is read from that peer; the rest is local.
+__device__ __forceinline__ double link_bytes(const Unit& u, int world) {
+  switch (u.kind) {
+    case kPull:
+      return double(u.bytes) * double(world - 1);
+    case kPushAdd:
+      return u.source != 0 ? double(u.bytes) : 0.0;
+    default:
+      return u.owner != 0 ? double(u.bytes) : 0.0;
+  }
+}
+
 // Stamp slot of (group, CTA): [start, end].
 __device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {
   if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = dev::global_timer_ns();
@@ -240,6 +255,9 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
 // (wait_group.read 1) and refills that stage with the unit S - 1 ahead. The barrier orders every consumer's reads of
 // a stage before the leader's next bulk load into it, which is what a block-level race checker can see.
 // A thread that times out at a gate publishes how many units were issued (`issued_on_abort`); consumers stop there.
+// Paced (LoopbackArguments::pace_ns_per_byte > 0): the issuing thread waits each group's link latency after its gate
+// (dev::pace_group_start) and, after issuing a unit, until t0 + the group's link bytes so far (link_bytes()) x
+// pace_ns_per_byte; the consumers follow it through the full barriers.
 template <typename T>
 __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes,
@@ -278,6 +296,10 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   Units<T> prod = cur;  // the issuing cursor (producer; tma-pull: the leader's)
   std::uint32_t head = 0;
   int prod_group = -1;
+  // Pacing (the issuing thread): the current group's start and link bytes issued, the previous group's end.
+  const bool paced = a.pace_ns_per_byte > 0;
+  unsigned long long pace_t0 = 0, pace_end = 0;
+  double paced_bytes = 0;
   // The next unit into stage head % S, entering and gating groups in turn; false when there is none (or a gate timed
   // out: then issued_on_abort is set). A group is entered before its gate: its pieces come from the range table (the
   // host's), not from the GEMM, so only the bulk loads need the acquire.
@@ -292,11 +314,21 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       }
       stamp(a, g, 0);
       if (!prod.any()) stamp(a, g, 1);  // no unit of group g for this CTA
+      if (paced) {  // every group pays its link latency, as the model prices it (also one with no unit here)
+        pace_t0 = pace_end = dev::pace_group_start(a, pace_end);
+        paced_bytes = 0;
+      }
     }
     const std::uint32_t s = head % S;
     if (!pull && head >= S) ptx::mbar_wait(empty + s, (head / S - 1) & 1u);
-    issue_unit<T>(a, prod, prod.take(), ring + s * stage_bytes, full + s);
+    const Unit u = prod.take();
+    issue_unit<T>(a, prod, u, ring + s * stage_bytes, full + s);
     ++head;
+    if (paced) {  // after issuing b link bytes since the group's start: wait until t0 + b / rate
+      paced_bytes += link_bytes(u, a.world);
+      pace_end = pace_t0 + static_cast<unsigned long long>(paced_bytes * a.pace_ns_per_byte);
+      dev::pace_until(pace_end);
+    }
     return true;
   };
 

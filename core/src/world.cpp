@@ -1,7 +1,8 @@
-// World backends (loopback, threads, MPI) and the host-side barrier / all-gather they share.
+// World backends (loopback, threads, MPI, NCCL id) and the host-side barrier / all-gather they share.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -38,7 +39,42 @@ void WorldState::abandon_barriers() {
   cv.notify_all();
 }
 
+std::vector<std::vector<std::byte>> WorldState::nccl_all_gather(int rank, std::span<const std::byte> mine) {
+  // NCCL moves device memory: stage the bytes through one buffer of size x bytes, gather in place, copy back.
+  const std::size_t bytes = std::max<std::size_t>(mine.size(), 1);
+  OVL_CUDA_CHECK(cudaSetDevice(devices[std::size_t(rank)]));
+  std::byte* buffer = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&buffer, bytes * std::size_t(size)));
+  std::vector<std::byte> flat(bytes * std::size_t(size));
+  try {
+    std::byte* own = buffer + bytes * std::size_t(rank);
+    if (!mine.empty()) OVL_CUDA_CHECK(cudaMemcpy(own, mine.data(), mine.size(), cudaMemcpyHostToDevice));
+    OVL_NCCL_CHECK(ncclAllGather(own, buffer, bytes, ncclChar, host_comm, host_stream));
+    OVL_CUDA_CHECK(cudaStreamSynchronize(host_stream));
+    OVL_CUDA_CHECK(cudaMemcpy(flat.data(), buffer, flat.size(), cudaMemcpyDeviceToHost));
+  } catch (...) {
+    (void)cudaFree(buffer);
+    throw;
+  }
+  OVL_CUDA_CHECK(cudaFree(buffer));
+  std::vector<std::vector<std::byte>> all(static_cast<std::size_t>(size));
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto first = flat.begin() + std::ptrdiff_t(r * bytes);
+    all[r].assign(first, first + std::ptrdiff_t(mine.size()));
+  }
+  return all;
+}
+
+void WorldState::nccl_barrier(int rank) {
+  const std::byte token{1};
+  (void)nccl_all_gather(rank, std::span(&token, 1));
+}
+
 WorldState::~WorldState() {
+  if (host_stream != nullptr) {
+    const cudaError_t e = cudaStreamDestroy(host_stream);
+    if (e != cudaSuccess) std::fprintf(stderr, "ovl: cudaStreamDestroy: %s\n", cudaGetErrorString(e));
+  }
   // Finalize every communicator of this process in one group (one thread may own several), then destroy.
   std::vector<ncclComm_t> all;
   for (auto& per_rank : comms)
@@ -207,6 +243,54 @@ World World::mpi(MPI_Comm comm, const WorldOptions& options) {
 }
 #endif
 
+std::vector<std::byte> World::new_nccl_id() {
+  ncclUniqueId id;
+  OVL_NCCL_CHECK(ncclGetUniqueId(&id));
+  const auto* bytes = reinterpret_cast<const std::byte*>(&id);
+  return std::vector<std::byte>(bytes, bytes + sizeof(id));
+}
+
+World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int device, const WorldOptions& options) {
+  OVL_CHECK(id.size() == sizeof(ncclUniqueId), "World::from_nccl_id: the id has {} bytes, an NCCL unique id has {}",
+            id.size(), sizeof(ncclUniqueId));
+  OVL_CHECK(size >= 1 && size <= 8, "World::from_nccl_id: world of {} ranks: ovl supports 1..8 ranks", size);
+  OVL_CHECK(rank >= 0 && rank < size, "World::from_nccl_id: rank {} is not in [0, {})", rank, size);
+  check_device(device);
+  auto state = std::make_shared<detail::WorldState>();
+  state->backend = Backend::kNccl;
+  state->size = size;
+  state->devices.assign(std::size_t(size), device);
+  state->comms.resize(std::size_t(size));
+  state->cta_bounds = checked_bounds(options);
+  // The first bound's communicator also carries the host-side collectives, so there must be one.
+  OVL_CHECK(!state->cta_bounds.empty(),
+            "World::from_nccl_id: needs an NCCL communicator (WorldOptions::create_nccl is false or no CTA bounds)");
+  OVL_CUDA_CHECK(cudaSetDevice(device));
+  OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&state->host_stream, cudaStreamNonBlocking));
+  ncclUniqueId first;
+  std::memcpy(&first, id.data(), sizeof(first));
+  for (std::size_t i = 0; i < state->cta_bounds.size(); ++i) {
+    const int bound = state->cta_bounds[i];
+    ncclUniqueId uid = first;
+    if (i > 0) {
+      // Further communicators: rank 0 makes each id and sends it over the first communicator.
+      if (rank == 0) OVL_NCCL_CHECK(ncclGetUniqueId(&uid));
+      uid = *reinterpret_cast<const ncclUniqueId*>(
+          state->nccl_all_gather(rank, std::as_bytes(std::span(&uid, 1)))[0].data());
+    }
+    ncclConfig_t config = make_config(bound);
+    ncclComm_t c = nullptr;
+    OVL_NCCL_CHECK(ncclCommInitRankConfig(&c, size, uid, rank, &config));
+    state->comms[std::size_t(rank)][bound] = c;
+    if (i == 0) state->host_comm = c;
+  }
+  // Every rank's device (symmetric buffers map them; SymmetricBuffer::release reads its own).
+  const auto devices = state->nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
+  for (int r = 0; r < size; ++r)
+    std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));
+  return World(std::move(state), rank);
+}
+
 int World::size() const { return state_ ? state_->size : 0; }
 int World::device() const {
   OVL_CHECK(state_ != nullptr, "empty World");
@@ -242,6 +326,7 @@ void World::barrier() const {
       MPI_Barrier(state_->mpi_comm);
 #endif
       return;
+    case Backend::kNccl: state_->nccl_barrier(rank_); return;
   }
 }
 
@@ -268,6 +353,7 @@ std::vector<std::vector<std::byte>> World::all_gather(std::span<const std::byte>
 #endif
       break;
     }
+    case Backend::kNccl: all = state_->nccl_all_gather(rank_, mine); break;
   }
   return all;
 }

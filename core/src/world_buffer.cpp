@@ -1,5 +1,5 @@
 // SymmetricBuffer: cudaMalloc per virtual rank (loopback), per device with peer access (threads), or cuMemCreate
-// with POSIX file-descriptor handles mapped into every process (MPI).
+// with POSIX file-descriptor handles mapped into every process (MPI, NCCL id).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -21,7 +21,6 @@ constexpr std::size_t kMaxSymmetricBytes = std::size_t(1) << 40;
 
 std::size_t round_up(std::size_t v, std::size_t m) { return (v + m - 1) / m * m; }
 
-#if defined(OVL_HAVE_MPI)
 CUmemAllocationProp cumem_prop(int device) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -113,7 +112,6 @@ std::vector<std::size_t> agree(const World& world, const std::exception_ptr& fai
             fmt::join(failed, ", "), step, world.rank());
   return values;
 }
-#endif
 }  // namespace
 
 SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_(world.state()), rank_(world.rank()), bytes_(bytes) {
@@ -158,8 +156,8 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
       }
       break;
     }
-    case World::Backend::kMpi: {
-#if defined(OVL_HAVE_MPI)
+    case World::Backend::kMpi:
+    case World::Backend::kNccl: {
       // Each step's local part is caught and voted on (agree) before the next collective call, so a rank that
       // fails stops every rank instead of leaving them waiting. Until the last vote, what this rank made is owned
       // by `maps` and the descriptors, and freed when they go out of scope.
@@ -203,7 +201,7 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
       // over sockets, so a rank that fails inside it can still leave the others blocked there, and the descriptors
       // it received before failing are not closed (a known gap; world_fd.cpp would need timeouts and its own
       // cleanup).
-      const std::vector<int> fds = detail::exchange_fds(*state_, own_fd.get());
+      const std::vector<int> fds = detail::exchange_fds(world, own_fd.get());
       std::vector<UniqueFd> peer_fds(static_cast<std::size_t>(n));
       for (int r = 0; r < n; ++r)
         if (r != rank_) peer_fds[std::size_t(r)] = UniqueFd(fds[std::size_t(r)]);
@@ -245,9 +243,6 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
         handles[std::size_t(r)] = maps[std::size_t(r)].disown();
       }
       handles_ = std::move(handles);
-#else
-      OVL_FAIL("MPI backend without OVL_HAVE_MPI");
-#endif
       break;
     }
   }
@@ -301,13 +296,18 @@ void SymmetricBuffer::release() noexcept {
         state_->thread_barrier();
         if (cudaFree(ptrs_[rank_]) != cudaSuccess) log("cudaFree", int(cudaGetLastError()));
         break;
-      case World::Backend::kMpi: {
+      case World::Backend::kMpi:
+      case World::Backend::kNccl: {
+        if (state_->backend == World::Backend::kNccl) {
+          state_->nccl_barrier(rank_);
+        } else {
 #if defined(OVL_HAVE_MPI)
-        MPI_Barrier(state_->mpi_comm);
+          MPI_Barrier(state_->mpi_comm);
+#endif
+        }
         for (std::size_t r = 0; r < ptrs_.size(); ++r)
           unmap_and_release(reinterpret_cast<CUdeviceptr>(ptrs_[r]), alloc_, r < handles_.size() ? handles_[r] : 0,
                             true, log);
-#endif
         break;
       }
     }

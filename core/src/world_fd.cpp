@@ -1,4 +1,5 @@
-// The file-descriptor exchange of the MPI symmetric buffers (cuMem handles shared between processes).
+// The file-descriptor exchange of the multi-process symmetric buffers (cuMem handles shared between the processes
+// of an MPI or NCCL-id World).
 #include <cuda_runtime_api.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -6,13 +7,13 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 
 #include "ovl/cuda_check.hpp"
 #include "world_internal.hpp"
 
 namespace ovl::detail {
 
-#if defined(OVL_HAVE_MPI)
 namespace {
 
 struct FdMessage {
@@ -30,14 +31,15 @@ sockaddr_un socket_address(unsigned long long tag, int rank, socklen_t& length) 
 
 }  // namespace
 
-std::vector<int> exchange_fds(const WorldState& state, int my_fd) {
-  const int me = state.mpi_rank, n = state.size;
+std::vector<int> exchange_fds(const World& world, int my_fd) {
+  const int me = world.rank(), n = world.size();
   std::vector<int> fds(n, -1);
   fds[me] = my_fd;
   if (n == 1) return fds;
+  // Rank 0's tag names every socket of this exchange.
   unsigned long long tag = 0;
   if (me == 0) tag = (std::random_device{}() * 0x9E3779B97F4A7C15ull) ^ (unsigned long long)getpid();
-  MPI_Bcast(&tag, 1, MPI_UNSIGNED_LONG_LONG, 0, state.mpi_comm);
+  std::memcpy(&tag, world.all_gather(std::as_bytes(std::span(&tag, 1)))[0].data(), sizeof(tag));
 
   const int sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   OVL_CHECK(sock >= 0, "socket(AF_UNIX) failed: {}", std::strerror(errno));
@@ -48,7 +50,7 @@ std::vector<int> exchange_fds(const WorldState& state, int my_fd) {
     ::close(sock);
     OVL_FAIL("bind of the fd-exchange socket of rank {} failed: {}", me, std::strerror(err));
   }
-  MPI_Barrier(state.mpi_comm);  // every socket is bound before anyone sends
+  world.barrier();  // every socket is bound before anyone sends
   for (int i = 1; i < n; ++i) {
     const int peer = (me + i) % n;
     sockaddr_un to = socket_address(tag, peer, len);
@@ -93,9 +95,7 @@ std::vector<int> exchange_fds(const WorldState& state, int my_fd) {
     std::memcpy(&fds[payload.rank], CMSG_DATA(c), sizeof(int));
   }
   ::close(sock);
-  MPI_Barrier(state.mpi_comm);
+  world.barrier();
   return fds;
 }
-#endif
-
 }  // namespace ovl::detail

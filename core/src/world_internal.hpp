@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <condition_variable>
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "ovl/core/world.hpp"
@@ -34,18 +36,22 @@ struct WorldState {
   MPI_Comm mpi_comm = MPI_COMM_NULL;
   int mpi_rank = 0;
 #endif
+  // nccl backend: the communicator and stream of the host-side barrier and all-gather.
+  ncclComm_t host_comm = nullptr;
+  cudaStream_t host_stream = nullptr;
 
   void thread_barrier();
+  // nccl backend: the host-side collectives over host_comm (`rank` is the caller's), synchronous.
+  std::vector<std::vector<std::byte>> nccl_all_gather(int rank, std::span<const std::byte> mine);
+  void nccl_barrier(int rank);
   void abandon_barriers();
   ~WorldState();
 };
 
 
-#if defined(OVL_HAVE_MPI)
-// Sends `my_fd` to every other rank of the MPI world and returns the descriptors received (index = rank; mine at
-// my rank), over abstract Unix datagram sockets with SCM_RIGHTS (works under any ptrace policy, unlike
-// pidfd_getfd). All ranks must be on one host.
-std::vector<int> exchange_fds(const WorldState& state, int my_fd);
-#endif
+// Sends `my_fd` to every other rank of a multi-process World (mpi, nccl) and returns the descriptors received
+// (index = rank; mine at my rank), over abstract Unix datagram sockets with SCM_RIGHTS (works under any ptrace
+// policy, unlike pidfd_getfd). All ranks must be on one host. Collective over the World (its barrier and all-gather).
+std::vector<int> exchange_fds(const World& world, int my_fd);
 
 }  // namespace ovl::detail

@@ -576,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // A phase with nothing to stage (a half tile's right half under kSplit, a stream-K piece that stores nothing)
     // still arrives. `deferred_store`: the phase stages; `deferred_half`: kDefer, the unit was a half tile.
     // (A variant that also deferred kSplit's left half, under the next unit's second k-block, measured 1% slower;
-    // docs/results/gemm-h200-deferred/. With pk[64], ptxas is at its register limit: that variant's bookkeeping, an
+    // docs/performance.md, "Tried and not kept". With pk[64], ptxas is at its register limit: that variant's bookkeeping, an
     // int count of owed phases in place of `deferred`, made it serialize kDefer's wgmmas for MN-major B (ptxas -v:
     // C7511), 10% slower. Check ptxas -v for C7511 after changing anything here.)
     uint32_t pk[kDefer ? 64 : 32];
@@ -1150,7 +1150,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   // The second B map. K-major B: half tiles, and the halves a pair of CTAs multicasts (cluster = 2), load 128 rows of
   // B through it (MN-major B loads two of its four 64-column 2-D boxes through tmap_b). MN-major B with N % 64 == 0,
   // cluster 1: whole tiles load a stage as one chunked 3-D box through it, +0.7% over four 2-D boxes on 24 nn rows
-  // (docs/results/gemm-h200-chunked-b/).
+  // (measured on the H200; docs/kernels.md).
   p.b_chunked = plan.b_single_box;
   const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
                                       ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)

@@ -49,7 +49,8 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 
 // Arrival on the mbarrier at `bar`'s shared-memory offset in CTA `rank` of the cluster (this CTA's own rank: the local
 // one). Default semantics, release at CTA scope, as CUTLASS's ClusterBarrier: the .cluster scope compiles to
-// MEMBAR.ALL.GPU before the arrive, which cost the first multicast kernel 1.57x (docs/results/gemm-h200-cluster2/).
+// MEMBAR.ALL.GPU before the arrive, which cost the first multicast kernel 1.57x (docs/performance.md, "Tried and
+// not kept").
 // Enough where the arrive only says "my reads of this slot are complete" (after wgmma.wait_group) and the receiver's
 // next step is a TMA write into it.
 __device__ __forceinline__ void mbarrier_arrive_remote(uint64_t* bar, uint32_t rank) {
@@ -294,7 +295,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[128], uint64_t d
 // before it by a barrier; the tile's TMA stores, performed by its bulk wait) becomes visible at system scope before the
 // counter moves. Peer-mapped counters work. A .release operation is a release pattern by itself in the PTX memory
 // model (the same as fence.acq_rel followed by a relaxed write), so no fence precedes it: an explicit one compiled to
-// a second MEMBAR.ALL.SYS (docs/results/gemm-h200-signal-cost/sass-signal.txt).
+// a second MEMBAR.ALL.SYS in the SASS (docs/kernels.md, signals).
 __device__ __forceinline__ void signal_tile(unsigned int* counter) {
   asm volatile("red.release.sys.global.add.u32 [%0], 1;\n" ::"l"(counter) : "memory");
 }

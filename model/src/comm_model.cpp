@@ -8,7 +8,7 @@
 
 namespace ovl::detail {
 
-CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0) {
+CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced) {
   OVL_CHECK(world >= 1, "collective world = {} must be at least 1", world);
   if (world == 1) return {0.0, 2.0, 2.0, 0.0};  // a local copy: read once, written once
   const double w = world;
@@ -26,6 +26,14 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
       case Collective::kAllGather:
         return {f, 2.0, 2.0, 1};
     }
+  }
+  if (loopback_rank0 && is_nccl(algo) && paced) {
+    // The paced play (docs/overlap.md, "Paced loopback"): the SIMT kernel moves loopback_rank0_nccl_bytes in HBM
+    // (its CTAs at the SIMT rate) and paces the peers' bytes, the ring's link bytes, to the link; it waits the
+    // ring's steps' latencies once per call.
+    const double bytes = loopback_rank0_nccl_bytes(c, world);
+    const CollCoeffs ring = coll_coeffs(c, CommAlgo::kNcclRing, world, false);
+    return {ring.link_bytes, bytes, bytes, ring.steps};
   }
   if (loopback_rank0 && is_nccl(algo)) {
     // The loopback emulation of rank 0's share of an NCCL-algorithm call (loopback_rank0_nccl_bytes): no ring, no
@@ -95,6 +103,15 @@ namespace {
 double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas, const Hardware& hw,
                          double hbm_GBps) {
   double t = k.hbm_bytes / hbm_GBps;
+  if (hw.link_profile && world > 1) {
+    // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
+    // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
+    // paced_cta_GBps, so together min(link, ctas x the transport's per-CTA rate).
+    const double moved = is_nccl(algo) ? hw.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
+    t = std::max(t, k.cta_bytes / (ctas * moved));
+    if (k.link_bytes > 0) t = std::max(t, k.link_bytes / (ctas * hw.link_profile->paced_cta_GBps(algo, ctas)));
+    return t / kBytesPerUsPerGBps;
+  }
   if (is_nccl(algo)) {
     // NCCL channels each move nccl_per_cta_GBps until the link (at NCCL's protocol efficiency) caps them.
     const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
@@ -122,7 +139,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
     return cost;
   }
   if (nodes == 1) {
-    const CollCoeffs k = coll_coeffs(c, algo, world, hw.loopback_rank0);
+    const CollCoeffs k = coll_coeffs(c, algo, world, hw.loopback_rank0, hw.link_profile.has_value());
     cost.latency_us = k.steps * hw.link_latency_us;
     cost.us_per_byte = per_byte_one_node(k, algo, world, ctas, hw, hbm_GBps);
     return cost;
@@ -246,6 +263,10 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   if (!hw.loopback_rank0 || !is_nccl(plan.comm_algo) || problem.nodes() > 1) return out;
   for (size_t i = 0; i < calls.size(); ++i) out[i] = {calls[i].factor, calls[i].pieces * hw.loopback_piece_us};
   return out;
+}
+
+double link_steps(Collective c, CommAlgo algo, int world) {
+  return detail::coll_coeffs(c, algo == CommAlgo::kNcclNvls ? CommAlgo::kNcclRing : algo, world, false).steps;
 }
 
 double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0) {

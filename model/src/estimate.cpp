@@ -84,7 +84,7 @@ CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
   OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
   const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, hw, hw.hbm_GBps);
   CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
-  e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written, as DEVICE.md counts
+  e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written
   return e;
 }
 
@@ -365,8 +365,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   const double chunk_bytes = bytes / chunks;
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), plan.comm_ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
-  const detail::CollCoeffs k =
-      detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
+  const detail::CollCoeffs k = detail::coll_coeffs(
+      coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
   const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
   double stretch = 1;
   const PipelineResult r = solve_contention(
@@ -404,8 +404,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
 
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);
-  const detail::CollCoeffs k =
-      detail::coll_coeffs(coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1);
+  const detail::CollCoeffs k = detail::coll_coeffs(
+      coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
   const double share = comm_hbm_share(gemm, hw);  // the HBM bandwidth the GEMM leaves the collective
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, share, busy_ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);

@@ -10,6 +10,7 @@
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/json_document.hpp"
+#include "ovl/model/plan.hpp"
 
 namespace ovl {
 namespace {
@@ -104,11 +105,11 @@ std::string lower(std::string_view s) {
 
 // Fitted efficiencies and overheads shared by the Hopper profiles. Sources:
 //  - cublas_efficiency 0.795: makes the model's cuBLAS 8192^3 bf16 on 132 SMs come out at the 780 TFLOP/s
-//    measured on the H200 (shared/DEVICE.md); 15.5 fractional waves of 128x256 tiles, 4 us launch, 0.5 us
+//    of an early H200 measurement; 15.5 fractional waves of 128x256 tiles, 4 us launch, 0.5 us
 //    per tile stored (tests/model/test_estimate_gemm.cpp checks it).
 //  - cublas_partition_penalty 0.06: cuBLAS on a green-context partition is ~6% slower than proportional
 //    scaling; with it the model gives 124 SMs 1.13x (measured 1.14x) and 116 SMs 1.21x (measured 1.19x) the
-//    full-device time (shared/DEVICE.md; the test checks both within 2%).
+//    full-device time (an early H200 measurement; the test checks both within 2%).
 //  - gemm_efficiency 0.80: our persistent wgmma GEMM assumed at cuBLAS's full-wave rate until measured.
 //  - nccl_efficiency 0.80: NCCL ring AllReduce busbw ~360 GB/s of 450 GB/s on 8x H100 SXM (nccl-tests,
 //    NVLS off), the usual published figure.
@@ -121,20 +122,19 @@ std::string lower(std::string_view s) {
 //  - hbm_contention 1, shared_sm_penalty 1: the contention terms at face value until calibrated.
 Hardware hopper_common() {
   Hardware h;
-  h.sm_granularity = 8;  // DEVICE.md: minSmPartitionSize 8, smCoscheduledAlignment 8 (sm_90)
+  h.sm_granularity = 8;  // minSmPartitionSize 8, smCoscheduledAlignment 8 (sm_90; ovl info)
   h.clock_ghz = 1.83;    // the clock implied by the datasheet 989.4 TFLOP/s = 132 SMs x 4096 FLOP/clk x 1.83 GHz
   h.matrix_tflops_per_sm = 989.4 / 132.0;  // H100/H200 SXM datasheet: 989.4 TFLOP/s dense bf16 over 132 SMs
   h.smem_per_sm_bytes = 228 * kKiB;        // Hopper tuning guide: 228 KB per SM (227 KB opt-in per block)
   h.link_GBps = 450;          // NVLink 4: 18 links x 25 GB/s per direction = 450 GB/s (900 GB/s bidirectional)
   h.link_latency_us = 0.7;    // see above
-  h.per_cta_copy_GBps = 100;  // DEVICE.md: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring, H200
-  // Our collective kernels per CTA, measured on the H200 (2026-12-02, loopback world 8, bf16). tma-push: the tma
-  // mode's previous mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes of
-  // docs/results/movers-h200/ (docs/results/validation-h200/overlap/calibrate.txt as of commit 5eaa669; the bare ring moves ~115-120, docs/results/rings-h200/). pull and SIMT:
-  // "moved_GBps_per_cta" of docs/results/collectives-h200/bench_collectives.json at 1..32 CTAs. Kept after the
-  // third session's kernels, which measure more (docs/results/movers2-h200/: the current mover fits 100.8 GB/s and
-  // 2.49 us; the standalone push collectives move 98-123, pull 27-48): refitting them with the old GEMM parameters
-  // mis-ranked more held-out problems (docs/results/validation-h200/README.md). One rate prices both push kernels.
+  h.per_cta_copy_GBps = 100;  // measured on the H200: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring
+  // Our collective kernels per CTA, measured on the H200 (loopback world 8, bf16). tma-push: the tma mode's previous
+  // mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes (the bare ring moves
+  // ~115-120). pull and SIMT: "moved_GBps_per_cta" of an earlier bench_collectives run at 1..32 CTAs. Kept although
+  // the current kernels measure more (the current mover fits 100.8 GB/s and 2.49 us; the standalone push collectives
+  // move 98-123, pull 27-48; docs/performance.md): refitting them with the older GEMM parameters below mis-ranked more
+  // held-out problems ("Tried and not kept" there). One rate prices both push kernels.
   h.tma_push_per_cta_GBps = 95;  // the tma mode's push mover (fitted 95.3)
   h.tma_pull_per_cta_GBps = 15;  // tma-pull AllReduce 16, ReduceScatter 14 (AllGather, no adds: 40-42)
   h.simt_per_cta_GBps = 32;      // simt AllReduce 30-34, ReduceScatter 29-32, AllGather 29-34
@@ -161,26 +161,27 @@ Hardware hopper_common() {
 Hardware h200_sxm() {
   Hardware h = hopper_common();
   h.name = "H200 SXM";
-  h.sm_count = 132;        // DEVICE.md: cuDeviceGetDevResource smCount 132
-  h.hbm_GBps = 4200;       // DEVICE.md: D2D cudaMemcpy ~4.2 TB/s read + written (HBM3e nominal 4.8 TB/s)
-  h.l2_bytes = 60 * kMiB;  // DEVICE.md: 60 MB L2
-  // GEMM parameters calibrated on the H200 (2026-12-02 bench_gemm run, docs/results/gemm-h200/bench_gemm.json):
+  h.sm_count = 132;        // cuDeviceGetDevResource smCount 132
+  h.hbm_GBps = 4200;       // measured: D2D cudaMemcpy ~4.2 TB/s read + written (HBM3e nominal 4.8 TB/s)
+  h.l2_bytes = 60 * kMiB;  // 60 MB L2 (ovl info)
+  // GEMM parameters calibrated on an early H200 bench_gemm run (the register-epilogue kernel):
   // `scripts/validate-h200.sh` fits them on the shapes 8192x8192x8192, 8192x8192x2048, 8192x4096x1024 (ovl,
-  // ovl-nosignal, cublas; 132..32 SMs) and validates on three other shapes (docs/results/validation-h200/; set
-  // here 2026-12-02). They replace the DEVICE.md-based guesses of hopper_common():
+  // ovl-nosignal, cublas; 132..32 SMs) and validates on three other shapes. They replace the guesses of
+  // hopper_common():
   //  - the matrix clock falls as more SMs are busy (power limit): one tile's matrix time scales as
   //    (max(busy, 74) / 132)^0.49, i.e. 32..74 busy SMs run 1.33x faster per SM than all 132;
   //  - at 132 busy SMs our kernel reaches 0.702 of the 989.4 TFLOP/s datasheet peak and cuBLAS 0.710;
   //  - our epilogue (not overlapped with the next tile's main loop) costs 2.91 us per tile, cuBLAS's 1.48 us;
   //  - launch 1.53 us between back-to-back GEMMs in one stream;
   //  - cuBLAS on green-context partitions: no penalty beyond its clock-scaled rate (fitted < 0, held at 0). The
-  //    1.14x at 124 SMs in shared/DEVICE.md was not reproduced in this run (1.03x).
+  //    1.14x at 124 SMs of an early measurement was not reproduced in this run (1.03x).
   // Kept on purpose after the staged epilogue (9eb9134), whose data fit tile_epilogue_us 1.52 and
   // gemm_efficiency 0.722: with those the overlap predictors mis-rank 7 of 10 held-out problems, because cuBLAS
-  // runs faster inside bench_overlap than in bench_gemm, and these older values happen to compensate
-  // (docs/results/validation-h200/README.md). Refit once that gap is understood. operator_gemm_factor (the power-state
-  // term that closes it for calibrated profiles) stays 1 here: fitted on these older values (0.87) it barely moves
-  // the held-out overlap error (docs/results/validation-h200/README.md, fourth session).
+  // runs faster inside bench_overlap than in bench_gemm, and these older values happen to compensate. The current
+  // kernel's values made the overlap predictions worse too, on one H200 and on two (docs/performance.md, "Tried and
+  // not kept"). Refit once that gap is understood. operator_gemm_factor (the power-state term that closes it for
+  // calibrated profiles) stays 1 here: fitted on these older values (0.87) it barely moves the held-out overlap
+  // error.
   h.gemm_efficiency = 0.702;
   h.tile_epilogue_us = 2.91;
   h.cublas_efficiency = 0.710;
@@ -323,10 +324,15 @@ LoopbackShare parse_loopback_share(std::string_view text) {
   OVL_FAIL("unknown loopback share '{}' (expected rank0 or whole-world)", text);
 }
 
-Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share) {
+Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
+                           const std::optional<LinkProfile>& link) {
   OVL_CHECK(world >= 1, "loopback world = {} must be at least 1", world);
+  OVL_CHECK(!link || share == LoopbackShare::kRank0,
+            "loopback: a link profile ({}) paces rank 0's share only; the share is {}", link ? link->name : "",
+            to_string(share));
   Hardware h = base;
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
+  h.loopback = true;
   if (share == LoopbackShare::kWholeWorld) {
     h.hbm_GBps = base.hbm_GBps / world;
     h.link_GBps = base.hbm_GBps / (2.0 * world);
@@ -345,8 +351,18 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share)
   }
   h.link_latency_us = std::min(base.link_latency_us, 0.5);
   h.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself
+  if (link) {
+    // Paced: the peers' bytes cross a link of the profile's rate, with its latency per step (comm_model.cpp).
+    link->validate();
+    h.name = fmt::format("{} loopback x{} (rank0, paced: {})", base.name, world, link->name);
+    h.link_profile = link;
+    h.link_GBps = link->link_GBps;
+    h.link_latency_us = link->latency_us;
+  }
   return h;
 }
+
+int nccl_default_ctas(const Hardware& hw) { return hw.link_profile ? hw.link_profile->nccl_ctas : kDefaultNcclCtas; }
 
 void to_json(nlohmann::json& j, const Hardware& h) {
   j = nlohmann::json::object();

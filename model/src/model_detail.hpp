@@ -57,7 +57,9 @@ struct CollCoeffs {
 // loopback_rank0: the bytes the loopback emulation of rank 0's share moves (Hardware::loopback_rank0), which for
 // tma-push differ from a real rank's (the emulation zeroes rank 0's pieces and adds all W sources into them, and
 // copies the other owners' pieces in, as rank 0's pull would).
-CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0);
+// paced (with loopback_rank0: Hardware::link_profile): an NCCL-algorithm call's SIMT play counts the ring's link
+// bytes and steps (its peers' bytes cross the paced link) beside the bytes it moves in HBM (cta_bytes).
+CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced = false);
 
 // A collective split as time = fixed_us + bytes x us_per_byte (linear in bytes, so monotone).
 struct CollCost {

@@ -294,7 +294,6 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
 }
 
 namespace {
-int plan_comm_ctas(const Plan& plan) { return plan.comm_ctas > 0 ? plan.comm_ctas : kDefaultNcclCtas; }
 bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem) {
   return plan.mode == Mode::kTma || problem.op == Op::kAllGatherGemm;
 }
@@ -306,12 +305,12 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
   const int sms = hw.sm_count;
   const int gemm_sms = plan.gemm_sms > 0 ? std::min(plan.gemm_sms, sms) : sms;
   if (plan.partitioned || plan.mode == Mode::kGreenContext) return gemm_sms;
-  const int reserve = comm_beside_whole_gemm(plan, problem) ? plan_comm_ctas(plan) : 1;
+  const int reserve = comm_beside_whole_gemm(plan, problem) ? plan.comm_ctas : 1;
   return std::max(1, std::min(gemm_sms, sms - reserve));
 }
 
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
-  const int ctas = plan_comm_ctas(plan);
+  const int ctas = plan.comm_ctas;
   if (!mode_signals(plan.mode) || plan.partitioned || plan.mode == Mode::kGreenContext ||
       comm_beside_whole_gemm(plan, problem))
     return ctas;
@@ -326,7 +325,11 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
   Plan p;
   p.mode = mode;
   p.gemm_sms = hw.sm_count;
-  const int ctas = comm_sms > 0 ? comm_sms : kDefaultNcclCtas;
+  const int nccl_ctas = nccl_default_ctas(hw);
+  // A paced loopback's sequential collective runs on NCCL's CTA count whatever comm_sms says: that is what a node's
+  // NCCL does alone after the GEMM (docs/overlap.md, "Paced loopback"); on every SM it would be no node's baseline.
+  const bool nccl_own = comm_sms == 0 || (mode == Mode::kSequential && hw.link_profile.has_value());
+  const int ctas = nccl_own ? nccl_ctas : comm_sms;
   p.comm_algo = CommAlgo::kNcclRing;
   p.comm_ctas = std::min(ctas, hw.sm_count);
   p.comm_sms = p.comm_ctas;
@@ -354,7 +357,7 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
     case Mode::kTma: {
       // Disjoint partitions: round the communication SMs up to the granularity (at least one group).
       const int gran = hw.sm_granularity;
-      int c = comm_sms > 0 ? comm_sms : (mode == Mode::kTma ? gran : kDefaultNcclCtas);
+      int c = comm_sms > 0 ? comm_sms : (mode == Mode::kTma ? gran : nccl_ctas);
       c = std::max(gran, (c + gran - 1) / gran * gran);
       OVL_CHECK(c < hw.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c, hw.sm_count);
       p.partitioned = true;

@@ -27,7 +27,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
   else
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
-  comm_ctas = plan.comm_ctas > 0 ? plan.comm_ctas : (plan.comm_sms > 0 ? plan.comm_sms : kDefaultNcclCtas);
+  comm_ctas = plan.comm_ctas;  // at least 1 in a valid plan
   cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
@@ -384,6 +384,28 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     return out;
   }
   const int nodes = p.nodes();
+  if (hw.loopback_rank0 && hw.link_profile && is_nccl(algo) && nodes == 1) {
+    // The paced loopback play of an NCCL-algorithm call (comm_model.cpp, coll_coeffs' paced case): one SIMT kernel
+    // over rank 0's pieces whose peers' bytes (the ring's link bytes) are paced to the link profile, after the
+    // ring's steps' latencies. Progress is counted in link bytes: per CTA at most the profile's NCCL channel rate
+    // and the SIMT kernel's HBM rate over its HBM bytes per link byte, together at most the profile's link.
+    const double moved = loopback_rank0_nccl_bytes(c, p.world);
+    const double link_f = (c == Collective::kAllReduce ? 2.0 : 1.0) * (p.world - 1) / p.world;
+    const double steps = link_steps(c, algo, p.world);
+    const LinkProfile& lp = *hw.link_profile;
+    Step st;
+    st.amount = bytes * link_f;
+    st.local = true;
+    st.rx_weight = 0;
+    st.hbm_weight = moved / link_f;
+    st.cta_rate = std::min(lp.nccl_per_cta_GBps, hw.nccl_per_cta_GBps * link_f / moved);
+    st.cta_rate_beside = std::min(lp.nccl_per_cta_GBps, ctx.comm_hw_beside.nccl_per_cta_GBps * link_f / moved);
+    st.bound = lp.link_GBps;
+    st.latency = us_to_ns(steps * hw.link_latency_us);
+    st.name = "paced loopback call";
+    out.push_back(st);
+    return out;
+  }
   if (hw.loopback_rank0 && is_nccl(algo) && nodes == 1) {
     // The loopback emulation of rank 0's share of an NCCL-algorithm call: one SIMT kernel, no ring, all in rank 0's
     // HBM (loopback_rank0_nccl_bytes), at min(ctas x the SIMT per-CTA rate, HBM) (loopback_hardware), as the model.
@@ -402,8 +424,11 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
   // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
   auto link_rate = [&](const Hardware& h) {
-    return is_nccl(algo) ? h.nccl_per_cta_GBps
+    const double r = is_nccl(algo)
+                         ? h.nccl_per_cta_GBps
                          : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
+    // A paced loopback: each CTA paces its link bytes to at most the transport's per-CTA rate of the link profile.
+    return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, 1)) : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);

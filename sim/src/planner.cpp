@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -74,7 +75,7 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
   const double gemm_us_per_tile = wave_us / grid;
   const double tile_bytes = static_cast<double>(plan.tile.m) * plan.tile.n * dtype_bytes(problem.dtype);
   const Collective c = collective_of(problem.op);
-  const int ctas = plan.comm_ctas > 0 ? plan.comm_ctas : std::max(1, plan.comm_sms);
+  const int ctas = plan.comm_ctas;
   auto comm_us = [&](int64_t n) {
     return estimate_collective(c, static_cast<int64_t>(static_cast<double>(n) * tile_bytes), problem.world,
                                plan.comm_algo, ctas, hw, problem.nodes())
@@ -101,6 +102,14 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
   return groups;
 }
 
+std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& hw) {
+  std::vector<Plan> out{default_plan(Mode::kSequential, problem, hw, 0)};
+  // A paced loopback link behaves like a node's: the collective on every SM is no node's way of not overlapping.
+  if (hw.loopback && !hw.link_profile && out.front().comm_ctas != hw.sm_count)
+    out.push_back(default_plan(Mode::kSequential, problem, hw, hw.sm_count));
+  return out;
+}
+
 std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, const PlannerOptions& options) {
   std::vector<Mode> modes = options.modes.empty() ? all_modes() : options.modes;
   if (options.runnable_only && problem.op == Op::kAllGatherGemm) {
@@ -112,7 +121,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
   const std::vector<int> comm_options = comm_sms_options(hw, options);
   std::vector<Plan> out;
   auto add = [&](const Plan& p) {
-    if (valid(p, problem, hw)) out.push_back(p);
+    if (valid(p, problem, hw) && (!options.can_run || options.can_run(p).empty())) out.push_back(p);
   };
   auto add_grouped = [&](Plan base) {
     for (TileOrder order : {TileOrder::kRowBand, TileOrder::kSwizzle}) {
@@ -129,7 +138,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
   for (Mode mode : modes) {
     switch (mode) {
       case Mode::kSequential:
-        add(default_plan(mode, problem, hw, 0));
+        for (const Plan& p : sequential_candidates(problem, hw)) add(p);
         break;
       case Mode::kDecomposed:
         for (int chunks : {2, 4, 8, 16}) {
@@ -142,8 +151,8 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
       case Mode::kTileSignal:
         for (int comm : comm_options) {
           // The default grid (sm_count - 1 CTAs, which hold their SMs to the end) leaves the collective one SM until
-          // the GEMM's last wave; a grid of sm_count - comm leaves it its CTAs (measured on the H200:
-          // docs/results/tile-signal-reserve-h200/). Both are candidates; the model and the simulator price each
+          // the GEMM's last wave; a grid of sm_count - comm leaves it its CTAs (measured on the H200, docs/overlap.md:
+          // 0.99-2.6x less time with 8 groups). Both are candidates; the model and the simulator price each
           // grid's starvation (signaled_gemm_grid, comm_ctas_beside_gemm).
           const Plan base = default_plan(mode, problem, hw, comm);
           add_grouped(base);
@@ -194,6 +203,17 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   OVL_CHECK(options.min_comm_sms <= options.max_comm_sms, "min_comm_sms = {} > max_comm_sms = {}", options.min_comm_sms,
             options.max_comm_sms);
 
+  OVL_CHECK(std::isfinite(options.min_gain) && options.min_gain >= 0 && options.min_gain < 1,
+            "min_gain = {} must be in [0, 1)", options.min_gain);
+
+  // The baseline: every way of not overlapping the executor runs, whatever options.modes says.
+  std::vector<Plan> baseline = sequential_candidates(problem, hw);
+  for (const Plan& b : baseline) {
+    if (!options.can_run) continue;
+    const std::string why = options.can_run(b);
+    OVL_CHECK(why.empty(), "plan: the executor refuses the sequential plan \"{}\" for {}: {}", b.summary(),
+              problem.name(), why);
+  }
   std::vector<Plan> plans = candidate_plans(problem, hw, options);
   // Price every candidate with the closed-form model.
   struct Priced {
@@ -214,7 +234,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   std::stable_sort(priced.begin(), priced.end(),
                    [](const Priced& a, const Priced& b) { return a.model_us < b.model_us; });
 
-  // The best few overall, and the best of each mode, go to the simulator.
+  // The best few overall, the best of each mode and every sequential candidate go to the simulator.
   std::vector<Priced> chosen;
   auto pick = [&](const Priced& c) {
     for (const Priced& x : chosen)
@@ -228,38 +248,55 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
         pick(c);
         break;
       }
+  for (const Priced& c : priced)
+    if (plans[c.index].mode == Mode::kSequential) pick(c);
 
   SimOptions fast;
   fast.record_timeline = false;
   fast.record_counters = false;
   fast.record_steps = false;
+  auto predict = [&](const Plan& p, double model_us) {
+    return options.use_simulator ? simulate(problem, p, hw, fast).total_us : model_us;
+  };
 
   PlanResult r;
   r.problem = problem;
   r.hardware = hw.name;
   r.candidates = static_cast<int>(priced.size());
-  const Plan sequential = default_plan(Mode::kSequential, problem, hw, 0);
-  r.sequential_us = options.use_simulator ? simulate(problem, sequential, hw, fast).total_us
-                                          : estimate(problem, sequential, hw).total_us;
-  if (options.use_simulator) ++r.simulated;
+  // The baseline's price: the best sequential candidate. Those among the ranked alternatives are priced there
+  // (options.modes may leave them out).
+  r.sequential_us = std::numeric_limits<double>::infinity();
+  for (const Plan& b : baseline) {
+    const double us = predict(b, estimate(problem, b, hw).total_us);
+    if (options.use_simulator) ++r.simulated;
+    if (us < r.sequential_us) r.sequential_us = us, r.sequential = b;
+  }
   for (const Priced& c : chosen) {
     PlanAlternative a;
     a.plan = plans[c.index];
     a.model_us = c.model_us;
-    if (options.use_simulator) {
-      a.predicted_us = simulate(problem, a.plan, hw, fast).total_us;
-      ++r.simulated;
-    } else {
-      a.predicted_us = c.model_us;
-    }
-    a.speedup = a.predicted_us > 0 ? r.sequential_us / a.predicted_us : 0;
+    a.predicted_us = predict(a.plan, c.model_us);
+    if (options.use_simulator) ++r.simulated;
     r.alternatives.push_back(std::move(a));
   }
+  for (PlanAlternative& a : r.alternatives) a.speedup = a.predicted_us > 0 ? r.sequential_us / a.predicted_us : 0;
   std::stable_sort(r.alternatives.begin(), r.alternatives.end(),
                    [](const PlanAlternative& a, const PlanAlternative& b) { return a.predicted_us < b.predicted_us; });
-  r.best = r.alternatives.front().plan;
-  r.predicted_us = r.alternatives.front().predicted_us;
-  r.speedup = r.alternatives.front().speedup;
+  // An overlapped plan must beat the baseline by min_gain; else the answer is the best sequential candidate.
+  const PlanAlternative& first = r.alternatives.front();
+  const bool may_be_sequential = options.modes.empty() || std::find(options.modes.begin(), options.modes.end(),
+                                                                    Mode::kSequential) != options.modes.end();
+  const bool overlap_wins =
+      first.plan.mode != Mode::kSequential && first.predicted_us < r.sequential_us * (1.0 - options.min_gain);
+  if (may_be_sequential && !overlap_wins) {
+    r.best = r.sequential;
+    r.predicted_us = r.sequential_us;
+    r.sequential_best = true;
+  } else {
+    r.best = first.plan;
+    r.predicted_us = first.predicted_us;
+  }
+  r.speedup = r.predicted_us > 0 ? r.sequential_us / r.predicted_us : 0;
   return r;
 }
 
@@ -269,7 +306,9 @@ void to_json(nlohmann::json& j, const PlanResult& r) {
   j["hardware"] = r.hardware;
   j["plan"] = r.best;
   j["predicted_us"] = r.predicted_us;
+  j["sequential"] = r.sequential;
   j["sequential_us"] = r.sequential_us;
+  j["sequential_best"] = r.sequential_best;
   j["speedup"] = r.speedup;
   j["candidates"] = r.candidates;
   j["simulated"] = r.simulated;
@@ -291,9 +330,11 @@ void to_json(nlohmann::json& j, const PlanResult& r) {
 std::string format_plan_result(const PlanResult& r) {
   std::string out = fmt::format(
       "problem    {}\nhardware   {}\nplan       {}\npredicted  {:.1f} us  (sequential "
-      "{:.1f} us, speedup {:.2f}x; {} candidates, {} simulated)\n\n",
+      "{:.1f} us, speedup {:.2f}x; {} candidates, {} simulated)\n",
       r.problem.name(), r.hardware, r.best.summary(), r.predicted_us, r.sequential_us, r.speedup, r.candidates,
       r.simulated);
+  if (r.sequential_best) out += "verdict    sequential: no overlapped plan is predicted faster than not overlapping\n";
+  out += "\n";
   out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<9} {:>12} {:>10} {:>8}\n", "#", "mode", "gemm_sms",
                      "comm_sms", "groups", "order", "algo", "predicted_us", "model_us", "speedup");
   int rank = 0;

@@ -22,7 +22,7 @@ struct CliRun {
 
 CliRun invoke(const std::vector<std::string>& argv) {
   std::ostringstream out, err;
-  const int status = ovl::cli::run(argv, out, err, nullptr);
+  const int status = ovl::cli::run(argv, out, err, {});
   return {status, out.str(), err.str()};
 }
 
@@ -50,6 +50,21 @@ TEST(Cli, PlanJsonHasTheDocumentedFields) {
   for (const auto& alt : j["alternatives"]) {
     for (const char* key : {"mode", "comm_sms", "predicted_us"}) EXPECT_TRUE(alt.contains(key)) << key;
   }
+}
+
+TEST(Cli, PlanOnAPacedLoopbackShowsNcclsCtaCountBaseline) {
+  std::vector<std::string> argv = kDefault;
+  for (const char* a : {"--loopback", "rank0", "--link-profile", "nvlink4-node8", "--json"}) argv.push_back(a);
+  const CliRun r = invoke(argv);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["sequential"]["comm_ctas"].get<int>(), 24) << j["sequential"].dump();
+  EXPECT_NE(j["hardware"].dump().find("nvlink4-node8"), std::string::npos) << j["hardware"].dump();
+  // The paced baseline takes longer than the unpaced loopback's (HBM-speed) one.
+  argv.resize(argv.size() - 3);
+  argv.push_back("--json");
+  const auto unpaced = nlohmann::json::parse(invoke(argv).out);
+  EXPECT_GT(j["sequential_us"].get<double>(), unpaced["sequential_us"].get<double>());
 }
 
 TEST(Cli, PlanWritesAChromeTrace) {
@@ -98,6 +113,11 @@ TEST(Cli, BadArgumentsExitTwoWithOneLineNamingTheValue) {
       {{"plan", "--bogus"}, "--bogus"},
       {{"plan", "--op", "gemm-allreduce", "--n", "8", "--k", "8"}, "--m"},
       {{"simulate", "--plan", "/nonexistent.json"}, "/nonexistent.json"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--loopback", "rank0", "--link-profile",
+        "nvlink9"},
+       "nvlink9"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--link-profile", "h200x2"},
+       "--loopback"},
       {{"frobnicate"}, "frobnicate"},
   };
   for (const BadCase& c : cases) {

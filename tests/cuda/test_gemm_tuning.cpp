@@ -1,6 +1,5 @@
-// ovl::tune_gemm, which needs no GPU: what it sets for the benchmark shapes (the plans bench_gemm's `ovl` ran,
-// docs/results/gemm-h200-split/confirm/, with the deferred epilogue of docs/results/gemm-h200-deferred/ and, for
-// MN-major B, docs/results/gemm-h200-descriptors/), that what it sets is always accepted by gemm_can_implement, that
+// ovl::tune_gemm, which needs no GPU: what it sets for the benchmark shapes (the plans bench_gemm's `ovl` runs,
+// results/h200/bench_gemm.json; the rules in docs/kernels.md), that what it sets is always accepted by gemm_can_implement, that
 // it leaves the caller's other fields alone, and that a bad shape or SM count is refused by name.
 #include <gtest/gtest.h>
 

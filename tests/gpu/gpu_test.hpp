@@ -159,7 +159,7 @@ inline std::vector<double> cpu_gemm(const std::vector<uint16_t>& a, const std::v
   return out;
 }
 
-// The Context call of `op`.
+// The Context entry point of `op`.
 inline void run_op(Context& ctx, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
                    const std::optional<Plan>& plan, cudaStream_t stream) {
   switch (op) {

@@ -18,6 +18,12 @@
 // more groups than the movers' shared-memory pieces table holds, the movers read the range table in global memory:
 // one tile per group, 144 groups in loopback 8.
 //
+// Paced loopback (ContextOptions::link_profile): with a slow link (50 GB/s, so pacing dominates), each mover (SIMT as
+// NCCL's stand-in, tma-push, tma-pull) in sequential, and the tma and tile-signal modes, must still equal the float64
+// reference on random data; the collective alone (Context::run_part) must take within [0.8, 1.5] x its link bytes /
+// 50 GB/s plus its steps' latency: a correctness-and-sanity check of the pacing, not a speed claim (the lower bound
+// says pacing holds; the upper one that little else binds at that rate: the movers' HBM rates are ~100x higher).
+//
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
 // the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms), and the
 // next call on the same Context must be correct. More bad inputs and faults: tests/gpu/test_context_faults.cu.
@@ -39,6 +45,7 @@
 #include "ovl/core/ovl.hpp"
 #include "ovl/error.hpp"
 #include "ovl/kernels/collectives.hpp"
+#include "ovl/model/estimate.hpp"
 
 namespace ovl {
 namespace {
@@ -204,7 +211,7 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   c.poison(stream);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), std::nullopt, stream);
   ctx.synchronize(stream);
-  EXPECT_LT(rel_error(c.read(), seq), kTolerance) << "auto plan: " << ctx.auto_plan(p).summary();
+  EXPECT_LT(rel_error(c.read(), seq), kTolerance) << "auto plan: " << ctx.plan_choice(p)->plan.summary();
 }
 
 // Every plan of plans(p, hardware) on an m x n x k problem in a loopback world of `world` ranks playing `share`,
@@ -379,6 +386,86 @@ TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback8WholeWorld) {
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmAllReduceLoopback8) { check_tma_movers_global_ranges(Op::kGemmAllReduce); }
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
   check_tma_movers_global_ranges(Op::kGemmReduceScatter);
+}
+
+// See the file comment. W = 4, 4096 x 4096 x 256: a 32 MiB buffer, so RS carries 3/4 x 32 MiB over the link (~500 us
+// at 50 GB/s) and AR twice that.
+void check_paced(Op op) {
+  LinkProfile slow = builtin_link_profile("h200x2");
+  slow.name = "slow-test-link";
+  slow.source = "test: 50 GB/s, every transport's per-CTA rate above its share";
+  slow.link_GBps = 50;
+  slow.nccl_per_cta_GBps = slow.tma_push_per_cta_GBps = slow.tma_pull_per_cta_GBps = slow.simt_per_cta_GBps = 1000;
+  slow.nccl_ctas = 16;
+  slow.latency_us = 2;
+  ContextOptions options;
+  options.loopback_world = 4;
+  options.link_profile = slow;
+  Context ctx(options);
+  ASSERT_TRUE(ctx.link_profile().has_value());
+  ASSERT_TRUE(ctx.planning_hardware().link_profile.has_value());
+  const int w = ctx.world_size();
+  const int64_t m = 4096, n = 4096, k = 256;
+  DeviceMatrix a(m, k, 31), b(n, k, 32);
+  DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0);
+  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
+  const Hardware& hw = ctx.planning_hardware();
+  test::Stream stream;
+  const References ref = make_references(ctx, p, op, a, b);
+  const Collective coll = collective_of(op);
+  const double link_bytes = (coll == Collective::kAllReduce ? 2.0 : 1.0) * (w - 1) / w * double(p.comm_bytes());
+
+  std::vector<Plan> plans;
+  for (CommAlgo algo : {CommAlgo::kNcclRing, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+    Plan seq = default_plan(Mode::kSequential, p, hw, 0);
+    EXPECT_EQ(seq.comm_ctas, 16) << "the paced baseline runs on the profile's NCCL CTA count";
+    seq.comm_algo = algo;
+    plans.push_back(seq);
+  }
+  plans.push_back(default_plan(Mode::kTma, p, hw, 16));
+  Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
+  ts.gemm_sms = hw.sm_count - 16;
+  ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 4);
+  plans.push_back(ts);
+
+  cudaEvent_t t0, t1;
+  CUDA_OK(cudaEventCreate(&t0));
+  CUDA_OK(cudaEventCreate(&t1));
+  for (const Plan& plan : plans) {
+    SCOPED_TRACE(fmt::format("{} paced: plan {}", p.name(), plan.summary()));
+    ASSERT_EQ(ctx.can_run(p, plan), "");
+    c.poison(stream);
+    run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    ctx.synchronize(stream);
+    EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
+    if (plan.mode != Mode::kSequential) continue;
+    // The collective alone: one warm-up, then the mean of 3.
+    ctx.run_part(Context::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    CUDA_OK(cudaEventRecord(t0, stream));
+    for (int i = 0; i < 3; ++i) ctx.run_part(Context::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    CUDA_OK(cudaEventRecord(t1, stream));
+    ctx.synchronize(stream);
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+    const double us = ms * 1e3 / 3;
+    const double expected = link_bytes / (slow.link_GBps * 1e3) + link_steps(coll, plan.comm_algo, w) * slow.latency_us;
+    EXPECT_GE(us, 0.8 * expected) << us << " us, expected " << expected << " us";
+    EXPECT_LE(us, 1.5 * expected) << us << " us, expected " << expected << " us";
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+}
+
+TEST_F(OverlapTest, PacedLoopbackGemmReduceScatter) { check_paced(Op::kGemmReduceScatter); }
+TEST_F(OverlapTest, PacedLoopbackGemmAllReduce) { check_paced(Op::kGemmAllReduce); }
+
+TEST_F(OverlapTest, LinkProfileNeedsALoopbackWorld) {
+  ContextOptions options;
+  options.link_profile = builtin_link_profile("h200x2");
+  test::expect_error_naming([&] { Context ctx(options); }, "link_profile");
+  options.loopback_world = 2;
+  options.loopback_share = LoopbackShare::kWholeWorld;
+  test::expect_error_naming([&] { Context ctx(options); }, "rank 0");
 }
 
 TEST_F(OverlapTest, SwizzledGroupsGemmAllReduceLoopback2) { check_swizzled_groups(2, Op::kGemmAllReduce, kRank0); }

@@ -358,7 +358,57 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) {
     }
   }
 }
+// Measured tuning over an MPI World of every rank of mpirun -np 2..8: every rank times the same two tma plans on its
+// own data; the times are max-reduced over the ranks, so every rank keeps the same plan and reports the same times
+// (the ranks' own timings differ). Each rank's result of the kept plan is then checked like the test above.
+TEST_F(HopperTest, MpiWorldMeasuredTuningKeepsOnePlanOnEveryRank) {
+  const int size = mpi_world_size();
+  if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
+  World world = mpi_world_of_every_rank();
+  const int me = world.rank(), n = world.size();
+  ContextOptions copt;
+  copt.world = world;
+  copt.plan_cache = "";
+  Context ctx(copt);
+  const int64_t m = 512, cols = 256, k = 128;
+  std::vector<std::vector<uint16_t>> a(n), b(n);
+  for (int r = 0; r < n; ++r) {
+    a[r] = mpi_matrix(std::size_t(m * k), 3, r);
+    b[r] = mpi_matrix(std::size_t(cols * k), 4, r);
+  }
+  std::vector<double> ref(std::size_t(m * cols), 0.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> product = test::cpu_gemm(a[r], b[r], 0, m, cols, k);
+    for (std::size_t e = 0; e < ref.size(); ++e) ref[e] += product[e];
+  }
+  const test::DeviceMatrix da(m, k, a[me]), db(cols, k, b[me]);
+  test::DeviceMatrix dc(m / n, cols, 0);
+  test::Stream stream;
+  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
+  std::vector<Plan> plans;
+  for (int groups : {2, 4}) {
+    Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
+    plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(groups, plan.tiles_m(p)));
+    ASSERT_EQ(ctx.can_run(p, plan), "");
+    plans.push_back(plan);
+  }
+  const PlanChoice choice = ctx.measure(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref(), plans, stream);
+  // Every rank's view of the times and the choice, gathered: all equal.
+  std::vector<double> mine{choice.candidates[0].measured_us, choice.candidates[1].measured_us,
+                           double(choice.plan.tile_groups.size())};
+  const auto all = world.all_gather(std::as_bytes(std::span<const double>(mine)));
+  for (int r = 0; r < n; ++r) {
+    std::vector<double> theirs(mine.size());
+    std::memcpy(theirs.data(), all[r].data(), all[r].size());
+    EXPECT_EQ(theirs, mine) << "rank " << r << " kept another plan or other times than rank " << me;
+  }
+  ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), choice.plan, stream);
+  ctx.synchronize(stream);
+  const std::vector<double> rank_rows(ref.begin() + me * (m / n) * cols, ref.begin() + (me + 1) * (m / n) * cols);
+  EXPECT_LT(test::rel_error(dc.read(), rank_rows), 1e-2) << "rank " << me;
+}
 #endif
+
 
 }  // namespace
 }  // namespace ovl

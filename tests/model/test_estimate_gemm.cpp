@@ -1,5 +1,5 @@
 // GEMM time on n SMs: closed-form cases with the H200 profile calibrated on the 2026-12-02 bench_gemm run
-// (docs/results/validation-h200), the clock curve, cuBLAS on partitions, and properties.
+// (scripts/validate-h200.sh), the clock curve, cuBLAS on partitions, and properties.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +19,7 @@ TEST(EstimateGemm, ClosedFormFullDevice) {
   // (2048 - 15 x 132) / 132 = 68 / 132 full. Busy SMs on average 2048 / 16 = 128: clock factor
   // (max(128, 74) / 132)^0.49 = 0.98503. One tile: 2 x 128 x 256 x 8192 FLOP / (989.4/132 TFLOP/s x 0.702)
   // = 102.03 us x 0.98503 = 100.51 us, + 2.91 us epilogue = 103.42 us (the H200 run measured 103.4 us per wave).
-  // Total = 1.53 us launch + 16 x 103.42 = 1656.2 us (measured 1654 us, docs/results/gemm-h200).
+  // Total = 1.53 us launch + 16 x 103.42 = 1656.2 us (measured 1654 us on the H200).
   const GemmEstimate e = estimate_gemm({8192, 8192, 8192}, GemmImpl::kOvl, 132, TileShape{}, kH200);
   EXPECT_EQ(e.tiles, 2048);
   EXPECT_EQ(e.waves, 16);
@@ -61,8 +61,8 @@ TEST(EstimateGemm, ClosedFormHalfDevice) {
 }
 
 TEST(EstimateGemm, CublasOnPartitions) {
-  // The H200 run of 2026-12-02 (docs/results/gemm-h200): cuBLAS 8192^3 nn took 1603 us on 132 SMs, 1648 us on
-  // 124 (1.028x, not the 1.14x of shared/DEVICE.md) and 1699 us on 116 (1.060x): less than proportional
+  // An H200 run: cuBLAS 8192^3 nn took 1603 us on 132 SMs, 1648 us on
+  // 124 (1.028x, not the 1.14x of an early measurement) and 1699 us on 116 (1.060x): less than proportional
   // (132/124 = 1.065) because the clock rises as SMs are removed; no partition penalty (calibrated 0).
   // The model: (tiles / n) x (F (n / 132)^0.49 / 0.710 + 1.48) + 1.53.
   const double f = 2.0 * 128 * 256 * 8192 / (989.4 / 132 * 1e6 * 0.710);
@@ -285,7 +285,7 @@ TEST(EstimateGemm, TailPlanChoice) {
                Error);
 }
 
-// The measured rule (docs/results/gemm-h200-swizzle/): bands of 16 tile rows from K = 2048 on, 8 below.
+// The measured rule (docs/performance.md): bands of 16 tile rows from K = 2048 on, 8 below.
 TEST(ChooseSwizzle, TallBandsFromK2048) {
   EXPECT_EQ(choose_swizzle(16), 8);   // K = 1024
   EXPECT_EQ(choose_swizzle(31), 8);   // K = 1984
@@ -296,12 +296,12 @@ TEST(ChooseSwizzle, TallBandsFromK2048) {
   EXPECT_THROW(choose_swizzle(-3), Error);
 }
 
-// The measured rule (docs/results/gemm-h200-split/, gemm-h200-descriptors/): the split epilogue when a CTA's share is
+// The measured rule (docs/kernels.md): the split epilogue when a CTA's share is
 // at most 192 k-blocks and B is K-major.
 TEST(ChooseSplitEpilogue, WhenACtasShareIsShort) {
   // 8192x4096x1024: 64 x 16 tiles of 16 k-blocks, 8-9 rounds at 116-132 SMs (128-144 k-blocks per CTA).
   for (int sms : {116, 124, 128, 132}) EXPECT_TRUE(choose_split_epilogue(1024, 16, sms, false)) << sms;
-  // MN-major B (nn) never: the deferred epilogue ran 0.5-2.4% faster there (docs/results/gemm-h200-descriptors/).
+  // MN-major B (nn) never: the deferred epilogue ran 0.5-2.4% faster there (measured on the H200).
   for (int sms : {116, 124, 128, 132}) EXPECT_FALSE(choose_split_epilogue(1024, 16, sms, true)) << sms;
   EXPECT_FALSE(choose_split_epilogue(1, 1, 1, true));
   EXPECT_FALSE(choose_split_epilogue(1024, 16, 64, false));   // 16 rounds: 256

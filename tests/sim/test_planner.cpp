@@ -2,13 +2,17 @@
 // table shape for `ovl plan`.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "expect_error.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
 #include "ovl/sim/planner.hpp"
 
 namespace ovl::sim {
@@ -55,6 +59,134 @@ TEST(Planner, BestBeatsOrEqualsSequentialAndAlternativesValidate) {
 // AG+GEMM: the planner offers sequential and decomposed only (runnable_only: tma does not run it, and the signaling
 // modes were measured in loopback only, slower than decomposed and predicted too fast by up to 32%); with
 // runnable_only off the signaling modes are simulated too.
+// A profile near a built-in one: its rates and overheads scaled by random factors in [0.5, 2], in a real world or in
+// loopback (either share).
+Hardware random_profile(std::mt19937& rng, int world) {
+  const std::vector<std::string> names = builtin_hardware_names();
+  Hardware hw = builtin_hardware(names[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng)]);
+  std::uniform_real_distribution<double> factor(0.5, 2.0);
+  for (double* f : {&hw.link_GBps, &hw.hbm_GBps, &hw.matrix_tflops_per_sm, &hw.nccl_per_cta_GBps,
+                    &hw.tma_push_per_cta_GBps, &hw.tma_pull_per_cta_GBps, &hw.simt_per_cta_GBps, &hw.launch_us,
+                    &hw.nccl_launch_us, &hw.tma_launch_us, &hw.hbm_contention, &hw.shared_sm_penalty,
+                    &hw.link_latency_us})
+    *f *= factor(rng);
+  hw.beside_gemm_rate_factor = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+  hw.validate();
+  switch (std::uniform_int_distribution<int>(0, 2)(rng)) {
+    case 0:
+      return hw;
+    case 1:
+      return loopback_hardware(hw, world, LoopbackShare::kRank0);
+    default:
+      return loopback_hardware(hw, world, LoopbackShare::kWholeWorld);
+  }
+}
+
+TEST(Planner, NeverPredictsSlowerThanTheBestSequentialCandidate) {
+  // Randomized problems (M, N, K off the tile multiples too, every op, worlds 1-8) on randomized profiles: the plan
+  // returned is never predicted slower than the best way of not overlapping; an overlapped answer beats it by more
+  // than min_gain; sequential_us is the best of sequential_candidates() as the simulator prices them.
+  std::mt19937 rng(20261205);
+  const Op ops[] = {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm};
+  const int worlds[] = {1, 2, 4, 8};
+  int overlapped = 0, sequential = 0;
+  for (int trial = 0; trial < 48; ++trial) {
+    const int world = worlds[std::uniform_int_distribution<int>(0, 3)(rng)];
+    const Op op = ops[std::uniform_int_distribution<int>(0, 2)(rng)];
+    auto dim = [&](int lo, int hi) { return int64_t{64} * std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const int64_t m = dim(8, 192) * world, n = dim(8, 224), k = dim(16, 256);
+    const Problem p = make_problem(op, m, n, k, world);
+    const Hardware hw = random_profile(rng, world);
+    PlannerOptions o;
+    o.min_gain = std::array<double, 3>{0.0, 0.02, 0.05}[size_t(trial % 3)];
+    SCOPED_TRACE(fmt::format("{} on {} (min_gain {})", p.name(), hw.name, o.min_gain));
+    const PlanResult r = plan(p, hw, o);
+    EXPECT_EQ(r.sequential.mode, Mode::kSequential);
+    EXPECT_LE(r.predicted_us, r.sequential_us);
+    EXPECT_GE(r.speedup, 1.0);
+    double best_sequential = std::numeric_limits<double>::infinity();
+    for (const Plan& s : sequential_candidates(p, hw)) best_sequential = std::min(best_sequential, simulate(p, s, hw).total_us);
+    EXPECT_DOUBLE_EQ(r.sequential_us, best_sequential);
+    if (r.sequential_best) {
+      EXPECT_EQ(r.best.mode, Mode::kSequential);
+      EXPECT_DOUBLE_EQ(r.predicted_us, r.sequential_us);
+      ++sequential;
+    } else {
+      EXPECT_NE(r.best.mode, Mode::kSequential);
+      EXPECT_LT(r.predicted_us, r.sequential_us * (1 - o.min_gain));
+      ++overlapped;
+    }
+    for (const PlanAlternative& a : r.alternatives) EXPECT_GE(a.predicted_us, r.alternatives.front().predicted_us);
+  }
+  // Both outcomes occur, so neither branch above is vacuous.
+  EXPECT_GT(overlapped, 0);
+  EXPECT_GT(sequential, 0);
+}
+
+TEST(Planner, LoopbackBaselineRunsTheCollectiveOnEverySm) {
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);
+  const std::vector<Plan> real = sequential_candidates(p, hw);
+  ASSERT_EQ(real.size(), 1u);
+  EXPECT_EQ(real[0].comm_ctas, kDefaultNcclCtas);
+  const Hardware loop = loopback_hardware(hw, 8, LoopbackShare::kRank0);
+  const std::vector<Plan> emulated = sequential_candidates(p, loop);
+  ASSERT_EQ(emulated.size(), 2u);
+  EXPECT_EQ(emulated[1].comm_ctas, hw.sm_count);
+  const PlanResult r = plan(p, loop);
+  // More SMs for the collective alone are never predicted slower there.
+  EXPECT_LE(simulate(p, emulated[1], loop).total_us, simulate(p, emulated[0], loop).total_us);
+  EXPECT_EQ(r.sequential.comm_ctas, hw.sm_count);
+}
+
+TEST(Planner, PacedLoopbackBaselineRunsTheCollectiveOnNcclsCtaCountOnly) {
+  // With the link paced (a link profile), the loopback behaves like a node: the collective on every SM is no node's
+  // baseline, so the only sequential candidate is NCCL's CTA count (the profile's).
+  LinkProfile link = builtin_link_profile("h200x2");
+  link.nccl_ctas = 16;
+  const Hardware paced = loopback_hardware(builtin_hardware("h200"), 2, LoopbackShare::kRank0, link);
+  const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 2);
+  const std::vector<Plan> seq = sequential_candidates(p, paced);
+  ASSERT_EQ(seq.size(), 1u);
+  EXPECT_EQ(seq[0].comm_ctas, 16);
+  const PlanResult r = plan(p, paced);
+  EXPECT_EQ(r.sequential.comm_ctas, 16);
+  // The simulator and the model price that baseline alike (cuBLAS, then the paced collective).
+  const double model = ovl::estimate(p, seq[0], paced).total_us;
+  const double sim = simulate(p, seq[0], paced).total_us;
+  EXPECT_NEAR(sim / model, 1.0, 0.05) << sim << " vs " << model;
+}
+
+TEST(Planner, ExecutorVerdictFiltersCandidates) {
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  PlannerOptions o;
+  o.can_run = [](const Plan& plan) { return plan.mode == Mode::kTma ? std::string("no tma here") : std::string(); };
+  const PlanResult r = plan(p, hw, o);
+  for (const PlanAlternative& a : r.alternatives) EXPECT_NE(a.plan.mode, Mode::kTma);
+  for (const Plan& c : candidate_plans(p, hw, o)) EXPECT_NE(c.mode, Mode::kTma);
+  o.can_run = [](const Plan& plan) { return plan.mode == Mode::kSequential ? std::string("no baseline") : std::string(); };
+  test::expect_error_naming([&] { plan(p, hw, o); }, "no baseline");
+  o.can_run = nullptr;
+  o.min_gain = 1.5;
+  test::expect_error_naming([&] { plan(p, hw, o); }, "min_gain = 1.5");
+}
+
+TEST(Planner, AMarginAboveEveryGainAnswersSequential) {
+  const Hardware hw = builtin_hardware("h200");
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const PlanResult free = plan(p, hw);
+  ASSERT_FALSE(free.sequential_best);
+  PlannerOptions o;
+  o.min_gain = 1.0 - 1.0 / free.speedup + 1e-3;  // just above the best plan's predicted gain
+  const PlanResult r = plan(p, hw, o);
+  EXPECT_TRUE(r.sequential_best);
+  EXPECT_EQ(r.best.mode, Mode::kSequential);
+  EXPECT_DOUBLE_EQ(r.speedup, 1.0);
+  EXPECT_NE(format_plan_result(r).find("verdict    sequential"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json(r)["sequential_best"].get<bool>());
+}
+
 TEST(Planner, AllGatherOffersOnlyTheUnsignaledModes) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);

@@ -32,6 +32,7 @@
 #include "ovl/core/world.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"
+#include "ovl/model/plan_cache.hpp"
 #include "ovl/model/problem.hpp"
 #include "ovl/model/timeline.hpp"
 
@@ -57,6 +58,16 @@ enum class Fault {
 
 // LoopbackShare (what the loopback collective plays) is declared with the loopback profile in ovl/model/hardware.hpp.
 
+// How a call without a plan chooses one, the first time it meets a shape (then the choice is kept; see plan_for).
+enum class Tuning {
+  kPredicted,  // the planner's best plan (no GPU time spent)
+  kMeasured,   // the planner's tuning_candidates best plans, its best plan of each other mode and its best
+               // sequential one, each run on the call's own tensors and timed; the fastest is kept (in a real world:
+               // the slowest rank's time counts)
+};
+std::string_view to_string(Tuning tuning);  // "predicted", "measured"
+Tuning parse_tuning(std::string_view text);  // throws ovl::Error naming the text
+
 struct ContextOptions {
   int device = 0;
   // > 0: loopback emulation of this many ranks (1..8) on `device`. 0: a real world: `nccl_comm` when given (its
@@ -80,7 +91,23 @@ struct ContextOptions {
   // call's inputs, so a later call whose A or B changed IN PLACE gets those pieces from the old data (only rank 0's
   // own piece is recomputed each call); use new buffers or kWholeWorld when the data changes in place.
   LoopbackShare loopback_share = LoopbackShare::kRank0;
+  // Loopback with kRank0 only: pace the emulated link (docs/overlap.md, "Paced loopback"): every mover's CTAs move
+  // rank 0's peer traffic at most at the link's rate (LinkProfile::paced_cta_GBps), NCCL's stand-in runs on the
+  // profile's NCCL CTA count, and the planner prices the same link (planning_hardware()). Default: env
+  // OVL_LINK_PROFILE (a built-in name, "nvlink4-node8" or "h200x2", or a JSON file), else unpaced. Refused in a real
+  // world (the environment is ignored there).
+  std::optional<LinkProfile> link_profile;
   Fault fault = Fault::kNone;
+  // How calls without a plan choose one (default: env OVL_TUNING = predicted | measured, else kMeasured).
+  std::optional<Tuning> tuning;
+  // kMeasured: how many of the planner's best plans are timed besides its best sequential one (1..16).
+  int tuning_candidates = 4;
+  // kMeasured: the wall time the timed runs of one shape may take, in ms; each candidate runs once to warm up and at
+  // least once timed, then rounds of one run each follow (at most 5 timed runs) while the budget allows.
+  double tuning_budget_ms = 300;
+  // A plan cache file (model/plan_cache.hpp): read when the context is made, written after each new choice (in a
+  // real world by rank 0 only). Default: env OVL_PLAN_CACHE; empty: no file.
+  std::optional<std::string> plan_cache;
 };
 
 class Context {
@@ -99,6 +126,8 @@ class Context {
   // The device's profile (Plan::validate uses it) and the one the planner uses (loopback: loopback_hardware()).
   const Hardware& hardware() const;
   const Hardware& planning_hardware() const;
+  // The paced loopback's link profile (ContextOptions::link_profile or OVL_LINK_PROFILE); nullopt: unpaced.
+  const std::optional<LinkProfile>& link_profile() const;
 
   // Enqueue the operator on `stream`. `plan`: a Plan (validated against the problem and the device), or
   // std::nullopt for the planner's choice for this shape (cached). Throws ovl::Error naming the bad value for
@@ -109,13 +138,34 @@ class Context {
                            cudaStream_t stream);
   void all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
                        cudaStream_t stream);
+  // The same without a plan: the plan plan_for() chooses.
+  void gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream) {
+    gemm_all_reduce(a, b, c, std::nullopt, stream);
+  }
+  void gemm_reduce_scatter(const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream) {
+    gemm_reduce_scatter(a, b, c, std::nullopt, stream);
+  }
+  void all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream) {
+    all_gather_gemm(a, b, c, std::nullopt, stream);
+  }
 
   // The Problem a call describes (shapes checked against each other and the world); throws like the calls.
   Problem problem_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c) const;
-  // The plan std::nullopt runs for `problem`: the planner's best plan that this executor supports (cached).
-  const Plan& auto_plan(const Problem& problem);
   // "" when the executor can run `plan` for `problem` in this context, else why not (naming the value).
   std::string can_run(const Problem& problem, const Plan& plan) const;
+
+  // The plan a call without a plan runs for these tensors' problem: the choice made earlier in this context or read
+  // from the plan cache, else a new one by the tuning policy. Measured tuning runs candidate plans on these tensors
+  // (C is overwritten) on `stream` and waits for them; in a real world it is collective (every rank calls it, as
+  // every rank makes the same calls) and every rank ends with the same plan. Refused while `stream` is being
+  // captured into a CUDA graph: make the first call of each shape before capturing.
+  const PlanChoice& plan_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream);
+  // The choice a call without a plan made (or found in the plan cache) for `problem`; nullptr when none yet.
+  const PlanChoice* plan_choice(const Problem& problem) const;
+  // Times each of `plans` on these tensors as measured tuning does (C is overwritten; waits for `stream`) and returns
+  // the fastest (chosen_by kMeasured, candidates: every plan with its time). Keeps nothing; collective in a real world.
+  PlanChoice measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::vector<Plan>& plans,
+                     cudaStream_t stream);
 
   // Waits for `stream` (and the context's own streams) and throws ovl::Error when a device-side wait timed out
   // (the GEMM never signaled, or a peer is missing). The context stays usable afterwards.

@@ -6,7 +6,7 @@
 namespace ovl {
 
 // Fills in, for a standalone GEMM of args.m x args.n x args.k on args.sm_count SMs, the choices the H200 runs
-// measured best (docs/results/gemm-h200-swizzle/, gemm-h200-tail/, gemm-h200-split/, gemm-h200-deferred/):
+// measured best (docs/kernels.md; the current numbers in docs/performance.md):
 // - tile order: swizzle bands of ovl::choose_swizzle(k_blocks) tile rows;
 // - the last round: ovl::choose_tail_plan's stream-K pieces or half tiles, or whole tiles;
 // - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so (short CTA shares, K-major B), else

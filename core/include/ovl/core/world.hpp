@@ -10,6 +10,9 @@
 //             GPU: collective calls and SymmetricBuffer construction/destruction are collective over the ranks.
 //   mpi       World::mpi(comm): one process per GPU (device = node-local rank % GPUs), the NCCL unique id sent by
 //             MPI_Bcast, symmetric buffers made with cuMemCreate and exchanged as POSIX file descriptors.
+//   nccl      World::from_nccl_id(id, rank, size, device): one process per GPU started by someone else (torchrun,
+//             torch.distributed), which made the NCCL unique id on rank 0 and sent it to every rank. The host-side
+//             barrier and all-gather run over the NCCL communicator itself; symmetric buffers as for mpi.
 // So the same call works for every backend: each caller drives the ranks [first_local_rank(),
 // first_local_rank() + num_local_ranks()) of its World.
 #pragma once
@@ -43,13 +46,21 @@ struct WorldState;
 
 class World {
  public:
-  enum class Backend { kLoopback, kThreads, kMpi };
+  enum class Backend { kLoopback, kThreads, kMpi, kNccl };
 
   static World loopback(int ranks, int device = 0, const WorldOptions& options = {});
   static std::vector<World> threads(const std::vector<int>& devices, const WorldOptions& options = {});
 #if defined(OVL_HAVE_MPI)
   static World mpi(MPI_Comm comm, const WorldOptions& options = {});
 #endif
+  // A new NCCL unique id (ncclGetUniqueId), as bytes to send to every rank (128 of them).
+  static std::vector<std::byte> new_nccl_id();
+  // This process's rank of a world whose ranks each call this with the same id (made by new_nccl_id on one of them)
+  // at about the same time: ncclCommInitRank for the first of WorldOptions::nccl_cta_bounds (whose communicator then
+  // carries barrier() and all_gather()), and one more communicator per further bound, its id sent over the first.
+  // Ranks may be on several hosts, but symmetric buffers (mode tma) need every rank on one.
+  static World from_nccl_id(std::span<const std::byte> id, int rank, int size, int device,
+                            const WorldOptions& options = {});
 
   World() = default;  // an empty World (valid() is false)
   bool valid() const { return state_ != nullptr; }

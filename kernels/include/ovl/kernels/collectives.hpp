@@ -173,7 +173,7 @@ TmaRingShape tma_ring_from_env();
 TmaRingShape tma_ring_shape();
 
 // The TMA rings' default shape, 4 x 48 KiB: the bare ring's best for copies and bulk adds alike on the H200 up to
-// ~24 CTAs (docs/results/rings-h200/); the collectives' TMA phases and the overlap movers use it.
+// ~24 CTAs (docs/kernels.md); the collectives' TMA phases and the overlap movers use it.
 inline constexpr TmaRingShape kDefaultTmaRing{4, 48u * 1024u};
 // Shared memory a block may opt in to on sm_90.
 inline constexpr std::size_t kMaxSharedBytesPerBlock = 227 * 1024;

@@ -44,13 +44,12 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // bytes per lane straight from registers (4-stage ring). kTmaStoreSplit: kTmaStore through a half-tile buffer,
 // which leaves room for a 4-stage ring; the consumers stage columns 0 .. 127 at the end of a tile and columns
 // 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
-// a tile's signal comes after its second half is stored; measured 0.996x kTmaStore over all rows on the H200,
-// docs/results/gemm-h200-swizzle/, but about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it there for
-// K-major B, docs/results/gemm-h200-split/, gemm-h200-descriptors/). kTmaStoreDeferred: kTmaStore (3 stages, a
+// a tile's signal comes after its second half is stored; measured 0.996x kTmaStore over all rows on the H200, but
+// about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it there for K-major B; docs/kernels.md). kTmaStoreDeferred: kTmaStore (3 stages, a
 // whole-tile buffer) with all of a tile's stmatrix stores moved behind the next tile's first k-block: the consumers
 // only convert the accumulators into packed registers before issuing it (the same bits; a tile's signal comes about one
 // k-block later; not with cluster = 2). Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long
-// GEMMs (docs/results/gemm-h200-deferred/); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto:
+// GEMMs (docs/kernels.md); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto:
 // kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
 
@@ -65,7 +64,7 @@ enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStor
 //   reuse as for whole tiles);
 // - contiguous (stream_k_splits = 0, classic stream-K): the tiles' k-block iterations in one line, cut evenly over
 //   `stream_k_ctas` CTAs; a CTA's share runs across tile ends, so CTAs running at the same time read unrelated k
-//   ranges (measured slower on the H200, docs/results/gemm-h200-streamk/).
+//   ranges (measured slower on the H200, docs/performance.md).
 // Splitting changes the fp32 summation order, so results with and without stream-K (or with different plans) differ
 // by rounding. The kernel takes the plan it is given (stream_k_tiles = 0: off, the default); ovl::choose_stream_k
 // (ovl/model/estimate.hpp) picks split plans from a cost model.
@@ -116,13 +115,13 @@ struct GemmArguments {
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline
   // into launch, first tile and steady tiles. Not a signal: it changes nothing else. With programmatic_launch after
   // a kernel that lets it launch early (another of these GEMMs), a CTA may start before that kernel ends, and its
-  // first tile then includes the wait for it; the timelines in docs/results/gemm-h200-timeline/ predate it.
+  // first tile then includes the wait for it.
   unsigned long long* cta_timestamps = nullptr;
   // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore or kTmaStoreSplit epilogue, whole tiles: no stream-K, no half
   // tiles) runs CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as
   // 1); when the two tiles share a tile column each CTA loads half of the B tile and TMA-multicasts it to both. Same
   // bits as 1. The grid is sm_count rounded down to even. Measured on the H200: 0.978x cluster 1
-  // (docs/results/gemm-h200-cluster2-intree/).
+  // (docs/performance.md, "Tried and not kept").
   int cluster = 1;
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
@@ -181,8 +180,8 @@ struct GemmLaunchPlan {
   int stages = 0;      // shared-memory ring stages of A and B k-blocks
   int smem_bytes = 0;  // dynamic shared memory per CTA
   // MN-major B (kKxN) whose N is a multiple of 64, unclustered, with whole tiles to run: a whole tile's stage of B is
-  // one 3-D TMA box of four 64-column chunks (measured 0.7% faster than four 2-D boxes,
-  // docs/results/gemm-h200-chunked-b/); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
+  // one 3-D TMA box of four 64-column chunks (measured 0.7% faster than four 2-D boxes on the H200,
+  // docs/kernels.md); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
   bool b_single_box = false;
   GemmStreamKPlan stream_k;  // gemm_stream_k_plan(args)
 };

@@ -52,11 +52,11 @@ struct TailPlan {
 // kStreamKMinGain. The cost model counts k-block times (one tile-k-block on one SM): whole tiles in rounds of `sms`,
 // then rounds of pieces (a piece's k-blocks plus writing its 128 KB fp32 partial, 2.4), then the last piece's reading
 // of the tile's s partials (3 each). On the H200 the plans it picks gained about half of what it predicts
-// (docs/results/gemm-h200-streamk/).
+// (2.5-7.2% measured; docs/performance.md).
 inline constexpr double kStreamKMinGain = 0.03;
 TailPlan choose_stream_k(int64_t tiles, int64_t k_blocks, int sms);
 
-// A round of half tiles over a round of whole tiles, as measured (docs/results/gemm-h200-tail/: 0.78-0.94, mean 0.87,
+// A round of half tiles over a round of whole tiles, as measured on the H200 (0.78-0.94, mean 0.87,
 // on the 8 swept rows of at most 9 rounds; a half does half the MMAs and 2/3 of the loads, but the sparse last round
 // of whole tiles already runs at a higher clock). Halves change no bits and write no partials, so they need less
 // predicted gain than a stream-K plan: kHalfTileMinGain.
@@ -67,7 +67,7 @@ inline constexpr double kHalfTileMinGain = 0.01;
 TailPlan choose_tail_plan(int64_t tiles, int64_t k_blocks, int sms);
 
 // Tile rows per swizzle band (ovl::kernels::GemmArguments::swizzle) for our GEMM with `k_blocks` k-blocks of 64:
-// 16 from K = 2048 (32 k-blocks) on, else 8. Measured on the H200 (docs/results/gemm-h200-swizzle/): bands of 16 read
+// 16 from K = 2048 (32 k-blocks) on, else 8. Measured on the H200 (docs/performance.md): bands of 16 read
 // less from DRAM, and at the power limit that comes back as clock: +1.7-3.5% on 8192x8192x2048, about +0.5% on
 // K = 4096 and 8192; at K = 1024 they lost up to 2% (16384x8192x1024 at 124 SMs).
 inline constexpr int64_t kTallSwizzleMinKBlocks = 32;
@@ -76,15 +76,15 @@ int choose_swizzle(int64_t k_blocks);
 // Whether our GEMM (`tiles` tiles of `k_blocks` k-blocks of 64 on `sms` SMs) should run the split epilogue
 // (ovl::kernels::GemmEpilogue::kTmaStoreSplit: a half-tile staging buffer and 4 ring stages; the same bits): when a
 // CTA's whole share is short, ceil(tiles / sms) x k_blocks <= kSplitEpilogueMaxCtaKBlocks. Measured on the H200
-// (docs/results/gemm-h200-split/): 8192x4096x1024 (128-176 k-blocks per CTA) gained about 1% at 100-132 SMs (25 of
+// (docs/performance.md): 8192x4096x1024 (128-176 k-blocks per CTA) gained about 1% at 100-132 SMs (25 of
 // 28 row measurements over four runs up, three down by 0.1-1.0%); 16384x8192x1024 (512-576) was level on the mean
 // and lost up to 2% on some rows, 2048x8192x4096 (256-320) and 8192x8192x2048 (512-576) were level, 8192^3 lost up
 // to 3%. The threshold sits between 176 and 256 and rests on that one shape. A measured timeline puts the gain in
 // the steady tile period (0.7-1.9% shorter), at a higher clock; why 16384x8192x1024 does not gain as well is not
 // understood. Those runs compared it with kTmaStore. Against the deferred epilogue (kTmaStoreDeferred, which tune_gemm
 // runs otherwise) it loses with MN-major B (b_mn_major: B is K x N): 8192x4096x1024 nn at 116/124/128 SMs ran
-// 0.5-2.4% faster deferred in both of the fourteenth session's runs (6 of 6 row measurements; nt: split 0.5% ahead,
-// docs/results/gemm-h200-descriptors/). So the rule takes it for K-major B only.
+// 0.5-2.4% faster deferred in two runs (6 of 6 row measurements; nt: split 0.5% ahead). So the rule takes it for
+// K-major B only.
 inline constexpr int64_t kSplitEpilogueMaxCtaKBlocks = 192;
 bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms, bool b_mn_major);
 
@@ -129,6 +129,10 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loop
 // (chunks, tile groups) works only in the calls that hold rank 0's rows (call_adjustments below, which both predictors
 // apply, with each call's pieces at Hardware::loopback_piece_us).
 double loopback_rank0_nccl_bytes(Collective c, int world);
+// The dependent link latencies of one call of `algo` among `world` ranks of one node, as the model counts them
+// (NCCL ring AR 2(W-1), RS / AG W-1; tma-push 2 / 1; tma-pull 4 / 2): a paced loopback waits that many
+// LinkProfile::latency_us at the start of every call or tile group, and the model and the simulator price them.
+double link_steps(Collective c, CommAlgo algo, int world);
 // What the loopback emulation of rank 0's share (Hardware::loopback_rank0) does in each call of a plan (decomposed:
 // its row chunks; the signaling modes: its tile groups, whole tile rows as the executor's range table counts them;
 // sequential: one call):

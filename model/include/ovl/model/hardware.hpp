@@ -4,11 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "ovl/model/link_profile.hpp"
 
 namespace ovl {
 
@@ -61,9 +64,8 @@ struct Hardware {
   double tma_group_us = 0.0;
   // Per tile group of tile-signal / green-context with an NCCL algorithm, beyond the call's nccl_launch_us: the
   // counter-wait kernel before each group's call and the gap between the calls on the communication stream.
-  // Fitted at 11.4 us on 2 H200s (docs/results/multigpu-h200x2/validation/calibrate.txt); without it the held-out
-  // plans of one group per 128-row band (64 calls) erred by 28-30% (validation/headline.md). 0 in the built-in
-  // profiles.
+  // Fitted at 11.4 us on 2 H200s; without it the held-out plans of one group per 128-row band (64 calls) err by
+  // 22-28% instead of 8-10% (docs/performance.md, prediction accuracy). 0 in the built-in profiles.
   double nccl_group_us = 0.0;
   // The loopback SIMT kernel's fixed cost per piece with work (rank 0's play of an NCCL-algorithm call on a kRank0
   // profile: AllReduce W pieces, ReduceScatter 1 or 0, AllGather the owners its rows span), on top of its launch.
@@ -73,8 +75,8 @@ struct Hardware {
   // the same collective alone (nccl_per_cta_GBps and tma_push_per_cta_GBps, which bench_collectives fits): what the
   // concurrent GEMM costs the collective beyond hbm_contention, and the costs of many small calls. Kept apart from
   // the rates so that fitting the overlap cases does not move what a collective alone is predicted to take (it did:
-  // on 2 H200s the overlap fit halved the push rate, and the held-out collectives then erred by 30.8%,
-  // docs/results/multigpu-h200x2/). The sequential mode's collective runs after the GEMM: rates unscaled. 1: no
+  // on 2 H200s the overlap fit halved the push rate, and the held-out collectives then erred by 30.8% instead of
+  // 15.8%, docs/performance.md). The sequential mode's collective runs after the GEMM: rates unscaled. 1: no
   // difference. Fitted by `ovl calibrate` from the overlap cases.
   double overlap_nccl_rate_factor = 1.0;
   double overlap_tma_rate_factor = 1.0;
@@ -91,6 +93,14 @@ struct Hardware {
   // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
   // share as the loopback emulation plays it, so the TMA movers' bytes are what the emulation moves (coll_coeffs).
   bool loopback_rank0 = false;
+  // Set by loopback_hardware() (either share), never read from or written to JSON: the world's peers are buffers on
+  // this device, so a collective that runs alone (the sequential mode's) may use every SM.
+  bool loopback = false;
+  // Set by loopback_hardware(..., kRank0, link) only, never read from or written to JSON: the loopback's peer traffic
+  // is paced to this link (docs/overlap.md, "Paced loopback"); link_GBps and link_latency_us are the profile's, the
+  // collectives' link bytes move at most at LinkProfile::paced_cta_GBps per CTA, and NCCL-algorithm collectives
+  // that a plan leaves to NCCL's choice run on its nccl_ctas (nccl_default_ctas).
+  std::optional<LinkProfile> link_profile;
 
   // Throws ovl::Error naming the field and value: non-positive sizes or rates, a granularity larger than the
   // device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a multiple of the
@@ -131,7 +141,15 @@ LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error
 //     NCCL-algorithm call is the SIMT loopback kernel there (loopback_rank0_nccl_bytes): nccl_per_cta_GBps and
 //     nccl_launch_us become simt_per_cta_GBps and tma_launch_us (a plain kernel launch).
 // Link latency is a flag round trip through L2 rather than NVLink; NCCL's protocol losses do not apply.
-Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld);
+// With a link profile (kRank0 only: the pacing counts rank 0's link bytes): the paced loopback: link_GBps and
+// link_latency_us become the profile's, link_profile is set (the collective model and the simulator then cap the
+// link bytes per CTA at the profile's rates and count the ring's steps), and NCCL's CTA count is the profile's.
+Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld,
+                           const std::optional<LinkProfile>& link = std::nullopt);
+
+// The CTAs NCCL runs a collective on when a plan leaves it to NCCL (comm_sms 0): the link profile's nccl_ctas, else
+// kDefaultNcclCtas.
+int nccl_default_ctas(const Hardware& hw);
 
 // Built-in profiles: "h200", "h100", "a100" (case-insensitive; "h200-sxm" etc. accepted). Throws on unknown names.
 Hardware builtin_hardware(std::string_view name);

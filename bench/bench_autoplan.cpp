@@ -1,0 +1,232 @@
+// The automatic plan against not overlapping, on held-out problems (shapes no fit, test or benchmark list uses), as
+// a user meets it: a loopback world of 8 on one GPU, bf16, B as N x K, fresh random data, everything through the
+// Context API. For each problem:
+//   sequential_us      the best measured way of not overlapping (the sequential candidates the planner prices)
+//   auto_predicted_us  the measured time of the plan Tuning::kPredicted chooses
+//   auto_measured_us   the measured time of the plan Tuning::kMeasured chooses (its tuning_ms beside it)
+//   best_measured_us   the fastest of every plan timed: the planner's 8 best, the sequential candidates, both choices
+// all timed together by Context::measure (a warm-up run, then interleaved rounds; the median of each). Also the
+// predicted sequential time, the regret of each choice and whether the predicted choice was the fastest.
+//
+//   bench_autoplan [--out FILE.json] [--profile FILE] [--world W] [--quick]
+// Writes {"context": {...}, "problems": [{"problem", "sequential_us", "auto_predicted_us", "auto_measured_us",
+// "best_measured_us", "tuning_ms", ...}], "summary": {...}} and prints a table. Exit 1 when no GPU.
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ovl/core/context.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/sim/planner.hpp"
+
+namespace {
+
+using namespace ovl;
+
+struct Held {
+  Op op;
+  int64_t m, n, k;
+};
+
+// Mixed M, N, K; N not a multiple of 256 in half of them; K from 1024 to 16384; all three ops.
+const Held kProblems[] = {
+    {Op::kGemmAllReduce, 4096, 5248, 3072},      {Op::kGemmAllReduce, 6144, 12288, 1536},
+    {Op::kGemmAllReduce, 12288, 7168, 2048},     {Op::kGemmAllReduce, 16384, 4096, 14336},
+    {Op::kGemmAllReduce, 2048, 9600, 8192},      {Op::kGemmReduceScatter, 8192, 5248, 4608},
+    {Op::kGemmReduceScatter, 4096, 14336, 1024}, {Op::kGemmReduceScatter, 12288, 3200, 16384},
+    {Op::kGemmReduceScatter, 16384, 8448, 6144}, {Op::kGemmReduceScatter, 6144, 2880, 12288},
+    {Op::kAllGatherGemm, 8192, 3968, 4096},      {Op::kAllGatherGemm, 4096, 13696, 2048},
+    {Op::kAllGatherGemm, 16384, 6144, 1024},     {Op::kAllGatherGemm, 12288, 4672, 5120},
+};
+
+struct DeviceData {
+  void* ptr = nullptr;
+  DeviceData(int64_t count, std::mt19937& rng) {
+    std::vector<uint16_t> host(static_cast<size_t>(count));
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    for (auto& h : host) {
+      const float f = dist(rng);
+      uint32_t u = 0;
+      std::memcpy(&u, &f, 4);
+      h = uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);  // bf16, round to nearest even
+    }
+    OVL_CUDA_CHECK(cudaMalloc(&ptr, host.size() * 2));
+    OVL_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  }
+  ~DeviceData() { (void)cudaFree(ptr); }
+  DeviceData(const DeviceData&) = delete;
+  DeviceData& operator=(const DeviceData&) = delete;
+};
+
+bool same(const Plan& a, const Plan& b) { return nlohmann::json(a) == nlohmann::json(b); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path = "bench_autoplan.json", profile;
+  int world = 8;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--out")
+      out_path = next();
+    else if (arg == "--profile")
+      profile = next();
+    else if (arg == "--world")
+      world = std::stoi(next());
+    else if (arg == "--quick")
+      quick = true;
+    else if (arg == "--help" || arg == "-h") {
+      std::cout << "bench_autoplan [--out FILE.json] [--profile FILE] [--world W] [--quick]\n";
+      return 0;
+    } else {
+      std::cerr << "bench_autoplan: unknown argument " << arg << "\n";
+      return 2;
+    }
+  }
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    std::cerr << "bench_autoplan: no GPU\n";
+    return 1;
+  }
+  try {
+    cudaDeviceProp prop{};
+    OVL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    ContextOptions base;
+    base.loopback_world = world;
+    base.plan_cache = "";
+    if (!profile.empty()) base.hardware = load_hardware(profile);
+    ContextOptions pred_o = base, meas_o = base, eval_o = base;
+    pred_o.tuning = Tuning::kPredicted;
+    meas_o.tuning = Tuning::kMeasured;
+    eval_o.tuning = Tuning::kPredicted;
+    eval_o.tuning_budget_ms = 3000;  // the evaluation's own timing: 5 rounds of every plan
+    Context pred(pred_o), meas(meas_o), eval(eval_o);
+    cudaStream_t stream = nullptr;
+    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::mt19937 rng(20261205);
+    nlohmann::json rows = nlohmann::json::array();
+    fmt::print("{:<50} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7} {:>6} {:<}\n", "problem", "seq_us", "pred_us",
+               "meas_us", "best_us", "tune_ms", "x_pred", "x_meas", "top1", "predicted plan");
+    int n = 0;
+    for (const Held& h : kProblems) {
+      if (quick && n >= 3) break;
+      ++n;
+      const int64_t a_rows = h.op == Op::kAllGatherGemm ? h.m / world : h.m;
+      const int64_t c_rows = h.op == Op::kGemmReduceScatter ? h.m / world : h.m;
+      DeviceData a(a_rows * h.k, rng), b(h.n * h.k, rng), c(c_rows * h.n, rng);
+      const TensorRef ta{a.ptr, a_rows, h.k}, tb{b.ptr, h.n, h.k, DType::kBF16, BLayout::kNxK}, tc{c.ptr, c_rows, h.n};
+      const Problem p = eval.problem_for(h.op, ta, tb, tc);
+      const PlanChoice by_prediction = pred.plan_for(h.op, ta, tb, tc, stream);
+      const PlanChoice by_measurement = meas.plan_for(h.op, ta, tb, tc, stream);
+      // Every plan to time: the planner's 8 best (those this context runs), the sequential candidates, both choices.
+      sim::PlannerOptions po;
+      po.can_run = [&](const Plan& plan) { return eval.can_run(p, plan); };
+      const sim::PlanResult r = sim::plan(p, eval.planning_hardware(), po);
+      std::vector<Plan> plans;
+      std::vector<double> predicted;
+      auto add = [&](const Plan& plan, double us) {
+        for (const Plan& q : plans)
+          if (same(q, plan)) return;
+        plans.push_back(plan);
+        predicted.push_back(us);
+      };
+      for (size_t i = 0; i < r.alternatives.size() && plans.size() < 8; ++i)
+        add(r.alternatives[i].plan, r.alternatives[i].predicted_us);
+      for (const Plan& s : sim::sequential_candidates(p, eval.planning_hardware())) add(s, 0);
+      add(by_prediction.plan, by_prediction.predicted_us);
+      add(by_measurement.plan, by_measurement.predicted_us);
+      const PlanChoice timed = eval.measure(h.op, ta, tb, tc, plans, stream);
+      auto time_of = [&](const Plan& plan) {
+        for (const TunedCandidate& t : timed.candidates)
+          if (same(t.plan, plan)) return t.measured_us;
+        return std::nan("");
+      };
+      double seq = INFINITY;
+      nlohmann::json cands = nlohmann::json::array();
+      for (size_t i = 0; i < plans.size(); ++i) {
+        if (plans[i].mode == Mode::kSequential) seq = std::min(seq, timed.candidates[i].measured_us);
+        cands.push_back({{"plan", plans[i].summary()},
+                         {"predicted_us", predicted[i]},
+                         {"measured_us", timed.candidates[i].measured_us}});
+      }
+      const double t_pred = time_of(by_prediction.plan), t_meas = time_of(by_measurement.plan);
+      const double best = timed.measured_us;
+      const bool top1 = same(by_prediction.plan, timed.plan);
+      rows.push_back({{"problem", p.name()},
+                      {"sequential_us", seq},
+                      {"auto_predicted_us", t_pred},
+                      {"auto_measured_us", t_meas},
+                      {"best_measured_us", best},
+                      {"tuning_ms", by_measurement.tuning_ms},
+                      {"predicted_sequential_us", r.sequential_us},
+                      {"predicted_plan", by_prediction.plan.summary()},
+                      {"predicted_plan_us", by_prediction.predicted_us},
+                      {"measured_plan", by_measurement.plan.summary()},
+                      {"best_plan", timed.plan.summary()},
+                      {"top1", top1},
+                      {"candidates", cands}});
+      fmt::print("{:<50} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.0f} {:>6.3f}x {:>6.3f}x {:>6} {}\n", p.name(), seq,
+                 t_pred, t_meas, best, by_measurement.tuning_ms, seq / t_pred, seq / t_meas, top1 ? "yes" : "no",
+                 by_prediction.plan.summary());
+      std::fflush(stdout);
+      pred.release_caches();
+      meas.release_caches();
+      eval.release_caches();
+    }
+    // Summary: the aims' quantities.
+    double min_pred = INFINITY, min_meas = INFINITY, regret_sum = 0, regret_max = 0, seq_err_sum = 0,
+           meas_regret_max = 0;
+    int top1 = 0;
+    for (const auto& row : rows) {
+      const double seq = row["sequential_us"], tp = row["auto_predicted_us"], tm = row["auto_measured_us"],
+                   best = row["best_measured_us"], pseq = row["predicted_sequential_us"];
+      min_pred = std::min(min_pred, seq / tp);
+      min_meas = std::min(min_meas, seq / tm);
+      regret_sum += tp / best - 1;
+      regret_max = std::max(regret_max, tp / best - 1);
+      meas_regret_max = std::max(meas_regret_max, tm / best - 1);
+      seq_err_sum += std::fabs(pseq - seq) / seq;
+      top1 += row["top1"].get<bool>() ? 1 : 0;
+    }
+    const double count = double(rows.size());
+    const nlohmann::json summary = {{"problems", rows.size()},
+                                    {"min_speedup_auto_predicted", min_pred},
+                                    {"min_speedup_auto_measured", min_meas},
+                                    {"top1_auto_predicted", top1 / count},
+                                    {"mean_regret_auto_predicted", regret_sum / count},
+                                    {"max_regret_auto_predicted", regret_max},
+                                    {"max_regret_auto_measured", meas_regret_max},
+                                    {"mean_sequential_error", seq_err_sum / count}};
+    fmt::print("\n{}\n", summary.dump(1));
+    const nlohmann::json doc = {{"context",
+                                 {{"gpu", prop.name},
+                                  {"sm_count", prop.multiProcessorCount},
+                                  {"world_backend", "loopback"},
+                                  {"loopback_share", "rank0"},
+                                  {"world", world},
+                                  {"profile", profile.empty() ? std::string("built-in") : profile},
+                                  {"ovl_version", std::string(library_version())}}},
+                                {"problems", rows},
+                                {"summary", summary}};
+    std::ofstream(out_path) << doc.dump(1) << "\n";
+    (void)cudaStreamDestroy(stream);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_autoplan: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

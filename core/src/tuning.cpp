@@ -1,0 +1,307 @@
+// Choosing the plan of a call without one: the plan cache, the planner, and measured tuning (timing the planner's
+// best candidates and its best sequential plan on the call's own tensors).
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <span>
+
+#include "context_impl.hpp"
+#include "ovl/core/nccl_check.hpp"
+#include "ovl/cuda_check.hpp"
+
+namespace ovl {
+
+std::string_view to_string(Tuning tuning) { return tuning == Tuning::kMeasured ? "measured" : "predicted"; }
+
+Tuning parse_tuning(std::string_view text) {
+  if (text == "measured") return Tuning::kMeasured;
+  if (text == "predicted") return Tuning::kPredicted;
+  OVL_FAIL("tuning = \"{}\" is not \"predicted\" or \"measured\"", text);
+}
+
+namespace {
+
+// OVL_TUNING, read once.
+Tuning env_tuning() {
+  static const Tuning value = [] {
+    const char* text = std::getenv("OVL_TUNING");
+    if (text == nullptr || *text == '\0') return Tuning::kMeasured;
+    try {
+      return parse_tuning(text);
+    } catch (const Error& e) {
+      OVL_FAIL("OVL_TUNING: {}", e.message());
+    }
+  }();
+  return value;
+}
+
+// OVL_PLAN_CACHE, read once.
+const std::string& env_plan_cache() {
+  static const std::string value = [] {
+    const char* text = std::getenv("OVL_PLAN_CACHE");
+    return std::string(text == nullptr ? "" : text);
+  }();
+  return value;
+}
+
+// FNV-1a over the plans' JSON: equal on every rank exactly when the plans are. 32 bits, so exact as a double.
+uint32_t plans_hash(const std::vector<Plan>& plans) {
+  uint32_t h = 2166136261u;
+  for (const Plan& p : plans) {
+    for (const char ch : nlohmann::json(p).dump()) h = (h ^ uint8_t(ch)) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u;
+  }
+  return h;
+}
+
+bool same_plan(const Plan& a, const Plan& b) { return nlohmann::json(a) == nlohmann::json(b); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void refuse_capture(cudaStream_t stream, const std::string& what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  OVL_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  OVL_CHECK(status == cudaStreamCaptureStatusNone,
+            "{} while the stream is being captured into a CUDA graph: run the same call once before capturing (warm "
+            "up), so that its plan is chosen",
+            what);
+}
+
+// Two events on one device, destroyed on scope exit.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    OVL_CUDA_CHECK(cudaEventCreate(&start));
+    OVL_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    if (start != nullptr) (void)cudaEventDestroy(start);
+    if (stop != nullptr) (void)cudaEventDestroy(stop);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+};
+
+}  // namespace
+
+void Context::Impl::init_tuning(const ContextOptions& o) {
+  tuning = o.tuning ? *o.tuning : env_tuning();
+  OVL_CHECK(o.tuning_candidates >= 1 && o.tuning_candidates <= 16,
+            "ContextOptions::tuning_candidates = {} must be in 1..16", o.tuning_candidates);
+  OVL_CHECK(std::isfinite(o.tuning_budget_ms) && o.tuning_budget_ms >= 0 && o.tuning_budget_ms <= 600000,
+            "ContextOptions::tuning_budget_ms = {} must be between 0 and 600000 (ten minutes)", o.tuning_budget_ms);
+  cache_path = o.plan_cache ? *o.plan_cache : env_plan_cache();
+  if (cache_path.empty()) return;
+  cache = PlanCache::load(cache_path);
+  PlanCacheKey mine;  // only the GPU, SM count and version matter here
+  mine.gpu = gpu_name;
+  mine.sm_count = sms;
+  if (const int foreign = cache.foreign_entries(mine); foreign > 0) {
+    fmt::print(stderr,
+               "ovl: plan cache \"{}\": {} entr{} of another GPU, SM count or ovl version ignored (this: {}, {} "
+               "SMs, ovl {})\n",
+               cache_path, foreign, foreign == 1 ? "y" : "ies", gpu_name, sms, mine.version);
+  }
+}
+
+PlanCacheKey Context::Impl::cache_key(const Problem& p) const {
+  PlanCacheKey k;
+  k.problem = p.name();
+  // A paced loopback plans for another link: its choices are kept apart (loopback:rank0:paced:<profile name>).
+  k.world = loopback ? fmt::format("loopback:{}{}", to_string(share), link ? ":paced:" + link->name : "") : "real";
+  k.gpu = gpu_name;
+  k.sm_count = sms;
+  return k;
+}
+
+sim::PlanResult Context::Impl::plan_problem(const Problem& p, const Context& ctx) const {
+  sim::PlannerOptions o;
+  o.can_run = [&](const Plan& plan) { return ctx.can_run(p, plan); };
+  return sim::plan(p, plan_hw, o);
+}
+
+std::vector<double> Context::Impl::max_over_ranks(std::vector<double> values) const {
+  if (loopback || world == 1 || values.empty()) return values;
+  if (world_ref.valid()) {
+    const auto bytes = std::as_bytes(std::span<const double>(values));
+    for (const std::vector<std::byte>& theirs : world_ref.all_gather(bytes)) {
+      OVL_CHECK(theirs.size() == bytes.size(), "ranks disagree on how many times to compare ({} and {} bytes)",
+                theirs.size(), bytes.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        double v = 0;
+        std::memcpy(&v, theirs.data() + i * sizeof(double), sizeof(double));
+        values[i] = std::max(values[i], v);
+      }
+    }
+    return values;
+  }
+  OVL_CHECK(comm != nullptr, "comparing times across a real world of {} ranks needs its NCCL communicator", world);
+  detail::DeviceBuffer buf(values.size() * sizeof(double));
+  OVL_CUDA_CHECK(cudaMemcpy(buf.get(), values.data(), buf.bytes(), cudaMemcpyHostToDevice));
+  OVL_NCCL_CHECK(ncclAllReduce(buf.get(), buf.get(), values.size(), ncclFloat64, ncclMax, comm, comm_stream));
+  OVL_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
+  OVL_CUDA_CHECK(cudaMemcpy(values.data(), buf.get(), buf.bytes(), cudaMemcpyDeviceToHost));
+  return values;
+}
+
+const PlanChoice* Context::plan_choice(const Problem& problem) const {
+  const std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->choices.find(problem.name());
+  return it == impl_->choices.end() ? nullptr : &it->second;
+}
+
+PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                            const std::vector<Plan>& plans, cudaStream_t stream) {
+  Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);
+  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  const Problem p = problem_for(op, a, b, c);
+  OVL_CHECK(!plans.empty(), "measure: no plans to time for {}", p.name());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const std::string why = can_run(p, plans[i]);
+    OVL_CHECK(why.empty(), "measure: plan {} (\"{}\") cannot run {}: {}", i, plans[i].summary(), p.name(), why);
+  }
+  refuse_capture(stream, fmt::format("timing plans for {}", p.name()));
+  const double h = plans_hash(plans);
+  const std::vector<double> agreed = s.max_over_ranks({h, -h});
+  OVL_CHECK(agreed[0] == -agreed[1],
+            "measure: the ranks time different candidate plans for {} (their planner "
+            "profiles or plan caches differ)",
+            p.name());
+
+  const size_t n = plans.size();
+  EventPair ev;
+  auto run_once = [&](const Plan& plan, bool timed) {
+    if (timed) OVL_CUDA_CHECK(cudaEventRecord(ev.start, stream));
+    run(op, a, b, c, plan, stream);
+    if (timed) OVL_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
+    synchronize(stream);  // a device-side timeout of a candidate is an error here, not a time
+    float ms = 0;
+    if (timed) OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+    return double(ms) * 1e3;
+  };
+  for (const Plan& plan : plans) run_once(plan, false);  // partitions, buffers, lazy modules, clocks
+  std::vector<std::vector<double>> times(n);
+  double first_round_us = 0;
+  for (size_t i = 0; i < n; ++i) first_round_us += (times[i].emplace_back(run_once(plans[i], true)));
+  // More rounds (interleaved, so drift hits every plan alike) while the budget allows: decided from the slowest
+  // rank's first round, so every rank runs as many.
+  constexpr int kMaxRounds = 5;
+  const double slowest_round_us = s.max_over_ranks({first_round_us})[0];
+  const double budget_us = s.options.tuning_budget_ms * 1e3;
+  const int rounds = std::clamp(int(budget_us / std::max(slowest_round_us, 1e-3)), 1, kMaxRounds);
+  for (int r = 1; r < rounds; ++r)
+    for (size_t i = 0; i < n; ++i) times[i].push_back(run_once(plans[i], true));
+  std::vector<double> med(n);
+  for (size_t i = 0; i < n; ++i) med[i] = median(times[i]);
+  med = s.max_over_ranks(std::move(med));
+
+  PlanChoice out;
+  out.chosen_by = ChosenBy::kMeasured;
+  size_t best = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out.candidates.push_back({plans[i], 0.0, med[i]});
+    if (med[i] < med[best]) best = i;  // ties keep the earlier plan (the planner's order)
+    if (plans[i].mode == Mode::kSequential && (out.sequential_us == 0 || med[i] < out.sequential_us))
+      out.sequential_us = med[i];
+  }
+  out.plan = plans[best];
+  out.measured_us = med[best];
+  return out;
+}
+
+const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                                    cudaStream_t stream) {
+  Impl& s = *impl_;
+  const std::lock_guard lock(s.mutex);
+  const Problem p = problem_for(op, a, b, c);
+  const std::string name = p.name();
+  if (const auto it = s.choices.find(name); it != s.choices.end()) return it->second;
+  const bool real_world = !s.loopback && s.world > 1;
+
+  // A plan cache entry, when every rank has the same one (else every rank chooses anew, together).
+  const PlanCacheKey key = s.cache_key(p);
+  const PlanChoice* cached = s.cache.find(key);
+  if (cached != nullptr) {
+    if (const std::string why = can_run(p, cached->plan); !why.empty()) {
+      fmt::print(stderr, "ovl: plan cache \"{}\": the plan for {} cannot run in this context ({}); choosing anew\n",
+                 s.cache_path, name, why);
+      cached = nullptr;
+    }
+  }
+  if (real_world) {
+    const double h = cached != nullptr ? double(plans_hash({cached->plan})) : -1.0;
+    const std::vector<double> agreed = s.max_over_ranks({h, -h});
+    if (agreed[0] != -agreed[1]) cached = nullptr;
+  }
+  if (cached != nullptr) {
+    PlanChoice choice = *cached;
+    choice.from_cache = true;
+    return s.choices.emplace(name, std::move(choice)).first->second;
+  }
+
+  refuse_capture(stream, fmt::format("choosing the plan of {} (tuning = {})", name, to_string(s.tuning)));
+  const auto t0 = std::chrono::steady_clock::now();
+  PlanChoice choice;
+  std::optional<sim::PlanResult> r;
+  try {
+    r = s.plan_problem(p, *this);
+  } catch (const Error& e) {
+    fmt::print(stderr, "ovl: the planner failed for {} ({}); running the sequential plan\n", name, e.message());
+  }
+  if (!r) {
+    choice.plan = default_plan(Mode::kSequential, p, s.hw, 0);
+  } else if (s.tuning == Tuning::kPredicted) {
+    choice.plan = r->best;
+    choice.predicted_us = r->predicted_us;
+    choice.sequential_us = r->sequential_us;
+  } else {
+    // The planner's best distinct plans, then its best sequential one.
+    std::vector<Plan> plans;
+    std::vector<double> predicted;
+    auto add = [&](const Plan& plan, double us) {
+      for (const Plan& q : plans)
+        if (same_plan(q, plan)) return;
+      plans.push_back(plan);
+      predicted.push_back(us);
+    };
+    for (const sim::PlanAlternative& alt : r->alternatives) {
+      if (int(plans.size()) >= s.options.tuning_candidates) break;
+      add(alt.plan, alt.predicted_us);
+    }
+    // The best plan of every other mode too: where the predictors rank modes wrongly, the measurement still sees
+    // each mode at its predicted best (the alternatives hold it).
+    for (Mode mode : all_modes()) {
+      for (const sim::PlanAlternative& alt : r->alternatives) {
+        if (alt.plan.mode != mode) continue;
+        add(alt.plan, alt.predicted_us);
+        break;
+      }
+    }
+    add(r->sequential, r->sequential_us);
+    choice = measure(op, a, b, c, plans, stream);
+    for (size_t i = 0; i < plans.size(); ++i) choice.candidates[i].predicted_us = predicted[i];
+    for (size_t i = 0; i < plans.size(); ++i)
+      if (same_plan(plans[i], choice.plan)) choice.predicted_us = predicted[i];
+  }
+  choice.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.cache_path.empty()) {
+    s.cache.put(key, choice);
+    if (!real_world || s.rank == 0) s.cache.save(s.cache_path);
+  }
+  return s.choices.emplace(name, std::move(choice)).first->second;
+}
+
+}  // namespace ovl

@@ -1,0 +1,52 @@
+// LinkProfile: what one GPU's links to its peers carry, as a paced loopback emulation plays it (docs/overlap.md,
+// "Paced loopback") and as the model and the simulator price it (docs/model.md). Plain data with a JSON form; the
+// built-in profiles also ship as files (model/profiles/*.json, installed under share/ovl/profiles), each number
+// with its source.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ovl {
+
+enum class CommAlgo;
+
+// Rates count link bytes: the bytes that cross one direction of a GPU's links (what busbw measures: busbw = algbw x
+// 2(W-1)/W for AllReduce, x (W-1)/W for ReduceScatter / AllGather, nccl-tests' rule).
+struct LinkProfile {
+  std::string name;                  // "nvlink4-node8"
+  std::string source;                // where the numbers come from (provenance)
+  double link_GBps = 0;              // one GPU's links, per direction, GB/s
+  int nccl_ctas = 24;                // CTAs (channels) NCCL runs a collective on by its own choice
+  double nccl_per_cta_GBps = 0;      // link bytes per second one NCCL ring channel (CTA) carries
+  double tma_push_per_cta_GBps = 0;  // ... one CTA of the TMA push collective
+  double tma_pull_per_cta_GBps = 0;  // ... one CTA of the TMA pull collective
+  double simt_per_cta_GBps = 0;      // ... one CTA of the SIMT collective (bench_collectives' simt)
+  double latency_us = 0;             // per step of a collective (a ring step, a flag round trip)
+
+  // Throws ovl::Error naming the field: rates must be positive and finite, nccl_ctas >= 1, latency >= 0, a name.
+  void validate() const;
+  // The link bytes per second one CTA of `algo` may move when `ctas` CTAs share the link: min(link_GBps / ctas,
+  // the algorithm's per-CTA rate; NCCL algorithms: nccl_per_cta_GBps). The paced movers and the model use this one.
+  double paced_cta_GBps(CommAlgo algo, int ctas) const;
+  std::string summary() const;  // one line
+};
+
+// Built-ins: "nvlink4-node8" (an 8-GPU NVLink-4 NVSwitch node), "h200x2" (fitted from the 2-H200 runs).
+LinkProfile builtin_link_profile(std::string_view name);  // throws ovl::Error on an unknown name
+std::vector<std::string> builtin_link_profile_names();
+// A built-in name, else a JSON file path (errors name the file and the field).
+LinkProfile link_profile_from_arg(const std::string& name_or_path);
+LinkProfile load_link_profile(const std::string& path);
+// Env OVL_LINK_PROFILE (a built-in name or a file), read once per call; nullopt when unset or empty.
+std::optional<LinkProfile> link_profile_from_env();
+
+void to_json(nlohmann::json& j, const LinkProfile& p);
+// Every field is required; a missing, mistyped or out-of-range field throws ovl::Error naming it. Unknown keys are
+// errors except "comment" and keys starting with "_" (notes beside the numbers).
+void from_json(const nlohmann::json& j, LinkProfile& p);
+
+}  // namespace ovl

@@ -1,0 +1,84 @@
+// PlanCache: the plans chosen for problems, kept across processes in one JSON file, so that a shape tuned once
+// (measured tuning, `ovl tune`) costs nothing the next time.
+//
+// An entry is found by problem (Problem::name(): op, shape, dtype, layout, world size), world kind ("real",
+// "loopback:rank0", "loopback:whole-world"), GPU name, SM count and library version. Entries of another GPU, SM
+// count or version stay in the file (another machine may share it) but are never returned.
+//
+// The file: {"format": "ovl-plan-cache", "entries": [{"problem", "world", "gpu", "sm_count", "version", "plan",
+// "chosen_by", "predicted_us", "measured_us", "sequential_us", "tuning_ms", "candidates": [{"plan", "predicted_us",
+// "measured_us"}]}]}.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ovl/model/plan.hpp"
+
+namespace ovl {
+
+// The library's version ("0.1.0"): a plan chosen by another version may not be what this one would run.
+std::string_view library_version();
+
+// How a plan was chosen: by the planner's prediction alone, or by timing candidates on the GPU.
+enum class ChosenBy { kPredicted, kMeasured };
+std::string_view to_string(ChosenBy by);  // "predicted", "measured"
+ChosenBy parse_chosen_by(std::string_view text);
+
+struct TunedCandidate {
+  Plan plan;
+  double predicted_us = 0;  // the planner's prediction (0: not predicted)
+  double measured_us = 0;   // the median of the timed runs (0: not measured)
+};
+
+// One choice: the plan, how it was chosen and what it cost to choose.
+struct PlanChoice {
+  Plan plan;
+  ChosenBy chosen_by = ChosenBy::kPredicted;
+  double predicted_us = 0;   // the planner's prediction for `plan`
+  double measured_us = 0;    // kMeasured: the plan's measured time
+  double sequential_us = 0;  // the best sequential candidate: measured (kMeasured) or predicted (kPredicted)
+  double tuning_ms = 0;      // wall time of the choice: planning, and timing the candidates (kMeasured)
+  bool from_cache = false;   // read from a plan cache file rather than chosen in this process
+  std::vector<TunedCandidate> candidates;  // kMeasured: every plan timed, in the order they were tried
+};
+
+struct PlanCacheKey {
+  std::string problem;  // Problem::name()
+  std::string world;    // "real", "loopback:rank0", "loopback:whole-world"
+  std::string gpu;      // the device's name ("NVIDIA H200")
+  int sm_count = 0;
+  std::string version = std::string(library_version());
+  bool operator==(const PlanCacheKey&) const = default;
+};
+
+class PlanCache {
+ public:
+  // Reads `path`. A missing file is an empty cache. A file that is not a plan cache, or any malformed entry, is an
+  // ovl::Error naming the file, the entry and the field.
+  static PlanCache load(const std::string& path);
+
+  // The choice stored under `key`; nullptr when none.
+  const PlanChoice* find(const PlanCacheKey& key) const;
+  // How many entries `find` can never return for this GPU, SM count and version (another machine's or version's).
+  int foreign_entries(const PlanCacheKey& mine) const;
+  // Adds or replaces the entry of `key`.
+  void put(const PlanCacheKey& key, const PlanChoice& choice);
+  size_t size() const { return entries_.size(); }
+
+  // Writes the whole cache to `path` atomically (a temporary file beside it, then a rename); an ovl::Error naming
+  // the path when it cannot.
+  void save(const std::string& path) const;
+
+  nlohmann::json to_json() const;
+  // `source` names the file in errors.
+  static PlanCache from_json(const nlohmann::json& j, const std::string& source);
+
+ private:
+  std::vector<std::pair<PlanCacheKey, PlanChoice>> entries_;
+};
+
+}  // namespace ovl

@@ -1,0 +1,175 @@
+#include "ovl/model/plan_cache.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "json_fields.hpp"
+#include "ovl/error.hpp"
+
+#ifndef OVL_VERSION_STRING
+#error "OVL_VERSION_STRING must be defined by the build (model/CMakeLists.txt)"
+#endif
+
+namespace ovl {
+
+namespace {
+
+constexpr const char* kFormat = "ovl-plan-cache";
+
+nlohmann::json candidate_json(const TunedCandidate& c) {
+  return {{"plan", c.plan}, {"predicted_us", c.predicted_us}, {"measured_us", c.measured_us}};
+}
+
+double read_time(const nlohmann::json& j, const char* field, const char* what) {
+  const double v = detail::read_number(j, field, what);
+  OVL_CHECK(v >= 0, "{} field \"{}\" = {} is negative", what, field, v);
+  return v;
+}
+
+}  // namespace
+
+std::string_view library_version() { return OVL_VERSION_STRING; }
+
+std::string_view to_string(ChosenBy by) { return by == ChosenBy::kMeasured ? "measured" : "predicted"; }
+
+ChosenBy parse_chosen_by(std::string_view text) {
+  if (text == "measured") return ChosenBy::kMeasured;
+  if (text == "predicted") return ChosenBy::kPredicted;
+  OVL_FAIL("chosen_by = \"{}\" is not \"predicted\" or \"measured\"", text);
+}
+
+const PlanChoice* PlanCache::find(const PlanCacheKey& key) const {
+  for (const auto& [k, choice] : entries_)
+    if (k == key) return &choice;
+  return nullptr;
+}
+
+int PlanCache::foreign_entries(const PlanCacheKey& mine) const {
+  int n = 0;
+  for (const auto& e : entries_) {
+    const PlanCacheKey& k = e.first;
+    if (k.gpu != mine.gpu || k.sm_count != mine.sm_count || k.version != mine.version) ++n;
+  }
+  return n;
+}
+
+void PlanCache::put(const PlanCacheKey& key, const PlanChoice& choice) {
+  PlanChoice stored = choice;
+  stored.from_cache = false;
+  for (auto& [k, c] : entries_) {
+    if (k == key) {
+      c = std::move(stored);
+      return;
+    }
+  }
+  entries_.emplace_back(key, std::move(stored));
+}
+
+nlohmann::json PlanCache::to_json() const {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& [k, c] : entries_) {
+    nlohmann::json candidates = nlohmann::json::array();
+    for (const TunedCandidate& t : c.candidates) candidates.push_back(candidate_json(t));
+    entries.push_back({{"problem", k.problem},
+                       {"world", k.world},
+                       {"gpu", k.gpu},
+                       {"sm_count", k.sm_count},
+                       {"version", k.version},
+                       {"plan", c.plan},
+                       {"chosen_by", to_string(c.chosen_by)},
+                       {"predicted_us", c.predicted_us},
+                       {"measured_us", c.measured_us},
+                       {"sequential_us", c.sequential_us},
+                       {"tuning_ms", c.tuning_ms},
+                       {"candidates", std::move(candidates)}});
+  }
+  return {{"format", kFormat}, {"entries", std::move(entries)}};
+}
+
+PlanCache PlanCache::from_json(const nlohmann::json& j, const std::string& source) {
+  PlanCache cache;
+  try {
+    OVL_CHECK(j.is_object() && j.contains("format") && j["format"] == kFormat,
+              "not a plan cache (its \"format\" must be \"{}\")", kFormat);
+    const nlohmann::json& entries = detail::require_field(j, "entries", "plan cache");
+    OVL_CHECK(entries.is_array(), "plan cache field \"entries\" = {} is not an array", entries.dump());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string what = fmt::format("plan cache entry {}", i);
+      const char* w = what.c_str();
+      const nlohmann::json& e = entries[i];
+      PlanCacheKey k;
+      k.problem = detail::read_string(e, "problem", w);
+      k.world = detail::read_string(e, "world", w);
+      k.gpu = detail::read_string(e, "gpu", w);
+      k.sm_count = detail::read_int32(e, "sm_count", w);
+      OVL_CHECK(k.sm_count > 0, "{} field \"sm_count\" = {} must be positive", what, k.sm_count);
+      k.version = detail::read_string(e, "version", w);
+      PlanChoice c;
+      try {
+        c.plan = detail::require_field(e, "plan", w).get<Plan>();
+      } catch (const Error& err) {
+        OVL_FAIL("{} field \"plan\": {}", what, err.message());
+      }
+      try {
+        c.chosen_by = parse_chosen_by(detail::read_string(e, "chosen_by", w));
+      } catch (const Error& err) {
+        OVL_FAIL("{}: {}", what, err.message());
+      }
+      c.predicted_us = read_time(e, "predicted_us", w);
+      c.measured_us = read_time(e, "measured_us", w);
+      c.sequential_us = read_time(e, "sequential_us", w);
+      c.tuning_ms = read_time(e, "tuning_ms", w);
+      const nlohmann::json& cands = detail::require_field(e, "candidates", w);
+      OVL_CHECK(cands.is_array(), "{} field \"candidates\" = {} is not an array", what, cands.dump());
+      for (size_t ci = 0; ci < cands.size(); ++ci) {
+        const std::string cw = fmt::format("{} candidate {}", what, ci);
+        TunedCandidate t;
+        try {
+          t.plan = detail::require_field(cands[ci], "plan", cw.c_str()).get<Plan>();
+        } catch (const Error& err) {
+          OVL_FAIL("{} field \"plan\": {}", cw, err.message());
+        }
+        t.predicted_us = read_time(cands[ci], "predicted_us", cw.c_str());
+        t.measured_us = read_time(cands[ci], "measured_us", cw.c_str());
+        c.candidates.push_back(std::move(t));
+      }
+      c.from_cache = true;
+      OVL_CHECK(cache.find(k) == nullptr, "{} repeats the key of an earlier entry ({} on {})", what, k.problem, k.gpu);
+      cache.entries_.emplace_back(std::move(k), std::move(c));
+    }
+  } catch (const Error& e) {
+    OVL_FAIL("plan cache \"{}\": {}", source, e.message());
+  } catch (const nlohmann::json::exception& e) {
+    OVL_FAIL("plan cache \"{}\": {}", source, e.what());
+  }
+  return cache;
+}
+
+PlanCache PlanCache::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) return {};  // no file yet: an empty cache
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    OVL_FAIL("plan cache \"{}\" is not valid JSON: {}", path, e.what());
+  }
+  return from_json(j, path);
+}
+
+void PlanCache::save(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    OVL_CHECK(out.good(), "plan cache \"{}\": cannot write \"{}\"", path, tmp);
+    out << to_json().dump(1) << "\n";
+    OVL_CHECK(out.good(), "plan cache \"{}\": writing \"{}\" failed", path, tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    OVL_FAIL("plan cache \"{}\": cannot replace it with \"{}\"", path, tmp);
+  }
+}
+
+}  // namespace ovl

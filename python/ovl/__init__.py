@@ -1,0 +1,181 @@
+"""ovl: a GEMM overlapped with its collective (GEMM+AllReduce, GEMM+ReduceScatter, AllGather+GEMM).
+
+CPU everywhere: ``plan``, ``simulate``, ``estimate``, ``Hardware``, ``calibrate``, ``validate``.
+CUDA builds: ``Context`` over torch / CuPy / DLPack tensors (see ``ovl.context``), and ``ovl.distributed`` for
+torch.distributed worlds. Errors from the library are ``ovl.Error`` (a RuntimeError) carrying its message.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional, Sequence, Union
+
+from . import _ovl
+from ._ovl import (  # noqa: F401  (re-exported)
+    CalibrationResult,
+    Error,
+    Hardware,
+    Interval,
+    ModeEstimate,
+    Plan,
+    PlanAlternative,
+    PlannerOptions,
+    PlanResult,
+    Problem,
+    SimResult,
+    TileShape,
+    Timeline,
+    ValidationResult,
+    default_plan,
+    load_plan,
+    modes,
+)
+
+__all__ = [
+    "CUDA", "Context", "Error", "Hardware", "Plan", "PlanResult", "Problem", "SimResult", "Timeline", "calibrate",
+    "estimate", "load_plan", "modes", "plan", "problem", "simulate", "validate",
+]
+
+CUDA: bool = bool(_ovl.cuda)  # built with the Context (nvcc was found at build time)
+
+_OP_ALIASES = {
+    "gemm_all_reduce": "gemm-allreduce",
+    "gemm_allreduce": "gemm-allreduce",
+    "gemm_reduce_scatter": "gemm-reducescatter",
+    "gemm_reducescatter": "gemm-reducescatter",
+    "all_gather_gemm": "allgather-gemm",
+    "allgather_gemm": "allgather-gemm",
+}
+_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
+
+
+def _op_name(op: str) -> str:
+    return _OP_ALIASES.get(op, op)
+
+
+def _dtype_name(dtype) -> str:
+    text = str(dtype).rsplit(".", 1)[-1]  # torch.bfloat16 -> bfloat16
+    return _DTYPE_ALIASES.get(text, text)
+
+
+def _hw(gpu: Optional[str] = None, profile: Optional[Union[str, os.PathLike]] = None,
+        hardware: Optional[Hardware] = None) -> Hardware:
+    """The profile to use: ``hardware`` as given, else the JSON file ``profile``, else the built-in ``gpu`` (h200)."""
+    if hardware is not None:
+        return hardware
+    if profile is not None:
+        return Hardware.load(os.fspath(profile))
+    return Hardware.builtin(gpu or "h200")
+
+
+def problem(op: str, m: int, n: int, k: int, world: int, dtype="bf16", b_layout: str = "nt",
+            gpus_per_node: int = 8) -> Problem:
+    """A validated Problem (sizes per rank, as in ``ovl plan``; see model/problem.hpp)."""
+    p = Problem()
+    p.op = _op_name(op)
+    p.m, p.n, p.k, p.world = int(m), int(n), int(k), int(world)
+    p.dtype = _dtype_name(dtype)
+    p.b_layout = b_layout
+    p.gpus_per_node = int(gpus_per_node)
+    p.validate()
+    return p
+
+
+def _loopback(hw: Hardware, world: int, loopback: Union[bool, str]) -> Hardware:
+    # loopback=True plans for rank 0's share on one GPU, as Context(loopback_world=W) runs it.
+    if not loopback:
+        return hw
+    return hw.loopback(world, "rank0" if loopback is True else loopback)
+
+
+def plan(op: str, m: int, n: int, k: int, world: int, *, gpu: Optional[str] = None, profile=None,
+         hardware: Optional[Hardware] = None, dtype="bf16", b_layout: str = "nt", gpus_per_node: int = 8,
+         loopback: Union[bool, str] = False, modes: Optional[Iterable[str]] = None, min_comm_sms: int = 8,
+         max_comm_sms: int = 64, simulate_top: int = 8, max_groups: int = 64, use_simulator: bool = True,
+         runnable_only: bool = True, min_gain: float = 0.0) -> PlanResult:
+    """The planner's choice for one problem: ``result.best`` (a Plan), ``predicted_us``, the baseline
+    (``sequential``, ``sequential_us``; ``sequential_best`` when not overlapping is the answer), ``speedup`` and the
+    ranked ``alternatives`` (sim/planner.hpp). ``loopback`` plans for a loopback world; an overlapped plan must be
+    predicted faster than the baseline by ``min_gain`` (a fraction)."""
+    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)
+    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
+    o = PlannerOptions()
+    if modes is not None:
+        o.modes = list(modes)
+    o.min_comm_sms, o.max_comm_sms, o.simulate_top = min_comm_sms, max_comm_sms, simulate_top
+    o.max_groups, o.use_simulator, o.runnable_only = max_groups, use_simulator, runnable_only
+    o.min_gain = min_gain
+    return _ovl._plan(p, hw, o)
+
+
+def _plan_for(p: Problem, hw: Hardware, plan_or_mode: Union[Plan, str, None]) -> Plan:
+    if isinstance(plan_or_mode, Plan):
+        return plan_or_mode
+    if plan_or_mode is None:
+        return _ovl._plan(p, hw, PlannerOptions()).best
+    return default_plan(plan_or_mode, p, hw, 0 if plan_or_mode == "sequential" else 16)
+
+
+def simulate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str, None] = None, *,
+             gpu: Optional[str] = None, profile=None, hardware: Optional[Hardware] = None, dtype="bf16",
+             b_layout: str = "nt", gpus_per_node: int = 8, loopback: Union[bool, str] = False,
+             trace: Optional[Union[str, os.PathLike]] = None, counters: bool = True, steps: bool = True,
+             trace_ranks: int = 1) -> SimResult:
+    """Simulates ``plan`` (a Plan, a mode name for its default plan, or None for the planner's best) and returns
+    the SimResult (``total_us``, ``timeline.intervals`` ...); ``trace`` writes its Chrome trace (Perfetto) there."""
+    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)
+    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
+    result = _ovl._simulate(p, _plan_for(p, hw, plan), hw, True, counters, steps, trace_ranks)
+    if trace is not None:
+        result.timeline.write_chrome_trace(os.fspath(trace))
+    return result
+
+
+def estimate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str, None] = None, *,
+             gpu: Optional[str] = None, profile=None, hardware: Optional[Hardware] = None, dtype="bf16",
+             b_layout: str = "nt", gpus_per_node: int = 8, loopback: Union[bool, str] = False) -> ModeEstimate:
+    """The closed-form model's estimate (model/estimate.hpp) of ``plan`` (as for simulate)."""
+    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)
+    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
+    return _ovl._estimate(p, _plan_for(p, hw, plan), hw)
+
+
+def _paths(files) -> list:
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    return [os.fspath(f) for f in files]
+
+
+def calibrate(files: Union[str, os.PathLike, Sequence], *, gpu: Optional[str] = None, profile=None,
+              hardware: Optional[Hardware] = None, output: Optional[Union[str, os.PathLike]] = None
+              ) -> CalibrationResult:
+    """Fits a hardware profile to benchmark JSON files (as ``ovl calibrate``). The base profile: ``hardware`` /
+    ``profile`` / ``gpu`` when given, else the GPU named in the first file, else the H200. ``output`` saves it."""
+    base = None
+    if hardware is not None or profile is not None or gpu is not None:
+        base = _hw(gpu, profile, hardware)
+    result = _ovl._calibrate(_paths(files), base)
+    if output is not None:
+        result.hardware.save(os.fspath(output))
+    return result
+
+
+def validate(files: Union[str, os.PathLike, Sequence], *, gpu: Optional[str] = None, profile=None,
+             hardware: Optional[Hardware] = None) -> ValidationResult:
+    """Predicted versus measured over benchmark JSON files (as ``ovl validate``): per-case model and simulator
+    times, error statistics and ranking quality. Without a profile, each file's own GPU."""
+    chosen = None
+    if hardware is not None or profile is not None or gpu is not None:
+        chosen = _hw(gpu, profile, hardware)
+    return _ovl._validate(_paths(files), chosen)
+
+
+if CUDA:
+    from .context import Context, World  # noqa: E402,F401
+else:
+    class Context:  # noqa: D101
+        """Unavailable: this build of ovl has no CUDA part (nvcc was not found when it was built)."""
+
+        def __init__(self, *args, **kwargs):
+            raise Error("ovl.Context needs the CUDA build of ovl; this one was built without nvcc "
+                        "(rebuild where the CUDA toolkit is installed: pip install . with nvcc on PATH)")

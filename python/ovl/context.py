@@ -1,0 +1,268 @@
+"""ovl.Context over framework tensors (CUDA builds only).
+
+Tensors: anything with ``__cuda_array_interface__`` (CuPy, Numba) or ``__dlpack__`` (JAX, ...), and torch tensors
+read through their own attributes (cheaper than a DLPack export per call). Every tensor is 2-D, contiguous
+row-major, bf16 or fp16, on the context's device; the library checks the rest and names the tensor (A, B, C).
+Streams: ``stream=`` (an int handle, a torch or CuPy stream, or an object with ``__cuda_stream__``), else the
+current stream of the input's framework (torch.cuda.current_stream(), cupy.cuda.get_current_stream()), else the
+legacy default stream. Outputs are allocated with the input's framework when ``c`` is not given.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional, Union
+
+from . import _ovl
+from ._ovl import Error, Hardware, Plan, Problem, Timeline, World  # noqa: F401
+
+__all__ = ["Context", "World"]
+
+
+class _Framework:
+    """How one tensor type is described, which stream is current, how outputs are allocated."""
+
+    def __init__(self, describe, current_stream, empty):
+        self.describe, self.current_stream, self.empty = describe, current_stream, empty
+
+
+def _torch_framework():
+    import torch
+
+    dtypes = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+    def describe(t):
+        return (t.data_ptr(), t.shape, t.stride(), dtypes.get(t.dtype, str(t.dtype)),
+                "cuda" if t.is_cuda else t.device.type, t.get_device())
+
+    def current_stream(t):
+        index = t.get_device()
+        if index < 0:
+            return 0  # a host tensor: the library refuses it, naming it
+        if raw_stream is not None:
+            return raw_stream(index)
+        return torch.cuda.current_stream(t.device).cuda_stream
+
+    def empty(t, rows, cols):
+        return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
+
+    return _Framework(describe, current_stream, empty)
+
+
+_CAI_DTYPES = {"<f2": "fp16", "<f4": "fp32", "<f8": "fp64"}
+
+
+def _cai_framework(cls):
+    module = cls.__module__.split(".")[0]
+
+    def describe(t):
+        cai = t.__cuda_array_interface__
+        typestr = cai["typestr"]
+        strides = cai.get("strides")
+        if strides is not None:
+            itemsize = int(typestr[2:])
+            strides = tuple(s // itemsize for s in strides)
+        device = getattr(getattr(t, "device", None), "id", None)
+        # Without a device in the interface, the library's own pointer check (cudaPointerGetAttributes) decides.
+        return (cai["data"][0], cai["shape"], strides, _CAI_DTYPES.get(typestr, typestr), "cuda",
+                _CURRENT_DEVICE if device is None else device)
+
+    if module == "cupy":
+        import cupy
+
+        def current_stream(t):
+            return cupy.cuda.get_current_stream().ptr
+
+        def empty(t, rows, cols):
+            with cupy.cuda.Device(t.device.id):
+                return cupy.empty((rows, cols), dtype=t.dtype)
+    else:
+        def current_stream(t):
+            return 0
+
+        def empty(t, rows, cols):
+            raise Error(f"no output given and ovl cannot allocate a {cls.__name__}: pass c=")
+
+    return _Framework(describe, current_stream, empty)
+
+
+def _dlpack_framework(cls):
+    def empty(t, rows, cols):
+        raise Error(f"no output given and ovl cannot allocate a {cls.__name__}: pass c=")
+
+    return _Framework(_ovl._dlpack_desc, lambda t: 0, empty)
+
+
+_FRAMEWORKS: dict = {}
+_CURRENT_DEVICE = -1  # stands for "the context's device" while a CAI tensor is described (set per call)
+
+
+def _framework(t) -> _Framework:
+    cls = type(t)
+    f = _FRAMEWORKS.get(cls)
+    if f is None:
+        if cls.__module__.split(".")[0] == "torch" and "torch" in sys.modules and isinstance(t, sys.modules["torch"].Tensor):
+            f = _torch_framework()
+        elif hasattr(t, "__cuda_array_interface__"):
+            f = _cai_framework(cls)
+        elif hasattr(t, "__dlpack__"):
+            f = _dlpack_framework(cls)
+        else:
+            raise TypeError(f"ovl: a {cls.__module__}.{cls.__name__} is no tensor (no __cuda_array_interface__ or "
+                            "__dlpack__; torch, CuPy and DLPack tensors are accepted)")
+        _FRAMEWORKS[cls] = f
+    return f
+
+
+def _stream_handle(stream) -> int:
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    raise TypeError(f"ovl: stream= takes an int handle, a torch or CuPy stream, or an object with __cuda_stream__; "
+                    f"got {type(stream).__name__}")
+
+
+def _default_stream() -> int:
+    # No tensor to ask: the current stream of whichever framework is loaded, else the legacy default stream.
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return torch.cuda.current_stream().cuda_stream
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+def _profile(hardware) -> Optional[Hardware]:
+    if hardware is None or isinstance(hardware, Hardware):
+        return hardware
+    text = os.fspath(hardware)
+    if text.endswith(".json") or os.path.exists(text):
+        return Hardware.load(text)
+    return Hardware.builtin(text)
+
+
+class Context:
+    """One overlapped GEMM + collective per call (core/include/ovl/core/context.hpp).
+
+    ``loopback_world=W`` emulates W ranks on one GPU (rank 0 runs on your tensors; see ``loopback_peer_inputs``);
+    ``world=`` takes an ``ovl.World`` (``ovl.distributed.world()`` for torch.distributed); neither: a world of 1.
+    ``hardware``: a Hardware, a built-in name or a profile JSON path (default: the detected GPU's profile).
+    """
+
+    def __init__(self, loopback_world: int = 0, device: Optional[int] = None, hardware=None, trace: bool = False,
+                 world: Optional[World] = None, loopback_share: str = "rank0", wait_timeout_ms: float = 0.0,
+                 tuning: Optional[str] = None, tuning_candidates: int = 4, tuning_budget_ms: float = 300.0,
+                 plan_cache: Optional[str] = None):
+        """``tuning``: "measured" (time the best candidates on the first call of a shape) or "predicted" (the
+        planner alone); default: env OVL_TUNING, else measured. ``plan_cache``: a file of chosen plans (default: env
+        OVL_PLAN_CACHE; "" for none)."""
+        if device is None:
+            device = world.device if world is not None else 0
+        self._ctx = _ovl._Context(loopback_world, int(device), _profile(hardware), bool(trace), world, loopback_share,
+                                  float(wait_timeout_ms), tuning, int(tuning_candidates), float(tuning_budget_ms),
+                                  None if plan_cache is None else str(plan_cache))
+        self._world_size = self._ctx.world_size
+
+    # ---- properties ----
+    device = property(lambda self: self._ctx.device)
+    rank = property(lambda self: self._ctx.rank)
+    world_size = property(lambda self: self._world_size)
+    loopback = property(lambda self: self._ctx.loopback)
+    sm_count = property(lambda self: self._ctx.sm_count)
+    hardware = property(lambda self: self._ctx.hardware)
+    planning_hardware = property(lambda self: self._ctx.planning_hardware)
+
+    # ---- the three operators ----
+    def gemm_all_reduce(self, a, b, c=None, *, plan: Optional[Plan] = None, stream=None, b_layout: str = "nt"):
+        """C (M x N) = sum over ranks of A_r (M x K) B_r; B is N x K ("nt", a weight) or K x N ("nn")."""
+        return self._call("gemm-allreduce", a, b, c, plan, stream, b_layout)
+
+    def gemm_reduce_scatter(self, a, b, c=None, *, plan: Optional[Plan] = None, stream=None, b_layout: str = "nt"):
+        """C (M/W x N) = this rank's rows of sum over ranks of A_r B_r."""
+        return self._call("gemm-reducescatter", a, b, c, plan, stream, b_layout)
+
+    def all_gather_gemm(self, a, b, c=None, *, plan: Optional[Plan] = None, stream=None, b_layout: str = "nt"):
+        """C (M x N) = gather(A) B, A being this rank's M/W x K rows."""
+        return self._call("allgather-gemm", a, b, c, plan, stream, b_layout)
+
+    def _output_shape(self, op: str, a, b, b_layout: str):
+        n = b.shape[0] if b_layout == "nt" else b.shape[1]
+        rows = a.shape[0]
+        if op == "gemm-reducescatter":
+            rows //= self._world_size
+        elif op == "allgather-gemm":
+            rows *= self._world_size
+        return rows, n
+
+    def _call(self, op, a, b, c, plan, stream, b_layout):
+        f = _framework(a)
+        if c is None:
+            c = f.empty(a, *self._output_shape(op, a, b, b_layout))
+        global _CURRENT_DEVICE
+        _CURRENT_DEVICE = self._ctx.device
+        describe = f.describe
+        fb = f if type(b) is type(a) else _framework(b)
+        fc = f if type(c) is type(a) else _framework(c)
+        handle = f.current_stream(a) if stream is None else _stream_handle(stream)
+        if plan is not None and not isinstance(plan, Plan):
+            plan = plan.best  # a PlanResult from ovl.plan()
+        self._ctx._run(op, describe(a), fb.describe(b), fc.describe(c), plan, handle, b_layout)
+        return c
+
+    # ---- planning and state ----
+    def problem(self, op: str, a, b, c=None, b_layout: str = "nt") -> Problem:
+        """The Problem a call with these tensors describes (shapes checked as a call checks them)."""
+        from . import _op_name
+
+        op = _op_name(op)
+        f = _framework(a)
+        if c is None:
+            c = f.empty(a, *self._output_shape(op, a, b, b_layout))
+        return self._ctx._problem(op, f.describe(a), _framework(b).describe(b), _framework(c).describe(c), b_layout)
+
+    def plan_choice(self, problem: Problem):
+        """How the plan of a call without ``plan=`` was chosen for this problem (a PlanChoice: ``plan``,
+        ``chosen_by``, ``measured_us``, ``sequential_us``, ``tuning_ms``, ``candidates``), or None before such a
+        call."""
+        return self._ctx.plan_choice(problem)
+
+    def can_run(self, problem: Problem, plan: Plan) -> str:
+        """"" when this context can run ``plan`` for ``problem``, else why not."""
+        return self._ctx.can_run(problem, plan)
+
+    def synchronize(self, stream=None) -> None:
+        """Waits for ``stream`` (default: the current stream of torch / CuPy) and the context's own streams; a
+        device-side wait that timed out raises ovl.Error."""
+        self._ctx.synchronize(_default_stream() if stream is None else _stream_handle(stream))
+
+    def release_caches(self) -> None:
+        """Frees every per-shape buffer and cached plan (collective in a real world with mode tma)."""
+        self._ctx.release_caches()
+
+    def set_tracing(self, on: bool) -> None:
+        self._ctx.set_tracing(bool(on))
+
+    def last_timeline(self) -> Timeline:
+        """The measured Timeline of the last call (tracing on); synchronizes the device."""
+        return self._ctx.last_timeline()
+
+    def loopback_peer_inputs(self, op: str, a, b, c=None, b_layout: str = "nt") -> list:
+        """Loopback only: ranks 1..W-1's inputs for this call's shape, as new tensors of ``a``'s framework:
+        GEMM+AR/RS their M x N partial products, AG+GEMM their M/W x K rows of A (references for tests)."""
+        p = self.problem(op, a, b, c, b_layout)
+        f = _framework(a)
+        rows, cols = (p.m // p.world, p.k) if p.op == "allgather-gemm" else (p.m, p.n)
+        out = []
+        for r in range(p.world - 1):
+            t = f.empty(a, rows, cols)
+            self._ctx._copy_loopback_peer_input(p, r, f.describe(t))
+            out.append(t)
+        return out

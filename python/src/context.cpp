@@ -1,0 +1,296 @@
+// ovl.Context's native half (CUDA builds): tensors arrive as descriptions made by the Python layer
+// (python/ovl/_tensors.py: a torch tensor's attributes, __cuda_array_interface__, or DLPack read here through
+// nb::ndarray) and are checked at this boundary, with errors naming the tensor and the value.
+#include "ovl/core/context.hpp"
+
+#include <cuda_runtime_api.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "bindings.hpp"
+#include "ovl/core/world.hpp"
+#include "ovl/cuda_check.hpp"
+#include "ovl/error.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ovl::python {
+namespace {
+
+// A tensor as the Python layer describes it: (data pointer, shape, strides in elements or None, dtype name,
+// device type "cuda" / "cpu" / ..., device index).
+struct TensorDesc {
+  uintptr_t ptr = 0;
+  std::vector<int64_t> shape, strides;
+  std::string dtype, device_type;
+  int device = -1;
+};
+
+TensorDesc read_desc(nb::handle obj) {
+  const nb::tuple t = nb::cast<nb::tuple>(obj);
+  OVL_CHECK(t.size() == 6, "internal: a tensor description has 6 fields, got {}", t.size());
+  TensorDesc d;
+  d.ptr = nb::cast<uintptr_t>(t[0]);
+  d.shape = nb::cast<std::vector<int64_t>>(t[1]);
+  if (!t[2].is_none()) d.strides = nb::cast<std::vector<int64_t>>(t[2]);
+  d.dtype = nb::cast<std::string>(t[3]);
+  d.device_type = nb::cast<std::string>(t[4]);
+  d.device = nb::cast<int>(t[5]);
+  return d;
+}
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+// Checks what the Context cannot: rank, layout and device. Shapes against each other and the dtype are checked by
+// the Context itself (problem_for), which names the tensors as A, B and C.
+TensorRef tensor_ref(const char* api, const char* name, nb::handle obj, int device, BLayout layout) {
+  const TensorDesc d = read_desc(obj);
+  OVL_CHECK(d.shape.size() == 2, "{}: {} has {} dimensions (shape {}); it must be a 2-D matrix", api, name,
+            d.shape.size(), shape_text(d.shape));
+  const int64_t rows = d.shape[0], cols = d.shape[1];
+  if (!d.strides.empty()) {
+    // Row-major and dense; a dimension of extent 1 may carry any stride (frameworks differ there).
+    const bool ok = (cols == 1 || d.strides[1] == 1) && (rows == 1 || d.strides[0] == cols);
+    OVL_CHECK(ok,
+              "{}: {} has strides {} for shape {}: it must be contiguous row-major (strides ({}, 1)); call "
+              ".contiguous() on it",
+              api, name, shape_text(d.strides), shape_text(d.shape), cols);
+  }
+  OVL_CHECK(d.device_type == "cuda", "{}: {} is on device {} (a CUDA tensor on device {} is needed)", api, name,
+            d.device_type, device);
+  OVL_CHECK(d.device == device, "{}: {} is on cuda:{}, the context's device is cuda:{}", api, name, d.device, device);
+  DType dtype;
+  if (d.dtype == "bf16") {
+    dtype = DType::kBF16;
+  } else if (d.dtype == "fp16") {
+    dtype = DType::kFP16;
+  } else {
+    OVL_FAIL("{}: {} has dtype {}; ovl takes bfloat16 or float16", api, name, d.dtype);
+  }
+  return TensorRef{reinterpret_cast<void*>(d.ptr), rows, cols, dtype, layout};
+}
+
+Op op_of(std::string_view text) { return parse_op(text); }
+
+// One call's arguments, read and checked with the GIL held.
+struct Call {
+  Op op;
+  TensorRef a, b, c;
+  cudaStream_t stream;
+};
+
+Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::handle b, nb::handle c, uintptr_t stream,
+               std::string_view b_layout) {
+  const Op op = op_of(op_name);
+  const std::string api(to_string(op));
+  const BLayout layout = parse_b_layout(b_layout);
+  const int dev = ctx.device();
+  return Call{op, tensor_ref(api.c_str(), "A", a, dev, layout), tensor_ref(api.c_str(), "B", b, dev, layout),
+              tensor_ref(api.c_str(), "C", c, dev, layout), reinterpret_cast<cudaStream_t>(stream)};
+}
+
+void enqueue(Context& ctx, const Call& call, const std::optional<Plan>& plan) {
+  switch (call.op) {
+    case Op::kGemmAllReduce:
+      ctx.gemm_all_reduce(call.a, call.b, call.c, plan, call.stream);
+      break;
+    case Op::kGemmReduceScatter:
+      ctx.gemm_reduce_scatter(call.a, call.b, call.c, plan, call.stream);
+      break;
+    case Op::kAllGatherGemm:
+      ctx.all_gather_gemm(call.a, call.b, call.c, plan, call.stream);
+      break;
+  }
+}
+
+void bind_world(nb::module_& m) {
+  nb::class_<World> world(m, "World");
+  world
+      .def_static(
+          "loopback", [](int ranks, int device) { return World::loopback(ranks, device); }, "ranks"_a, "device"_a = 0)
+      .def_static("new_nccl_id",
+                  [] {
+                    const std::vector<std::byte> id = World::new_nccl_id();
+                    return nb::bytes(reinterpret_cast<const char*>(id.data()), id.size());
+                  })
+      .def_static(
+          "from_nccl_id",
+          [](nb::bytes id, int rank, int size, int device, std::vector<int> cta_bounds) {
+            WorldOptions options;
+            options.nccl_cta_bounds = std::move(cta_bounds);
+            const auto* bytes = reinterpret_cast<const std::byte*>(id.c_str());
+            nb::gil_scoped_release release;  // every rank blocks here until all have arrived
+            return World::from_nccl_id(std::span(bytes, id.size()), rank, size, device, options);
+          },
+          "id"_a, "rank"_a, "size"_a, "device"_a, "nccl_cta_bounds"_a = std::vector<int>{0})
+      .def_prop_ro("rank", &World::rank)
+      .def_prop_ro("size", &World::size)
+      .def_prop_ro("device", &World::device)
+      .def_prop_ro("backend",
+                   [](const World& w) {
+                     switch (w.backend()) {
+                       case World::Backend::kLoopback:
+                         return "loopback";
+                       case World::Backend::kThreads:
+                         return "threads";
+                       case World::Backend::kMpi:
+                         return "mpi";
+                       case World::Backend::kNccl:
+                         return "nccl";
+                     }
+                     return "?";
+                   })
+      .def("barrier", [](const World& w) {
+        nb::gil_scoped_release release;
+        w.barrier();
+      });
+}
+
+}  // namespace
+
+void bind_context(nb::module_& m) {
+  bind_world(m);
+
+  // DLPack: any object with __dlpack__ (or a capsule), read without copying; the same description as the Python
+  // layer's fast paths.
+  m.def("_dlpack_desc", [](nb::ndarray<> a) {
+    std::vector<int64_t> shape(a.ndim()), strides(a.ndim());
+    for (size_t i = 0; i < a.ndim(); ++i) {
+      shape[i] = int64_t(a.shape(i));
+      strides[i] = int64_t(a.stride(i));
+    }
+    const nb::dlpack::dtype t = a.dtype();
+    std::string dtype = fmt::format("dlpack code {} bits {}", t.code, t.bits);
+    if (t.code == uint8_t(nb::dlpack::dtype_code::Bfloat) && t.bits == 16) dtype = "bf16";
+    if (t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 16) dtype = "fp16";
+    if (t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 32) dtype = "fp32";
+    const int type = a.device_type();
+    const char* device = type == nb::device::cuda::value || type == nb::device::cuda_managed::value ? "cuda"
+                         : type == nb::device::cpu::value                                           ? "cpu"
+                                                                                                    : "other";
+    return nb::make_tuple(uintptr_t(a.data()), shape, strides, dtype, device, int(a.device_id()));
+  });
+
+  nb::class_<Context>(m, "_Context")
+      .def(
+          "__init__",
+          [](Context* self, int loopback_world, int device, std::optional<Hardware> hardware, bool trace,
+             std::optional<World> world, std::string_view loopback_share, double wait_timeout_ms,
+             std::optional<std::string> tuning, int tuning_candidates, double tuning_budget_ms,
+             std::optional<std::string> plan_cache) {
+            ContextOptions o;
+            if (tuning) o.tuning = parse_tuning(*tuning);
+            o.tuning_candidates = tuning_candidates;
+            o.tuning_budget_ms = tuning_budget_ms;
+            o.plan_cache = std::move(plan_cache);
+            o.loopback_world = loopback_world;
+            o.device = device;
+            o.hardware = std::move(hardware);
+            o.trace = trace;
+            if (world) o.world = *world;
+            o.loopback_share = parse_loopback_share(loopback_share);
+            o.wait_timeout_ms = wait_timeout_ms;
+            new (self) Context(o);
+          },
+          "loopback_world"_a, "device"_a, "hardware"_a, "trace"_a, "world"_a, "loopback_share"_a, "wait_timeout_ms"_a,
+          "tuning"_a, "tuning_candidates"_a, "tuning_budget_ms"_a, "plan_cache"_a)
+      .def_prop_ro("device", &Context::device)
+      .def_prop_ro("rank", &Context::rank)
+      .def_prop_ro("world_size", &Context::world_size)
+      .def_prop_ro("loopback", &Context::loopback)
+      .def_prop_ro("loopback_share", [](const Context& c) { return std::string(to_string(c.loopback_share())); })
+      .def_prop_ro("sm_count", &Context::sm_count)
+      .def_prop_ro("hardware", &Context::hardware)
+      .def_prop_ro("planning_hardware", &Context::planning_hardware)
+      // The hot path: one call, tensors described by the Python layer, GIL released while enqueueing.
+      .def(
+          "_run",
+          [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
+             const std::optional<Plan>& plan, uintptr_t stream, std::string_view b_layout) {
+            const Call call = read_call(ctx, op, a, b, c, stream, b_layout);
+            nb::gil_scoped_release release;
+            enqueue(ctx, call, plan);
+          },
+          "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a, "stream"_a, "b_layout"_a)
+      // The C++ call's own host time, for python/bench/call_overhead.py: `calls` calls of `op` made back to back
+      // from C++ with the tensors described once; the mean host microseconds per call (the device is not waited for).
+      .def(
+          "_native_call_us",
+          [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
+             const std::optional<Plan>& plan, uintptr_t stream, std::string_view b_layout, int calls) {
+            const Call call = read_call(ctx, op, a, b, c, stream, b_layout);
+            nb::gil_scoped_release release;
+            const auto start = std::chrono::steady_clock::now();
+            for (int i = 0; i < calls; ++i) enqueue(ctx, call, plan);
+            const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+            return elapsed.count() / std::max(calls, 1);
+          },
+          "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a, "stream"_a, "b_layout"_a, "calls"_a)
+      .def(
+          "_problem",
+          [](const Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
+             std::string_view b_layout) {
+            const Call call = read_call(ctx, op, a, b, c, 0, b_layout);
+            return ctx.problem_for(call.op, call.a, call.b, call.c);
+          },
+          "op"_a, "a"_a, "b"_a, "c"_a, "b_layout"_a)
+      .def(
+          "plan_choice",
+          [](const Context& ctx, const Problem& p) -> std::optional<PlanChoice> {
+            const PlanChoice* c = ctx.plan_choice(p);
+            return c ? std::optional<PlanChoice>(*c) : std::nullopt;
+          },
+          "problem"_a)
+      .def("can_run", &Context::can_run, "problem"_a, "plan"_a)
+      .def(
+          "synchronize",
+          [](Context& ctx, uintptr_t stream) {
+            nb::gil_scoped_release release;
+            ctx.synchronize(reinterpret_cast<cudaStream_t>(stream));
+          },
+          "stream"_a)
+      .def("release_caches",
+           [](Context& ctx) {
+             nb::gil_scoped_release release;
+             ctx.release_caches();
+           })
+      .def("set_tracing", &Context::set_tracing, "on"_a)
+      .def("last_timeline",
+           [](Context& ctx) {
+             nb::gil_scoped_release release;
+             return ctx.last_timeline();
+           })
+      // Loopback: copies rank `index` + 1's input (GEMM+AR/RS: its M x N partial product; AG+GEMM: its A rows) into
+      // the tensor `dst` describes (same size), for references.
+      .def(
+          "_copy_loopback_peer_input",
+          [](Context& ctx, const Problem& p, int index, nb::handle dst) {
+            const std::vector<const void*> peers = ctx.loopback_peer_inputs(p);
+            OVL_CHECK(index >= 0 && size_t(index) < peers.size(), "loopback peer input {} of {}", index, peers.size());
+            const TensorRef d = tensor_ref("loopback_peer_inputs", "the destination", dst, ctx.device(), p.b_layout);
+            const int64_t rows = p.op == Op::kAllGatherGemm ? p.m / p.world : p.m;
+            const int64_t cols = p.op == Op::kAllGatherGemm ? p.k : p.n;
+            OVL_CHECK(d.rows == rows && d.cols == cols && d.dtype == p.dtype,
+                      "loopback_peer_inputs: the destination is {} x {} {}, the input is {} x {} {}", d.rows, d.cols,
+                      to_string(d.dtype), rows, cols, to_string(p.dtype));
+            OVL_CUDA_CHECK(cudaMemcpy(d.ptr, peers[size_t(index)], size_t(rows * cols * dtype_bytes(p.dtype)),
+                                      cudaMemcpyDeviceToDevice));
+          },
+          "problem"_a, "index"_a, "dst"_a);
+}
+
+}  // namespace ovl::python

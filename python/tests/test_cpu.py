@@ -1,0 +1,150 @@
+"""The CPU part of the Python module: planner, simulator, model, profiles, errors and JSON round trips.
+Runs everywhere (no GPU); the expected values come from the C++ library itself, so these test the binding."""
+
+import json
+
+import pytest
+
+import ovl
+
+SHAPE = dict(op="gemm-reducescatter", m=8192, n=8192, k=4096, world=8)
+
+
+def test_plan_result_fields():
+    r = ovl.plan(**SHAPE)
+    assert isinstance(r.best, ovl.Plan)
+    assert r.best.mode in ovl.modes()
+    assert r.predicted_us > 0 and r.sequential_us > 0
+    assert r.speedup == pytest.approx(r.sequential_us / r.predicted_us)
+    assert r.alternatives[0].plan == r.best
+    assert r.alternatives[0].predicted_us == pytest.approx(r.predicted_us)
+    assert r.candidates >= r.simulated > 0
+    assert r.problem.name == "gemm-reducescatter/8192x8192x4096/bf16/nt/world:8"
+    assert r.hardware == ovl.Hardware.builtin("h200").name
+    # Every key of the library's JSON is an attribute (a field added to PlanResult needs one def_ro line).
+    for key in r.to_dict():
+        if key not in ("plan",):  # the JSON calls `best` "plan"
+            assert hasattr(r, key), key
+    assert "speedup" in str(r)
+
+
+def test_plan_attributes_cover_json():
+    plan = ovl.plan(**SHAPE).best
+    for key in json.loads(plan.to_json()):
+        assert hasattr(plan, key), f"Plan.{key} is not bound (python/src/module.cpp)"
+
+
+def test_plan_options_and_aliases():
+    r = ovl.plan("gemm_reduce_scatter", 8192, 8192, 4096, 8, modes=["sequential", "decomposed"], use_simulator=False)
+    assert r.best.mode in ("sequential", "decomposed")
+    assert all(a.plan.mode in ("sequential", "decomposed") for a in r.alternatives)
+    loop = ovl.plan(**SHAPE, loopback=True)
+    assert loop.predicted_us > 0
+
+
+def test_plan_json_round_trip(tmp_path):
+    plan = ovl.plan(**SHAPE).best
+    again = ovl.Plan.from_json(plan.to_json())
+    assert again == plan
+    assert ovl.Plan.from_json(plan.to_dict()) == plan
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    assert ovl.load_plan(str(path)) == plan
+
+
+def test_plan_attributes_write():
+    p = ovl.Plan()
+    p.mode = "tma"
+    p.comm_algo = "tma-pull"
+    p.tile_groups = [4, 4]
+    p.comm_sms = 16
+    assert (p.mode, p.comm_algo, p.tile_groups, p.comm_sms) == ("tma", "tma-pull", [4, 4], 16)
+    with pytest.raises(ovl.Error, match="mode"):
+        p.mode = "fastest"
+
+
+def test_simulate_timeline_and_trace(tmp_path):
+    trace = tmp_path / "trace.json"
+    r = ovl.simulate(**SHAPE, plan="tma", trace=trace)
+    assert r.total_us > 0
+    assert r.intervals and len(r.intervals) == len(r.timeline.intervals)
+    lanes = {i.lane for i in r.timeline.intervals}
+    assert "gemm" in lanes
+    assert all(i.end_ns >= i.start_ns for i in r.intervals)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+    # The planner's plan simulates to its own prediction.
+    best = ovl.plan(**SHAPE)
+    assert ovl.simulate(**SHAPE, plan=best.best).total_us == pytest.approx(best.predicted_us, rel=1e-9)
+
+
+def test_estimate():
+    e = ovl.estimate(**SHAPE, plan="sequential")
+    assert e.total_us == pytest.approx(e.gemm_us + e.exposed_comm_us, rel=0.05)
+    assert e.gemm_alone_us > 0 and e.comm_alone_us > 0
+
+
+def test_hardware_fields_and_round_trip(tmp_path):
+    assert "h200" in ovl.Hardware.builtin_names()
+    hw = ovl.Hardware.builtin("h200")
+    for name in ovl.Hardware.field_names():
+        assert isinstance(getattr(hw, name), (int, float)), f"Hardware.{name} is not bound (python/src/module.cpp)"
+    hw.hbm_GBps = 4000.0
+    path = tmp_path / "hw.json"
+    hw.save(str(path))
+    again = ovl.Hardware.load(str(path))
+    assert again.hbm_GBps == 4000.0 and again.sm_count == hw.sm_count
+    assert json.loads(again.to_json()) == json.loads(hw.to_json())
+    slower = ovl.plan(**SHAPE, profile=path)
+    assert slower.predicted_us > 0
+    assert ovl.Hardware.for_device_name("NVIDIA H200").name == hw.name
+
+
+def test_errors_carry_the_message():
+    assert issubclass(ovl.Error, RuntimeError)
+    with pytest.raises(ovl.Error, match="world"):
+        ovl.plan("gemm-reducescatter", 8190, 8192, 4096, 8)  # M not divisible by world
+    with pytest.raises(ovl.Error, match="a100x"):
+        ovl.Hardware.builtin("a100x")
+    with pytest.raises(ovl.Error, match="op"):
+        ovl.plan("gemm-bogus", 1024, 1024, 1024, 8)
+    with pytest.raises(ovl.Error):
+        ovl.Hardware.load("/nonexistent/profile.json")
+    hw = ovl.Hardware.builtin("h200")
+    hw.gemm_efficiency = 1.5
+    with pytest.raises(ovl.Error, match="gemm_efficiency"):
+        hw.validate()
+
+
+def _bench(name, us):
+    return {"name": name, "run_type": "iteration", "real_time": us, "time_unit": "us", "iterations": 10}
+
+
+def test_validate_and_calibrate(tmp_path):
+    names = ["gemm/cublas/8192x8192x8192/nt/sms:132", "gemm/cublas/4096x8192x8192/nt/sms:132",
+             "gemm/ovl/8192x8192x8192/nt/sms:132"]
+    data = {"context": {"gpu": "NVIDIA H200", "gpu_count": "8"}, "benchmarks": [_bench(n, 1500.0) for n in names]}
+    path = tmp_path / "bench_gemm.json"
+    path.write_text(json.dumps(data))
+
+    v = ovl.validate(path)
+    assert v.hardware == ovl.Hardware.builtin("h200").name
+    assert len(v.cases) == 3 and v.model.cases == 3
+    apes = [100 * abs(c.model_us - c.measured_us) / c.measured_us for c in v.cases]
+    assert v.model.mape == pytest.approx(sum(apes) / len(apes))
+    assert "MAPE" in v.summary() or v.summary()
+
+    out = tmp_path / "fitted.json"
+    c = ovl.calibrate([path], output=out)
+    assert c.measurements == 3
+    assert isinstance(c.hardware, ovl.Hardware)
+    assert ovl.Hardware.load(str(out)).sm_count == c.hardware.sm_count
+    with pytest.raises(ovl.Error, match="missing.json"):
+        ovl.validate(tmp_path / "missing.json")
+
+
+def test_context_without_cuda_is_a_clear_error():
+    if ovl.CUDA:
+        pytest.skip("CUDA build: ovl.Context exists (tests/test_gpu.py)")
+    with pytest.raises(ovl.Error, match="CUDA build"):
+        ovl.Context(loopback_world=8)

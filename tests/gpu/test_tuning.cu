@@ -1,0 +1,193 @@
+// Measured tuning, the plan cache and capture: on fresh random data in a loopback world of 8, measure() keeps the
+// fastest of candidates one of which is slow on purpose (the collective on one CTA); a call without a plan under
+// Tuning::kMeasured runs a plan no slower than the sequential one it timed, and its result equals the sequential
+// plan's (relative error under 1e-2: bf16 outputs of the same sums in another order); a plan cache file written
+// by one Context is read by the next, which then times nothing; a new shape cannot be tuned while capturing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gpu_test.hpp"
+#include "ovl/core/context.hpp"
+#include "ovl/error.hpp"
+#include "ovl/sim/planner.hpp"
+
+namespace ovl::test {
+namespace {
+
+constexpr double kTolerance = 1e-2;
+
+class Tuning : public HopperTest {};
+
+struct Tensors {
+  static constexpr int kWorld = 8;
+  Problem p;
+  DeviceMatrix a, b, c, ref;
+  Tensors(int64_t m, int64_t n, int64_t k, uint64_t seed)
+      : p(make_problem(Op::kGemmReduceScatter, m, n, k, kWorld)),
+        a(m, k, seed),
+        b(n, k, seed + 1),
+        c(m / kWorld, n, seed + 2),
+        ref(m / kWorld, n, seed + 3) {}
+};
+
+ContextOptions loopback(ovl::Tuning tuning) {
+  ContextOptions o;
+  o.loopback_world = Tensors::kWorld;
+  o.tuning = tuning;
+  o.plan_cache = "";  // no file unless a test names one
+  return o;
+}
+
+TEST_F(Tuning, MeasureKeepsTheFastestAndNotTheSlowCandidate) {
+  Tensors t(4096, 4096, 2048, 11);
+  Context ctx(loopback(ovl::Tuning::kMeasured));
+  Stream stream;
+  const Hardware& hw = ctx.planning_hardware();
+  Plan slow = default_plan(Mode::kSequential, t.p, hw, 0);
+  slow.comm_ctas = 1;  // the whole collective on one CTA: several times slower than on every SM
+  slow.comm_sms = 1;
+  const Plan all_sms = default_plan(Mode::kSequential, t.p, hw, hw.sm_count);
+  const Plan decomposed = default_plan(Mode::kDecomposed, t.p, hw, 0);
+  const PlanChoice r =
+      ctx.measure(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), {slow, all_sms, decomposed}, stream);
+  ASSERT_EQ(r.candidates.size(), 3u);
+  EXPECT_EQ(r.chosen_by, ChosenBy::kMeasured);
+  double fastest = r.candidates[0].measured_us;
+  for (const TunedCandidate& c : r.candidates) {
+    EXPECT_GT(c.measured_us, 0);
+    fastest = std::min(fastest, c.measured_us);
+  }
+  EXPECT_DOUBLE_EQ(r.measured_us, fastest);
+  EXPECT_NE(r.plan.comm_ctas, 1) << "kept the slow plan: " << r.plan.summary();
+  EXPECT_GT(r.candidates[0].measured_us, 1.5 * fastest) << "the slow candidate was not slow";
+  EXPECT_DOUBLE_EQ(r.sequential_us, std::min(r.candidates[0].measured_us, r.candidates[1].measured_us));
+  EXPECT_EQ(ctx.plan_choice(t.p), nullptr);  // measure() keeps nothing
+
+  // A plan the context cannot run is refused by name before anything runs.
+  Plan bad = all_sms;
+  bad.chunks = 3;
+  bad.mode = Mode::kDecomposed;
+  try {
+    ctx.measure(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), {all_sms, bad}, stream);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("plan 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Tuning, MeasuredAutoPlanIsNoSlowerThanSequentialAndCorrect) {
+  Tensors t(8192, 4096, 3072, 21);
+  Context ctx(loopback(ovl::Tuning::kMeasured));
+  Stream stream;
+  const Plan seq = default_plan(Mode::kSequential, t.p, ctx.planning_hardware(), 0);
+  ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.ref.ref(), seq, stream);
+  ctx.synchronize(stream);
+  ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream);
+  ctx.synchronize(stream);
+  const PlanChoice* choice = ctx.plan_choice(t.p);
+  ASSERT_NE(choice, nullptr);
+  EXPECT_EQ(choice->chosen_by, ChosenBy::kMeasured);
+  EXPECT_FALSE(choice->from_cache);
+  EXPECT_GE(choice->candidates.size(), 2u);
+  bool has_sequential = false;
+  for (const TunedCandidate& c : choice->candidates) {
+    has_sequential |= c.plan.mode == Mode::kSequential;
+    EXPECT_GE(c.measured_us, choice->measured_us);
+    EXPECT_GT(c.predicted_us, 0);
+  }
+  EXPECT_TRUE(has_sequential);
+  EXPECT_LE(choice->measured_us, choice->sequential_us);
+  EXPECT_GT(choice->tuning_ms, 0);
+  EXPECT_LT(rel_error(t.c.read(), t.ref.read()), kTolerance) << choice->plan.summary();
+  // The next call of the shape reuses the choice.
+  t.c.poison(stream);
+  ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream);
+  ctx.synchronize(stream);
+  EXPECT_EQ(ctx.plan_choice(t.p), choice);
+  EXPECT_LT(rel_error(t.c.read(), t.ref.read()), kTolerance);
+}
+
+TEST_F(Tuning, PredictedPolicyTimesNothing) {
+  Tensors t(4096, 4096, 2048, 31);
+  Context ctx(loopback(ovl::Tuning::kPredicted));
+  Stream stream;
+  ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream);
+  ctx.synchronize(stream);
+  const PlanChoice* choice = ctx.plan_choice(t.p);
+  ASSERT_NE(choice, nullptr);
+  EXPECT_EQ(choice->chosen_by, ChosenBy::kPredicted);
+  EXPECT_TRUE(choice->candidates.empty());
+  EXPECT_LE(choice->predicted_us, choice->sequential_us);
+}
+
+TEST_F(Tuning, PlanCacheIsWrittenThenReadWithoutTiming) {
+  const std::string path = (std::filesystem::temp_directory_path() / "ovl_test_tuning_plans.json").string();
+  std::filesystem::remove(path);
+  Tensors t(4096, 4096, 2048, 41);
+  Stream stream;
+  PlanChoice first;
+  {
+    ContextOptions o = loopback(ovl::Tuning::kMeasured);
+    o.plan_cache = path;
+    Context ctx(o);
+    first = ctx.plan_for(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), stream);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  {
+    ContextOptions o = loopback(ovl::Tuning::kMeasured);
+    o.plan_cache = path;
+    Context ctx(o);
+    const PlanChoice& again = ctx.plan_for(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), stream);
+    EXPECT_TRUE(again.from_cache);
+    EXPECT_EQ(again.plan.summary(), first.plan.summary());
+    EXPECT_DOUBLE_EQ(again.tuning_ms, first.tuning_ms);  // the stored cost: nothing was timed again
+    ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream);
+    ctx.synchronize(stream);
+  }
+  // An entry of another GPU is not used; a malformed file is an error naming it.
+  nlohmann::json j;
+  std::ifstream(path) >> j;
+  j["entries"][0]["gpu"] = "Some Other GPU";
+  std::ofstream(path, std::ios::trunc) << j.dump();
+  {
+    ContextOptions o = loopback(ovl::Tuning::kPredicted);
+    o.plan_cache = path;
+    Context ctx(o);
+    EXPECT_FALSE(ctx.plan_for(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), stream).from_cache);
+  }
+  std::ofstream(path, std::ios::trunc) << "{\"format\": \"ovl-plan-cache\", \"entries\": [{\"problem\": 7}]}";
+  ContextOptions o = loopback(ovl::Tuning::kPredicted);
+  o.plan_cache = path;
+  try {
+    Context ctx(o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"problem\""), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_F(Tuning, ANewShapeIsNotTunedWhileCapturing) {
+  Tensors t(4096, 4096, 2048, 51);
+  Context ctx(loopback(ovl::Tuning::kMeasured));
+  Stream stream;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  std::string message;
+  try {
+    ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  (void)cudaStreamEndCapture(stream, &graph);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  EXPECT_NE(message.find("before capturing"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace ovl::test

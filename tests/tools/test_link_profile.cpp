@@ -1,0 +1,196 @@
+// LinkProfile: JSON round trip and errors, the built-ins against their shipped files, and the paced loopback profile
+// (loopback_hardware with a link): the link rate, the per-CTA caps, NCCL's CTA count, the collective's closed form,
+// and calibration reading the link from a benchmark file's context.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "expect_error.hpp"
+#include "ovl/tools/calibrate.hpp"
+#include "ovl/model/estimate.hpp"
+#include "ovl/model/link_profile.hpp"
+#include "ovl/model/plan.hpp"
+
+namespace ovl {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+TEST(LinkProfile, BuiltinsValidateAndRoundTrip) {
+  for (const std::string& name : builtin_link_profile_names()) {
+    const LinkProfile p = builtin_link_profile(name);
+    EXPECT_EQ(p.name, name);
+    EXPECT_FALSE(p.source.empty());
+    EXPECT_NO_THROW(p.validate());
+    const LinkProfile back = nlohmann::json(p).get<LinkProfile>();
+    EXPECT_EQ(nlohmann::json(back).dump(), nlohmann::json(p).dump()) << name;
+  }
+  // nvlink4-node8: NCCL's 24 channels reach the ~370 GB/s busbw of an 8-GPU ring; the line rate is 450.
+  const LinkProfile node = builtin_link_profile("nvlink4-node8");
+  EXPECT_DOUBLE_EQ(node.link_GBps, 450);
+  EXPECT_NEAR(node.nccl_ctas * node.nccl_per_cta_GBps, 370, 1e-9);
+  test::expect_error_naming([] { builtin_link_profile("nvlink5"); }, "nvlink5");
+}
+
+TEST(LinkProfile, ShippedFilesEqualTheBuiltins) {
+  for (const std::string& name : builtin_link_profile_names()) {
+    const LinkProfile file = load_link_profile(std::string(OVL_PROFILES_DIR) + "/" + name + ".json");
+    const LinkProfile builtin = builtin_link_profile(name);
+    EXPECT_EQ(file.source, builtin.source) << name;
+    EXPECT_EQ(file.nccl_ctas, builtin.nccl_ctas) << name;
+    for (const char* f : {"link_GBps", "nccl_per_cta_GBps", "tma_push_per_cta_GBps", "tma_pull_per_cta_GBps",
+                          "simt_per_cta_GBps", "latency_us"})
+      EXPECT_NEAR(nlohmann::json(file)[f].get<double>(), nlohmann::json(builtin)[f].get<double>(), 1e-9)
+          << name << " " << f;
+  }
+}
+
+TEST(LinkProfile, JsonErrorsNameTheField) {
+  const nlohmann::json good = builtin_link_profile("h200x2");
+  auto with = [&](const char* key, nlohmann::json v) {
+    nlohmann::json j = good;
+    j[key] = std::move(v);
+    return j;
+  };
+  auto without = [&](const char* key) {
+    nlohmann::json j = good;
+    j.erase(key);
+    return j;
+  };
+  for (const char* key : {"name", "source", "link_GBps", "nccl_ctas", "nccl_per_cta_GBps", "tma_push_per_cta_GBps",
+                          "tma_pull_per_cta_GBps", "simt_per_cta_GBps", "latency_us"}) {
+    test::expect_error_naming([&] { (void)without(key).get<LinkProfile>(); }, key);
+  }
+  test::expect_error_naming([&] { (void)with("link_GBps", -1).get<LinkProfile>(); }, "link_GBps");
+  test::expect_error_naming([&] { (void)with("tma_pull_per_cta_GBps", 0).get<LinkProfile>(); },
+                            "tma_pull_per_cta_GBps");
+  test::expect_error_naming([&] { (void)with("simt_per_cta_GBps", "fast").get<LinkProfile>(); }, "simt_per_cta_GBps");
+  test::expect_error_naming([&] { (void)with("nccl_ctas", 0).get<LinkProfile>(); }, "nccl_ctas");
+  test::expect_error_naming([&] { (void)with("nccl_ctas", 2.5).get<LinkProfile>(); }, "nccl_ctas");
+  test::expect_error_naming([&] { (void)with("latency_us", -0.1).get<LinkProfile>(); }, "latency_us");
+  test::expect_error_naming([&] { (void)with("link_gbps", 1).get<LinkProfile>(); }, "link_gbps");
+  test::expect_error_naming([&] { (void)with("name", "").get<LinkProfile>(); }, "name");
+  EXPECT_NO_THROW((void)with("_link_GBps", "a note").get<LinkProfile>());
+  EXPECT_NO_THROW((void)with("comment", "a note").get<LinkProfile>());
+}
+
+TEST(LinkProfile, FromArgTakesANameOrAFile) {
+  EXPECT_EQ(link_profile_from_arg("nvlink4-node8").name, "nvlink4-node8");
+  const std::string path = ::testing::TempDir() + "/slow_link.json";
+  nlohmann::json j = builtin_link_profile("h200x2");
+  j["name"] = "slow";
+  j["link_GBps"] = 50;
+  std::ofstream(path) << j.dump();
+  EXPECT_DOUBLE_EQ(link_profile_from_arg(path).link_GBps, 50);
+  j["latency_us"] = "x";
+  std::ofstream(path) << j.dump();
+  test::expect_error_naming([&] { link_profile_from_arg(path); }, "latency_us");
+  test::expect_error_naming([&] { link_profile_from_arg(path + ".missing"); }, ".missing");
+  std::remove(path.c_str());
+}
+
+TEST(LinkProfile, PacedRatePerCtaIsTheShareOfTheLinkOrTheTransportsRate) {
+  const LinkProfile p = builtin_link_profile("nvlink4-node8");
+  // 8 CTAs: 450 / 8 = 56 per CTA is above every transport's rate, so the transport's binds.
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8), 23.0);
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPull, 8), 19.4);
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8), 370.0 / 24);
+  // 32 CTAs: 450 / 32 = 14.06 is below them: the link's share binds.
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 32), 450.0 / 32);
+  EXPECT_THROW(p.paced_cta_GBps(CommAlgo::kTmaPush, 0), Error);
+}
+
+TEST(PacedLoopback, HardwareTakesTheLinkAndNcclsCtaCount) {
+  const Hardware h200 = builtin_hardware("h200");
+  const LinkProfile link = builtin_link_profile("nvlink4-node8");
+  const Hardware paced = loopback_hardware(h200, 8, LoopbackShare::kRank0, link);
+  ASSERT_TRUE(paced.link_profile.has_value());
+  EXPECT_DOUBLE_EQ(paced.link_GBps, 450);
+  EXPECT_DOUBLE_EQ(paced.link_latency_us, 0.7);
+  EXPECT_TRUE(paced.loopback_rank0);
+  EXPECT_EQ(nccl_default_ctas(paced), 24);
+  EXPECT_EQ(nccl_default_ctas(h200), kDefaultNcclCtas);
+  EXPECT_FALSE(loopback_hardware(h200, 8, LoopbackShare::kRank0).link_profile.has_value());
+  test::expect_error_naming([&] { loopback_hardware(h200, 8, LoopbackShare::kWholeWorld, link); }, "whole-world");
+  // JSON never carries it (a measurement's context does).
+  EXPECT_FALSE(nlohmann::json(paced).contains("link_profile"));
+}
+
+TEST(PacedLoopback, CollectiveIsPricedOnTheLink) {
+  const Hardware h200 = builtin_hardware("h200");
+  const LinkProfile link = builtin_link_profile("nvlink4-node8");
+  const Hardware paced = loopback_hardware(h200, 8, LoopbackShare::kRank0, link);
+  const double s = 64 * kMiB;
+  // An NCCL-algorithm RS on NCCL's 24 CTAs (the SIMT kernel): 7/8 of the buffer crosses the link at min(450,
+  // 24 x 370/24) = 370 GB/s; its HBM work (1.125 S at 24 x 32 = 768 GB/s) is faster; 7 ring steps of 0.7 us after a
+  // plain kernel launch.
+  const CommEstimate rs =
+      estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kNcclRing, 24, paced);
+  EXPECT_NEAR(rs.us, h200.tma_launch_us + 7 * 0.7 + 0.875 * s / 370e3, 1e-6);
+  // AllReduce: 2 x 7/8 of the buffer, 14 steps.
+  const CommEstimate ar = estimate_collective(Collective::kAllReduce, int64_t(s), 8, CommAlgo::kNcclRing, 24, paced);
+  EXPECT_NEAR(ar.us, h200.tma_launch_us + 14 * 0.7 + 1.75 * s / 370e3, 1e-6);
+  // tma-push RS on 8 CTAs: 7/8 S on the link at 8 x 23 = 184 GB/s binds (the mover's 3.125 S at 8 x 95 = 760 is
+  // faster); one step.
+  const CommEstimate push =
+      estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kTmaPush, 8, paced);
+  EXPECT_NEAR(push.us, h200.tma_launch_us + 0.7 + 0.875 * s / 184e3, 1e-6);
+  // On 132 CTAs the link's 450 GB/s binds, not 132 x 23.
+  const CommEstimate wide =
+      estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kTmaPush, 132, paced);
+  EXPECT_NEAR(wide.us, h200.tma_launch_us + 0.7 + 0.875 * s / 450e3, 1e-6);
+  // The unpaced loopback runs at HBM speed: several times faster.
+  const Hardware free = loopback_hardware(h200, 8, LoopbackShare::kRank0);
+  EXPECT_GT(rs.us,
+            3 * estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kNcclRing, 132, free).us);
+}
+
+TEST(PacedLoopback, SequentialBaselineRunsOnNcclsCtaCount) {
+  const Hardware paced =
+      loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 4096, 8);
+  // Whatever comm_sms the bench's name carries (the device's SM count), the collective runs on NCCL's 24 CTAs.
+  for (int c : {0, 8, 132}) {
+    const Plan seq = default_plan(Mode::kSequential, p, paced, c);
+    EXPECT_EQ(seq.comm_ctas, 24) << c;
+    // The model: cuBLAS on every SM, then the collective alone on those CTAs.
+    const ModeEstimate e = estimate(p, seq, paced);
+    EXPECT_NEAR(e.total_us, e.gemm_alone_us + e.comm_alone_us, 1e-6);
+    EXPECT_NEAR(e.comm_alone_us,
+                estimate_collective(Collective::kAllReduce, p.comm_bytes(), 8, CommAlgo::kNcclRing, 24, paced).us,
+                1e-6);
+  }
+  // Other modes keep the plan's comm_sms.
+  EXPECT_EQ(default_plan(Mode::kDecomposed, p, paced, 16).comm_ctas, 16);
+}
+
+TEST(PacedLoopback, CalibrationReadsTheLinkFromTheContext) {
+  const LinkProfile link = builtin_link_profile("h200x2");
+  nlohmann::json doc = {
+      {"context",
+       {{"world_backend", "loopback"}, {"loopback_share", "rank0"}, {"link_profile", nlohmann::json(link).dump()}}},
+      {"benchmarks",
+       {{{"name", "overlap/sequential/gemm-allreduce/8192x8192x1024/world:2/comm_sms:132/iterations:5/manual_time"},
+         {"real_time", 900.0},
+         {"time_unit", "us"}}}}};
+  const std::vector<Measurement> ms = read_measurements({doc});
+  ASSERT_EQ(ms.size(), 1u);
+  ASSERT_TRUE(ms[0].link_profile.has_value());
+  EXPECT_EQ(ms[0].link_profile->name, "h200x2");
+  const Hardware h = measurement_hardware(ms[0], builtin_hardware("h200"));
+  ASSERT_TRUE(h.link_profile.has_value());
+  EXPECT_DOUBLE_EQ(h.link_GBps, link.link_GBps);
+  // The baseline is predicted with its collective on NCCL's CTA count.
+  const auto predicted = predict_us(ms[0].bench, h);
+  ASSERT_TRUE(predicted.has_value());
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 2);
+  EXPECT_NEAR(*predicted, estimate(p, default_plan(Mode::kSequential, p, h, 24), h).total_us, 1e-6);
+  // A bad profile in the context is an error naming the field.
+  doc["context"]["link_profile"] = R"({"name": "x"})";
+  test::expect_error_naming([&] { read_measurements({doc}); }, "link_profile");
+}
+
+}  // namespace
+}  // namespace ovl
