@@ -100,6 +100,8 @@ void Context::Impl::init_tuning(const ContextOptions& o) {
   tuning = o.tuning ? *o.tuning : env_tuning();
   OVL_CHECK(o.tuning_candidates >= 1 && o.tuning_candidates <= 16,
             "ContextOptions::tuning_candidates = {} must be in 1..16", o.tuning_candidates);
+  OVL_CHECK(std::isfinite(o.tuning_min_gain) && o.tuning_min_gain >= 0 && o.tuning_min_gain < 1,
+            "ContextOptions::tuning_min_gain = {} must be in [0, 1)", o.tuning_min_gain);
   OVL_CHECK(std::isfinite(o.tuning_budget_ms) && o.tuning_budget_ms >= 0 && o.tuning_budget_ms <= 600000,
             "ContextOptions::tuning_budget_ms = {} must be between 0 and 600000 (ten minutes)", o.tuning_budget_ms);
   cache_path = o.plan_cache ? *o.plan_cache : env_plan_cache();
@@ -129,6 +131,7 @@ PlanCacheKey Context::Impl::cache_key(const Problem& p) const {
 sim::PlanResult Context::Impl::plan_problem(const Problem& p, const Context& ctx) const {
   sim::PlannerOptions o;
   o.can_run = [&](const Plan& plan) { return ctx.can_run(p, plan); };
+  o.min_gain = options.tuning_min_gain;
   return sim::plan(p, plan_hw, o);
 }
 
@@ -292,6 +295,18 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     }
     add(r->sequential, r->sequential_us);
     choice = measure(op, a, b, c, plans, stream);
+    // An overlapped plan must beat the best sequential one by tuning_min_gain, or the sequential one is kept: a
+    // difference within the timing's run-to-run noise is no reason to overlap.
+    if (choice.plan.mode != Mode::kSequential &&
+        choice.measured_us > choice.sequential_us * (1.0 - s.options.tuning_min_gain)) {
+      for (const TunedCandidate& t : choice.candidates) {
+        if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) {
+          choice.plan = t.plan;
+          choice.measured_us = t.measured_us;
+          break;
+        }
+      }
+    }
     for (size_t i = 0; i < plans.size(); ++i) choice.candidates[i].predicted_us = predicted[i];
     for (size_t i = 0; i < plans.size(); ++i)
       if (same_plan(plans[i], choice.plan)) choice.predicted_us = predicted[i];

@@ -48,7 +48,9 @@ def main():
     parser.add_argument("--m", type=int, default=1024)
     parser.add_argument("--n", type=int, default=256)
     parser.add_argument("--k", type=int, default=256)
+    parser.add_argument("--frameworks", default="torch,cupy", help="comma-separated: torch, cupy")
     args = parser.parse_args()
+    wanted = set(args.frameworks.split(","))
     if not ovl.CUDA:
         print(json.dumps({"error": "ovl was built without CUDA"}))
         return 1
@@ -56,6 +58,8 @@ def main():
     results = []
     frameworks = []
     try:
+        if "torch" not in wanted:
+            raise ImportError("not asked for")
         import torch
 
         if torch.cuda.is_available():
@@ -65,6 +69,8 @@ def main():
     except ImportError:
         pass
     try:
+        if "cupy" not in wanted:
+            raise ImportError("not asked for")
         import cupy
 
         a = cupy.random.uniform(-1, 1, (args.m, args.k)).astype(cupy.float16)
@@ -81,7 +87,7 @@ def main():
             results.append({"framework": name, "mode": mode, "problem": problem.name, **r})
         r = measure(ctx, a, b, c, None, sync, args.calls)  # plan=None: the cached planner choice
         results.append({"framework": name, "mode": "auto", "problem": problem.name, **r})
-    print(json.dumps({"calls": args.calls, "batch": BATCH, "results": results}, indent=2))
+    print(json.dumps({"calls": args.calls, "batch": BATCH, "results": results}, indent=2), flush=True)
     return 0 if results else 1
 
 

@@ -160,14 +160,16 @@ class Context:
     def __init__(self, loopback_world: int = 0, device: Optional[int] = None, hardware=None, trace: bool = False,
                  world: Optional[World] = None, loopback_share: str = "rank0", wait_timeout_ms: float = 0.0,
                  tuning: Optional[str] = None, tuning_candidates: int = 4, tuning_budget_ms: float = 300.0,
-                 plan_cache: Optional[str] = None):
+                 tuning_min_gain: float = 0.02, plan_cache: Optional[str] = None):
         """``tuning``: "measured" (time the best candidates on the first call of a shape) or "predicted" (the
-        planner alone); default: env OVL_TUNING, else measured. ``plan_cache``: a file of chosen plans (default: env
+        planner alone); default: env OVL_TUNING, else measured. An overlapped plan is chosen only when faster than
+        the best sequential one by ``tuning_min_gain`` (a fraction). ``plan_cache``: a file of chosen plans (default: env
         OVL_PLAN_CACHE; "" for none)."""
         if device is None:
             device = world.device if world is not None else 0
         self._ctx = _ovl._Context(loopback_world, int(device), _profile(hardware), bool(trace), world, loopback_share,
                                   float(wait_timeout_ms), tuning, int(tuning_candidates), float(tuning_budget_ms),
+                                  float(tuning_min_gain),
                                   None if plan_cache is None else str(plan_cache))
         self._world_size = self._ctx.world_size
 

@@ -191,10 +191,11 @@ void bind_context(nb::module_& m) {
           [](Context* self, int loopback_world, int device, std::optional<Hardware> hardware, bool trace,
              std::optional<World> world, std::string_view loopback_share, double wait_timeout_ms,
              std::optional<std::string> tuning, int tuning_candidates, double tuning_budget_ms,
-             std::optional<std::string> plan_cache) {
+             double tuning_min_gain, std::optional<std::string> plan_cache) {
             ContextOptions o;
             if (tuning) o.tuning = parse_tuning(*tuning);
             o.tuning_candidates = tuning_candidates;
+            o.tuning_min_gain = tuning_min_gain;
             o.tuning_budget_ms = tuning_budget_ms;
             o.plan_cache = std::move(plan_cache);
             o.loopback_world = loopback_world;
@@ -207,7 +208,7 @@ void bind_context(nb::module_& m) {
             new (self) Context(o);
           },
           "loopback_world"_a, "device"_a, "hardware"_a, "trace"_a, "world"_a, "loopback_share"_a, "wait_timeout_ms"_a,
-          "tuning"_a, "tuning_candidates"_a, "tuning_budget_ms"_a, "plan_cache"_a)
+          "tuning"_a, "tuning_candidates"_a, "tuning_budget_ms"_a, "tuning_min_gain"_a, "plan_cache"_a)
       .def_prop_ro("device", &Context::device)
       .def_prop_ro("rank", &Context::rank)
       .def_prop_ro("world_size", &Context::world_size)

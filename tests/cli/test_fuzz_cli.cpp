@@ -18,7 +18,7 @@ namespace {
 
 int run_cli(const std::vector<std::string>& argv, std::string& err) {
   std::ostringstream out, errs;
-  const int status = ovl::cli::run(argv, out, errs, nullptr);
+  const int status = ovl::cli::run(argv, out, errs, {});
   err = errs.str();
   return status;
 }
@@ -31,7 +31,7 @@ TEST(FuzzCli, SimulateReadsMutatedPlannerOutputOrSaysWhyNot) {
     std::ostringstream out, err;
     ASSERT_EQ(ovl::cli::run({"plan", "--op", op, "--m", "4096", "--n", "2048", "--k", "1024", "--world", "8", "--gpu",
                              "h200", "--top", "2", "--json"},
-                            out, err, nullptr),
+                            out, err, {}),
               0)
         << err.str();
     outputs.push_back(out.str());

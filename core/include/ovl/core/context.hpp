@@ -102,6 +102,10 @@ struct ContextOptions {
   std::optional<Tuning> tuning;
   // kMeasured: how many of the planner's best plans are timed besides its best sequential one (1..16).
   int tuning_candidates = 4;
+  // An overlapped plan is chosen over the best sequential one only when it is faster by more than this fraction: in
+  // the planner's prediction (kPredicted) or in the timed runs (kMeasured). Run-to-run differences of 2% were seen
+  // on the H200 between two timings of the same plan (docs/performance.md, "The automatic plan").
+  double tuning_min_gain = 0.02;
   // kMeasured: the wall time the timed runs of one shape may take, in ms; each candidate runs once to warm up and at
   // least once timed, then rounds of one run each follow (at most 5 timed runs) while the budget allows.
   double tuning_budget_ms = 300;
