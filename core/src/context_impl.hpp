@@ -169,7 +169,7 @@ struct Context::Impl {
   int next_slot = 0;
   cudaStream_t last_stream = nullptr;
   // One call at a time: the calls, release_caches() and synchronize() take it, so another thread's release waits for
-  // an enqueue to finish instead of freeing buffers under it (recursive: a call takes auto_plan()'s lock again).
+  // an enqueue to finish instead of freeing buffers under it (recursive: a call takes it again in plan_for() and measure()).
   std::recursive_mutex mutex;
   // Recorded on the caller's stream at the end of every call; the next call's stream waits for it, since calls
   // share the context's counters and per-shape buffers (calls on two streams would otherwise race on them).
