@@ -22,8 +22,9 @@
 // growth, the longest call (enqueue to synchronize) and what it ran. A Context reports a device-side timeout at the
 // next synchronize() of any thread, so on the shared Context a mismatch after a timeout there is counted apart
 // (wrong_after_shared_timeout), not as a wrong result. Exit status: 0; 1 on a wrong result; 2 on an
-// error that is not a device-side timeout; 3 when a call made no progress for 3 x the wait timeout + 60 s (a hang:
-// the JSON is written with "hung": true first).
+// error that is not a device-side timeout, and at once, with the JSON's "fatal" saying what, when a sticky CUDA
+// error (an illegal address) left the device unusable; 3 when a call made no progress for 3 x the wait timeout +
+// 60 s (a hang: the JSON is written with "hung": true first).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -147,6 +148,10 @@ struct Record {
   // mismatch then counts as wrong_after_shared_timeout, not as a wrong result.
   std::atomic<int64_t> shared_timeouts{0};
   int64_t wrong_after_shared_timeout = 0;
+  // A sticky CUDA error (an illegal address, a kernel fault) leaves the device unusable for the whole process: the
+  // first one stops both threads, and the run reports it and exits 2.
+  std::atomic<bool> stop{false};
+  std::string fatal;
 };
 
 int64_t now_ms() {
@@ -255,7 +260,24 @@ class Worker {
   }
 
   void run(std::chrono::steady_clock::time_point end) {
-    while (std::chrono::steady_clock::now() < end) {
+    try {
+      loop(end);
+    } catch (const std::exception& e) {  // a device left unusable: release_caches or a memory probe threw
+      stop_with(fmt::format("thread {}: {}", id_, e.what()));
+    }
+  }
+
+ private:
+  void stop_with(const std::string& why) {
+    {
+      const std::lock_guard lock(record_.mutex);
+      if (record_.fatal.empty()) record_.fatal = why;
+    }
+    record_.stop.store(true);
+  }
+
+  void loop(std::chrono::steady_clock::time_point end) {
+    while (std::chrono::steady_clock::now() < end && !record_.stop.load()) {
       const bool use_shared = rng_() % 3 == 0;
       std::unique_ptr<Context> own;
       if (!use_shared) {
@@ -269,7 +291,9 @@ class Worker {
       Context& ctx = use_shared ? shared_ : *own;
       const std::string context_kind = use_shared ? "shared by both threads" : "own";
       const int calls = int(8 + rng_() % 17);
-      for (int i = 0; i < calls && std::chrono::steady_clock::now() < end; ++i) one_call(ctx, context_kind);
+      for (int i = 0; i < calls && std::chrono::steady_clock::now() < end && !record_.stop.load(); ++i)
+        one_call(ctx, context_kind);
+      if (record_.stop.load()) return;
       const double before = device_used_mib();
       ctx.release_caches();
       const double after = device_used_mib();
@@ -285,7 +309,6 @@ class Worker {
     }
   }
 
- private:
   void one_call(Context& ctx, const std::string& context_kind) {
     const Problem p = random_problem(rng_, ctx.world_size(), o_.max_dim);
     const int w = p.world;
@@ -342,6 +365,14 @@ class Worker {
       ++record_.errors_by_kind[timeout ? "timeout" : "other"];
       if (record_.error_examples.size() < 20) record_.error_examples.push_back(what + ": " + text);
       fmt::print(stderr, "error: {}: {}\n", what, text);
+      // A sticky error shows in every later CUDA call: the device is lost for this process.
+      if (const cudaError_t sticky = cudaDeviceSynchronize(); sticky != cudaSuccess) {
+        if (record_.fatal.empty()) {
+          record_.fatal = fmt::format("{}: {} (the device is unusable afterwards: {})", what, text,
+                                      cudaGetErrorString(sticky));
+        }
+        record_.stop.store(true);
+      }
     }
     record_.last_progress_ms.store(now_ms());
   }
@@ -405,7 +436,8 @@ nlohmann::json report(const Options& o, Record& r, double elapsed_s, const nlohm
           {"releases", r.releases},
           {"longest_call_ms", r.longest_ms},
           {"longest_call", r.longest_what},
-          {"hung", hung}};
+          {"hung", hung},
+          {"fatal", r.fatal}};
 }
 
 void write(const std::string& path, const nlohmann::json& j) {
@@ -482,6 +514,15 @@ int main_impl(int argc, char** argv) {
     std::thread t0([&] { w0.run(end); }), t1([&] { w1.run(end); });
     t0.join();
     t1.join();
+    if (record.stop.load()) {
+      // The device is lost: report what the run saw and stop (the Contexts' destructors only log).
+      finished.store(true);
+      watchdog.join();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      write(o.out, report(o, record, s, memory, false));
+      fmt::print(stderr, "ovl_soak: stopped after a sticky CUDA error: {}\n", record.fatal);
+      std::_Exit(2);  // the Contexts cannot be torn down on a lost device
+    }
     shared.release_caches();
     memory["device_used_end_mib"] = device_used_mib();
     memory["rss_end_mib"] = rss_mib();
