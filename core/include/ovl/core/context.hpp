@@ -1,7 +1,7 @@
 // The public API: one call computes a GEMM and its collective, overlapped the way a Plan says.
 //
 //   ovl::Context ctx({.loopback_world = 8});            // or a real world (an NCCL communicator), or a world of 1
-//   ctx.gemm_reduce_scatter(a, b, c, std::nullopt, stream);  // std::nullopt: ask the planner (cached per shape)
+//   ctx.gemm_reduce_scatter(a, b, c, stream);            // no plan: chosen on the shape's first call (plan_for)
 //   ctx.synchronize(stream);                             // waits; a device-side timeout becomes an ovl::Error
 //
 // Shapes (per rank, as in a row- or column-parallel linear layer; see model/problem.hpp):
@@ -100,7 +100,8 @@ struct ContextOptions {
   Fault fault = Fault::kNone;
   // How calls without a plan choose one (default: env OVL_TUNING = predicted | measured, else kMeasured).
   std::optional<Tuning> tuning;
-  // kMeasured: how many of the planner's best plans are timed besides its best sequential one (1..16).
+  // kMeasured: how many of the planner's best plans are timed besides its best plan of each other mode and its best
+  // sequential one (1..16).
   int tuning_candidates = 4;
   // An overlapped plan is chosen over the best sequential one only when it is faster by more than this fraction: in
   // the planner's prediction (kPredicted) or in the timed runs (kMeasured). Run-to-run differences of 2% were seen
@@ -134,7 +135,7 @@ class Context {
   const std::optional<LinkProfile>& link_profile() const;
 
   // Enqueue the operator on `stream`. `plan`: a Plan (validated against the problem and the device), or
-  // std::nullopt for the planner's choice for this shape (cached). Throws ovl::Error naming the bad value for
+  // std::nullopt for the plan plan_for() chooses for this shape (kept per shape). Throws ovl::Error naming the bad value for
   // shapes, dtypes, pointers and plans; device-side timeouts surface in synchronize().
   void gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
                        cudaStream_t stream);
