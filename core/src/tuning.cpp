@@ -255,7 +255,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     return s.choices.emplace(name, std::move(choice)).first->second;
   }
 
-  refuse_capture(stream, fmt::format("choosing the plan of {} (tuning = {})", name, to_string(s.tuning)));
+  s.check_capture(p, std::nullopt, stream);  // no choice yet: refused while capturing, as a call without a plan is
   const auto t0 = std::chrono::steady_clock::now();
   PlanChoice choice;
   std::optional<sim::PlanResult> r;

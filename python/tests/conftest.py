@@ -19,7 +19,7 @@ def _torch_gpu():
     return torch, ""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def torch_gpu():
     torch, why = _torch_gpu()
     if torch is None:
@@ -27,7 +27,7 @@ def torch_gpu():
     return torch
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cupy_gpu():
     if not ovl.CUDA:
         pytest.skip("ovl was built without CUDA")
