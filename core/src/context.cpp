@@ -347,36 +347,25 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
   return *shapes.emplace(key, std::move(st)).first->second;
 }
 
-// Units: sequential 1 (everything); decomposed exactly `chunks` row chunks (AG: of the gathered rows; a chunk may
-// span several owners' blocks, each owner's part is one range of the table and one NCCL broadcast); signal modes one
-// unit per tile group (whole row bands).
+// The plan's units and each unit's owners (ovl::unit_rows, ovl::owner_rows: one definition for the executors, the
+// model and the simulator). A decomposed chunk may span several owners' blocks: each owner's part is one range of the
+// table and one NCCL call.
 detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan) {
   const std::string key = detail::plan_key(p, plan);
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   auto ps = std::make_unique<detail::PlanState>();
   const int w = world;
-  const int64_t mb = p.m / w;  // rows of one owner's block (RS output, AG input)
-  if (plan.mode == Mode::kSequential) {
-    ps->row_begin = {0};
-    ps->row_end = {p.m};
-  } else if (plan.mode == Mode::kDecomposed) {
-    for (int c = 0; c < plan.chunks; ++c) {
-      ps->row_begin.push_back(p.m * c / plan.chunks);
-      ps->row_end.push_back(p.m * (c + 1) / plan.chunks);
+  for (const UnitRows& u : unit_rows(p, plan)) {
+    ps->row_begin.push_back(u.begin);
+    ps->row_end.push_back(u.end);
+    if (mode_signals(plan.mode)) {
+      ps->tile_rows_begin.push_back(int(u.tile_row_begin));
+      ps->tile_rows_end.push_back(int(u.tile_row_end));
+      ps->expected_host.push_back(unsigned(u.tiles));
     }
-  } else {
-    const int64_t tn = plan.tiles_n(p);
-    int64_t tile = 0;
-    for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
-      const int64_t tr0 = tile / tn, tr1 = (tile + plan.tile_groups[g]) / tn;
-      tile += plan.tile_groups[g];
-      ps->tile_rows_begin.push_back(int(tr0));
-      ps->tile_rows_end.push_back(int(tr1));
-      ps->row_begin.push_back(std::min<int64_t>(tr0 * plan.tile.m, p.m));
-      ps->row_end.push_back(std::min<int64_t>(tr1 * plan.tile.m, p.m));
-      ps->expected_host.push_back(unsigned(plan.tile_groups[g]));
-    }
+  }
+  if (mode_signals(plan.mode)) {
     const size_t groups = ps->expected_host.size();
     ps->expected = DeviceBuffer(groups * sizeof(unsigned));
     OVL_CUDA_CHECK(
@@ -392,23 +381,20 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
   // Loopback range table: (unit, owner) -> elements of the source and destination buffers.
   std::vector<detail::LoopbackRange> table(size_t(ps->units) * size_t(w), detail::LoopbackRange{0, 0, 0});
   for (int u = 0; u < ps->units; ++u) {
-    const int64_t r0 = ps->row_begin[size_t(u)], r1 = ps->row_end[size_t(u)];
     for (int r = 0; r < w; ++r) {
+      const OwnerRows o = owner_rows(p, ps->row_begin[size_t(u)], ps->row_end[size_t(u)], r);
+      if (o.rows() == 0) continue;
       detail::LoopbackRange& e = table[size_t(u) * size_t(w) + size_t(r)];
-      if (p.op == Op::kGemmAllReduce) {
-        // Owner r reduces the r-th of W equal (16-byte multiple) pieces of the unit's rows.
-        const int64_t elems = (r1 - r0) * p.n;
-        const int64_t piece = ((elems + w - 1) / w + 7) / 8 * 8;
-        const int64_t b0 = std::min(elems, piece * r), b1 = std::min(elems, piece * (r + 1));
-        e = {r0 * p.n + b0, r0 * p.n + b0, b1 - b0};
-      } else {
-        const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
-        if (a1 <= a0) continue;
-        if (p.op == Op::kGemmReduceScatter) {
-          e = {a0 * p.n, (a0 - mb * r) * p.n, (a1 - a0) * p.n};
-        } else {
-          e = {(a0 - mb * r) * p.k, a0 * p.k, (a1 - a0) * p.k};
-        }
+      switch (p.op) {
+        case Op::kGemmAllReduce:
+          e = {o.begin * p.n, o.begin * p.n, o.rows() * p.n};
+          break;
+        case Op::kGemmReduceScatter:
+          e = {o.begin * p.n, o.block_row * p.n, o.rows() * p.n};
+          break;
+        case Op::kAllGatherGemm:
+          e = {o.block_row * p.k, o.begin * p.k, o.rows() * p.k};
+          break;
       }
     }
   }

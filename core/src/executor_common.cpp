@@ -173,11 +173,11 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
       // owner's part to be the same size).
       detail::NcclGroup group;
       for (int r = 0; r < world; ++r) {
-        const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
-        if (a1 <= a0) continue;
-        void* recv = r == rank ? offset(call.c.ptr, (a0 - mb * r) * p.n, eb) : offset(partial, a0 * p.n, eb);
+        const OwnerRows o = owner_rows(p, r0, r1, r);
+        if (o.rows() == 0) continue;
+        void* recv = r == rank ? offset(call.c.ptr, o.block_row * p.n, eb) : offset(partial, o.begin * p.n, eb);
         OVL_NCCL_CHECK(
-            ncclReduce(offset(partial, a0 * p.n, eb), recv, size_t((a1 - a0) * p.n), t, ncclSum, r, c, stream));
+            ncclReduce(offset(partial, o.begin * p.n, eb), recv, size_t(o.rows() * p.n), t, ncclSum, r, c, stream));
       }
       group.end();
       break;
@@ -190,10 +190,10 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
       }
       detail::NcclGroup group;
       for (int r = 0; r < world; ++r) {
-        const int64_t a0 = std::max(r0, mb * r), a1 = std::min(r1, mb * (r + 1));
-        if (a1 <= a0) continue;
-        OVL_NCCL_CHECK(ncclBroadcast(offset(call.a.ptr, (a0 - mb * r) * p.k, eb), offset(gathered, a0 * p.k, eb),
-                                     size_t((a1 - a0) * p.k), t, r, c, stream));
+        const OwnerRows o = owner_rows(p, r0, r1, r);
+        if (o.rows() == 0) continue;
+        OVL_NCCL_CHECK(ncclBroadcast(offset(call.a.ptr, o.block_row * p.k, eb), offset(gathered, o.begin * p.k, eb),
+                                     size_t(o.rows() * p.k), t, r, c, stream));
       }
       group.end();
       break;

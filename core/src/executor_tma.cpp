@@ -95,26 +95,17 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
   if (sym_counters.empty()) sym_counters = SymmetricBuffer(world_ref, sizeof(unsigned) * kMaxGroups);  // zero-filled
   make_symmetric_buffers(p, st);
   if (!ps.real_ranges) {
-    // Group g's rows [r0, r1): ReduceScatter cuts them at the owners' row blocks; AllReduce deals them out in W
-    // near-equal row runs (each owner reduces one, then stores it to every peer). Rows are 16-byte multiples.
+    // Group g's rows [r0, r1), owner by owner (ovl::owner_rows): ReduceScatter cuts them at the owners' row blocks;
+    // AllReduce deals them out in W near-equal row runs (each owner reduces one, then stores it to every peer).
     std::vector<TileRange> ranges;
     const int64_t row_bytes = p.n * eb;
     for (int g = 0; g < groups; ++g) {
       const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
-      for (int o = 0; o < world; ++o) {
-        int64_t a0 = 0, a1 = 0, d0 = 0;
-        if (p.op == Op::kGemmReduceScatter) {
-          a0 = std::max(r0, mb * o);
-          a1 = std::min(r1, mb * (o + 1));
-          d0 = a0 - mb * o;
-        } else {
-          a0 = r0 + (r1 - r0) * o / world;
-          a1 = r0 + (r1 - r0) * (o + 1) / world;
-          d0 = a0;
-        }
-        if (a1 <= a0) continue;
-        ranges.push_back(TileRange{o, g, uint64_t(a0 * row_bytes), uint64_t(d0 * row_bytes),
-                                   uint64_t((a1 - a0) * row_bytes)});
+      for (int owner = 0; owner < world; ++owner) {
+        const OwnerRows o = owner_rows(p, r0, r1, owner);
+        if (o.rows() == 0) continue;
+        ranges.push_back(TileRange{owner, g, uint64_t(o.begin * row_bytes), uint64_t(o.block_row * row_bytes),
+                                   uint64_t(o.rows() * row_bytes)});
       }
     }
     ps.real_ranges = std::make_unique<RangeTable>(world_ref, ranges, groups);

@@ -203,55 +203,23 @@ double loopback_rank0_nccl_bytes(Collective c, int world) {
   OVL_FAIL("unknown collective");
 }
 
-namespace {
-// The calls' row ranges, as core/src/context.cpp's plan_state cuts them.
-std::vector<std::pair<int64_t, int64_t>> loopback_call_rows(const Problem& problem, const Plan& plan) {
-  std::vector<std::pair<int64_t, int64_t>> rows;
-  if (plan.mode == Mode::kSequential) {
-    rows.emplace_back(0, problem.m);
-  } else if (plan.mode == Mode::kDecomposed) {
-    const int chunks = std::max(1, plan.chunks);
-    for (int c = 0; c < chunks; ++c) rows.emplace_back(problem.m * c / chunks, problem.m * (c + 1) / chunks);
-  } else {
-    const int64_t tn = plan.tiles_n(problem);
-    int64_t tile = 0;
-    const std::vector<int> groups =
-        plan.tile_groups.empty() ? std::vector<int>{static_cast<int>(plan.tile_count(problem))} : plan.tile_groups;
-    for (int g : groups) {
-      const int64_t r0 = std::min<int64_t>(tile / tn * plan.tile.m, problem.m);
-      tile += g;
-      rows.emplace_back(r0, std::min<int64_t>(tile / tn * plan.tile.m, problem.m));
-    }
-  }
-  return rows;
-}
-}  // namespace
-
 std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Plan& plan) {
-  const std::vector<std::pair<int64_t, int64_t>> rows = loopback_call_rows(problem, plan);
+  const std::vector<UnitRows> units = unit_rows(problem, plan);
   const int w = std::max(1, problem.world);
-  const int64_t owned = problem.m / w;  // rows of one owner's block: rank r owns [r owned, (r + 1) owned)
-  std::vector<LoopbackCall> out(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto [r0, r1] = rows[i];
+  std::vector<LoopbackCall> out(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    const int64_t r0 = units[i].begin, r1 = units[i].end;
     LoopbackCall& call = out[i];
     if (r1 <= r0) {  // a group inside one tile row (tile-major output): the executor gives it no rows, no pieces
       if (problem.op == Op::kGemmReduceScatter) call.factor = 0;
       continue;
     }
-    switch (problem.op) {
-      case Op::kGemmAllReduce:
-        call.pieces = w;
-        break;
-      case Op::kGemmReduceScatter: {
-        const int64_t inside = std::max<int64_t>(0, std::min(r1, owned) - r0);
-        call.factor = double(w) * double(inside) / double(r1 - r0);
-        call.pieces = inside > 0 ? 1 : 0;
-        break;
-      }
-      case Op::kAllGatherGemm:
-        for (int r = 0; r < w; ++r) call.pieces += std::max(r0, owned * r) < std::min(r1, owned * (r + 1));
-        break;
+    for (int r = 0; r < w; ++r) call.pieces += owner_rows(problem, r0, r1, r).rows() > 0;
+    if (problem.op == Op::kGemmReduceScatter) {
+      // Rank 0 reduces only its own block's rows of the unit.
+      const int64_t inside = owner_rows(problem, r0, r1, 0).rows();
+      call.factor = double(w) * double(inside) / double(r1 - r0);
+      call.pieces = inside > 0 ? 1 : 0;
     }
   }
   return out;

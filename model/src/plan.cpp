@@ -288,6 +288,51 @@ std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int group
   return groups_of_bands(tiles_m, tiles_n, kSwizzleRows, groups, "swizzle_band_groups");
 }
 
+std::vector<UnitRows> unit_rows(const Problem& problem, const Plan& plan) {
+  std::vector<UnitRows> units;
+  if (plan.mode == Mode::kSequential) {
+    units.push_back({0, problem.m});
+  } else if (plan.mode == Mode::kDecomposed) {
+    const int chunks = std::max(1, plan.chunks);
+    for (int c = 0; c < chunks; ++c) units.push_back({problem.m * c / chunks, problem.m * (c + 1) / chunks});
+  } else {
+    const int64_t tn = plan.tiles_n(problem);
+    const std::vector<int> groups =
+        plan.tile_groups.empty() ? std::vector<int>{int(plan.tile_count(problem))} : plan.tile_groups;
+    int64_t tile = 0;
+    for (int g : groups) {
+      UnitRows u;
+      u.tile_row_begin = tile / tn;
+      tile += g;
+      u.tile_row_end = tile / tn;
+      u.begin = std::min<int64_t>(u.tile_row_begin * plan.tile.m, problem.m);
+      u.end = std::min<int64_t>(u.tile_row_end * plan.tile.m, problem.m);
+      u.tiles = g;
+      units.push_back(u);
+    }
+  }
+  return units;
+}
+
+OwnerRows owner_rows(const Problem& problem, int64_t begin, int64_t end, int owner) {
+  const int64_t w = std::max(1, problem.world);
+  OVL_CHECK(owner >= 0 && owner < w, "owner_rows: owner = {} must be in [0, {})", owner, w);
+  OwnerRows o;
+  if (end <= begin) return o;
+  if (problem.op == Op::kGemmAllReduce) {
+    o.begin = begin + (end - begin) * owner / w;
+    o.end = begin + (end - begin) * (owner + 1) / w;
+    o.block_row = o.begin;
+    return o;
+  }
+  const int64_t block = problem.m / w;
+  o.begin = std::max(begin, block * owner);
+  o.end = std::min(end, block * (owner + 1));
+  if (o.end <= o.begin) return OwnerRows{};
+  o.block_row = o.begin - block * owner;
+  return o;
+}
+
 Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
   if (mode == Mode::kSequential) return hw;
   return beside_gemm ? hw.beside_gemm_comm() : hw.overlapped_comm();

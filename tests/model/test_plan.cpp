@@ -5,9 +5,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
+#include <vector>
 
 #include "expect_error.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"
 
 namespace ovl {
@@ -193,6 +196,53 @@ TEST(Plan, JsonRoundTripAndMissingFields) {
   std::ofstream(path) << "{\"mode\": \"tma\"}";
   expect_error_naming([&] { load_plan(path); }, path);
   std::remove(path.c_str());
+}
+
+// unit_rows and owner_rows on random problems (world 1..8, M off the tile and off the world, every mode's unit kind):
+// the units cover M in order; each unit's owner parts cover it exactly once (AllReduce: W runs in order; RS / AG: the
+// unit's rows cut at the owners' blocks, each part inside its owner's block at block_row).
+TEST(Plan, UnitsAndOwnersCoverEveryRowOnce) {
+  std::mt19937 rng(17);
+  const Hardware hw = builtin_hardware("h200");
+  for (int trial = 0; trial < 300; ++trial) {
+    const int w = 1 + int(rng() % 8);
+    const Op op = std::vector<Op>{Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}[rng() % 3];
+    const int64_t m = int64_t(w) * (8 + int64_t(rng() % 600));
+    const Problem p = make_problem(op, m, 8 * (1 + int64_t(rng() % 300)), 64 * (1 + int64_t(rng() % 40)), w);
+    const Mode mode = std::vector<Mode>{Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal}[rng() % 3];
+    Plan plan = default_plan(mode, p, hw, 16);
+    if (mode == Mode::kDecomposed) plan.chunks = 1 + int(rng() % 8);
+    if (mode == Mode::kTileSignal) plan.tile_groups = even_groups(plan.tile_count(p), 1 + int(rng() % std::min<int64_t>(6, plan.tile_count(p))));
+    const std::vector<UnitRows> units = unit_rows(p, plan);
+    ASSERT_FALSE(units.empty());
+    int64_t next = 0, tiles = 0;
+    for (const UnitRows& u : units) {
+      ASSERT_EQ(u.begin, next) << p.name() << " " << plan.summary();
+      ASSERT_LE(u.begin, u.end);
+      next = u.end;
+      tiles += u.tiles;
+      int64_t covered = u.begin, sum = 0;
+      for (int r = 0; r < w; ++r) {
+        const OwnerRows o = owner_rows(p, u.begin, u.end, r);
+        if (o.rows() == 0) continue;
+        sum += o.rows();
+        if (op == Op::kGemmAllReduce) {
+          EXPECT_EQ(o.begin, covered) << p.name();
+          EXPECT_EQ(o.block_row, o.begin);
+          covered = o.end;
+        } else {
+          const int64_t block = m / w;
+          EXPECT_GE(o.begin, block * r);
+          EXPECT_LE(o.end, block * (r + 1));
+          EXPECT_EQ(o.block_row, o.begin - block * r);
+        }
+      }
+      EXPECT_EQ(sum, u.end - u.begin) << p.name() << " " << plan.summary();
+    }
+    EXPECT_EQ(next, m) << p.name() << " " << plan.summary();
+    if (mode == Mode::kTileSignal) EXPECT_EQ(tiles, plan.tile_count(p));
+  }
+  expect_error_naming([] { owner_rows(make_problem(Op::kGemmAllReduce, 64, 64, 64, 2), 0, 64, 2); }, "owner = 2");
 }
 
 }  // namespace

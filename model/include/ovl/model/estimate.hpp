@@ -139,8 +139,9 @@ double link_steps(Collective c, CommAlgo algo, int world);
 // - factor: on the bytes a call over those rows moves per rank. ReduceScatter reduces only the rows rank 0 owns,
 //   [0, M / W): W x (its rows inside rank 0's) / (its rows), so 0 for a call without any (it still pays its launch)
 //   and W for one inside them; they average to 1 over the rows. 1 for every call of AllReduce and AllGather.
-// - pieces: the pieces with work in rank 0's play (AllReduce W; ReduceScatter 1 in a call holding rank 0's rows,
-//   else 0; AllGather the owners whose rows the call spans).
+// - pieces: the pieces with work in rank 0's play (AllReduce: the owners with rows in the call, W unless it has
+//   fewer rows; ReduceScatter 1 in a call holding rank 0's rows, else 0; AllGather the owners whose rows the call
+//   spans).
 struct LoopbackCall {
   double factor = 1;
   int pieces = 0;

@@ -111,6 +111,27 @@ int64_t swizzle_bands(int64_t tiles_m);
 // rows), or -1 when every group ends at a band's end or at the last tile.
 int group_inside_swizzle_band(const Plan& plan, const Problem& problem);
 
+// The units of a plan, each one collective call (or one gated range of the persistent collective): sequential one
+// unit (every row), decomposed `chunks` row chunks, the signaling modes one unit per tile group (its whole tile rows;
+// a group inside one tile row, possible with a tile-major output, has no rows of its own). Row ranges are clipped to
+// M. Used by the executors, the model and the simulator alike.
+struct UnitRows {
+  int64_t begin = 0, end = 0;                  // rows of C (AG+GEMM: of the gathered A and of C)
+  int64_t tile_row_begin = 0, tile_row_end = 0;  // the signaling modes: the group's tile rows [begin, end)
+  int64_t tiles = 0;                           // the signaling modes: the group's tile count (its counter's target)
+};
+std::vector<UnitRows> unit_rows(const Problem& problem, const Plan& plan);
+// Owner `owner`'s part of unit rows [begin, end). ReduceScatter and AllGather: the unit's rows inside the owner's
+// block of M / W rows, and `block_row`, the first of them counted inside that block (RS: its row of the owner's
+// output; AG: its row of the owner's A). AllReduce: the owner-th of W near-equal runs of the unit's rows (each owner
+// reduces one run, then sends it to every rank), block_row = begin. Empty (begin == end) when the owner has no rows
+// in the unit. Rows are 16-byte multiples (Problem: N, K % 8 == 0).
+struct OwnerRows {
+  int64_t begin = 0, end = 0, block_row = 0;
+  int64_t rows() const { return end - begin; }
+};
+OwnerRows owner_rows(const Problem& problem, int64_t begin, int64_t end, int owner);
+
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
 Plan load_plan(const std::string& path);
