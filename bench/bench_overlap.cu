@@ -71,6 +71,7 @@
 
 #include "bench_util.hpp"
 #include "ovl/core/ovl.hpp"
+#include "ovl/core/testing.hpp"
 #include "ovl/tools/bench_names.hpp"
 
 namespace {
@@ -377,14 +378,14 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
       const Inputs& in = *r.inputs.at(key);
       run(r, op, in, out(in), plan);
     };
-    auto part = [&](Context::Part pt) {
+    auto part = [&](ovl::testing::Part pt) {
       return [&, pt](Rank& r) {
         const Inputs& in = *r.inputs.at(key);
-        r.ctx->run_part(pt, op, in.ta, in.tb, out(in), plan, r.stream);
+        ovl::testing::run_part(*r.ctx, pt, op, in.ta, in.tb, out(in), plan, r.stream);
       };
     };
-    const double t_gemm = time_us(part(Context::Part::kGemm));
-    const double t_comm = time_us(part(Context::Part::kComm));
+    const double t_gemm = time_us(part(ovl::testing::Part::kGemm));
+    const double t_comm = time_us(part(ovl::testing::Part::kComm));
     const double t_all = time_us(whole);
 
     // Correctness, once: every rank's result against its sequential result.

@@ -231,11 +231,6 @@ const Hardware& Context::hardware() const { return impl_->hw; }
 const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
 const std::optional<LinkProfile>& Context::link_profile() const { return impl_->link; }
 void Context::set_tracing(bool on) { impl_->trace = on; }
-void Context::set_fault(Fault fault) {
-  const std::lock_guard lock(impl_->mutex);
-  impl_->options.fault = fault;
-}
-
 // ---- Impl helpers ----
 
 cudaEvent_t Context::Impl::event() {
@@ -561,18 +556,6 @@ detail::ShapeState& Context::Impl::loopback_shape(const Problem& problem, const 
   return shape(problem);
 }
 
-std::vector<const void*> Context::loopback_peer_inputs(const Problem& problem) {
-  std::vector<const void*> out;
-  for (const DeviceBuffer& b : impl_->loopback_shape(problem, "loopback_peer_inputs").peer_src) out.push_back(b.get());
-  return out;
-}
-
-std::vector<void*> Context::loopback_peer_outputs(const Problem& problem) {
-  std::vector<void*> out;
-  for (const DeviceBuffer& b : impl_->loopback_shape(problem, "loopback_peer_outputs").peer_dst) out.push_back(b.get());
-  return out;
-}
-
 // ---- entry points ----
 
 void Context::gemm_all_reduce(const TensorRef& a, const TensorRef& b, const TensorRef& c,
@@ -586,19 +569,6 @@ void Context::gemm_reduce_scatter(const TensorRef& a, const TensorRef& b, const 
 void Context::all_gather_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& c,
                               const std::optional<Plan>& plan, cudaStream_t stream) {
   run(Op::kAllGatherGemm, a, b, c, plan, stream);
-}
-
-void Context::run_part(Part part, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const Plan& plan,
-                       cudaStream_t stream) {
-  const std::lock_guard lock(impl_->mutex);  // `part` belongs to this call
-  impl_->part = part;
-  try {
-    run(op, a, b, c, plan, stream);
-  } catch (...) {
-    impl_->part = Part::kAll;
-    throw;
-  }
-  impl_->part = Part::kAll;
 }
 
 void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
@@ -631,7 +601,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   s.prepare_loopback_peers(call);
   // Test-only: AG+GEMM's gathered A full of NaN before each call, so that a GEMM reading a row before its gather
   // (a missing wait) gives NaN instead of the previous call's identical rows.
-  if (s.options.fault == Fault::kPoisonGather && op == Op::kAllGatherGemm) {
+  if (s.fault == testing::Fault::kPoisonGather && op == Op::kAllGatherGemm) {
     OVL_CUDA_CHECK(cudaMemsetAsync(st.gathered_a.get(), 0xFF, st.gathered_a.bytes(), stream));
   }
   switch (chosen.mode) {

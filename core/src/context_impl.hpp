@@ -17,6 +17,7 @@
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/context.hpp"
 #include "ovl/core/sm_partition.hpp"
+#include "ovl/core/testing.hpp"
 #include "ovl/sim/planner.hpp"
 
 namespace ovl {
@@ -134,7 +135,8 @@ struct Context::Impl {
   std::optional<LinkProfile> link;
   uint64_t timeout_ns = 0;
   bool trace = false;
-  Context::Part part = Context::Part::kAll;  // of the call being enqueued
+  testing::Part part = testing::Part::kAll;  // of the call being enqueued (testing::run_part)
+  testing::Fault fault = testing::Fault::kNone;  // testing::set_fault
 
   cublasHandle_t cublas = nullptr;
   cudaStream_t comm_stream = nullptr;  // highest priority, non-blocking

@@ -15,7 +15,7 @@ void Context::Impl::run_decomposed(const detail::Call& c) {
   cudaEvent_t start = event();
   OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
   OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, start, 0));
-  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm, chain = gemm && coll;
+  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm, chain = gemm && coll;
   for (int u = 0; u < ps.units; ++u) {
     const int64_t r0 = ps.row_begin[size_t(u)], r1 = ps.row_end[size_t(u)];
     if (c.op == Op::kAllGatherGemm) {

@@ -11,7 +11,7 @@ namespace ovl {
 void Context::Impl::run_sequential(const detail::Call& c) {
   const int ctas = c.plan.comm_ctas;
   const std::string comm = record.comm_name;
-  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
   if (c.op == Op::kAllGatherGemm) {
     if (coll) {
       const int s0 = stamp_span("comm", comm, "comm", c.stream);

@@ -52,12 +52,12 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
   const int groups = int(plan.tile_groups.size());
   start_signaled(c, groups, gemm_st, comm_st);
 
-  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
   if (gemm) signaled_gemm(c, grid, gemm_st);
 
   for (int g = 0; coll && g < groups; ++g) {
     unsigned expected = ps.expected_host[size_t(g)];
-    if (options.fault == Fault::kCounterTooHigh && g == groups - 1) ++expected;
+    if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
     const int span = new_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm");
     if (gemm) {
       detail::launch_wait_counter(counter_ptr() + g, expected, g, timeout_ns, error_ptr(), start_ptr(span), comm_st);
@@ -88,13 +88,13 @@ void Context::Impl::run_gather_signaled(const detail::Call& c, int grid, int cta
                                         cudaStream_t comm_st) {
   const int groups = int(c.plan.tile_groups.size());
   start_signaled(c, groups, gemm_st, comm_st);
-  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
   auto gather = [&](int g) {
     const int span = stamp_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm", comm_st);
     collective_unit(c, g, ctas, comm_st);
     end_span(span, comm_st);
     // Test-only fault: the last group is never released, so the GEMM's wait for it times out.
-    if (options.fault == Fault::kCounterTooHigh && g == groups - 1) return;
+    if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) return;
     kernels::launch_add_counters(counter_ptr() + g, 1, 1u, comm_st);
   };
   // Host order: the first group's gather, then the GEMM, then the other groups. Queued behind every group's

@@ -55,7 +55,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
   start_signaled(c, groups, gemm_st, comm_st);
 
   // The GEMM is enqueued first so its CTAs are dispatched before the spinning collective's.
-  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
   if (gemm) signaled_gemm(c, grid, gemm_st);
 
   detail::LoopbackArguments a = loopback_args(c, ctas);
@@ -64,7 +64,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
   if (gemm) {  // gated on the GEMM's counters; alone (kComm) the collective runs ungated
     a.counters = counter_ptr();
     a.expected =
-        options.fault == Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
+        fault == testing::Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
   }
   if (record.valid) a.stamps = slot_ptr(record.cta_base);
   if (coll) detail::launch_loopback_collective(a, comm_st);
@@ -111,7 +111,7 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
     ps.real_ranges = std::make_unique<RangeTable>(world_ref, ranges, groups);
   }
   start_signaled(c, groups, gemm_st, comm_st);
-  const bool gemm = part != Context::Part::kComm, coll = part != Context::Part::kGemm;
+  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
   if (gemm) signaled_gemm(c, grid, gemm_st, st.sym_partial.local_ptr());
   if (coll) {
     CollectiveOptions o;
@@ -120,7 +120,7 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
     GroupGate gate;
     gate.counters = &sym_counters;
     gate.expected =
-        options.fault == Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
+        fault == testing::Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
     const int span = stamp_span("comm", record.comm_name, "comm", comm_st);
     const CollectiveOp op =
         p.op == Op::kGemmReduceScatter ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;

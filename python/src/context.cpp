@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "bindings.hpp"
+#include "ovl/core/testing.hpp"
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
@@ -280,7 +281,7 @@ void bind_context(nb::module_& m) {
       .def(
           "_copy_loopback_peer_input",
           [](Context& ctx, const Problem& p, int index, nb::handle dst) {
-            const std::vector<const void*> peers = ctx.loopback_peer_inputs(p);
+            const std::vector<const void*> peers = testing::loopback_peer_inputs(ctx, p);
             OVL_CHECK(index >= 0 && size_t(index) < peers.size(), "loopback peer input {} of {}", index, peers.size());
             const TensorRef d = tensor_ref("loopback_peer_inputs", "the destination", dst, ctx.device(), p.b_layout);
             const int64_t rows = p.op == Op::kAllGatherGemm ? p.m / p.world : p.m;

@@ -10,7 +10,7 @@
 // Loopback shares: with LoopbackShare::kRank0 (the default) the collective plays rank 0's share and only rank 0's
 // output (the caller's C) is complete: it is what is checked (for GEMM+AR it includes the other owners' pieces,
 // copied from the peers' precomputed reductions). With kWholeWorld every rank's output is complete and every
-// rank's is checked against the float64 reference (peers: Context::loopback_peer_outputs, poisoned before each run).
+// rank's is checked against the float64 reference (peers: testing::loopback_peer_outputs, poisoned before each run).
 //
 // TMA movers (mode tma, comm_algo tma-pull / tma-push; and sequential with those algorithms): an odd shape
 // (M = 1000, N = 776: partial tiles, partial bulk-copy chunks, slices that wrap the 4-stage ring) in loopback 2, 4,
@@ -20,7 +20,7 @@
 //
 // Paced loopback (ContextOptions::link_profile): with a slow link (50 GB/s, so pacing dominates), each mover (SIMT as
 // NCCL's stand-in, tma-push, tma-pull) in sequential, and the tma and tile-signal modes, must still equal the float64
-// reference on random data; the collective alone (Context::run_part) must take within [0.8, 1.5] x its link bytes /
+// reference on random data; the collective alone (testing::run_part) must take within [0.8, 1.5] x its link bytes /
 // 50 GB/s plus its steps' latency: a correctness-and-sanity check of the pacing, not a speed claim (the lower bound
 // says pacing holds; the upper one that little else binds at that rate: the movers' HBM rates are ~100x higher).
 //
@@ -43,6 +43,7 @@
 #include "expect_error.hpp"
 #include "gpu/gpu_test.hpp"
 #include "ovl/core/ovl.hpp"
+#include "ovl/core/testing.hpp"
 #include "ovl/error.hpp"
 #include "ovl/kernels/collectives.hpp"
 #include "ovl/model/estimate.hpp"
@@ -112,7 +113,7 @@ References make_references(Context& ctx, const Problem& p, Op op, const DeviceMa
   if (op == Op::kAllGatherGemm) {
     r.gathered_a = a.host;
     if (ctx.loopback()) {
-      for (const void* peer : ctx.loopback_peer_inputs(p)) {
+      for (const void* peer : testing::loopback_peer_inputs(ctx, p)) {
         const auto rows = read_device(peer, (m / w) * k);
         r.gathered_a.insert(r.gathered_a.end(), rows.begin(), rows.end());
       }
@@ -122,7 +123,7 @@ References make_references(Context& ctx, const Problem& p, Op op, const DeviceMa
   }
   r.all = cpu_gemm(a.host, b.host, 0, m, n, k);
   if (ctx.loopback()) {
-    for (const void* peer : ctx.loopback_peer_inputs(p)) {
+    for (const void* peer : testing::loopback_peer_inputs(ctx, p)) {
       const auto part = read_device(peer, m * n);
       for (size_t i = 0; i < r.all.size(); ++i) r.all[i] += from_bf16(part[i]);
     }
@@ -139,12 +140,12 @@ void poison_peers(Context& ctx, const Problem& p, cudaStream_t stream) {
   const int64_t elems = p.op == Op::kAllGatherGemm       ? p.m * p.k
                         : p.op == Op::kGemmReduceScatter ? p.m / w * p.n
                                                          : p.m * p.n;
-  for (void* out : ctx.loopback_peer_outputs(p)) cudaMemsetAsync(out, 0xFF, size_t(elems) * 2, stream);
+  for (void* out : testing::loopback_peer_outputs(ctx, p)) cudaMemsetAsync(out, 0xFF, size_t(elems) * 2, stream);
 }
 void check_peers(Context& ctx, const Problem& p, const References& ref) {
   if (!ctx.loopback() || ctx.loopback_share() != LoopbackShare::kWholeWorld) return;
   const int64_t w = ctx.world_size(), mb = p.m / w;
-  const std::vector<void*> outs = ctx.loopback_peer_outputs(p);
+  const std::vector<void*> outs = testing::loopback_peer_outputs(ctx, p);
   ASSERT_EQ(outs.size(), size_t(w - 1));
   for (int64_t r = 1; r < w; ++r) {
     const void* out = outs[size_t(r - 1)];
@@ -171,8 +172,8 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
   options.loopback_share = share;
   // AG+GEMM: the gathered A is NaN before every call, so a GEMM that reads rows before their gather fails the check
   // (without it, each run would find the previous run's identical rows there).
-  if (op == Op::kAllGatherGemm) options.fault = Fault::kPoisonGather;
   Context ctx(options);
+  if (op == Op::kAllGatherGemm) testing::set_fault(ctx, testing::Fault::kPoisonGather);
   const int w = ctx.world_size();
   const int64_t m = 1024, n = 768, k = 256;  // 8 row bands of 3 tiles; M / 8 = 128 rows per rank
   const bool ag = op == Op::kAllGatherGemm;
@@ -222,8 +223,8 @@ void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, 
   ContextOptions options;
   options.loopback_world = world;
   options.loopback_share = share;
-  if (op == Op::kAllGatherGemm) options.fault = Fault::kPoisonGather;  // as in check_all_modes
   Context ctx(options);
+  if (op == Op::kAllGatherGemm) testing::set_fault(ctx, testing::Fault::kPoisonGather);  // as in check_all_modes
   const int w = ctx.world_size();
   DeviceMatrix a(op == Op::kAllGatherGemm ? m / w : m, k, 21), b(n, k, 22);  // AG+GEMM: this rank's rows of A
   DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0), c_seq(c.rows, n, 0);
@@ -440,9 +441,9 @@ void check_paced(Op op) {
     EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
     if (plan.mode != Mode::kSequential) continue;
     // The collective alone: one warm-up, then the mean of 3.
-    ctx.run_part(Context::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
     CUDA_OK(cudaEventRecord(t0, stream));
-    for (int i = 0; i < 3; ++i) ctx.run_part(Context::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    for (int i = 0; i < 3; ++i) testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
     CUDA_OK(cudaEventRecord(t1, stream));
     ctx.synchronize(stream);
     float ms = 0;
@@ -493,13 +494,13 @@ TEST_F(OverlapTest, GroupInsideASwizzleBandIsRefused) {
 
 // Runs fn on a Context per rank of a threads World over every visible GPU (at most 8), each on its own host thread.
 void for_every_gpu(const WorldOptions& world_options, const std::function<void(Context&)>& fn,
-                   Fault fault = Fault::kNone) {
+                   testing::Fault fault = testing::Fault::kNone) {
   std::vector<World> worlds = World::threads(test::every_gpu(8), world_options);
   run_per_rank(worlds, [&](World& world) {
     ContextOptions options;
     options.world = world;
-    options.fault = fault;
     Context ctx(options);
+    testing::set_fault(ctx, fault);
     fn(ctx);
   });
 }
@@ -537,7 +538,7 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
         EXPECT_LT(rel_error(c.read(), seq), kTolerance);
       }
     }
-  }, Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
+  }, testing::Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
 }
 
 // Mode tma in a real World over every visible GPU, four calls back to back with no host sync between them and two
@@ -657,7 +658,7 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
 // AG+GEMM (op): the last group's gather is never released, so the GEMM's wait for it times out. Then the fault is
 // cleared and the same plan runs again on the same Context: its result must equal the sequential mode's on the same
 // inputs (computed before the fault), so a timeout leaves no stale counter, error word or half-written buffer behind.
-void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
+void expect_timeout(testing::Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
                     LoopbackShare share = LoopbackShare::kRank0, Op op = Op::kGemmReduceScatter) {
   ContextOptions options;
   options.loopback_world = 2;
@@ -673,35 +674,35 @@ void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPu
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
   if (mode == Mode::kTma) plan.comm_algo = tma_algo;
-  ctx.set_fault(fault);
+  testing::set_fault(ctx, fault);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
   expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out after 300 ms", "tile group"});
   // The context stays usable: the error was consumed, and the next call of the same plan is correct.
   EXPECT_NO_THROW(ctx.synchronize(stream));
-  ctx.set_fault(Fault::kNone);
+  testing::set_fault(ctx, testing::Fault::kNone);
   c.poison(stream);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
   EXPECT_NO_THROW(ctx.synchronize(stream));
   EXPECT_LT(rel_error(c.read(), c_seq.read()), kTolerance) << "the call after the fault";
 }
 
-TEST_F(OverlapTest, SkippedGemmTimesOutTileSignal) { expect_timeout(Fault::kSkipGemm, Mode::kTileSignal); }
-TEST_F(OverlapTest, SkippedGemmTimesOutGreenContext) { expect_timeout(Fault::kSkipGemm, Mode::kGreenContext); }
-TEST_F(OverlapTest, SkippedGemmTimesOutTma) { expect_timeout(Fault::kSkipGemm, Mode::kTma); }
-TEST_F(OverlapTest, MissingTileTimesOutTileSignal) { expect_timeout(Fault::kCounterTooHigh, Mode::kTileSignal); }
-TEST_F(OverlapTest, MissingTileTimesOutTma) { expect_timeout(Fault::kCounterTooHigh, Mode::kTma); }
-TEST_F(OverlapTest, SkippedGemmTimesOutTmaPull) { expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPull); }
+TEST_F(OverlapTest, SkippedGemmTimesOutTileSignal) { expect_timeout(testing::Fault::kSkipGemm, Mode::kTileSignal); }
+TEST_F(OverlapTest, SkippedGemmTimesOutGreenContext) { expect_timeout(testing::Fault::kSkipGemm, Mode::kGreenContext); }
+TEST_F(OverlapTest, SkippedGemmTimesOutTma) { expect_timeout(testing::Fault::kSkipGemm, Mode::kTma); }
+TEST_F(OverlapTest, MissingTileTimesOutTileSignal) { expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTileSignal); }
+TEST_F(OverlapTest, MissingTileTimesOutTma) { expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTma); }
+TEST_F(OverlapTest, SkippedGemmTimesOutTmaPull) { expect_timeout(testing::Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPull); }
 TEST_F(OverlapTest, MissingTileTimesOutTmaPull) {
-  expect_timeout(Fault::kCounterTooHigh, Mode::kTma, CommAlgo::kTmaPull);
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTma, CommAlgo::kTmaPull);
 }
 TEST_F(OverlapTest, MissingGatherTimesOutTileSignal) {
-  expect_timeout(Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
 }
 TEST_F(OverlapTest, MissingGatherTimesOutGreenContext) {
-  expect_timeout(Fault::kCounterTooHigh, Mode::kGreenContext, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kGreenContext, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
 }
 TEST_F(OverlapTest, SkippedGemmTimesOutTmaPushWholeWorld) {
-  expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPush, LoopbackShare::kWholeWorld);
+  expect_timeout(testing::Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPush, LoopbackShare::kWholeWorld);
 }
 
 // Decomposed AG+GEMM runs exactly the plan's `chunks`, also when a chunk spans several owners' blocks (2 and 4

@@ -38,6 +38,10 @@
 
 namespace ovl {
 
+namespace detail {
+struct ContextAccess;
+}  // namespace detail
+
 // A row-major matrix on the device. For B, `b_layout` says how it is stored (kNxK: rows = N, cols = K, a linear
 // layer's weight; kKxN: rows = K, cols = N); other tensors ignore it.
 struct TensorRef {
@@ -45,15 +49,6 @@ struct TensorRef {
   int64_t rows = 0, cols = 0;
   DType dtype = DType::kBF16;
   BLayout b_layout = BLayout::kNxK;
-};
-
-// Test-only fault injection: make the GEMM side fail so that the communication side must time out.
-enum class Fault {
-  kNone,
-  kSkipGemm,        // the signaled GEMM is not launched: no counter ever moves
-  kCounterTooHigh,  // the last group's expected count is one more than its tile count (AG+GEMM: its gather is
-                    // never released)
-  kPoisonGather,    // AG+GEMM: the gathered A is filled with NaN before each call (a read before the gather shows)
 };
 
 // LoopbackShare (what the loopback collective plays) is declared with the loopback profile in ovl/model/hardware.hpp.
@@ -97,7 +92,6 @@ struct ContextOptions {
   // OVL_LINK_PROFILE (a built-in name, "nvlink4-node8" or "h200x2", or a JSON file), else unpaced. Refused in a real
   // world (the environment is ignored there).
   std::optional<LinkProfile> link_profile;
-  Fault fault = Fault::kNone;
   // How calls without a plan choose one (default: env OVL_TUNING = predicted | measured, else kMeasured).
   std::optional<Tuning> tuning;
   // kMeasured: how many of the planner's best plans are timed besides its best plan of each other mode and its best
@@ -190,31 +184,15 @@ class Context {
   // invalid after that (a new call makes a new one).
   void* symmetric_output(const Problem& problem);
 
-  // Benchmark support: one part of a call alone, run the way `plan` runs it (same streams, partition, grid and
-  // CTAs). kGemm: only the GEMM (GEMM+AR/RS: into rank 0's partial product; AG+GEMM: on whatever the gathered A
-  // holds). kComm: only the collective(s), ungated (no counter waits), on whatever the partial product holds.
-  enum class Part { kAll, kGemm, kComm };
-  void run_part(Part part, Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const Plan& plan,
-                cudaStream_t stream);
-
   void set_tracing(bool on);
-  // Test-only: the fault later calls inject (ContextOptions::fault), so that a test can check a call after a fault.
-  void set_fault(Fault fault);
   // The measured Timeline of the last call (source "measured", lanes "gemm" and "comm" of gpu = rank, times in ns
   // from the call's first stamp). Synchronizes. Empty when tracing was off.
   Timeline last_timeline();
 
-  // Loopback only: the other ranks' inputs for `problem`, on the device (made on first use). GEMM+AR/RS: ranks
-  // 1..W-1's partial products (M x N); AG+GEMM: their A rows (M/W x K). For references in tests.
-  std::vector<const void*> loopback_peer_inputs(const Problem& problem);
-  // Loopback only: ranks 1..W-1's output buffers for `problem` (RS: M/W x N, AR: M x N, AG: their gathered A,
-  // M x K). Complete after a call only with LoopbackShare::kWholeWorld; with kRank0 they exist only for GEMM+AR
-  // (the precomputed reduced pieces rank 0 copies from: do not write them) and the list is empty otherwise.
-  std::vector<void*> loopback_peer_outputs(const Problem& problem);
-
   struct Impl;
 
  private:
+  friend struct detail::ContextAccess;  // ovl/core/testing.hpp
   void run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
            cudaStream_t stream);
   std::unique_ptr<Impl> impl_;
