@@ -458,8 +458,13 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
       const auto& b = nccl_bounds();
       state.counters["nccl_ctas"] = std::find(b.begin(), b.end(), plan.comm_ctas) != b.end() ? plan.comm_ctas : 0;
     }
-    state.SetLabel(fmt::format("{} share={} baseline_algo={}", plan.summary(),
-                               real_world() ? "real" : to_string(r0.ctx->loopback_share()), to_string(base_algo)));
+    // What ran, as JSON: `ovl calibrate` and `ovl validate` read the problem and the plan from here instead of
+    // deriving them from the name.
+    nlohmann::json label = {{"problem", p},
+                            {"plan", plan},
+                            {"share", real_world() ? "real" : to_string(r0.ctx->loopback_share())},
+                            {"baseline_algo", to_string(base_algo)}};
+    state.SetLabel(label.dump());
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/tools/bench_names.hpp"
 #include "ovl/tools/calibrate.hpp"
@@ -233,6 +234,34 @@ TEST(Calibrate, ReadMeasurements) {
   EXPECT_THROW(calibrate(std::vector<nlohmann::json>{nlohmann::json{{"benchmarks", nlohmann::json::array()}}},
                          builtin_hardware("h200")),
                Error);
+}
+
+// bench_overlap records the problem and the plan a case ran in its label: they are read from there (a plan the name
+// cannot say: 3 groups, fp16, K x N), and a label holding a malformed plan is an error naming the case.
+TEST(Calibrate, OverlapCasesTakeTheRecordedProblemAndPlan) {
+  const Hardware hw = builtin_hardware("h200");
+  Problem p = make_problem(Op::kGemmReduceScatter, 4096, 2048, 1024, 4);
+  p.dtype = DType::kFP16;
+  p.b_layout = BLayout::kKxN;
+  Plan plan = default_plan(Mode::kTileSignal, p, hw, 16);
+  plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 3);
+  const std::string name = "overlap/tile-signal/gemm-reducescatter/4096x2048x1024/world:4/comm_sms:16";
+  nlohmann::json label = {{"problem", p}, {"plan", plan}, {"share", "rank0"}};
+  nlohmann::json doc{{"benchmarks",
+                      {{{"name", name}, {"real_time", 1.0}, {"time_unit", "ms"}, {"us", 900.0}, {"label", label.dump()}},
+                       {{"name", name + "/groups:2"}, {"real_time", 1.0}, {"time_unit", "ms"}, {"label", "free text"}}}}};
+  const auto ms = read_measurements({doc});
+  ASSERT_EQ(ms.size(), 2u);
+  ASSERT_TRUE(ms[0].bench.ran.has_value());
+  EXPECT_EQ(ms[0].bench.problem().name(), p.name());
+  EXPECT_EQ(ms[0].bench.plan(hw).summary(), plan.summary());
+  EXPECT_EQ(ms[0].bench.plan(hw).tile_groups.size(), 3u);
+  EXPECT_FALSE(ms[1].bench.ran.has_value());  // a file without the record: the plan the name says
+  EXPECT_EQ(ms[1].bench.plan(hw).tile_groups.size(), 2u);
+  nlohmann::json bad_plan = label;
+  bad_plan["plan"]["mode"] = "warp-drive";
+  doc["benchmarks"][0]["label"] = bad_plan.dump();
+  test::expect_error_naming([&] { read_measurements({doc}); }, name);
 }
 
 TEST(Calibrate, RecoversGemmParameters) {

@@ -226,12 +226,14 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
 }
 
 Problem BenchCase::problem() const {
+  if (ran) return ran->problem;
   Problem p = make_problem(op, m, n, k, world);
   p.gpus_per_node = std::max(p.gpus_per_node, world);
   return p;
 }
 
 Plan BenchCase::plan(const Hardware& hw) const {
+  if (ran) return ran->plan;
   const Problem p = problem();
   Plan plan = default_plan(mode, p, hw, comm_sms);
   if (groups > 0) {

@@ -10,6 +10,7 @@
 #include "model_detail.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
+#include "ovl/model/json_document.hpp"
 
 namespace ovl {
 namespace {
@@ -736,6 +737,20 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
       if (!bench) {
         if (notes && agg.empty()) notes->push_back(fmt::format("{}: not a name the model knows, skipped", name));
         continue;
+      }
+      // bench_overlap's label: the problem and the plan the case ran (JSON); other labels are free text.
+      if (bench->kind == BenchKind::kOverlap && b.contains("label") && b["label"].is_string()) {
+        const std::string text = b["label"].get<std::string>();
+        const nlohmann::json label = text.starts_with("{")
+                                         ? parse_json_document(text, fmt::format("benchmark \"{}\"'s label", name))
+                                         : nlohmann::json();
+        if (label.is_object() && label.contains("problem") && label.contains("plan")) {
+          try {
+            bench->ran = BenchCase::Ran{label["problem"].get<Problem>(), label["plan"].get<Plan>()};
+          } catch (const std::exception& e) {
+            OVL_FAIL("benchmark \"{}\": its label's problem or plan is malformed: {}", name, e.what());
+          }
+        }
       }
       OVL_CHECK(b.contains("real_time") && b["real_time"].is_number(),
                 "benchmark \"{}\": field \"real_time\" is missing or not a number", name);

@@ -52,10 +52,17 @@ struct BenchCase {
   CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
   // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
-  // Overlap cases: the problem the benchmark ran (bf16, B as N x K, all ranks on one node) and the plan it ran,
-  // default_plan(mode, problem(), hw, comm_sms); with groups = g > 0 its tile groups are band_groups(g) (g groups
-  // of whole row bands, as even as the bands allow) and a tile-signal GEMM runs on sm_count - comm_ctas SMs, leaving
+  // Overlap cases: the problem and the plan the benchmark ran. bench_overlap records both in the case's label (JSON
+  // {"problem", "plan", ...}; read_measurements sets `ran`), and they are taken from there. A file without them
+  // (written before bench_overlap recorded them) gets them from the name: bf16, B as N x K, all ranks on one node,
+  // default_plan(mode, problem(), hw, comm_sms); with groups = g > 0 its tile groups are band_groups(g) (g groups of
+  // whole row bands, as even as the bands allow) and a tile-signal GEMM runs on sm_count - comm_ctas SMs, leaving
   // the collective its CTAs' SMs while the GEMM runs (FlashOverlap's configuration). Throws when g exceeds the bands.
+  struct Ran {
+    Problem problem;
+    Plan plan;
+  };
+  std::optional<Ran> ran;
   Problem problem() const;
   Plan plan(const Hardware& hw) const;
 };
