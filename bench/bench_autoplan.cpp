@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     OVL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     ContextOptions base;
-    base.loopback_world = world;
+    base.world = World::loopback(world);
     base.plan_cache = "";
     if (!profile.empty()) base.hardware = load_hardware(profile);
     ContextOptions pred_o = base, meas_o = base, eval_o = base;

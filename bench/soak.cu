@@ -282,7 +282,7 @@ class Worker {
       std::unique_ptr<Context> own;
       if (!use_shared) {
         ContextOptions co;
-        co.loopback_world = int(2 + rng_() % 7);
+        co.world = World::loopback(int(2 + rng_() % 7));
         co.loopback_share = rng_() % 2 ? LoopbackShare::kRank0 : LoopbackShare::kWholeWorld;
         co.wait_timeout_ms = o_.wait_timeout_ms;
         co.loopback_seed = rng_();
@@ -505,7 +505,7 @@ int main_impl(int argc, char** argv) {
   });
   {
     ContextOptions shared_options;
-    shared_options.loopback_world = 4;
+    shared_options.world = World::loopback(4);
     shared_options.wait_timeout_ms = o.wait_timeout_ms;
     Context shared(shared_options);
     Worker w0(0, o, record, shared), w1(1, o, record, shared);

@@ -216,8 +216,7 @@ int cmd_tune(const std::vector<std::string>& argv, std::ostream& out, std::ostre
       return 0;
     }
     ContextOptions options;
-    options.device = device;
-    options.loopback_world = world;
+    options.world = World::loopback(world, device);
     options.hardware = hw;
     options.tuning = Tuning::kMeasured;
     options.tuning_candidates = candidates;

@@ -114,30 +114,18 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.share = options.loopback_share;
   if (options.world.valid()) {
     s.device = options.world.device();
-    if (options.world.is_loopback()) {
-      s.loopback = options.world.size() > 1;
+    if (options.world.is_loopback() && options.world.size() > 1) {
+      s.loopback = true;
       s.world = options.world.size();
     } else {
-      // A World made without NCCL (WorldOptions::create_nccl = false) runs the tma mode only; nccl() says so.
+      // A real World, or a loopback World of one rank (a one-rank communicator). A World made without NCCL
+      // (WorldOptions::create_nccl = false) runs the tma mode only; nccl() says so.
       s.world_ref = options.world;
       if (s.has_nccl_bound(0)) s.comm = options.world.nccl_comm(0);
       s.rank = options.world.rank();
       s.world = options.world.size();
     }
-  } else if (options.loopback_world > 0) {
-    OVL_CHECK(options.loopback_world <= detail::kMaxLoopbackRanks,
-              "ContextOptions: loopback_world = {} is not in 1..{}", options.loopback_world, detail::kMaxLoopbackRanks);
-    s.loopback = options.loopback_world > 1;
-    s.world = options.loopback_world;
-  } else if (options.nccl_comm != nullptr) {
-    s.comm = options.nccl_comm;
-    OVL_NCCL_CHECK(ncclCommUserRank(s.comm, &s.rank));
-    OVL_NCCL_CHECK(ncclCommCount(s.comm, &s.world));
-    int dev = 0;
-    OVL_NCCL_CHECK(ncclCommCuDevice(s.comm, &dev));
-    s.device = dev;
   }
-  OVL_CHECK(options.loopback_world >= 0, "ContextOptions: loopback_world = {} is negative", options.loopback_world);
   int count = 0;
   OVL_CUDA_CHECK(cudaGetDeviceCount(&count));
   OVL_CHECK(s.device >= 0 && s.device < count, "ContextOptions: device = {} is not in [0, {})", s.device, count);

@@ -77,6 +77,7 @@ WorldState::~WorldState() {
   }
   // Finalize every communicator of this process in one group (one thread may own several), then destroy.
   std::vector<ncclComm_t> all;
+  if (borrowed_comm) comms.clear();
   for (auto& per_rank : comms)
     for (auto& [bound, comm] : per_rank)
       if (comm != nullptr) all.push_back(comm);
@@ -285,6 +286,30 @@ World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int
     if (i == 0) state->host_comm = c;
   }
   // Every rank's device (symmetric buffers map them; SymmetricBuffer::release reads its own).
+  const auto devices = state->nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
+  for (int r = 0; r < size; ++r)
+    std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));
+  return World(std::move(state), rank);
+}
+
+World World::from_nccl_comm(ncclComm_t comm) {
+  OVL_CHECK(comm != nullptr, "World::from_nccl_comm: the communicator is null");
+  int rank = 0, size = 0, device = 0;
+  OVL_NCCL_CHECK(ncclCommUserRank(comm, &rank));
+  OVL_NCCL_CHECK(ncclCommCount(comm, &size));
+  OVL_NCCL_CHECK(ncclCommCuDevice(comm, &device));
+  OVL_CHECK(size >= 1 && size <= 8, "World::from_nccl_comm: world of {} ranks: ovl supports 1..8 ranks", size);
+  auto state = std::make_shared<detail::WorldState>();
+  state->backend = Backend::kNccl;
+  state->size = size;
+  state->devices.assign(std::size_t(size), device);
+  state->comms.resize(std::size_t(size));
+  state->cta_bounds = {0};
+  state->comms[std::size_t(rank)][0] = comm;
+  state->host_comm = comm;
+  state->borrowed_comm = true;
+  OVL_CUDA_CHECK(cudaSetDevice(device));
+  OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&state->host_stream, cudaStreamNonBlocking));
   const auto devices = state->nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
   for (int r = 0; r < size; ++r)
     std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));

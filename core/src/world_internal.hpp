@@ -39,6 +39,7 @@ struct WorldState {
   // nccl backend: the communicator and stream of the host-side barrier and all-gather.
   ncclComm_t host_comm = nullptr;
   cudaStream_t host_stream = nullptr;
+  bool borrowed_comm = false;  // World::from_nccl_comm: the caller's communicator, not destroyed here
 
   void thread_barrier();
   // nccl backend: the host-side collectives over host_comm (`rank` is the caller's), synchronous.

@@ -199,11 +199,14 @@ void bind_context(nb::module_& m) {
             o.tuning_min_gain = tuning_min_gain;
             o.tuning_budget_ms = tuning_budget_ms;
             o.plan_cache = std::move(plan_cache);
-            o.loopback_world = loopback_world;
+            OVL_CHECK(!(world && loopback_world > 0),
+                      "Context: give loopback_world ({}) or world, not both", loopback_world);
+            OVL_CHECK(loopback_world >= 0, "Context: loopback_world = {} is negative", loopback_world);
             o.device = device;
             o.hardware = std::move(hardware);
             o.trace = trace;
             if (world) o.world = *world;
+            if (loopback_world > 0) o.world = World::loopback(loopback_world, device);
             o.loopback_share = parse_loopback_share(loopback_share);
             o.wait_timeout_ms = wait_timeout_ms;
             new (self) Context(o);

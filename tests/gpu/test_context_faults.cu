@@ -74,7 +74,7 @@ std::vector<Plan> runnable_plans(const Context& ctx, const Problem& p) {
 
 TEST_F(ContextFaultsTest, OutputsThatOverlapAnInputAreRefused) {
   ContextOptions options;
-  options.loopback_world = 2;
+  options.world = World::loopback(2);
   Context ctx(options);
   cudaStream_t stream = nullptr;
   // One buffer big enough for A (1024 x 256), B (768 x 256) and C (1024 x 768) at once.
@@ -105,7 +105,7 @@ TEST_F(ContextFaultsTest, OutputsThatOverlapAnInputAreRefused) {
 
 TEST_F(ContextFaultsTest, BadPointersSizesAndDtypesNameTheTensor) {
   ContextOptions options;
-  options.loopback_world = 4;
+  options.world = World::loopback(4);
   Context ctx(options);
   cudaStream_t stream = nullptr;
   DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(1024, 768, 0);
@@ -179,7 +179,7 @@ TEST_F(ContextFaultsTest, BadPointersSizesAndDtypesNameTheTensor) {
 
 TEST_F(ContextFaults2GpuTest, PointerOnAnotherDeviceIsRefused) {
   ContextOptions options;
-  options.loopback_world = 2;
+  options.world = World::loopback(2);
   options.device = 0;
   Context ctx(options);
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
@@ -196,7 +196,7 @@ TEST_F(ContextFaults2GpuTest, PointerOnAnotherDeviceIsRefused) {
 TEST_F(ContextFaultsTest, TinyWaitTimeoutIsAnErrorOrACorrectResult) {
   for (Op op : {Op::kGemmReduceScatter, Op::kGemmAllReduce, Op::kAllGatherGemm}) {
     ContextOptions options;
-    options.loopback_world = 2;
+    options.world = World::loopback(2);
     options.wait_timeout_ms = 0.001;
     Context ctx(options);
     const bool ag = op == Op::kAllGatherGemm;
@@ -237,7 +237,7 @@ TEST_F(ContextFaultsTest, TinyWaitTimeoutIsAnErrorOrACorrectResult) {
 // buffers, and every call's result equals its sequential result.
 TEST_F(ContextFaultsTest, ReleaseCachesFromAnotherThreadWaitsForTheCall) {
   ContextOptions options;
-  options.loopback_world = 4;
+  options.world = World::loopback(4);
   Context ctx(options);
   test::Stream stream;
   struct Case {
@@ -287,7 +287,7 @@ TEST_F(ContextFaultsTest, ReleaseCachesFromAnotherThreadWaitsForTheCall) {
 // waits for the previous one), then from two threads with a stream each: every output equals its sequential result.
 TEST_F(ContextFaultsTest, TwoStreamsAndTwoThreadsOnOneContext) {
   ContextOptions options;
-  options.loopback_world = 2;
+  options.world = World::loopback(2);
   Context ctx(options);
   const int64_t m = 2048, n = 1024, k = 512;
   DeviceMatrix a(m, k, 21), b0(n, k, 22), b1(n, k, 23);
@@ -339,7 +339,7 @@ TEST_F(ContextFaultsTest, TwoContextsOnOneDevice) {
   std::atomic<int> wrong{0}, timeouts{0};
   auto worker = [&](int t) {
     ContextOptions options;
-    options.loopback_world = 2 + 2 * t;
+    options.world = World::loopback(2 + 2 * t);
     options.wait_timeout_ms = 2000;
     Context ctx(options);
     const int64_t m = 2048, n = 1024, k = 512;

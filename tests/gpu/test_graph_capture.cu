@@ -60,7 +60,7 @@ class GraphCaptureTest : public test::HopperTest {
  protected:
   void check_every_mode(Op op) {
     ContextOptions options;
-    options.loopback_world = 8;
+    options.world = World::loopback(8);
     Context ctx(options);
     const int w = ctx.world_size();
     const int64_t m = 1024, n = 768, k = 256;
@@ -104,7 +104,7 @@ TEST_F(GraphCaptureTest, EveryModeAllGatherGemmLoopback8) { check_every_mode(Op:
 // stream's capture is then ended by the caller and the context stays usable.
 TEST_F(GraphCaptureTest, ColdCallThrowsWarmUpError) {
   ContextOptions options;
-  options.loopback_world = 8;
+  options.world = World::loopback(8);
   Context ctx(options);
   DeviceMatrix a(1024, 256, 41), b(768, 256, 42), c(128, 768, 0);
   const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());

@@ -168,7 +168,7 @@ void check_peers(Context& ctx, const Problem& p, const References& ref) {
 // World 0 = a real world of 1 (NCCL); W > 1 = loopback of W ranks playing `share`.
 void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRank0) {
   ContextOptions options;
-  options.loopback_world = world;
+  if (world > 0) options.world = World::loopback(world);
   options.loopback_share = share;
   // AG+GEMM: the gathered A is NaN before every call, so a GEMM that reads rows before their gather fails the check
   // (without it, each run would find the previous run's identical rows there).
@@ -221,7 +221,7 @@ void check_all_modes(int world, Op op, LoopbackShare share = LoopbackShare::kRan
 template <typename Plans>
 void check_against_sequential(int world, Op op, LoopbackShare share, int64_t m, int64_t n, int64_t k, Plans plans) {
   ContextOptions options;
-  options.loopback_world = world;
+  if (world > 0) options.world = World::loopback(world);
   options.loopback_share = share;
   Context ctx(options);
   if (op == Op::kAllGatherGemm) testing::set_fault(ctx, testing::Fault::kPoisonGather);  // as in check_all_modes
@@ -400,7 +400,7 @@ void check_paced(Op op) {
   slow.nccl_ctas = 16;
   slow.latency_us = 2;
   ContextOptions options;
-  options.loopback_world = 4;
+  options.world = World::loopback(4);
   options.link_profile = slow;
   Context ctx(options);
   ASSERT_TRUE(ctx.link_profile().has_value());
@@ -464,7 +464,7 @@ TEST_F(OverlapTest, LinkProfileNeedsALoopbackWorld) {
   ContextOptions options;
   options.link_profile = builtin_link_profile("h200x2");
   test::expect_error_naming([&] { Context ctx(options); }, "link_profile");
-  options.loopback_world = 2;
+  options.world = World::loopback(2);
   options.loopback_share = LoopbackShare::kWholeWorld;
   test::expect_error_naming([&] { Context ctx(options); }, "rank 0");
 }
@@ -480,7 +480,7 @@ TEST_F(OverlapTest, SwizzledGroupsGemmReduceScatterWorld1) { check_swizzled_grou
 // checks it only for NCCL; tests/model/test_plan.cpp).
 TEST_F(OverlapTest, GroupInsideASwizzleBandIsRefused) {
   ContextOptions options;
-  options.loopback_world = 2;
+  options.world = World::loopback(2);
   Context ctx(options);
   DeviceMatrix a(2048, 256, 1), b(776, 256, 2), c(2048, 776, 0);
   const Problem p = ctx.problem_for(Op::kGemmAllReduce, a.ref(), b.ref(), c.ref());
@@ -592,7 +592,7 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
 
 TEST_F(OverlapTest, BadInputsNameTheValue) {
   ContextOptions options;
-  options.loopback_world = 4;
+  options.world = World::loopback(4);
   Context ctx(options);
   DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(256, 768, 0), c_ar(1024, 768, 0);
   cudaStream_t stream = nullptr;
@@ -661,7 +661,7 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
 void expect_timeout(testing::Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
                     LoopbackShare share = LoopbackShare::kRank0, Op op = Op::kGemmReduceScatter) {
   ContextOptions options;
-  options.loopback_world = 2;
+  options.world = World::loopback(2);
   options.loopback_share = share;
   options.wait_timeout_ms = 300;
   Context ctx(options);
@@ -710,7 +710,7 @@ TEST_F(OverlapTest, SkippedGemmTimesOutTmaPushWholeWorld) {
 // measured timeline has one GEMM and one gather span per chunk. (It used to run `world` chunks instead.)
 TEST_F(OverlapTest, DecomposedAllGatherRunsThePlansChunks) {
   ContextOptions options;
-  options.loopback_world = 8;
+  options.world = World::loopback(8);
   options.trace = true;
   Context ctx(options);
   const int64_t rows = 64, k = 256, n = 512, m = 8 * rows;
@@ -735,7 +735,7 @@ TEST_F(OverlapTest, DecomposedAllGatherRunsThePlansChunks) {
 
 TEST_F(OverlapTest, MeasuredTimelineHasGemmAndCommLanes) {
   ContextOptions options;
-  options.loopback_world = 8;
+  options.world = World::loopback(8);
   options.trace = true;
   Context ctx(options);
   DeviceMatrix a(2048, 256, 1), b(1024, 256, 2), c(2048, 1024, 0);

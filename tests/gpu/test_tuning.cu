@@ -35,7 +35,7 @@ struct Tensors {
 
 ContextOptions loopback(ovl::Tuning tuning) {
   ContextOptions o;
-  o.loopback_world = Tensors::kWorld;
+  o.world = World::loopback(Tensors::kWorld);
   o.tuning = tuning;
   o.plan_cache = "";  // no file unless a test names one
   return o;

@@ -12,6 +12,7 @@
 
 #include "gpu_test.hpp"
 #include "ovl/core/collectives.hpp"
+#include "ovl/core/nccl_check.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
@@ -156,6 +157,42 @@ TEST_F(GpuTest, ThreadsWorldOfOneDevice) {
   coll.all_reduce(a, b, 1024, DType::kFP32, CollectiveImpl::kNccl, opt, nullptr);
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_NE(error_of([] { World::threads({0, 0}); }).find("not distinct"), std::string::npos);
+}
+
+// A World over a communicator the caller made: its rank, size and device come from the communicator, a Context on
+// it runs (one AllReduce against the sum computed here), and the communicator outlives the World (borrowed).
+TEST_F(GpuTest, WorldFromTheCallersCommunicator) {
+  ncclComm_t comm = nullptr;
+  int dev = 0;
+  OVL_NCCL_CHECK(ncclCommInitAll(&comm, 1, &dev));
+  {
+    World w = World::from_nccl_comm(comm);
+    EXPECT_EQ(w.size(), 1);
+    EXPECT_EQ(w.rank(), 0);
+    EXPECT_EQ(w.device(), 0);
+    EXPECT_FALSE(w.is_loopback());
+    EXPECT_EQ(w.nccl_comm(), comm);
+    ContextOptions options;
+    options.world = w;
+    Context ctx(options);
+    EXPECT_EQ(ctx.world_size(), 1);
+  }
+  // Still usable after the World and the Context are gone: a one-rank AllReduce of random floats is a copy.
+  std::mt19937 rng(5);
+  std::vector<float> host(1024);
+  for (float& v : host) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  float *src = nullptr, *dst = nullptr;
+  OVL_CUDA_CHECK(cudaMalloc(&src, host.size() * sizeof(float)));
+  OVL_CUDA_CHECK(cudaMalloc(&dst, host.size() * sizeof(float)));
+  OVL_CUDA_CHECK(cudaMemcpy(src, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  OVL_NCCL_CHECK(ncclAllReduce(src, dst, host.size(), ncclFloat, ncclSum, comm, nullptr));
+  std::vector<float> back(host.size());
+  OVL_CUDA_CHECK(cudaMemcpy(back.data(), dst, back.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(back, host);
+  OVL_CUDA_CHECK(cudaFree(src));
+  OVL_CUDA_CHECK(cudaFree(dst));
+  OVL_NCCL_CHECK(ncclCommDestroy(comm));
+  EXPECT_NE(error_of([] { World::from_nccl_comm(nullptr); }).find("communicator is null"), std::string::npos);
 }
 
 #if defined(OVL_HAVE_MPI)

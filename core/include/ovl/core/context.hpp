@@ -1,6 +1,6 @@
 // The public API: one call computes a GEMM and its collective, overlapped the way a Plan says.
 //
-//   ovl::Context ctx({.loopback_world = 8});            // or a real world (an NCCL communicator), or a world of 1
+//   ovl::Context ctx({.world = ovl::World::loopback(8)});  // or a real World, or none: a world of 1
 //   ctx.gemm_reduce_scatter(a, b, c, stream);            // no plan: chosen on the shape's first call (plan_for)
 //   ctx.synchronize(stream);                             // waits; a device-side timeout becomes an ovl::Error
 //
@@ -10,7 +10,7 @@
 //   all_gather_gemm      A: M/W x K (this rank's rows), B: K x N or N x K, C: M x N       C = gather(A) B
 // Every tensor is row-major, bf16 or fp16 (one dtype for all three), 16-byte aligned, on the context's device.
 //
-// Loopback emulation (ContextOptions::loopback_world = W > 1): W virtual ranks on one GPU. Rank 0 runs for real
+// Loopback emulation (ContextOptions::world = World::loopback(W), W > 1): W virtual ranks on one GPU. Rank 0 runs for real
 // (its GEMM on the caller's tensors); the other ranks' inputs (their partial products M x N for GEMM+AR/RS, their
 // A rows for AG+GEMM) are buffers made once per shape from their own random data. The collective plays rank 0's
 // share of the traffic (LoopbackShare::kRank0, the default: what one real GPU's SMs and HBM do) or every rank's
@@ -64,16 +64,15 @@ std::string_view to_string(Tuning tuning);  // "predicted", "measured"
 Tuning parse_tuning(std::string_view text);  // throws ovl::Error naming the text
 
 struct ContextOptions {
-  int device = 0;
-  // > 0: loopback emulation of this many ranks (1..8) on `device`. 0: a real world: `nccl_comm` when given (its
-  // rank and size), else a world of 1 (a one-rank NCCL communicator made on first use).
-  int loopback_world = 0;
-  ncclComm_t nccl_comm = nullptr;  // not owned
-  // Alternatively a World (core/world.hpp): a loopback World sets loopback_world and device; a real one gives its
-  // rank's communicator (nccl_comm(0)) and device. Takes precedence over the two fields above. A World made with
-  // WorldOptions::nccl_cta_bounds holding a plan's comm_ctas runs that plan's NCCL calls on the communicator bounded
-  // to comm_ctas CTAs (the SMs the plan gives communication); other plans get nccl_comm(0), NCCL's own choice.
+  // The world this context serves (core/world.hpp), the one way to say it:
+  //   World::loopback(W, device)     W emulated ranks on one GPU (W = 1: a world of 1 on `device`)
+  //   World::threads / mpi / from_nccl_id / from_nccl_comm   this rank of a real world (its device, communicators)
+  //   empty (the default)            a world of 1 on `device` (a one-rank NCCL communicator made on first use)
+  // A real World made with WorldOptions::nccl_cta_bounds holding a plan's comm_ctas runs that plan's NCCL calls on
+  // the communicator bounded to comm_ctas CTAs (the SMs the plan gives communication); other plans get
+  // nccl_comm(0), NCCL's own choice.
   World world;
+  int device = 0;  // only for an empty `world`; a World names its device
   // The profile the planner uses; default: the built-in profile of the detected GPU (loopback: its
   // loopback_hardware()). A measured profile (load_hardware) goes here.
   std::optional<Hardware> hardware;

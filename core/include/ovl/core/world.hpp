@@ -62,6 +62,11 @@ class World {
   static World from_nccl_id(std::span<const std::byte> id, int rank, int size, int device,
                             const WorldOptions& options = {});
 
+  // This process's rank of a world whose NCCL communicator the caller made (torch.distributed, an application's own):
+  // borrowed, not destroyed with the World, and NCCL's own CTA choice (WorldOptions do not apply). Collective: every
+  // rank calls it at about the same time (the ranks' devices are exchanged over the communicator).
+  static World from_nccl_comm(ncclComm_t comm);
+
   World() = default;  // an empty World (valid() is false)
   bool valid() const { return state_ != nullptr; }
 
