@@ -1,13 +1,16 @@
 // ovl_soak: random calls on ovl::Context for a set time, each checked against the sequential mode on the same inputs.
 //
 //   ovl_soak [--duration-s 300] [--seed 1] [--out soak.json] [--wait-timeout-ms 10000] [--max-dim 8192]
-//            [--threads 2] [--calls N] [--problem NAME]... [--share rank0|whole-world] [--plan random|auto|candidate:I]
+//            [--threads 2] [--only-thread ID] [--calls N] [--problem NAME]... [--share rank0|whole-world]
+//            [--plan random|auto|candidate:I|file:PATH]
 //
 // To narrow a failure down: --threads 1 (one host thread; a run is then repeatable from its --seed), --problem NAME
 // (Problem::name(), e.g. gemm-reducescatter/2040x1024x8192/fp16/nt/world:5; repeatable, one world) instead of random
 // problems, on Contexts of the thread's own in that world with --share, --plan auto (every call without a plan:
 // measured tuning) or candidate:I (the I-th plan measured tuning would time, Context::tuning_candidates, alone), and
-// --calls N (at most N calls per thread).
+// --calls N (at most N calls per thread). --only-thread ID runs thread ID's random sequence alone. Every wrong result
+// and error is recorded with its plan's JSON: saved to a file, --plan file:PATH with the same --problem and --share
+// runs that call again.
 //
 // Two host threads run at once, each with two streams. Each runs epochs of 8..24 calls: on a Context of its own (a
 // loopback world of 2..8 ranks, share rank0 or whole-world: two Contexts on one device) or on one Context both
@@ -67,7 +70,7 @@ constexpr double kTolerance = 1e-2;
 
 // Which plan a call runs: a random one the context accepts (or, one call in eight, the planner's), always the
 // planner's (a call without a plan), or one candidate of measured tuning.
-enum class PlanKind { kRandom, kAuto, kCandidate };
+enum class PlanKind { kRandom, kAuto, kCandidate, kFile };
 
 struct Options {
   double duration_s = 300;
@@ -82,6 +85,7 @@ struct Options {
   std::optional<LoopbackShare> share;  // of the threads' own Contexts; nullopt: random
   PlanKind plan = PlanKind::kRandom;
   int candidate = 0;  // PlanKind::kCandidate: index into Context::tuning_candidates
+  Plan plan_file;     // PlanKind::kFile: the plan of --plan file:PATH
 };
 
 // ---- device helpers: random fill and comparison ----
@@ -375,8 +379,11 @@ class Worker {
     OVL_CUDA_CHECK(cudaGetLastError());
     const std::optional<Plan> plan = choose_plan(ctx, p);
     const std::string mode = plan ? std::string(to_string(plan->mode)) : "auto";
-    const std::string what = fmt::format("thread {} ({} context, loopback {} {}): {} plan {}", id_, context_kind, w,
-                                         to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto");
+    // The plan's JSON too: a call that failed replays with --problem, --share and --plan file:PATH.
+    const std::string what =
+        fmt::format("thread {} ({} context, loopback {} {}): {} plan {}{}", id_, context_kind, w,
+                    to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto",
+                    plan ? " " + nlohmann::json(*plan).dump() : std::string());
     record_.last_progress_ms.store(now_ms());
     const bool shared = &ctx == &shared_;
     const int64_t shared_timeouts_before = record_.shared_timeouts.load();
@@ -432,6 +439,8 @@ class Worker {
         return random_plan(ctx, p, rng_);
       case PlanKind::kAuto:
         return std::nullopt;
+      case PlanKind::kFile:
+        return o_.plan_file;
       case PlanKind::kCandidate: {
         const std::vector<Plan> plans = ctx.tuning_candidates(p);
         OVL_CHECK(size_t(o_.candidate) < plans.size(), "ovl_soak: --plan candidate:{}, but {} has {} candidates",
@@ -489,6 +498,7 @@ nlohmann::json report(const Options& o, Record& r, double elapsed_s, const nlohm
           {"given_problems", problems},
           {"plan", o.plan == PlanKind::kRandom ? std::string("random")
                    : o.plan == PlanKind::kAuto ? std::string("auto")
+                   : o.plan == PlanKind::kFile ? "file: " + o.plan_file.summary()
                                                : fmt::format("candidate:{}", o.candidate)},
           {"requested_duration_s", o.duration_s},
           {"seed", o.seed},
@@ -558,8 +568,11 @@ Options parse(int argc, char** argv) {
         o.plan = PlanKind::kCandidate;
         o.candidate = std::stoi(v.substr(10));
         OVL_CHECK(o.candidate >= 0, "ovl_soak: --plan {}: the candidate index must be >= 0", v);
+      } else if (v.rfind("file:", 0) == 0) {
+        o.plan = PlanKind::kFile;
+        o.plan_file = load_plan(v.substr(5));
       } else {
-        OVL_FAIL("ovl_soak: --plan {} is not random, auto or candidate:I", v);
+        OVL_FAIL("ovl_soak: --plan {} is not random, auto, candidate:I or file:PATH", v);
       }
     } else {
       OVL_FAIL("ovl_soak: unknown flag {}", flag);
@@ -579,7 +592,8 @@ Options parse(int argc, char** argv) {
     OVL_CHECK(p.m * p.k <= cap && p.n * p.k <= cap && p.m * p.n <= cap,
               "ovl_soak: --problem {} needs buffers over --max-dim {} squared elements", p.name(), o.max_dim);
   }
-  OVL_CHECK(o.plan != PlanKind::kCandidate || !o.problems.empty(), "ovl_soak: --plan candidate:I needs --problem");
+  OVL_CHECK((o.plan != PlanKind::kCandidate && o.plan != PlanKind::kFile) || !o.problems.empty(),
+            "ovl_soak: --plan candidate:I and file:PATH need --problem");
   OVL_CHECK(o.max_dim >= 512 && o.max_dim <= 16384 && o.max_dim % 8 == 0,
             "ovl_soak: --max-dim {} is not a multiple of 8 in [512, 16384]", o.max_dim);
   return o;
