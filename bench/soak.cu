@@ -79,9 +79,9 @@ struct Options {
   double wait_timeout_ms = 10000;
   int64_t max_dim = 8192;
   int threads = 2;
-  int only_thread = -1;            // >= 0: run only the thread of this id (its own random sequence), alone
-  int64_t calls = 0;               // per thread; 0: no limit
-  std::vector<Problem> problems;   // empty: random problems
+  int only_thread = -1;                // >= 0: run only the thread of this id (its own random sequence), alone
+  int64_t calls = 0;                   // per thread; 0: no limit
+  std::vector<Problem> problems;       // empty: random problems
   std::optional<LoopbackShare> share;  // of the threads' own Contexts; nullopt: random
   PlanKind plan = PlanKind::kRandom;
   int candidate = 0;  // PlanKind::kCandidate: index into Context::tuning_candidates
@@ -380,10 +380,9 @@ class Worker {
     const std::optional<Plan> plan = choose_plan(ctx, p);
     const std::string mode = plan ? std::string(to_string(plan->mode)) : "auto";
     // The plan's JSON too: a call that failed replays with --problem, --share and --plan file:PATH.
-    const std::string what =
-        fmt::format("thread {} ({} context, loopback {} {}): {} plan {}{}", id_, context_kind, w,
-                    to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto",
-                    plan ? " " + nlohmann::json(*plan).dump() : std::string());
+    const std::string what = fmt::format("thread {} ({} context, loopback {} {}): {} plan {}{}", id_, context_kind, w,
+                                         to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto",
+                                         plan ? " " + nlohmann::json(*plan).dump() : std::string());
     record_.last_progress_ms.store(now_ms());
     const bool shared = &ctx == &shared_;
     const int64_t shared_timeouts_before = record_.shared_timeouts.load();

@@ -59,14 +59,17 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
   const int64_t mb = p.m / w;
   const LoopbackBufferElements allocated = loopback_buffer_elements(p, w);
   const int64_t src_size = p.op == Op::kAllGatherGemm ? mb * p.k : p.m * p.n;
-  const int64_t dst_size = p.op == Op::kGemmReduceScatter ? mb * p.n : p.op == Op::kGemmAllReduce ? p.m * p.n : p.m * p.k;
+  const int64_t dst_size = p.op == Op::kGemmReduceScatter ? mb * p.n
+                           : p.op == Op::kGemmAllReduce   ? p.m * p.n
+                                                          : p.m * p.k;
   ASSERT_EQ(allocated.src, src_size);
   ASSERT_EQ(allocated.dst, dst_size);
 
   std::vector<std::vector<Span>> writes(static_cast<size_t>(w));
   auto read = [&](int64_t offset, int64_t n, int64_t size, const std::string& buffer, size_t u, int r) {
     EXPECT_TRUE(offset >= 0 && n >= 0 && offset + n <= size)
-        << buffer << " [" << offset << ", " << offset + n << ") of " << size << " elements, unit " << u << " owner " << r;
+        << buffer << " [" << offset << ", " << offset + n << ") of " << size << " elements, unit " << u << " owner "
+        << r;
   };
   auto write = [&](int d, int64_t offset, int64_t n, size_t u, int r) {
     read(offset, n, dst_size, "dst_" + std::to_string(d), u, r);
@@ -100,7 +103,8 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
       }
     }
   }
-  for (int d = 0; d < (whole_world ? w : 1); ++d) expect_exact_cover(writes[size_t(d)], dst_size, "dst_" + std::to_string(d));
+  for (int d = 0; d < (whole_world ? w : 1); ++d)
+    expect_exact_cover(writes[size_t(d)], dst_size, "dst_" + std::to_string(d));
 }
 
 // Signal modes: the tile groups, in tiles and tile rows, and the tile-major staging the reorder reads.
