@@ -6,6 +6,7 @@
 // candidate of GEMM+RS 2040 x 1024 x 8192 in a whole-world loopback of 5 equals the sequential plan on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -149,7 +150,8 @@ TEST_F(Tuning, EveryCandidateOfAnOddWholeWorldEqualsSequential) {
 
   const std::vector<Plan> candidates = ctx.tuning_candidates(p);
   ASSERT_FALSE(candidates.empty());
-  EXPECT_EQ(candidates.back().mode, Mode::kSequential);  // the planner's best sequential plan comes last
+  EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(),
+                          [](const Plan& plan) { return plan.mode == Mode::kSequential; }));  // the baseline is timed
   for (const Plan& plan : candidates) {
     SCOPED_TRACE(plan.summary());
     for (void* q : ctx.loopback_peer_outputs(p)) ASSERT_EQ(cudaMemset(q, 0xFF, size_t(out_elems) * 2), cudaSuccess);
