@@ -1,6 +1,16 @@
 // ovl_soak: random calls on ovl::Context for a set time, each checked against the sequential mode on the same inputs.
 //
 //   ovl_soak [--duration-s 300] [--seed 1] [--out soak.json] [--wait-timeout-ms 10000] [--max-dim 8192]
+//            [--threads 2] [--only-thread ID] [--calls N] [--problem NAME]... [--share rank0|whole-world]
+//            [--plan random|auto|candidate:I|file:PATH]
+//
+// To narrow a failure down: --threads 1 (one host thread; a run is then repeatable from its --seed), --problem NAME
+// (Problem::name(), e.g. gemm-reducescatter/2040x1024x8192/fp16/nt/world:5; repeatable, one world) instead of random
+// problems, on Contexts of the thread's own in that world with --share, --plan auto (every call without a plan:
+// measured tuning) or candidate:I (the I-th plan measured tuning would time, Context::tuning_candidates, alone), and
+// --calls N (at most N calls per thread). --only-thread ID runs thread ID's random sequence alone. Every wrong result
+// and error is recorded with its plan's JSON: saved to a file, --plan file:PATH with the same --problem and --share
+// runs that call again.
 //
 // Two host threads run at once, each with two streams. Each runs epochs of 8..24 calls: on a Context of its own (a
 // loopback world of 2..8 ranks, share rank0 or whole-world: two Contexts on one device) or on one Context both
@@ -58,12 +68,24 @@ namespace {
 
 constexpr double kTolerance = 1e-2;
 
+// Which plan a call runs: a random one the context accepts (or, one call in eight, the planner's), always the
+// planner's (a call without a plan), or one candidate of measured tuning.
+enum class PlanKind { kRandom, kAuto, kCandidate, kFile };
+
 struct Options {
   double duration_s = 300;
   uint64_t seed = 1;
   std::string out = "soak.json";
   double wait_timeout_ms = 10000;
   int64_t max_dim = 8192;
+  int threads = 2;
+  int only_thread = -1;                // >= 0: run only the thread of this id (its own random sequence), alone
+  int64_t calls = 0;                   // per thread; 0: no limit
+  std::vector<Problem> problems;       // empty: random problems
+  std::optional<LoopbackShare> share;  // of the threads' own Contexts; nullopt: random
+  PlanKind plan = PlanKind::kRandom;
+  int candidate = 0;  // PlanKind::kCandidate: index into Context::tuning_candidates
+  Plan plan_file;     // PlanKind::kFile: the plan of --plan file:PATH
 };
 
 // ---- device helpers: random fill and comparison ----
@@ -163,6 +185,33 @@ int64_t now_ms() {
 
 int64_t pick(std::mt19937_64& rng, std::initializer_list<int64_t> values) {
   return *(values.begin() + rng() % values.size());
+}
+
+// A problem from its name, as Problem::name() writes it: op/MxNxK/dtype/layout/world:W.
+Problem parse_problem_name(const std::string& name) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t slash = name.find('/', start);
+    parts.push_back(name.substr(start, slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  Problem p;
+  long long m = 0, n = 0, k = 0;
+  int world = 0;
+  OVL_CHECK(parts.size() == 5 && std::sscanf(parts[1].c_str(), "%lldx%lldx%lld", &m, &n, &k) == 3 &&
+                std::sscanf(parts[4].c_str(), "world:%d", &world) == 1,
+            "ovl_soak: --problem \"{}\" is not op/MxNxK/dtype/layout/world:W (as Problem::name() writes it)", name);
+  p.op = parse_op(parts[0]);
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.dtype = parse_dtype(parts[2]);
+  p.b_layout = parse_b_layout(parts[3]);
+  p.world = world;
+  p.gpus_per_node = std::max(8, world);
+  p.validate();
+  return p;
 }
 
 // A problem for `world` ranks within the limits (context.hpp): N, K multiples of 8, M divisible by the world for
@@ -277,13 +326,15 @@ class Worker {
   }
 
   void loop(std::chrono::steady_clock::time_point end) {
-    while (std::chrono::steady_clock::now() < end && !record_.stop.load()) {
-      const bool use_shared = rng_() % 3 == 0;
+    while (std::chrono::steady_clock::now() < end && !record_.stop.load() && calls_left()) {
+      // Given problems run on Contexts of their own world (the shared one has world 4).
+      const bool use_shared = o_.problems.empty() && rng_() % 3 == 0;
       std::unique_ptr<Context> own;
       if (!use_shared) {
         ContextOptions co;
-        co.world = World::loopback(int(2 + rng_() % 7));
-        co.loopback_share = rng_() % 2 ? LoopbackShare::kRank0 : LoopbackShare::kWholeWorld;
+        co.world = World::loopback(o_.problems.empty() ? int(2 + rng_() % 7) : o_.problems.front().world);
+        const LoopbackShare share = rng_() % 2 ? LoopbackShare::kRank0 : LoopbackShare::kWholeWorld;
+        co.loopback_share = o_.share ? *o_.share : share;
         co.wait_timeout_ms = o_.wait_timeout_ms;
         co.loopback_seed = rng_();
         own = std::make_unique<Context>(co);
@@ -291,7 +342,7 @@ class Worker {
       Context& ctx = use_shared ? shared_ : *own;
       const std::string context_kind = use_shared ? "shared by both threads" : "own";
       const int calls = int(8 + rng_() % 17);
-      for (int i = 0; i < calls && std::chrono::steady_clock::now() < end && !record_.stop.load(); ++i)
+      for (int i = 0; i < calls && std::chrono::steady_clock::now() < end && !record_.stop.load() && calls_left(); ++i)
         one_call(ctx, context_kind);
       if (record_.stop.load()) return;
       const double before = device_used_mib();
@@ -310,7 +361,9 @@ class Worker {
   }
 
   void one_call(Context& ctx, const std::string& context_kind) {
-    const Problem p = random_problem(rng_, ctx.world_size(), o_.max_dim);
+    const Problem p = o_.problems.empty() ? random_problem(rng_, ctx.world_size(), o_.max_dim)
+                                          : o_.problems[rng_() % o_.problems.size()];
+    ++calls_;
     const int w = p.world;
     const int64_t a_rows = p.op == Op::kAllGatherGemm ? p.m / w : p.m;
     const int64_t c_rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
@@ -324,10 +377,12 @@ class Worker {
     fill_kernel<<<1024, 256, 0, s>>>(b_->ptr, p.n * p.k, fp16, rng_());
     OVL_CUDA_CHECK(cudaMemsetAsync(c_->ptr, 0xFF, size_t(c_rows * p.n * 2), s));  // NaN: an unwritten element shows
     OVL_CUDA_CHECK(cudaGetLastError());
-    const std::optional<Plan> plan = random_plan(ctx, p, rng_);
+    const std::optional<Plan> plan = choose_plan(ctx, p);
     const std::string mode = plan ? std::string(to_string(plan->mode)) : "auto";
-    const std::string what = fmt::format("thread {} ({} context, loopback {} {}): {} plan {}", id_, context_kind, w,
-                                         to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto");
+    // The plan's JSON too: a call that failed replays with --problem, --share and --plan file:PATH.
+    const std::string what = fmt::format("thread {} ({} context, loopback {} {}): {} plan {}{}", id_, context_kind, w,
+                                         to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto",
+                                         plan ? " " + nlohmann::json(*plan).dump() : std::string());
     record_.last_progress_ms.store(now_ms());
     const bool shared = &ctx == &shared_;
     const int64_t shared_timeouts_before = record_.shared_timeouts.load();
@@ -377,6 +432,26 @@ class Worker {
     record_.last_progress_ms.store(now_ms());
   }
 
+  std::optional<Plan> choose_plan(const Context& ctx, const Problem& p) {
+    switch (o_.plan) {
+      case PlanKind::kRandom:
+        return random_plan(ctx, p, rng_);
+      case PlanKind::kAuto:
+        return std::nullopt;
+      case PlanKind::kFile:
+        return o_.plan_file;
+      case PlanKind::kCandidate: {
+        const std::vector<Plan> plans = ctx.tuning_candidates(p);
+        OVL_CHECK(size_t(o_.candidate) < plans.size(), "ovl_soak: --plan candidate:{}, but {} has {} candidates",
+                  o_.candidate, p.name(), plans.size());
+        return plans[size_t(o_.candidate)];
+      }
+    }
+    return std::nullopt;
+  }
+
+  bool calls_left() const { return o_.calls == 0 || calls_ < o_.calls; }
+
   // ||x - ref|| / ||ref||, +inf with a NaN or inf in x. Synchronizes s.
   double compare(const TensorRef& x, const TensorRef& ref, int64_t n, bool fp16, cudaStream_t s) {
     auto* sums = static_cast<double*>(sums_->ptr);
@@ -409,12 +484,21 @@ class Worker {
   Context& shared_;
   std::mt19937_64 rng_;
   std::unique_ptr<Buffer> a_, b_, c_, ref_, sums_;
+  int64_t calls_ = 0;
   cudaStream_t streams_[2] = {};
 };
 
 nlohmann::json report(const Options& o, Record& r, double elapsed_s, const nlohmann::json& memory, bool hung) {
   const std::lock_guard lock(r.mutex);
+  std::vector<std::string> problems;
+  for (const Problem& p : o.problems) problems.push_back(p.name());
   return {{"duration_s", elapsed_s},
+          {"threads", o.only_thread >= 0 ? fmt::format("thread {} alone", o.only_thread) : std::to_string(o.threads)},
+          {"given_problems", problems},
+          {"plan", o.plan == PlanKind::kRandom ? std::string("random")
+                   : o.plan == PlanKind::kAuto ? std::string("auto")
+                   : o.plan == PlanKind::kFile ? "file: " + o.plan_file.summary()
+                                               : fmt::format("candidate:{}", o.candidate)},
           {"requested_duration_s", o.duration_s},
           {"seed", o.seed},
           {"tolerance", kTolerance},
@@ -450,8 +534,8 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     OVL_CHECK(i + 1 < argc,
-              "ovl_soak: {} needs a value (flags: --duration-s, --seed, --out, --wait-timeout-ms, "
-              "--max-dim)",
+              "ovl_soak: {} needs a value (flags: --duration-s, --seed, --out, --wait-timeout-ms, --max-dim, "
+              "--threads, --only-thread, --calls, --problem, --share, --plan)",
               flag);
     const std::string v = argv[++i];
     if (flag == "--duration-s") {
@@ -464,11 +548,51 @@ Options parse(int argc, char** argv) {
       o.wait_timeout_ms = std::stod(v);
     } else if (flag == "--max-dim") {
       o.max_dim = std::stoll(v);
+    } else if (flag == "--threads") {
+      o.threads = std::stoi(v);
+    } else if (flag == "--only-thread") {
+      o.only_thread = std::stoi(v);
+    } else if (flag == "--calls") {
+      o.calls = std::stoll(v);
+    } else if (flag == "--problem") {
+      o.problems.push_back(parse_problem_name(v));
+    } else if (flag == "--share") {
+      o.share = parse_loopback_share(v);
+    } else if (flag == "--plan") {
+      if (v == "random") {
+        o.plan = PlanKind::kRandom;
+      } else if (v == "auto") {
+        o.plan = PlanKind::kAuto;
+      } else if (v.rfind("candidate:", 0) == 0) {
+        o.plan = PlanKind::kCandidate;
+        o.candidate = std::stoi(v.substr(10));
+        OVL_CHECK(o.candidate >= 0, "ovl_soak: --plan {}: the candidate index must be >= 0", v);
+      } else if (v.rfind("file:", 0) == 0) {
+        o.plan = PlanKind::kFile;
+        o.plan_file = load_plan(v.substr(5));
+      } else {
+        OVL_FAIL("ovl_soak: --plan {} is not random, auto, candidate:I or file:PATH", v);
+      }
     } else {
       OVL_FAIL("ovl_soak: unknown flag {}", flag);
     }
   }
   OVL_CHECK(o.duration_s > 0 && o.duration_s <= 86400, "ovl_soak: --duration-s {} is not in (0, 86400]", o.duration_s);
+  OVL_CHECK(o.threads == 1 || o.threads == 2, "ovl_soak: --threads {} is not 1 or 2", o.threads);
+  OVL_CHECK(o.only_thread < 2, "ovl_soak: --only-thread {} is not 0 or 1", o.only_thread);
+  if (o.only_thread >= 0) o.threads = 1;
+  OVL_CHECK(o.calls >= 0, "ovl_soak: --calls {} is negative", o.calls);
+  for (const Problem& p : o.problems) {
+    OVL_CHECK(p.world == o.problems.front().world, "ovl_soak: --problem {} and {} have different worlds", p.name(),
+              o.problems.front().name());
+    OVL_CHECK(p.world >= 2 && p.world <= 8, "ovl_soak: --problem {}: the world must be 2..8 (a loopback world)",
+              p.name());
+    const int64_t cap = o.max_dim * o.max_dim;  // elements of each of a thread's buffers
+    OVL_CHECK(p.m * p.k <= cap && p.n * p.k <= cap && p.m * p.n <= cap,
+              "ovl_soak: --problem {} needs buffers over --max-dim {} squared elements", p.name(), o.max_dim);
+  }
+  OVL_CHECK((o.plan != PlanKind::kCandidate && o.plan != PlanKind::kFile) || !o.problems.empty(),
+            "ovl_soak: --plan candidate:I and file:PATH need --problem");
   OVL_CHECK(o.max_dim >= 512 && o.max_dim <= 16384 && o.max_dim % 8 == 0,
             "ovl_soak: --max-dim {} is not a multiple of 8 in [512, 16384]", o.max_dim);
   return o;
@@ -508,12 +632,15 @@ int main_impl(int argc, char** argv) {
     shared_options.world = World::loopback(4);
     shared_options.wait_timeout_ms = o.wait_timeout_ms;
     Context shared(shared_options);
-    Worker w0(0, o, record, shared), w1(1, o, record, shared);
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (int id = 0; id < 2; ++id)
+      if (o.only_thread < 0 ? id < o.threads : id == o.only_thread)
+        workers.push_back(std::make_unique<Worker>(id, o, record, shared));
     memory["device_used_start_mib"] = device_used_mib();
     memory["rss_start_mib"] = rss_mib();
-    std::thread t0([&] { w0.run(end); }), t1([&] { w1.run(end); });
-    t0.join();
-    t1.join();
+    std::vector<std::thread> threads;
+    for (auto& w : workers) threads.emplace_back([&w, end] { w->run(end); });
+    for (std::thread& t : threads) t.join();
     if (record.stop.load()) {
       // The device is lost: report what the run saw and stop (the Contexts' destructors only log).
       finished.store(true);

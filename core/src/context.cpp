@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "context_impl.hpp"
+#include "loopback_ranges.hpp"
 #include "ovl/core/driver_api.hpp"
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
@@ -300,16 +301,15 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
       a_tmp = DeviceBuffer(size_t(p.m * p.k * eb));
       b_tmp = DeviceBuffer(size_t(b_elems * eb));
     }
+    const detail::LoopbackBufferElements elems = detail::loopback_buffer_elements(p, w);
     for (int r = 1; r < w; ++r) {
       const uint64_t seed = options.loopback_seed * 1000003ull + uint64_t(r) * 7919ull;
+      st->peer_src.emplace_back(size_t(elems.src * eb));
       if (p.op == Op::kAllGatherGemm) {
-        st->peer_src.emplace_back(size_t(p.m / w * p.k * eb));
-        detail::launch_fill_random(st->peer_src.back().get(), p.m / w * p.k, p.dtype, seed, 1.0f, st0);
-        if (peer_outputs) st->peer_dst.emplace_back(size_t(p.m * p.k * eb));
+        detail::launch_fill_random(st->peer_src.back().get(), elems.src, p.dtype, seed, 1.0f, st0);
       } else {
         detail::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, 1.0f, st0);
         detail::launch_fill_random(b_tmp.get(), b_elems, p.dtype, seed + 1, 1.0f, st0);
-        st->peer_src.emplace_back(size_t(p.m * p.n * eb));
         detail::Call call{p.op,
                           p,
                           Plan{},
@@ -321,9 +321,8 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
                           st.get(),
                           nullptr};
         cublas_gemm(call, a_tmp.get(), st->peer_src.back().get(), 0, p.m, st0);
-        const int64_t rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
-        if (peer_outputs) st->peer_dst.emplace_back(size_t(rows * p.n * eb));
       }
+      if (peer_outputs) st->peer_dst.emplace_back(size_t(elems.dst * eb));
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(st0));
   }
@@ -338,17 +337,14 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   auto ps = std::make_unique<detail::PlanState>();
-  const int w = world;
-  for (const UnitRows& u : unit_rows(p, plan)) {
-    ps->row_begin.push_back(u.begin);
-    ps->row_end.push_back(u.end);
-    if (mode_signals(plan.mode)) {
-      ps->tile_rows_begin.push_back(int(u.tile_row_begin));
-      ps->tile_rows_end.push_back(int(u.tile_row_end));
-      ps->expected_host.push_back(unsigned(u.tiles));
-    }
-  }
-  if (mode_signals(plan.mode)) {
+  detail::PlanUnits units = detail::plan_units(p, plan);
+  const std::vector<detail::LoopbackRange> table = detail::loopback_range_table(p, units, world);
+  ps->row_begin = std::move(units.row_begin);
+  ps->row_end = std::move(units.row_end);
+  ps->tile_rows_begin = std::move(units.tile_rows_begin);
+  ps->tile_rows_end = std::move(units.tile_rows_end);
+  ps->expected_host = std::move(units.expected);
+  if (!ps->expected_host.empty()) {
     const size_t groups = ps->expected_host.size();
     ps->expected = DeviceBuffer(groups * sizeof(unsigned));
     OVL_CUDA_CHECK(
@@ -360,34 +356,6 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
         cudaMemcpy(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice));
   }
   ps->units = int(ps->row_begin.size());
-
-  // Loopback range table: (unit, owner) -> elements of the source and destination buffers.
-  std::vector<detail::LoopbackRange> table(size_t(ps->units) * size_t(w), detail::LoopbackRange{0, 0, 0});
-  for (int u = 0; u < ps->units; ++u) {
-    for (int r = 0; r < w; ++r) {
-      const OwnerRows o = owner_rows(p, ps->row_begin[size_t(u)], ps->row_end[size_t(u)], r);
-      if (o.rows() == 0) continue;
-      detail::LoopbackRange& e = table[size_t(u) * size_t(w) + size_t(r)];
-      switch (p.op) {
-        case Op::kGemmAllReduce:
-          e = {o.begin * p.n, o.begin * p.n, o.rows() * p.n};
-          break;
-        case Op::kGemmReduceScatter:
-          e = {o.begin * p.n, o.block_row * p.n, o.rows() * p.n};
-          break;
-        case Op::kAllGatherGemm:
-          e = {o.block_row * p.k, o.begin * p.k, o.rows() * p.k};
-          break;
-      }
-    }
-  }
-  // The movers work in 16-byte vectors (uint4 / bulk copies): every offset and count a multiple of 8 elements.
-  for (size_t i = 0; i < table.size(); ++i) {
-    const detail::LoopbackRange& e = table[i];
-    OVL_CHECK(e.src_offset % 8 == 0 && e.dst_offset % 8 == 0 && e.count % 8 == 0,
-              "{}: loopback range (unit {}, owner {}) = {{src {}, dst {}, count {}}} is not in 16-byte vectors",
-              p.name(), i / size_t(w), i % size_t(w), e.src_offset, e.dst_offset, e.count);
-  }
   ps->ranges = DeviceBuffer(table.size() * sizeof(detail::LoopbackRange));
   OVL_CUDA_CHECK(
       cudaMemcpy(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange), cudaMemcpyHostToDevice));

@@ -70,6 +70,32 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The plans measured tuning times for a planner result: its best `count` distinct alternatives, then the best
+// alternative of every other mode, then its best sequential plan (each plan once, in that order), with their
+// predicted times.
+void candidate_plans(const sim::PlanResult& r, int count, std::vector<Plan>& plans, std::vector<double>& predicted) {
+  auto add = [&](const Plan& plan, double us) {
+    for (const Plan& q : plans)
+      if (same_plan(q, plan)) return;
+    plans.push_back(plan);
+    predicted.push_back(us);
+  };
+  for (const sim::PlanAlternative& alt : r.alternatives) {
+    if (int(plans.size()) >= count) break;
+    add(alt.plan, alt.predicted_us);
+  }
+  // The best plan of every other mode too: where the predictors rank modes wrongly, the measurement still sees each
+  // mode at its predicted best (the alternatives hold it).
+  for (Mode mode : all_modes()) {
+    for (const sim::PlanAlternative& alt : r.alternatives) {
+      if (alt.plan.mode != mode) continue;
+      add(alt.plan, alt.predicted_us);
+      break;
+    }
+  }
+  add(r.sequential, r.sequential_us);
+}
+
 void refuse_capture(cudaStream_t stream, const std::string& what) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   OVL_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
@@ -163,6 +189,17 @@ const PlanChoice* Context::plan_choice(const Problem& problem) const {
   const std::lock_guard lock(impl_->mutex);
   const auto it = impl_->choices.find(problem.name());
   return it == impl_->choices.end() ? nullptr : &it->second;
+}
+
+std::vector<Plan> Context::tuning_candidates(const Problem& problem) const {
+  const std::lock_guard lock(impl_->mutex);
+  problem.validate();
+  OVL_CHECK(problem.world == impl_->world, "tuning_candidates: problem world = {} on a context of world {}",
+            problem.world, impl_->world);
+  std::vector<Plan> plans;
+  std::vector<double> predicted;
+  candidate_plans(impl_->plan_problem(problem, *this), impl_->options.tuning_candidates, plans, predicted);
+  return plans;
 }
 
 PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
@@ -271,29 +308,9 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     choice.predicted_us = r->predicted_us;
     choice.sequential_us = r->sequential_us;
   } else {
-    // The planner's best distinct plans, then its best sequential one.
     std::vector<Plan> plans;
     std::vector<double> predicted;
-    auto add = [&](const Plan& plan, double us) {
-      for (const Plan& q : plans)
-        if (same_plan(q, plan)) return;
-      plans.push_back(plan);
-      predicted.push_back(us);
-    };
-    for (const sim::PlanAlternative& alt : r->alternatives) {
-      if (int(plans.size()) >= s.options.tuning_candidates) break;
-      add(alt.plan, alt.predicted_us);
-    }
-    // The best plan of every other mode too: where the predictors rank modes wrongly, the measurement still sees
-    // each mode at its predicted best (the alternatives hold it).
-    for (Mode mode : all_modes()) {
-      for (const sim::PlanAlternative& alt : r->alternatives) {
-        if (alt.plan.mode != mode) continue;
-        add(alt.plan, alt.predicted_us);
-        break;
-      }
-    }
-    add(r->sequential, r->sequential_us);
+    candidate_plans(*r, s.options.tuning_candidates, plans, predicted);
     choice = measure(op, a, b, c, plans, stream);
     // An overlapped plan must beat the best sequential one by tuning_min_gain, or the sequential one is kept: a
     // difference within the timing's run-to-run noise is no reason to overlap.

@@ -54,7 +54,11 @@ def main():
     if not ovl.CUDA:
         print(json.dumps({"error": "ovl was built without CUDA"}))
         return 1
-    ctx = ovl.Context(loopback_world=8)
+    try:
+        ctx = ovl.Context(loopback_world=8)
+    except ovl.Error as e:  # no GPU (or no usable one): say so as JSON, as for a build without CUDA
+        print(json.dumps({"error": str(e)}))
+        return 1
     results = []
     frameworks = []
     try:

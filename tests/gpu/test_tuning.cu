@@ -2,15 +2,18 @@
 // fastest of candidates one of which is slow on purpose (the collective on one CTA); a call without a plan under
 // Tuning::kMeasured runs a plan no slower than the sequential one it timed, and its result equals the sequential
 // plan's (relative error under 1e-2: bf16 outputs of the same sums in another order); a plan cache file written
-// by one Context is read by the next, which then times nothing; a new shape cannot be tuned while capturing.
+// by one Context is read by the next, which then times nothing; a new shape cannot be tuned while capturing; every
+// candidate of GEMM+RS 2040 x 1024 x 8192 in a whole-world loopback of 5 equals the sequential plan on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "gpu_test.hpp"
 #include "ovl/core/context.hpp"
+#include "ovl/core/testing.hpp"
 #include "ovl/error.hpp"
 #include "ovl/sim/planner.hpp"
 
@@ -118,6 +121,60 @@ TEST_F(Tuning, MeasuredAutoPlanIsNoSlowerThanSequentialAndCorrect) {
   ctx.synchronize(stream);
   EXPECT_EQ(ctx.plan_choice(t.p), choice);
   EXPECT_LT(rel_error(t.c.read(), t.ref.read()), kTolerance);
+}
+
+// The soak's illegal-access problem: GEMM+RS 2040 x 1024 x 8192 in a whole-world loopback of 5 (M off the 128-row
+// tile, 408 rows per rank). Every plan measured tuning times (tuning_candidates) runs alone and equals the sequential
+// plan on rank 0's output and on every peer's; then the call without a plan times exactly those plans, in that order.
+// Run under compute-sanitizer memcheck (scripts/device-run.sh --sanitize test_tuning) it checks every access.
+TEST_F(Tuning, EveryCandidateOfAnOddWholeWorldEqualsSequential) {
+  constexpr int kWorld = 5;
+  const Problem p = make_problem(Op::kGemmReduceScatter, 2040, 1024, 8192, kWorld);
+  DeviceMatrix a(p.m, p.k, 41), b(p.n, p.k, 42), c(p.m / kWorld, p.n, 43), ref(p.m / kWorld, p.n, 44);
+  ContextOptions o = loopback(ovl::Tuning::kMeasured);
+  o.world = World::loopback(kWorld);
+  o.loopback_share = LoopbackShare::kWholeWorld;
+  Context ctx(o);
+  Stream stream;
+  const int64_t out_elems = p.m / kWorld * p.n;
+  auto peer_outputs = [&] {
+    std::vector<std::vector<uint16_t>> out;
+    for (void* q : testing::loopback_peer_outputs(ctx, p)) out.push_back(read_device(q, out_elems));
+    return out;
+  };
+  ctx.gemm_reduce_scatter(a.ref(), b.ref(), ref.ref(), default_plan(Mode::kSequential, p, ctx.planning_hardware(), 0),
+                          stream);
+  ctx.synchronize(stream);
+  const std::vector<uint16_t> rank0 = ref.read();
+  const std::vector<std::vector<uint16_t>> peers = peer_outputs();
+  ASSERT_EQ(peers.size(), size_t(kWorld - 1));
+
+  const std::vector<Plan> candidates = ctx.tuning_candidates(p);
+  ASSERT_FALSE(candidates.empty());
+  EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(),
+                          [](const Plan& plan) { return plan.mode == Mode::kSequential; }));  // the baseline is timed
+  for (const Plan& plan : candidates) {
+    SCOPED_TRACE(plan.summary());
+    for (void* q : testing::loopback_peer_outputs(ctx, p)) ASSERT_EQ(cudaMemset(q, 0xFF, size_t(out_elems) * 2), cudaSuccess);
+    ASSERT_EQ(finish_setup(), cudaSuccess);  // the NaN lands before the call's non-blocking stream runs
+    c.poison(stream);
+    ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream);
+    ctx.synchronize(stream);
+    EXPECT_LT(rel_error(c.read(), rank0), kTolerance);
+    const std::vector<std::vector<uint16_t>> got = peer_outputs();
+    for (int r = 0; r < kWorld - 1; ++r)
+      EXPECT_LT(rel_error(got[size_t(r)], peers[size_t(r)]), kTolerance) << "rank " << r + 1;
+  }
+
+  c.poison(stream);
+  ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), std::nullopt, stream);
+  ctx.synchronize(stream);
+  EXPECT_LT(rel_error(c.read(), rank0), kTolerance);
+  const PlanChoice* choice = ctx.plan_choice(p);
+  ASSERT_NE(choice, nullptr);
+  ASSERT_EQ(choice->candidates.size(), candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i)
+    EXPECT_EQ(nlohmann::json(choice->candidates[i].plan), nlohmann::json(candidates[i])) << "candidate " << i;
 }
 
 TEST_F(Tuning, PredictedPolicyTimesNothing) {

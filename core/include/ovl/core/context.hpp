@@ -160,6 +160,9 @@ class Context {
   const PlanChoice& plan_for(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, cudaStream_t stream);
   // The choice a call without a plan made (or found in the plan cache) for `problem`; nullptr when none yet.
   const PlanChoice* plan_choice(const Problem& problem) const;
+  // The plans measured tuning would time for `problem` in this context (the planner's best distinct plans, the best
+  // of every other mode, its best sequential plan), in the order plan_for() times them. Runs the planner only.
+  std::vector<Plan> tuning_candidates(const Problem& problem) const;
   // Times each of `plans` on these tensors as measured tuning does (C is overwritten; waits for `stream`) and returns
   // the fastest (chosen_by kMeasured, candidates: every plan with its time). Keeps nothing; collective in a real world.
   PlanChoice measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::vector<Plan>& plans,

@@ -1,0 +1,68 @@
+#include "loopback_ranges.hpp"
+
+#include <algorithm>
+
+#include "ovl/error.hpp"
+
+namespace ovl::detail {
+
+PlanUnits plan_units(const Problem& p, const Plan& plan) {
+  PlanUnits u;
+  for (const UnitRows& r : unit_rows(p, plan)) {
+    u.row_begin.push_back(r.begin);
+    u.row_end.push_back(r.end);
+    if (mode_signals(plan.mode)) {
+      u.tile_rows_begin.push_back(int(r.tile_row_begin));
+      u.tile_rows_end.push_back(int(r.tile_row_end));
+      u.expected.push_back(unsigned(r.tiles));
+    }
+  }
+  return u;
+}
+
+std::vector<LoopbackRange> loopback_range_table(const Problem& p, const PlanUnits& units, int world) {
+  const int w = world;
+  const size_t count = units.row_begin.size();
+  std::vector<LoopbackRange> table(count * size_t(w), LoopbackRange{0, 0, 0});
+  for (size_t u = 0; u < count; ++u) {
+    for (int r = 0; r < w; ++r) {
+      const OwnerRows o = owner_rows(p, units.row_begin[u], units.row_end[u], r);
+      if (o.rows() == 0) continue;
+      LoopbackRange& e = table[u * size_t(w) + size_t(r)];
+      switch (p.op) {
+        case Op::kGemmAllReduce:
+          e = {o.begin * p.n, o.begin * p.n, o.rows() * p.n};
+          break;
+        case Op::kGemmReduceScatter:
+          e = {o.begin * p.n, o.block_row * p.n, o.rows() * p.n};
+          break;
+        case Op::kAllGatherGemm:
+          e = {o.block_row * p.k, o.begin * p.k, o.rows() * p.k};
+          break;
+      }
+    }
+  }
+  // The movers work in 16-byte vectors (uint4 / bulk copies): every offset and count a multiple of 8 elements.
+  for (size_t i = 0; i < table.size(); ++i) {
+    const LoopbackRange& e = table[i];
+    OVL_CHECK(e.src_offset % 8 == 0 && e.dst_offset % 8 == 0 && e.count % 8 == 0,
+              "{}: loopback range (unit {}, owner {}) = {{src {}, dst {}, count {}}} is not in 16-byte vectors",
+              p.name(), i / size_t(w), i % size_t(w), e.src_offset, e.dst_offset, e.count);
+  }
+  return table;
+}
+
+LoopbackBufferElements loopback_buffer_elements(const Problem& p, int world) {
+  const int64_t mb = p.m / world;
+  switch (p.op) {
+    case Op::kGemmReduceScatter:
+      return {p.m * p.n, mb * p.n};
+    case Op::kGemmAllReduce:
+      return {p.m * p.n, p.m * p.n};
+    case Op::kAllGatherGemm:
+      return {mb * p.k, p.m * p.k};
+  }
+  return {};
+}
+
+}  // namespace ovl::detail
