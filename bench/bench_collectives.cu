@@ -47,7 +47,7 @@
 namespace {
 
 using ovl::CollectiveImpl;
-using ovl::CollectiveOp;
+using ovl::Collective;
 
 // OVL_BENCH_PULL_WARPS, else the library's default.
 int pull_warps() {
@@ -69,10 +69,10 @@ __global__ void check_kernel(const __nv_bfloat16* out, std::uint64_t n, int op, 
   unsigned long long bad = 0;
   for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += std::uint64_t(gridDim.x) * blockDim.x) {
     float want = 0;
-    if (op == int(CollectiveOp::kAllGather)) {
+    if (op == int(Collective::kAllGather)) {
       want = input_value(i % chunk, int(i / chunk));
     } else {
-      const std::uint64_t j = op == int(CollectiveOp::kReduceScatter) ? r * chunk + i : i;
+      const std::uint64_t j = op == int(Collective::kReduceScatter) ? r * chunk + i : i;
       for (int p = 0; p < world; ++p) want += input_value(j, p);
     }
     if (__bfloat162float(out[i]) != want) ++bad;
@@ -235,15 +235,15 @@ cudaStream_t bench_stream() {
 // Bytes the kernel reads plus writes in one call, all ranks together (loopback: all on one GPU), with
 // c = bytes / n the per-owner chunk, out of place. A bulk reduce counts a read of the source, plus a read and a
 // write of the destination. This is the per-CTA data movement to set beside the plain copy's GB/s per CTA.
-double moved_bytes(CollectiveImpl impl, CollectiveOp op, double bytes, int n) {
+double moved_bytes(CollectiveImpl impl, Collective op, double bytes, int n) {
   const double c = bytes / n;
   const bool push = impl == CollectiveImpl::kTmaPush;
   double per_rank = 0;
-  const bool rs = op != CollectiveOp::kAllGather, ag = op != CollectiveOp::kReduceScatter;
+  const bool rs = op != Collective::kAllGather, ag = op != Collective::kReduceScatter;
   if (rs) per_rank += push ? 2 * c + 3 * (n - 1) * c  // own copy, then n-1 bulk reduces
                            : (n + 1) * c;            // read n chunks, write the sum
   if (ag) {
-    if (op == CollectiveOp::kAllGather) per_rank += 2 * c;  // own copy into the output
+    if (op == Collective::kAllGather) per_rank += 2 * c;  // own copy into the output
     per_rank += push ? n * c                                // read mine once, write it to n-1 peers
                      : 2 * (n - 1) * c;                     // read and write each of the n-1 other chunks
   }
@@ -258,30 +258,30 @@ struct CollSizes {
   std::size_t in_elems() const { return send_bytes / 2; }
   std::size_t out_elems() const { return recv_bytes / 2; }
 };
-CollSizes coll_sizes(CollectiveOp op, std::size_t bytes, int n) {
+CollSizes coll_sizes(Collective op, std::size_t bytes, int n) {
   const std::size_t chunk = bytes / 2 / std::size_t(n);
-  return {chunk, op == CollectiveOp::kAllGather ? chunk * 2 : bytes,
-          op == CollectiveOp::kReduceScatter ? chunk * 2 : bytes};
+  return {chunk, op == Collective::kAllGather ? chunk * 2 : bytes,
+          op == Collective::kReduceScatter ? chunk * 2 : bytes};
 }
 
 // One collective call of op on `bytes` of bf16 over n ranks (bytes as in nccl-tests: the AllReduce buffer, the
 // ReduceScatter input, the AllGather output).
-void call_collective(ovl::Collectives& coll, CollectiveOp op, const ovl::SymmetricBuffer& send,
+void call_collective(ovl::Collectives& coll, Collective op, const ovl::SymmetricBuffer& send,
                      const ovl::SymmetricBuffer& recv, std::size_t bytes, int n, CollectiveImpl impl,
                      const ovl::CollectiveOptions& opt, cudaStream_t stream) {
   const std::size_t elems = bytes / 2, chunk = coll_sizes(op, bytes, n).chunk;
   switch (op) {
-    case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
-    case CollectiveOp::kReduceScatter: coll.reduce_scatter(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
-    case CollectiveOp::kAllGather: coll.all_gather(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+    case Collective::kAllReduce: coll.all_reduce(send, recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
+    case Collective::kReduceScatter: coll.reduce_scatter(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+    case Collective::kAllGather: coll.all_gather(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
   }
 }
 
 // The counters every coll/ case reports (see the file comment).
-void set_collective_counters(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int n,
+void set_collective_counters(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int n,
                              int ctas, double wrong, const ovl::CollectiveOptions& opt) {
   using benchmark::Counter;
-  const double factor = op == CollectiveOp::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
+  const double factor = op == Collective::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
   state.counters["algbw_GBps"] = Counter(double(bytes) * 1e-9, Counter::kIsIterationInvariantRate);
   state.counters["busbw_GBps"] = Counter(double(bytes) * 1e-9 * factor, Counter::kIsIterationInvariantRate);
   state.counters["wrong"] = wrong;
@@ -291,7 +291,7 @@ void set_collective_counters(benchmark::State& state, CollectiveImpl impl, Colle
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
 }
 
-void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int n, int ctas) {
+void bench_collective(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int n, int ctas) {
   if (impl == CollectiveImpl::kNccl) {
     state.SkipWithError("NCCL needs distinct GPUs: loopback world (run with a threads/MPI world of real GPUs)");
     return;
@@ -333,7 +333,7 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, CollectiveOp
 }
 
 // A coll/ case on the real World (see the file comment).
-void bench_collective_real(benchmark::State& state, CollectiveImpl impl, CollectiveOp op, std::size_t bytes, int ctas) {
+void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int ctas) {
   try {
     RealWorld& w = real_world_slot(0, 0);
     const int n = w.size();
@@ -499,16 +499,16 @@ void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t by
 
 void register_all() {
   const CollectiveImpl impls[] = {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
-  const CollectiveOp ops[] = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather};
+  const Collective ops[] = {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather};
   if (real_world()) {
     const int n = real_world_size();
     for (CollectiveImpl impl : impls)
-      for (CollectiveOp op : ops)
+      for (Collective op : ops)
         for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4) {
           std::vector<int> ctas_list{1, 2, 4, 8, 16, 32};
           if (impl == CollectiveImpl::kNccl) ctas_list = nccl_bounds();
           for (int ctas : ctas_list) {
-            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::kernels::to_string(op), bytes, n, ctas);
+            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::to_string(op), bytes, n, ctas);
             auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, impl, op, bytes, ctas); });
             b->UseManualTime()->Unit(benchmark::kMicrosecond);
             // A process per rank: every process must run the same number of iterations (each is collective).
@@ -518,11 +518,11 @@ void register_all() {
     return;
   }
   for (CollectiveImpl impl : impls)
-    for (CollectiveOp op : ops)
+    for (Collective op : ops)
       for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4)
         for (int n : {2, 4, 8})
           for (int ctas : {1, 2, 4, 8, 16, 32, 64}) {
-            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::kernels::to_string(op), bytes, n, ctas);
+            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::to_string(op), bytes, n, ctas);
             benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective(st, impl, op, bytes, n, ctas); })
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);

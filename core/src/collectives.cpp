@@ -164,20 +164,20 @@ Collectives::~Collectives() {
     std::fprintf(stderr, "ovl: Collectives: freeing the error record failed\n");
 }
 
-void Collectives::nccl(CollectiveOp op, const void* send, void* recv, std::size_t count, DType dtype,
+void Collectives::nccl(Collective op, const void* send, void* recv, std::size_t count, DType dtype,
                        const CollectiveOptions& options, cudaStream_t stream) const {
   OVL_CHECK(!(world_.is_loopback() && world_.size() > 1), "NCCL needs distinct GPUs: loopback world of {} ranks", world_.size());
   ncclComm_t comm = world_.nccl_comm(options.nccl_cta_bound);
   switch (op) {
-    case CollectiveOp::kAllReduce: OVL_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), ncclSum, comm, stream)); break;
-    case CollectiveOp::kReduceScatter:
+    case Collective::kAllReduce: OVL_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), ncclSum, comm, stream)); break;
+    case Collective::kReduceScatter:
       OVL_NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, comm, stream));
       break;
-    case CollectiveOp::kAllGather: OVL_NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), comm, stream)); break;
+    case Collective::kAllGather: OVL_NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), comm, stream)); break;
   }
 }
 
-kernels::CollectiveArguments Collectives::base_args(CollectiveOp op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
+kernels::CollectiveArguments Collectives::base_args(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
                                                     DType dtype, CollectiveImpl impl, const CollectiveOptions& options) const {
   const int n = world_.size();
   OVL_CHECK(src.size() == n && dst.size() == n, "buffers of {} / {} ranks on a world of {}", src.size(), dst.size(), n);
@@ -207,7 +207,7 @@ kernels::CollectiveArguments Collectives::base_args(CollectiveOp op, const Symme
 void Collectives::launch(kernels::CollectiveArguments& args, cudaStream_t stream) {
   args.epoch = epoch_ + 1;
   const std::string why = kernels::CollectiveKernel::can_implement(args);
-  OVL_CHECK(why.empty(), "{} {} on rank {} of {}: {}", kernels::to_string(args.algo), kernels::to_string(args.op),
+  OVL_CHECK(why.empty(), "{} {} on rank {} of {}: {}", kernels::to_string(args.algo), to_string(args.op),
             world_.rank(), world_.size(), why);
   OVL_CUDA_CHECK(cudaSetDevice(world_.device()));
   kernels::CollectiveKernel::run(args, nullptr, stream);
@@ -221,10 +221,10 @@ void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer&
   OVL_CHECK(count <= std::numeric_limits<std::size_t>::max() / es, "all_reduce: count = {} overflows a byte count", count);
   OVL_CHECK(send.bytes() >= count * es && recv.bytes() >= count * es, "all_reduce: count = {} ({} bytes) exceeds send {} / recv {} bytes",
             count, count * es, send.bytes(), recv.bytes());
-  if (impl == CollectiveImpl::kNccl) return nccl(CollectiveOp::kAllReduce, send.local_ptr(), recv.local_ptr(), count, dtype, options, stream);
+  if (impl == CollectiveImpl::kNccl) return nccl(Collective::kAllReduce, send.local_ptr(), recv.local_ptr(), count, dtype, options, stream);
   // Owner r reduces elements [r*c, (r+1)*c) with c = ceil(count/n) rounded to 16 bytes; the last owner takes the
   // rest (possibly less, possibly nothing): the uniform layout needs equal chunks, so the tail goes in a table.
-  kernels::CollectiveArguments a = base_args(CollectiveOp::kAllReduce, send, recv, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(Collective::kAllReduce, send, recv, dtype, impl, options);
   const int n = world_.size();
   const std::uint64_t total = count * es;
   if (total % (std::uint64_t(n) * 16) == 0) {
@@ -243,7 +243,7 @@ void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer&
     if (e > b) ranges.push_back(TileRange{r, 0, b * es, b * es, (e - b) * es});
   }
   RangeTable table(world_, ranges, 1);
-  run_ranges(CollectiveOp::kAllReduce, send, recv, table, dtype, impl, options, stream);
+  run_ranges(Collective::kAllReduce, send, recv, table, dtype, impl, options, stream);
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));  // the table is freed on return
 }
 
@@ -261,9 +261,9 @@ void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuf
             recv.bytes(), recv_count, es);
   if (impl == CollectiveImpl::kNccl) {
     void* out = static_cast<char*>(recv.local_ptr()) + (in_place ? std::size_t(world_.rank()) * recv_count * es : 0);
-    return nccl(CollectiveOp::kReduceScatter, send.local_ptr(), out, recv_count, dtype, options, stream);
+    return nccl(Collective::kReduceScatter, send.local_ptr(), out, recv_count, dtype, options, stream);
   }
-  kernels::CollectiveArguments a = base_args(CollectiveOp::kReduceScatter, send, recv, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(Collective::kReduceScatter, send, recv, dtype, impl, options);
   a.chunk_bytes = recv_count * es;
   a.src_owner_stride = a.chunk_bytes;
   a.dst_owner_stride = in_place ? a.chunk_bytes : 0;
@@ -288,9 +288,9 @@ void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer&
             send_count, es);
   if (impl == CollectiveImpl::kNccl) {
     const void* in = static_cast<const char*>(send.local_ptr()) + (in_place ? std::size_t(world_.rank()) * send_count * es : 0);
-    return nccl(CollectiveOp::kAllGather, in, recv.local_ptr(), send_count, dtype, options, stream);
+    return nccl(Collective::kAllGather, in, recv.local_ptr(), send_count, dtype, options, stream);
   }
-  kernels::CollectiveArguments a = base_args(CollectiveOp::kAllGather, send, recv, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(Collective::kAllGather, send, recv, dtype, impl, options);
   a.chunk_bytes = send_count * es;
   a.src_owner_stride = in_place ? a.chunk_bytes : 0;
   a.dst_owner_stride = a.chunk_bytes;
@@ -301,7 +301,7 @@ void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer&
   launch(a, stream);
 }
 
-void Collectives::run_ranges(CollectiveOp op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
+void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
                              DType dtype, CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream,
                              const GroupGate* gate) {
   OVL_CHECK(impl != CollectiveImpl::kNccl, "run_ranges: tile-addressed collectives are TMA/SIMT only (NCCL needs contiguous data)");

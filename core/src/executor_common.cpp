@@ -79,15 +79,13 @@ void Context::Impl::cublas_gemm(const detail::Call& call, const void* a, void* d
 detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call, int ctas) const {
   detail::LoopbackArguments a;
   const Problem& p = call.problem;
-  a.op = p.op == Op::kGemmAllReduce       ? detail::LoopbackOp::kAllReduce
-         : p.op == Op::kGemmReduceScatter ? detail::LoopbackOp::kReduceScatter
-                                          : detail::LoopbackOp::kAllGather;
+  a.op = collective_of(p.op);
   a.dtype = p.dtype;
   a.world = loopback ? world : 1;
-  a.play = share == LoopbackShare::kWholeWorld ? detail::LoopbackPlay::kWholeWorld : detail::LoopbackPlay::kRank0;
-  a.mover = call.plan.comm_algo == CommAlgo::kTmaPull   ? detail::LoopbackMover::kTmaPull
-            : call.plan.comm_algo == CommAlgo::kTmaPush ? detail::LoopbackMover::kTmaPush
-                                                        : detail::LoopbackMover::kSimt;
+  a.play = share;
+  a.mover = call.plan.comm_algo == CommAlgo::kTmaPull   ? kernels::CollectiveAlgo::kTmaPull
+            : call.plan.comm_algo == CommAlgo::kTmaPush ? kernels::CollectiveAlgo::kTmaPush
+                                                        : kernels::CollectiveAlgo::kSimt;
   if (p.op == Op::kAllGatherGemm) {
     a.src[0] = call.a.ptr;
     a.dst[0] = call.shape->gathered_a.get();
@@ -101,7 +99,7 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
   }
   a.ranges = call.ps->ranges.as<detail::LoopbackRange>();
   a.ctas = std::max(1, ctas);
-  if (loopback && link && a.play == detail::LoopbackPlay::kRank0 && a.world > 1) {
+  if (loopback && link && a.play == LoopbackShare::kRank0 && a.world > 1) {
     // The paced loopback: each CTA's share of the link at most, and at most its transport's per-CTA rate (the SIMT
     // mover stands in for NCCL: NCCL's channel rate); the call's link steps' latency per group.
     const Collective coll = collective_of(p.op);
@@ -127,8 +125,8 @@ void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
             call.problem.name());
   cublas_gemm(call, call.a.ptr, st.partial.get(), 0, call.problem.m, call.stream);
   detail::LoopbackArguments a = loopback_args(call, sms);
-  a.play = detail::LoopbackPlay::kWholeWorld;
-  a.mover = detail::LoopbackMover::kSimt;
+  a.play = LoopbackShare::kWholeWorld;
+  a.mover = kernels::CollectiveAlgo::kSimt;
   a.dst[0] = st.peer_dst[0].get();
   a.pace_ns_per_byte = 0;  // setup of the emulation, not a collective of rank 0's: never paced
   a.pace_latency_ns = 0;

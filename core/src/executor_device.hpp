@@ -81,17 +81,17 @@ struct Piece {
 template <typename T>
 __device__ __forceinline__ bool plan_piece(const LoopbackArguments& a, int r, const LoopbackRange& rg, Piece& pc) {
   if (rg.count <= 0) return false;
-  const bool whole = a.play == LoopbackPlay::kWholeWorld;
+  const bool whole = a.play == LoopbackShare::kWholeWorld;
   pc.copy_src = nullptr;
   pc.dst_first = 0;
   pc.dst_count = 1;
   switch (a.op) {
-    case LoopbackOp::kReduceScatter:
+    case Collective::kReduceScatter:
       if (!whole && r != 0) return false;
       pc.reduce = true;
       pc.dst_first = whole ? r : 0;
       return true;
-    case LoopbackOp::kAllReduce:
+    case Collective::kAllReduce:
       if (whole || r == 0) {
         pc.reduce = true;
         pc.dst_count = whole ? a.world : 1;
@@ -100,7 +100,7 @@ __device__ __forceinline__ bool plan_piece(const LoopbackArguments& a, int r, co
         pc.copy_src = static_cast<const T*>(a.dst[r]) + rg.src_offset;
       }
       return true;
-    case LoopbackOp::kAllGather:
+    case Collective::kAllGather:
       pc.reduce = false;
       pc.copy_src = static_cast<const T*>(a.src[r]) + rg.src_offset;
       pc.dst_count = whole ? a.world : 1;

@@ -206,7 +206,7 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
   OVL_CHECK(a.dtype != DType::kFP32, "loopback collective: dtype fp32 is not supported (bf16 or fp16)");
   // What the play touches: every source; dst_0; every dst_p when the whole world is played or when rank 0 copies
   // the peers' reduced pieces (kRank0 AllReduce). All 16-byte aligned (the TMA movers need it; so do uint4 ld/st).
-  const bool all_dst = a.play == LoopbackPlay::kWholeWorld || a.op == LoopbackOp::kAllReduce;
+  const bool all_dst = a.play == LoopbackShare::kWholeWorld || a.op == Collective::kAllReduce;
   for (int r = 0; r < a.world; ++r) {
     OVL_CHECK(a.src[r] != nullptr && reinterpret_cast<std::uintptr_t>(a.src[r]) % 16 == 0,
               "loopback collective: source of rank {} ({}) is null or not 16-byte aligned", r, a.src[r]);
@@ -216,7 +216,7 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
     }
   }
   if (a.num_groups <= 0) return;
-  if (a.mover != LoopbackMover::kSimt) {
+  if (a.mover != CollectiveAlgo::kSimt) {
     launch_tma_mover(a, stream);
     return;
   }

@@ -13,6 +13,8 @@
 #include <cstdint>
 
 #include "ovl/model/problem.hpp"
+#include "ovl/kernels/collectives.hpp"
+#include "ovl/types.hpp"
 
 namespace ovl::detail {
 
@@ -37,15 +39,12 @@ void launch_wait_counter(const unsigned int* counter, unsigned int expected, int
                          WaitError* error, unsigned long long* stamp, cudaStream_t stream);
 void launch_stamp(unsigned long long* slot, cudaStream_t stream);
 
-enum class LoopbackOp { kReduceScatter, kAllReduce, kAllGather };
-// Whose part is played (ovl::LoopbackShare): rank 0's only, or every rank's.
-enum class LoopbackPlay { kRank0, kWholeWorld };
-// Which kernel moves the data: kSimt (16-byte ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources
-// into a shared ring, fp32 sum in rank order by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer
-// and a consumer thread per CTA: the destinations zeroed first, then one cp.reduce.async.bulk .add per source:
-// bf16/f16 adds in arrival order, not deterministic). Copies are a bulk load + bulk store in both TMA movers
-// (executor_tma_kernels.cu).
-enum class LoopbackMover { kSimt, kTmaPull, kTmaPush };
+// Which kernel moves the data (kernels::CollectiveAlgo, the movers of the real-world collectives too): kSimt
+// (16-byte ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources into a shared ring, fp32 sum in rank
+// order by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer and a consumer thread per CTA: the
+// destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
+// deterministic). Copies are a bulk load + bulk store in both TMA movers (executor_tma_kernels.cu).
+using kernels::CollectiveAlgo;
 
 // One contiguous piece, in elements: list (group g, owner r) is ranges[g * world + r].
 struct LoopbackRange {
@@ -66,10 +65,10 @@ struct LoopbackRange {
 // With `expected` set, group g waits until counters[g] >= expected[g] (the GEMM's release adds) first; every group
 // is waited for, also one without work for the played share (its per-CTA stamps are then start = end).
 struct LoopbackArguments {
-  LoopbackOp op = LoopbackOp::kAllReduce;
+  Collective op = Collective::kAllReduce;
   DType dtype = DType::kBF16;
-  LoopbackPlay play = LoopbackPlay::kWholeWorld;
-  LoopbackMover mover = LoopbackMover::kSimt;
+  LoopbackShare play = LoopbackShare::kWholeWorld;
+  CollectiveAlgo mover = CollectiveAlgo::kSimt;
   int world = 1;
   const void* src[kMaxLoopbackRanks] = {};
   void* dst[kMaxLoopbackRanks] = {};

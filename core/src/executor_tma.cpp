@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "context_impl.hpp"
+#include "ovl/model/estimate.hpp"
 #include "ovl/cuda_check.hpp"
 
 namespace ovl {
@@ -122,8 +123,7 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
     gate.expected =
         fault == testing::Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
     const int span = stamp_span("comm", record.comm_name, "comm", comm_st);
-    const CollectiveOp op =
-        p.op == Op::kGemmReduceScatter ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+    const Collective op = collective_of(p.op);
     // The destination starts at zero and every rank adds its piece (dst_zeroed): each group streams out as soon as
     // its counter is ready. The peers add into it only after this rank's start flag, raised by the kernel below,
     // which this stream runs after the memset.

@@ -24,14 +24,6 @@ const char* to_string(DType dtype) {
   }
   return "?";
 }
-const char* to_string(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kReduceScatter: return "reducescatter";
-    case CollectiveOp::kAllGather: return "allgather";
-    case CollectiveOp::kAllReduce: return "allreduce";
-  }
-  return "?";
-}
 const char* to_string(CollectiveAlgo algo) {
   switch (algo) {
     case CollectiveAlgo::kTmaPush: return "tma-push";
@@ -228,7 +220,7 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
   m.kind = kind;
   m.me = me;
   const int n = a.world_size;
-  const bool ar = a.op == CollectiveOp::kAllReduce;
+  const bool ar = a.op == Collective::kAllReduce;
   m.gather_from_dst = ar;
   for (int r = 0; r < n; ++r)
     m.gather_base[r] = ar ? static_cast<const unsigned char*>(a.dst[r]) : static_cast<const unsigned char*>(a.src[r]);
@@ -666,8 +658,8 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   __syncthreads();
 
   const bool in_place = a.src[a.first_rank] == a.dst[a.first_rank];
-  const bool has_rs = a.op != CollectiveOp::kAllGather;
-  const bool has_ag = a.op != CollectiveOp::kReduceScatter;
+  const bool has_rs = a.op != Collective::kAllGather;
+  const bool has_ag = a.op != Collective::kReduceScatter;
   const int r0 = a.first_rank, r1 = a.first_rank + a.num_played_ranks;
 
   std::uint32_t units = 0;  // ring units of the phases so far: every thread's copy of *ring.consumed
@@ -702,7 +694,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   };
 
   // step 0 (dst_zeroed: a push adds our own piece in step 1 instead)
-  if (!in_place && ((push && has_rs && !a.dst_zeroed) || a.op == CollectiveOp::kAllGather))
+  if (!in_place && ((push && has_rs && !a.dst_zeroed) || a.op == Collective::kAllGather))
     run_phase(MoveKind::kOwnCopy);
   finish_phase(kFlagStart, false);
 
@@ -728,7 +720,7 @@ TmaRingShape ring_shape(const CollectiveArguments& a) {
 // Threads per CTA (collective_kernel's block): warp 0 and the consumer warps for TMA.
 int block_threads(const CollectiveArguments& a) {
   if (a.algo == CollectiveAlgo::kSimt) return a.simt_threads;
-  const bool sums = a.algo == CollectiveAlgo::kTmaPull && a.op != CollectiveOp::kAllGather;
+  const bool sums = a.algo == CollectiveAlgo::kTmaPull && a.op != Collective::kAllGather;
   return int(kWarp) * (1 + (sums ? a.pull_warps : 1));
 }
 
@@ -768,7 +760,7 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
   if (a.num_groups < 1) return fmt::format("num_groups = {} < 1", a.num_groups);
   if (a.ranges == nullptr && a.num_groups != 1) return fmt::format("num_groups = {} needs a range table", a.num_groups);
   if (a.ranges != nullptr && a.list_begin == nullptr) return "ranges given without list_begin";
-  if (a.dst_zeroed && (a.algo != CollectiveAlgo::kTmaPush || a.op == CollectiveOp::kAllGather || a.src[0] == a.dst[0]))
+  if (a.dst_zeroed && (a.algo != CollectiveAlgo::kTmaPush || a.op == Collective::kAllGather || a.src[0] == a.dst[0]))
     return fmt::format("dst_zeroed = true needs tma-push ReduceScatter or AllReduce out of place (got {} {}{})",
                        to_string(a.algo), to_string(a.op), a.src[0] == a.dst[0] ? " in place" : "");
   for (int r = 0; r < a.world_size; ++r) {

@@ -28,18 +28,6 @@ Collective collective_of(Op op) {
 
 std::string_view to_string(GemmImpl impl) { return impl == GemmImpl::kOvl ? "ovl" : "cublas"; }
 
-std::string_view to_string(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "allreduce";
-    case Collective::kReduceScatter:
-      return "reducescatter";
-    case Collective::kAllGather:
-      return "allgather";
-  }
-  return "?";
-}
-
 double bus_factor(Collective c, int world) {
   const double w = world;
   return c == Collective::kAllReduce ? 2.0 * (w - 1) / w : (w - 1) / w;

@@ -75,7 +75,7 @@ std::vector<unsigned char> random_data(DType t, std::size_t elems, std::uint32_t
 }
 
 struct Case {
-  CollectiveOp op;
+  Collective op;
   CollectiveImpl impl;
   DType dtype;
   std::size_t count;  // AR: count; RS: recv_count; AG: send_count
@@ -84,7 +84,7 @@ struct Case {
   bool dst_zeroed = false;  // CollectiveOptions::dst_zeroed (the output buffer is fresh, hence zero)
 };
 std::string name(const Case& c, int n) {
-  return fmt::format("{} {} {} count={} ctas={} world={}{}{}", kernels::to_string(c.op), to_string(c.impl),
+  return fmt::format("{} {} {} count={} ctas={} world={}{}{}", to_string(c.op), to_string(c.impl),
                      to_string(c.dtype), c.count, c.ctas, n, c.in_place ? " in-place" : "",
                      c.dst_zeroed ? " dst-zeroed" : "");
 }
@@ -98,8 +98,8 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   const int n = world.size();
   const int first = world.first_local_rank(), last = first + world.num_local_ranks();
   const std::size_t es = std::size_t(dtype_bytes(c.dtype));
-  const std::size_t in_elems = c.op == CollectiveOp::kReduceScatter ? c.count * n : c.count;
-  const std::size_t out_elems = c.op == CollectiveOp::kAllGather ? c.count * n : c.count;
+  const std::size_t in_elems = c.op == Collective::kReduceScatter ? c.count * n : c.count;
+  const std::size_t out_elems = c.op == Collective::kAllGather ? c.count * n : c.count;
   const std::size_t full = std::max(in_elems, out_elems);
   SymmetricBuffer send(world, (c.in_place ? full : in_elems) * es);
   SymmetricBuffer recv_separate;
@@ -110,7 +110,7 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   for (int r = 0; r < n; ++r) {
     in[r] = random_data(c.dtype, in_elems, 1234u + 77u * r + std::uint32_t(c.count));
     if (r < first || r >= last) continue;
-    const std::size_t at = (c.in_place && c.op == CollectiveOp::kAllGather) ? r * c.count * es : 0;
+    const std::size_t at = (c.in_place && c.op == Collective::kAllGather) ? r * c.count * es : 0;
     OVL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(send.peer_ptr(r)) + at, in[r].data(), in[r].size(), cudaMemcpyHostToDevice));
   }
   // Without it the last 48 bytes of a 2 MiB + 48-byte input were sometimes still in flight when the collective read
@@ -121,9 +121,9 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   opt.pull_warps = pull_warps;
   opt.dst_zeroed = c.dst_zeroed;
   switch (c.op) {
-    case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
-    case CollectiveOp::kReduceScatter: coll.reduce_scatter(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
-    case CollectiveOp::kAllGather: coll.all_gather(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
+    case Collective::kAllReduce: coll.all_reduce(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
+    case Collective::kReduceScatter: coll.reduce_scatter(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
+    case Collective::kAllGather: coll.all_gather(send, recv, c.count, c.dtype, c.impl, opt, stream); break;
   }
   coll.check(stream);
   std::size_t wrong = 0;
@@ -131,13 +131,13 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   std::vector<unsigned char> got(out_elems * es);
   for (int r = first; r < last; ++r) {
     // Where rank r's result is: in-place RS leaves it at element r*count.
-    const std::size_t at = (c.in_place && c.op == CollectiveOp::kReduceScatter) ? r * c.count * es : 0;
-    const std::size_t check_elems = c.op == CollectiveOp::kReduceScatter ? c.count : out_elems;
+    const std::size_t at = (c.in_place && c.op == Collective::kReduceScatter) ? r * c.count * es : 0;
+    const std::size_t check_elems = c.op == Collective::kReduceScatter ? c.count : out_elems;
     OVL_CUDA_CHECK(cudaMemcpy(got.data(), static_cast<const char*>(recv.peer_ptr(r)) + at, check_elems * es, cudaMemcpyDeviceToHost));
     if (r == first && result0 != nullptr) *result0 = got;
     for (std::size_t i = 0; i < check_elems; ++i) {
       const double g = to_double(c.dtype, got.data() + i * es);
-      if (c.op == CollectiveOp::kAllGather) {
+      if (c.op == Collective::kAllGather) {
         const std::size_t owner = i / c.count, j = i % c.count;
         if (std::memcmp(got.data() + i * es, in[owner].data() + j * es, es) != 0) {
           if (wrong < 3)
@@ -147,7 +147,7 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
         }
         continue;
       }
-      const std::size_t j = c.op == CollectiveOp::kReduceScatter ? r * c.count + i : i;
+      const std::size_t j = c.op == Collective::kReduceScatter ? r * c.count + i : i;
       double sum = 0, abs_sum = 0;
       for (int p = 0; p < n; ++p) {
         const double x = to_double(c.dtype, in[p].data() + j * es);
@@ -190,11 +190,11 @@ class CollectivesTest : public HopperTest {
     if (n == 1 || !world.is_loopback()) impls.push_back(CollectiveImpl::kNccl);
     for (CollectiveImpl impl : impls)
       for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32})
-        for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+        for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
           // Not multiples of the 32 KB piece; RS/AG chunks of more than one rank must be 16-byte multiples.
           const std::size_t align = 16 / std::size_t(dtype_bytes(dtype));
           std::vector<std::size_t> counts{(1u << 20) + 24};
-          if (op == CollectiveOp::kAllReduce || n == 1) {
+          if (op == Collective::kAllReduce || n == 1) {
             counts.push_back(1);
             counts.push_back(4097);
           } else {
@@ -213,7 +213,7 @@ class CollectivesTest : public HopperTest {
           SCOPED_TRACE(name(c, n));
           EXPECT_EQ(run_case(world, coll, c, stream), 0u) << name(c, n);
           // Push onto zeroed destinations (every rank adds its own piece too): two sizes, 1 and 5 CTAs.
-          if (impl == CollectiveImpl::kTmaPush && op != CollectiveOp::kAllGather)
+          if (impl == CollectiveImpl::kTmaPush && op != Collective::kAllGather)
             for (const auto& [count, ctas] : {std::pair<std::size_t, int>{4096 + align, 1}, {(1u << 20) + 24, 5}}) {
               const Case z{op, impl, dtype, count, ctas, false, true};
               SCOPED_TRACE(name(z, n));
@@ -235,8 +235,8 @@ TEST_F(CollectivesTest, SanitizerSized) {
     World world = World::loopback(n);
     Collectives coll(world);
     for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt})
-      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
-        const Case c{op, impl, DType::kBF16, op == CollectiveOp::kAllReduce ? 20001u : 20008u, 3, false};
+      for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+        const Case c{op, impl, DType::kBF16, op == Collective::kAllReduce ? 20001u : 20008u, 3, false};
         EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
         if (impl == CollectiveImpl::kTmaPull) EXPECT_EQ(run_case(world, coll, c, stream_, nullptr, 1), 0u) << name(c, n) << " 1 pull warp";
       }
@@ -248,7 +248,7 @@ TEST_F(CollectivesTest, ThreadsWorldOf1) {
   run_per_rank(worlds, [&](World& w) {
     Collectives coll(w);
     for (CollectiveImpl impl : {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull})
-      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+      for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
         const Case c{op, impl, DType::kBF16, 4097, 4, false};
         EXPECT_EQ(run_case(w, coll, c, stream_), 0u) << name(c, 1);
       }
@@ -272,7 +272,7 @@ TEST_F(CollectivesTest, ThreadsWorldOfEveryGpu) {
 TEST_F(CollectivesTest, PullReduceIsDeterministic) {
   World world = World::loopback(8);
   Collectives coll(world);
-  const Case c{CollectiveOp::kAllReduce, CollectiveImpl::kTmaPull, DType::kBF16, (1u << 20) + 24, 16, false};
+  const Case c{Collective::kAllReduce, CollectiveImpl::kTmaPull, DType::kBF16, (1u << 20) + 24, 16, false};
   std::vector<unsigned char> first, again;
   ASSERT_EQ(run_case(world, coll, c, stream_, &first), 0u);
   for (int i = 0; i < 9; ++i) {
@@ -296,9 +296,9 @@ TEST_F(CollectivesTest, PullReduceWarpCountsInOddWorlds) {
     World world = World::loopback(n);
     Collectives coll(world);
     for (DType dtype : {DType::kBF16, DType::kFP32})
-      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter})
+      for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter})
         for (int ctas : {1, 7}) {
-          const std::size_t count = op == CollectiveOp::kAllReduce ? (1u << 17) + 5 : 3 * 4096 + 8;
+          const std::size_t count = op == Collective::kAllReduce ? (1u << 17) + 5 : 3 * 4096 + 8;
           const Case c{op, CollectiveImpl::kTmaPull, dtype, count, ctas, false};
           SCOPED_TRACE(name(c, n));
           std::vector<unsigned char> four, other;
@@ -319,7 +319,7 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
   OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
   std::memset(err, 0, sizeof(*err));
   kernels::CollectiveArguments a;
-  a.op = CollectiveOp::kAllReduce;
+  a.op = Collective::kAllReduce;
   a.algo = kernels::CollectiveAlgo::kTmaPush;
   a.world_size = 2;
   a.first_rank = 0;
@@ -351,14 +351,14 @@ void expect_gate_timeout(const World& world, Collectives& coll, SymmetricBuffer&
   CollectiveOptions opt;
   opt.num_ctas = 2;
   opt.timeout_ns = 50'000'000;
-  coll.run_ranges(CollectiveOp::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream, &gate);
+  coll.run_ranges(Collective::kReduceScatter, buf, buf, table, DType::kBF16, impl, opt, stream, &gate);
   try {
     coll.check(stream);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
-  const Case c{CollectiveOp::kAllReduce, impl, DType::kBF16, 4097, 2, false};
+  const Case c{Collective::kAllReduce, impl, DType::kBF16, 4097, 2, false};
   EXPECT_EQ(run_case(world, coll, c, stream), 0u);
 }
 
@@ -457,7 +457,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
     opt.dst_zeroed = zeroed;
     GroupGate gate{&counters, expected};
     const SymmetricBuffer& dst = zeroed ? out : buf;
-    coll.run_ranges(CollectiveOp::kReduceScatter, buf, dst, table, DType::kBF16, impl, opt, stream_, &gate);
+    coll.run_ranges(Collective::kReduceScatter, buf, dst, table, DType::kBF16, impl, opt, stream_, &gate);
     // The "GEMM" finishes its groups 2 ms later; every rank's counters.
     for (int r = 0; r < n; ++r) kernels::launch_add_counters_after(counters.peer<std::uint32_t>(r), groups, 1, 2'000'000, producer);
     coll.check(stream_);

@@ -275,17 +275,17 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
   if (!w.nccl_cta_bounds().empty()) impls.push_back(CollectiveImpl::kNccl);
   struct Run {
     CollectiveImpl impl;
-    CollectiveOp op;
+    Collective op;
     bool zeroed;
   };
   std::vector<Run> runs;
   for (CollectiveImpl impl : impls)
-    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
+    for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather})
       runs.push_back({impl, op, false});
-  runs.push_back({CollectiveImpl::kTmaPush, CollectiveOp::kAllReduce, true});
-  runs.push_back({CollectiveImpl::kTmaPush, CollectiveOp::kReduceScatter, true});
+  runs.push_back({CollectiveImpl::kTmaPush, Collective::kAllReduce, true});
+  runs.push_back({CollectiveImpl::kTmaPush, Collective::kReduceScatter, true});
   for (const Run& run : runs) {
-    SCOPED_TRACE(fmt::format("rank {} of {}: {} {}{}", me, n, to_string(run.impl), kernels::to_string(run.op),
+    SCOPED_TRACE(fmt::format("rank {} of {}: {} {}{}", me, n, to_string(run.impl), to_string(run.op),
                              run.zeroed ? " dst-zeroed" : ""));
     OVL_CUDA_CHECK(cudaMemset(recv.local_ptr(), run.zeroed ? 0 : 0xFF, total * 4));
     OVL_CUDA_CHECK(cudaDeviceSynchronize());
@@ -294,22 +294,22 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
     opt.num_ctas = 3;
     opt.dst_zeroed = run.zeroed;
     switch (run.op) {
-      case CollectiveOp::kAllReduce: coll.all_reduce(send, recv, total, DType::kFP32, run.impl, opt, nullptr); break;
-      case CollectiveOp::kReduceScatter:
+      case Collective::kAllReduce: coll.all_reduce(send, recv, total, DType::kFP32, run.impl, opt, nullptr); break;
+      case Collective::kReduceScatter:
         coll.reduce_scatter(send, recv, chunk, DType::kFP32, run.impl, opt, nullptr);
         break;
-      case CollectiveOp::kAllGather: coll.all_gather(send, recv, chunk, DType::kFP32, run.impl, opt, nullptr); break;
+      case Collective::kAllGather: coll.all_gather(send, recv, chunk, DType::kFP32, run.impl, opt, nullptr); break;
     }
     coll.check(nullptr);
     OVL_CUDA_CHECK(cudaMemcpy(out.data(), recv.local_ptr(), total * 4, cudaMemcpyDeviceToHost));
-    const std::size_t elems = run.op == CollectiveOp::kReduceScatter ? chunk : total;
+    const std::size_t elems = run.op == Collective::kReduceScatter ? chunk : total;
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < elems; ++i) {
       float want = 0;
-      if (run.op == CollectiveOp::kAllGather) {
+      if (run.op == Collective::kAllGather) {
         want = mpi_input(i % chunk, int(i / chunk));
       } else {
-        const std::size_t j = run.op == CollectiveOp::kReduceScatter ? std::size_t(me) * chunk + i : i;
+        const std::size_t j = run.op == Collective::kReduceScatter ? std::size_t(me) * chunk + i : i;
         for (int p = 0; p < n; ++p) want += mpi_input(j, p);
       }
       if (out[i] != want && wrong++ < 3) ADD_FAILURE() << "element " << i << ": " << out[i] << ", want " << want;

@@ -26,7 +26,6 @@
 
 namespace ovl {
 
-using kernels::CollectiveOp;
 // Element types are the model's ovl::DType (kBF16, kFP16, kFP32); kernels/ has its own enum without the model.
 kernels::DType kernel_dtype(DType dtype);
 
@@ -105,7 +104,7 @@ class Collectives {
   void all_gather(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t send_count, DType dtype,
                   CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream);
   // Tile-addressed (TMA/SIMT only), optionally gated by GEMM group counters.
-  void run_ranges(CollectiveOp op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
+  void run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
                   DType dtype, CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream,
                   const GroupGate* gate = nullptr);
 
@@ -115,10 +114,10 @@ class Collectives {
   std::uint32_t epoch() const { return epoch_; }
 
  private:
-  kernels::CollectiveArguments base_args(CollectiveOp op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
+  kernels::CollectiveArguments base_args(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
                                          DType dtype, CollectiveImpl impl, const CollectiveOptions& options) const;
   void launch(kernels::CollectiveArguments& args, cudaStream_t stream);
-  void nccl(CollectiveOp op, const void* send, void* recv, std::size_t count, DType dtype, const CollectiveOptions& options,
+  void nccl(Collective op, const void* send, void* recv, std::size_t count, DType dtype, const CollectiveOptions& options,
             cudaStream_t stream) const;
 
   World world_;

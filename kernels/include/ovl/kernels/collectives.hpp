@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ovl/types.hpp"
+
 namespace ovl::kernels {
 
 inline constexpr int kMaxRanks = 8;
@@ -31,7 +33,6 @@ inline constexpr int kMaxCollectiveCtas = 256;  // slices, hence flag slots per 
 inline constexpr std::uint64_t kDefaultTimeoutNs = 5'000'000'000ull;
 
 enum class DType : std::uint8_t { kBF16, kF16, kF32 };
-enum class CollectiveOp : std::uint8_t { kReduceScatter, kAllGather, kAllReduce };
 // kTmaPush: reduce by cp.reduce.async.bulk .add into the owner's buffer; gather by TMA stores to every peer.
 // kTmaPull: the owner TMA-loads every rank's chunk and adds in fp32 in rank order 0..N-1 (deterministic);
 //           gather by TMA loads from every owner.
@@ -40,7 +41,6 @@ enum class CollectiveAlgo : std::uint8_t { kTmaPush, kTmaPull, kSimt };
 
 std::size_t dtype_bytes(DType dtype);
 const char* to_string(DType dtype);
-const char* to_string(CollectiveOp op);
 const char* to_string(CollectiveAlgo algo);
 
 // One contiguous piece of an op: bytes at src_offset in the source buffer, bytes at dst_offset in the
@@ -85,7 +85,7 @@ inline constexpr std::size_t collective_flag_bytes() { return kCollectiveFlagWor
 
 // Everything one launch needs. Pointers are addresses valid on the launching device (peer-mapped or local).
 struct CollectiveArguments {
-  CollectiveOp op = CollectiveOp::kAllReduce;
+  Collective op = Collective::kAllReduce;
   CollectiveAlgo algo = CollectiveAlgo::kTmaPush;
   DType dtype = DType::kBF16;
   int world_size = 1;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "ovl/types.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"
 #include "ovl/model/problem.hpp"
@@ -11,11 +12,9 @@
 namespace ovl {
 
 enum class GemmImpl { kOvl, kCublas };
-enum class Collective { kAllReduce, kReduceScatter, kAllGather };
 
 Collective collective_of(Op op);            // the collective an op needs
 std::string_view to_string(GemmImpl impl);  // "ovl", "cublas"
-std::string_view to_string(Collective c);   // "allreduce", "reducescatter", "allgather"
 
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;

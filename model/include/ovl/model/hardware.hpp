@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ovl/types.hpp"
 #include "ovl/model/link_profile.hpp"
 
 namespace ovl {
@@ -119,16 +120,7 @@ struct Hardware {
 // The JSON names of every numeric field (all but "name"), in declaration order.
 std::vector<std::string> hardware_field_names();
 
-// What the loopback collective plays (see docs/overlap.md, "Loopback emulation").
-enum class LoopbackShare {
-  // Rank 0's own share, as one real GPU of a W-rank world does it (pull style): RS: reduce the rows rank 0 owns
-  // (W reads, 1 write); AR (two-shot): reduce rank 0's piece of each group, then copy the W-1 other owners' reduced
-  // pieces in (they are precomputed per shape, see ContextOptions::loopback_share); AG: copy the W-1 peers' rows
-  // in (plus rank 0's own rows, a local copy). Rank 0's output (the caller's C) is complete and correct.
-  kRank0,
-  // Every rank's part (W times rank 0's traffic on one HBM); every rank's output is complete (verification).
-  kWholeWorld,
-};
+// LoopbackShare: ovl/types.hpp.
 std::string_view to_string(LoopbackShare share);  // "rank0", "whole-world"
 LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error naming the text
 
