@@ -675,6 +675,9 @@ SimResult simulate(const Problem& problem, const Plan& plan, const Hardware& hw,
             "{} tile groups / {} chunks exceed the simulator's limit of {} collective calls", plan.tile_groups.size(),
             plan.chunks, kMaxSimGroups);
   plan.validate(problem, hw);
+  OVL_CHECK(plan.comm_algo != CommAlgo::kCopyEngine,
+            "the simulator does not model comm_algo ce (copy-engine copies, then the owner's sum); the model "
+            "(ovl::estimate) prices it and the planner ranks ce plans by the model");
 
   detail::Context ctx(problem, plan, hw, options);
   TimeNs end = 0;

@@ -72,6 +72,9 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
   ts.gemm_sms = hw.sm_count - 16;
   v.push_back(ts);
+  Plan ce = default_plan(Mode::kTileSignal, p, hw, 16);  // copy engine: the GEMM on every SM, 16 CTAs for the sum
+  ce.comm_algo = CommAlgo::kCopyEngine;
+  v.push_back(ce);
   if (p.op == Op::kAllGatherGemm) {
     // The GEMM waits for each group's gather: one group per band (8), and 2 groups of 4 bands; green-context.
     Plan ts2 = ts;
@@ -331,6 +334,24 @@ void check_swizzled_groups(int world, Op op, LoopbackShare share) {
 }
 
 
+// comm_algo ce (mode tile-signal, copy-engine copies gated by stream memory waits): M = 1000 (not a multiple of the
+// 128-row tile: the last band has 104 rows; 125 rows per rank in a world of 8), N = 776 (the last tile column of 8),
+// K = 256; 1, 2, 3 and 8 groups of whole bands, comm_ctas 8 (the sum; in loopback AG+GEMM also the SMs its
+// same-device copies need beside the GEMM); against sequential and the float64 reference, every rank's output with
+// kWholeWorld.
+void check_copy_engine(int world, Op op, LoopbackShare share) {
+  check_against_sequential(world, op, share, 1000, 776, 256, [](const Problem& p, const Hardware& hw) {
+    std::vector<Plan> plans;
+    for (int groups : {1, 2, 3, 8}) {
+      Plan plan = default_plan(Mode::kTileSignal, p, hw, 8);
+      plan.comm_algo = CommAlgo::kCopyEngine;
+      plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), groups);
+      plans.push_back(plan);
+    }
+    return plans;
+  });
+}
+
 // Intervals of a timeline on one lane.
 int intervals_on(const Timeline& t, const std::string& lane) {
   return int(std::count_if(t.intervals.begin(), t.intervals.end(), [&](const Interval& i) { return i.lane == lane; }));
@@ -383,6 +404,43 @@ TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback4WholeWorld) {
 TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback8WholeWorld) {
   check_tma_movers(8, Op::kGemmReduceScatter, kWhole);
 }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceWorld1) { check_copy_engine(0, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterWorld1) { check_copy_engine(0, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmWorld1) { check_copy_engine(0, Op::kAllGatherGemm, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback2Rank0) { check_copy_engine(2, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback4Rank0) { check_copy_engine(4, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback8Rank0) { check_copy_engine(8, Op::kAllGatherGemm, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback2WholeWorld) { check_copy_engine(2, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback4WholeWorld) { check_copy_engine(4, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback8WholeWorld) { check_copy_engine(8, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback2WholeWorld) {
+  check_copy_engine(2, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback4WholeWorld) {
+  check_copy_engine(4, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback8WholeWorld) {
+  check_copy_engine(8, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback2WholeWorld) { check_copy_engine(2, Op::kAllGatherGemm, kWhole); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback4WholeWorld) { check_copy_engine(4, Op::kAllGatherGemm, kWhole); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback8WholeWorld) { check_copy_engine(8, Op::kAllGatherGemm, kWhole); }
+
+// ce refuses what it cannot run, naming why: a paced loopback (its copies run on SMs there), tile-major output.
+TEST_F(OverlapTest, CopyEngineRefusalsNameWhy) {
+  ContextOptions options;
+  options.loopback_world = 2;
+  options.link_profile = builtin_link_profile("nvlink4-node8");
+  Context paced(options);
+  DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(512, 768, 0);
+  const Problem p = paced.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
+  Plan ce = default_plan(Mode::kTileSignal, p, paced.hardware(), 8);
+  ce.comm_algo = CommAlgo::kCopyEngine;
+  EXPECT_NE(paced.can_run(p, ce).find("paced loopback"), std::string::npos) << paced.can_run(p, ce);
+  ce.output = OutputLayout::kTileMajor;
+  EXPECT_NE(paced.can_run(p, ce).find("tile-major"), std::string::npos) << paced.can_run(p, ce);
+}
+
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmAllReduceLoopback8) { check_tma_movers_global_ranges(Op::kGemmAllReduce); }
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
   check_tma_movers_global_ranges(Op::kGemmReduceScatter);
@@ -672,7 +730,8 @@ void expect_timeout(Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPu
   ctx.synchronize(stream);
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
-  if (mode == Mode::kTma) plan.comm_algo = tma_algo;
+  if (mode == Mode::kTma || tma_algo == CommAlgo::kCopyEngine) plan.comm_algo = tma_algo;
+  if (tma_algo == CommAlgo::kCopyEngine) plan.gemm_sms = ctx.hardware().sm_count;
   ctx.set_fault(fault);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
   expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out after 300 ms", "tile group"});
@@ -699,6 +758,19 @@ TEST_F(OverlapTest, MissingGatherTimesOutTileSignal) {
 }
 TEST_F(OverlapTest, MissingGatherTimesOutGreenContext) {
   expect_timeout(Fault::kCounterTooHigh, Mode::kGreenContext, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+}
+// ce: stream memory waits cannot time out; the host watchdog in synchronize() releases them and reports.
+TEST_F(OverlapTest, SkippedGemmTimesOutCopyEngine) {
+  expect_timeout(Fault::kSkipGemm, Mode::kTileSignal, CommAlgo::kCopyEngine);
+}
+TEST_F(OverlapTest, SkippedGemmTimesOutCopyEngineWholeWorld) {
+  expect_timeout(Fault::kSkipGemm, Mode::kTileSignal, CommAlgo::kCopyEngine, LoopbackShare::kWholeWorld);
+}
+TEST_F(OverlapTest, MissingTileTimesOutCopyEngineAllReduce) {
+  expect_timeout(Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kCopyEngine, kRank0, Op::kGemmAllReduce);
+}
+TEST_F(OverlapTest, MissingGatherTimesOutCopyEngine) {
+  expect_timeout(Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kCopyEngine, kRank0, Op::kAllGatherGemm);
 }
 TEST_F(OverlapTest, SkippedGemmTimesOutTmaPushWholeWorld) {
   expect_timeout(Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPush, LoopbackShare::kWholeWorld);

@@ -230,6 +230,31 @@ TEST(Planner, TileSignalAlsoLeavesTheCollectiveItsSms) {
   }
 }
 
+TEST(Planner, CopyEngineCandidatesKeepEverySmAndArePriced) {
+  // GEMM+AR / GEMM+RS on one node: tile-signal candidates with comm_algo ce and gemm_sms = sm_count, ranked by the
+  // model (the simulator refuses ce); several nodes: none.
+  const Hardware hw = builtin_hardware("h200");
+  PlannerOptions o;
+  o.modes = {Mode::kTileSignal};
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+    const Problem p = make_problem(op, 8192, 8192, 4096, 8);
+    int ce = 0;
+    for (const Plan& c : candidate_plans(p, hw, o)) {
+      if (c.comm_algo != CommAlgo::kCopyEngine) continue;
+      ++ce;
+      EXPECT_EQ(c.gemm_sms, hw.sm_count);
+      EXPECT_NO_THROW(c.validate(p, hw));
+      test::expect_error_naming([&] { simulate(p, c, hw); }, "ce");
+    }
+    EXPECT_GT(ce, 0) << to_string(op);
+    const PlanResult r = plan(p, hw, o);
+    EXPECT_GT(r.predicted_us, 0);
+    for (const PlanAlternative& a : r.alternatives) EXPECT_GT(a.predicted_us, 0) << a.plan.summary();
+    Problem two_nodes = make_problem(op, 8192, 8192, 4096, 16);
+    for (const Plan& c : candidate_plans(two_nodes, hw, o)) EXPECT_NE(c.comm_algo, CommAlgo::kCopyEngine);
+  }
+}
+
 TEST(Planner, ModesCanBeRestricted) {
   const Hardware hw = builtin_hardware("h100");
   const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);

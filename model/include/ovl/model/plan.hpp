@@ -22,7 +22,9 @@ enum class Mode {
   kGreenContext,  // GCOverlap: tile-signal with GEMM and communication on disjoint green-context partitions
   kTma,           // Oh Overlap: a persistent TMA collective on few SMs polls the group counters
 };
-enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull };
+// kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
+// communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
+enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine };
 enum class TileOrder { kRowBand, kSwizzle, kExplicit };
 // kSwizzle visits blocks of kSwizzleRows tile rows ("swizzle bands"), each column by column (L2 reuse of B panels);
 // the signaled GEMM runs it with GemmArguments::swizzle = kSwizzleRows. A group of whole swizzle bands is a
@@ -31,7 +33,7 @@ inline constexpr int kSwizzleRows = 8;
 enum class OutputLayout { kRowMajor, kTileMajor };
 
 std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
-std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull"
+std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull", "ce"
 std::string_view to_string(TileOrder order);  // "row-band", "swizzle", "explicit"
 std::string_view to_string(OutputLayout layout);  // "row-major", "tile-major"
 Mode parse_mode(std::string_view text);
