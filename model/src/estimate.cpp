@@ -421,14 +421,16 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   double after_us = 0;
   if (plan.comm_algo == CommAlgo::kCopyEngine) {
     // Per group: a flag's latency and the group's copies (f link bytes per buffer byte at the copy engines' rate,
-    // 2 f HBM bytes); no CTA. In loopback the copies are same-device copies on SMs: they start when the GEMM ends.
+    // 2 f HBM bytes); no CTA. In loopback the copies are same-device copies on SMs: GEMM+AR / GEMM+RS's start when
+    // the GEMM ends.
     const double w = problem.world;
     const double f = (w - 1) / w;
     const double rate = copy_engine_GBps(hw);
     const auto copy_per_byte = [&](double hbm_GBps) {
       return std::max(2 * f / hbm_GBps, f / rate) / kBytesPerUsPerGBps;
     };
-    gc.start_at_us = hw.loopback && problem.world > 1 ? gemm.total_us() : 0.0;
+    // (AG+GEMM there leaves the copies comm_ctas SMs beside the GEMM, which waits for them.)
+    gc.start_at_us = hw.loopback && problem.world > 1 && coll != Collective::kAllGather ? gemm.total_us() : 0.0;
     gc.fixed_us = problem.world > 1 ? hw.link_latency_us : 0.0;
     gc.per_byte_busy = copy_per_byte(share);
     gc.per_byte_idle = copy_per_byte(hw.hbm_GBps);

@@ -24,6 +24,11 @@
 // 50 GB/s plus its steps' latency: a correctness-and-sanity check of the pacing, not a speed claim (the lower bound
 // says pacing holds; the upper one that little else binds at that rate: the movers' HBM rates are ~100x higher).
 //
+// Copy engine (comm_algo ce, tile-signal): in plans_for (so every check_all_modes world and share, and the real
+// World test), and on the odd shape of the TMA movers with 1, 2, 3 and 8 groups in a world of 1 and loopback 2, 4
+// and 8 (both shares; kWholeWorld checks every rank's output). Its stream memory waits cannot time out: the fault
+// tests below check that Context::synchronize's watchdog turns a missing signal into an ovl::Error.
+//
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
 // the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms), and the
 // next call on the same Context must be correct. More bad inputs and faults: tests/gpu/test_context_faults.cu.
