@@ -161,7 +161,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             reserve.gemm_sms = hw.sm_count - base.comm_ctas;
             add_grouped(reserve);
           }
-          // ce: the GEMM on every SM, comm CTAs only for the owner's sum after it (a few suffice).
+          // ce: the GEMM on every SM; comm_ctas run only the owner's sum after it.
           if (problem.nodes() == 1 && comm <= 32) {
             Plan ce = base;
             ce.comm_algo = CommAlgo::kCopyEngine;
@@ -263,9 +263,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   fast.record_counters = false;
   fast.record_steps = false;
   auto predict = [&](const Plan& p, double model_us) {
-    // ce: the simulator does not model it, its model price stands.
-    return options.use_simulator && p.comm_algo != CommAlgo::kCopyEngine ? simulate(problem, p, hw, fast).total_us
-                                                                          : model_us;
+    return options.use_simulator ? simulate(problem, p, hw, fast).total_us : model_us;
   };
 
   PlanResult r;

@@ -231,8 +231,8 @@ TEST(Planner, TileSignalAlsoLeavesTheCollectiveItsSms) {
 }
 
 TEST(Planner, CopyEngineCandidatesKeepEverySmAndArePriced) {
-  // GEMM+AR / GEMM+RS on one node: tile-signal candidates with comm_algo ce and gemm_sms = sm_count, ranked by the
-  // model (the simulator refuses ce); several nodes: none.
+  // GEMM+AR / GEMM+RS on one node: tile-signal candidates with comm_algo ce and gemm_sms = sm_count, which the
+  // simulator prices within 15% of the model; several nodes: none.
   const Hardware hw = builtin_hardware("h200");
   PlannerOptions o;
   o.modes = {Mode::kTileSignal};
@@ -244,7 +244,8 @@ TEST(Planner, CopyEngineCandidatesKeepEverySmAndArePriced) {
       ++ce;
       EXPECT_EQ(c.gemm_sms, hw.sm_count);
       EXPECT_NO_THROW(c.validate(p, hw));
-      test::expect_error_naming([&] { simulate(p, c, hw); }, "ce");
+      const double sim_us = simulate(p, c, hw).total_us, model_us = estimate(p, c, hw).total_us;
+      EXPECT_NEAR(sim_us / model_us, 1.0, 0.15) << c.summary();
     }
     EXPECT_GT(ce, 0) << to_string(op);
     const PlanResult r = plan(p, hw, o);
