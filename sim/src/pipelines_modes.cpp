@@ -24,6 +24,18 @@ std::string call_name(Collective c, const char* what, int index) {
   return fmt::format("{} {} {}", to_string(c), what, index);
 }
 
+// For each group whose last tile is among the first `done` (from `next` on, in order): its interval on the "groups"
+// lane (from the previous group's readiness to `now`), then fn(group, its first tile).
+template <typename Fn>
+void each_ready_group(Context& ctx, const std::vector<int64_t>& group_end, size_t& next, TimeNs& prev_ready,
+                      int64_t done, TimeNs now, Fn fn) {
+  for (; next < group_end.size() && group_end[next] <= done; ++next) {
+    ctx.add_interval("groups", fmt::format("group {}", next), "gemm", prev_ready, now);
+    prev_ready = now;
+    fn(next, next == 0 ? size_t(0) : static_cast<size_t>(group_end[next - 1]));
+  }
+}
+
 }  // namespace
 
 // Sequential: the whole GEMM, then one collective (AllGather+GEMM: the gather first).
@@ -175,16 +187,12 @@ TimeNs run_copy_engine(Context& ctx) {
   size_t next_group = 0;
   TimeNs prev_ready = 0;
   gemm.on_wave_done = [&](int64_t done, TimeNs now) {
-    for (; next_group < group_end.size() && group_end[next_group] <= done; ++next_group) {
-      const size_t g = next_group;
-      const size_t begin = g == 0 ? 0 : static_cast<size_t>(group_end[g - 1]);
-      ctx.add_interval("groups", fmt::format("group {}", g), "gemm", prev_ready, now);
-      prev_ready = now;
+    each_ready_group(ctx, group_end, next_group, prev_ready, done, now, [&](size_t g, size_t begin) {
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));
       call.steps = copies(tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g])), "copies");
       post(std::move(call));
-      if (g + 1 < group_end.size()) continue;
+      if (g + 1 < group_end.size()) return;
       // The owner's sum after the last group's copies (FIFO), then AllReduce's copies of the sums.
       CommQueue::Call sum_call;
       sum_call.name = fmt::format("{} sum", to_string(c));
@@ -205,7 +213,7 @@ TimeNs run_copy_engine(Context& ctx) {
         gather.steps = copies(total, "copies");
         post(std::move(gather));
       }
-    }
+    });
   };
   gemm.start(launch);
   return ctx.engine.run();
@@ -283,12 +291,8 @@ TimeNs run_signaled(Context& ctx) {
   size_t next_group = 0;
   TimeNs prev_ready = 0;
   gemm.on_wave_done = [&](int64_t done, TimeNs now) {
-    for (; next_group < group_end.size() && group_end[next_group] <= done; ++next_group) {
-      const size_t g = next_group;
-      const size_t begin = g == 0 ? 0 : static_cast<size_t>(group_end[g - 1]);
+    each_ready_group(ctx, group_end, next_group, prev_ready, done, now, [&](size_t g, size_t begin) {
       const double bytes = tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g]));
-      ctx.add_interval("groups", fmt::format("group {}", g), "gemm", prev_ready, now);
-      prev_ready = now;
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead + us_to_ns(adj[g].extra_us);
@@ -302,7 +306,7 @@ TimeNs run_signaled(Context& ctx) {
       if (g + 1 == group_end.size()) call.on_done = release;
       const TimeNs at = std::max(now, comm_ready);
       ctx.engine.at(at, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });
-    }
+    });
   };
   gemm.start(launch);
   return ctx.engine.run();
