@@ -171,7 +171,7 @@ struct Context::Impl {
   // comm_algo ce (executor_ce.cpp): arrival flags, written with the call's epoch (a per-context sequence number of ce
   // calls, so nothing is ever reset) and waited for with cuStreamWaitValue32 (GEQ). Loopback and a world of 1: one
   // flag array per played owner (kMaxLoopbackRanks of them); a real world: this rank's array, peer-mapped.
-  static constexpr int kCeFlagWords = kMaxGroups * detail::kMaxLoopbackRanks + 2 * detail::kMaxLoopbackRanks;
+  static constexpr int kCeFlagWords = 2 * kMaxGroups * detail::kMaxLoopbackRanks + detail::kMaxLoopbackRanks;
   detail::DeviceBuffer ce_flags;
   SymmetricBuffer ce_flags_sym;
   std::uint32_t ce_epoch = 0;

@@ -6,14 +6,15 @@
 //
 // GEMM+ReduceScatter: owner o's rows are the row block [rb(o), rb(o + 1)); source s pushes each finished group's
 // rows of block o into o's receive slot s (one slot per source; its own rows stay in its partial product), then sets
-// o's flag (g, s). Owner o waits for every (g, s) of its block and sums its partial rows and the W - 1 slots in fp32
-// in rank order (kernels::launch_sum, comm_ctas CTAs), once at the end: the GEMM holds every SM until then, so a
-// per-group sum could not start earlier.
-// GEMM+AllReduce: the ReduceScatter above over W near-equal row blocks, then the copy-engine AllGather of the sums:
-// owner o copies its reduced block to every peer's output and sets its gather flag there.
+// o's flag (g, s). Owner o waits for the (g, s) flags and sums its partial rows and the W - 1 slots in fp32 in rank
+// order (kernels::launch_sum, comm_ctas CTAs): per group when the GEMM's grid leaves comm_ctas SMs
+// (ce_sums_per_group: gemm_sms + comm_ctas <= SMs), else once after the GEMM, which holds every SM until then.
+// GEMM+AllReduce: the ReduceScatter above over W near-equal row blocks, then the copy-engine AllGather of the sums
+// (per group, or each whole block at the end): the owner copies its summed rows to every peer's output and sets its
+// gather flag there.
 // AllGather+GEMM: each rank's rows of A go group by group to every peer's gathered A, each group's copies followed by
 // the peer's flag (g, s); the rank's communication stream waits for every source's flag of group g, then writes
-// counter[g] = its tile count (cuStreamWriteValue32), which the GEMM's per-group waits consume. The rank's own rows
+// counter[g] = 1 (cuStreamWriteValue32), which the GEMM's per-group waits (for >= 1) consume. The rank's own rows
 // are copied into its gathered A before the GEMM starts (a same-device copy needs an SM, and the GEMM's CTAs wait in
 // place on every SM).
 //
@@ -49,11 +50,12 @@ char* bytes_at(const void* base, int64_t offset) {
   return static_cast<char*>(const_cast<void*>(base)) + offset;
 }
 
-// The flag words of one owner: (group g, source s) at g * kFlagRanks + s, then the AllReduce's gather flags (from
-// owner o) and the start barrier (from rank r).
+// The flag words of one owner: (group g, source s) at g * kFlagRanks + s; then the AllReduce's gather flags (unit u:
+// a group, or 0 for a whole block; from owner o); then the start barrier (from rank r).
+constexpr int kGroupFlags = Context::Impl::kMaxGroups * kFlagRanks;
 unsigned data_flag(int g, int s) { return unsigned(g * kFlagRanks + s); }
-unsigned gather_flag(int o) { return unsigned(Context::Impl::kMaxGroups * kFlagRanks + o); }
-unsigned barrier_flag(int r) { return unsigned(Context::Impl::kMaxGroups * kFlagRanks + kFlagRanks + r); }
+unsigned gather_flag(int u, int o) { return unsigned(kGroupFlags + u * kFlagRanks + o); }
+unsigned barrier_flag(int r) { return unsigned(2 * kGroupFlags + r); }
 
 }  // namespace
 
@@ -153,6 +155,10 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     return std::pair<int64_t, int64_t>{std::max(r0, rb(o)), std::min(r1, rb(o + 1))};
   };
 
+  // Test-only (Fault::kPoisonGather): a real world's gathered A is NaN before the call (run() poisons the loopback's);
+  // the peers write into it only after this rank's barrier flag, which follows on the communication stream.
+  if (real && ag && options.fault == Fault::kPoisonGather)
+    OVL_CUDA_CHECK(cudaMemsetAsync(out(me), 0xFF, size_t(p.m * p.k * eb), c.stream));
   start_signaled(c, groups, gemm_st, comm_st);
   // A real world: the start barrier (each rank's previous call is over once it raises its flag here).
   if (real && coll) {
@@ -192,7 +198,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
         if (s == o || a1 <= a0) continue;
         wait(flags(o) + data_flag(g, s), need, real, fmt::format("rank {}'s rows of tile group {}", s, g));
       }
-      if (gemm) write(counter_ptr() + g, ps.expected_host[size_t(g)], comm_st);
+      if (gemm) write(counter_ptr() + g, 1u, comm_st);  // the GEMM waits for >= GemmArguments::wait_value (1)
     }
     join_streams(c.stream, gemm_st, comm_st);
     return;
@@ -204,6 +210,40 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     join_streams(c.stream, gemm_st, comm_st);
     return;
   }
+  const int64_t row = p.n * eb;
+  // Owner o's sum of rows [a0, a1) of its block: its own partial rows and the W - 1 slots, in rank order.
+  const auto reduce_rows = [&](int o, int64_t a0, int64_t a1) {
+    void* dst = out(o);
+    OVL_CHECK(dst != nullptr, "ce: the output of loopback rank {} of {} is missing", o, p.name());
+    kernels::SumArguments sum;
+    sum.sources = w;
+    for (int s = 0; s < w; ++s)
+      sum.src[s] = s == o ? static_cast<const void*>(bytes_at(partial_of(o), a0 * row)) : recv(o, s) + (a0 - rb(o)) * row;
+    // RS: the owner's output is its block; AR: the block's rows of the M x N result.
+    sum.dst = bytes_at(dst, (ar ? a0 : a0 - rb(o)) * row);
+    sum.elements = (a1 - a0) * p.n;
+    sum.bf16 = p.dtype == DType::kBF16;
+    sum.ctas = std::max(1, plan.comm_ctas);
+    kernels::launch_sum(sum, comm_st);
+  };
+  const auto wait_sources = [&](int o, int g) {
+    for (int s = 0; s < w; ++s)
+      if (s != o)
+        wait(flags(o) + data_flag(g, s), epoch, real, fmt::format("rank {}'s rows of tile group {} for rank {}", s, g, o));
+  };
+  // AR: owner o's summed rows [a0, a1) to every other rank's result, then flag (unit u, o) there. kRank0: rank 0
+  // receives the peers' rows from their precomputed results (prepare_loopback_peers).
+  const auto gather_rows = [&](int o, int u, int64_t a0, int64_t a1) {
+    for (int r = 0; r < w; ++r) {
+      const bool played = real ? o == me : whole || r == 0;
+      if (r == o || !played || out(o) == nullptr || out(r) == nullptr) continue;
+      copy(bytes_at(out(r), a0 * row), bytes_at(out(o), a0 * row), (a1 - a0) * row, comm_st);
+      write(flags(r) + gather_flag(u, o), epoch, comm_st);
+    }
+  };
+  // With SMs beside the GEMM for the sum (gemm_sms + comm_ctas <= SMs: ce_sums_per_group), each group is summed (and,
+  // for AllReduce, gathered) as soon as its rows are in; else once after the GEMM, which holds every SM until then.
+  const bool per_group = ce_sums_per_group(plan, sms);
   for (int g = 0; g < groups; ++g) {
     unsigned expected = ps.expected_host[size_t(g)];
     if (options.fault == Fault::kCounterTooHigh && g == groups - 1) ++expected;
@@ -213,52 +253,46 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
       for (int o = 0; o < w; ++o) {
         const auto [a0, a1] = cut(r0, r1, o);
         if (o == s || a1 <= a0 || !plays_send(s, o)) continue;
-        copy(recv(o, s) + (a0 - rb(o)) * p.n * eb, bytes_at(partial_of(s), a0 * p.n * eb), (a1 - a0) * p.n * eb,
-             comm_st);
+        copy(recv(o, s) + (a0 - rb(o)) * row, bytes_at(partial_of(s), a0 * row), (a1 - a0) * row, comm_st);
         write(flags(o) + data_flag(g, s), epoch, comm_st);
       }
     }
-  }
-  // Each played owner: every source's rows of its block, then the sum (own partial rows + the W - 1 slots).
-  for (int o = 0; o < w; ++o) {
-    if (!plays_owner(o)) continue;
-    for (int g = 0; g < groups; ++g) {
-      const auto [a0, a1] = cut(ps.row_begin[size_t(g)], ps.row_end[size_t(g)], o);
+    for (int o = 0; per_group && o < w; ++o) {
+      const auto [a0, a1] = cut(r0, r1, o);
       if (a1 <= a0) continue;
-      for (int s = 0; s < w; ++s)
-        if (s != o)
-          wait(flags(o) + data_flag(g, s), epoch, real, fmt::format("rank {}'s rows of tile group {} for rank {}", s, g, o));
+      if (plays_owner(o)) {
+        wait_sources(o, g);
+        reduce_rows(o, a0, a1);
+      }
+      if (ar) gather_rows(o, g, a0, a1);
     }
-    kernels::SumArguments sum;
-    sum.sources = w;
-    for (int s = 0; s < w; ++s)
-      sum.src[s] = s == o ? static_cast<const void*>(bytes_at(partial_of(o), rb(o) * p.n * eb)) : recv(o, s);
-    // RS: the owner's output is its block; AR: the block's rows of the M x N result.
-    void* dst = out(o);
-    OVL_CHECK(dst != nullptr, "ce: the output of loopback rank {} of {} is missing", o, p.name());
-    sum.dst = ar ? bytes_at(dst, rb(o) * p.n * eb) : dst;
-    sum.elements = (rb(o + 1) - rb(o)) * p.n;
-    sum.bf16 = p.dtype == DType::kBF16;
-    sum.ctas = std::max(1, plan.comm_ctas);
-    kernels::launch_sum(sum, comm_st);
+  }
+  if (!per_group) {
+    for (int o = 0; o < w; ++o) {
+      if (!plays_owner(o)) continue;
+      for (int g = 0; g < groups; ++g) {
+        const auto [a0, a1] = cut(ps.row_begin[size_t(g)], ps.row_end[size_t(g)], o);
+        if (a1 > a0) wait_sources(o, g);
+      }
+      reduce_rows(o, rb(o), rb(o + 1));
+    }
+    for (int o = 0; ar && o < w; ++o) gather_rows(o, 0, rb(o), rb(o + 1));
   }
   if (ar) {
-    // The AllGather of the sums: owner o's block to every other rank's result, then that rank's gather flag (o).
-    for (int o = 0; o < w; ++o) {
-      for (int r = 0; r < w; ++r) {
-        if (r == o) continue;
-        // kRank0: rank 0 receives the peers' blocks from their precomputed results (prepare_loopback_peers).
-        const bool played = real ? o == me : whole || r == 0;
-        if (!played || out(o) == nullptr || out(r) == nullptr) continue;
-        copy(bytes_at(out(r), rb(o) * p.n * eb), bytes_at(out(o), rb(o) * p.n * eb), (rb(o + 1) - rb(o)) * p.n * eb,
-             comm_st);
-        write(flags(r) + gather_flag(o), epoch, comm_st);
-      }
-    }
+    // Every played rank: every other owner's rows (per group, or its whole block as unit 0).
     for (int r = 0; r < w; ++r) {
       if (!plays_owner(r)) continue;
-      for (int o = 0; o < w; ++o)
-        if (o != r) wait(flags(r) + gather_flag(o), epoch, real, fmt::format("rank {}'s reduced rows for rank {}", o, r));
+      for (int o = 0; o < w; ++o) {
+        if (o == r) continue;
+        for (int u = 0; u < (per_group ? groups : 1); ++u) {
+          const auto [a0, a1] = per_group ? cut(ps.row_begin[size_t(u)], ps.row_end[size_t(u)], o)
+                                          : std::pair<int64_t, int64_t>{rb(o), rb(o + 1)};
+          if (a1 > a0)
+            wait(flags(r) + gather_flag(u, o), epoch, real,
+                 fmt::format("rank {}'s summed rows{} for rank {}", o,
+                             per_group ? fmt::format(" of tile group {}", u) : std::string(), r));
+        }
+      }
     }
     if (real && c.c.ptr != out(me)) copy(c.c.ptr, out(me), p.m * p.n * eb, comm_st);
   }

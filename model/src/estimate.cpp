@@ -416,8 +416,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   };
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
-  // ce: after the GEMM, the owner's sum on comm_ctas CTAs (the GEMM held every SM), and for AllReduce the copies of
-  // the sums to the peers.
+  // ce with the sum after the GEMM (which holds every SM): the owner's sum on comm_ctas CTAs, and for AllReduce the
+  // copies of the sums to the peers.
   double after_us = 0;
   if (plan.comm_algo == CommAlgo::kCopyEngine) {
     // Per group: a flag's latency and the group's copies (f link bytes per buffer byte at the copy engines' rate,
@@ -435,9 +435,21 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     gc.per_byte_busy = copy_per_byte(share);
     gc.per_byte_idle = copy_per_byte(hw.hbm_GBps);
     if (coll != Collective::kAllGather) {
-      const double sum_rate = std::min(hw.hbm_GBps, std::max(1, plan.comm_ctas) * hw.per_cta_copy_GBps);
-      after_us = hw.launch_us + bytes * k.cta_bytes / sum_rate / kBytesPerUsPerGBps;
-      if (coll == Collective::kAllReduce) after_us += gc.fixed_us + bytes * gc.per_byte_idle;
+      const int ctas = std::max(1, plan.comm_ctas);
+      const auto sum_per_byte = [&](double hbm_GBps) {
+        return k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      };
+      const bool ar = coll == Collective::kAllReduce;
+      if (ce_sums_per_group(plan, hw.sm_count)) {
+        // The grid leaves the sum its CTAs: each group's sum (a launch), and AllReduce's copies of it, follow the
+        // group's copies, beside the GEMM.
+        gc.fixed_us += hw.launch_us + (ar ? gc.fixed_us : 0.0);
+        gc.per_byte_busy = (ar ? 2 : 1) * gc.per_byte_busy + sum_per_byte(share);
+        gc.per_byte_idle = (ar ? 2 : 1) * gc.per_byte_idle + sum_per_byte(hw.hbm_GBps);
+      } else {
+        after_us = hw.launch_us + bytes * sum_per_byte(hw.hbm_GBps);
+        if (ar) after_us += gc.fixed_us + bytes * gc.per_byte_idle;
+      }
     }
   } else if (nccl) {
     // One NCCL call per group (a wait kernel on the counter, then the collective): launch + latencies each time,

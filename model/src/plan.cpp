@@ -326,6 +326,10 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
   return std::max(1, std::min(gemm_sms, sms - reserve));
 }
 
+bool ce_sums_per_group(const Plan& plan, int sm_count) {
+  return plan.comm_algo == CommAlgo::kCopyEngine && plan.gemm_sms + plan.comm_ctas <= sm_count;
+}
+
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
   const int ctas = plan.comm_ctas;
   if (!mode_signals(plan.mode) || plan.partitioned || plan.mode == Mode::kGreenContext ||

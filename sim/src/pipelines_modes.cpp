@@ -117,9 +117,10 @@ TimeNs run_decomposed(Context& ctx) {
 
 // comm_algo ce (tile-signal; core/src/executor_ce.cpp): the GEMM on its whole grid; each group's copies take no CTA
 // (stream memory waits, copy engines): f = (W-1)/W of the group's bytes cross to the peers at the copy engines'
-// rate (copy_engine_GBps), after a flag's latency, reading and writing HBM. GEMM+AR / GEMM+RS: after the last
-// group's copies, the owner's sum on comm_ctas CTAs (a kernel launch; S/W out, W + 1 HBM bytes per byte out), and
-// for AllReduce then the copies of the sums. In loopback (W > 1) the copies are same-device copies on SMs: GEMM+AR /
+// rate (copy_engine_GBps), after a flag's latency, reading and writing HBM. GEMM+AR / GEMM+RS: the owner's sum on
+// comm_ctas CTAs (a kernel launch; S/W out, W + 1 HBM bytes per byte out), and for AllReduce then the copies of the
+// sums: per group after its copies when the GEMM's grid leaves the sum its CTAs (ce_sums_per_group), else once
+// after the last group's copies. In loopback (W > 1) the copies are same-device copies on SMs: GEMM+AR /
 // GEMM+RS's wait for the GEMM's end. AllGather+GEMM: every group's copies from the start; a wave starts once its
 // rows have arrived. As the model prices it (estimate_signaled).
 TimeNs run_copy_engine(Context& ctx) {
@@ -184,28 +185,39 @@ TimeNs run_copy_engine(Context& ctx) {
     deferred.clear();
   };
   const double total = static_cast<double>(p.comm_bytes());
+  // The owner's sum of `bytes` buffer bytes (bytes / W out, W + 1 HBM bytes per byte out) on comm_ctas CTAs, after
+  // its launch.
+  auto sum_step = [&](double bytes) {
+    Step st;
+    st.amount = bytes / w;
+    st.local = true;
+    st.rx_weight = 0;
+    st.hbm_weight = w + 1;
+    st.cta_rate = ctx.comm_hw.per_cta_copy_GBps / (w + 1);
+    st.cta_rate_beside = ctx.comm_hw_beside.per_cta_copy_GBps / (w + 1);
+    st.latency = launch;
+    st.name = "sum";
+    return st;
+  };
+  const bool per_group = ce_sums_per_group(plan, ctx.hw.sm_count);
   size_t next_group = 0;
   TimeNs prev_ready = 0;
   gemm.on_wave_done = [&](int64_t done, TimeNs now) {
     each_ready_group(ctx, group_end, next_group, prev_ready, done, now, [&](size_t g, size_t begin) {
+      const double bytes = tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g]));
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));
-      call.steps = copies(tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g])), "copies");
+      call.steps = copies(bytes, "copies");
+      if (per_group) {  // the group's sum beside the GEMM (a launch), and AllReduce's copies of it
+        call.steps.push_back(sum_step(bytes));
+        if (c == Collective::kAllReduce) for (const Step& st : copies(bytes, "gather")) call.steps.push_back(st);
+      }
       post(std::move(call));
-      if (g + 1 < group_end.size()) return;
+      if (per_group || g + 1 < group_end.size()) return;
       // The owner's sum after the last group's copies (FIFO), then AllReduce's copies of the sums.
       CommQueue::Call sum_call;
       sum_call.name = fmt::format("{} sum", to_string(c));
-      sum_call.overhead = launch;
-      Step st;
-      st.amount = total / w;
-      st.local = true;
-      st.rx_weight = 0;
-      st.hbm_weight = w + 1;
-      st.cta_rate = ctx.comm_hw.per_cta_copy_GBps / (w + 1);
-      st.cta_rate_beside = ctx.comm_hw_beside.per_cta_copy_GBps / (w + 1);
-      st.name = "sum";
-      sum_call.steps.push_back(st);
+      sum_call.steps.push_back(sum_step(total));
       post(std::move(sum_call));
       if (c == Collective::kAllReduce) {
         CommQueue::Call gather;

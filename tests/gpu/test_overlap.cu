@@ -342,7 +342,8 @@ void check_swizzled_groups(int world, Op op, LoopbackShare share) {
 // comm_algo ce (mode tile-signal, copy-engine copies gated by stream memory waits): M = 1000 (not a multiple of the
 // 128-row tile: the last band has 104 rows; 125 rows per rank in a world of 8), N = 776 (the last tile column of 8),
 // K = 256; 1, 2, 3 and 8 groups of whole bands, comm_ctas 8 (the sum; in loopback AG+GEMM also the SMs its
-// same-device copies need beside the GEMM); against sequential and the float64 reference, every rank's output with
+// same-device copies need beside the GEMM), the GEMM on every SM (the sum after it) and on SMs - 8 (GEMM+AR /
+// GEMM+RS: a sum per group beside it); against sequential and the float64 reference, every rank's output with
 // kWholeWorld.
 void check_copy_engine(int world, Op op, LoopbackShare share) {
   check_against_sequential(world, op, share, 1000, 776, 256, [](const Problem& p, const Hardware& hw) {
@@ -351,6 +352,9 @@ void check_copy_engine(int world, Op op, LoopbackShare share) {
       Plan plan = default_plan(Mode::kTileSignal, p, hw, 8);
       plan.comm_algo = CommAlgo::kCopyEngine;
       plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), groups);
+      plans.push_back(plan);
+      if (groups == 1 || groups == 3) continue;
+      plan.gemm_sms = hw.sm_count - plan.comm_ctas;  // ce_sums_per_group
       plans.push_back(plan);
     }
     return plans;
@@ -603,9 +607,10 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
   }, Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
 }
 
-// Mode tma in a real World over every visible GPU, four calls back to back with no host sync between them and two
-// different B inputs (alternating), 4 tile groups: every call's result equals its sequential result on every rank.
-// Catches a call whose collective, counter reset or result copy races the previous call's on a peer. Then (more
+// Mode tma and comm_algo ce in a real World over every visible GPU, four calls back to back with no host sync between
+// them and two different B inputs (alternating), 4 tile groups: every call's result equals its sequential result on
+// every rank. Catches a call whose collective, counter reset, flags or result copy races the previous call's on a
+// peer. Then (more
 // than one rank) two calls whose C is Context::symmetric_output (poisoned before each, but the executor zeroes it
 // again: the comparison with the reference on random data is what catches a range left unwritten).
 TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
@@ -626,16 +631,22 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
       const Plan seq_plan = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
       Plan tma = default_plan(Mode::kTma, p, ctx.hardware(), 16);
       tma.tile_groups = band_groups(tma.tiles_m(p), tma.tiles_n(p), 4);
-      ASSERT_EQ(ctx.can_run(p, tma), "");
-      for (int i = 0; i < 4; ++i) out[size_t(i)]->poison(stream);
-      for (int i = 0; i < 4; ++i) run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), out[size_t(i)]->ref(), tma, stream);
-      ctx.synchronize(stream);
+      Plan ce = default_plan(Mode::kTileSignal, p, ctx.hardware(), 16);  // the copy engine's flags and barrier
+      ce.comm_algo = CommAlgo::kCopyEngine;
+      ce.tile_groups = tma.tile_groups;
       for (int i = 0; i < 4; ++i)
         run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), seq[size_t(i)]->ref(), seq_plan, stream);
       ctx.synchronize(stream);
-      for (int i = 0; i < 4; ++i) {
-        SCOPED_TRACE(fmt::format("rank {} of {}: {} call {}", ctx.rank(), w, p.name(), i));
-        EXPECT_LT(rel_error(out[size_t(i)]->read(), seq[size_t(i)]->read()), kTolerance);
+      for (const Plan& plan : {ce, tma}) {
+        ASSERT_EQ(ctx.can_run(p, plan), "");
+        for (int i = 0; i < 4; ++i) out[size_t(i)]->poison(stream);
+        for (int i = 0; i < 4; ++i)
+          run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), out[size_t(i)]->ref(), plan, stream);
+        ctx.synchronize(stream);
+        for (int i = 0; i < 4; ++i) {
+          SCOPED_TRACE(fmt::format("rank {} of {}: {} call {}, {}", ctx.rank(), w, p.name(), i, plan.summary()));
+          EXPECT_LT(rel_error(out[size_t(i)]->read(), seq[size_t(i)]->read()), kTolerance);
+        }
       }
       if (w == 1) continue;  // no symmetric output in a world of 1
       // C = the context's symmetric output (no copy into C): two calls, B alternating, each checked.

@@ -105,6 +105,17 @@ TEST(EstimateModes, CopyEngineLeavesTheGemmEverySmAndSumsAtTheEnd) {
   const Problem ar = make_problem(Op::kGemmAllReduce, 2048, 6912, 8192, 8);
   Plan plan_ar = plan;
   EXPECT_GT(estimate(ar, plan_ar, hw).total_us, eight.total_us);
+  // A grid of 132 - 8 leaves the sum its 8 CTAs: each group is summed beside the GEMM, so only the last group's
+  // copies and sum follow the (slower) GEMM.
+  ASSERT_FALSE(ce_sums_per_group(plan, hw.sm_count));
+  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+  ASSERT_TRUE(ce_sums_per_group(plan, hw.sm_count));
+  const ModeEstimate per_group = estimate(p, plan, hw);
+  const GemmEstimate gemm124 =
+      estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kRowBand, hw);
+  EXPECT_NEAR(per_group.gemm_us, gemm124.us, 1e-9);
+  EXPECT_GT(per_group.total_us, gemm124.us);
+  EXPECT_LT(per_group.total_us, gemm124.us + copies + sum);
 }
 
 TEST(EstimateModes, SharedSmsLeaveTheTmaKernelItsSms) {

@@ -98,6 +98,9 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
 // groups that follow the GEMM (tile-signal GEMM+AR / GEMM+RS) only the SMs the grid leaves (at least 1). The rest
 // start as the GEMM's last CTAs finish.
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw);
+// comm_algo ce, GEMM+AR / GEMM+RS: whether the owner's sum runs per tile group, beside the GEMM (its grid of gemm_sms
+// leaves comm_ctas SMs: gemm_sms + comm_ctas <= sm_count), or once after the GEMM, which holds every SM until then.
+bool ce_sums_per_group(const Plan& plan, int sm_count);
 // Splits `tiles` tiles into `groups` groups as evenly as possible (equal sizes when `groups` divides `tiles`,
 // else the first tiles % groups groups get one more), so groups of tiles_m / groups whole bands stay whole bands.
 std::vector<int> even_groups(int64_t tiles, int groups);
