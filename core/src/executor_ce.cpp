@@ -104,8 +104,11 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     ce_flush = flush != 0;
   }
   // The gates of earlier calls are done once the stream is idle (the watchdog needs only those still pending).
-  if (cudaStreamQuery(comm_st) == cudaSuccess) ce_gates.clear();
-  (void)cudaGetLastError();  // cudaErrorNotReady is no error
+  if (const cudaError_t q = cudaStreamQuery(comm_st); q == cudaSuccess) {
+    ce_gates.clear();
+  } else if (q == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not an error
+  }
   const unsigned epoch = ++ce_epoch;
 
   // Views of the world: rank r's flags, sources, receive slots and outputs (a real world: peer-mapped pointers).
@@ -307,8 +310,7 @@ std::string Context::Impl::ce_watchdog() {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     q = cudaStreamQuery(comm_stream);
   }
-  if (q != cudaErrorNotReady) {
-    if (q != cudaSuccess) (void)cudaGetLastError();  // a sticky error: the caller's synchronize reports it
+  if (q != cudaErrorNotReady) {  // done, or an error, which the caller's stream synchronization reports
     ce_gates.clear();
     return "";
   }
