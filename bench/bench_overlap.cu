@@ -13,8 +13,8 @@
 //     default_plan(sequential, problem, hw, S): cuBLAS on the whole device, then the collective with the SIMT mover
 //     on S CTAs (the whole device: the strongest baseline). The baseline of decomposed, tile-signal, green-context.
 //   overlap/sequential/<op>/<M>x<N>x<K>/world:8/comm_sms:<S>/algo:<a>   (a = the tma mode's comm_algo)
-//   overlap/tile-signal/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>/groups:<g>/algo:ce   (c = 8, 16; g = 2, 4, 8)
-//     comm_algo ce: copies gated by stream memory waits, the GEMM on every SM, c CTAs for the owner's sum (in
+//   overlap/tile-signal/<op>/<M>x<N>x<K>/world:<W>/comm_sms:8/groups:<g>/algo:ce   (g = 2, 4, 8)
+//     comm_algo ce: copies gated by stream memory waits, the GEMM on every SM, 8 CTAs for the owner's sum (in
 //     loopback the copies are same-device copies, which run on SMs: docs/overlap.md, "Copy engine")
 //     the same with comm_algo a, i.e. the tma mode's TMA mover on S CTAs: the tma cases' baseline (like with
 //     like). Seven name parts: the model's bench-name parser skips it on purpose (its plan is not
@@ -530,7 +530,7 @@ void register_cases() {
             add(name, mode, op, sh, c, CommAlgo::kNcclRing);
             if (g <= bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
             // The copy engine (tile-signal only; c: the owner's sum's CTAs).
-            if (mode == Mode::kTileSignal && c <= 16) add(name + "/algo:ce", mode, op, sh, c, CommAlgo::kNcclRing, g, true);
+            if (mode == Mode::kTileSignal && c == 8) add(name + "/algo:ce", mode, op, sh, c, CommAlgo::kNcclRing, g, true);
           }
         }
       }
