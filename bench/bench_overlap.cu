@@ -13,6 +13,9 @@
 //     default_plan(sequential, problem, hw, S): cuBLAS on the whole device, then the collective with the SIMT mover
 //     on S CTAs (the whole device: the strongest baseline). The baseline of decomposed, tile-signal, green-context.
 //   overlap/sequential/<op>/<M>x<N>x<K>/world:8/comm_sms:<S>/algo:<a>   (a = the tma mode's comm_algo)
+//   overlap/tile-signal/<op>/<M>x<N>x<K>/world:<W>/comm_sms:8/groups:<g>/algo:ce   (g = 2, 4, 8)
+//     comm_algo ce: copies gated by stream memory waits, the GEMM on every SM, 8 CTAs for the owner's sum (in
+//     loopback the copies are same-device copies, which run on SMs: docs/overlap.md, "Copy engine")
 //     the same with comm_algo a, i.e. the tma mode's TMA mover on S CTAs: the tma cases' baseline (like with
 //     like). Seven name parts: the model's bench-name parser skips it on purpose (its plan is not
 //     default_plan(sequential, ...), which has an NCCL algorithm).
@@ -345,7 +348,8 @@ CommSplit split_comm_calls(const Timeline& t, int64_t gemm_end_ns) {
 
 // mode "sequential": sequential_plan(seq_algo); otherwise exactly the plan `ovl validate` reconstructs from the name,
 // BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row bands).
-void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, CommAlgo seq_algo) {
+void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, CommAlgo seq_algo,
+                bool copy_engine = false) {
   const Mode mode = bc.mode;
   try {
     ensure_inputs(op, sh);
@@ -353,7 +357,11 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
     Rank& r0 = ranks().ranks[0];
     const Problem& p = r0.inputs.at(key)->problem;
     // Every rank's plan is the same: its problem and hardware profile are.
-    const Plan plan = mode == Mode::kSequential ? sequential_plan(p, *r0.ctx, seq_algo) : bc.plan(r0.ctx->hardware());
+    Plan plan = mode == Mode::kSequential ? sequential_plan(p, *r0.ctx, seq_algo) : bc.plan(r0.ctx->hardware());
+    if (copy_engine) {  // /algo:ce: the copy engine, the GEMM on every SM, comm_sms CTAs for the owner's sum
+      plan.comm_algo = CommAlgo::kCopyEngine;
+      plan.gemm_sms = r0.ctx->hardware().sm_count;
+    }
     if (const std::string why = r0.ctx->can_run(p, plan); !why.empty()) {
       state.SkipWithError(why.c_str());
       return;
@@ -477,13 +485,17 @@ void register_cases() {
   const std::vector<Shape> shapes = {{8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096},
                                      {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};
-  auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo) {
-    // The case as `ovl validate` reads it back (the sequential /algo: cases are not names it knows: only the mode).
+  auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo, int groups = 0,
+                bool copy_engine = false) {
+    // The case as `ovl validate` reads it back (the sequential /algo: cases are not names it knows: only the mode;
+    // nor the /algo:ce ones, whose groups are set here).
     BenchCase bc;
     if (auto parsed = parse_bench_name(name)) bc = *parsed;
     bc.mode = mode;
     bc.comm_sms = c;
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo); })
+    if (groups > 0) bc.groups = groups;
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo, copy_engine); })
         ->UseManualTime()
         ->Iterations(kIterations)
         ->Unit(benchmark::kMicrosecond);
@@ -523,6 +535,8 @@ void register_cases() {
             const std::string name = fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g);
             add(name, mode, op, sh, c, CommAlgo::kNcclRing);
             if (g <= bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
+            // The copy engine (tile-signal only; c: the owner's sum's CTAs).
+            if (mode == Mode::kTileSignal && c == 8) add(name + "/algo:ce", mode, op, sh, c, CommAlgo::kNcclRing, g, true);
           }
         }
       }

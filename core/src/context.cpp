@@ -16,6 +16,7 @@
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/kernels/reduce.hpp"
 #include "ovl/kernels/wait.hpp"
 #include "ovl/sim/planner.hpp"
 #include "ovl/tensor_checks.hpp"
@@ -180,11 +181,18 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
   detail::preload_executor_kernels();
   kernels::preload_wait_kernels();  // AG+GEMM releases its groups with launch_add_counters while the GEMM waits
+  kernels::preload_sum_kernels();   // comm_algo ce's reduction
 }
 
 // The Impl owns every resource, so a constructor that throws half-way (its Impl is destroyed by the unique_ptr)
 // leaks nothing. Destructors log, never throw.
 Context::Impl::~Impl() {
+  // comm_algo ce waits that were never synchronized: released past the timeout, so the device can drain.
+  try {
+    if (cudaSetDevice(device) == cudaSuccess) (void)ce_watchdog();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ovl: ~Context: {}\n", e.what());
+  }
   if (cudaSetDevice(device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
     fmt::print(stderr, "ovl: ~Context: device {} reported {}\n", device, cudaGetErrorString(cudaGetLastError()));
   }
@@ -194,6 +202,7 @@ Context::Impl::~Impl() {
   for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
   if (call_done != nullptr) (void)cudaEventDestroy(call_done);
   if (comm_stream != nullptr) (void)cudaStreamDestroy(comm_stream);
+  if (watchdog_stream != nullptr) (void)cudaStreamDestroy(watchdog_stream);
   if (cublas != nullptr) (void)cublasDestroy(cublas);
   if (own_comm && comm != nullptr) (void)ncclCommDestroy(comm);
 }
@@ -431,7 +440,7 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
             "and the device has {}",
             ctas, s.sms);
       }
-      if (!s.loopback && s.world > 1) {
+      if (!s.loopback && s.world > 1 && plan.comm_algo != CommAlgo::kCopyEngine) {
         if (plan.comm_ctas <= 0 || !s.has_nccl_bound(plan.comm_ctas)) {
           return fmt::format(
               "plan field \"comm_ctas\" = {}: tile-signal allgather-gemm in a real world needs NCCL bounded to the "
@@ -473,6 +482,34 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
     if (int(plan.tile_groups.size()) > Impl::kMaxGroups) {
       return fmt::format("plan has {} tile groups, more than the {} counters of a context", plan.tile_groups.size(),
                          Impl::kMaxGroups);
+    }
+  }
+  if (plan.comm_algo == CommAlgo::kCopyEngine) {
+    if (!driver_api().stream_memory_ops()) {
+      return "comm_algo ce needs the driver's stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32), "
+             "which this driver lacks";
+    }
+    if (s.world > kernels::kMaxSumSources) {
+      return fmt::format("comm_algo ce runs worlds of at most {} ranks (this one: {})", kernels::kMaxSumSources,
+                         s.world);
+    }
+    if (!s.loopback && s.world > 1 && !s.world_ref.valid()) {
+      return fmt::format(
+          "comm_algo ce in a real world of {} ranks needs the Context made from a World (ContextOptions::world: its "
+          "peer-mapped buffers), not from a bare NCCL communicator",
+          s.world);
+    }
+    if (s.loopback && s.link) {
+      return fmt::format(
+          "comm_algo ce in a paced loopback (link profile {}): its copies are same-device copies on SMs, which "
+          "pacing cannot turn into copy-engine transfers",
+          s.link->name);
+    }
+    if (s.loopback && s.world > 1 && p.op == Op::kAllGatherGemm && plan.comm_ctas >= s.sms) {
+      return fmt::format(
+          "plan field \"comm_ctas\" = {}: ce allgather-gemm in loopback leaves comm_ctas SMs beside the GEMM for its "
+          "same-device copies, and the device has {}",
+          plan.comm_ctas, s.sms);
     }
   }
   if (plan.mode == Mode::kTma) {
@@ -538,6 +575,10 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   if (const std::string why = can_run(p, chosen); !why.empty()) {
     OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
   }
+  // A graph would replay the call's epoch, which the flags of its first replay already hold.
+  OVL_CHECK(!capturing || chosen.comm_algo != CommAlgo::kCopyEngine,
+            "{} with plan \"{}\": comm_algo ce cannot be captured in a CUDA Graph (its flags carry a per-call epoch)",
+            p.name(), chosen.summary());
   detail::ShapeState& st = s.shape(p);
   detail::PlanState& ps = s.plan_state(p, chosen);
   const detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps};
@@ -569,7 +610,11 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
       break;
     case Mode::kTileSignal:
     case Mode::kGreenContext:
-      s.run_tile_signal(call);
+      if (chosen.comm_algo == CommAlgo::kCopyEngine) {
+        s.run_copy_engine(call);
+      } else {
+        s.run_tile_signal(call);
+      }
       break;
     case Mode::kTma:
       s.run_tma(call);
@@ -603,6 +648,9 @@ void Context::synchronize(cudaStream_t stream) {
   Impl& s = *impl_;
   const std::lock_guard lock(s.mutex);
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  // comm_algo ce: its stream memory waits cannot time out; the watchdog releases them past the timeout (before the
+  // caller's stream, which joined the communication stream, is waited for).
+  const std::string ce_missing = s.ce_watchdog();
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
   if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
@@ -619,6 +667,10 @@ void Context::synchronize(cudaStream_t stream) {
         "the GEMM waited for the gathered rows of tile group {} (counter {} of {} expected): the gather did not "
         "finish (its collective failed or had no SMs to run on); the output is invalid",
         g.index, g.observed, g.expected);
+  }
+  if (!ce_missing.empty()) {
+    if (!what.empty()) what += "; and ";
+    what += ce_missing;
   }
   if (e.code != 0) {
     if (!what.empty()) what += "; and ";

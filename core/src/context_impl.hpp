@@ -64,6 +64,11 @@ struct ShapeState {
   // Mode tma in a real world of more than one rank: the GEMM's output (M x N) and the collective's destination (RS:
   // M/W x N, AR: M x N), peer-mapped on every rank; made (collectively) by the first tma call of the shape.
   SymmetricBuffer sym_partial, sym_out;
+  // comm_algo ce (executor_ce.cpp). Loopback and a world of 1: every owner's receive slots, [owner][source][slot].
+  // A real world of more than one rank (peer-mapped, made collectively by the first ce call of the shape): this
+  // rank's receive slots [source][slot], the AllReduce result (M x N) and the gathered A (M x K).
+  DeviceBuffer ce_recv;
+  SymmetricBuffer ce_recv_sym, ce_out_sym, ce_gathered_sym;
 };
 
 // What one Plan needs on the device for one Problem: the row range of each unit (tile group or chunk), the
@@ -165,6 +170,23 @@ struct Context::Impl {
   // AG+GEMM in the signaling modes: where the GEMM's load threads report a wait for gathered rows that timed out
   // (kernels::CounterWaitError; checked and cleared by synchronize()).
   detail::DeviceBuffer gemm_wait_error;
+  // comm_algo ce (executor_ce.cpp): arrival flags, written with the call's epoch (a per-context sequence number of ce
+  // calls, so nothing is ever reset) and waited for with cuStreamWaitValue32 (GEQ). Loopback and a world of 1: one
+  // flag array per played owner (kMaxLoopbackRanks of them); a real world: this rank's array, peer-mapped.
+  static constexpr int kCeFlagWords = 2 * kMaxGroups * detail::kMaxLoopbackRanks + detail::kMaxLoopbackRanks;
+  detail::DeviceBuffer ce_flags;
+  SymmetricBuffer ce_flags_sym;
+  std::uint32_t ce_epoch = 0;
+  bool ce_flush = false;  // the device supports CU_STREAM_WAIT_VALUE_FLUSH (waits on flags peers write)
+  // Every stream memory wait of the ce calls enqueued since the communication stream was last seen idle: what the
+  // host watchdog (ce_watchdog) checks and, past the timeout, releases.
+  struct CeGate {
+    const unsigned* addr;
+    unsigned value;
+    std::string what;
+  };
+  std::vector<CeGate> ce_gates;
+  cudaStream_t watchdog_stream = nullptr;  // non-blocking, highest priority: the watchdog's reads and releases
   detail::DeviceBuffer stamps;    // u64 x kStampSlots
   detail::TraceRecord record;
   int next_event = 0;
@@ -236,8 +258,9 @@ struct Context::Impl {
   // `d`: the row-major output when not the shape's partial product (mode tma in a real world: sym_partial).
   // AG+GEMM: reads the gathered A into C, signals nothing, and with wait_for_gather waits per tile for its group's
   // counter (released by run_gather_signaled).
+  // `gathered`: AG+GEMM's gathered A when not the shape's gathered_a (comm_algo ce in a real world).
   void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d = nullptr,
-                     bool wait_for_gather = false);
+                     bool wait_for_gather = false, const void* gathered = nullptr);
   // The signaling modes' start: the group counters reset on the caller's stream, then the GEMM stream (when it is
   // another) and the communication stream wait for that, so no consumer sees a previous run's counts.
   void start_signaled(const detail::Call& call, int groups, cudaStream_t gemm_stream, cudaStream_t comm_stream);
@@ -255,6 +278,13 @@ struct Context::Impl {
   void run_tma_real(const detail::Call& call, int grid, int ctas, cudaStream_t gemm_st, cudaStream_t comm_st);
   // The shape's sym_partial and sym_out, made on first use (collective: every rank makes them at the same point).
   void make_symmetric_buffers(const Problem& p, detail::ShapeState& st);
+  // comm_algo ce (mode tile-signal): stream memory operations gate copy-engine copies on the GEMM's counters.
+  void run_copy_engine(const detail::Call& call);
+  // The host-side watchdog of the ce waits (stream memory waits cannot time out): waits up to the context's timeout
+  // for the communication stream; past it, reads every recorded gate, writes the awaited value into each one not
+  // reached (cuStreamWriteValue32 on watchdog_stream), waits for the stream to drain and returns what was missing
+  // ("" when the stream finished in time). Clears the recorded gates either way.
+  std::string ce_watchdog();
 };
 
 }  // namespace ovl

@@ -42,6 +42,8 @@ DriverApi load_driver_api() {
   load(api.cuMemUnmap, "cuMemUnmap", 10020);
   load(api.cuMemSetAccess, "cuMemSetAccess", 10020);
   load(api.cuMemGetAddressRange, "cuMemGetAddressRange", 3020);
+  load(api.cuStreamWaitValue32, "cuStreamWaitValue32", 11070);
+  load(api.cuStreamWriteValue32, "cuStreamWriteValue32", 11070);
   return api;
 }
 
@@ -68,6 +70,18 @@ const DriverApi& require_virtual_memory() {
   const DriverApi& api = driver_api();
   OVL_CHECK(driver_available(), "no CUDA driver found: symmetric buffers across processes need an NVIDIA driver");
   OVL_CHECK(api.virtual_memory(), "the CUDA driver has no virtual-memory (cuMem) API");
+  return api;
+}
+
+const DriverApi& require_stream_memory_ops() {
+  const DriverApi& api = driver_api();
+  OVL_CHECK(driver_available(), "no CUDA driver found: comm_algo ce needs an NVIDIA driver (stream memory operations)");
+  int version = 0;
+  api.cuDriverGetVersion(&version);
+  OVL_CHECK(api.stream_memory_ops(),
+            "the CUDA driver ({}.{}) has no stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32 of "
+            "CUDA 11.7 or newer): comm_algo ce cannot run",
+            version / 1000, version % 1000 / 10);
   return api;
 }
 

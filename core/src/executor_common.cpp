@@ -200,7 +200,7 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
 }
 
 void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d,
-                                  bool wait_for_gather) {
+                                  bool wait_for_gather, const void* gathered) {
   const Problem& p = call.problem;
   detail::ShapeState& st = *call.shape;
   kernels::GemmArguments g;
@@ -225,7 +225,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   if (p.op == Op::kAllGatherGemm) {
     // The gathered A in, C out (row-major: can_run refuses tile-major); the counters are the gather's releases,
     // which the GEMM waits on; it signals nothing.
-    g.a = st.gathered_a.get();
+    g.a = gathered != nullptr ? gathered : st.gathered_a.get();
     g.d = call.c.ptr;
     if (wait_for_gather) {
       g.wait_counters = counter_ptr();

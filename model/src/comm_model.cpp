@@ -10,9 +10,24 @@ namespace ovl::detail {
 
 CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced) {
   OVL_CHECK(world >= 1, "collective world = {} must be at least 1", world);
-  if (world == 1) return {0.0, 2.0, 2.0, 0.0};  // a local copy: read once, written once
   const double w = world;
   const double f = (w - 1) / w;  // the share of the buffer that crosses the link, per direction
+  if (algo == CommAlgo::kCopyEngine) {
+    // Copy engines move the link bytes (a read at the source, a write at the destination: 2 f HBM bytes per pass);
+    // only the owner's sum runs on CTAs: W slots of 1/W read, 1/W written (1 + 1/W, a world of 1: a copy, 2).
+    // AllGather also copies the rank's own rows into its gathered A (2/W); AllReduce gathers the sums (2 f more).
+    // One flag step per pass. Any share of the loopback plays the same copies (kRank0: rank 0's of them).
+    const double sum = world == 1 ? 2.0 : 1 + 1 / w;
+    switch (c) {
+      case Collective::kAllReduce:
+        return {2 * f, sum, 4 * f + sum, world == 1 ? 0.0 : 2};
+      case Collective::kReduceScatter:
+        return {f, sum, 2 * f + sum, world == 1 ? 0.0 : 1};
+      case Collective::kAllGather:
+        return {f, 0.0, 2 * f + 2 / w, world == 1 ? 0.0 : 1};
+    }
+  }
+  if (world == 1) return {0.0, 2.0, 2.0, 0.0};  // a local copy: read once, written once
   if (loopback_rank0 && algo == CommAlgo::kTmaPush) {
     // The loopback emulation of rank 0's share with the push mover (core/src/executor_tma_kernels.cu), all of it in
     // rank 0's HBM: rank 0's pieces (1/W of the buffer) zeroed, then each of the W sources read and added into them
@@ -103,6 +118,11 @@ namespace {
 double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas, const Hardware& hw,
                          double hbm_GBps) {
   double t = k.hbm_bytes / hbm_GBps;
+  if (algo == CommAlgo::kCopyEngine) {
+    // The copies (at the copy engines' rate, within HBM), then the owner's sum on `ctas` CTAs: one after the other.
+    const double copies = k.link_bytes > 0 ? k.link_bytes / copy_engine_GBps(hw) : 0.0;
+    return (std::max(t, copies) + k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps)) / kBytesPerUsPerGBps;
+  }
   if (hw.link_profile && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
     // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
@@ -252,8 +272,14 @@ double per_cta_GBps(CommAlgo algo, const Hardware& hw) {
       return hw.tma_push_per_cta_GBps;
     case CommAlgo::kTmaPull:
       return hw.tma_pull_per_cta_GBps;
+    case CommAlgo::kCopyEngine:
+      return hw.per_cta_copy_GBps;  // the owner's sum: the only CTA work of ce
   }
   OVL_FAIL("unknown collective algorithm");
+}
+
+double copy_engine_GBps(const Hardware& hw) {
+  return hw.copy_engine_GBps > 0 ? std::min(hw.copy_engine_GBps, hw.link_GBps) : hw.link_GBps;
 }
 
 }  // namespace ovl

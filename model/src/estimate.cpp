@@ -404,7 +404,42 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   };
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
-  if (nccl) {
+  // ce with the sum after the GEMM (which holds every SM): the owner's sum on comm_ctas CTAs, and for AllReduce the
+  // copies of the sums to the peers.
+  double after_us = 0;
+  if (plan.comm_algo == CommAlgo::kCopyEngine) {
+    // Per group: a flag's latency and the group's copies (f link bytes per buffer byte at the copy engines' rate,
+    // 2 f HBM bytes); no CTA. In loopback the copies are same-device copies on SMs: GEMM+AR / GEMM+RS's start when
+    // the GEMM ends.
+    const double w = problem.world;
+    const double f = (w - 1) / w;
+    const double rate = copy_engine_GBps(hw);
+    const auto copy_per_byte = [&](double hbm_GBps) {
+      return std::max(2 * f / hbm_GBps, f / rate) / kBytesPerUsPerGBps;
+    };
+    // (AG+GEMM there leaves the copies comm_ctas SMs beside the GEMM, which waits for them.)
+    gc.start_at_us = hw.loopback && problem.world > 1 && coll != Collective::kAllGather ? gemm.total_us() : 0.0;
+    gc.fixed_us = problem.world > 1 ? hw.link_latency_us : 0.0;
+    gc.per_byte_busy = copy_per_byte(share);
+    gc.per_byte_idle = copy_per_byte(hw.hbm_GBps);
+    if (coll != Collective::kAllGather) {
+      const int ctas = std::max(1, plan.comm_ctas);
+      const auto sum_per_byte = [&](double hbm_GBps) {
+        return k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+      };
+      const bool ar = coll == Collective::kAllReduce;
+      if (ce_sums_per_group(plan, hw.sm_count)) {
+        // The grid leaves the sum its CTAs: each group's sum (a launch), and AllReduce's copies of it, follow the
+        // group's copies, beside the GEMM.
+        gc.fixed_us += hw.launch_us + (ar ? gc.fixed_us : 0.0);
+        gc.per_byte_busy = (ar ? 2 : 1) * gc.per_byte_busy + sum_per_byte(share);
+        gc.per_byte_idle = (ar ? 2 : 1) * gc.per_byte_idle + sum_per_byte(hw.hbm_GBps);
+      } else {
+        after_us = hw.launch_us + bytes * sum_per_byte(hw.hbm_GBps);
+        if (ar) after_us += gc.fixed_us + bytes * gc.per_byte_idle;
+      }
+    }
+  } else if (nccl) {
     // One NCCL call per group (a wait kernel on the counter, then the collective): launch + latencies each time,
     // plus the per-group gap (nccl_group_us).
     gc.fixed_us = busy.launch_us + busy.latency_us + hw.nccl_group_us;
@@ -430,7 +465,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const int64_t last_wave_first = (gemm.waves - 1) * int64_t(grid);
   const int tail_ctas =
       std::clamp(hw.sm_count - int(gemm.tiles - last_wave_first), busy_ctas, std::max(busy_ctas, plan.comm_ctas));
-  if (tail_ctas > busy_ctas) {
+  if (tail_ctas > busy_ctas && plan.comm_algo != CommAlgo::kCopyEngine) {  // ce's copies take no CTA
     gc.tail_first_tile = last_wave_first;
     gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.us_per_byte;
     if (gc.reorder_per_byte_busy > 0) gc.reorder_per_byte_tail = reorder_per_byte(share, tail_ctas);
@@ -446,13 +481,13 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       },
       &stretch);
   ModeEstimate e;
-  e.total_us = r.total_us;
+  e.total_us = r.total_us + after_us;
   e.gemm_alone_us = gemm.total_us();
   e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas, hw,
                                         problem.nodes())
                         .us;
   e.gemm_us = r.gemm_busy_us;
-  e.comm_us = r.comm_busy_us;
+  e.comm_us = r.comm_busy_us + after_us;
   e.exposed_comm_us = std::max(0.0, e.total_us - e.gemm_us);
   return e;
 }

@@ -51,6 +51,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"link_GBps", &Hardware::link_GBps, Rule::kPositive},
     {"link_latency_us", &Hardware::link_latency_us, Rule::kNonNegative},
     {"per_cta_copy_GBps", &Hardware::per_cta_copy_GBps, Rule::kPositive},
+    {"copy_engine_GBps", &Hardware::copy_engine_GBps, Rule::kNonNegative},
     {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, Rule::kPositive},
     {"tma_pull_per_cta_GBps", &Hardware::tma_pull_per_cta_GBps, Rule::kPositive},
     {"simt_per_cta_GBps", &Hardware::simt_per_cta_GBps, Rule::kPositive},
@@ -333,6 +334,7 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
   Hardware h = base;
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
   h.loopback = true;
+  h.copy_engine_GBps = 0;  // same-device copies (on SMs): the loopback's link rate
   if (share == LoopbackShare::kWholeWorld) {
     h.hbm_GBps = base.hbm_GBps / world;
     h.link_GBps = base.hbm_GBps / (2.0 * world);

@@ -38,6 +38,8 @@ std::string_view to_string(CommAlgo algo) {
       return "tma-push";
     case CommAlgo::kTmaPull:
       return "tma-pull";
+    case CommAlgo::kCopyEngine:
+      return "ce";
   }
   return "?";
 }
@@ -76,10 +78,11 @@ Mode parse_mode(std::string_view text) {
 }
 
 CommAlgo parse_comm_algo(std::string_view text) {
-  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+  for (CommAlgo a :
+       {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kCopyEngine}) {
     if (text == to_string(a)) return a;
   }
-  OVL_FAIL("unknown comm algorithm \"{}\" (expected nccl, nccl-nvls, tma-push or tma-pull)", text);
+  OVL_FAIL("unknown comm algorithm \"{}\" (expected nccl, nccl-nvls, tma-push, tma-pull or ce)", text);
 }
 
 TileOrder parse_tile_order(std::string_view text) {
@@ -146,7 +149,12 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   }
 
   // Mode and algorithm.
-  if (mode == Mode::kTma) {
+  if (comm_algo == CommAlgo::kCopyEngine) {
+    // Stream memory operations gated by the group counters: the GEMM signals groups on plain streams.
+    OVL_CHECK(mode == Mode::kTileSignal,
+              "plan field \"comm_algo\" = ce does not go with mode {} (the copy engine runs in mode tile-signal)",
+              mode_name);
+  } else if (mode == Mode::kTma) {
     OVL_CHECK(!is_nccl(comm_algo), "plan field \"comm_algo\" = {} does not go with mode tma (use tma-push or tma-pull)",
               to_string(comm_algo));
   } else if (mode != Mode::kSequential) {
@@ -187,9 +195,14 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     OVL_CHECK(sum == tiles, "plan field \"tile_groups\" sums to {} but the problem has {} tiles ({} x {} of {}x{})",
               sum, tiles, tiles_m(problem), tn, tile.m, tile.n);
   }
-  // NCCL sends contiguous buffers: with a row-major output a group must be whole row bands of tiles; in swizzle
-  // order, whole swizzle bands (kSwizzleRows tile rows; the last band may be shorter): groups of whole units.
-  if (mode_signals(mode) && is_nccl(comm_algo) && output == OutputLayout::kRowMajor) {
+  // NCCL and the copy engine send contiguous buffers: with a row-major output a group must be whole row bands of
+  // tiles; in swizzle order, whole swizzle bands (kSwizzleRows tile rows; the last band may be shorter).
+  if (comm_algo == CommAlgo::kCopyEngine) {
+    OVL_CHECK(output == OutputLayout::kRowMajor,
+              "plan field \"output\" = {}: comm_algo ce copies row bands of a row-major output", to_string(output));
+  }
+  if (mode_signals(mode) && (is_nccl(comm_algo) || comm_algo == CommAlgo::kCopyEngine) &&
+      output == OutputLayout::kRowMajor) {
     const bool swizzle = tile_order == TileOrder::kSwizzle;
     const int64_t unit = swizzle ? tn * kSwizzleRows : tn;
     int64_t start = 0;
@@ -202,9 +215,9 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
                   g, tile_groups[g], kSwizzleRows, tn);
       } else {
         OVL_CHECK(end % unit == 0,
-                  "plan field \"tile_groups\"[{}] = {} covers tiles [{}, {}), not whole row bands of {} tiles: NCCL "
+                  "plan field \"tile_groups\"[{}] = {} covers tiles [{}, {}), not whole row bands of {} tiles: {} "
                   "needs contiguous groups in a row-major output",
-                  g, tile_groups[g], start, end, tn);
+                  g, tile_groups[g], start, end, tn, is_nccl(comm_algo) ? "NCCL" : "the copy engine");
       }
       if (tile_order == TileOrder::kExplicit) {
         std::vector<int64_t> per_band(size_t(tiles_m(problem)), 0);
@@ -340,6 +353,7 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
 
 namespace {
 bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem) {
+  if (plan.comm_algo == CommAlgo::kCopyEngine) return false;
   return plan.mode == Mode::kTma || problem.op == Op::kAllGatherGemm;
 }
 }  // namespace
@@ -350,8 +364,15 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
   const int sms = hw.sm_count;
   const int gemm_sms = plan.gemm_sms > 0 ? std::min(plan.gemm_sms, sms) : sms;
   if (plan.partitioned || plan.mode == Mode::kGreenContext) return gemm_sms;
+  // ce: nothing polls (stream memory operations wait), the copies run on the copy engines and the reduction after
+  // the GEMM: the GEMM may take every SM (a loopback AllGather+GEMM excepted: core/src/executor_ce.cpp).
+  if (plan.comm_algo == CommAlgo::kCopyEngine) return gemm_sms;
   const int reserve = comm_beside_whole_gemm(plan, problem) ? plan.comm_ctas : 1;
   return std::max(1, std::min(gemm_sms, sms - reserve));
+}
+
+bool ce_sums_per_group(const Plan& plan, int sm_count) {
+  return plan.comm_algo == CommAlgo::kCopyEngine && plan.gemm_sms + plan.comm_ctas <= sm_count;
 }
 
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {

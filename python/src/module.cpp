@@ -146,6 +146,7 @@ void bind_hardware(nb::module_& m) {
       .def_rw("link_GBps", &Hardware::link_GBps)
       .def_rw("link_latency_us", &Hardware::link_latency_us)
       .def_rw("per_cta_copy_GBps", &Hardware::per_cta_copy_GBps)
+      .def_rw("copy_engine_GBps", &Hardware::copy_engine_GBps)
       .def_rw("tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps)
       .def_rw("tma_pull_per_cta_GBps", &Hardware::tma_pull_per_cta_GBps)
       .def_rw("simt_per_cta_GBps", &Hardware::simt_per_cta_GBps)

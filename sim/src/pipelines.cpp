@@ -579,7 +579,8 @@ void CommQueue::set_step_rate() {
   const Step& s = current_.steps[step_];
   const double ctas = ctx_.comm_ctas_now(holds_sms_per_call_);
   double cap = ctas * (ctx_.gemm_over() ? s.cta_rate : s.cta_rate_beside);
-  if (s.bound > 0) cap = std::min(cap, s.bound);
+  // A step without a per-CTA rate (comm_algo ce's copies: no CTA moves them) is capped by its bound alone.
+  if (s.bound > 0) cap = cap > 0 ? std::min(cap, s.bound) : s.bound;
   ctx_.engine.set_flow_cap(step_flow_, cap);
   // The step's HBM demand alone (its own rate: cap, link or network, HBM), for the GEMM's contention term.
   double rate = cap > 0 ? cap : std::numeric_limits<double>::infinity();

@@ -201,5 +201,6 @@ std::vector<Tile> visit_tiles(const Problem& p, const Plan& plan, int64_t row_be
 TimeNs run_sequential(Context& ctx);
 TimeNs run_decomposed(Context& ctx);
 TimeNs run_signaled(Context& ctx);  // tile-signal, green-context, tma
+TimeNs run_copy_engine(Context& ctx);  // tile-signal with comm_algo ce (run_signaled calls it)
 
 }  // namespace ovl::sim::detail

@@ -24,6 +24,18 @@ std::string call_name(Collective c, const char* what, int index) {
   return fmt::format("{} {} {}", to_string(c), what, index);
 }
 
+// For each group whose last tile is among the first `done` (from `next` on, in order): its interval on the "groups"
+// lane (from the previous group's readiness to `now`), then fn(group, its first tile).
+template <typename Fn>
+void each_ready_group(Context& ctx, const std::vector<int64_t>& group_end, size_t& next, TimeNs& prev_ready,
+                      int64_t done, TimeNs now, Fn fn) {
+  for (; next < group_end.size() && group_end[next] <= done; ++next) {
+    ctx.add_interval("groups", fmt::format("group {}", next), "gemm", prev_ready, now);
+    prev_ready = now;
+    fn(next, next == 0 ? size_t(0) : static_cast<size_t>(group_end[next - 1]));
+  }
+}
+
 }  // namespace
 
 // Sequential: the whole GEMM, then one collective (AllGather+GEMM: the gather first).
@@ -103,6 +115,122 @@ TimeNs run_decomposed(Context& ctx) {
   return ctx.engine.run();
 }
 
+// comm_algo ce (tile-signal; core/src/executor_ce.cpp): the GEMM on its whole grid; each group's copies take no CTA
+// (stream memory waits, copy engines): f = (W-1)/W of the group's bytes cross to the peers at the copy engines'
+// rate (copy_engine_GBps), after a flag's latency, reading and writing HBM. GEMM+AR / GEMM+RS: the owner's sum on
+// comm_ctas CTAs (a kernel launch; S/W out, W + 1 HBM bytes per byte out), and for AllReduce then the copies of the
+// sums: per group after its copies when the GEMM's grid leaves the sum its CTAs (ce_sums_per_group), else once
+// after the last group's copies. In loopback (W > 1) the copies are same-device copies on SMs: GEMM+AR /
+// GEMM+RS's wait for the GEMM's end. AllGather+GEMM: every group's copies from the start; a wave starts once its
+// rows have arrived. As the model prices it (estimate_signaled).
+TimeNs run_copy_engine(Context& ctx) {
+  const Problem& p = ctx.problem;
+  const Plan& plan = ctx.plan;
+  const Collective c = collective_of(p.op);
+  const double w = p.world, f = (w - 1) / w;
+  CommQueue comm(ctx, false);  // the copies hold no SM; the sum runs after the GEMM
+  std::vector<Tile> tiles = visit_tiles(p, plan, 0, p.m);
+  const TimeNs launch = us_to_ns(ctx.hw.launch_us);
+  GemmRun gemm(ctx, tiles, "");
+  std::vector<int64_t> group_end;
+  int64_t sum = 0;
+  for (int g : plan.tile_groups) group_end.push_back(sum += g);
+  ctx.groups = static_cast<int>(group_end.size());
+  // The copies of `bytes` buffer bytes (none in a world of 1).
+  auto copies = [&](double bytes, const std::string& name) {
+    std::vector<Step> steps;
+    if (p.world <= 1 || bytes <= 0) return steps;
+    Step st;
+    st.amount = f * bytes;
+    st.rx_weight = 1;
+    st.hbm_weight = 2;
+    st.bound = copy_engine_GBps(ctx.comm_hw);
+    st.latency = us_to_ns(ctx.comm_hw.link_latency_us);
+    st.name = name;
+    steps.push_back(st);
+    return steps;
+  };
+  if (c == Collective::kAllGather) {
+    const double total = static_cast<double>(p.comm_bytes());
+    double arrived = 0;
+    gemm.rows_available = [&arrived] { return arrived; };
+    const std::vector<double> rows_done =
+        rows_up_to(tiles, std::vector<size_t>(group_end.begin(), group_end.end()), plan.tile.m, p.m);
+    for (size_t g = 0; g < group_end.size(); ++g) {
+      CommQueue::Call call;
+      call.name = call_name(c, "group", static_cast<int>(g));
+      call.steps = copies(total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), "copies");
+      call.on_done = [&gemm, &arrived, &rows_done, g](TimeNs) {
+        arrived = rows_done[g];
+        gemm.data_arrived();
+      };
+      comm.post(std::move(call));
+    }
+    gemm.start(launch);
+    return ctx.engine.run();
+  }
+  const bool defer = ctx.hw.loopback && p.world > 1;
+  bool gemm_done = false;
+  std::vector<CommQueue::Call> deferred;
+  auto post = [&](CommQueue::Call call) {
+    if (defer && !gemm_done) {
+      deferred.push_back(std::move(call));
+    } else {
+      comm.post(std::move(call));
+    }
+  };
+  gemm.on_finished = [&](TimeNs) {
+    gemm_done = true;
+    for (CommQueue::Call& call : deferred) comm.post(std::move(call));
+    deferred.clear();
+  };
+  const double total = static_cast<double>(p.comm_bytes());
+  // The owner's sum of `bytes` buffer bytes (bytes / W out, W + 1 HBM bytes per byte out) on comm_ctas CTAs, after
+  // its launch.
+  auto sum_step = [&](double bytes) {
+    Step st;
+    st.amount = bytes / w;
+    st.local = true;
+    st.rx_weight = 0;
+    st.hbm_weight = w + 1;
+    st.cta_rate = ctx.comm_hw.per_cta_copy_GBps / (w + 1);
+    st.cta_rate_beside = ctx.comm_hw_beside.per_cta_copy_GBps / (w + 1);
+    st.latency = launch;
+    st.name = "sum";
+    return st;
+  };
+  const bool per_group = ce_sums_per_group(plan, ctx.hw.sm_count);
+  size_t next_group = 0;
+  TimeNs prev_ready = 0;
+  gemm.on_wave_done = [&](int64_t done, TimeNs now) {
+    each_ready_group(ctx, group_end, next_group, prev_ready, done, now, [&](size_t g, size_t begin) {
+      const double bytes = tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g]));
+      CommQueue::Call call;
+      call.name = call_name(c, "group", static_cast<int>(g));
+      call.steps = copies(bytes, "copies");
+      if (per_group) {  // the group's sum beside the GEMM (a launch), and AllReduce's copies of it
+        call.steps.push_back(sum_step(bytes));
+        if (c == Collective::kAllReduce) for (const Step& st : copies(bytes, "gather")) call.steps.push_back(st);
+      }
+      post(std::move(call));
+      if (per_group || g + 1 < group_end.size()) return;
+      // The owner's sum after the last group's copies (FIFO), then AllReduce's copies of the sums.
+      CommQueue::Call sum_call;
+      sum_call.name = fmt::format("{} sum", to_string(c));
+      sum_call.steps.push_back(sum_step(total));
+      post(std::move(sum_call));
+      if (c == Collective::kAllReduce) {
+        CommQueue::Call gather;
+        gather.name = "all-gather of the sums";
+        gather.steps = copies(total, "copies");
+        post(std::move(gather));
+      }
+    });
+  };
+  gemm.start(launch);
+  return ctx.engine.run();
+}
+
 // Tile-signal (FlashOverlap), green-context (GCOverlap) and tma (Oh Overlap): one persistent GEMM signals tile
 // groups; each group's collective starts when the group's last tile is stored and the previous group's call is
 // done. tile-signal: an NCCL call per group on shared SMs (its CTAs take SMs while it runs); green-context: the
@@ -110,6 +238,7 @@ TimeNs run_decomposed(Context& ctx) {
 // counters (a signal latency per group, no per-call launch) and holds its SMs from launch to the last group.
 // AllGather+GEMM: a gather call per tile group from the start; a wave starts once the rows it reads have arrived.
 TimeNs run_signaled(Context& ctx) {
+  if (ctx.plan.comm_algo == CommAlgo::kCopyEngine) return run_copy_engine(ctx);
   const Problem& p = ctx.problem;
   const Plan& plan = ctx.plan;
   const Collective c = collective_of(p.op);
@@ -174,12 +303,8 @@ TimeNs run_signaled(Context& ctx) {
   size_t next_group = 0;
   TimeNs prev_ready = 0;
   gemm.on_wave_done = [&](int64_t done, TimeNs now) {
-    for (; next_group < group_end.size() && group_end[next_group] <= done; ++next_group) {
-      const size_t g = next_group;
-      const size_t begin = g == 0 ? 0 : static_cast<size_t>(group_end[g - 1]);
+    each_ready_group(ctx, group_end, next_group, prev_ready, done, now, [&](size_t g, size_t begin) {
       const double bytes = tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g]));
-      ctx.add_interval("groups", fmt::format("group {}", g), "gemm", prev_ready, now);
-      prev_ready = now;
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead + us_to_ns(adj[g].extra_us);
@@ -193,7 +318,7 @@ TimeNs run_signaled(Context& ctx) {
       if (g + 1 == group_end.size()) call.on_done = release;
       const TimeNs at = std::max(now, comm_ready);
       ctx.engine.at(at, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });
-    }
+    });
   };
   gemm.start(launch);
   return ctx.engine.run();

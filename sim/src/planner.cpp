@@ -161,6 +161,18 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             reserve.gemm_sms = hw.sm_count - base.comm_ctas;
             add_grouped(reserve);
           }
+          // ce: the GEMM on every SM; comm_ctas run only the owner's sum after it.
+          // Or on sm_count - comm_ctas, which leaves the sum SMs beside it: a sum per group (ce_sums_per_group).
+          if (problem.nodes() == 1 && comm <= 32) {
+            Plan ce = base;
+            ce.comm_algo = CommAlgo::kCopyEngine;
+            ce.gemm_sms = hw.sm_count;
+            add_grouped(ce);
+            if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.sm_count) {
+              ce.gemm_sms = hw.sm_count - base.comm_ctas;
+              add_grouped(ce);
+            }
+          }
         }
         break;
       case Mode::kGreenContext:

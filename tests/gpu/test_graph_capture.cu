@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,21 @@ struct Graph {
     if (graph) (void)cudaGraphDestroy(graph);
   }
 };
+
+// What `call` throws while `stream` captures ("" when nothing); the capture is ended and discarded either way.
+std::string error_while_capturing(cudaStream_t stream, const std::function<void()>& call) {
+  Graph g;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) return "cudaStreamBeginCapture failed";
+  std::string message;
+  try {
+    call();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  (void)cudaStreamEndCapture(stream, &g.graph);
+  (void)cudaGetLastError();
+  return message;
+}
 
 class GraphCaptureTest : public test::HopperTest {
  protected:
@@ -112,16 +128,8 @@ TEST_F(GraphCaptureTest, ColdCallThrowsWarmUpError) {
   const Plan decomposed = default_plan(Mode::kDecomposed, p, ctx.hardware(), 16);
   for (const std::optional<Plan>& plan : {std::optional<Plan>{}, std::optional<Plan>{decomposed}}) {
     SCOPED_TRACE(plan ? plan->summary() : std::string("auto plan"));
-    Graph g;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    std::string message;
-    try {
-      ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream);
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    (void)cudaStreamEndCapture(stream, &g.graph);
-    (void)cudaGetLastError();
+    const std::string message =
+        error_while_capturing(stream, [&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream); });
     EXPECT_NE(message.find("CUDA Graph capture"), std::string::npos) << message;
     EXPECT_NE(message.find("run the same call once before capturing"), std::string::npos) << message;
   }
@@ -132,6 +140,26 @@ TEST_F(GraphCaptureTest, ColdCallThrowsWarmUpError) {
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   EXPECT_NO_THROW(ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), decomposed, stream));
   EXPECT_EQ(cudaStreamEndCapture(stream, &g.graph), cudaSuccess);
+}
+
+// comm_algo ce is refused during capture (a replay would reuse the call's epoch, which its flags already hold), after
+// a correct eager call, with a message naming it; the capture is ended by the caller and the context stays usable.
+TEST_F(GraphCaptureTest, CopyEngineIsRefusedDuringCapture) {
+  ContextOptions options;
+  options.world = World::loopback(2);
+  Context ctx(options);
+  DeviceMatrix a(1024, 256, 51), b(768, 256, 52), c(512, 768, 0);
+  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
+  Plan ce = default_plan(Mode::kTileSignal, p, ctx.hardware(), 16);
+  ce.comm_algo = CommAlgo::kCopyEngine;
+  test::Stream stream;
+  ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream);
+  ctx.synchronize(stream);
+  const std::string message =
+      error_while_capturing(stream, [&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream); });
+  EXPECT_NE(message.find("comm_algo ce cannot be captured"), std::string::npos) << message;
+  EXPECT_NO_THROW(ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream));
+  EXPECT_NO_THROW(ctx.synchronize(stream));
 }
 
 }  // namespace

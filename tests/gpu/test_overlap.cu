@@ -24,6 +24,11 @@
 // 50 GB/s plus its steps' latency: a correctness-and-sanity check of the pacing, not a speed claim (the lower bound
 // says pacing holds; the upper one that little else binds at that rate: the movers' HBM rates are ~100x higher).
 //
+// Copy engine (comm_algo ce, tile-signal): in plans_for (so every check_all_modes world and share, and the real
+// World test), and on the odd shape of the TMA movers with 1, 2, 3 and 8 groups in a world of 1 and loopback 2, 4
+// and 8 (both shares; kWholeWorld checks every rank's output). Its stream memory waits cannot time out: the fault
+// tests below check that Context::synchronize's watchdog turns a missing signal into an ovl::Error.
+//
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
 // the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms), and the
 // next call on the same Context must be correct. More bad inputs and faults: tests/gpu/test_context_faults.cu.
@@ -73,6 +78,9 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
   ts.gemm_sms = hw.sm_count - 16;
   v.push_back(ts);
+  Plan ce = default_plan(Mode::kTileSignal, p, hw, 16);  // copy engine: the GEMM on every SM, 16 CTAs for the sum
+  ce.comm_algo = CommAlgo::kCopyEngine;
+  v.push_back(ce);
   if (p.op == Op::kAllGatherGemm) {
     // The GEMM waits for each group's gather: one group per band (8), and 2 groups of 4 bands; green-context.
     Plan ts2 = ts;
@@ -332,6 +340,28 @@ void check_swizzled_groups(int world, Op op, LoopbackShare share) {
 }
 
 
+// comm_algo ce (mode tile-signal, copy-engine copies gated by stream memory waits): M = 1000 (not a multiple of the
+// 128-row tile: the last band has 104 rows; 125 rows per rank in a world of 8), N = 776 (the last tile column of 8),
+// K = 256; 1, 2, 3 and 8 groups of whole bands, comm_ctas 8 (the sum; in loopback AG+GEMM also the SMs its
+// same-device copies need beside the GEMM), the GEMM on every SM (the sum after it) and on SMs - 8 (GEMM+AR /
+// GEMM+RS: a sum per group beside it); against sequential and the float64 reference, every rank's output with
+// kWholeWorld.
+void check_copy_engine(int world, Op op, LoopbackShare share) {
+  check_against_sequential(world, op, share, 1000, 776, 256, [](const Problem& p, const Hardware& hw) {
+    std::vector<Plan> plans;
+    for (int groups : {1, 2, 3, 8}) {
+      Plan plan = default_plan(Mode::kTileSignal, p, hw, 8);
+      plan.comm_algo = CommAlgo::kCopyEngine;
+      plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), groups);
+      plans.push_back(plan);
+      if (groups == 1 || groups == 3) continue;
+      plan.gemm_sms = hw.sm_count - plan.comm_ctas;  // ce_sums_per_group
+      plans.push_back(plan);
+    }
+    return plans;
+  });
+}
+
 // Intervals of a timeline on one lane.
 int intervals_on(const Timeline& t, const std::string& lane) {
   return int(std::count_if(t.intervals.begin(), t.intervals.end(), [&](const Interval& i) { return i.lane == lane; }));
@@ -384,6 +414,43 @@ TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback4WholeWorld) {
 TEST_F(OverlapTest, TmaMoversGemmReduceScatterLoopback8WholeWorld) {
   check_tma_movers(8, Op::kGemmReduceScatter, kWhole);
 }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceWorld1) { check_copy_engine(0, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterWorld1) { check_copy_engine(0, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmWorld1) { check_copy_engine(0, Op::kAllGatherGemm, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback2Rank0) { check_copy_engine(2, Op::kGemmAllReduce, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback4Rank0) { check_copy_engine(4, Op::kGemmReduceScatter, kRank0); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback8Rank0) { check_copy_engine(8, Op::kAllGatherGemm, kRank0); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback2WholeWorld) { check_copy_engine(2, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback4WholeWorld) { check_copy_engine(4, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, CopyEngineGemmAllReduceLoopback8WholeWorld) { check_copy_engine(8, Op::kGemmAllReduce, kWhole); }
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback2WholeWorld) {
+  check_copy_engine(2, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback4WholeWorld) {
+  check_copy_engine(4, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback8WholeWorld) {
+  check_copy_engine(8, Op::kGemmReduceScatter, kWhole);
+}
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback2WholeWorld) { check_copy_engine(2, Op::kAllGatherGemm, kWhole); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback4WholeWorld) { check_copy_engine(4, Op::kAllGatherGemm, kWhole); }
+TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback8WholeWorld) { check_copy_engine(8, Op::kAllGatherGemm, kWhole); }
+
+// ce refuses what it cannot run, naming why: a paced loopback (its copies run on SMs there), tile-major output.
+TEST_F(OverlapTest, CopyEngineRefusalsNameWhy) {
+  ContextOptions options;
+  options.world = World::loopback(2);
+  options.link_profile = builtin_link_profile("nvlink4-node8");
+  Context paced(options);
+  DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(512, 768, 0);
+  const Problem p = paced.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
+  Plan ce = default_plan(Mode::kTileSignal, p, paced.hardware(), 8);
+  ce.comm_algo = CommAlgo::kCopyEngine;
+  EXPECT_NE(paced.can_run(p, ce).find("paced loopback"), std::string::npos) << paced.can_run(p, ce);
+  ce.output = OutputLayout::kTileMajor;
+  EXPECT_NE(paced.can_run(p, ce).find("tile-major"), std::string::npos) << paced.can_run(p, ce);
+}
+
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmAllReduceLoopback8) { check_tma_movers_global_ranges(Op::kGemmAllReduce); }
 TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
   check_tma_movers_global_ranges(Op::kGemmReduceScatter);
@@ -541,9 +608,10 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
   }, testing::Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
 }
 
-// Mode tma in a real World over every visible GPU, four calls back to back with no host sync between them and two
-// different B inputs (alternating), 4 tile groups: every call's result equals its sequential result on every rank.
-// Catches a call whose collective, counter reset or result copy races the previous call's on a peer. Then (more
+// Mode tma and comm_algo ce in a real World over every visible GPU, four calls back to back with no host sync between
+// them and two different B inputs (alternating), 4 tile groups: every call's result equals its sequential result on
+// every rank. Catches a call whose collective, counter reset, flags or result copy races the previous call's on a
+// peer. Then (more
 // than one rank) two calls whose C is Context::symmetric_output (poisoned before each, but the executor zeroes it
 // again: the comparison with the reference on random data is what catches a range left unwritten).
 TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
@@ -564,16 +632,22 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
       const Plan seq_plan = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
       Plan tma = default_plan(Mode::kTma, p, ctx.hardware(), 16);
       tma.tile_groups = band_groups(tma.tiles_m(p), tma.tiles_n(p), 4);
-      ASSERT_EQ(ctx.can_run(p, tma), "");
-      for (int i = 0; i < 4; ++i) out[size_t(i)]->poison(stream);
-      for (int i = 0; i < 4; ++i) run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), out[size_t(i)]->ref(), tma, stream);
-      ctx.synchronize(stream);
+      Plan ce = default_plan(Mode::kTileSignal, p, ctx.hardware(), 16);  // the copy engine's flags and barrier
+      ce.comm_algo = CommAlgo::kCopyEngine;
+      ce.tile_groups = tma.tile_groups;
       for (int i = 0; i < 4; ++i)
         run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), seq[size_t(i)]->ref(), seq_plan, stream);
       ctx.synchronize(stream);
-      for (int i = 0; i < 4; ++i) {
-        SCOPED_TRACE(fmt::format("rank {} of {}: {} call {}", ctx.rank(), w, p.name(), i));
-        EXPECT_LT(rel_error(out[size_t(i)]->read(), seq[size_t(i)]->read()), kTolerance);
+      for (const Plan& plan : {ce, tma}) {
+        ASSERT_EQ(ctx.can_run(p, plan), "");
+        for (int i = 0; i < 4; ++i) out[size_t(i)]->poison(stream);
+        for (int i = 0; i < 4; ++i)
+          run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), out[size_t(i)]->ref(), plan, stream);
+        ctx.synchronize(stream);
+        for (int i = 0; i < 4; ++i) {
+          SCOPED_TRACE(fmt::format("rank {} of {}: {} call {}, {}", ctx.rank(), w, p.name(), i, plan.summary()));
+          EXPECT_LT(rel_error(out[size_t(i)]->read(), seq[size_t(i)]->read()), kTolerance);
+        }
       }
       if (w == 1) continue;  // no symmetric output in a world of 1
       // C = the context's symmetric output (no copy into C): two calls, B alternating, each checked.
@@ -673,7 +747,8 @@ void expect_timeout(testing::Fault fault, Mode mode, CommAlgo tma_algo = CommAlg
   ctx.synchronize(stream);
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
   if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
-  if (mode == Mode::kTma) plan.comm_algo = tma_algo;
+  if (mode == Mode::kTma || tma_algo == CommAlgo::kCopyEngine) plan.comm_algo = tma_algo;
+  if (tma_algo == CommAlgo::kCopyEngine) plan.gemm_sms = ctx.hardware().sm_count;
   testing::set_fault(ctx, fault);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
   expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out after 300 ms", "tile group"});
@@ -700,6 +775,19 @@ TEST_F(OverlapTest, MissingGatherTimesOutTileSignal) {
 }
 TEST_F(OverlapTest, MissingGatherTimesOutGreenContext) {
   expect_timeout(testing::Fault::kCounterTooHigh, Mode::kGreenContext, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+}
+// ce: stream memory waits cannot time out; the host watchdog in synchronize() releases them and reports.
+TEST_F(OverlapTest, SkippedGemmTimesOutCopyEngine) {
+  expect_timeout(testing::Fault::kSkipGemm, Mode::kTileSignal, CommAlgo::kCopyEngine);
+}
+TEST_F(OverlapTest, SkippedGemmTimesOutCopyEngineWholeWorld) {
+  expect_timeout(testing::Fault::kSkipGemm, Mode::kTileSignal, CommAlgo::kCopyEngine, LoopbackShare::kWholeWorld);
+}
+TEST_F(OverlapTest, MissingTileTimesOutCopyEngineAllReduce) {
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kCopyEngine, kRank0, Op::kGemmAllReduce);
+}
+TEST_F(OverlapTest, MissingGatherTimesOutCopyEngine) {
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTileSignal, CommAlgo::kCopyEngine, kRank0, Op::kAllGatherGemm);
 }
 TEST_F(OverlapTest, SkippedGemmTimesOutTmaPushWholeWorld) {
   expect_timeout(testing::Fault::kSkipGemm, Mode::kTma, CommAlgo::kTmaPush, LoopbackShare::kWholeWorld);

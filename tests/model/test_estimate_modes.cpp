@@ -75,6 +75,49 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
   EXPECT_GT(starved.total_us, e.total_us);
 }
 
+TEST(EstimateModes, CopyEngineLeavesTheGemmEverySmAndSumsAtTheEnd) {
+  // comm_algo ce: the GEMM runs on all 132 SMs; each group's copies take no SM (f = 7/8 of its bytes at the copy
+  // engines' rate, Hardware::copy_engine_GBps, 0: the link's); the owner's sum (1 + 1/8 bytes per buffer byte on
+  // comm_ctas CTAs) follows the GEMM's last group. With one group the copies and the sum are all exposed.
+  const Hardware hw = no_contention();
+  const Problem p = make_problem(Op::kGemmReduceScatter, 2048, 6912, 8192, 8);
+  Plan plan = default_plan(Mode::kTileSignal, p, hw, 8);
+  plan.comm_algo = CommAlgo::kCopyEngine;
+  plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 1);
+  ASSERT_EQ(signaled_gemm_grid(plan, p, hw), 132);
+  const ModeEstimate one = estimate(p, plan, hw);
+  const GemmEstimate gemm =
+      estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw);
+  EXPECT_NEAR(one.gemm_us, gemm.us, 1e-9);
+  const double bytes = double(p.comm_bytes());
+  const double copies = hw.link_latency_us + bytes * std::max(2 * 0.875 / hw.hbm_GBps, 0.875 / hw.link_GBps) / 1e3;
+  const double sum = hw.launch_us + bytes * 1.125 / std::min(hw.hbm_GBps, 8 * hw.per_cta_copy_GBps) / 1e3;
+  EXPECT_NEAR(one.total_us, gemm.us + copies + sum, 1e-6);
+  // More groups hide the copies behind the GEMM, never the sum.
+  plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 8);
+  const ModeEstimate eight = estimate(p, plan, hw);
+  EXPECT_LT(eight.total_us, one.total_us);
+  EXPECT_GT(eight.total_us, gemm.us + sum - 1e-6);
+  // A slower copy engine costs more; AllReduce adds the gather of the sums after the sum.
+  Hardware slow = hw;
+  slow.copy_engine_GBps = hw.link_GBps / 4;
+  EXPECT_GT(estimate(p, plan, slow).total_us, eight.total_us);
+  const Problem ar = make_problem(Op::kGemmAllReduce, 2048, 6912, 8192, 8);
+  Plan plan_ar = plan;
+  EXPECT_GT(estimate(ar, plan_ar, hw).total_us, eight.total_us);
+  // A grid of 132 - 8 leaves the sum its 8 CTAs: each group is summed beside the GEMM, so only the last group's
+  // copies and sum follow the (slower) GEMM.
+  ASSERT_FALSE(ce_sums_per_group(plan, hw.sm_count));
+  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+  ASSERT_TRUE(ce_sums_per_group(plan, hw.sm_count));
+  const ModeEstimate per_group = estimate(p, plan, hw);
+  const GemmEstimate gemm124 =
+      estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kRowBand, hw);
+  EXPECT_NEAR(per_group.gemm_us, gemm124.us, 1e-9);
+  EXPECT_GT(per_group.total_us, gemm124.us);
+  EXPECT_LT(per_group.total_us, gemm124.us + copies + sum);
+}
+
 TEST(EstimateModes, SharedSmsLeaveTheTmaKernelItsSms) {
   // The tma mode on shared SMs (not partitioned): the executor caps our persistent GEMM's grid at sm_count -
   // comm_ctas, so the TMA kernel's 24 CTAs and the GEMM's 108 are all resident and neither waits for the other's

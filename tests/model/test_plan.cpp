@@ -27,15 +27,48 @@ Problem ar8192() {
 
 TEST(Plan, Names) {
   for (Mode m : all_modes()) EXPECT_EQ(parse_mode(to_string(m)), m);
-  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+  for (CommAlgo a :
+       {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kCopyEngine}) {
     EXPECT_EQ(parse_comm_algo(to_string(a)), a);
   }
+  EXPECT_EQ(to_string(CommAlgo::kCopyEngine), "ce");
   for (TileOrder o : {TileOrder::kRowBand, TileOrder::kSwizzle, TileOrder::kExplicit})
     EXPECT_EQ(parse_tile_order(to_string(o)), o);
   for (OutputLayout l : {OutputLayout::kRowMajor, OutputLayout::kTileMajor})
     EXPECT_EQ(parse_output_layout(to_string(l)), l);
   expect_error_naming([] { parse_mode("flash"); }, "flash");
   expect_error_naming([] { parse_comm_algo("mpi"); }, "mpi");
+}
+
+// comm_algo ce: mode tile-signal only, row-major output, groups of whole row bands; the GEMM keeps every SM; the
+// summary names it.
+TEST(Plan, CopyEngineGoesWithTileSignalOnly) {
+  const Hardware hw = builtin_hardware("h200");
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    Problem p = ar8192();
+    p.op = op;
+    Plan ce = default_plan(Mode::kTileSignal, p, hw, 8);
+    ce.comm_algo = CommAlgo::kCopyEngine;
+    EXPECT_NO_THROW(ce.validate(p, hw)) << to_string(op);
+    EXPECT_NE(ce.summary().find("algo=ce"), std::string::npos) << ce.summary();
+    EXPECT_EQ(signaled_gemm_grid(ce, p, hw), hw.sm_count) << "nothing polls: the GEMM keeps every SM";
+    EXPECT_FALSE(ce_sums_per_group(ce, hw.sm_count)) << "the sum waits for the GEMM's SMs";
+    Plan beside = ce;
+    beside.gemm_sms = hw.sm_count - ce.comm_ctas;
+    EXPECT_TRUE(ce_sums_per_group(beside, hw.sm_count)) << "the grid leaves the sum its CTAs";
+    EXPECT_EQ(signaled_gemm_grid(beside, p, hw), hw.sm_count - ce.comm_ctas);
+    Plan tile_major = ce;
+    tile_major.output = OutputLayout::kTileMajor;
+    expect_error_naming([&] { tile_major.validate(p, hw); }, "tile-major");
+    Plan partial_band = ce;
+    partial_band.tile_groups = even_groups(ce.tile_count(p), int(ce.tile_count(p)));
+    expect_error_naming([&] { partial_band.validate(p, hw); }, "copy engine");
+    for (Mode mode : {Mode::kSequential, Mode::kDecomposed, Mode::kGreenContext, Mode::kTma}) {
+      Plan other = default_plan(mode, p, hw, 8);
+      other.comm_algo = CommAlgo::kCopyEngine;
+      expect_error_naming([&] { other.validate(p, hw); }, "ce does not go with mode");
+    }
+  }
 }
 
 TEST(Plan, Groups) {

@@ -230,6 +230,39 @@ TEST(Planner, TileSignalAlsoLeavesTheCollectiveItsSms) {
   }
 }
 
+TEST(Planner, CopyEngineCandidatesKeepEverySmAndArePriced) {
+  // GEMM+AR / GEMM+RS on one node: tile-signal candidates with comm_algo ce, the GEMM on every SM (the sum after
+  // it) and on sm_count - comm_ctas (a sum per group), which the simulator prices within 15% of the model; several
+  // nodes: none.
+  const Hardware hw = builtin_hardware("h200");
+  PlannerOptions o;
+  o.modes = {Mode::kTileSignal};
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
+    const Problem p = make_problem(op, 8192, 8192, 4096, 8);
+    int at_end = 0, per_group = 0;
+    for (const Plan& c : candidate_plans(p, hw, o)) {
+      if (c.comm_algo != CommAlgo::kCopyEngine) continue;
+      if (c.gemm_sms == hw.sm_count) {
+        ++at_end;
+      } else {
+        EXPECT_EQ(c.gemm_sms, hw.sm_count - c.comm_ctas);
+        EXPECT_TRUE(ce_sums_per_group(c, hw.sm_count));
+        ++per_group;
+      }
+      EXPECT_NO_THROW(c.validate(p, hw));
+      const double sim_us = simulate(p, c, hw).total_us, model_us = estimate(p, c, hw).total_us;
+      EXPECT_NEAR(sim_us / model_us, 1.0, 0.15) << c.summary();
+    }
+    EXPECT_GT(at_end, 0) << to_string(op);
+    EXPECT_GT(per_group, 0) << to_string(op);
+    const PlanResult r = plan(p, hw, o);
+    EXPECT_GT(r.predicted_us, 0);
+    for (const PlanAlternative& a : r.alternatives) EXPECT_GT(a.predicted_us, 0) << a.plan.summary();
+    Problem two_nodes = make_problem(op, 8192, 8192, 4096, 16);
+    for (const Plan& c : candidate_plans(two_nodes, hw, o)) EXPECT_NE(c.comm_algo, CommAlgo::kCopyEngine);
+  }
+}
+
 TEST(Planner, ModesCanBeRestricted) {
   const Hardware hw = builtin_hardware("h100");
   const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);

@@ -32,6 +32,9 @@ struct DriverApi {
   PFN_cuMemSetAccess_v10020 cuMemSetAccess = nullptr;
   // The allocation holding a device address (Context checks a tensor fits in its buffer); null: not checked.
   PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange = nullptr;
+  // Stream memory operations (comm_algo ce: a stream waits for a counter and writes a flag without a kernel).
+  PFN_cuStreamWaitValue32_v11070 cuStreamWaitValue32 = nullptr;
+  PFN_cuStreamWriteValue32_v11070 cuStreamWriteValue32 = nullptr;
 
   // True when every entry point above was found (a driver with green contexts: 12.4 or newer).
   bool virtual_memory() const {
@@ -39,6 +42,7 @@ struct DriverApi {
            cuMemImportFromShareableHandle && cuMemAddressReserve && cuMemAddressFree && cuMemMap && cuMemUnmap &&
            cuMemSetAccess;
   }
+  bool stream_memory_ops() const { return cuStreamWaitValue32 && cuStreamWriteValue32; }
   bool green_contexts() const {
     return cuDeviceGetDevResource && cuDevSmResourceSplitByCount && cuDevResourceGenerateDesc && cuGreenCtxCreate &&
            cuGreenCtxDestroy && cuGreenCtxGetDevResource && cuGreenCtxStreamCreate;
@@ -54,5 +58,8 @@ bool driver_available();
 const DriverApi& require_green_contexts();
 // The table, or an ovl::Error when the driver lacks the virtual-memory (cuMem) entry points.
 const DriverApi& require_virtual_memory();
+// The table, or an ovl::Error when the driver lacks the stream memory operations (cuStreamWaitValue32 /
+// cuStreamWriteValue32 of CUDA 11.7+) that comm_algo ce gates its copies with.
+const DriverApi& require_stream_memory_ops();
 
 }  // namespace ovl

@@ -30,6 +30,10 @@ struct Hardware {
   double link_GBps = 0;             // NVLink bandwidth per direction per GPU (through the NVSwitch), GB/s
   double link_latency_us = 0;       // one-way small-message latency over the link
   double per_cta_copy_GBps = 0;     // bytes (read + written) one CTA of a plain local copy moves per second, GB/s
+  // Bytes per second one GPU's copy engines push to its peers, per direction (comm_algo ce). 0: link_GBps, an
+  // assumption (unmeasured: the copy engines keep up with the link; no SM takes part). In loopback the "peer" copies
+  // are same-device copies, which run on SMs: link_GBps there as well (loopback_hardware).
+  double copy_engine_GBps = 0;
   // Bytes (read + written, as each collective's CTA work counts them, docs/model.md) one CTA of our collective
   // kernels moves per second, per algorithm: a reduction costs far more per byte than a copy (per_cta_GBps()).
   double tma_push_per_cta_GBps = 56.0;  // tma-push (bulk reduce at the owner; push all-gather)

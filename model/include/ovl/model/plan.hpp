@@ -22,7 +22,9 @@ enum class Mode {
   kGreenContext,  // GCOverlap: tile-signal with GEMM and communication on disjoint green-context partitions
   kTma,           // Oh Overlap: a persistent TMA collective on few SMs polls the group counters
 };
-enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull };
+// kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
+// communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
+enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine };
 enum class TileOrder { kRowBand, kSwizzle, kExplicit };
 // kSwizzle visits blocks of kSwizzleRows tile rows ("swizzle bands"), each column by column (L2 reuse of B panels);
 // the signaled GEMM runs it with GemmArguments::swizzle = kSwizzleRows. A group of whole swizzle bands is a
@@ -31,7 +33,7 @@ inline constexpr int kSwizzleRows = 8;
 enum class OutputLayout { kRowMajor, kTileMajor };
 
 std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
-std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull"
+std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull", "ce"
 std::string_view to_string(TileOrder order);  // "row-band", "swizzle", "explicit"
 std::string_view to_string(OutputLayout layout);  // "row-major", "tile-major"
 Mode parse_mode(std::string_view text);
@@ -96,6 +98,9 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
 // groups that follow the GEMM (tile-signal GEMM+AR / GEMM+RS) only the SMs the grid leaves (at least 1). The rest
 // start as the GEMM's last CTAs finish.
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw);
+// comm_algo ce, GEMM+AR / GEMM+RS: whether the owner's sum runs per tile group, beside the GEMM (its grid of gemm_sms
+// leaves comm_ctas SMs: gemm_sms + comm_ctas <= sm_count), or once after the GEMM, which holds every SM until then.
+bool ce_sums_per_group(const Plan& plan, int sm_count);
 // Splits `tiles` tiles into `groups` groups as evenly as possible (equal sizes when `groups` divides `tiles`,
 // else the first tiles % groups groups get one more), so groups of tiles_m / groups whole bands stay whole bands.
 std::vector<int> even_groups(int64_t tiles, int groups);
