@@ -16,7 +16,8 @@
 //           e4m3 inputs (random values in [-2, 2]), per-tensor scales (device pointers, 0.5 and 0.25: the same for
 //           both), bf16 output, fp32 accumulation on the tensor cores without promotion (cuBLASLt with
 //           CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1, our kernel's accumulation), nt layout only (FP8 wgmma reads B
-//           K-major), on 132, 128, 124 and 116 SMs; ovl-fp8 is `ovl` (tune_gemm's plan, signals on)
+//           K-major), on 132, 128, 124 and 116 SMs; ovl-fp8 is `ovl` (tune_gemm's plan, signals on), ovl-fp8-nosignal
+//           the same without signals
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -697,8 +698,9 @@ const bool registered = [] {
     }
     // FP8: nt only (B K-major), the whole device and the partitions the overlap operators leave the GEMM.
     for (int sms : {132, 128, 124, 116}) {
-      for (Impl impl : {Impl::kOvl, Impl::kCublasLt}) {
-        const std::string name = case_name(impl == Impl::kOvl ? "ovl-fp8" : "cublaslt-fp8", s, GemmBLayout::kNxK, sms);
+      for (const auto& [impl, impl_name] : {std::pair{Impl::kOvl, "ovl-fp8"}, std::pair{Impl::kOvlNoSignal, "ovl-fp8-nosignal"},
+                                            std::pair{Impl::kCublasLt, "cublaslt-fp8"}}) {
+        const std::string name = case_name(impl_name, s, GemmBLayout::kNxK, sms);
         benchmark::RegisterBenchmark(name.c_str(), bench_gemm,
                                      Case{impl, s[0], s[1], s[2], GemmBLayout::kNxK, sms, ovl::kernels::GemmDType::kE4M3})
             ->UseManualTime()

@@ -13,7 +13,8 @@
 // What it catches: the inputs have random signs, so |ref| ~ sqrt(K) t and S ~ K t (t: a typical |product|); a missed,
 // doubled or misplaced 128-element k-block moves an element by ~sqrt(128) t = 11 t, against a bound of about
 // (2^-8 sqrt(K) + 2^-9 K) t <= 2.2 t for K <= 1024; an unwritten element stays NaN (the output is poisoned first).
-// Besides, ||out - ref|| / ||ref|| <= 1e-2 over the whole output (a correct kernel: ~2e-3).
+// Besides, ||out - ref|| / ||ref|| <= 1e-2 over the whole output (a correct kernel: ~2e-3). Fp8GemmTolerance checks
+// both claims on the host: the rounded reference and a 13-bit accumulator pass, a missed k-block fails.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu_test.hpp"
@@ -181,15 +183,90 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   CUDA_OK(cudaMemcpy(out.counters.data(), counters.ptr, counters.bytes(), cudaMemcpyDeviceToHost));
 }
 
+// The float64 reference of the dequantized inputs, row-major M x N, and S (the scaled sums of |products|). For the
+// tolerance's self-check: leaving out k-block `skip` (128 elements; -1: none), a wrong kernel; or with acc_bits > 0,
+// a model of a low-precision accumulator: each k32 step's exact partial sum is added to an accumulator that keeps
+// acc_bits significant bits, truncated.
+struct Reference {
+  std::vector<double> d, s;
+};
+double truncate_bits(double x, int bits) {
+  int e = 0;
+  const double m = std::frexp(x, &e);
+  return std::ldexp(std::trunc(std::ldexp(m, bits)), e - bits);
+}
+Reference reference(const Case& c, const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, double scale,
+                    int skip = -1, int acc_bits = 0) {
+  std::vector<double> av(a.size()), bv(b.size());
+  for (size_t i = 0; i < a.size(); ++i) av[i] = fp8_value(a[i], GemmDType::kE4M3);
+  for (size_t i = 0; i < b.size(); ++i) bv[i] = fp8_value(b[i], c.b_dtype);
+  const int block = gemm_tile_shape(GemmDType::kE4M3).k;
+  Reference r{std::vector<double>(size_t(c.m) * c.n), std::vector<double>(size_t(c.m) * c.n)};
+  for (int i = 0; i < c.m; ++i) {
+    for (int j = 0; j < c.n; ++j) {
+      double ref = 0, sum = 0, step = 0;
+      const double* ar = &av[size_t(i) * c.k];
+      const double* br = &bv[size_t(j) * c.k];
+      for (int x = 0; x < c.k; ++x) {
+        if (x / block == skip) continue;
+        step += ar[x] * br[x];
+        sum += std::fabs(ar[x] * br[x]);
+        if (x % 32 == 31 || x == c.k - 1) {
+          ref = acc_bits > 0 ? truncate_bits(ref + step, acc_bits) : ref + step;
+          step = 0;
+        }
+      }
+      r.d[size_t(i) * c.n + j] = ref * scale;
+      r.s[size_t(i) * c.n + j] = sum * scale;
+    }
+  }
+  return r;
+}
+
+// The output against the reference, with the tolerance at the top of the file: the elements out of it (the first few
+// described in `first`) and ||out - ref|| / ||ref||. `out` is the raw output buffer in c.layout.
+struct Comparison {
+  size_t bad = 0;
+  double rel = 0;
+  std::string first;
+};
+Comparison compare(const Case& c, const Reference& ref, const std::vector<uint16_t>& out) {
+  const GemmTileShape t = gemm_tile_shape(GemmDType::kE4M3);
+  const int tiles_n = (c.n + t.n - 1) / t.n;
+  Comparison r;
+  double num = 0, den = 0;
+  for (int i = 0; i < c.m; ++i) {
+    for (int j = 0; j < c.n; ++j) {
+      const size_t index = c.layout == GemmOutputLayout::kRowMajor
+                               ? size_t(i) * c.n + j
+                               : size_t((i / t.m) * tiles_n + j / t.n) * t.m * t.n + size_t(i % t.m) * t.n + j % t.n;
+      const double v = half_value(out[index], c.out_dtype);
+      const double want = ref.d[size_t(i) * c.n + j], s = ref.s[size_t(i) * c.n + j];
+      if (!(std::fabs(v - want) <= std::ldexp(std::fabs(want), -8) + std::ldexp(s, -9)) && ++r.bad <= 3) {
+        r.first += "D[" + std::to_string(i) + "][" + std::to_string(j) + "] = " + std::to_string(v) + ", reference " +
+                   std::to_string(want) + " (S " + std::to_string(s) + "); ";
+      }
+      num += (v - want) * (v - want);
+      den += want * want;
+    }
+  }
+  r.rel = std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-300)) : INFINITY;
+  return r;
+}
+
+// The scales of case c: random, non-unit; the full-range codes get small ones, as a quantizer would give them.
+std::pair<float, float> scales_of(const Case& c) {
+  std::mt19937 rng(c.seed * 7919u);
+  std::uniform_real_distribution<float> dist(0.05f, 3.f);
+  const float a_scale = dist(rng) * (c.full_range ? 1e-3f : 1.f);
+  return {a_scale, dist(rng) * (c.full_range ? 1e-4f : 1.f)};
+}
+
 // Runs case c on fresh random inputs and checks it against the float64 reference (the tolerance at the top).
 void check_case(const Case& c) {
   SCOPED_TRACE(c.name);
   ASSERT_LE(c.k, 1024) << "the accumulation bound assumes K <= 1024";
-  std::mt19937 rng(c.seed * 7919u);
-  std::uniform_real_distribution<float> scale_dist(0.05f, 3.f);
-  // Non-unit scales; the full-range codes get small ones, as a quantizer would give them.
-  const float a_scale = scale_dist(rng) * (c.full_range ? 1e-3f : 1.f);
-  const float b_scale = scale_dist(rng) * (c.full_range ? 1e-4f : 1.f);
+  const auto [a_scale, b_scale] = scales_of(c);
   const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, GemmDType::kE4M3, c.seed, c.full_range);
   const std::vector<uint8_t> b = random_fp8(size_t(c.n) * c.k, c.b_dtype, c.seed + 1, c.full_range);
   Outcome out;
@@ -199,47 +276,48 @@ void check_case(const Case& c) {
   for (size_t g = 0; g < out.groups.size(); ++g) {
     ASSERT_EQ(out.counters[g], unsigned(out.groups[g])) << "group " << g << " counter";
   }
-
-  std::vector<double> av(a.size()), bv(b.size());
-  for (size_t i = 0; i < a.size(); ++i) av[i] = fp8_value(a[i], GemmDType::kE4M3);
-  for (size_t i = 0; i < b.size(); ++i) bv[i] = fp8_value(b[i], c.b_dtype);
-  const double scale = double(a_scale) * double(b_scale);
-  const GemmTileShape t = gemm_tile_shape(GemmDType::kE4M3);
-  const int tiles_n = (c.n + t.n - 1) / t.n;
-  double num = 0, den = 0;
-  size_t bad = 0;
-  for (int i = 0; i < c.m; ++i) {
-    for (int j = 0; j < c.n; ++j) {
-      double ref = 0, s = 0;
-      const double* ar = &av[size_t(i) * c.k];
-      const double* br = &bv[size_t(j) * c.k];
-      for (int x = 0; x < c.k; ++x) {
-        ref += ar[x] * br[x];
-        s += std::fabs(ar[x] * br[x]);
-      }
-      ref *= scale;
-      s *= scale;
-      const size_t index = c.layout == GemmOutputLayout::kRowMajor
-                               ? size_t(i) * c.n + j
-                               : size_t((i / t.m) * tiles_n + j / t.n) * t.m * t.n + size_t(i % t.m) * t.n + j % t.n;
-      const double v = half_value(out.d[index], c.out_dtype);
-      const double err = std::fabs(v - ref);
-      if (!(err <= std::ldexp(std::fabs(ref), -8) + std::ldexp(s, -9))) {
-        if (++bad <= 5) ADD_FAILURE() << "D[" << i << "][" << j << "] = " << v << ", reference " << ref << " (S " << s << ")";
-      }
-      num += (v - ref) * (v - ref);
-      den += ref * ref;
-    }
-  }
-  EXPECT_EQ(bad, 0u) << "elements out of tolerance";
-  const double rel = std::sqrt(num / std::max(den, 1e-300));
-  EXPECT_LE(rel, 1e-2) << "||out - ref|| / ||ref||";
+  const Comparison r = compare(c, reference(c, a, b, double(a_scale) * double(b_scale)), out.d);
+  EXPECT_EQ(r.bad, 0u) << "elements out of tolerance: " << r.first;
+  EXPECT_LE(r.rel, 1e-2) << "||out - ref|| / ||ref||";
   if (c.layout == GemmOutputLayout::kTileMajor) {  // the slots' parts outside M x N are zeros
+    const GemmTileShape t = gemm_tile_shape(GemmDType::kE4M3);
+    const int tiles_n = (c.n + t.n - 1) / t.n;
     for (size_t index = 0; index < out.d.size(); ++index) {
       const int tile = int(index / (size_t(t.m) * t.n)), inside = int(index % (size_t(t.m) * t.n));
       const int i = (tile / tiles_n) * t.m + inside / t.n, j = (tile % tiles_n) * t.n + inside % t.n;
       if (i >= c.m || j >= c.n) ASSERT_EQ(out.d[index], 0u) << "tile-major slot element " << index;
     }
+  }
+}
+
+// The tolerance separates right from wrong (no GPU needed): the reference rounded to bf16 passes, so does an
+// accumulator of 13 significant bits (a bit less than the tensor cores' FP8 accumulation is reported to keep), and an
+// output that misses one 128-element k-block fails at most elements and in the norm.
+TEST(Fp8GemmTolerance, PassesTheRoundedReferenceAndFailsAMissedKBlock) {
+  for (const bool full : {false, true}) {
+    Case c{"tolerance", 64, 96, 1024, GemmDType::kE5M2};
+    c.full_range = full;
+    SCOPED_TRACE(full ? "full-range codes" : "moderate codes");
+    const auto [a_scale, b_scale] = scales_of(c);
+    const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, GemmDType::kE4M3, 31, full);
+    const std::vector<uint8_t> b = random_fp8(size_t(c.n) * c.k, c.b_dtype, 32, full);
+    const double scale = double(a_scale) * double(b_scale);
+    const Reference right = reference(c, a, b, scale);
+    const auto rounded = [](const std::vector<double>& d) {
+      std::vector<uint16_t> out(d.size());
+      for (size_t i = 0; i < d.size(); ++i) out[i] = test::to_bf16(float(d[i]));
+      return out;
+    };
+    const Comparison pass = compare(c, right, rounded(right.d));
+    EXPECT_EQ(pass.bad, 0u) << pass.first;
+    EXPECT_LT(pass.rel, 3e-3);
+    const Comparison coarse = compare(c, right, rounded(reference(c, a, b, scale, -1, 13).d));
+    EXPECT_EQ(coarse.bad, 0u) << coarse.first;
+    EXPECT_LT(coarse.rel, 1e-2);
+    const Comparison fail = compare(c, right, rounded(reference(c, a, b, scale, 3).d));
+    // Moderate codes: nearly every element; full-range codes (a few products dominate each sum): still most.
+    EXPECT_GT(fail.bad, size_t(c.m) * c.n * (full ? 5 : 9) / 10);
+    EXPECT_GT(fail.rel, 1e-2);
   }
 }
 
