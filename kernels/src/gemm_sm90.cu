@@ -32,6 +32,10 @@ constexpr int kTileM = 128;
 constexpr int kTileN = 256;
 constexpr int kTileK = 64;
 constexpr int kTileKFp8 = 128;
+// Elements of A (and B) of type TA per k-block: 128 bytes of a row. (A template variable: a local constexpr in the
+// kernel changed the order of the bf16 kernels' instructions.)
+template <typename TA>
+constexpr int kBlockK = sizeof(TA) == 1 ? kTileKFp8 : kTileK;
 constexpr int kThreads = 384;  // warpgroup 0: producer; warpgroups 1, 2: consumers (64 rows each)
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40;
@@ -361,9 +365,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need a staged epilogue");
   static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
   static_assert(!kDefer || (kStaged && !kSplit && kCluster == 1), "the deferred epilogue is a staged one, unclustered");
-  constexpr bool kFP8 = sizeof(TA) == 1;
-  static_assert(!kFP8 || (kTransB == 0 && kStaged && kCluster == 1), "FP8: K-major B, a staged epilogue, cluster 1");
-  constexpr int kBlockK = kFP8 ? kTileKFp8 : kTileK;  // elements per k-block (128 bytes of a row either way)
+  // FP8 is sizeof(TA) == 1, spelled out rather than held in local constants: those changed the bf16 kernels' PTX.
+  static_assert(sizeof(TA) == 2 || (kTransB == 0 && kStaged && kCluster == 1),
+                "FP8: K-major B, a staged epilogue, cluster 1");
   constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -449,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           // [cluster 2] empty[s] counts both CTAs' consumers: the peer's half may be written into either slot.
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
           detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
-          const int k0 = kb * kBlockK;
+          const int k0 = kb * kBlockK<TA>;
           detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
           if constexpr (kTransB == 0) {
             if (kCluster == 2 && multicast_b) {
@@ -692,7 +696,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       detail::wgmma_wait<0>();
       detail::fence_accumulators(acc);
       release(previous_stage);
-      if constexpr (kFP8) {
+      if constexpr (sizeof(TA) == 1) {
         // The scales are read per unit (two cached loads) rather than held in a register across the k-loop: the
         // consumers are at their register limit.
         const float scale = __ldg(p.a_scale) * __ldg(p.b_scale);
