@@ -12,7 +12,12 @@
 //           (signals on, the epilogue that stores from registers instead of through shared memory and TMA), ovl-nopdl
 //           (ovl launched without programmatic dependent launch: GemmArguments::programmatic_launch), cublas;
 //           ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16
-//           cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else
+//           cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else; ovl-fp8 and cublaslt-fp8: e4m3 x
+//           e4m3 inputs (random values in [-2, 2]), per-tensor scales (device pointers, 0.5 and 0.25: the same for
+//           both), bf16 output, fp32 accumulation on the tensor cores without promotion (cuBLASLt with
+//           CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1, our kernel's accumulation), nt layout only (FP8 wgmma reads B
+//           K-major), on 132, 128, 124 and 116 SMs; ovl-fp8 is `ovl` (tune_gemm's plan, signals on), ovl-fp8-nosignal
+//           the same without signals
 //   layout  nn (B is K x N row-major) or nt (B is N x K row-major)
 //   sms     132 = the whole device (no partition); fewer: ovl and cuBLAS both run on a stream of a green context
 //           holding that many SMs (cuBLAS also gets cublasSetSmCountTarget)
@@ -41,10 +46,12 @@
 //          --benchmark_out_format=json
 
 #include <benchmark/benchmark.h>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -177,20 +184,24 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-__global__ void fill_random(__nv_bfloat16* out, size_t count, uint32_t seed) {
+// Random values in [-range, range] (never 0) of type T (bf16 inputs: range 1; e4m3: range 2).
+template <typename T>
+__global__ void fill_random(T* out, size_t count, uint32_t seed, float range) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ (seed * 0x9E3779B9u) ^ uint32_t(i >> 32);
     h ^= h >> 15;
     h *= 0x2C1B3C6Du;
     h ^= h >> 12;
-    const float v = (float(h & 0xFFFF) / 65535.f) * 2.f - 1.f;
-    out[i] = __float2bfloat16(v == 0.f ? 0.5f : v);
+    const float v = ((float(h & 0xFFFF) / 65535.f) * 2.f - 1.f) * range;
+    out[i] = T(v == 0.f ? 0.5f : v);
   }
 }
 
 // Input sets for one shape: several when one set would sit in L2, so repeated GEMMs read device memory.
 struct Buffers {
   int m = 0, n = 0, k = 0;
+  bool fp8 = false;
+  float* scales = nullptr;  // FP8: a_scale, b_scale
   std::vector<void*> a, b;
   void* d = nullptr;
   unsigned int* counters = nullptr;
@@ -200,6 +211,7 @@ struct Buffers {
     for (void* p : a) cudaFree(p);
     for (void* p : b) cudaFree(p);
     cudaFree(d);
+    cudaFree(scales);
     cudaFree(counters);
     cudaFree(workspace);
   }
@@ -214,18 +226,20 @@ struct Buffers {
   }
 };
 
-Buffers& buffers(int m, int n, int k) {
+Buffers& buffers(int m, int n, int k, bool fp8) {
   static std::unique_ptr<Buffers> current;
-  if (current && current->m == m && current->n == n && current->k == k) return *current;
+  if (current && current->m == m && current->n == n && current->k == k && current->fp8 == fp8) return *current;
   current.reset();
   current = std::make_unique<Buffers>();
   Buffers& b = *current;
   b.m = m;
   b.n = n;
   b.k = k;
+  b.fp8 = fp8;
   int l2 = 0;
   OVL_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-  const size_t a_bytes = size_t(m) * k * 2, b_bytes = size_t(k) * n * 2;
+  const size_t element = fp8 ? 1 : 2;
+  const size_t a_bytes = size_t(m) * k * element, b_bytes = size_t(k) * n * element;
   const int sets = ovl::bench::env_int(
       "OVL_BENCH_GEMM_SETS", 1, 8,
       int(std::clamp<size_t>((3 * size_t(l2) + a_bytes + b_bytes - 1) / (a_bytes + b_bytes), 1, 8)));
@@ -234,14 +248,26 @@ Buffers& buffers(int m, int n, int k) {
     void* pb = nullptr;
     OVL_CUDA_CHECK(cudaMalloc(&pa, a_bytes));
     OVL_CUDA_CHECK(cudaMalloc(&pb, b_bytes));
-    fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(pa), a_bytes / 2, 2 * s + 1);
-    OVL_CUDA_CHECK_LAST();
-    fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(pb), b_bytes / 2, 2 * s + 2);
-    OVL_CUDA_CHECK_LAST();
+    for (int which = 0; which < 2; ++which) {
+      void* p = which == 0 ? pa : pb;
+      const size_t count = (which == 0 ? a_bytes : b_bytes) / element;
+      const uint32_t seed = 2 * s + 1 + which;
+      if (fp8) {
+        fill_random<<<1024, 256>>>(static_cast<__nv_fp8_e4m3*>(p), count, seed, 2.f);
+      } else {
+        fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), count, seed, 1.f);
+      }
+      OVL_CUDA_CHECK_LAST();
+    }
     b.a.push_back(pa);
     b.b.push_back(pb);
   }
   OVL_CUDA_CHECK(cudaMalloc(&b.d, size_t(m) * n * 2));
+  if (fp8) {
+    const float scales[2] = {0.5f, 0.25f};
+    OVL_CUDA_CHECK(cudaMalloc(&b.scales, sizeof(scales)));
+    OVL_CUDA_CHECK(cudaMemcpy(b.scales, scales, sizeof(scales), cudaMemcpyHostToDevice));
+  }
   OVL_CUDA_CHECK(cudaMalloc(&b.counters, 4096 * sizeof(unsigned int)));
   OVL_CUDA_CHECK(cudaMemset(b.counters, 0, 4096 * sizeof(unsigned int)));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
@@ -268,7 +294,8 @@ enum class Impl {
   kOvlRegisters,
   kOvlDeferred,
   kOvlNoPdl,
-  kCublas
+  kCublas,
+  kCublasLt  // FP8 only: cublasLtMatmul with per-tensor scales
 };
 
 struct Case {
@@ -295,6 +322,12 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.n = c.n;
   args.k = c.k;
   args.dtype = c.dtype;
+  if (c.dtype == ovl::kernels::GemmDType::kE4M3) {
+    args.b_dtype = ovl::kernels::GemmDType::kE4M3;
+    args.out_dtype = ovl::kernels::GemmDType::kBF16;
+    args.a_scale = buf.scales;
+    args.b_scale = buf.scales + 1;
+  }
   args.b_layout = c.layout;
   args.a = buf.a[set];
   args.b = buf.b[set];
@@ -354,6 +387,73 @@ void run_cublas(const Case& c, Buffers& buf, int set) {
                                          c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: {}", int(st));
 }
+
+// cuBLASLt's FP8 GEMM for one case (nt: row-major D = A B^T is column-major D^T = B A^T, B read transposed: the "TN"
+// layout FP8 needs), with the scales as device pointers and the heuristic's first algorithm, chosen once per case
+// (off the timed path) for its SM count (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET on a partition).
+class CublasLtFp8 {
+ public:
+  CublasLtFp8(const Case& c, const Buffers& buf, int sms_target) {
+    OVL_CHECK(cublasLtCreate(&handle_) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed");
+    check(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+    set(CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
+    const float* b_scale = buf.scales + 1;  // cuBLAS's A is our B, its B our A
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof(b_scale));
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &buf.scales, sizeof(buf.scales));
+    const int8_t fast = 1;
+    set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
+    const int32_t target = sms_target;
+    set(CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof(target));
+    check(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, c.k, c.n, c.k), "cublasLtMatrixLayoutCreate(A)");
+    check(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, c.k, c.m, c.k), "cublasLtMatrixLayoutCreate(B)");
+    check(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, c.n, c.m, c.n), "cublasLtMatrixLayoutCreate(D)");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const size_t ws = kWorkspaceBytes;
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+          "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    OVL_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cublasLtMatmulAlgoGetHeuristic found no FP8 algorithm ({})",
+              int(st));
+    algo_ = result.algo;
+    OVL_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  }
+  ~CublasLtFp8() {
+    cudaFree(workspace_);
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(d_);
+    cublasLtMatmulDescDestroy(desc_);
+    cublasLtDestroy(handle_);
+  }
+  CublasLtFp8(const CublasLtFp8&) = delete;
+  CublasLtFp8& operator=(const CublasLtFp8&) = delete;
+  void run(const Buffers& buf, int set, cudaStream_t stream) const {
+    const float alpha = 1.f, beta = 0.f;
+    const cublasStatus_t st = cublasLtMatmul(handle_, desc_, &alpha, buf.b[set], a_, buf.a[set], b_, &beta, buf.d, d_,
+                                             buf.d, d_, &algo_, workspace_, kWorkspaceBytes, stream);
+    OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul (FP8) failed: {}", int(st));
+  }
+
+ private:
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  static void check(cublasStatus_t st, const char* what) {
+    OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "{} failed: {}", what, int(st));
+  }
+  void set(cublasLtMatmulDescAttributes_t attr, const void* value, size_t bytes) {
+    check(cublasLtMatmulDescSetAttribute(desc_, attr, value, bytes), "cublasLtMatmulDescSetAttribute");
+  }
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  void* workspace_ = nullptr;
+};
 
 // OVL_BENCH_GEMM_TIMELINE (see the top of the file). `ovl`: our arguments (whole tiles), else cuBLAS.
 template <typename RunGemm>
@@ -446,7 +546,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.SkipWithError("more SMs asked than the device has");
       return;
     }
-    Buffers& buf = buffers(c.m, c.n, c.k);
+    Buffers& buf = buffers(c.m, c.n, c.k, c.dtype == ovl::kernels::GemmDType::kE4M3);
     const int sets = int(buf.a.size());
     // About 1 ms of GEMMs per iteration at ~700 TFLOP/s.
     const double flops = 2.0 * c.m * c.n * c.k;
@@ -471,13 +571,18 @@ void bench_gemm(benchmark::State& state, Case c) {
     // Our GEMM's arguments for each input set and its workspace, made once per case, off the timed path.
     std::vector<GemmArguments> args;
     void* workspace = nullptr;
-    if (c.impl != Impl::kCublas) {
+    std::unique_ptr<CublasLtFp8> lt;
+    if (c.impl == Impl::kCublasLt) {
+      lt = std::make_unique<CublasLtFp8>(c, buf, partitioned ? c.sms : 0);
+    } else if (c.impl != Impl::kCublas) {
       for (int s = 0; s < sets; ++s) args.push_back(gemm_arguments(c, buf, s));
       workspace = buf.workspace_for(ovl::kernels::gemm_workspace_bytes(args[0]));
     }
     const auto run_gemm = [&](int set) {
       if (c.impl == Impl::kCublas) {
         run_cublas(c, buf, set);
+      } else if (c.impl == Impl::kCublasLt) {
+        lt->run(buf, set, stream);
       } else {
         ovl::kernels::gemm_run(args[set], workspace, stream);
       }
@@ -519,7 +624,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     state.counters["sets"] = sets;
     state.counters["reps"] = reps;
     state.counters["gap_us"] = gap_us;
-    if (c.impl != Impl::kCublas) {
+    if (!args.empty()) {
       // What gemm_run launched (gemm_launch_plan): the epilogue as GemmEpilogue's value (1 kTmaStore, 2 kRegisters,
       // 3 kTmaStoreSplit, 4 kTmaStoreDeferred), the grid, the ring stages, whether MN-major B loads one box per stage.
       const ovl::kernels::GemmLaunchPlan plan = ovl::kernels::gemm_launch_plan(args[0]);
@@ -589,6 +694,17 @@ const bool registered = [] {
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
+      }
+    }
+    // FP8: nt only (B K-major), the whole device and the partitions the overlap operators leave the GEMM.
+    for (int sms : {132, 128, 124, 116}) {
+      for (const auto& [impl, impl_name] : {std::pair{Impl::kOvl, "ovl-fp8"}, std::pair{Impl::kOvlNoSignal, "ovl-fp8-nosignal"},
+                                            std::pair{Impl::kCublasLt, "cublaslt-fp8"}}) {
+        const std::string name = case_name(impl_name, s, GemmBLayout::kNxK, sms);
+        benchmark::RegisterBenchmark(name.c_str(), bench_gemm,
+                                     Case{impl, s[0], s[1], s[2], GemmBLayout::kNxK, sms, ovl::kernels::GemmDType::kE4M3})
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
       }
     }
   }

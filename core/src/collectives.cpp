@@ -35,6 +35,9 @@ kernels::DType kernel_dtype(DType dtype) {
     case DType::kBF16: return kernels::DType::kBF16;
     case DType::kFP16: return kernels::DType::kF16;
     case DType::kFP32: return kernels::DType::kF32;
+    case DType::kE4M3:
+    case DType::kE5M2:
+      OVL_FAIL("dtype {}: our collective kernels move bf16, fp16 or fp32", to_string(dtype));
   }
   OVL_FAIL("unknown dtype {}", int(dtype));
 }
@@ -54,6 +57,8 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::kBF16: return ncclBfloat16;
     case DType::kFP16: return ncclFloat16;
     case DType::kFP32: return ncclFloat32;
+    case DType::kE4M3: return ncclFloat8e4m3;
+    case DType::kE5M2: return ncclFloat8e5m2;
   }
   return ncclFloat32;
 }

@@ -70,11 +70,20 @@ double env_timeout_ms() {
   return value;
 }
 
+// The Context's refusal of FP8 (the FP8 GEMM runs through ovl::kernels::gemm_run only), or "" for another dtype.
+std::string fp8_refusal(DType dtype) {
+  if (!is_fp8(dtype)) return "";
+  return fmt::format("dtype {} (FP8) is not supported by the Context's operators (bf16 or fp16); the FP8 GEMM runs "
+                     "on its own through ovl::kernels::gemm_run",
+                     to_string(dtype));
+}
+
 // Where the tensor lives: non-null, aligned, a supported dtype equal to A's, device (or managed) memory of the
 // context's device, inside its allocation (when the driver says where that is). Returns its byte span.
 TensorSpan check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
   OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
   OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
+  OVL_CHECK(fp8_refusal(t.dtype).empty(), "{}: {}: {}", api, name, fp8_refusal(t.dtype));
   OVL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kFP16, "{}: {} dtype {} is not supported (bf16 or fp16)", api,
             name, to_string(t.dtype));
   OVL_CHECK(t.dtype == dtype, "{}: {} dtype {} differs from A's dtype {}", api, name, to_string(t.dtype),
@@ -288,6 +297,7 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
   const std::string key = p.name();
   auto it = shapes.find(key);
   if (it != shapes.end()) return *it->second;
+  OVL_CHECK(fp8_refusal(p.dtype).empty(), "problem {}: {}", p.name(), fp8_refusal(p.dtype));
   auto st = std::make_unique<detail::ShapeState>();
   st->problem = p;
   const int64_t eb = dtype_bytes(p.dtype);
@@ -418,6 +428,7 @@ Problem Context::problem_for(Op op, const TensorRef& a, const TensorRef& b, cons
 
 std::string Context::can_run(const Problem& p, const Plan& plan) const {
   const Impl& s = *impl_;
+  if (std::string why = fp8_refusal(p.dtype); !why.empty()) return why;
   try {
     plan.validate(p, s.hw);
   } catch (const Error& e) {

@@ -207,7 +207,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.m = int(p.m);
   g.n = int(p.n);
   g.k = int(p.k);
-  g.dtype = p.dtype == DType::kBF16 ? kernels::GemmDType::kBF16 : kernels::GemmDType::kFP16;
+  g.dtype = gemm_dtype(p.dtype);
   g.b_layout = p.b_layout == BLayout::kNxK ? kernels::GemmBLayout::kNxK : kernels::GemmBLayout::kKxN;
   g.a = call.a.ptr;
   g.b = call.b.ptr;

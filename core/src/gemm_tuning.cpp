@@ -5,11 +5,27 @@
 
 namespace ovl {
 
+kernels::GemmDType gemm_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return kernels::GemmDType::kBF16;
+    case DType::kFP16:
+      return kernels::GemmDType::kFP16;
+    case DType::kE4M3:
+      return kernels::GemmDType::kE4M3;
+    case DType::kE5M2:
+      return kernels::GemmDType::kE5M2;
+    case DType::kFP32:
+      break;
+  }
+  OVL_FAIL("dtype {} has no GEMM kernel (bf16, fp16, e4m3 or e5m2)", to_string(dtype));
+}
+
 void tune_gemm(kernels::GemmArguments& args) {
   OVL_CHECK(args.m > 0 && args.n > 0 && args.k > 0, "tune_gemm: GEMM shape {}x{}x{} must be positive", args.m,
             args.n, args.k);
   OVL_CHECK(args.sm_count > 0, "tune_gemm: sm_count = {} must be positive", args.sm_count);
-  const kernels::GemmTileShape tile = kernels::gemm_tile_shape();
+  const kernels::GemmTileShape tile = kernels::gemm_tile_shape(args.dtype);  // FP8: k-blocks of 128 elements
   const int tiles = kernels::gemm_tile_count(args);
   const int k_blocks = (args.k + tile.k - 1) / tile.k;
   args.tile_order = kernels::GemmTileOrder::kSwizzle;
@@ -24,7 +40,8 @@ void tune_gemm(kernels::GemmArguments& args) {
 }
 
 kernels::GemmEpilogue tuned_gemm_epilogue(const kernels::GemmArguments& args) {
-  const int k_blocks = (args.k + kernels::gemm_tile_shape().k - 1) / kernels::gemm_tile_shape().k;
+  const int block_k = kernels::gemm_tile_shape(args.dtype).k;
+  const int k_blocks = (args.k + block_k - 1) / block_k;
   const bool b_mn_major = args.b_layout == kernels::GemmBLayout::kKxN;
   return choose_split_epilogue(kernels::gemm_tile_count(args), k_blocks, args.sm_count, b_mn_major)
              ? kernels::GemmEpilogue::kTmaStoreSplit

@@ -4,6 +4,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -25,10 +26,16 @@
 namespace ovl::kernels {
 namespace {
 
-// One CTA computes a 128 x 256 tile, K in steps of 64 (one 128-byte swizzle row of bf16 per step).
+// One CTA computes a 128 x 256 tile, K in k-blocks of one 128-byte swizzle row: 64 bf16/fp16 elements (kTileK), 128
+// FP8 ones (kTileKFp8). A k-block's tiles take the same bytes either way, and four wgmma k-steps (k16; FP8: k32).
 constexpr int kTileM = 128;
 constexpr int kTileN = 256;
 constexpr int kTileK = 64;
+constexpr int kTileKFp8 = 128;
+// Elements of A (and B) of type TA per k-block: 128 bytes of a row. (A template variable: a local constexpr in the
+// kernel changed the order of the bf16 kernels' instructions.)
+template <typename TA>
+constexpr int kBlockK = sizeof(TA) == 1 ? kTileKFp8 : kTileK;
 constexpr int kThreads = 384;  // warpgroup 0: producer; warpgroups 1, 2: consumers (64 rows each)
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40;
@@ -91,6 +98,10 @@ struct KernelParams {
   // MN-major B, whole tiles, cluster 1: tmap_b_half is the chunked 3-D map and a stage's B is one box (else four).
   int b_chunked;
   int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
+  // FP8 only: the per-tensor scales, D = a_scale[0] * b_scale[0] * (A x B) (after the fields above, so that the
+  // bf16/fp16 kernels read their parameters at the offsets they always did).
+  const float* a_scale;
+  const float* b_scale;
 };
 
 __device__ __forceinline__ int tile_at(const KernelParams& p, int position) {
@@ -248,12 +259,15 @@ __device__ __forceinline__ uint32_t pick4(const uint32_t (&w)[4], int index) {
   return index == 0 ? w[0] : index == 1 ? w[1] : index == 2 ? w[2] : w[3];
 }
 
-// One k16 step on the whole tile (64 x 256 per consumer warpgroup) or, kHalf, on half a tile (64 x 128,
-// accumulators 0 .. 63).
-template <typename T, int kTransB, bool kHalf>
+// One k-step (k16; FP8: k32) on the whole tile (64 x 256 per consumer warpgroup) or, kHalf, on half a tile (64 x
+// 128, accumulators 0 .. 63). TA, TB: the elements of A and B (bf16 x bf16, fp16 x fp16, e4m3 x e4m3, e4m3 x e5m2).
+template <typename TA, typename TB, int kTransB, bool kHalf>
 __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  constexpr bool kBF16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (kHalf) {
+  constexpr bool kBF16 = std::is_same_v<TA, __nv_bfloat16>;
+  if constexpr (sizeof(TA) == 1) {
+    static_assert(kTransB == 0, "FP8 wgmma reads both operands K-major");
+    detail::wgmma_k32_e4m3<kHalf, std::is_same_v<TB, __nv_fp8_e5m2>>(acc, desc_a, desc_b, scale_d);
+  } else if constexpr (kHalf) {
     kBF16 ? detail::wgmma_m64n128k16_bf16<kTransB>(acc, desc_a, desc_b, scale_d)
           : detail::wgmma_m64n128k16_f16<kTransB>(acc, desc_a, desc_b, scale_d);
   } else {
@@ -336,7 +350,13 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //   over the 256 consumers, then one thread's atom.acq_rel.gpu.cas on the tile's counter; the
 //   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
 //   other consumers' ld.global.cg of the partials after it.
-template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false, bool kDefer = false>
+//
+// FP8 (TA = __nv_fp8_e4m3, TB = e4m3 or e5m2; T, the output, bf16 or fp16): the same kernel with k-blocks of 128
+// elements (the same 128-byte rows, so the same tiles, swizzle, descriptors and their 32-byte k-step advance), k32
+// wgmma, K-major B only (kTransB = 0), and the accumulators multiplied by a_scale[0] * b_scale[0] after the k-loop
+// (before a stream-K piece is written, so the pieces sum scaled partials).
+template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false, bool kDefer = false,
+          typename TA = T, typename TB = T>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
@@ -345,6 +365,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need a staged epilogue");
   static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
   static_assert(!kDefer || (kStaged && !kSplit && kCluster == 1), "the deferred epilogue is a staged one, unclustered");
+  // FP8 is sizeof(TA) == 1, spelled out rather than held in local constants: those changed the bf16 kernels' PTX.
+  static_assert(sizeof(TA) == 2 || (kTransB == 0 && kStaged && kCluster == 1),
+                "FP8: K-major B, a staged epilogue, cluster 1");
   constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -430,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           // [cluster 2] empty[s] counts both CTAs' consumers: the peer's half may be written into either slot.
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
           detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
-          const int k0 = kb * kTileK;
+          const int k0 = kb * kBlockK<TA>;
           detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
           if constexpr (kTransB == 0) {
             if (kCluster == 2 && multicast_b) {
@@ -627,7 +650,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
           const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
           detail::wgmma_fence();
-          // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k16 step is 32 bytes along the row.
+          // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k-step (k16; FP8: k32) is 32 bytes along the
+          // row.
           // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
           // a k16 step is 16 rows of 128 bytes. Built once per k-block, moved on per step (an add, not a rebuild).
           const uint64_t desc_a0 = detail::make_smem_desc(a_base, 16, 1024);
@@ -637,7 +661,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint64_t desc_a = detail::smem_desc_advance(desc_a0, kk * 32);
             const uint64_t desc_b = detail::smem_desc_advance(desc_b0, kTransB ? kk * 2048 : kk * 32);
             const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
-            wgmma_step<T, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
+            wgmma_step<TA, TB, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
           }
           detail::wgmma_commit();
         };
@@ -672,6 +696,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       detail::wgmma_wait<0>();
       detail::fence_accumulators(acc);
       release(previous_stage);
+      if constexpr (sizeof(TA) == 1) {
+        // The scales are read per unit (two cached loads) rather than held in a register across the k-loop: the
+        // consumers are at their register limit.
+        const float scale = __ldg(p.a_scale) * __ldg(p.b_scale);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) acc[i] *= scale;
+      }
 
       // Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i, column
       // 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
@@ -799,8 +830,11 @@ CUtensorMap encode_tensor_map(GemmDType dtype, const void* base, const cuuint64_
   CUtensorMap map{};
   cuuint32_t element_strides[kRank];
   for (cuuint32_t& e : element_strides) e = 1;
+  const CUtensorMapDataType type = dtype == GemmDType::kBF16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : dtype == GemmDType::kFP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_UINT8;  // FP8: bytes
   OVL_CU_CHECK(tensor_map_encoder()(
-      &map, dtype == GemmDType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kRank,
+      &map, type, kRank,
       const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
@@ -809,7 +843,7 @@ CUtensorMap encode_tensor_map(GemmDType dtype, const void* base, const cuuint64_
 // Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols.
 CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
                             uint32_t box_cols) {
-  return encode_tensor_map<2>(dtype, base, {cols, rows}, {cols * 2}, {box_cols, box_rows});
+  return encode_tensor_map<2>(dtype, base, {cols, rows}, {cols * gemm_dtype_bytes(dtype)}, {box_cols, box_rows});
 }
 
 // MN-major B (K x N row-major, N % 64 == 0) as the 3-D tensor [N / 64][K][64]: element (c, k, j) is B[k][64 c + j].
@@ -839,6 +873,59 @@ void check_device(int device) {
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+bool is_fp8(GemmDType dtype) { return dtype == GemmDType::kE4M3 || dtype == GemmDType::kE5M2; }
+// The element types of B and D (FP8: b_dtype, out_dtype; else dtype).
+GemmDType b_type_of(const GemmArguments& args) { return is_fp8(args.dtype) ? args.b_dtype : args.dtype; }
+GemmDType d_type_of(const GemmArguments& args) { return is_fp8(args.dtype) ? args.out_dtype : args.dtype; }
+// Elements of A (and B) per k-block: one 128-byte row.
+int k_block_of(GemmDType a_dtype) { return is_fp8(a_dtype) ? kTileKFp8 : kTileK; }
+int k_blocks_of(const GemmArguments& args) { return ceil_div(args.k, k_block_of(args.dtype)); }
+
+// "" when the FP8 fields of `args` are consistent with its dtype, else what is wrong.
+std::string fp8_problem(const GemmArguments& args) {
+  if (!is_fp8(args.dtype)) {
+    if (args.dtype != GemmDType::kBF16 && args.dtype != GemmDType::kFP16) {
+      return fmt::format("dtype = {} is not bf16, fp16 or e4m3", int(args.dtype));
+    }
+    if (args.a_scale != nullptr || args.b_scale != nullptr) {
+      return fmt::format("a_scale / b_scale are set but dtype = {}: the scales are for FP8 inputs only",
+                         to_string(args.dtype));
+    }
+    return "";
+  }
+  if (args.dtype != GemmDType::kE4M3) {
+    return fmt::format("dtype = {}: FP8 A must be e4m3 (the pairs are e4m3 x e4m3 and e4m3 x e5m2)",
+                       to_string(args.dtype));
+  }
+  if (!is_fp8(args.b_dtype)) {
+    return fmt::format("b_dtype = {} is not e4m3 or e5m2 (dtype is e4m3)", to_string(args.b_dtype));
+  }
+  if (args.out_dtype != GemmDType::kBF16 && args.out_dtype != GemmDType::kFP16) {
+    return fmt::format("out_dtype = {} is not bf16 or fp16 (the FP8 GEMM's output)", to_string(args.out_dtype));
+  }
+  if (args.b_layout != GemmBLayout::kNxK) {
+    return "b_layout = kKxN (B K x N, MN-major) is not supported with FP8 inputs: FP8 wgmma reads B K-major only; "
+           "pass B as N x K row-major (GemmBLayout::kNxK)";
+  }
+  if (args.k % 16 != 0) {
+    return fmt::format("K = {} is not a multiple of 16 (FP8 rows of A and B must be multiples of 16 bytes for TMA)",
+                       args.k);
+  }
+  if (args.a_scale == nullptr) return "a_scale is a null pointer (FP8 inputs need their per-tensor scales)";
+  if (args.b_scale == nullptr) return "b_scale is a null pointer (FP8 inputs need their per-tensor scales)";
+  if (reinterpret_cast<uintptr_t>(args.a_scale) % 4 != 0) {
+    return fmt::format("a_scale = {} is not 4-byte aligned", static_cast<const void*>(args.a_scale));
+  }
+  if (reinterpret_cast<uintptr_t>(args.b_scale) % 4 != 0) {
+    return fmt::format("b_scale = {} is not 4-byte aligned", static_cast<const void*>(args.b_scale));
+  }
+  if (args.epilogue == GemmEpilogue::kRegisters) {
+    return "epilogue = kRegisters is not built for FP8 inputs (kAuto, kTmaStore, kTmaStoreSplit or kTmaStoreDeferred)";
+  }
+  if (args.cluster != 1) return fmt::format("cluster = {}: FP8 inputs run with cluster = 1 only", args.cluster);
+  return "";
+}
 
 // "" when the stream-K plan of `args` (stream_k_tiles != 0) can run, else what is wrong with it.
 std::string stream_k_problem(const GemmArguments& args, int tiles, int k_blocks) {
@@ -918,7 +1005,19 @@ WorkspaceLayout workspace_layout(const GemmArguments& args, const GemmStreamKPla
 
 }  // namespace
 
-GemmTileShape gemm_tile_shape() { return {kTileM, kTileN, kTileK}; }
+const char* to_string(GemmDType dtype) {
+  switch (dtype) {
+    case GemmDType::kBF16: return "bf16";
+    case GemmDType::kFP16: return "fp16";
+    case GemmDType::kE4M3: return "e4m3";
+    case GemmDType::kE5M2: return "e5m2";
+  }
+  return "unknown";
+}
+
+int gemm_dtype_bytes(GemmDType dtype) { return dtype == GemmDType::kE4M3 || dtype == GemmDType::kE5M2 ? 1 : 2; }
+
+GemmTileShape gemm_tile_shape(GemmDType dtype) { return {kTileM, kTileN, k_block_of(dtype)}; }
 
 int gemm_tile_count(const GemmArguments& args) {
   if (args.m <= 0 || args.n <= 0) return 0;
@@ -931,9 +1030,7 @@ std::string gemm_can_implement(const GemmArguments& args) {
   if (args.k <= 0) return fmt::format("K = {} must be positive", args.k);
   if (args.k % 8 != 0) return fmt::format("K = {} is not a multiple of 8 (TMA needs 16-byte rows)", args.k);
   if (args.n % 8 != 0) return fmt::format("N = {} is not a multiple of 8 (TMA needs 16-byte rows)", args.n);
-  if (args.dtype != GemmDType::kBF16 && args.dtype != GemmDType::kFP16) {
-    return fmt::format("dtype = {} is not bf16 or fp16", int(args.dtype));
-  }
+  if (const std::string why = fp8_problem(args); !why.empty()) return why;
   if (args.epilogue != GemmEpilogue::kAuto && args.epilogue != GemmEpilogue::kTmaStore &&
       args.epilogue != GemmEpilogue::kRegisters && args.epilogue != GemmEpilogue::kTmaStoreSplit &&
       args.epilogue != GemmEpilogue::kTmaStoreDeferred) {
@@ -955,7 +1052,7 @@ std::string gemm_can_implement(const GemmArguments& args) {
   }
   const int tiles = gemm_tile_count(args);
   if (args.stream_k_tiles != 0) {
-    if (const std::string why = stream_k_problem(args, tiles, ceil_div(args.k, kTileK)); !why.empty()) return why;
+    if (const std::string why = stream_k_problem(args, tiles, k_blocks_of(args)); !why.empty()) return why;
   }
   if (args.half_tiles != 0) {
     if (args.half_tiles < 1 || args.half_tiles > tiles) {
@@ -1007,7 +1104,7 @@ std::string gemm_can_implement(const GemmArguments& args) {
 GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args) {
   if (args.stream_k_tiles == 0 || args.m <= 0 || args.n <= 0 || args.k <= 0 || args.sm_count <= 0) return {};
   const int tiles = gemm_tile_count(args);
-  const int k_blocks = ceil_div(args.k, kTileK);
+  const int k_blocks = k_blocks_of(args);
   if (!stream_k_problem(args, tiles, k_blocks).empty()) return {};  // gemm_can_implement names it
   if (args.stream_k_splits > 0) return {args.stream_k_tiles, args.stream_k_splits, 0, args.stream_k_splits};
   return {args.stream_k_tiles, 0, args.stream_k_ctas,
@@ -1025,9 +1122,26 @@ size_t gemm_output_bytes(const GemmArguments& args) {
   return elements * 2;
 }
 
-// Calls f with the kernel instantiation for the element type and B layout (the other parameters fixed by the caller).
+// Calls f with the kernel instantiation for the element types and B layout (the other parameters fixed by the caller).
+// FP8 is instantiated for the staged, unclustered epilogues only (gemm_can_implement refuses the others), K-major B.
 template <bool kStaged, int kCluster, bool kSplit, bool kDefer, typename F>
-void with_kernel(GemmDType dtype, bool b_mn_major, F&& f) {
+void with_kernel(const GemmArguments& args, bool b_mn_major, F&& f) {
+  const GemmDType dtype = args.dtype;
+  if constexpr (kStaged && kCluster == 1) {
+    if (is_fp8(dtype)) {
+      using E4M3 = __nv_fp8_e4m3;
+      using E5M2 = __nv_fp8_e5m2;
+      const bool b_e5m2 = args.b_dtype == GemmDType::kE5M2;
+      if (args.out_dtype == GemmDType::kBF16) {
+        b_e5m2 ? f(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1, kSplit, kDefer, E4M3, E5M2>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1, kSplit, kDefer, E4M3, E4M3>);
+      } else {
+        b_e5m2 ? f(gemm_sm90_kernel<__half, 0, true, 1, kSplit, kDefer, E4M3, E5M2>)
+               : f(gemm_sm90_kernel<__half, 0, true, 1, kSplit, kDefer, E4M3, E4M3>);
+      }
+      return;
+    }
+  }
   if (dtype == GemmDType::kBF16) {
     b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit, kDefer>)
                : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit, kDefer>);
@@ -1091,7 +1205,9 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.tiles_m = ceil_div(args.m, kTileM);
   p.tiles_n = ceil_div(args.n, kTileN);
   p.tiles = p.tiles_m * p.tiles_n;
-  p.k_blocks = ceil_div(args.k, kTileK);
+  p.k_blocks = k_blocks_of(args);
+  p.a_scale = args.a_scale;
+  p.b_scale = args.b_scale;
   p.tile_order = args.tile_order == GemmTileOrder::kRowBand   ? kOrderRowBand
                  : args.tile_order == GemmTileOrder::kSwizzle ? kOrderSwizzle
                                                               : kOrderExplicit;
@@ -1143,26 +1259,29 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     for (int g = 0; g < p.num_groups; ++g) p.group_end[g] = end += args.tile_groups[g];
   }
 
-  const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, kTileK);
+  // A k-block is 128 bytes of a row: kTileK bf16/fp16 or kTileKFp8 FP8 elements (MN-major B is bf16/fp16 only).
+  const int block_k = k_block_of(args.dtype);
+  const GemmDType b_type = b_type_of(args), d_type = d_type_of(args);
+  const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, block_k);
   const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
-  const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(args.dtype, args.b, args.k, args.n, kTileK, 64)
-                                        : make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN, kTileK);
+  const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(b_type, args.b, args.k, args.n, kTileK, 64)
+                                        : make_tensor_map(b_type, args.b, args.n, args.k, kTileN, block_k);
   // The second B map. K-major B: half tiles, and the halves a pair of CTAs multicasts (cluster = 2), load 128 rows of
   // B through it (MN-major B loads two of its four 64-column 2-D boxes through tmap_b). MN-major B with N % 64 == 0,
   // cluster 1: whole tiles load a stage as one chunked 3-D box through it, +0.7% over four 2-D boxes on 24 nn rows
   // (measured on the H200; docs/kernels.md).
   p.b_chunked = plan.b_single_box;
   const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
-                                      ? make_tensor_map(args.dtype, args.b, args.n, args.k, kTileN / 2, kTileK)
-                                  : p.b_chunked ? make_chunked_tensor_map(args.dtype, args.b, args.k, args.n)
+                                      ? make_tensor_map(b_type, args.b, args.n, args.k, kTileN / 2, block_k)
+                                  : p.b_chunked ? make_chunked_tensor_map(b_type, args.b, args.k, args.n)
                                                 : CUtensorMap{};
 
   // The staged epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
   const bool staged = plan.epilogue != GemmEpilogue::kRegisters;
   const CUtensorMap tmap_d = !staged ? CUtensorMap{}
                              : p.tile_major
-                                 ? make_tensor_map(args.dtype, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
-                                 : make_tensor_map(args.dtype, args.d, args.m, args.n, kTileM, 64);
+                                 ? make_tensor_map(d_type, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
+                                 : make_tensor_map(d_type, args.d, args.m, args.n, kTileM, 64);
 
   // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for one
   // with its peer's (b ^ 1). Every cluster must be resident at once, as any persistent grid: a green-context partition
@@ -1195,18 +1314,18 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
   if (args.cluster == 2) {
     if (split) {
-      with_kernel<true, 2, true, false>(args.dtype, b_mn_major, launch);
+      with_kernel<true, 2, true, false>(args, b_mn_major, launch);
     } else {
-      with_kernel<true, 2, false, false>(args.dtype, b_mn_major, launch);
+      with_kernel<true, 2, false, false>(args, b_mn_major, launch);
     }
   } else if (split) {
-    with_kernel<true, 1, true, false>(args.dtype, b_mn_major, launch);
+    with_kernel<true, 1, true, false>(args, b_mn_major, launch);
   } else if (plan.epilogue == GemmEpilogue::kTmaStoreDeferred) {
-    with_kernel<true, 1, false, true>(args.dtype, b_mn_major, launch);
+    with_kernel<true, 1, false, true>(args, b_mn_major, launch);
   } else if (staged) {
-    with_kernel<true, 1, false, false>(args.dtype, b_mn_major, launch);
+    with_kernel<true, 1, false, false>(args, b_mn_major, launch);
   } else {
-    with_kernel<false, 1, false, false>(args.dtype, b_mn_major, launch);
+    with_kernel<false, 1, false, false>(args, b_mn_major, launch);
   }
   OVL_CUDA_CHECK_LAST();
 }

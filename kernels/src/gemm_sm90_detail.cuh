@@ -207,13 +207,14 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
 }
 
 // D(64 x 256, fp32) += A(64 x 16, K-major, shared) * B(16 x 256, shared): B K-major (kTransB = 0) or MN-major
-// (kTransB = 1). scale_d = 0 overwrites D instead of accumulating (first k-step of a tile).
-#define OVL_GEMM_WGMMA_M64N256K16(TYPE)                                                                              \
+// (kTransB = 1). scale_d = 0 overwrites D instead of accumulating (first k-step of a tile). FP8 (TYPES
+// "k32.f32.e4m3.<b>", TRANS ""): A(64 x 32) * B(32 x 256), both K-major (FP8 wgmma has no transpose operands).
+#define OVL_GEMM_WGMMA_M64N256(TYPES, TRANS)                                                                         \
   asm volatile(                                                                                                      \
       "{\n"                                                                                                          \
       ".reg .pred p;\n"                                                                                              \
       "setp.ne.b32 p, %130, 0;\n"                                                                                    \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE                                                   \
+      "wgmma.mma_async.sync.aligned.m64n256" TYPES                                                                   \
       "\n"                                                                                                           \
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,\n"                                     \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,\n"                            \
@@ -223,7 +224,7 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,\n"                            \
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,\n"                \
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127},\n"           \
-      "%128, %129, p, 1, 1, 0, %131;\n"                                                                              \
+      "%128, %129, p, 1, 1" TRANS ";\n"                                                                             \
       "}\n"                                                                                                          \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
         "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
@@ -246,28 +247,28 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
 
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  OVL_GEMM_WGMMA_M64N256K16("bf16")
+  OVL_GEMM_WGMMA_M64N256("k16.f32.bf16.bf16", ", 0, %131")
 }
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  OVL_GEMM_WGMMA_M64N256K16("f16")
+  OVL_GEMM_WGMMA_M64N256("k16.f32.f16.f16", ", 0, %131")
 }
-#undef OVL_GEMM_WGMMA_M64N256K16
 
 // D(64 x 128, fp32) += A(64 x 16) * B(16 x 128): the left or right half of a tile (GemmArguments::half_tiles), in
-// the first 64 of the 128 accumulator registers (the m64nNk16 fragment: register 4j + 2i + c, j < 16).
-#define OVL_GEMM_WGMMA_M64N128K16(TYPE)                                                                              \
+// the first 64 of the 128 accumulator registers (the m64nNk16 fragment: register 4j + 2i + c, j < 16). FP8 as above
+// (k32, no transpose operands); its D fragment is the same.
+#define OVL_GEMM_WGMMA_M64N128(TYPES, TRANS)                                                                         \
   asm volatile(                                                                                                      \
       "{\n"                                                                                                          \
       ".reg .pred p;\n"                                                                                              \
       "setp.ne.b32 p, %66, 0;\n"                                                                                     \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                                   \
+      "wgmma.mma_async.sync.aligned.m64n128" TYPES                                                                   \
       "\n"                                                                                                           \
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,\n"                                     \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,\n"                            \
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,\n"                            \
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"                           \
-      "%64, %65, p, 1, 1, 0, %67;\n"                                                                                 \
+      "%64, %65, p, 1, 1" TRANS ";\n"                                                                               \
       "}\n"                                                                                                          \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),              \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),        \
@@ -281,13 +282,29 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], uint64_t d
 
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  OVL_GEMM_WGMMA_M64N128K16("bf16")
+  OVL_GEMM_WGMMA_M64N128("k16.f32.bf16.bf16", ", 0, %67")
 }
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  OVL_GEMM_WGMMA_M64N128K16("f16")
+  OVL_GEMM_WGMMA_M64N128("k16.f32.f16.f16", ", 0, %67")
 }
-#undef OVL_GEMM_WGMMA_M64N128K16
+// FP8: A e4m3 times B e4m3 (kBE5M2 false) or e5m2, one k32 step on the whole tile (m64n256) or, kHalf, half of it
+// (m64n128). FP8 wgmma reads both operands K-major and takes no transpose operands.
+template <bool kHalf, bool kBE5M2>
+__device__ __forceinline__ void wgmma_k32_e4m3(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  constexpr int kTransB = 0;  // an operand of the macros that the FP8 forms leave unused
+  if constexpr (kHalf && kBE5M2) {
+    OVL_GEMM_WGMMA_M64N128("k32.f32.e4m3.e5m2", "")
+  } else if constexpr (kHalf) {
+    OVL_GEMM_WGMMA_M64N128("k32.f32.e4m3.e4m3", "")
+  } else if constexpr (kBE5M2) {
+    OVL_GEMM_WGMMA_M64N256("k32.f32.e4m3.e5m2", "")
+  } else {
+    OVL_GEMM_WGMMA_M64N256("k32.f32.e4m3.e4m3", "")
+  }
+}
+#undef OVL_GEMM_WGMMA_M64N256
+#undef OVL_GEMM_WGMMA_M64N128
 
 // ---- signals -----------------------------------------------------------------------------------------------------
 

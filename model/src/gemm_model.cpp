@@ -88,13 +88,12 @@ double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, cons
   const double block = std::clamp(std::max(lo, double(concurrent)), 1.0, tiles);
   const double operands = tiles / block * block_panel_bytes(block, tiles_m, tiles_n, t, order, k_bytes);
   const double a_plus_b = double(s.m) * double(s.k) * e + double(s.k) * double(s.n) * e;
-  const double c = double(s.m) * double(s.n) * e;
+  const double c = double(s.m) * double(s.n) * dtype_bytes(output_dtype(s.dtype));
   return std::max(operands, a_plus_b) + c;
 }
 
 }  // namespace
 
-double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : 1.0; }
 
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile_in, TileOrder order,
                        const Hardware& hw, GemmRegime regime, bool partition_penalty, TailPlan stream_k) {
@@ -130,7 +129,9 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
                     : stream_k.tiles <= g.tiles && stream_k.splits >= 2,
                 "tail plan of {} stream-K tiles in {} splits, {} half tiles does not fit {} tiles", stream_k.tiles,
                 stream_k.splits, stream_k.half_tiles, g.tiles);
-      const StreamKRounds r = stream_k_rounds(g.tiles, ceil_div(shape.k, tile.k), sms, stream_k);
+      // An FP8 k-block holds twice tile.k elements in the same bytes (ovl::kernels::gemm_tile_shape).
+      const int64_t block_k = is_fp8(shape.dtype) ? 2 * int64_t(tile.k) : int64_t(tile.k);
+      const StreamKRounds r = stream_k_rounds(g.tiles, ceil_div(shape.k, block_k), sms, stream_k);
       g.waves_used = r.rounds;
       g.busy_sms = std::min(double(sms), r.work / r.rounds);
     }
@@ -165,6 +166,8 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
 }  // namespace ovl::detail
 
 namespace ovl {
+
+double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : is_fp8(dtype) ? 2.0 : 1.0; }
 
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
   return regime == GemmRegime::kOperator ? hw.operator_gemm_factor : 1.0;

@@ -45,7 +45,6 @@ struct GemmTiming {
 GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
                        const Hardware& hw, GemmRegime regime, bool partition_penalty = true,
                        TailPlan stream_k = {});
-double matrix_rate_scale(DType dtype);  // 1 for bf16/fp16; 0.5 for fp32 (TF32)
 
 // Per-buffer-byte coefficients of one collective among the ranks of one node (bytes = the full buffer S).
 struct CollCoeffs {

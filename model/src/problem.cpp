@@ -29,6 +29,10 @@ std::string_view to_string(DType dtype) {
       return "fp16";
     case DType::kFP32:
       return "fp32";
+    case DType::kE4M3:
+      return "e4m3";
+    case DType::kE5M2:
+      return "e5m2";
   }
   return "?";
 }
@@ -51,10 +55,10 @@ Op parse_op(std::string_view text) {
 }
 
 DType parse_dtype(std::string_view text) {
-  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32, DType::kE4M3, DType::kE5M2}) {
     if (text == to_string(d)) return d;
   }
-  OVL_FAIL("unknown dtype \"{}\" (expected bf16, fp16 or fp32)", text);
+  OVL_FAIL("unknown dtype \"{}\" (expected bf16, fp16, fp32, e4m3 or e5m2)", text);
 }
 
 BLayout parse_b_layout(std::string_view text) {
@@ -64,7 +68,11 @@ BLayout parse_b_layout(std::string_view text) {
   OVL_FAIL("unknown B layout \"{}\" (expected nn or nt)", text);
 }
 
-int dtype_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
+int dtype_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : is_fp8(dtype) ? 1 : 2; }
+
+bool is_fp8(DType dtype) { return dtype == DType::kE4M3 || dtype == DType::kE5M2; }
+
+DType output_dtype(DType dtype) { return is_fp8(dtype) ? DType::kBF16 : dtype; }
 
 void Problem::validate() const {
   OVL_CHECK(m > 0, "problem field \"m\" = {} must be positive", m);
@@ -81,6 +89,8 @@ void Problem::validate() const {
   // 16-byte rows for TMA and vectorized loads: K (A's row) and N (C's row) in multiples of 8 elements.
   OVL_CHECK(k % 8 == 0, "problem field \"k\" = {} must be a multiple of 8 (16-byte rows)", k);
   OVL_CHECK(n % 8 == 0, "problem field \"n\" = {} must be a multiple of 8 (16-byte rows)", n);
+  OVL_CHECK(!is_fp8(dtype) || k % 16 == 0, "problem field \"k\" = {} must be a multiple of 16 for dtype {} (16-byte rows)",
+            k, to_string(dtype));
   OVL_CHECK(world >= 1, "problem field \"world\" = {} must be at least 1", world);
   OVL_CHECK(gpus_per_node >= 1, "problem field \"gpus_per_node\" = {} must be at least 1", gpus_per_node);
   if (op != Op::kGemmAllReduce) {
@@ -105,8 +115,7 @@ Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int world) {
 }
 
 int64_t Problem::comm_bytes() const {
-  const int64_t elems = op == Op::kAllGatherGemm ? m * k : m * n;
-  return elems * dtype_bytes(dtype);
+  return op == Op::kAllGatherGemm ? m * k * dtype_bytes(dtype) : m * n * dtype_bytes(output_dtype(dtype));
 }
 
 std::string Problem::name() const {

@@ -38,7 +38,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   // Inside an operator the GEMM's compute (matrix work and epilogues) takes operator_gemm_factor times its time in
   // a sustained stream of GEMMs (the power state, as the closed-form model's GemmRegime::kOperator).
   const double regime = gemm_regime_factor(hw, GemmRegime::kOperator);
-  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * efficiency / (matrix_clock_factor(hw, busy) * regime);
+  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * matrix_rate_scale(problem.dtype) * efficiency /
+                        (matrix_clock_factor(hw, busy) * regime);
   tile_epilogue_us = (cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us) * regime;
   // The GEMM's HBM demand alone (one decomposed chunk, or the whole GEMM), as the closed-form model measures it
   // for its HBM contention term: its HBM bytes over its body time, over the device's bandwidth.
@@ -211,13 +212,14 @@ void GemmRun::start_wave(size_t w) {
   const size_t begin = w == 0 ? 0 : wave_end_[w - 1];
   const size_t end = wave_end_[w];
   const Problem& p = ctx_.problem;
-  const double elem = dtype_bytes(p.dtype);
+  const double elem = dtype_bytes(p.dtype);                // A and B
+  const double out_elem = dtype_bytes(output_dtype(p.dtype));  // C (bf16 for FP8 inputs)
   double flops = 0, out_bytes = 0;
   std::vector<std::pair<int64_t, int64_t>> rows, cols;  // (tile row or column, its extent)
   for (size_t i = begin; i < end; ++i) {
     const Tile& t = tiles_[i];
     flops += 2.0 * static_cast<double>(t.rows) * static_cast<double>(t.cols) * static_cast<double>(p.k);
-    out_bytes += static_cast<double>(t.rows * t.cols) * elem;
+    out_bytes += static_cast<double>(t.rows * t.cols) * out_elem;
     rows.emplace_back(t.row, t.rows);
     cols.emplace_back(t.col, t.cols);
   }

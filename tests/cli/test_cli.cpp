@@ -37,6 +37,18 @@ TEST(Cli, PlanPrintsATable) {
   EXPECT_NE(r.out.find("sequential"), std::string::npos) << r.out;
 }
 
+TEST(Cli, PlanTakesFp8) {
+  std::vector<std::string> argv = kDefault;
+  argv.insert(argv.end(), {"--dtype", "e4m3"});
+  const CliRun r = invoke(argv);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("e4m3"), std::string::npos) << r.out;
+  argv.back() = "fp8";
+  const CliRun bad = invoke(argv);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("fp8"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, PlanJsonHasTheDocumentedFields) {
   std::vector<std::string> argv = kDefault;
   argv.push_back("--json");

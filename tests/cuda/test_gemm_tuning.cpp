@@ -30,6 +30,29 @@ GemmArguments arguments(int m, int n, int k, int sms) {
   return args;
 }
 
+// FP8 k-blocks hold 128 elements in the bytes of bf16's 64: an FP8 GEMM gets the plan of the bf16 GEMM with half its K,
+// which has as many k-blocks (and passes gemm_can_implement with its scales).
+TEST(TuneGemm, Fp8PlansCountFp8KBlocks) {
+  for (const int sms : {132, 124, 116}) {
+    GemmArguments fp8 = arguments(8192, 4096, 2048, sms);
+    fp8.dtype = kernels::GemmDType::kE4M3;
+    fp8.a_scale = reinterpret_cast<const float*>(uintptr_t{0x40000});
+    fp8.b_scale = reinterpret_cast<const float*>(uintptr_t{0x40004});
+    tune_gemm(fp8);
+    GemmArguments bf16 = arguments(8192, 4096, 1024, sms);
+    tune_gemm(bf16);
+    EXPECT_EQ(fp8.swizzle, bf16.swizzle) << sms;
+    EXPECT_EQ(fp8.half_tiles, bf16.half_tiles) << sms;
+    EXPECT_EQ(fp8.stream_k_tiles, bf16.stream_k_tiles) << sms;
+    EXPECT_EQ(fp8.stream_k_splits, bf16.stream_k_splits) << sms;
+    EXPECT_EQ(fp8.epilogue, bf16.epilogue) << sms;
+    EXPECT_EQ("", kernels::gemm_can_implement(fp8)) << sms;
+  }
+  EXPECT_EQ(gemm_dtype(DType::kE5M2), kernels::GemmDType::kE5M2);
+  EXPECT_EQ(gemm_dtype(DType::kBF16), kernels::GemmDType::kBF16);
+  test::expect_error_naming([] { gemm_dtype(DType::kFP32); }, "fp32");
+}
+
 TEST(TuneGemm, BenchmarkShapesGetTheMeasuredPlans) {
   GemmArguments a = arguments(8192, 4096, 1024, 124);  // 1024 tiles: 32 in the last round, 16 k-blocks
   tune_gemm(a);

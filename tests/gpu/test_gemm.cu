@@ -1657,5 +1657,73 @@ TEST(GemmArgumentsTest, TileShapeAndCounts) {
   EXPECT_EQ(gemm_workspace_bytes(a), 0u);
 }
 
+// valid_arguments() with FP8 inputs (e4m3 x e5m2, bf16 out) and K = 256: 2 x 2 tiles, 2 k-blocks of 128 elements.
+GemmArguments fp8_arguments() {
+  GemmArguments a = valid_arguments();
+  a.k = 256;
+  a.dtype = GemmDType::kE4M3;
+  a.b_dtype = GemmDType::kE5M2;
+  a.out_dtype = GemmDType::kBF16;
+  a.a_scale = reinterpret_cast<const float*>(uintptr_t{0x40000});
+  a.b_scale = reinterpret_cast<const float*>(uintptr_t{0x40004});
+  return a;
+}
+
+TEST(GemmArgumentsTest, Fp8CanImplementNamesTheBadValue) {
+  EXPECT_EQ("", gemm_can_implement(fp8_arguments()));
+  struct Bad {
+    std::function<void(GemmArguments&)> change;
+    std::string needle;
+  };
+  const Bad bad[] = {
+      {[](GemmArguments& a) { a.b_layout = GemmBLayout::kKxN; }, "b_layout = kKxN"},
+      {[](GemmArguments& a) { a.k = 264; }, "K = 264 is not a multiple of 16"},  // a multiple of 8, not of 16
+      {[](GemmArguments& a) { a.a_scale = nullptr; }, "a_scale is a null pointer"},
+      {[](GemmArguments& a) { a.b_scale = nullptr; }, "b_scale is a null pointer"},
+      {[](GemmArguments& a) { a.b_scale = reinterpret_cast<const float*>(uintptr_t{0x40002}); }, "not 4-byte aligned"},
+      {[](GemmArguments& a) { a.dtype = GemmDType::kE5M2; }, "dtype = e5m2"},
+      {[](GemmArguments& a) { a.b_dtype = GemmDType::kBF16; }, "b_dtype = bf16"},
+      {[](GemmArguments& a) { a.out_dtype = GemmDType::kE4M3; }, "out_dtype = e4m3"},
+      {[](GemmArguments& a) { a.epilogue = GemmEpilogue::kRegisters; }, "kRegisters"},
+      {[](GemmArguments& a) { a.cluster = 2; }, "cluster = 2"},
+      // Scales on bf16 inputs would be ignored: refused instead.
+      {[](GemmArguments& a) { a.dtype = GemmDType::kBF16; }, "scales are for FP8 inputs only"},
+  };
+  for (const Bad& b : bad) {
+    GemmArguments a = fp8_arguments();
+    b.change(a);
+    refuses(a, b.needle);
+  }
+  GemmArguments a = fp8_arguments();
+  a.k = 272;  // a multiple of 16, not of the 128-element k-block: accepted (the tail reads zeros)
+  EXPECT_EQ("", gemm_can_implement(a));
+  for (GemmEpilogue e : {GemmEpilogue::kTmaStore, GemmEpilogue::kTmaStoreSplit, GemmEpilogue::kTmaStoreDeferred}) {
+    a = fp8_arguments();
+    a.epilogue = e;
+    EXPECT_EQ("", gemm_can_implement(a));
+  }
+}
+
+TEST(GemmArgumentsTest, Fp8KBlocksAre128Elements) {
+  EXPECT_EQ(gemm_tile_shape(GemmDType::kE4M3).k, 128);
+  EXPECT_EQ(gemm_tile_shape(GemmDType::kBF16).k, 64);
+  EXPECT_EQ(gemm_tile_shape().k, 64);
+  EXPECT_EQ(gemm_dtype_bytes(GemmDType::kE5M2), 1);
+  EXPECT_EQ(std::string(to_string(GemmDType::kE4M3)), "e4m3");
+  GemmArguments a = fp8_arguments();  // K = 256: 2 FP8 k-blocks (4 for bf16)
+  a.stream_k_tiles = 2;
+  a.stream_k_splits = 2;
+  EXPECT_EQ("", gemm_can_implement(a));
+  EXPECT_EQ(gemm_stream_k_plan(a).splits, 2);
+  a.stream_k_splits = 3;
+  refuses(a, "stream_k_splits = 3 is not 0 (contiguous) or in 2 .. 2");
+  // D is bf16 or fp16: 2 bytes an element whatever the inputs.
+  EXPECT_EQ(gemm_output_bytes(a), size_t(256) * 512 * 2);
+  const GemmLaunchPlan plan = gemm_launch_plan(fp8_arguments());
+  EXPECT_EQ(plan.epilogue, GemmEpilogue::kTmaStore);
+  EXPECT_EQ(plan.stages, 3);
+  EXPECT_FALSE(plan.b_single_box);
+}
+
 }  // namespace
 }  // namespace ovl::kernels

@@ -195,6 +195,13 @@ TEST(EstimateGemm, DtypeAndErrors) {
   const GemmEstimate bf16 = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, kH200);
   // TF32 runs at half the bf16 rate: the matrix part doubles (the epilogue does not).
   EXPECT_GT(f32.us - 1.53 - bf16.waves * 2.91, 1.99 * (bf16.us - 1.53 - bf16.waves * 2.91));
+  // FP8 runs at twice the bf16 rate: the matrix part halves (the epilogue does not).
+  s.dtype = DType::kE4M3;
+  const GemmEstimate fp8 = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, kH200);
+  EXPECT_LT(fp8.us, 0.75 * bf16.us);
+  EXPECT_GT(fp8.us, 0.45 * bf16.us);
+  EXPECT_LT(fp8.hbm_bytes, bf16.hbm_bytes);  // half the operand bytes, the same bf16 C
+  s.dtype = DType::kBF16;
   EXPECT_THROW(estimate_gemm(s, GemmImpl::kOvl, 0, TileShape{}, kH200), Error);
   EXPECT_THROW(estimate_gemm(s, GemmImpl::kOvl, 133, TileShape{}, kH200), Error);
   EXPECT_THROW(estimate_gemm({0, 8, 8}, GemmImpl::kOvl, 8, TileShape{}, kH200), Error);

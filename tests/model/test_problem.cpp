@@ -22,13 +22,43 @@ using test::expect_error_naming;
 
 TEST(Problem, NamesRoundTrip) {
   for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) EXPECT_EQ(parse_op(to_string(op)), op);
-  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32}) EXPECT_EQ(parse_dtype(to_string(d)), d);
+  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32, DType::kE4M3, DType::kE5M2}) {
+    EXPECT_EQ(parse_dtype(to_string(d)), d);
+  }
+  EXPECT_EQ(parse_dtype("e4m3"), DType::kE4M3);
   for (BLayout l : {BLayout::kKxN, BLayout::kNxK}) EXPECT_EQ(parse_b_layout(to_string(l)), l);
   expect_error_naming([] { parse_op("gemm-allgather"); }, "gemm-allgather");
   expect_error_naming([] { parse_dtype("int8"); }, "int8");
   expect_error_naming([] { parse_b_layout("tn"); }, "tn");
   EXPECT_EQ(dtype_bytes(DType::kBF16), 2);
   EXPECT_EQ(dtype_bytes(DType::kFP32), 4);
+  EXPECT_EQ(dtype_bytes(DType::kE4M3), 1);
+  EXPECT_EQ(dtype_bytes(DType::kE5M2), 1);
+  EXPECT_EQ(output_dtype(DType::kE4M3), DType::kBF16);
+  EXPECT_EQ(output_dtype(DType::kFP16), DType::kFP16);
+}
+
+// FP8 inputs, bf16 output: the AllGather moves FP8 A (half bf16's bytes), the AllReduce / ReduceScatter bf16 sums.
+TEST(Problem, Fp8TrafficAndValidation) {
+  Problem ar = ar8192();
+  const int64_t bf16_ar = ar.comm_bytes();
+  ar.dtype = DType::kE4M3;
+  EXPECT_NO_THROW(ar.validate());
+  EXPECT_EQ(ar.comm_bytes(), bf16_ar);
+  Problem ag = ar8192();
+  ag.op = Op::kAllGatherGemm;
+  const int64_t bf16_ag = ag.comm_bytes();
+  ag.dtype = DType::kE5M2;
+  EXPECT_EQ(ag.comm_bytes() * 2, bf16_ag);
+  EXPECT_EQ(ag.name(), "allgather-gemm/8192x8192x8192/e5m2/nt/world:8");
+  ag.k = 8200;  // a multiple of 8, not of 16: FP8 rows of 8200 bytes are not 16-byte multiples
+  expect_error_naming([&] { ag.validate(); }, "\"k\" = 8200 must be a multiple of 16 for dtype e5m2");
+  nlohmann::json j;
+  ar.dtype = DType::kE4M3;
+  to_json(j, ar);
+  Problem back;
+  from_json(j, back);
+  EXPECT_EQ(back.dtype, DType::kE4M3);
 }
 
 TEST(Problem, SizesAndName) {

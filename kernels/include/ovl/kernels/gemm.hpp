@@ -1,4 +1,5 @@
-// The Hopper GEMM that signals finished tiles: D = A x B (bf16 or fp16 in, fp32 accumulation, same type out).
+// The Hopper GEMM that signals finished tiles: D = A x B (bf16 or fp16 in, fp32 accumulation, same type out), or
+// FP8 in (e4m3 x e4m3, e4m3 x e5m2) with per-tensor scales, D = scale_a scale_b (A x B) in bf16 or fp16.
 //
 // A persistent, warp-specialized sm_90a kernel (TMA loads, wgmma, one producer and two consumer warpgroups). Its
 // grid is `sm_count` CTAs (fewer when there is less work), so it fills a green-context partition of that many SMs
@@ -26,7 +27,13 @@
 
 namespace ovl::kernels {
 
-enum class GemmDType { kBF16, kFP16 };
+// kBF16, kFP16: A, B and D all of the type. kE4M3: FP8 A (and B, D as GemmArguments::b_dtype, out_dtype say).
+// kE5M2: FP8, for B only (GemmArguments::b_dtype).
+enum class GemmDType { kBF16, kFP16, kE4M3, kE5M2 };
+// "bf16", "fp16", "e4m3", "e5m2".
+const char* to_string(GemmDType dtype);
+// Bytes per element: 2 (bf16, fp16) or 1 (e4m3, e5m2).
+int gemm_dtype_bytes(GemmDType dtype);
 // kKxN ("nn"): B is K x N row-major. kNxK ("nt"): B is N x K row-major (a linear layer's weight).
 enum class GemmBLayout { kKxN, kNxK };
 // kRowBand: tiles in row-major tile order (a group of whole tile rows is a contiguous band of row-major output).
@@ -79,12 +86,25 @@ struct GemmTileShape {
   int m, n, k;
 };
 
-// The CTA tile the kernel uses (128 x 256 x 64); planners count tiles with it.
-GemmTileShape gemm_tile_shape();
+// The CTA tile the kernel uses for A of type `dtype`: 128 x 256 x 64 (bf16, fp16) or 128 x 256 x 128 (FP8); k is
+// the elements of one k-block (128 bytes of a row either way, so a k-block costs the same time on the tensor cores at
+// FP8's doubled rate). Planners count tiles and k-blocks with it.
+GemmTileShape gemm_tile_shape(GemmDType dtype = GemmDType::kBF16);
 
 struct GemmArguments {
   int m = 0, n = 0, k = 0;
+  // Element types. bf16/fp16: A, B and D are all of `dtype`, and b_dtype, out_dtype are ignored. FP8 (dtype = kE4M3):
+  // A is e4m3, B b_dtype (kE4M3 or kE5M2), D out_dtype (kBF16 or kFP16); fp32 accumulation, and D = a_scale[0] *
+  // b_scale[0] * (A x B). FP8 needs B N x K (kNxK: wgmma reads FP8 operands K-major only), K a multiple of 16 (16-byte
+  // rows), a staged epilogue (not kRegisters) and cluster = 1; everything else (tile orders, stream-K, half tiles,
+  // signals, waits) is as for bf16.
   GemmDType dtype = GemmDType::kBF16;
+  GemmDType b_dtype = GemmDType::kE4M3;    // FP8 only
+  GemmDType out_dtype = GemmDType::kBF16;  // FP8 only
+  // FP8 only (required there, null otherwise): device pointers to one float each, 4-byte aligned, read by the kernel
+  // (so a scale computed by an earlier kernel on the stream needs no host round trip).
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
   GemmBLayout b_layout = GemmBLayout::kNxK;
   const void* a = nullptr;  // M x K row-major, 16-byte aligned
   const void* b = nullptr;  // K x N or N x K row-major, 16-byte aligned
@@ -162,7 +182,8 @@ GemmStreamKPlan gemm_stream_k_plan(const GemmArguments& args);
 inline constexpr int kGemmMaxInlineGroups = 256;
 size_t gemm_workspace_bytes(const GemmArguments& args);
 
-// Bytes D must hold: M * N elements row-major, tiles * tile_m * tile_n elements tile-major.
+// Bytes D must hold: M * N elements row-major, tiles * tile_m * tile_n elements tile-major (2 bytes each: D is bf16 or
+// fp16, also for FP8 inputs).
 size_t gemm_output_bytes(const GemmArguments& args);
 
 // Number of tiles (ceil(M / tile_m) * ceil(N / tile_n)).

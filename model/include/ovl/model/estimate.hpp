@@ -37,6 +37,9 @@ struct GemmEstimate {
 enum class GemmRegime { kSustained, kOperator };
 // The factor on a GEMM's compute time (matrix work and epilogues) in `regime`: 1, or hw.operator_gemm_factor.
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
+// The matrix rate for inputs of `dtype` over Hardware::matrix_tflops_per_sm (a bf16 rate): 1 for bf16 and fp16, 0.5
+// for fp32 (TF32), 2 for FP8 (e4m3, e5m2).
+double matrix_rate_scale(DType dtype);
 
 // How our GEMM runs its last tiles when the last round of whole tiles would leave SMs idle: nothing (all zero),
 // stream-K (ovl::kernels::GemmArguments::stream_k_tiles / stream_k_splits: the last `tiles` cut into `splits` k

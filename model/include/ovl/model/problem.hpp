@@ -16,19 +16,25 @@ enum class Op {
   kGemmReduceScatter,  // same partial products; rank r keeps rows [r M/W, (r+1) M/W) of the sum
   kAllGatherGemm,      // column-parallel linear: rank r holds M/W rows of A; gather A, then C = A B_r (N is local)
 };
-enum class DType { kBF16, kFP16, kFP32 };
+// The GEMM's input type. kE4M3, kE5M2: FP8 inputs A and B (1 byte an element; our kernel takes A e4m3 and B e4m3 or
+// e5m2, with per-tensor scales), whose GEMM writes its output C in bf16: an AllGather before the GEMM moves FP8 A
+// (half bf16's bytes), a ReduceScatter / AllReduce after it bf16 partial sums (output_dtype).
+enum class DType { kBF16, kFP16, kFP32, kE4M3, kE5M2 };
 // How B is stored: kKxN ("nn": K x N row-major) or kNxK ("nt": N x K row-major, a linear layer's weight).
 enum class BLayout { kKxN, kNxK };
 
 std::string_view to_string(Op op);
 std::string_view to_string(DType dtype);
 std::string_view to_string(BLayout layout);
-// Parse the names above ("gemm-allreduce", "gemm-reducescatter", "allgather-gemm"; "bf16", "fp16", "fp32";
-// "nn", "nt"); throw ovl::Error naming the bad text.
+// Parse the names above ("gemm-allreduce", "gemm-reducescatter", "allgather-gemm"; "bf16", "fp16", "fp32", "e4m3",
+// "e5m2"; "nn", "nt"); throw ovl::Error naming the bad text.
 Op parse_op(std::string_view text);
 DType parse_dtype(std::string_view text);
 BLayout parse_b_layout(std::string_view text);
-int dtype_bytes(DType dtype);
+int dtype_bytes(DType dtype);  // bytes per element: 4, 2 or 1 (FP8)
+bool is_fp8(DType dtype);      // e4m3 or e5m2
+// The type of the GEMM's output C for inputs of `dtype`: bf16 for FP8 inputs, else `dtype`.
+DType output_dtype(DType dtype);
 
 // M, N, K are the sizes of the GEMM one rank runs:
 //   GemmAllReduce / GemmReduceScatter: A is M x K (the rank's K-slice), the partial product M x N.
@@ -41,14 +47,16 @@ struct Problem {
   int world = 1;           // ranks taking part (GPUs)
   int gpus_per_node = 8;   // ranks per node; world > gpus_per_node means several nodes
 
-  // Throws ovl::Error naming the bad field and value: sizes <= 0, K or N not a multiple of 8 (16-byte rows),
+  // Throws ovl::Error naming the bad field and value: sizes <= 0, K or N not a multiple of 8 (16-byte rows; FP8: K
+  // a multiple of 16),
   // world < 1, M not divisible by world for ReduceScatter / AllGather, world not a multiple of gpus_per_node
   // when it spans nodes.
   void validate() const;
 
   int nodes() const { return world <= gpus_per_node ? 1 : world / gpus_per_node; }
   double gemm_flops() const { return 2.0 * double(m) * double(n) * double(k); }
-  // Bytes of the collective's full buffer (the nccl-tests "size"): M x N output for AR/RS, M x K for AG.
+  // Bytes of the collective's full buffer (the nccl-tests "size"): M x N output for AR/RS (in output_dtype), M x K
+  // for AG (in dtype: FP8 A is gathered as FP8).
   int64_t comm_bytes() const;
   std::string name() const;  // e.g. "gemm-allreduce/8192x8192x8192/bf16/nt/world:8"
 };
