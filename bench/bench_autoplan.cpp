@@ -219,6 +219,8 @@ int main(int argc, char** argv) {
                                   {"loopback_share", "rank0"},
                                   {"world", world},
                                   {"profile", profile.empty() ? std::string("built-in") : profile},
+                                  // A paced loopback (OVL_LINK_PROFILE, read by the Contexts): the link's name.
+                                  {"link_profile", eval.link_profile() ? eval.link_profile()->name : "none"},
                                   {"ovl_version", std::string(library_version())}}},
                                 {"problems", rows},
                                 {"summary", summary}};
