@@ -414,13 +414,14 @@ class CublasLtFp8 {
     const size_t ws = kWorkspaceBytes;
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
           "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, 1, &result, &found);
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, kMaxAlgos, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     OVL_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cublasLtMatmulAlgoGetHeuristic found no FP8 algorithm ({})",
               int(st));
-    algo_ = result.algo;
+    for (int i = 0; i < found; ++i) algos_[algo_count_++] = results[i].algo;
     OVL_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   }
   ~CublasLtFp8() {
@@ -433,15 +434,23 @@ class CublasLtFp8 {
   }
   CublasLtFp8(const CublasLtFp8&) = delete;
   CublasLtFp8& operator=(const CublasLtFp8&) = delete;
-  void run(const Buffers& buf, int set, cudaStream_t stream) const {
+  // The heuristic's first algorithm that runs: the first call walks the list past any that cublasLtMatmul refuses
+  // (CUBLAS_STATUS_NOT_SUPPORTED), and later calls keep the one that ran.
+  void run(const Buffers& buf, int set, cudaStream_t stream) {
     const float alpha = 1.f, beta = 0.f;
-    const cublasStatus_t st = cublasLtMatmul(handle_, desc_, &alpha, buf.b[set], a_, buf.a[set], b_, &beta, buf.d, d_,
-                                             buf.d, d_, &algo_, workspace_, kWorkspaceBytes, stream);
-    OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul (FP8) failed: {}", int(st));
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    for (; chosen_ < algo_count_; ++chosen_) {
+      st = cublasLtMatmul(handle_, desc_, &alpha, buf.b[set], a_, buf.a[set], b_, &beta, buf.d, d_, buf.d, d_,
+                          &algos_[chosen_], workspace_, kWorkspaceBytes, stream);
+      if (st != CUBLAS_STATUS_NOT_SUPPORTED) break;
+    }
+    OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul (FP8) failed: {} ({} algorithms from the heuristic)",
+              int(st), algo_count_);
   }
 
  private:
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  static constexpr int kMaxAlgos = 8;
   static void check(cublasStatus_t st, const char* what) {
     OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "{} failed: {}", what, int(st));
   }
@@ -451,7 +460,9 @@ class CublasLtFp8 {
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
+  cublasLtMatmulAlgo_t algos_[kMaxAlgos] = {};
+  int algo_count_ = 0;
+  int chosen_ = 0;
   void* workspace_ = nullptr;
 };
 

@@ -487,10 +487,11 @@ void register_cases() {
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};
   auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo, int groups = 0,
                 bool copy_engine = false) {
-    // The case as `ovl validate` reads it back (the sequential /algo: cases are not names it knows: only the mode;
-    // nor the /algo:ce ones, whose groups are set here).
+    // The case as its name says (the sequential /algo: cases are not names the parser knows: only the mode; the
+    // /algo:ce ones are parsed without that part, and bench_case sets the algorithm).
     BenchCase bc;
-    if (auto parsed = parse_bench_name(name)) bc = *parsed;
+    const std::string base = copy_engine ? name.substr(0, name.size() - std::string("/algo:ce").size()) : name;
+    if (auto parsed = parse_bench_name(base)) bc = *parsed;
     bc.mode = mode;
     bc.comm_sms = c;
     if (groups > 0) bc.groups = groups;

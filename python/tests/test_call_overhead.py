@@ -1,6 +1,7 @@
 """python/bench/call_overhead.py and the C++ hook it times (``_Context._native_call_us``), in fresh interpreters:
-the bench itself (its startup without a GPU everywhere; its torch run on a Hopper GPU), a Context made before torch
-is imported (the bench's order; the other tests import torch first), and the hook against the Python call."""
+the bench itself (its startup without a GPU everywhere; its torch run on a Hopper GPU), a Context made before the
+script imports torch (the bench's order: `import ovl` loads torch first, since loading ovl's libraries first made
+`import torch` abort), and the hook against the Python call."""
 
 import json
 import os

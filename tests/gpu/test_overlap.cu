@@ -749,7 +749,8 @@ void expect_timeout(testing::Fault fault, Mode mode, CommAlgo tma_algo = CommAlg
   options.wait_timeout_ms = 300;
   Context ctx(options);
   const bool ag = op == Op::kAllGatherGemm;
-  DeviceMatrix a(ag ? 512 : 1024, 256, 1), b(768, 256, 2), c(ag ? 1024 : 512, 768, 0), c_seq(ag ? 1024 : 512, 768, 0);
+  const int64_t c_rows = op == Op::kGemmReduceScatter ? 512 : 1024;  // RS: this rank's M / 2 rows; AR, AG: M
+  DeviceMatrix a(ag ? 512 : 1024, 256, 1), b(768, 256, 2), c(c_rows, 768, 0), c_seq(c_rows, 768, 0);
   test::Stream stream;
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, ctx.hardware(), 16), stream);
