@@ -245,13 +245,23 @@ TEST(Calibrate, OverlapCasesTakeTheRecordedProblemAndPlan) {
   p.b_layout = BLayout::kKxN;
   Plan plan = default_plan(Mode::kTileSignal, p, hw, 16);
   plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 3);
+  Plan seq = default_plan(Mode::kSequential, p, hw, 132);
+  seq.comm_algo = CommAlgo::kTmaPush;
   const std::string name = "overlap/tile-signal/gemm-reducescatter/4096x2048x1024/world:4/comm_sms:16";
   nlohmann::json label = {{"problem", p}, {"plan", plan}, {"share", "rank0"}};
   nlohmann::json doc{{"benchmarks",
                       {{{"name", name}, {"real_time", 1.0}, {"time_unit", "ms"}, {"us", 900.0}, {"label", label.dump()}},
-                       {{"name", name + "/groups:2"}, {"real_time", 1.0}, {"time_unit", "ms"}, {"label", "free text"}}}}};
+                       {{"name", name + "/groups:2"}, {"real_time", 1.0}, {"time_unit", "ms"}, {"label", "free text"}},
+                       // A name the parser does not know, read from its label alone.
+                       {{"name", "overlap/sequential/gemm-reducescatter/4096x2048x1024/world:4/comm_sms:132/algo:tma-push"},
+                        {"real_time", 1.0},
+                        {"time_unit", "ms"},
+                        {"label", nlohmann::json{{"problem", p}, {"plan", seq}}.dump()}}}}};
   const auto ms = read_measurements({doc});
-  ASSERT_EQ(ms.size(), 2u);
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_EQ(ms[2].bench.mode, Mode::kSequential);
+  EXPECT_EQ(ms[2].bench.plan(hw).comm_algo, CommAlgo::kTmaPush);
+  EXPECT_EQ(ms[2].bench.problem().name(), p.name());
   ASSERT_TRUE(ms[0].bench.ran.has_value());
   EXPECT_EQ(ms[0].bench.problem().name(), p.name());
   EXPECT_EQ(ms[0].bench.plan(hw).summary(), plan.summary());

@@ -225,6 +225,24 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
   return std::nullopt;
 }
 
+BenchCase BenchCase::of_run(const Problem& problem, const Plan& plan) {
+  BenchCase c;
+  c.kind = BenchKind::kOverlap;
+  c.impl = std::string(to_string(plan.mode));
+  c.mode = plan.mode;
+  c.op = problem.op;
+  c.collective = collective_of(problem.op);
+  c.m = problem.m;
+  c.n = problem.n;
+  c.k = problem.k;
+  c.world = problem.world;
+  c.comm_sms = plan.comm_sms;
+  c.groups = int(plan.tile_groups.size());
+  c.order = plan.tile_order;
+  c.ran = Ran{problem, plan};
+  return c;
+}
+
 Problem BenchCase::problem() const {
   if (ran) return ran->problem;
   Problem p = make_problem(op, m, n, k, world);

@@ -733,25 +733,29 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
                                                                               : "";
         if (agg != "median" && agg != "mean") continue;
       }
-      auto bench = parse_bench_name(name);
-      if (!bench) {
-        if (notes && agg.empty()) notes->push_back(fmt::format("{}: not a name the model knows, skipped", name));
-        continue;
-      }
-      // bench_overlap's label: the problem and the plan the case ran (JSON); other labels are free text.
-      if (bench->kind == BenchKind::kOverlap && b.contains("label") && b["label"].is_string()) {
+      // bench_overlap's label: the problem and the plan the case ran (JSON); other labels are free text. A case the
+      // name parser does not know (the sequential /algo: baselines) is read from its label alone.
+      std::optional<BenchCase::Ran> ran;
+      if (name.starts_with("overlap/") && b.contains("label") && b["label"].is_string()) {
         const std::string text = b["label"].get<std::string>();
         const nlohmann::json label = text.starts_with("{")
                                          ? parse_json_document(text, fmt::format("benchmark \"{}\"'s label", name))
                                          : nlohmann::json();
         if (label.is_object() && label.contains("problem") && label.contains("plan")) {
           try {
-            bench->ran = BenchCase::Ran{label["problem"].get<Problem>(), label["plan"].get<Plan>()};
+            ran = BenchCase::Ran{label["problem"].get<Problem>(), label["plan"].get<Plan>()};
           } catch (const std::exception& e) {
             OVL_FAIL("benchmark \"{}\": its label's problem or plan is malformed: {}", name, e.what());
           }
         }
       }
+      auto bench = parse_bench_name(name);
+      if (!bench && ran) bench = BenchCase::of_run(ran->problem, ran->plan);
+      if (!bench) {
+        if (notes && agg.empty()) notes->push_back(fmt::format("{}: not a name the model knows, skipped", name));
+        continue;
+      }
+      if (bench->kind == BenchKind::kOverlap && ran) bench->ran = std::move(ran);
       OVL_CHECK(b.contains("real_time") && b["real_time"].is_number(),
                 "benchmark \"{}\": field \"real_time\" is missing or not a number", name);
       const std::string unit =

@@ -63,6 +63,8 @@ struct BenchCase {
     Plan plan;
   };
   std::optional<Ran> ran;
+  // An overlap case of this problem and plan (kind, op, shape, world, mode, comm_sms and groups from them; `ran` set).
+  static BenchCase of_run(const Problem& problem, const Plan& plan);
   Problem problem() const;
   Plan plan(const Hardware& hw) const;
 };
