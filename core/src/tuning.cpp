@@ -238,7 +238,8 @@ PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const
   for (size_t i = 0; i < n; ++i) first_round_us += (times[i].emplace_back(run_once(plans[i], true)));
   // More rounds (interleaved, so drift hits every plan alike) while the budget allows: decided from the slowest
   // rank's first round, so every rank runs as many.
-  // 15: with 5, a 0.4 ms problem's choice was once 5% slower than sequential when timed again (paced loopback, H100).
+  // 15: with at most 5, a 0.4 ms problem's choice was once 5% slower than sequential when timed again
+  // (docs/performance.md, "The automatic plan").
   constexpr int kMaxRounds = 15;
   const double slowest_round_us = s.max_over_ranks({first_round_us})[0];
   const double budget_us = s.options.tuning_budget_ms * 1e3;

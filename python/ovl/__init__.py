@@ -12,8 +12,8 @@ import os
 from typing import Iterable, Optional, Sequence, Union
 
 # torch, when installed, is loaded before ovl's extension: loaded the other way round (ovl's CUDA, cuBLAS and NCCL
-# libraries first), `import torch` aborted with "free(): invalid pointer" on an H100 (torch's wheel brings its own copies
-# of those libraries). OVL_IMPORT_TORCH=0 skips it.
+# libraries first), `import torch` aborted with "free(): invalid pointer" (docs/reliability.md; torch's wheel brings
+# its own copies of those libraries). OVL_IMPORT_TORCH=0 skips it.
 if os.environ.get("OVL_IMPORT_TORCH", "1") != "0" and importlib.util.find_spec("torch") is not None:
     import torch  # noqa: F401
 
