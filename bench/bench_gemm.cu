@@ -5,10 +5,8 @@
 //           picks: stream-K or half tiles; ovl::choose_split_epilogue picks kTmaStoreSplit when a CTA's share of the
 //           GEMM is short, else kTmaStoreDeferred), ovl-tmastore (ovl with the kTmaStore epilogue always),
 //           ovl-deferred (ovl with the kTmaStoreDeferred epilogue always), ovl-nosignal (ovl without signals),
-//           ovl-nosk (ovl with whole tiles only, kTmaStore), ovl-cluster2 (ovl-nosk in clusters of 2 CTAs that
-//           multicast a shared B tile: GemmArguments::cluster, experimental), ovl-split (ovl-nosk with the
-//           kTmaStoreSplit epilogue: half-tile staging, 4 stages), ovl-cluster2-split (the two together: cuBLAS's pair
-//           with 4 stages, experimental), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers
+//           ovl-nosk (ovl with whole tiles only, kTmaStore), ovl-split (ovl-nosk with the kTmaStoreSplit
+//           epilogue: half-tile staging, 4 stages), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers
 //           (signals on, the epilogue that stores from registers instead of through shared memory and TMA), ovl-nopdl
 //           (ovl launched without programmatic dependent launch: GemmArguments::programmatic_launch), cublas;
 //           ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16
@@ -277,8 +275,7 @@ Buffers& buffers(int m, int n, int k, bool fp8) {
 // kOvl, kOvlNoSignal: as ovl::tune_gemm sets them (ovl::choose_tail_plan's tail, choose_swizzle's bands,
 // choose_split_epilogue's kTmaStoreSplit, else kTmaStoreDeferred);
 // kOvlNoStreamK: kOvl with whole tiles only and the kTmaStore epilogue;
-// kOvlCluster2: kOvlNoStreamK with cluster = 2; kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
-// kOvlCluster2Split: both;
+// kOvlSplit: kOvlNoStreamK with the kTmaStoreSplit epilogue;
 // kOvlSwizzle8: kOvl with swizzle bands of 8 tile rows (the default before ovl::choose_swizzle); kOvlTmaStore: kOvl
 // with the kTmaStore epilogue (the default before ovl::choose_split_epilogue); kOvlDeferred: kOvl with the
 // kTmaStoreDeferred epilogue (also where kOvl splits); kOvlNoPdl: kOvl with programmatic_launch off.
@@ -286,9 +283,7 @@ enum class Impl {
   kOvl,
   kOvlNoSignal,
   kOvlNoStreamK,
-  kOvlCluster2,
   kOvlSplit,
-  kOvlCluster2Split,
   kOvlSwizzle8,
   kOvlTmaStore,
   kOvlRegisters,
@@ -345,8 +340,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     args.stream_k_tiles = args.stream_k_splits = args.half_tiles = 0;
     args.epilogue = GemmEpilogue::kTmaStore;
   }
-  if (c.impl == Impl::kOvlCluster2 || c.impl == Impl::kOvlCluster2Split) args.cluster = 2;
-  if (c.impl == Impl::kOvlSplit || c.impl == Impl::kOvlCluster2Split) args.epilogue = GemmEpilogue::kTmaStoreSplit;
+  if (c.impl == Impl::kOvlSplit) args.epilogue = GemmEpilogue::kTmaStoreSplit;
   if (c.impl == Impl::kOvlRegisters) args.epilogue = GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvlTmaStore) args.epilogue = GemmEpilogue::kTmaStore;
   if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
@@ -676,9 +670,7 @@ const bool registered = [] {
   const std::pair<Impl, const char*> impls[] = {{Impl::kOvl, "ovl"},
                                                 {Impl::kOvlNoSignal, "ovl-nosignal"},
                                                 {Impl::kOvlNoStreamK, "ovl-nosk"},
-                                                {Impl::kOvlCluster2, "ovl-cluster2"},
                                                 {Impl::kOvlSplit, "ovl-split"},
-                                                {Impl::kOvlCluster2Split, "ovl-cluster2-split"},
                                                 {Impl::kOvlSwizzle8, "ovl-sw8"},
                                                 {Impl::kOvlTmaStore, "ovl-tmastore"},
                                                 {Impl::kOvlRegisters, "ovl-registers"},

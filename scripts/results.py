@@ -73,7 +73,7 @@ def cmd_gemm(argv):
     the range over repetitions paired by index, and ovl / ovl-nosk; then per SM count and over the 116/124/128-SM
     partitions the geomean, min and rows >= 1.0.
         scripts/results.py gemm bench_gemm.json [IMPL]
-    IMPL (default ovl) is the impl whose ratios are taken, e.g. ovl-cluster2 or ovl-nosk; the columns keep every impl."""
+    IMPL (default ovl) is the impl whose ratios are taken, e.g. ovl-split or ovl-nosk; the columns keep every impl."""
     sys.argv = ['results.py gemm'] + argv
     main = sys.argv[2] if len(sys.argv) > 2 else "ovl"
     cases = gemm_runs(sys.argv[1])

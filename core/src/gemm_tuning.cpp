@@ -36,7 +36,6 @@ void tune_gemm(kernels::GemmArguments& args) {
   args.stream_k_ctas = 0;
   args.half_tiles = tail.half_tiles;
   args.epilogue = tuned_gemm_epilogue(args);
-  args.cluster = 1;
 }
 
 kernels::GemmEpilogue tuned_gemm_epilogue(const kernels::GemmArguments& args) {

@@ -95,7 +95,7 @@ struct KernelParams {
   int half_first;
   unsigned long long* half_counters;
   unsigned int epoch;  // this launch's number for the arrival counters (never 0)
-  // MN-major B, whole tiles, cluster 1: tmap_b_half is the chunked 3-D map and a stage's B is one box (else four).
+  // MN-major B, whole tiles: tmap_b_half is the chunked 3-D map and a stage's B is one box (else four).
   int b_chunked;
   int group_end[kGemmMaxInlineGroups];  // exclusive prefix sums of tile_groups (inline case)
   // FP8 only: the per-tensor scales, D = a_scale[0] * b_scale[0] * (A x B) (after the fields above, so that the
@@ -285,7 +285,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 // units.
 // Block: 384 threads = 3 warpgroups.
 //   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads of A (128 x 64) and B (256 x 64
-//     K-major; MN-major 64 x 256 as four 64 x 64 chunks: one 3-D box when N % 64 == 0 and the cluster is 1, else
+//     K-major; MN-major 64 x 256 as four 64 x 64 chunks: one 3-D box when N % 64 == 0, else
 //     four 2-D boxes) into the S-stage ring; step 0: wait until the slot is
 //     empty, step 1: arm the slot's full barrier with the byte count, step 2: issue the copies. Thread 32 is the
 //     store-and-signal thread (kStaged), or the signal thread (registers epilogue, only when signals or timestamps
@@ -308,15 +308,6 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     signals, after its stores are performed each half counts itself on the tile's half counter
 //     (detail::second_of_two_arrivals: an exchange, acq_rel at GPU scope); the second stamps and signals the tile,
 //     then clears the counter; the first does none of these.
-//   Clusters of 2 (kCluster = 2; kStaged, with or without kSplit, whole tiles only; experimental, 0.978x kCluster = 1
-//     on the H200 without kSplit): CTAs 2c and 2c + 1 form a cluster and visit the same positions as with kCluster = 1
-//     (b, b + grid, ...; the grid is even), so their units pair up as positions 2q and 2q + 1. When a pair's tiles
-//     share a tile column, the producer of rank r loads half r of the B stage (K-major: tmap_b_half at row n0 + 128 r;
-//     MN-major: chunks 2r, 2r + 1) and multicasts it into both CTAs; both full barriers expect the whole stage.
-//     empty[s] counts the 16 consumer warps of both CTAs: each consumer warp arrives on both (lanes 0 and 1,
-//     release.cta through mapa: a cluster-scope release compiles to MEMBAR.ALL.GPU), or twice on its own for a lone
-//     last tile; each producer waits on its own before writing slot s of either CTA. A cluster barrier after the set-up
-//     and before exit keeps the peer's barriers and shared memory alive while they may be written.
 //   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; on the H200 0.996x kTmaStore over all rows, ~1% faster on
 //     short GEMMs, which ovl::choose_split_epilogue gives it): the staging holds chunks 0 and 1 only (32 KB), which
 //     leaves room for a 4th ring stage. Each unit takes two `stored` / `staging_free` phases: at the unit's end the
@@ -324,7 +315,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit, they wait until
 //     the store thread has read the first phase and stage those (nothing for a half tile or a piece that stores
 //     nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
-//   Deferred epilogue (kDefer, GemmEpilogue::kTmaStoreDeferred; kStaged, kCluster = 1, not with kSplit): the staging
+//   Deferred epilogue (kDefer, GemmEpilogue::kTmaStoreDeferred; kStaged, not with kSplit): the staging
 //     is kTmaStore's (64 KB, 3 stages) and each unit takes one phase, as there; but at the unit's end the consumers
 //     only convert the accumulators into 64 packed registers (pk) and go on; the unit's 16 stmatrix x4, the proxy
 //     fence and its `stored` arrival come during the next unit's first k-block (after waiting for the previous
@@ -355,19 +346,17 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 // elements (the same 128-byte rows, so the same tiles, swizzle, descriptors and their 32-byte k-step advance), k32
 // wgmma, K-major B only (kTransB = 0), and the accumulators multiplied by a_scale[0] * b_scale[0] after the k-loop
 // (before a stream-K piece is written, so the pieces sum scaled partials).
-template <typename T, int kTransB, bool kStaged, int kCluster, bool kSplit = false, bool kDefer = false,
-          typename TA = T, typename TB = T>
+template <typename T, int kTransB, bool kStaged, bool kSplit = false, bool kDefer = false, typename TA = T,
+          typename TB = T>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  static_assert(kCluster == 1 || (kCluster == 2 && kStaged), "clusters of 2 need a staged epilogue");
   static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
-  static_assert(!kDefer || (kStaged && !kSplit && kCluster == 1), "the deferred epilogue is a staged one, unclustered");
+  static_assert(!kDefer || (kStaged && !kSplit), "the deferred epilogue is a staged one");
   // FP8 is sizeof(TA) == 1, spelled out rather than held in local constants: those changed the bf16 kernels' PTX.
-  static_assert(sizeof(TA) == 2 || (kTransB == 0 && kStaged && kCluster == 1),
-                "FP8: K-major B, a staged epilogue, cluster 1");
+  static_assert(sizeof(TA) == 2 || (kTransB == 0 && kStaged), "FP8: K-major B, a staged epilogue");
   constexpr int kStages = stages_of(kStaged, kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -397,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       detail::mbarrier_init(&full[s], 1);
-      detail::mbarrier_init(&empty[s], kConsumerWarps * kCluster);  // [cluster 2] both CTAs' consumer warps
+      detail::mbarrier_init(&empty[s], kConsumerWarps);
     }
     detail::mbarrier_init(stored, 256);
     detail::mbarrier_init(handback, 1);
@@ -405,17 +394,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     detail::prefetch_tensor_map(&tmap_a);
     detail::prefetch_tensor_map(&tmap_b);
-    if ((kTransB == 0 && (kCluster == 2 || p.half_first < p.tiles)) || p.b_chunked) {
+    if ((kTransB == 0 && p.half_first < p.tiles) || p.b_chunked) {
       detail::prefetch_tensor_map(&tmap_b_half);
     }
     if constexpr (kStaged) detail::prefetch_tensor_map(&tmap_d);
   }
-  if constexpr (kCluster == 1) {
-    __syncthreads();
-  } else {
-    __syncwarp();            // cluster_sync is .aligned: thread 0 diverged above
-    detail::cluster_sync();  // [cluster 2] the peer's barriers exist before any remote arrival or multicast
-  }
+  __syncthreads();
   detail::grid_dependency_wait();
   if (threadIdx.x == 0 && p.cta_timestamps != nullptr) p.cta_timestamps[blockIdx.x] = cta_start;
 
@@ -440,36 +424,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         // A half tile loads the 128 B columns (rows, K-major) of its half into the first half of the B slot.
         const int n0 = (tile % p.tiles_n) * kTileN + (w.half > 0 ? kTileN / 2 : 0);
         const int b_bytes = w.half < 0 ? kStageBytesB : kStageBytesB / 2;
-        // [cluster 2] The two CTAs of a cluster run positions 2q and 2q + 1 together. When their tiles share a tile
-        // column, rank r loads half r of B (K-major: 128 rows through tmap_b_half; MN-major: chunks 2r, 2r + 1) into
-        // both CTAs; otherwise, or for a lone last tile, each loads its own. Each CTA's full barrier still expects the
-        // whole stage: its own loads and the peer's half land alike.
-        bool multicast_b = false;
-        if constexpr (kCluster == 2) {
-          const int other = w.position ^ 1;
-          multicast_b = other < p.tiles && tile_at(p, other) % p.tiles_n == tile % p.tiles_n;
-        }
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-          // [cluster 2] empty[s] counts both CTAs' consumers: the peer's half may be written into either slot.
           detail::mbarrier_wait(&empty[stage], phase ^ 1);
           detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
           const int k0 = kb * kBlockK<TA>;
           detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
           if constexpr (kTransB == 0) {
-            if (kCluster == 2 && multicast_b) {
-              const int rank = int(detail::cluster_rank());
-              detail::tma_load_2d_multicast(smem_b + stage * kStageBytesB + rank * (kStageBytesB / 2), &tmap_b_half,
-                                            &full[stage], k0, n0 + rank * (kTileN / 2), 0x3);
-            } else {
-              detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage],
-                                  k0, n0);
-            }
-          } else if (kCluster == 2 && multicast_b) {
-            const int rank = int(detail::cluster_rank());
-            for (int c = 2 * rank; c < 2 * rank + 2; ++c) {
-              detail::tma_load_2d_multicast(smem_b + stage * kStageBytesB + c * kChunkBytesB, &tmap_b, &full[stage],
-                                            n0 + 64 * c, k0, 0x3);
-            }
+            detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage], k0,
+                                n0);
           } else if (p.b_chunked && w.half < 0) {
             detail::tma_load_3d(smem_b + stage * kStageBytesB, &tmap_b_half, &full[stage], 0, k0, n0 / 64);
           } else {
@@ -631,15 +593,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int tile = tile_at(p, w.position);
       const int m0 = (tile / p.tiles_n) * kTileM;
       const int n0 = (tile % p.tiles_n) * kTileN;
-      // Releases ring slot s: one arrival per consumer warp; [cluster 2] on both CTAs' empty[s] (lane r on rank r),
-      // since either producer may write the slot, or twice on this CTA's when its tile has no partner.
-      const bool alone = kCluster == 2 && (w.position ^ 1) >= p.tiles;
+      // Releases ring slot s: one arrival per consumer warp.
       const auto release = [&](int s) {
-        if constexpr (kCluster == 1) {
-          if (lane == 0) detail::mbarrier_arrive(&empty[s]);
-        } else {
-          if (lane < 2) detail::mbarrier_arrive_remote(&empty[s], alone ? (blockIdx.x & 1u) : uint32_t(lane));
-        }
+        if (lane == 0) detail::mbarrier_arrive(&empty[s]);
       };
       int previous_stage = 0;
       // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
@@ -798,11 +754,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (deferred) stage_deferred();  // the last unit's deferred phase
     }
   }
-  if constexpr (kCluster == 2) {
-    // No CTA exits while its peer may still arrive on its barriers or multicast into its shared memory.
-    __syncwarp();
-    detail::cluster_sync();
-  }
 #endif
 }
 
@@ -923,7 +874,6 @@ std::string fp8_problem(const GemmArguments& args) {
   if (args.epilogue == GemmEpilogue::kRegisters) {
     return "epilogue = kRegisters is not built for FP8 inputs (kAuto, kTmaStore, kTmaStoreSplit or kTmaStoreDeferred)";
   }
-  if (args.cluster != 1) return fmt::format("cluster = {}: FP8 inputs run with cluster = 1 only", args.cluster);
   return "";
 }
 
@@ -1064,17 +1014,6 @@ std::string gemm_can_implement(const GemmArguments& args) {
     }
     if (args.epilogue == GemmEpilogue::kRegisters) return "half tiles (half_tiles != 0) need the kTmaStore epilogue";
   }
-  if (args.cluster != 1 && args.cluster != 2) return fmt::format("cluster = {} is not 1 or 2", args.cluster);
-  if (args.cluster == 2) {
-    if (args.epilogue == GemmEpilogue::kRegisters || args.epilogue == GemmEpilogue::kTmaStoreDeferred) {
-      return "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue";
-    }
-    if (args.stream_k_tiles != 0 || args.half_tiles != 0) {
-      return fmt::format("cluster = 2 runs whole tiles only, but stream_k_tiles = {} and half_tiles = {}",
-                         args.stream_k_tiles, args.half_tiles);
-    }
-    if (args.sm_count < 2) return fmt::format("cluster = 2 needs sm_count >= 2, got {}", args.sm_count);
-  }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
     for (size_t g = 0; g < args.tile_groups.size(); ++g) {
@@ -1123,31 +1062,31 @@ size_t gemm_output_bytes(const GemmArguments& args) {
 }
 
 // Calls f with the kernel instantiation for the element types and B layout (the other parameters fixed by the caller).
-// FP8 is instantiated for the staged, unclustered epilogues only (gemm_can_implement refuses the others), K-major B.
-template <bool kStaged, int kCluster, bool kSplit, bool kDefer, typename F>
+// FP8 is instantiated for the staged epilogues only (gemm_can_implement refuses the others), K-major B.
+template <bool kStaged, bool kSplit, bool kDefer, typename F>
 void with_kernel(const GemmArguments& args, bool b_mn_major, F&& f) {
   const GemmDType dtype = args.dtype;
-  if constexpr (kStaged && kCluster == 1) {
+  if constexpr (kStaged) {
     if (is_fp8(dtype)) {
       using E4M3 = __nv_fp8_e4m3;
       using E5M2 = __nv_fp8_e5m2;
       const bool b_e5m2 = args.b_dtype == GemmDType::kE5M2;
       if (args.out_dtype == GemmDType::kBF16) {
-        b_e5m2 ? f(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1, kSplit, kDefer, E4M3, E5M2>)
-               : f(gemm_sm90_kernel<__nv_bfloat16, 0, true, 1, kSplit, kDefer, E4M3, E4M3>);
+        b_e5m2 ? f(gemm_sm90_kernel<__nv_bfloat16, 0, true, kSplit, kDefer, E4M3, E5M2>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, true, kSplit, kDefer, E4M3, E4M3>);
       } else {
-        b_e5m2 ? f(gemm_sm90_kernel<__half, 0, true, 1, kSplit, kDefer, E4M3, E5M2>)
-               : f(gemm_sm90_kernel<__half, 0, true, 1, kSplit, kDefer, E4M3, E4M3>);
+        b_e5m2 ? f(gemm_sm90_kernel<__half, 0, true, kSplit, kDefer, E4M3, E5M2>)
+               : f(gemm_sm90_kernel<__half, 0, true, kSplit, kDefer, E4M3, E4M3>);
       }
       return;
     }
   }
   if (dtype == GemmDType::kBF16) {
-    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kCluster, kSplit, kDefer>)
-               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kCluster, kSplit, kDefer>);
+    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kSplit, kDefer>);
   } else {
-    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kCluster, kSplit, kDefer>)
-               : f(gemm_sm90_kernel<__half, 0, kStaged, kCluster, kSplit, kDefer>);
+    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__half, 0, kStaged, kSplit, kDefer>);
   }
 }
 
@@ -1155,15 +1094,13 @@ void with_kernel(const GemmArguments& args, bool b_mn_major, F&& f) {
 GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   GemmLaunchPlan plan;
   plan.epilogue = args.epilogue == GemmEpilogue::kAuto ? GemmEpilogue::kTmaStore : args.epilogue;
-  plan.cluster = args.cluster;
   plan.stream_k = gemm_stream_k_plan(args);
   const int tiles = gemm_tile_count(args);
   const GemmStreamKPlan& sk = plan.stream_k;
   const int sk_first = tiles - sk.tiles, half_first = tiles - args.half_tiles;
   // Whole tiles (and split pieces) fill at most sm_count CTAs; the contiguous schedule needs its `ctas` (at most
-  // sm_count). Clusters of 2: an even grid of at most sm_count (an odd sm_count leaves one SM idle).
-  plan.grid = args.cluster == 2 ? 2 * std::min(args.sm_count / 2, (tiles + 1) / 2)
-              : args.half_tiles > 0 ? std::min(args.sm_count, half_first + 2 * args.half_tiles)
+  // sm_count).
+  plan.grid = args.half_tiles > 0 ? std::min(args.sm_count, half_first + 2 * args.half_tiles)
               : sk.splits > 0       ? std::min(args.sm_count, sk_first + sk.tiles * sk.splits)
                                     : std::max(std::min(args.sm_count, sk_first), sk.ctas);
   plan.threads = kThreads;
@@ -1171,7 +1108,7 @@ GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
   plan.stages = stages_of(staged, split);
   plan.smem_bytes = smem_bytes_of(staged, split);
-  plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && args.cluster == 1 && half_first > 0;
+  plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && half_first > 0;
   return plan;
 }
 
@@ -1266,12 +1203,11 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(b_type, args.b, args.k, args.n, kTileK, 64)
                                         : make_tensor_map(b_type, args.b, args.n, args.k, kTileN, block_k);
-  // The second B map. K-major B: half tiles, and the halves a pair of CTAs multicasts (cluster = 2), load 128 rows of
-  // B through it (MN-major B loads two of its four 64-column 2-D boxes through tmap_b). MN-major B with N % 64 == 0,
-  // cluster 1: whole tiles load a stage as one chunked 3-D box through it, +0.7% over four 2-D boxes on 24 nn rows
+  // The second B map. K-major B: half tiles load 128 rows of B through it (MN-major B loads two of its four 64-column
+  // 2-D boxes through tmap_b). MN-major B with N % 64 == 0: whole tiles load a stage as one chunked 3-D box through it, +0.7% over four 2-D boxes on 24 nn rows
   // (measured on the H200; docs/kernels.md).
   p.b_chunked = plan.b_single_box;
-  const CUtensorMap tmap_b_half = (args.half_tiles > 0 || args.cluster == 2) && !b_mn_major
+  const CUtensorMap tmap_b_half = args.half_tiles > 0 && !b_mn_major
                                       ? make_tensor_map(b_type, args.b, args.n, args.k, kTileN / 2, block_k)
                                   : p.b_chunked ? make_chunked_tensor_map(b_type, args.b, args.k, args.n)
                                                 : CUtensorMap{};
@@ -1283,18 +1219,8 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                                  ? make_tensor_map(d_type, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
                                  : make_tensor_map(d_type, args.d, args.m, args.n, kTileM, 64);
 
-  // Clusters of 2 along x: CTAs 2c and 2c + 1 form cluster c, so CTA b's positions b, b + grid, ... pair one for one
-  // with its peer's (b ^ 1). Every cluster must be resident at once, as any persistent grid: a green-context partition
-  // is made of whole TPCs.
-  cudaLaunchAttribute attributes[2] = {};
+  cudaLaunchAttribute attributes[1] = {};
   int count = 0;
-  if (args.cluster == 2) {
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count].val.clusterDim.x = 2;
-    attributes[count].val.clusterDim.y = 1;
-    attributes[count].val.clusterDim.z = 1;
-    ++count;
-  }
   if (args.programmatic_launch) {
     attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attributes[count].val.programmaticStreamSerializationAllowed = 1;
@@ -1312,20 +1238,14 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
     OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_a, tmap_b, tmap_b_half, tmap_d, p));
   };
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
-  if (args.cluster == 2) {
-    if (split) {
-      with_kernel<true, 2, true, false>(args, b_mn_major, launch);
-    } else {
-      with_kernel<true, 2, false, false>(args, b_mn_major, launch);
-    }
-  } else if (split) {
-    with_kernel<true, 1, true, false>(args, b_mn_major, launch);
+  if (split) {
+    with_kernel<true, true, false>(args, b_mn_major, launch);
   } else if (plan.epilogue == GemmEpilogue::kTmaStoreDeferred) {
-    with_kernel<true, 1, false, true>(args, b_mn_major, launch);
+    with_kernel<true, false, true>(args, b_mn_major, launch);
   } else if (staged) {
-    with_kernel<true, 1, false, false>(args, b_mn_major, launch);
+    with_kernel<true, false, false>(args, b_mn_major, launch);
   } else {
-    with_kernel<false, 1, false, false>(args, b_mn_major, launch);
+    with_kernel<false, false, false>(args, b_mn_major, launch);
   }
   OVL_CUDA_CHECK_LAST();
 }

@@ -47,40 +47,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
-// Arrival on the mbarrier at `bar`'s shared-memory offset in CTA `rank` of the cluster (this CTA's own rank: the local
-// one). Default semantics, release at CTA scope, as CUTLASS's ClusterBarrier: the .cluster scope compiles to
-// MEMBAR.ALL.GPU before the arrive, which cost the first multicast kernel 1.57x (docs/performance.md, "Tried and
-// not kept").
-// Enough where the arrive only says "my reads of this slot are complete" (after wgmma.wait_group) and the receiver's
-// next step is a TMA write into it.
-__device__ __forceinline__ void mbarrier_arrive_remote(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(rank)
-      : "memory");
-}
-
-// This CTA's rank in its cluster. Volatile, so that it is read where used: the producer thread has 40 registers,
-// and offsets derived from it and hoisted out of the loops spilled.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-// All threads of the cluster that have not exited arrive, then wait for the others (release / acquire at cluster
-// scope). .aligned: the calling warp must be converged (__syncwarp() first where it may not be).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::
-          : "memory");
-}
-
 // ---- TMA ---------------------------------------------------------------------------------------------------------
 
 // 2-D tiled bulk copy global -> shared; completes the box's bytes of transaction on `bar`. Out-of-bounds elements
@@ -100,17 +66,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
       "[%2];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-
-// tma_load_2d to every CTA of the cluster in `cta_mask` (bit r: rank r): each gets the box at `dst`'s offset in its
-// shared memory and the bytes on its mbarrier at `bar`'s offset.
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
-                                                      uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4}], [%2], %5;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
       : "memory");
 }
 

@@ -117,7 +117,6 @@ TEST(TuneGemm, LeavesTheCallersOtherFieldsAndUndoesExperiments) {
   a.tile_groups = {16, 16};
   unsigned int counters[2] = {};
   a.group_counters = counters;
-  a.cluster = 2;                               // experimental: tune_gemm runs one CTA per cluster
   a.tile_order = GemmTileOrder::kRowBand;      // replaced by the swizzle
   a.epilogue = GemmEpilogue::kRegisters;       // replaced
   a.stream_k_ctas = 3;                         // a contiguous stream-K leftover: cleared
@@ -128,7 +127,6 @@ TEST(TuneGemm, LeavesTheCallersOtherFieldsAndUndoesExperiments) {
   EXPECT_EQ(a.tile_groups, (std::vector<int>{16, 16}));
   EXPECT_EQ(a.group_counters, counters);
   EXPECT_EQ(a.sm_count, 64);
-  EXPECT_EQ(a.cluster, 1);
   EXPECT_EQ(a.tile_order, GemmTileOrder::kSwizzle);
   EXPECT_NE(a.epilogue, GemmEpilogue::kRegisters);
   EXPECT_EQ(a.stream_k_ctas, 0);

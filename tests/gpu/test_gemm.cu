@@ -190,7 +190,6 @@ struct RunOptions {
   // stream-K changes the fp32 summation order).
   int stream_k_tiles = 0, stream_k_splits = 0, stream_k_ctas = 0;
   int half_tiles = 0;
-  int cluster = 1;
   cudaStream_t stream = nullptr;  // null: a fresh stream on the whole device
   // What run() does not set up, from buffers the test owns (the wait tests: a poisoned A, wait counters).
   // adjust_arguments: the last changes to the arguments, before gemm_can_implement; after_launch: runs right after
@@ -233,7 +232,6 @@ GemmArguments arguments_of(const Problem& p, const RunOptions& opt) {
   args.stream_k_splits = opt.stream_k_splits;
   args.stream_k_ctas = opt.stream_k_ctas;
   args.half_tiles = opt.half_tiles;
-  args.cluster = opt.cluster;
   return args;
 }
 
@@ -371,7 +369,7 @@ void expect_signalled(const RunOptions& opt, const RunResult& r, const std::stri
 }
 
 // The same output buffer, bit for bit (a variant that must not change the arithmetic: another grid, epilogue,
-// cluster or partition).
+// or partition).
 void expect_same_bits(const std::vector<uint16_t>& want, const std::vector<uint16_t>& got, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 2)) << what << ": bits differ";
@@ -788,136 +786,6 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
   }
 }
 
-// ---- clusters of 2 (GemmArguments::cluster = 2, experimental) ----------------------------------------------------
-// CTAs 2c and 2c + 1 run positions 2q and 2q + 1; when the two tiles share a tile column each loads half of B and
-// multicasts it to both, otherwise (or for a lone last tile) each loads its own. Every path must give the bits of
-// cluster 1: each tile's k-blocks go through the same wgmma sequence, only who loads a stage changes. Which path a
-// pair takes follows from the order: swizzle s shares a column inside a band of an even number of rows, row band
-// almost never does (a row end with an odd tiles_n), a column-major explicit order always does (tiles_m even).
-std::vector<int> column_major_order(const Problem& p) {
-  const GemmTileShape t = gemm_tile_shape();
-  const int tiles_m = (p.m + t.m - 1) / t.m, tiles_n = (p.n + t.n - 1) / t.n;
-  std::vector<int> order;
-  for (int c = 0; c < tiles_n; ++c) {
-    for (int r = 0; r < tiles_m; ++r) order.push_back(r * tiles_n + c);
-  }
-  return order;
-}
-
-// Small and odd shapes (one tile: rank 1 idle; odd tile counts: a lone last tile; edges in M and N, so rank 1's half
-// of B lies partly or wholly outside N; K tails), orders, both B layouts, both output layouts, signals and
-// timestamps, odd and even SM counts (7 runs 6 CTAs; 3 runs 2, so each pair walks many positions; 124 is more CTAs
-// than tiles), both staged epilogues: float64 reference, group counters, per-CTA stamps in the cluster-1 schedule,
-// and cluster 1's bits.
-TEST_F(GemmTest, Cluster2MatchesCpuReferenceAndCluster1Bits) {
-  const int shapes[][3] = {{128, 256, 64},  {1, 256, 64},      {33, 40, 24},     {200, 264, 72},   {130, 512, 200},
-                           {1000, 520, 136}, {640, 1288, 200}, {850, 1704, 136}, {384, 768, 1000}, {520, 200, 136}};
-  uint32_t seed = 801;
-  for (const auto& s : shapes) {
-    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
-      Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
-      const std::vector<double> ref = cpu_reference(in);
-      for (int order = 0; order < 4; ++order) {
-        RunOptions opt;
-        opt.tile_order = order == 0 ? GemmTileOrder::kRowBand : order == 3 ? GemmTileOrder::kExplicit
-                                                                           : GemmTileOrder::kSwizzle;
-        opt.swizzle = order == 1 ? 2 : 3;  // 3: bands of odd height, some pairs straddle two columns
-        if (order == 3) opt.explicit_order = column_major_order(in.problem);
-        opt.output_layout = order % 2 == 0 ? GemmOutputLayout::kRowMajor : GemmOutputLayout::kTileMajor;
-        const int tiles = gemm_tile_count(arguments_of(in.problem, opt));
-        opt.tile_groups = groups_with_tail(tiles, tiles / 3);
-        opt.timestamps = true;
-        opt.sm_count = 5;
-        RunResult one;
-        run(in, opt, one);
-        for (int sms : {7, 3, 8, 124}) {
-          RunOptions two_opt = opt;
-          two_opt.cluster = 2;
-          two_opt.sm_count = sms;
-          // The split epilogue (4 stages) on half the runs, chosen apart from the output layout (order % 2), so each
-          // epilogue meets both layouts, every shape (N edges included) and every grid.
-          if ((order + sms) % 2 == 1) two_opt.epilogue = GemmEpilogue::kTmaStoreSplit;
-          RunResult two;
-          run(in, two_opt, two);
-          const std::string what = describe(in.problem) + " order " + std::to_string(order) + " cluster 2 sms " +
-                                   std::to_string(sms) + " " + epilogue_name(two_opt.epilogue);
-          expect_close(in.problem, opt.output_layout, two.d, ref, what);
-          expect_signalled(two_opt, two, what);
-          expect_same_bits(one, two, what + " (against cluster 1)");
-          // CTA b of an even grid of g = min(sm_count rounded down to even, 2 ceil(tiles / 2)) visits b, b + g, ...
-          const int grid = 2 * std::min(sms / 2, (tiles + 1) / 2);
-          const std::vector<int> visit = host_order(in.problem, two_opt);
-          ASSERT_EQ(two.cta_timestamps.size(), size_t(sms)) << what;
-          ASSERT_EQ(two.timestamps.size(), size_t(tiles)) << what;
-          for (int cta = grid; cta < sms; ++cta) EXPECT_EQ(two.cta_timestamps[cta], 0u) << what << ": CTA " << cta;
-          for (int cta = 0; cta < grid; ++cta) {
-            unsigned long long last = two.cta_timestamps[cta];
-            EXPECT_NE(last, 0u) << what << ": CTA " << cta << " has no start stamp";
-            for (int pos = cta; pos < tiles; pos += grid) {
-              EXPECT_GE(two.timestamps[visit[pos]], last) << what << ": CTA " << cta << " position " << pos;
-              last = two.timestamps[visit[pos]];
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-// fp16, and larger GEMMs at the SM counts of the partitions we care about (and an odd one), on the whole device and
-// inside green-context partitions (the pairs must be co-scheduled inside the partition's SMs): cluster 1's bits, the
-// counters right; cluster 1 itself checked against cuBLAS once.
-TEST_F(GemmTest, Cluster2SmCountsAndPartitionsGiveCluster1Bits) {
-  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
-    for (GemmDType dt : {GemmDType::kBF16, GemmDType::kFP16}) {
-      const Problem p{2000, 4096, 520, dt, bl};  // 16 x 16 tiles, edge tiles in M, a K tail
-      Inputs in(p, 33);
-      RunOptions opt;
-      opt.tile_order = GemmTileOrder::kSwizzle;
-      opt.tile_groups = {100, 156};
-      RunResult one;
-      run(in, opt, one);
-      if (dt == GemmDType::kBF16) {
-        std::vector<double> ref;
-        cublas_reference(in, ref);
-        expect_close(p, GemmOutputLayout::kRowMajor, one.d, ref, describe(p) + " cluster 1 vs cuBLAS");
-      }
-      for (int sms : {8, 64, 116, 117, 124, 128, 132}) {
-        RunOptions two_opt = opt;
-        two_opt.cluster = 2;
-        two_opt.sm_count = sms;
-        if (sms % 2 == 0) two_opt.epilogue = GemmEpilogue::kTmaStoreSplit;
-        RunResult two;
-        run(in, two_opt, two);
-        const std::string what =
-            describe(p) + " cluster 2 sms " + std::to_string(sms) + " " + epilogue_name(two_opt.epilogue);
-        EXPECT_EQ(two.counters, one.counters) << what;
-        expect_same_bits(one, two, what + " (against cluster 1)");
-      }
-      for (int sms : {8, 64, 116, 124}) {
-        std::unique_ptr<SmPartition> partition;
-        try {
-          partition = SmPartition::confine(0, sms);
-        } catch (const Error& e) {
-          std::printf("  no green-context partition of %d SMs here: %s\n", sms, e.what());
-          continue;  // the whole-device cases of the other layouts and types still run
-        }
-        RunOptions two_opt = opt;
-        two_opt.cluster = 2;
-        two_opt.sm_count = partition->gemm_sms();
-        two_opt.stream = partition->gemm_stream();
-        if (sms == 64 || sms == 124) two_opt.epilogue = GemmEpilogue::kTmaStoreSplit;
-        RunResult two;
-        run(in, two_opt, two);
-        const std::string what = describe(p) + " cluster 2, partition of " + std::to_string(sms) + " SMs " +
-                                 epilogue_name(two_opt.epilogue);
-        EXPECT_EQ(two.counters, one.counters) << what;
-        expect_same_bits(one, two, what + " (against cluster 1)");
-      }
-    }
-  }
-}
-
 // Half tiles with fp16, an explicit (shuffled) order and more groups than travel inline (the position -> group map
 // and the half counters share the workspace): the halves follow positions, not tile ids.
 TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
@@ -1074,8 +942,7 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
 // removed from the kernel, D2 differed in every programmatic run on the H200 (a reviewer's check, 2026-12-03). The
 // write after read (D3 over B2) is ordered by the same wait, but this test cannot catch its absence: GEMM 3 stores
 // only after a whole main loop. Against the same chain launched plainly with a host synchronization after each GEMM:
-// the same bits (the plans are equal), in every epilogue, five times over; also in clusters of 2 (two launch
-// attributes), captured once into a CUDA graph (programmatic edges) and replayed, and on a stream of a 64-SM green
+// the same bits (the plans are equal), in every epilogue, five times over; captured once into a CUDA graph (programmatic edges) and replayed, and on a stream of a 64-SM green
 // context. That PDL is in force is checked too: in some run GEMM 2 has a CTA that started before GEMM 1's last tile
 // was stored (CTA and tile stamps).
 TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
@@ -1096,11 +963,10 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   CUDA_OK(cudaMemcpy(b1_dev.get(), b1.data(), b1_dev.bytes(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(b3_dev.get(), b3.data(), b3_dev.bytes(), cudaMemcpyHostToDevice));
   const auto gemm = [](int m_, int n_, int k_, const void* a, const void* b, void* d, int sms, GemmEpilogue e,
-                       int cluster, bool pdl) {
+                       bool pdl) {
     RunOptions opt;
     opt.sm_count = sms;
     opt.epilogue = e;
-    opt.cluster = cluster;
     GemmArguments args = arguments_of(Problem{m_, n_, k_}, opt);  // bf16, B as N x K
     args.a = a;
     args.b = b;
@@ -1111,13 +977,12 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   test::Stream stream;
   struct Variant {
     const char* name;
-    int cluster;
     bool graph;
     int green_sms;  // 0: the whole device
   };
   int overlapped = 0;  // programmatic runs in which a CTA of GEMM 2 started before GEMM 1's last tile was stored
-  for (const Variant& variant : {Variant{"chain", 1, false, 0}, Variant{"chain/cluster2", 2, false, 0},
-                                 Variant{"chain/graph", 1, true, 0}, Variant{"chain/green64", 1, false, 64}}) {
+  for (const Variant& variant :
+       {Variant{"chain", false, 0}, Variant{"chain/graph", true, 0}, Variant{"chain/green64", false, 64}}) {
     std::unique_ptr<SmPartition> partition;
     if (variant.green_sms > 0) {
       try {
@@ -1131,13 +996,12 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
     const cudaStream_t on = partition ? partition->gemm_stream() : stream;
     const int sms = partition ? partition->gemm_sms() : 132;
     for (GemmEpilogue e : kEpilogues) {
-      if (variant.cluster == 2 && (e == GemmEpilogue::kRegisters || e == GemmEpilogue::kTmaStoreDeferred)) continue;
       const std::string what = variant.name + std::string(epilogue_name(e));
       std::vector<GemmArguments> chain[2];  // [pdl]
       for (int pdl = 0; pdl < 2; ++pdl) {
-        chain[pdl] = {gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, variant.cluster, pdl == 1),
-                      gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), sms, e, variant.cluster, pdl == 1),
-                      gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), sms, e, variant.cluster, pdl == 1)};
+        chain[pdl] = {gemm(m, n1, k1, a1_dev.get(), b1_dev.get(), d1.get(), 16, e, pdl == 1),
+                      gemm(m, n2, n1, d1.get(), b2_dev.get(), d2.get(), sms, e, pdl == 1),
+                      gemm(m, n3, n2, d2.get(), b3_dev.get(), b2_dev.get(), sms, e, pdl == 1)};
         chain[pdl][0].tile_timestamps = tile_stamps1.get();
         chain[pdl][1].cta_timestamps = cta_stamps2.get();
         for (const GemmArguments& g : chain[pdl]) ASSERT_EQ("", gemm_can_implement(g)) << what;
@@ -1523,36 +1387,6 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
 }
 
-TEST(GemmArgumentsTest, ClusterArguments) {
-  GemmArguments a = valid_arguments();
-  EXPECT_EQ(a.cluster, 1);
-  for (int bad : {0, 3, 4, -2}) {
-    a.cluster = bad;
-    refuses(a, "cluster = " + std::to_string(bad) + " is not 1 or 2");
-  }
-  a.cluster = 2;
-  EXPECT_EQ("", gemm_can_implement(a));
-  a.epilogue = GemmEpilogue::kRegisters;
-  refuses(a, "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue");
-  a.epilogue = GemmEpilogue::kTmaStoreDeferred;
-  refuses(a, "cluster = 2 needs the kTmaStore or kTmaStoreSplit epilogue");
-  a.epilogue = GemmEpilogue::kTmaStoreSplit;
-  EXPECT_EQ("", gemm_can_implement(a));
-  a.epilogue = GemmEpilogue::kTmaStore;
-  EXPECT_EQ("", gemm_can_implement(a));
-  a.half_tiles = 2;
-  refuses(a, "cluster = 2 runs whole tiles only, but stream_k_tiles = 0 and half_tiles = 2");
-  a.half_tiles = 0;
-  a.stream_k_tiles = 1;
-  a.stream_k_splits = 2;
-  refuses(a, "stream_k_tiles = 1");
-  a.stream_k_tiles = a.stream_k_splits = 0;
-  a.sm_count = 1;
-  refuses(a, "cluster = 2 needs sm_count >= 2, got 1");
-  a.sm_count = 3;  // odd: runs on 2
-  EXPECT_EQ("", gemm_can_implement(a));
-}
-
 TEST(GemmArgumentsTest, RunThrowsBeforeTouchingTheDevice) {
   GemmArguments a = valid_arguments();
   a.k = 12;
@@ -1570,7 +1404,6 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   GemmArguments a = valid_arguments();  // 2 x 2 tiles, K-major B
   GemmLaunchPlan plan = gemm_launch_plan(a);
   EXPECT_EQ(plan.epilogue, GemmEpilogue::kTmaStore);  // kAuto resolved
-  EXPECT_EQ(plan.cluster, 1);
   EXPECT_EQ(plan.grid, 4);  // min(sm_count, tiles)
   EXPECT_EQ(plan.threads, 384);
   EXPECT_EQ(plan.stages, 3);
@@ -1592,21 +1425,13 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   EXPECT_EQ(plan.epilogue, GemmEpilogue::kTmaStoreDeferred);
   EXPECT_EQ(plan.stages, 3);
 
-  // MN-major B: one 3-D box per stage when N % 64 == 0 and unclustered; N = 520 keeps four 2-D boxes.
+  // MN-major B: one 3-D box per stage when N % 64 == 0; N = 520 keeps four 2-D boxes.
   a.b_layout = GemmBLayout::kKxN;
   EXPECT_TRUE(gemm_launch_plan(a).b_single_box);
   a.n = 520;
   EXPECT_FALSE(gemm_launch_plan(a).b_single_box);
   a.n = 512;
   a.epilogue = GemmEpilogue::kTmaStore;
-  a.cluster = 2;
-  a.sm_count = 3;
-  plan = gemm_launch_plan(a);
-  EXPECT_FALSE(plan.b_single_box);
-  EXPECT_EQ(plan.cluster, 2);
-  EXPECT_EQ(plan.grid, 2);  // even, at most sm_count
-  a.cluster = 1;
-  a.sm_count = 132;
 
   // Tails: half tiles add a CTA per half; split stream-K deals its pieces over the grid; the grid never passes
   // sm_count.
@@ -1634,9 +1459,7 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   a.sm_count = 132;
   a.m = 128 * 3;  // 3 x 2 tiles
   a.n = 256 * 3 - 64;
-  a.cluster = 2;
-  EXPECT_EQ(gemm_launch_plan(a).grid, 10);  // 9 tiles: an even grid of ceil(9 / 2) clusters
-  a.cluster = 1;
+  EXPECT_EQ(gemm_launch_plan(a).grid, 9);  // 9 tiles
 
   a.k = 12;
   test::expect_error_naming([&] { gemm_launch_plan(a); }, "K = 12");
@@ -1685,7 +1508,6 @@ TEST(GemmArgumentsTest, Fp8CanImplementNamesTheBadValue) {
       {[](GemmArguments& a) { a.b_dtype = GemmDType::kBF16; }, "b_dtype = bf16"},
       {[](GemmArguments& a) { a.out_dtype = GemmDType::kE4M3; }, "out_dtype = e4m3"},
       {[](GemmArguments& a) { a.epilogue = GemmEpilogue::kRegisters; }, "kRegisters"},
-      {[](GemmArguments& a) { a.cluster = 2; }, "cluster = 2"},
       // Scales on bf16 inputs would be ignored: refused instead.
       {[](GemmArguments& a) { a.dtype = GemmDType::kBF16; }, "scales are for FP8 inputs only"},
   };

@@ -16,7 +16,7 @@ kernels::GemmDType gemm_dtype(DType dtype);
 // - tile order: swizzle bands of ovl::choose_swizzle(k_blocks) tile rows;
 // - the last round: ovl::choose_tail_plan's stream-K pieces or half tiles, or whole tiles;
 // - the epilogue: kTmaStoreSplit when ovl::choose_split_epilogue says so (short CTA shares, K-major B), else
-//   kTmaStoreDeferred; one CTA per cluster.
+//   kTmaStoreDeferred.
 // Everything else (pointers, dtype, layouts, tile groups, counters, timestamps) is left as given, so a caller sets
 // those before or after. Throws ovl::Error naming a non-positive m, n, k or sm_count. Not for the overlap executors:
 // they need whole tiles and their plan's tile order (groups of whole bands, signalled in whole waves); they take

@@ -55,7 +55,7 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // about 1% faster on short GEMMs: ovl::choose_split_epilogue picks it there for K-major B; docs/kernels.md). kTmaStoreDeferred: kTmaStore (3 stages, a
 // whole-tile buffer) with all of a tile's stmatrix stores moved behind the next tile's first k-block: the consumers
 // only convert the accumulators into packed registers before issuing it (the same bits; a tile's signal comes about one
-// k-block later; not with cluster = 2). Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long
+// k-block later). Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long
 // GEMMs (docs/kernels.md); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto:
 // kTmaStore.
 enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
@@ -96,7 +96,7 @@ struct GemmArguments {
   // Element types. bf16/fp16: A, B and D are all of `dtype`, and b_dtype, out_dtype are ignored. FP8 (dtype = kE4M3):
   // A is e4m3, B b_dtype (kE4M3 or kE5M2), D out_dtype (kBF16 or kFP16); fp32 accumulation, and D = a_scale[0] *
   // b_scale[0] * (A x B). FP8 needs B N x K (kNxK: wgmma reads FP8 operands K-major only), K a multiple of 16 (16-byte
-  // rows), a staged epilogue (not kRegisters) and cluster = 1; everything else (tile orders, stream-K, half tiles,
+  // rows) and a staged epilogue (not kRegisters); everything else (tile orders, stream-K, half tiles,
   // signals, waits) is as for bf16.
   GemmDType dtype = GemmDType::kBF16;
   GemmDType b_dtype = GemmDType::kE4M3;    // FP8 only
@@ -137,12 +137,6 @@ struct GemmArguments {
   // a kernel that lets it launch early (another of these GEMMs), a CTA may start before that kernel ends, and its
   // first tile then includes the wait for it.
   unsigned long long* cta_timestamps = nullptr;
-  // CTAs per cluster, 1 or 2. 2 (experimental; kTmaStore or kTmaStoreSplit epilogue, whole tiles: no stream-K, no half
-  // tiles) runs CTAs 2c and 2c + 1 as a cluster on positions 2q and 2q + 1 of the order (the same positions per CTA as
-  // 1); when the two tiles share a tile column each CTA loads half of the B tile and TMA-multicasts it to both. Same
-  // bits as 1. The grid is sm_count rounded down to even. Measured on the H200: 0.978x cluster 1
-  // (docs/performance.md, "Tried and not kept").
-  int cluster = 1;
   int sm_count = 0;  // persistent grid size: the SMs the kernel is given (e.g. a green-context partition)
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
   int stream_k_tiles = 0;   // 0: off (the other two are then ignored); else 1 .. tile count
@@ -189,18 +183,17 @@ size_t gemm_output_bytes(const GemmArguments& args);
 // Number of tiles (ceil(M / tile_m) * ceil(N / tile_n)).
 int gemm_tile_count(const GemmArguments& args);
 
-// What gemm_run launches for these arguments: the kernel instantiation (epilogue, cluster, B layout), the grid and
+// What gemm_run launches for these arguments: the kernel instantiation (epilogue, B layout), the grid and
 // the shared memory. gemm_run launches from this very plan, so a test of the plan is a test of what runs, and a
 // user can log it (with what the arguments say directly: half_tiles, programmatic_launch). Throws ovl::Error with the
 // can_implement message on arguments gemm_run would refuse. Touches no device.
 struct GemmLaunchPlan {
   GemmEpilogue epilogue = GemmEpilogue::kTmaStore;  // the one that runs: kAuto resolved (to kTmaStore)
-  int cluster = 1;     // CTAs per cluster
-  int grid = 0;        // CTAs launched (at most sm_count; with cluster = 2 even)
+  int grid = 0;        // CTAs launched (at most sm_count)
   int threads = 0;     // per CTA: a producer and two consumer warpgroups
   int stages = 0;      // shared-memory ring stages of A and B k-blocks
   int smem_bytes = 0;  // dynamic shared memory per CTA
-  // MN-major B (kKxN) whose N is a multiple of 64, unclustered, with whole tiles to run: a whole tile's stage of B is
+  // MN-major B (kKxN) whose N is a multiple of 64, with whole tiles to run: a whole tile's stage of B is
   // one 3-D TMA box of four 64-column chunks (measured 0.7% faster than four 2-D boxes on the H200,
   // docs/kernels.md); else four 2-D boxes (half tiles: two). K-major B: one 2-D box (false).
   bool b_single_box = false;
