@@ -6,9 +6,8 @@
 //           GEMM is short, else kTmaStoreDeferred), ovl-tmastore (ovl with the kTmaStore epilogue always),
 //           ovl-deferred (ovl with the kTmaStoreDeferred epilogue always), ovl-nosignal (ovl without signals),
 //           ovl-nosk (ovl with whole tiles only, kTmaStore), ovl-split (ovl-nosk with the kTmaStoreSplit
-//           epilogue: half-tile staging, 4 stages), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K), ovl-registers
-//           (signals on, the epilogue that stores from registers instead of through shared memory and TMA), ovl-nopdl
-//           (ovl launched without programmatic dependent launch: GemmArguments::programmatic_launch), cublas;
+//           epilogue: half-tile staging, 4 stages), ovl-sw8 (ovl with swizzle bands of 8 tile rows, whatever K),
+//           ovl-nopdl (ovl launched without programmatic dependent launch: GemmArguments::programmatic_launch), cublas;
 //           ovl-fp16 and cublas-fp16 are ovl and cublas with fp16 inputs and output (the same random bits as the bf16
 //           cases, read as fp16: finite, magnitudes below 2), bf16 everywhere else; ovl-fp8 and cublaslt-fp8: e4m3 x
 //           e4m3 inputs (random values in [-2, 2]), per-tensor scales (device pointers, 0.5 and 0.25: the same for
@@ -286,7 +285,6 @@ enum class Impl {
   kOvlSplit,
   kOvlSwizzle8,
   kOvlTmaStore,
-  kOvlRegisters,
   kOvlDeferred,
   kOvlNoPdl,
   kCublas,
@@ -341,7 +339,6 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     args.epilogue = GemmEpilogue::kTmaStore;
   }
   if (c.impl == Impl::kOvlSplit) args.epilogue = GemmEpilogue::kTmaStoreSplit;
-  if (c.impl == Impl::kOvlRegisters) args.epilogue = GemmEpilogue::kRegisters;
   if (c.impl == Impl::kOvlTmaStore) args.epilogue = GemmEpilogue::kTmaStore;
   if (c.impl == Impl::kOvlDeferred) args.epilogue = GemmEpilogue::kTmaStoreDeferred;
   if (c.impl == Impl::kOvlNoPdl) args.programmatic_launch = false;
@@ -630,7 +627,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     state.counters["reps"] = reps;
     state.counters["gap_us"] = gap_us;
     if (!args.empty()) {
-      // What gemm_run launched (gemm_launch_plan): the epilogue as GemmEpilogue's value (1 kTmaStore, 2 kRegisters,
+      // What gemm_run launched (gemm_launch_plan): the epilogue as GemmEpilogue's value (1 kTmaStore,
       // 3 kTmaStoreSplit, 4 kTmaStoreDeferred), the grid, the ring stages, whether MN-major B loads one box per stage.
       const ovl::kernels::GemmLaunchPlan plan = ovl::kernels::gemm_launch_plan(args[0]);
       state.counters["swizzle"] = args[0].swizzle;
@@ -673,7 +670,6 @@ const bool registered = [] {
                                                 {Impl::kOvlSplit, "ovl-split"},
                                                 {Impl::kOvlSwizzle8, "ovl-sw8"},
                                                 {Impl::kOvlTmaStore, "ovl-tmastore"},
-                                                {Impl::kOvlRegisters, "ovl-registers"},
                                                 {Impl::kOvlDeferred, "ovl-deferred"},
                                                 {Impl::kOvlNoPdl, "ovl-nopdl"},
                                                 {Impl::kCublas, "cublas"}};

@@ -47,19 +47,16 @@ constexpr int kChunkBytesB = kTileK * 64 * 2;      // MN-major B: one 64-column 
 // rows, 128-byte swizzle), each stored by one TMA box.
 constexpr int kStagingChunkBytes = kTileM * 64 * 2;  // 16 KB
 constexpr int kStagingBytes = 4 * kStagingChunkBytes;
-// The ring has 4 stages with the register epilogue; 3 with the staged one (4 x 48 KB + 64 KB is over 227 KB); 4 with
-// the split one (kTmaStoreSplit), whose staging holds half a tile (two chunks, 32 KB).
-constexpr int stages_of(bool staged, bool split = false) { return staged && !split ? 3 : 4; }
-constexpr int staging_bytes_of(bool staged, bool split) {
-  return !staged ? 0 : split ? kStagingBytes / 2 : kStagingBytes;
+// The ring has 3 stages with the whole-tile staging (4 x 48 KB + 64 KB is over 227 KB); 4 with the split epilogue
+// (kTmaStoreSplit), whose staging holds half a tile (two chunks, 32 KB).
+constexpr int stages_of(bool split) { return split ? 4 : 3; }
+constexpr int staging_bytes_of(bool split) { return split ? kStagingBytes / 2 : kStagingBytes; }
+constexpr int smem_bytes_of(bool split) {
+  const int stages = stages_of(split);
+  const int barriers = 2 * stages + 2;  // full[], empty[], stored, staging_free
+  return stages * (kStageBytesA + kStageBytesB) + staging_bytes_of(split) + barriers * 8 + 1024;  // + slack
 }
-constexpr int smem_bytes_of(bool staged, bool split = false) {
-  const int stages = stages_of(staged, split);
-  const int barriers = 2 * stages + 2;  // full[], empty[], stored, signaled (registers) / staging_free (staged)
-  return stages * (kStageBytesA + kStageBytesB) + staging_bytes_of(staged, split) + barriers * 8 + 1024;  // + slack
-}
-static_assert(smem_bytes_of(true) <= 227 * 1024 && smem_bytes_of(false) <= 227 * 1024 &&
-              smem_bytes_of(true, true) <= 227 * 1024);
+static_assert(smem_bytes_of(false) <= 227 * 1024 && smem_bytes_of(true) <= 227 * 1024);
 constexpr int kMaxDevices = 64;
 
 enum : int { kOrderRowBand = 0, kOrderSwizzle = 1, kOrderExplicit = 2 };
@@ -82,7 +79,7 @@ struct KernelParams {
   const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
   unsigned long long* tile_timestamps;
   unsigned long long* cta_timestamps;  // one per CTA: when it started (before grid_dependency_wait), or nullptr
-  // Stream-K (kStaged only): the tiles at positions [sk_first, tiles) are cut into pieces; sk_first == tiles when
+  // Stream-K: the tiles at positions [sk_first, tiles) are cut into pieces; sk_first == tiles when
   // off. Split schedule (sk_splits >= 2): sk_splits equal k ranges per tile. Contiguous (sk_splits == 0): their
   // sk_iters k-block iterations shared over CTAs [0, sk_ctas).
   int sk_first, sk_splits, sk_ctas, sk_max_pieces;
@@ -254,10 +251,6 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
   }
 }
 
-// w[index] for a run-time index without sending the array to local memory.
-__device__ __forceinline__ uint32_t pick4(const uint32_t (&w)[4], int index) {
-  return index == 0 ? w[0] : index == 1 ? w[1] : index == 2 ? w[2] : w[3];
-}
 
 // One k-step (k16; FP8: k32) on the whole tile (64 x 256 per consumer warpgroup) or, kHalf, on half a tile (64 x
 // 128, accumulators 0 .. 63). TA, TB: the elements of A and B (bf16 x bf16, fp16 x fp16, e4m3 x e4m3, e4m3 x e5m2).
@@ -279,7 +272,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 // Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
 //
 // Grid: at most sm_count CTAs, fewer when there are fewer units of work (at most one per SM: __launch_bounds__(384,
-// 1) and 209 KB (staged) / 225 KB (split) / 193 KB (registers epilogue) of shared memory). CTA b visits
+// 1) and 209 KB (kTmaStore, kTmaStoreDeferred) / 225 KB (split) of shared memory). CTA b visits
 // the positions b, b + gridDim.x, ... below sk_first of the tile order and computes tile tile_at(position); with
 // stream-K it then computes its pieces of the last tiles (WorkCursor). Each role below walks this same list of
 // units.
@@ -288,13 +281,12 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     K-major; MN-major 64 x 256 as four 64 x 64 chunks: one 3-D box when N % 64 == 0, else
 //     four 2-D boxes) into the S-stage ring; step 0: wait until the slot is
 //     empty, step 1: arm the slot's full barrier with the byte count, step 2: issue the copies. Thread 32 is the
-//     store-and-signal thread (kStaged), or the signal thread (registers epilogue, only when signals or timestamps
-//     are asked for): per tile, wait on `stored`, [kStaged: TMA-store the staged tile, wait until the stores have
-//     read shared memory, arrive on `staging_free`, and when signalling wait until they are written], write the
-//     timestamp, publish; registers epilogue: arrive on `signaled`. The other producer warps exit.
+//     store-and-signal thread: per tile, wait on `stored`, TMA-store the staged tile, wait until the stores have
+//     read shared memory, arrive on `staging_free`, and when signalling wait until they are written, write the
+//     timestamp, publish. The other producer warps exit.
 //   warpgroups 1 and 2, consumers (setmaxnreg.inc to 232): each owns 64 rows of the tile and a 64 x 256 fp32
 //     accumulator in registers; per k-block: wait full, 4 x wgmma m64n256k16, keep one wgmma group in flight and
-//     release the previous slot (one arrival per consumer warp on its empty barrier). Epilogue, kStaged: wait until
+//     release the previous slot (one arrival per consumer warp on its empty barrier). Epilogue: wait until
 //     the previous tile's staging was read (`staging_free`), convert to the output type and write the 64 x 256 block
 //     into the staging chunks with stmatrix (16 x4 per thread, no shuffles; the 128-byte swizzle keeps the 8 rows
 //     of each 8 x 8 matrix in distinct banks), fence.proxy.async.shared::cta, arrive on `stored`, and go on to the
@@ -302,7 +294,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     2-D tensor [tiles * 128, 256], so edge tiles get their zeros). Registers epilogue: convert, transpose words
 //     inside each lane quad and store 16 bytes per lane straight from registers (row-major: bounds-checked;
 //     tile-major: the whole slot, zeros outside M x N), then, when signalling, arrive on `stored`.
-//   Half tiles (kStaged): a unit that is half a tile loads A as usual and only its 128 B columns into the first half
+//   Half tiles: a unit that is half a tile loads A as usual and only its 128 B columns into the first half
 //     of the B slot (K-major: a 128-row box; MN-major: two 2-D 64-column boxes), runs m64n128k16 (the first
 //     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
 //     signals, after its stores are performed each half counts itself on the tile's half counter
@@ -315,26 +307,25 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit, they wait until
 //     the store thread has read the first phase and stage those (nothing for a half tile or a piece that stores
 //     nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
-//   Deferred epilogue (kDefer, GemmEpilogue::kTmaStoreDeferred; kStaged, not with kSplit): the staging
+//   Deferred epilogue (kDefer, GemmEpilogue::kTmaStoreDeferred; not with kSplit): the staging
 //     is kTmaStore's (64 KB, 3 stages) and each unit takes one phase, as there; but at the unit's end the consumers
 //     only convert the accumulators into 64 packed registers (pk) and go on; the unit's 16 stmatrix x4, the proxy
 //     fence and its `stored` arrival come during the next unit's first k-block (after waiting for the previous
 //     unit's `staging_free`) or after the last unit. The store thread is kTmaStore's.
-//   Stream-K pieces (kStaged): after the mainloop the consumers write their fp32 accumulators to the piece's
+//   Stream-K pieces: after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
 //     arrive on `stored`, and the store thread only hands the staging back.
 // Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
-//   wgmma's descriptors name), [kStaged: the 64 KB staging tile; kSplit: 32 KB], then S full, S empty, 1 stored and
-//   1 signaled / staging_free mbarriers. S = stages_of(kStaged, kSplit). Static: the two stream-K flags sk_last[2].
+//   wgmma's descriptors name), the 64 KB staging tile (kSplit: 32 KB), then S full, S empty, 1 stored and
+//   1 staging_free mbarriers. S = stages_of(kSplit). Static: the two stream-K flags sk_last[2].
 // Architecture: sm_90a (TMA, wgmma, setmaxnreg, stmatrix).
 // Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
 //   wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
 //   before overwriting it. Staging: each consumer thread's stmatrix stores are ordered before the TMA store by its
 //   fence.proxy.async.shared::cta and its `stored` arrival (release.cta), acquired by the store thread; the store
 //   thread's wait_group.read 0 precedes its `staging_free` arrival, which the consumers acquire before writing the
-//   staging again. Signal: registers epilogue: each of the 256 consumer threads arrives on `stored` after its
-//   stores, the signal thread acquires it; kStaged: the store thread's wait_group 0 (the TMA stores' writes are
+//   staging again. Signal: the store thread's wait_group 0 (the TMA stores' writes are
 //   performed). Then red.release.sys.global.add.u32 on the group counter (a release pattern, cumulative, so it
 //   covers the tile's stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a
 //   relaxed read) sees the tile. Stream-K: each consumer thread's st.global.cg of its partial, then a named barrier
@@ -346,30 +337,27 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 // elements (the same 128-byte rows, so the same tiles, swizzle, descriptors and their 32-byte k-step advance), k32
 // wgmma, K-major B only (kTransB = 0), and the accumulators multiplied by a_scale[0] * b_scale[0] after the k-loop
 // (before a stream-K piece is written, so the pieces sum scaled partials).
-template <typename T, int kTransB, bool kStaged, bool kSplit = false, bool kDefer = false, typename TA = T,
-          typename TB = T>
+template <typename T, int kTransB, bool kSplit = false, bool kDefer = false, typename TA = T, typename TB = T>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  static_assert(!kSplit || kStaged, "the split epilogue is a staged one");
-  static_assert(!kDefer || (kStaged && !kSplit), "the deferred epilogue is a staged one");
+  static_assert(!kDefer || !kSplit, "the deferred epilogue is not a split one");
   // FP8 is sizeof(TA) == 1, spelled out rather than held in local constants: those changed the bf16 kernels' PTX.
-  static_assert(sizeof(TA) == 2 || (kTransB == 0 && kStaged), "FP8: K-major B, a staged epilogue");
-  constexpr int kStages = stages_of(kStaged, kSplit);
+  static_assert(sizeof(TA) == 2 || kTransB == 0, "FP8: K-major B");
+  constexpr int kStages = stages_of(kSplit);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (detail::smem_addr(smem_raw) & 1023u)) & 1023u;
   uint8_t* smem_a = smem_raw + pad;
   uint8_t* smem_b = smem_a + kStages * kStageBytesA;
-  uint8_t* staging = smem_b + kStages * kStageBytesB;  // kStaged only
-  uint64_t* full = reinterpret_cast<uint64_t*>(staging + staging_bytes_of(kStaged, kSplit));
+  uint8_t* staging = smem_b + kStages * kStageBytesB;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + staging_bytes_of(kSplit));
   uint64_t* empty = full + kStages;
   // Phase t completes when all 256 consumer threads stored their t-th unit (a stream-K piece that is not its tile's
   // last stores nothing and still arrives).
   uint64_t* stored = empty + kStages;
-  // Registers epilogue: `signaled`, phase t completes when the signal thread published the t-th tile. kStaged:
-  // `staging_free`, phase t completes when the TMA stores of the t-th unit have read the staging (at once for a
+  // `staging_free`: phase t completes when the TMA stores of the t-th unit have read the staging (at once for a
   // unit that stored nothing).
   uint64_t* handback = stored + 1;
   // Stream-K: whether unit t's piece was its tile's last, written by a consumer before its `stored` arrival for unit
@@ -397,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if ((kTransB == 0 && p.half_first < p.tiles) || p.b_chunked) {
       detail::prefetch_tensor_map(&tmap_b_half);
     }
-    if constexpr (kStaged) detail::prefetch_tensor_map(&tmap_d);
+    detail::prefetch_tensor_map(&tmap_d);
   }
   __syncthreads();
   detail::grid_dependency_wait();
@@ -449,7 +437,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // This CTA loads nothing more: the next kernel on the stream may launch (with programmatic dependent launch)
       // once every CTA got here, so its CTAs take the SMs as ours exit instead of after a launch gap.
       detail::launch_dependent_grids();
-    } else if (threadIdx.x == 32 && (kStaged || p.signal)) {
+    } else if (threadIdx.x == 32) {
       // Store-and-signal thread: stores and publishes each tile once the consumers finished it, off the consumers'
       // critical path (waiting for the stores and the system-scope fence take microseconds).
       WorkCursor cursor = work_begin(p);
@@ -462,76 +450,71 @@ __global__ void __launch_bounds__(kThreads, 1)
         detail::mbarrier_wait(stored, ph & 1);
         const int position = w.position;
         const int tile = tile_at(p, position);
-        if constexpr (kStaged) {
-          if (w.piece >= 0 && !sk_last[t & 1]) {  // a piece whose tile another CTA's last piece stores
-            detail::mbarrier_arrive(handback);    // staging_free (the consumers did not write it)
-            ++ph;
-            if constexpr (kSplit) {  // its second phase, empty too
-              detail::mbarrier_wait(stored, ph & 1);
-              detail::mbarrier_arrive(handback);
-              ++ph;
-            }
-            continue;
-          }
-          const int m0 = (tile / p.tiles_n) * kTileM;
-          const int column = w.half > 0 ? kTileN / 2 : 0;  // of the tile: a half stores its 2 chunks there
-          const int tile_n0 = (tile % p.tiles_n) * kTileN;
-          // Staging chunk c to the tile's columns [col, col + 64) (TMA clips at M x N; nothing past N).
-          const auto store_chunk = [&](int c, int col) {
-            if (p.tile_major) {
-              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, col, tile * kTileM);
-            } else if (tile_n0 + col < p.n) {
-              detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, tile_n0 + col, m0);
-            }
-          };
-          if constexpr (kSplit) {
-            // Columns [column, column + 128) are staged first; a whole tile's columns 128 .. 255 follow in the
-            // consumers' next phase (an empty one for a half tile).
-            for (int c = 0; c < 2; ++c) store_chunk(c, column + 64 * c);
-            detail::bulk_commit();
-            detail::bulk_wait_read_all();
-            detail::mbarrier_arrive(handback);  // staging_free
-            ++ph;
+        if (w.piece >= 0 && !sk_last[t & 1]) {  // a piece whose tile another CTA's last piece stores
+          detail::mbarrier_arrive(handback);    // staging_free (the consumers did not write it)
+          ++ph;
+          if constexpr (kSplit) {  // its second phase, empty too
             detail::mbarrier_wait(stored, ph & 1);
-            if (w.half < 0) {
-              for (int c = 0; c < 2; ++c) store_chunk(c, kTileN / 2 + 64 * c);
-              detail::bulk_commit();
-              detail::bulk_wait_read_all();
-            }
             detail::mbarrier_arrive(handback);
             ++ph;
-          } else {
-            const int chunks = w.half < 0 ? 4 : 2;
-            for (int c = 0; c < chunks; ++c) store_chunk(c, column + 64 * c);
+          }
+          continue;
+        }
+        const int m0 = (tile / p.tiles_n) * kTileM;
+        const int column = w.half > 0 ? kTileN / 2 : 0;  // of the tile: a half stores its 2 chunks there
+        const int tile_n0 = (tile % p.tiles_n) * kTileN;
+        // Staging chunk c to the tile's columns [col, col + 64) (TMA clips at M x N; nothing past N).
+        const auto store_chunk = [&](int c, int col) {
+          if (p.tile_major) {
+            detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, col, tile * kTileM);
+          } else if (tile_n0 + col < p.n) {
+            detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, tile_n0 + col, m0);
+          }
+        };
+        if constexpr (kSplit) {
+          // Columns [column, column + 128) are staged first; a whole tile's columns 128 .. 255 follow in the
+          // consumers' next phase (an empty one for a half tile).
+          for (int c = 0; c < 2; ++c) store_chunk(c, column + 64 * c);
+          detail::bulk_commit();
+          detail::bulk_wait_read_all();
+          detail::mbarrier_arrive(handback);  // staging_free
+          ++ph;
+          detail::mbarrier_wait(stored, ph & 1);
+          if (w.half < 0) {
+            for (int c = 0; c < 2; ++c) store_chunk(c, kTileN / 2 + 64 * c);
             detail::bulk_commit();
             detail::bulk_wait_read_all();
-            detail::mbarrier_arrive(handback);  // staging_free
-            ++ph;
           }
-          if (p.signal) {
-            detail::bulk_wait_all();
-            // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
-            // acquires the first's arrival (made after its stores were performed), so its release covers both. The
-            // second clears the word after signalling, so that the signal's release does not wait for the clear.
-            if (w.half >= 0) {
-              unsigned long long* word = p.half_counters + (position - p.half_first);
-              if (!detail::second_of_two_arrivals(word, p.epoch)) continue;
-              half_word = word;
-            }
+          detail::mbarrier_arrive(handback);
+          ++ph;
+        } else {
+          const int chunks = w.half < 0 ? 4 : 2;
+          for (int c = 0; c < chunks; ++c) store_chunk(c, column + 64 * c);
+          detail::bulk_commit();
+          detail::bulk_wait_read_all();
+          detail::mbarrier_arrive(handback);  // staging_free
+          ++ph;
+        }
+        if (p.signal) {
+          detail::bulk_wait_all();
+          // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
+          // acquires the first's arrival (made after its stores were performed), so its release covers both. The
+          // second clears the word after signalling, so that the signal's release does not wait for the clear.
+          if (w.half >= 0) {
+            unsigned long long* word = p.half_counters + (position - p.half_first);
+            if (!detail::second_of_two_arrivals(word, p.epoch)) continue;
+            half_word = word;
           }
         }
+      
         if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
         if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
         if (half_word != nullptr) {
           detail::clear_arrivals(half_word);
           half_word = nullptr;
         }
-        if constexpr (!kStaged) {
-          detail::mbarrier_arrive(handback);  // signaled
-          ++ph;
-        }
       }
-      if constexpr (kStaged) detail::bulk_wait_all();  // every write performed before the CTA exits
+      detail::bulk_wait_all();  // every write performed before the CTA exits
     }
   } else {
     detail::setmaxnreg_inc<kConsumerRegs>();
@@ -541,7 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[128];
     int stage = 0;
     uint32_t phase = 0;
-    // kStaged: the phases of `stored` / `staging_free` passed so far (one per unit; kSplit: two).
+    // The phases of `stored` / `staging_free` passed so far (one per unit; kSplit: two).
     uint32_t ph = 0;
     // Staging layout shared by the stmatrix stores below (see the epilogue): lane l addresses row l % 8 of matrix
     // l / 8 of each x4; kSplit stages columns 0 .. 127 and 128 .. 255 of a tile in turn, both into chunks 0 and 1.
@@ -590,9 +573,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     WorkCursor cursor = work_begin(p);
     Work w;
     for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
-      const int tile = tile_at(p, w.position);
-      const int m0 = (tile / p.tiles_n) * kTileM;
-      const int n0 = (tile % p.tiles_n) * kTileN;
       // Releases ring slot s: one arrival per consumer warp.
       const auto release = [&](int s) {
         if (lane == 0) detail::mbarrier_arrive(&empty[s]);
@@ -662,93 +642,55 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       // Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i, column
       // 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
-      if constexpr (kStaged) {
-        // Registers 4j + 2i, +1 of every lane form the 8 x 8 matrix (rows 8i.., columns 8j..) stmatrix takes, so
-        // one x4 stores columns 8j .. 8j + 15 of the warp's 16 rows: matrices (j, 0), (j, 1), (j + 1, 0), (j + 1, 1).
-        // Lane l gives the address of row l % 8 of matrix l / 8: tile row R = 64 consumer + 16 warp + 8 (l / 8 % 2) +
-        // l % 8, 16-byte unit u = column / 8 of the row's 64-column chunk, stored at unit u ^ (R % 8) (128B swizzle).
-        // A stream-K piece that is not its tile's last stores nothing; it still passes both barriers, so that
-        // every role counts the same units.
-        const bool store = w.piece < 0 || stream_k_piece(p, w, acc, &sk_last[t & 1]);
-        if constexpr (kDefer) {
-          // Only the conversion holds the tensor cores up: the stmatrix stores wait for the next unit's first
-          // k-block (stage_deferred).
-          deferred = true;
-          deferred_store = store;
-          deferred_half = w.half >= 0;
-          if (store) {
-#pragma unroll
-            for (int j = 0; j < 32; j += 2) {
-              if (j >= 16 && w.half >= 0) break;
-#pragma unroll
-              for (int x = 0; x < 4; ++x) pk[2 * j + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-            }
-          }
-          continue;
-        }
-        if (ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);  // the previous phase's staging was read
+      // Registers 4j + 2i, +1 of every lane form the 8 x 8 matrix (rows 8i.., columns 8j..) stmatrix takes, so
+      // one x4 stores columns 8j .. 8j + 15 of the warp's 16 rows: matrices (j, 0), (j, 1), (j + 1, 0), (j + 1, 1).
+      // Lane l gives the address of row l % 8 of matrix l / 8: tile row R = 64 consumer + 16 warp + 8 (l / 8 % 2) +
+      // l % 8, 16-byte unit u = column / 8 of the row's 64-column chunk, stored at unit u ^ (R % 8) (128B swizzle).
+      // A stream-K piece that is not its tile's last stores nothing; it still passes both barriers, so that
+      // every role counts the same units.
+      const bool store = w.piece < 0 || stream_k_piece(p, w, acc, &sk_last[t & 1]);
+      if constexpr (kDefer) {
+        // Only the conversion holds the tensor cores up: the stmatrix stores wait for the next unit's first
+        // k-block (stage_deferred).
+        deferred = true;
+        deferred_store = store;
+        deferred_half = w.half >= 0;
         if (store) {
 #pragma unroll
           for (int j = 0; j < 32; j += 2) {
-            // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
-            // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
-            if (j >= 16 && (kSplit || w.half >= 0)) break;
-            stage_x4(j, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
-                     pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
-          }
-          detail::fence_proxy_async_shared();
-        }
-        detail::mbarrier_arrive(stored);
-        ++ph;
-        if constexpr (kSplit) {
-          deferred = true;
-          deferred_store = store && w.half < 0;
-          if (deferred_store) {
+            if (j >= 16 && w.half >= 0) break;
 #pragma unroll
-            for (int j = 16; j < 32; j += 2) {
-#pragma unroll
-              for (int x = 0; x < 4; ++x) pk[2 * (j - 16) + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-            }
+            for (int x = 0; x < 4; ++x) pk[2 * j + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
           }
         }
-      } else {
-        const int row = consumer * 64 + warp * 16 + lane / 4;
-        // 16-byte stores: the 4 lanes of a quad transpose their 4 x 4 words of each 32-column group, so lane q ends
-        // up with the 8 consecutive columns 8 (4g + q) .. +7 of its row (a warp store covers 8 rows x 64 bytes).
-        const int q = lane % 4;
-        const bool full_tile = m0 + kTileM <= p.m && n0 + kTileN <= p.n;
+        continue;
+      }
+      if (ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);  // the previous phase's staging was read
+      if (store) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int r = row + 8 * i;  // row inside the tile
-          T* out_row = p.tile_major ? static_cast<T*>(p.d) + size_t(tile) * kTileM * kTileN + size_t(r) * kTileN
-                                    : static_cast<T*>(p.d) + size_t(m0 + r) * p.n + n0;
-          const bool row_ok = p.tile_major || full_tile || m0 + r < p.m;
-#pragma unroll
-          for (int g = 0; g < 8; ++g) {
-            uint32_t words[4];  // words[jj]: columns 8 (4g + jj) + 2q, +1 of this lane
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-              words[jj] = pack2<T>(acc[4 * (4 * g + jj) + 2 * i], acc[4 * (4 * g + jj) + 2 * i + 1]);
-            }
-            uint32_t v[4];  // v[x] = word q of lane q ^ x
-            v[0] = pick4(words, q);
-#pragma unroll
-            for (int x = 1; x < 4; ++x) v[x] = __shfl_xor_sync(0xFFFFFFFFu, pick4(words, q ^ x), x);
-            const int c = 8 * (4 * g + q);
-            if (row_ok && (p.tile_major || full_tile || n0 + c < p.n)) {
-              const uint4 vec = make_uint4(pick4(v, q), pick4(v, q ^ 1), pick4(v, q ^ 2), pick4(v, q ^ 3));
-              *reinterpret_cast<uint4*>(out_row + c) = vec;
-            }
-          }
+        for (int j = 0; j < 32; j += 2) {
+          // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
+          // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
+          if (j >= 16 && (kSplit || w.half >= 0)) break;
+          stage_x4(j, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                   pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
         }
-
-        if (p.signal) {
-          // Hand the tile to the signal thread. Waiting for the previous tile's signal first keeps the two
-          // barriers at most one phase apart (a warpgroup can run a whole tile ahead of the other when K is small).
-          detail::mbarrier_wait(handback, (t & 1) ^ 1);
-          detail::mbarrier_arrive(stored);
+        detail::fence_proxy_async_shared();
+      }
+      detail::mbarrier_arrive(stored);
+      ++ph;
+      if constexpr (kSplit) {
+        deferred = true;
+        deferred_store = store && w.half < 0;
+        if (deferred_store) {
+#pragma unroll
+          for (int j = 16; j < 32; j += 2) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) pk[2 * (j - 16) + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+          }
         }
       }
+    
     }
     if constexpr (kSplit || kDefer) {
       if (deferred) stage_deferred();  // the last unit's deferred phase
@@ -871,15 +813,11 @@ std::string fp8_problem(const GemmArguments& args) {
   if (reinterpret_cast<uintptr_t>(args.b_scale) % 4 != 0) {
     return fmt::format("b_scale = {} is not 4-byte aligned", static_cast<const void*>(args.b_scale));
   }
-  if (args.epilogue == GemmEpilogue::kRegisters) {
-    return "epilogue = kRegisters is not built for FP8 inputs (kAuto, kTmaStore, kTmaStoreSplit or kTmaStoreDeferred)";
-  }
   return "";
 }
 
 // "" when the stream-K plan of `args` (stream_k_tiles != 0) can run, else what is wrong with it.
 std::string stream_k_problem(const GemmArguments& args, int tiles, int k_blocks) {
-  if (args.epilogue == GemmEpilogue::kRegisters) return "stream-K (stream_k_tiles != 0) needs the kTmaStore epilogue";
   if (args.stream_k_tiles < 1 || args.stream_k_tiles > tiles) {
     return fmt::format("stream_k_tiles = {} is not in 1 .. {} (the tile count)", args.stream_k_tiles, tiles);
   }
@@ -982,10 +920,8 @@ std::string gemm_can_implement(const GemmArguments& args) {
   if (args.n % 8 != 0) return fmt::format("N = {} is not a multiple of 8 (TMA needs 16-byte rows)", args.n);
   if (const std::string why = fp8_problem(args); !why.empty()) return why;
   if (args.epilogue != GemmEpilogue::kAuto && args.epilogue != GemmEpilogue::kTmaStore &&
-      args.epilogue != GemmEpilogue::kRegisters && args.epilogue != GemmEpilogue::kTmaStoreSplit &&
-      args.epilogue != GemmEpilogue::kTmaStoreDeferred) {
-    return fmt::format("epilogue = {} is not kAuto, kTmaStore, kRegisters, kTmaStoreSplit or kTmaStoreDeferred",
-                       int(args.epilogue));
+      args.epilogue != GemmEpilogue::kTmaStoreSplit && args.epilogue != GemmEpilogue::kTmaStoreDeferred) {
+    return fmt::format("epilogue = {} is not kAuto, kTmaStore, kTmaStoreSplit or kTmaStoreDeferred", int(args.epilogue));
   }
   if (args.a == nullptr) return "a is a null pointer";
   if (args.b == nullptr) return "b is a null pointer";
@@ -1012,7 +948,6 @@ std::string gemm_can_implement(const GemmArguments& args) {
       return fmt::format("half_tiles = {} and stream_k_tiles = {}: at most one of them may be set", args.half_tiles,
                          args.stream_k_tiles);
     }
-    if (args.epilogue == GemmEpilogue::kRegisters) return "half tiles (half_tiles != 0) need the kTmaStore epilogue";
   }
   if (!args.tile_groups.empty()) {
     long long sum = 0;
@@ -1062,31 +997,28 @@ size_t gemm_output_bytes(const GemmArguments& args) {
 }
 
 // Calls f with the kernel instantiation for the element types and B layout (the other parameters fixed by the caller).
-// FP8 is instantiated for the staged epilogues only (gemm_can_implement refuses the others), K-major B.
-template <bool kStaged, bool kSplit, bool kDefer, typename F>
+// FP8: K-major B only (gemm_can_implement refuses the other).
+template <bool kSplit, bool kDefer, typename F>
 void with_kernel(const GemmArguments& args, bool b_mn_major, F&& f) {
   const GemmDType dtype = args.dtype;
-  if constexpr (kStaged) {
-    if (is_fp8(dtype)) {
-      using E4M3 = __nv_fp8_e4m3;
-      using E5M2 = __nv_fp8_e5m2;
-      const bool b_e5m2 = args.b_dtype == GemmDType::kE5M2;
-      if (args.out_dtype == GemmDType::kBF16) {
-        b_e5m2 ? f(gemm_sm90_kernel<__nv_bfloat16, 0, true, kSplit, kDefer, E4M3, E5M2>)
-               : f(gemm_sm90_kernel<__nv_bfloat16, 0, true, kSplit, kDefer, E4M3, E4M3>);
-      } else {
-        b_e5m2 ? f(gemm_sm90_kernel<__half, 0, true, kSplit, kDefer, E4M3, E5M2>)
-               : f(gemm_sm90_kernel<__half, 0, true, kSplit, kDefer, E4M3, E4M3>);
-      }
-      return;
+  if (is_fp8(dtype)) {
+    using E4M3 = __nv_fp8_e4m3;
+    using E5M2 = __nv_fp8_e5m2;
+    const bool b_e5m2 = args.b_dtype == GemmDType::kE5M2;
+    if (args.out_dtype == GemmDType::kBF16) {
+      b_e5m2 ? f(gemm_sm90_kernel<__nv_bfloat16, 0, kSplit, kDefer, E4M3, E5M2>)
+             : f(gemm_sm90_kernel<__nv_bfloat16, 0, kSplit, kDefer, E4M3, E4M3>);
+    } else {
+      b_e5m2 ? f(gemm_sm90_kernel<__half, 0, kSplit, kDefer, E4M3, E5M2>)
+             : f(gemm_sm90_kernel<__half, 0, kSplit, kDefer, E4M3, E4M3>);
     }
+    return;
   }
   if (dtype == GemmDType::kBF16) {
-    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kStaged, kSplit, kDefer>)
-               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kStaged, kSplit, kDefer>);
+    b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kSplit, kDefer>)
+               : f(gemm_sm90_kernel<__nv_bfloat16, 0, kSplit, kDefer>);
   } else {
-    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kStaged, kSplit, kDefer>)
-               : f(gemm_sm90_kernel<__half, 0, kStaged, kSplit, kDefer>);
+    b_mn_major ? f(gemm_sm90_kernel<__half, 1, kSplit, kDefer>) : f(gemm_sm90_kernel<__half, 0, kSplit, kDefer>);
   }
 }
 
@@ -1104,10 +1036,9 @@ GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
               : sk.splits > 0       ? std::min(args.sm_count, sk_first + sk.tiles * sk.splits)
                                     : std::max(std::min(args.sm_count, sk_first), sk.ctas);
   plan.threads = kThreads;
-  const bool staged = plan.epilogue != GemmEpilogue::kRegisters;
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
-  plan.stages = stages_of(staged, split);
-  plan.smem_bytes = smem_bytes_of(staged, split);
+  plan.stages = stages_of(split);
+  plan.smem_bytes = smem_bytes_of(split);
   plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && half_first > 0;
   return plan;
 }
@@ -1212,10 +1143,8 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
                                   : p.b_chunked ? make_chunked_tensor_map(b_type, args.b, args.k, args.n)
                                                 : CUtensorMap{};
 
-  // The staged epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
-  const bool staged = plan.epilogue != GemmEpilogue::kRegisters;
-  const CUtensorMap tmap_d = !staged ? CUtensorMap{}
-                             : p.tile_major
+  // The epilogue stores through TMA: D as [M, N], or tile-major as [tiles * 128, 256], in 128 x 64 boxes.
+  const CUtensorMap tmap_d = p.tile_major
                                  ? make_tensor_map(d_type, args.d, uint64_t(p.tiles) * kTileM, kTileN, kTileM, 64)
                                  : make_tensor_map(d_type, args.d, args.m, args.n, kTileM, 64);
 
@@ -1239,13 +1168,11 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   };
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
   if (split) {
-    with_kernel<true, true, false>(args, b_mn_major, launch);
+    with_kernel<true, false>(args, b_mn_major, launch);
   } else if (plan.epilogue == GemmEpilogue::kTmaStoreDeferred) {
-    with_kernel<true, false, true>(args, b_mn_major, launch);
-  } else if (staged) {
-    with_kernel<true, false, false>(args, b_mn_major, launch);
+    with_kernel<false, true>(args, b_mn_major, launch);
   } else {
-    with_kernel<false, false, false>(args, b_mn_major, launch);
+    with_kernel<false, false>(args, b_mn_major, launch);
   }
   OVL_CUDA_CHECK_LAST();
 }

@@ -118,7 +118,7 @@ TEST(TuneGemm, LeavesTheCallersOtherFieldsAndUndoesExperiments) {
   unsigned int counters[2] = {};
   a.group_counters = counters;
   a.tile_order = GemmTileOrder::kRowBand;      // replaced by the swizzle
-  a.epilogue = GemmEpilogue::kRegisters;       // replaced
+  a.epilogue = GemmEpilogue::kTmaStore;        // replaced (tune_gemm takes the split or the deferred one)
   a.stream_k_ctas = 3;                         // a contiguous stream-K leftover: cleared
   tune_gemm(a);
   EXPECT_EQ(a.dtype, kernels::GemmDType::kFP16);
@@ -128,7 +128,7 @@ TEST(TuneGemm, LeavesTheCallersOtherFieldsAndUndoesExperiments) {
   EXPECT_EQ(a.group_counters, counters);
   EXPECT_EQ(a.sm_count, 64);
   EXPECT_EQ(a.tile_order, GemmTileOrder::kSwizzle);
-  EXPECT_NE(a.epilogue, GemmEpilogue::kRegisters);
+  EXPECT_NE(a.epilogue, GemmEpilogue::kTmaStore);
   EXPECT_EQ(a.stream_k_ctas, 0);
   EXPECT_EQ("", kernels::gemm_can_implement(a));
 }

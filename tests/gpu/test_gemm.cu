@@ -198,11 +198,10 @@ struct RunOptions {
   std::function<void()> after_launch;
 };
 
-constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kRegisters,
-                                       GemmEpilogue::kTmaStoreSplit, GemmEpilogue::kTmaStoreDeferred};
+constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::kTmaStore, GemmEpilogue::kTmaStoreSplit,
+                                       GemmEpilogue::kTmaStoreDeferred};
 const char* epilogue_name(GemmEpilogue e) {
-  return e == GemmEpilogue::kRegisters          ? "/registers"
-         : e == GemmEpilogue::kTmaStoreSplit    ? "/tma-store-split"
+  return e == GemmEpilogue::kTmaStoreSplit      ? "/tma-store-split"
          : e == GemmEpilogue::kTmaStoreDeferred ? "/tma-store-deferred"
                                                 : "/tma-store";
 }
@@ -1309,8 +1308,6 @@ TEST(GemmArgumentsTest, StreamKArgumentsNameTheBadValue) {
   refuses(big, "more than 2^30");
   big.stream_k_tiles = 1;  // 1 x 2^18 pieces, but 2^18 x 2^20 k-block bounds
   refuses(big, "stream_k_splits x k-blocks");
-  a.epilogue = GemmEpilogue::kRegisters;
-  refuses(a, "needs the kTmaStore epilogue");
 }
 
 // A split plan of the model's (ovl::choose_stream_k; tests/model checks its choices) in the kernel's arguments: its
@@ -1333,7 +1330,7 @@ TEST(GemmArgumentsTest, StreamKPlanAndWorkspace) {
   EXPECT_EQ(plan.splits, choice.splits);
   EXPECT_EQ(plan.max_pieces, plan.splits);
   EXPECT_GE(gemm_workspace_bytes(a), size_t(plan.tiles) * plan.max_pieces * 128 * 256 * 4);
-  a.epilogue = GemmEpilogue::kRegisters;  // refused by can_implement; no plan
+  a.stream_k_splits = 1;  // refused by can_implement; no plan
   EXPECT_EQ(gemm_stream_k_plan(a).tiles, 0);
   // A forced plan: 2 tiles x 6 k-blocks over 5 CTAs (ranges start at 0, 2, 4, 7, 9): each tile in 3 pieces.
   a = valid_arguments();
@@ -1370,9 +1367,6 @@ TEST(GemmArgumentsTest, HalfTilesArgumentsAndWorkspace) {
   a.stream_k_splits = 2;
   refuses(a, "at most one of them");
   a.stream_k_tiles = a.stream_k_splits = 0;
-  a.epilogue = GemmEpilogue::kRegisters;
-  refuses(a, "need the kTmaStore epilogue");
-  a.epilogue = GemmEpilogue::kAuto;
   unsigned long long stamps = 0;
   a.tile_timestamps = &stamps;  // never dereferenced: only whether it is set matters here
   EXPECT_EQ(gemm_workspace_bytes(a), 4 * sizeof(unsigned long long));
@@ -1411,11 +1405,6 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   EXPECT_FALSE(plan.b_single_box);
   EXPECT_EQ(plan.stream_k.tiles, 0);
 
-  a.epilogue = GemmEpilogue::kRegisters;
-  plan = gemm_launch_plan(a);
-  EXPECT_EQ(plan.epilogue, GemmEpilogue::kRegisters);
-  EXPECT_EQ(plan.stages, 4);
-  EXPECT_EQ(plan.smem_bytes, 4 * (16384 + 32768) + 10 * 8 + 1024);
   a.epilogue = GemmEpilogue::kTmaStoreSplit;
   plan = gemm_launch_plan(a);
   EXPECT_EQ(plan.stages, 4);
@@ -1507,7 +1496,6 @@ TEST(GemmArgumentsTest, Fp8CanImplementNamesTheBadValue) {
       {[](GemmArguments& a) { a.dtype = GemmDType::kE5M2; }, "dtype = e5m2"},
       {[](GemmArguments& a) { a.b_dtype = GemmDType::kBF16; }, "b_dtype = bf16"},
       {[](GemmArguments& a) { a.out_dtype = GemmDType::kE4M3; }, "out_dtype = e4m3"},
-      {[](GemmArguments& a) { a.epilogue = GemmEpilogue::kRegisters; }, "kRegisters"},
       // Scales on bf16 inputs would be ignored: refused instead.
       {[](GemmArguments& a) { a.dtype = GemmDType::kBF16; }, "scales are for FP8 inputs only"},
   };

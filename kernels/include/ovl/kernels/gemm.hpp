@@ -47,8 +47,7 @@ enum class GemmTileOrder { kRowBand, kSwizzle, kExplicit };
 enum class GemmOutputLayout { kRowMajor, kTileMajor };
 
 // How finished tiles reach D. kTmaStore: the consumers write the converted tile into shared memory (stmatrix) and
-// go on to the next tile while one thread stores it with TMA (3-stage ring). kRegisters: the consumers store 16
-// bytes per lane straight from registers (4-stage ring). kTmaStoreSplit: kTmaStore through a half-tile buffer,
+// go on to the next tile while one thread stores it with TMA (3-stage ring). kTmaStoreSplit: kTmaStore through a half-tile buffer,
 // which leaves room for a 4-stage ring; the consumers stage columns 0 .. 127 at the end of a tile and columns
 // 128 .. 255 while the next tile's first k-block runs on the tensor cores (the same bits as kTmaStore;
 // a tile's signal comes after its second half is stored; measured 0.996x kTmaStore over all rows on the H200, but
@@ -57,8 +56,9 @@ enum class GemmOutputLayout { kRowMajor, kTileMajor };
 // only convert the accumulators into packed registers before issuing it (the same bits; a tile's signal comes about one
 // k-block later). Measured 0.5-2% faster than kTmaStore on 16384x8192x1024 and level on the long
 // GEMMs (docs/kernels.md); ovl::tune_gemm picks it where it does not pick kTmaStoreSplit. kAuto:
-// kTmaStore.
-enum class GemmEpilogue { kAuto, kTmaStore, kRegisters, kTmaStoreSplit, kTmaStoreDeferred };
+// kTmaStore. The values are recorded in benchmark JSON (bench_gemm's `epilogue`); 2 was an epilogue storing from
+// registers, removed after it measured 0.92x kTmaStore (docs/performance.md, "Tried and not kept").
+enum class GemmEpilogue { kAuto = 0, kTmaStore = 1, kTmaStoreSplit = 3, kTmaStoreDeferred = 4 };
 
 // Stream-K for the last tiles (the staged epilogues, kTmaStore, kTmaStoreSplit and kTmaStoreDeferred, only). When the
 // tile count is not a multiple of the grid, the last round of whole tiles leaves SMs idle. Stream-K cuts the last
@@ -96,7 +96,7 @@ struct GemmArguments {
   // Element types. bf16/fp16: A, B and D are all of `dtype`, and b_dtype, out_dtype are ignored. FP8 (dtype = kE4M3):
   // A is e4m3, B b_dtype (kE4M3 or kE5M2), D out_dtype (kBF16 or kFP16); fp32 accumulation, and D = a_scale[0] *
   // b_scale[0] * (A x B). FP8 needs B N x K (kNxK: wgmma reads FP8 operands K-major only), K a multiple of 16 (16-byte
-  // rows) and a staged epilogue (not kRegisters); everything else (tile orders, stream-K, half tiles,
+  // rows); everything else (tile orders, stream-K, half tiles,
   // signals, waits) is as for bf16.
   GemmDType dtype = GemmDType::kBF16;
   GemmDType b_dtype = GemmDType::kE4M3;    // FP8 only
