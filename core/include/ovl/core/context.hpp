@@ -51,7 +51,7 @@ struct TensorRef {
   BLayout b_layout = BLayout::kNxK;
 };
 
-// LoopbackShare (what the loopback collective plays) is declared with the loopback profile in ovl/model/hardware.hpp.
+// LoopbackShare (what the loopback collective plays) is declared in ovl/types.hpp.
 
 // How a call without a plan chooses one, the first time it meets a shape (then the choice is kept; see plan_for).
 enum class Tuning {
