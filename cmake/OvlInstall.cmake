@@ -14,7 +14,7 @@ foreach(_dir base model sim tools kernels core)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   endif()
 endforeach()
-# The built-in link profiles as data (the same numbers as builtin_link_profile, with their sources).
+# The built-in hardware and link profiles as data files (what builtin_hardware / builtin_link_profile read), for users to copy and edit.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/model/profiles/ DESTINATION ${CMAKE_INSTALL_DATADIR}/ovl/profiles)
 set(_ovl_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/ovl)
 install(EXPORT ovlTargets NAMESPACE ovl:: DESTINATION ${_ovl_cmake_dir})

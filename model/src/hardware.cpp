@@ -11,12 +11,12 @@
 #include "ovl/error.hpp"
 #include "ovl/model/json_document.hpp"
 #include "ovl/model/plan.hpp"
+#include "profiles.hpp"
 
 namespace ovl {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kKiB = 1024.0;
 
 // What validate() requires of a numeric field.
 enum class Rule {
@@ -104,129 +104,11 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Fitted efficiencies and overheads shared by the Hopper profiles. Sources:
-//  - cublas_efficiency 0.795: makes the model's cuBLAS 8192^3 bf16 on 132 SMs come out at the 780 TFLOP/s
-//    of an early H200 measurement; 15.5 fractional waves of 128x256 tiles, 4 us launch, 0.5 us
-//    per tile stored (tests/model/test_estimate_gemm.cpp checks it).
-//  - cublas_partition_penalty 0.06: cuBLAS on a green-context partition is ~6% slower than proportional
-//    scaling; with it the model gives 124 SMs 1.13x (measured 1.14x) and 116 SMs 1.21x (measured 1.19x) the
-//    full-device time (an early H200 measurement; the test checks both within 2%).
-//  - gemm_efficiency 0.80: our persistent wgmma GEMM assumed at cuBLAS's full-wave rate until measured.
-//  - nccl_efficiency 0.80: NCCL ring AllReduce busbw ~360 GB/s of 450 GB/s on 8x H100 SXM (nccl-tests,
-//    NVLS off), the usual published figure.
-//  - nccl_per_cta_GBps 20: one NCCL channel (CTA) with the Simple protocol moves ~20 GB/s on NVLink; ~18
-//    channels saturate the ring (NCCL's own default on NVSwitch systems is 16-32 channels).
-//  - nccl_launch_us 8, link_latency_us 0.7: small-message ring AllReduce on 8 GPUs ~ 8 + 14 x 0.7 = 18 us,
-//    the order nccl-tests reports for 8-byte AllReduce on DGX H100. Guesses until calibrated.
-//  - launch_us 4, tma_launch_us 4, tile_epilogue_us 0.5: a launch + ramp into a running stream; the
-//    epilogue store of a 64 KB tile mostly hides behind the next tile's main loop. Guesses.
-//  - hbm_contention 1, shared_sm_penalty 1: the contention terms at face value until calibrated.
-Hardware hopper_common() {
+// A built-in profile: model/profiles/<stem>.json (each value beside its source), embedded at build time.
+Hardware builtin(std::string_view stem) {
+  const nlohmann::json j = parse_json_document(detail::embedded_profile(stem), fmt::format("built-in profile {}", stem));
   Hardware h;
-  h.sm_granularity = 8;  // minSmPartitionSize 8, smCoscheduledAlignment 8 (sm_90; ovl info)
-  h.clock_ghz = 1.83;    // the clock implied by the datasheet 989.4 TFLOP/s = 132 SMs x 4096 FLOP/clk x 1.83 GHz
-  h.matrix_tflops_per_sm = 989.4 / 132.0;  // H100/H200 SXM datasheet: 989.4 TFLOP/s dense bf16 over 132 SMs
-  h.smem_per_sm_bytes = 228 * kKiB;        // Hopper tuning guide: 228 KB per SM (227 KB opt-in per block)
-  h.link_GBps = 450;          // NVLink 4: 18 links x 25 GB/s per direction = 450 GB/s (900 GB/s bidirectional)
-  h.link_latency_us = 0.7;    // see above
-  h.per_cta_copy_GBps = 100;  // measured on the H200: ~100 GB/s per CTA (read + written), SIMT or 1-warp TMA ring
-  // Our collective kernels per CTA, measured on the H200 (loopback world 8, bf16). tma-push: the tma mode's previous
-  // mover, fitted with its per-group cost (tma_group_us below) on the overlap fit shapes (the bare ring moves
-  // ~115-120). pull and SIMT: "moved_GBps_per_cta" of an earlier bench_collectives run at 1..32 CTAs. Kept although
-  // the current kernels measure more (the current mover fits 100.8 GB/s and 2.49 us; the standalone push collectives
-  // move 98-123, pull 27-48; docs/performance.md): refitting them with the older GEMM parameters below mis-ranked more
-  // held-out problems ("Tried and not kept" there). One rate prices both push kernels.
-  h.tma_push_per_cta_GBps = 95;  // the tma mode's push mover (fitted 95.3)
-  h.tma_pull_per_cta_GBps = 15;  // tma-pull AllReduce 16, ReduceScatter 14 (AllGather, no adds: 40-42)
-  h.simt_per_cta_GBps = 32;      // simt AllReduce 30-34, ReduceScatter 29-32, AllGather 29-34
-  h.net_GBps = 50;            // DGX H100/H200: one ConnectX-7 400 Gb/s NIC per GPU = 50 GB/s per direction
-  h.net_latency_us = 5;       // InfiniBand NDR small message through NCCL's net proxy: a few us. Guess.
-  h.gemm_efficiency = 0.80;
-  h.cublas_efficiency = 0.795;
-  h.cublas_partition_penalty = 0.06;
-  h.launch_us = 4.0;
-  h.tile_epilogue_us = 0.5;
-  h.cublas_tile_epilogue_us = 0.5;
-  h.clock_knee_sms = 132;  // with clock_exponent 0: a constant clock (unmeasured on the H100)
-  h.clock_exponent = 0.0;
-  h.nccl_efficiency = 0.80;
-  h.nccl_per_cta_GBps = 20.0;
-  h.nccl_launch_us = 8.0;
-  h.tma_launch_us = 4.0;
-  h.tma_group_us = 3.4;  // the tma mode's mover, per tile group and CTA (fitted 3.37, with the push rate above)
-  h.hbm_contention = 1.0;
-  h.shared_sm_penalty = 1.0;
-  return h;
-}
-
-Hardware h200_sxm() {
-  Hardware h = hopper_common();
-  h.name = "H200 SXM";
-  h.sm_count = 132;        // cuDeviceGetDevResource smCount 132
-  h.hbm_GBps = 4200;       // measured: D2D cudaMemcpy ~4.2 TB/s read + written (HBM3e nominal 4.8 TB/s)
-  h.l2_bytes = 60 * kMiB;  // 60 MB L2 (ovl info)
-  // GEMM parameters calibrated on an early H200 bench_gemm run (the register-epilogue kernel):
-  // `scripts/validate-h200.sh` fits them on the shapes 8192x8192x8192, 8192x8192x2048, 8192x4096x1024 (ovl,
-  // ovl-nosignal, cublas; 132..32 SMs) and validates on three other shapes. They replace the guesses of
-  // hopper_common():
-  //  - the matrix clock falls as more SMs are busy (power limit): one tile's matrix time scales as
-  //    (max(busy, 74) / 132)^0.49, i.e. 32..74 busy SMs run 1.33x faster per SM than all 132;
-  //  - at 132 busy SMs our kernel reaches 0.702 of the 989.4 TFLOP/s datasheet peak and cuBLAS 0.710;
-  //  - our epilogue (not overlapped with the next tile's main loop) costs 2.91 us per tile, cuBLAS's 1.48 us;
-  //  - launch 1.53 us between back-to-back GEMMs in one stream;
-  //  - cuBLAS on green-context partitions: no penalty beyond its clock-scaled rate (fitted < 0, held at 0). The
-  //    1.14x at 124 SMs of an early measurement was not reproduced in this run (1.03x).
-  // Kept on purpose after the staged epilogue (9eb9134), whose data fit tile_epilogue_us 1.52 and
-  // gemm_efficiency 0.722: with those the overlap predictors mis-rank 7 of 10 held-out problems, because cuBLAS
-  // runs faster inside bench_overlap than in bench_gemm, and these older values happen to compensate. The current
-  // kernel's values made the overlap predictions worse too, on one H200 and on two (docs/performance.md, "Tried and
-  // not kept"). Refit once that gap is understood. operator_gemm_factor (the power-state term that closes it for
-  // calibrated profiles) stays 1 here: fitted on these older values (0.87) it barely moves the held-out overlap
-  // error.
-  h.gemm_efficiency = 0.702;
-  h.tile_epilogue_us = 2.91;
-  h.cublas_efficiency = 0.710;
-  h.cublas_tile_epilogue_us = 1.48;
-  h.cublas_partition_penalty = 0.0;
-  h.launch_us = 1.53;
-  h.clock_knee_sms = 74;
-  h.clock_exponent = 0.49;
-  return h;
-}
-
-Hardware h100_sxm() {
-  Hardware h = hopper_common();
-  h.name = "H100 SXM";
-  h.sm_count = 132;        // H100 SXM5 datasheet / whitepaper: 132 SMs
-  h.hbm_GBps = 2930;       // HBM3 3.35 TB/s nominal x 0.875 (the measured/nominal ratio of the H200, 4.2/4.8)
-  h.l2_bytes = 50 * kMiB;  // Hopper whitepaper: 50 MB L2 on H100 SXM5
-  return h;
-}
-
-Hardware a100_sxm() {
-  Hardware h;
-  h.name = "A100 SXM";
-  h.sm_count = 108;                        // A100 whitepaper: 108 SMs
-  h.sm_granularity = 4;                    // cuDevSmResourceSplitByCount docs: sm_8x minimum 4 SMs (aligned to 2)
-  h.clock_ghz = 1.41;                      // A100 datasheet boost clock
-  h.matrix_tflops_per_sm = 312.0 / 108.0;  // datasheet: 312 TFLOP/s dense bf16 = 108 x 2048 FLOP/clk x 1.41 GHz
-  h.hbm_GBps = 1785;                       // HBM2e 2039 GB/s nominal (80 GB) x 0.875, as for the H100
-  h.l2_bytes = 40 * kMiB;                  // A100 whitepaper: 40 MB L2
-  h.smem_per_sm_bytes = 164 * kKiB;        // Ampere tuning guide: 164 KB per SM
-  h.link_GBps = 300;                       // NVLink 3: 12 links x 25 GB/s per direction
-  h.link_latency_us = 0.9;                 // guess, a little above NVLink 4
-  h.per_cta_copy_GBps = 60;                // guess: no TMA, SIMT copy per SM at lower clock and bandwidth
-  h.tma_push_per_cta_GBps = 34;            // guesses: the H200's collective/copy ratios (0.56, 0.15, 0.32) x 60
-  h.tma_pull_per_cta_GBps = 9;
-  h.simt_per_cta_GBps = 19;
-  h.net_GBps = 25;                         // DGX A100: one HDR 200 Gb/s NIC per GPU
-  h.net_latency_us = 5;
-  h.gemm_efficiency = 0.80;  // guesses, as for Hopper (A100 cuBLAS reaches ~80% of 312)
-  h.cublas_efficiency = 0.80;
-  h.cublas_partition_penalty = 0.06;
-  h.nccl_efficiency = 0.80;
-  h.nccl_per_cta_GBps = 15.0;
-  h.nccl_launch_us = 8.0;
+  from_json(j, h);
   return h;
 }
 
@@ -290,9 +172,9 @@ Hardware builtin_hardware(std::string_view name) {
   auto is = [&](std::string_view base) {
     return n == base || n == std::string(base) + "-sxm" || n == std::string(base) + " sxm";
   };
-  if (is("h200")) return h200_sxm();
-  if (is("h100")) return h100_sxm();
-  if (is("a100")) return a100_sxm();
+  if (is("h200")) return builtin("h200");
+  if (is("h100")) return builtin("h100");
+  if (is("a100")) return builtin("a100");
   OVL_FAIL("unknown hardware profile \"{}\" (built-in: h200, h100, a100)", name);
 }
 
@@ -305,9 +187,9 @@ Hardware hardware_for_device_name(std::string_view device_name) {
   if (n.find("pcie") != std::string::npos || n.find("nvl") != std::string::npos) {
     OVL_FAIL("no built-in hardware profile for device \"{}\" (only SXM parts: h200, h100, a100)", device_name);
   }
-  if (n.find("h200") != std::string::npos) return h200_sxm();
-  if (n.find("h100") != std::string::npos) return h100_sxm();
-  if (n.find("a100") != std::string::npos) return a100_sxm();
+  if (n.find("h200") != std::string::npos) return builtin("h200");
+  if (n.find("h100") != std::string::npos) return builtin("h100");
+  if (n.find("a100") != std::string::npos) return builtin("a100");
   OVL_FAIL("no built-in hardware profile for device \"{}\" (built-in: h200, h100, a100)", device_name);
 }
 

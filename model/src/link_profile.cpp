@@ -1,4 +1,4 @@
-// LinkProfile: the built-in profiles (each value with its source), validation, JSON.
+// LinkProfile: the built-in profiles (model/profiles/*.json), validation, JSON.
 #include "ovl/model/link_profile.hpp"
 
 #include <algorithm>
@@ -9,7 +9,9 @@
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 #include "ovl/model/plan.hpp"
+#include "profiles.hpp"
 
 namespace ovl {
 namespace {
@@ -28,52 +30,6 @@ constexpr RateField kRates[] = {
     {"tma_pull_per_cta_GBps", &LinkProfile::tma_pull_per_cta_GBps},
     {"simt_per_cta_GBps", &LinkProfile::simt_per_cta_GBps},
 };
-
-// The per-CTA rates of our kernels over NVLink 4, fitted from the 2-H200 runs (results/h200x2/bench_collectives.json,
-// `scripts/results.py link-profile`): busbw / CTAs at 1-8 CTAs, the median over AllReduce, ReduceScatter and
-// AllGather at 1 GiB. A transport's per-CTA rate is its kernel's, so the 8-GPU profile keeps them.
-constexpr double kTmaPushPerCta = 23.0;
-constexpr double kTmaPullPerCta = 19.4;
-constexpr double kSimtPerCta = 5.0;
-
-LinkProfile nvlink4_node8() {
-  LinkProfile p;
-  p.name = "nvlink4-node8";
-  p.source =
-      "an 8-GPU NVLink-4 NVSwitch node (DGX/HGX H100 or H200): link 450 GB/s per direction (18 NVLink-4 links x 25 "
-      "GB/s, the datasheet's 900 GB/s bidirectional); NCCL on its own 24 channels (its choice on the 2-H200 "
-      "NVLink-4 run; not measured on 8 GPUs) at 370 / 24 GB/s each, so that its ring AllReduce reaches the ~370 "
-      "GB/s busbw nccl-tests reports on 8 H100 SXM with NVLS off; TMA push / pull and SIMT per-CTA rates: our "
-      "kernels on the 2-H200 run (h200x2); latency 0.7 us per ring step (a small-message ring AllReduce on 8 GPUs "
-      "~ 8 + 14 x 0.7 us, the order nccl-tests reports on DGX H100; a guess)";
-  p.link_GBps = 450;
-  p.nccl_ctas = 24;
-  p.nccl_per_cta_GBps = 370.0 / 24.0;
-  p.tma_push_per_cta_GBps = kTmaPushPerCta;
-  p.tma_pull_per_cta_GBps = kTmaPullPerCta;
-  p.simt_per_cta_GBps = kSimtPerCta;
-  p.latency_us = 0.7;
-  return p;
-}
-
-LinkProfile h200x2() {
-  LinkProfile p;
-  p.name = "h200x2";
-  p.source =
-      "two H200 SXM over NV18 (NVLink 4), fitted by `scripts/results.py link-profile "
-      "results/h200x2/bench_collectives.json`: link = the best busbw at 1 GiB (NCCL AllReduce on 32 CTAs, 345.8 "
-      "GB/s); per-CTA = median busbw / CTAs at 1-8 CTAs over AllReduce, ReduceScatter, AllGather at 1 GiB; latency "
-      "= NCCL's 1 MiB AllReduce on its own CTAs (14.3 us) less its link time, over its 2 ring steps (it includes "
-      "NCCL's launch); NCCL's own choice of 24 CTAs on that run (docs/performance.md)";
-  p.link_GBps = 345.8;
-  p.nccl_ctas = 24;
-  p.nccl_per_cta_GBps = 18.1;
-  p.tma_push_per_cta_GBps = kTmaPushPerCta;
-  p.tma_pull_per_cta_GBps = kTmaPullPerCta;
-  p.simt_per_cta_GBps = kSimtPerCta;
-  p.latency_us = 5.64;
-  return p;
-}
 
 }  // namespace
 
@@ -106,9 +62,15 @@ std::string LinkProfile::summary() const {
 }
 
 LinkProfile builtin_link_profile(std::string_view name) {
-  if (name == "nvlink4-node8") return nvlink4_node8();
-  if (name == "h200x2") return h200x2();
-  OVL_FAIL("unknown link profile \"{}\" (built-in: nvlink4-node8, h200x2; or a JSON file)", name);
+  const auto names = builtin_link_profile_names();
+  OVL_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
+            "unknown link profile \"{}\" (built-in: nvlink4-node8, h200x2; or a JSON file)", name);
+  // model/profiles/<name>.json (each value beside its source), embedded at build time.
+  const nlohmann::json j =
+      parse_json_document(detail::embedded_profile(name), fmt::format("built-in link profile {}", name));
+  LinkProfile p;
+  from_json(j, p);
+  return p;
 }
 
 std::vector<std::string> builtin_link_profile_names() { return {"nvlink4-node8", "h200x2"}; }

@@ -36,6 +36,17 @@ TEST(Hardware, BuiltinProfiles) {
   expect_error_naming([] { builtin_hardware("b200"); }, "b200");
 }
 
+// The built-in profiles are the files of model/profiles/ (embedded at build time): each names every field, so none
+// is left at the struct's default without a line in its file saying so.
+TEST(Hardware, ShippedProfilesNameEveryField) {
+  for (const auto& name : builtin_hardware_names()) {
+    std::ifstream in(std::string(OVL_PROFILES_DIR) + "/" + name + ".json");
+    ASSERT_TRUE(in.good()) << name;
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const std::string& f : hardware_field_names()) EXPECT_TRUE(j.contains(f)) << name << ": " << f;
+  }
+}
+
 TEST(Hardware, DeviceNames) {
   EXPECT_EQ(hardware_for_device_name("NVIDIA H200").name, "H200 SXM");
   EXPECT_EQ(hardware_for_device_name("NVIDIA H100 80GB HBM3").name, "H100 SXM");
