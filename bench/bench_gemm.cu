@@ -74,8 +74,8 @@
 
 namespace {
 
+using ovl::BLayout;
 using ovl::kernels::GemmArguments;
-using ovl::kernels::GemmBLayout;
 
 template <typename Fn>
 Fn driver_entry(const char* name) {
@@ -294,7 +294,7 @@ enum class Impl {
 struct Case {
   Impl impl;
   int m, n, k;
-  GemmBLayout layout;
+  BLayout layout;
   int sms;
   ovl::kernels::GemmDType dtype = ovl::kernels::GemmDType::kBF16;
 };
@@ -371,7 +371,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
 void run_cublas(const Case& c, Buffers& buf, int set) {
   // Row-major D = A B is column-major D^T = B^T A^T.
   const float alpha = 1.f, beta = 0.f;
-  const bool kxn = c.layout == GemmBLayout::kKxN;
+  const bool kxn = c.layout == BLayout::kKxN;
   const cudaDataType t = c.dtype == ovl::kernels::GemmDType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const cublasStatus_t st = cublasGemmEx(cublas_handle(), kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, c.n, c.m, c.k,
                                          &alpha, buf.b[set], t, kxn ? c.n : c.k, buf.a[set], t, c.k, &beta, buf.d, t,
@@ -673,12 +673,12 @@ const bool registered = [] {
                                                 {Impl::kOvlDeferred, "ovl-deferred"},
                                                 {Impl::kOvlNoPdl, "ovl-nopdl"},
                                                 {Impl::kCublas, "cublas"}};
-  const auto case_name = [](const char* impl, const std::array<int, 3>& s, GemmBLayout layout, int sms) {
+  const auto case_name = [](const char* impl, const std::array<int, 3>& s, BLayout layout, int sms) {
     return std::string("gemm/") + impl + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" +
-           std::to_string(s[2]) + "/" + (layout == GemmBLayout::kKxN ? "nn" : "nt") + "/sms:" + std::to_string(sms);
+           std::to_string(s[2]) + "/" + (layout == BLayout::kKxN ? "nn" : "nt") + "/sms:" + std::to_string(sms);
   };
   for (const auto& s : shapes) {
-    for (GemmBLayout layout : {GemmBLayout::kKxN, GemmBLayout::kNxK}) {
+    for (BLayout layout : {BLayout::kKxN, BLayout::kNxK}) {
       for (int sms : sm_counts) {
         for (const auto& [impl, impl_name] : impls) {
           const std::string name = case_name(impl_name, s, layout, sms);
@@ -699,9 +699,9 @@ const bool registered = [] {
     for (int sms : {132, 128, 124, 116}) {
       for (const auto& [impl, impl_name] : {std::pair{Impl::kOvl, "ovl-fp8"}, std::pair{Impl::kOvlNoSignal, "ovl-fp8-nosignal"},
                                             std::pair{Impl::kCublasLt, "cublaslt-fp8"}}) {
-        const std::string name = case_name(impl_name, s, GemmBLayout::kNxK, sms);
+        const std::string name = case_name(impl_name, s, BLayout::kNxK, sms);
         benchmark::RegisterBenchmark(name.c_str(), bench_gemm,
-                                     Case{impl, s[0], s[1], s[2], GemmBLayout::kNxK, sms, ovl::kernels::GemmDType::kE4M3})
+                                     Case{impl, s[0], s[1], s[2], BLayout::kNxK, sms, ovl::kernels::GemmDType::kE4M3})
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }

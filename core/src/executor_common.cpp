@@ -208,16 +208,12 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.n = int(p.n);
   g.k = int(p.k);
   g.dtype = gemm_dtype(p.dtype);
-  g.b_layout = p.b_layout == BLayout::kNxK ? kernels::GemmBLayout::kNxK : kernels::GemmBLayout::kKxN;
+  g.b_layout = p.b_layout;
   g.a = call.a.ptr;
   g.b = call.b.ptr;
   // Row bands, or swizzle bands of kSwizzleRows tile rows (can_run: groups of whole bands either way).
-  if (call.plan.tile_order == TileOrder::kSwizzle) {
-    g.tile_order = kernels::GemmTileOrder::kSwizzle;
-    g.swizzle = kSwizzleRows;
-  } else {
-    g.tile_order = kernels::GemmTileOrder::kRowBand;
-  }
+  g.tile_order = call.plan.tile_order == TileOrder::kSwizzle ? TileOrder::kSwizzle : TileOrder::kRowBand;
+  if (g.tile_order == TileOrder::kSwizzle) g.swizzle = kSwizzleRows;
   g.tile_groups = call.plan.tile_groups;
   g.sm_count = grid;
   // Whole tiles only (no stream_k_tiles): the model's and the simulator's timelines of the signaled modes count the
@@ -237,7 +233,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   } else {
     g.group_counters = counter_ptr();
     if (call.plan.output == OutputLayout::kTileMajor) {
-      g.output_layout = kernels::GemmOutputLayout::kTileMajor;
+      g.output_layout = call.plan.output;
       const size_t bytes = kernels::gemm_output_bytes(g);
       if (st.tile_major.bytes() < bytes) st.tile_major = detail::DeviceBuffer(bytes);
       g.d = st.tile_major.get();

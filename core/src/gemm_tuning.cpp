@@ -28,7 +28,7 @@ void tune_gemm(kernels::GemmArguments& args) {
   const kernels::GemmTileShape tile = kernels::gemm_tile_shape(args.dtype);  // FP8: k-blocks of 128 elements
   const int tiles = kernels::gemm_tile_count(args);
   const int k_blocks = (args.k + tile.k - 1) / tile.k;
-  args.tile_order = kernels::GemmTileOrder::kSwizzle;
+  args.tile_order = TileOrder::kSwizzle;
   args.swizzle = choose_swizzle(k_blocks);
   const TailPlan tail = choose_tail_plan(tiles, k_blocks, args.sm_count);
   args.stream_k_tiles = tail.tiles;
@@ -41,7 +41,7 @@ void tune_gemm(kernels::GemmArguments& args) {
 kernels::GemmEpilogue tuned_gemm_epilogue(const kernels::GemmArguments& args) {
   const int block_k = kernels::gemm_tile_shape(args.dtype).k;
   const int k_blocks = (args.k + block_k - 1) / block_k;
-  const bool b_mn_major = args.b_layout == kernels::GemmBLayout::kKxN;
+  const bool b_mn_major = args.b_layout == BLayout::kKxN;
   return choose_split_epilogue(kernels::gemm_tile_count(args), k_blocks, args.sm_count, b_mn_major)
              ? kernels::GemmEpilogue::kTmaStoreSplit
              : kernels::GemmEpilogue::kTmaStoreDeferred;

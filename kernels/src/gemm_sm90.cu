@@ -797,9 +797,9 @@ std::string fp8_problem(const GemmArguments& args) {
   if (args.out_dtype != GemmDType::kBF16 && args.out_dtype != GemmDType::kFP16) {
     return fmt::format("out_dtype = {} is not bf16 or fp16 (the FP8 GEMM's output)", to_string(args.out_dtype));
   }
-  if (args.b_layout != GemmBLayout::kNxK) {
+  if (args.b_layout != BLayout::kNxK) {
     return "b_layout = kKxN (B K x N, MN-major) is not supported with FP8 inputs: FP8 wgmma reads B K-major only; "
-           "pass B as N x K row-major (GemmBLayout::kNxK)";
+           "pass B as N x K row-major (BLayout::kNxK)";
   }
   if (args.k % 16 != 0) {
     return fmt::format("K = {} is not a multiple of 16 (FP8 rows of A and B must be multiples of 16 bytes for TMA)",
@@ -930,10 +930,10 @@ std::string gemm_can_implement(const GemmArguments& args) {
   if (!aligned16(args.b)) return fmt::format("b = {} is not 16-byte aligned", args.b);
   if (!aligned16(args.d)) return fmt::format("d = {} is not 16-byte aligned", args.d);
   if (args.sm_count <= 0) return fmt::format("sm_count = {} must be positive", args.sm_count);
-  if (args.tile_order == GemmTileOrder::kSwizzle && args.swizzle <= 0) {
+  if (args.tile_order == TileOrder::kSwizzle && args.swizzle <= 0) {
     return fmt::format("swizzle = {} must be positive", args.swizzle);
   }
-  if (args.tile_order == GemmTileOrder::kExplicit && args.explicit_order == nullptr) {
+  if (args.tile_order == TileOrder::kExplicit && args.explicit_order == nullptr) {
     return "explicit_order is a null pointer (tile_order is kExplicit)";
   }
   const int tiles = gemm_tile_count(args);
@@ -990,7 +990,7 @@ size_t gemm_workspace_bytes(const GemmArguments& args) {
 }
 
 size_t gemm_output_bytes(const GemmArguments& args) {
-  const size_t elements = args.output_layout == GemmOutputLayout::kTileMajor
+  const size_t elements = args.output_layout == OutputLayout::kTileMajor
                               ? size_t(gemm_tile_count(args)) * kTileM * kTileN
                               : size_t(std::max(args.m, 0)) * size_t(std::max(args.n, 0));
   return elements * 2;
@@ -1039,7 +1039,7 @@ GemmLaunchPlan launch_plan_of(const GemmArguments& args) {
   const bool split = plan.epilogue == GemmEpilogue::kTmaStoreSplit;
   plan.stages = stages_of(split);
   plan.smem_bytes = smem_bytes_of(split);
-  plan.b_single_box = args.b_layout == GemmBLayout::kKxN && args.n % 64 == 0 && half_first > 0;
+  plan.b_single_box = args.b_layout == BLayout::kKxN && args.n % 64 == 0 && half_first > 0;
   return plan;
 }
 
@@ -1076,13 +1076,13 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   p.k_blocks = k_blocks_of(args);
   p.a_scale = args.a_scale;
   p.b_scale = args.b_scale;
-  p.tile_order = args.tile_order == GemmTileOrder::kRowBand   ? kOrderRowBand
-                 : args.tile_order == GemmTileOrder::kSwizzle ? kOrderSwizzle
+  p.tile_order = args.tile_order == TileOrder::kRowBand   ? kOrderRowBand
+                 : args.tile_order == TileOrder::kSwizzle ? kOrderSwizzle
                                                               : kOrderExplicit;
   p.swizzle = args.swizzle;
   p.explicit_order = args.explicit_order;
   p.d = args.d;
-  p.tile_major = args.output_layout == GemmOutputLayout::kTileMajor;
+  p.tile_major = args.output_layout == OutputLayout::kTileMajor;
   p.group_counters = args.group_counters;
   p.wait_counters = args.wait_counters;
   p.wait_value = args.wait_value;
@@ -1131,7 +1131,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
   const int block_k = k_block_of(args.dtype);
   const GemmDType b_type = b_type_of(args), d_type = d_type_of(args);
   const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, block_k);
-  const bool b_mn_major = args.b_layout == GemmBLayout::kKxN;
+  const bool b_mn_major = args.b_layout == BLayout::kKxN;
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(b_type, args.b, args.k, args.n, kTileK, 64)
                                         : make_tensor_map(b_type, args.b, args.n, args.k, kTileN, block_k);
   // The second B map. K-major B: half tiles load 128 rows of B through it (MN-major B loads two of its four 64-column

@@ -15,7 +15,6 @@ namespace {
 
 using kernels::GemmArguments;
 using kernels::GemmEpilogue;
-using kernels::GemmTileOrder;
 
 // Never dereferenced: gemm_can_implement only looks at the values.
 GemmArguments arguments(int m, int n, int k, int sms) {
@@ -56,13 +55,13 @@ TEST(TuneGemm, Fp8PlansCountFp8KBlocks) {
 TEST(TuneGemm, BenchmarkShapesGetTheMeasuredPlans) {
   GemmArguments a = arguments(8192, 4096, 1024, 124);  // 1024 tiles: 32 in the last round, 16 k-blocks
   tune_gemm(a);
-  EXPECT_EQ(a.tile_order, GemmTileOrder::kSwizzle);
+  EXPECT_EQ(a.tile_order, TileOrder::kSwizzle);
   EXPECT_EQ(a.swizzle, 8);
   EXPECT_EQ(a.half_tiles, 32);
   EXPECT_EQ(a.stream_k_tiles, 0);
   EXPECT_EQ(a.epilogue, GemmEpilogue::kTmaStoreSplit);
   GemmArguments a_nn = arguments(8192, 4096, 1024, 124);  // the same with MN-major B: deferred ran faster there
-  a_nn.b_layout = kernels::GemmBLayout::kKxN;
+  a_nn.b_layout = BLayout::kKxN;
   tune_gemm(a_nn);
   EXPECT_EQ(a_nn.half_tiles, 32);
   EXPECT_EQ(a_nn.epilogue, GemmEpilogue::kTmaStoreDeferred);
@@ -112,22 +111,22 @@ TEST(TuneGemm, WhatItSetsIsAlwaysAccepted) {
 TEST(TuneGemm, LeavesTheCallersOtherFieldsAndUndoesExperiments) {
   GemmArguments a = arguments(1024, 1024, 512, 64);
   a.dtype = kernels::GemmDType::kFP16;
-  a.b_layout = kernels::GemmBLayout::kKxN;
-  a.output_layout = kernels::GemmOutputLayout::kTileMajor;
+  a.b_layout = BLayout::kKxN;
+  a.output_layout = OutputLayout::kTileMajor;
   a.tile_groups = {16, 16};
   unsigned int counters[2] = {};
   a.group_counters = counters;
-  a.tile_order = GemmTileOrder::kRowBand;      // replaced by the swizzle
+  a.tile_order = TileOrder::kRowBand;      // replaced by the swizzle
   a.epilogue = GemmEpilogue::kTmaStore;        // replaced (tune_gemm takes the split or the deferred one)
   a.stream_k_ctas = 3;                         // a contiguous stream-K leftover: cleared
   tune_gemm(a);
   EXPECT_EQ(a.dtype, kernels::GemmDType::kFP16);
-  EXPECT_EQ(a.b_layout, kernels::GemmBLayout::kKxN);
-  EXPECT_EQ(a.output_layout, kernels::GemmOutputLayout::kTileMajor);
+  EXPECT_EQ(a.b_layout, BLayout::kKxN);
+  EXPECT_EQ(a.output_layout, OutputLayout::kTileMajor);
   EXPECT_EQ(a.tile_groups, (std::vector<int>{16, 16}));
   EXPECT_EQ(a.group_counters, counters);
   EXPECT_EQ(a.sm_count, 64);
-  EXPECT_EQ(a.tile_order, GemmTileOrder::kSwizzle);
+  EXPECT_EQ(a.tile_order, TileOrder::kSwizzle);
   EXPECT_NE(a.epilogue, GemmEpilogue::kTmaStore);
   EXPECT_EQ(a.stream_k_ctas, 0);
   EXPECT_EQ("", kernels::gemm_can_implement(a));

@@ -125,7 +125,7 @@ void check_groups(const Problem& p, const Plan& plan) {
   g.m = int(p.m);
   g.n = int(p.n);
   g.k = int(p.k);
-  g.output_layout = kernels::GemmOutputLayout::kTileMajor;
+  g.output_layout = OutputLayout::kTileMajor;
   const int64_t reorder_reads = plan.tile_count(p) * plan.tile.m * plan.tile.n * 2;
   EXPECT_GE(int64_t(kernels::gemm_output_bytes(g)), reorder_reads);
 }

@@ -107,12 +107,12 @@ class DeviceBuffer {
 struct Problem {
   int m, n, k;
   GemmDType dtype = GemmDType::kBF16;
-  GemmBLayout b_layout = GemmBLayout::kNxK;
+  BLayout b_layout = BLayout::kNxK;
 };
 
 std::string describe(const Problem& p) {
   return std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) +
-         (p.b_layout == GemmBLayout::kKxN ? "/nn" : "/nt") + (p.dtype == GemmDType::kBF16 ? "/bf16" : "/fp16");
+         (p.b_layout == BLayout::kKxN ? "/nn" : "/nt") + (p.dtype == GemmDType::kBF16 ? "/bf16" : "/fp16");
 }
 
 // Inputs of one problem on host and device.
@@ -131,7 +131,7 @@ struct Inputs {
     (void)test::finish_setup();  // checked by run()'s own finish_setup, before the GEMM
   }
   double b_at(int kk, int nn) const {
-    const size_t i = problem.b_layout == GemmBLayout::kKxN ? size_t(kk) * problem.n + nn : size_t(nn) * problem.k + kk;
+    const size_t i = problem.b_layout == BLayout::kKxN ? size_t(kk) * problem.n + nn : size_t(nn) * problem.k + kk;
     return half_bits_to_double(b[i], problem.dtype);
   }
 };
@@ -166,7 +166,7 @@ void cublas_reference(const Inputs& in, std::vector<double>& ref) {
   CUBLAS_OK(cublasCreate(&handle));
   const float alpha = 1.f, beta = 0.f;
   const cudaDataType t = p.dtype == GemmDType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  const bool kxn = p.b_layout == GemmBLayout::kKxN;
+  const bool kxn = p.b_layout == BLayout::kKxN;
   CUBLAS_OK(cublasGemmEx(handle, kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha, in.b_dev.get(), t,
                          kxn ? p.n : p.k, in.a_dev.get(), t, p.k, &beta, c.get(), CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT));
@@ -178,8 +178,8 @@ void cublas_reference(const Inputs& in, std::vector<double>& ref) {
 }
 
 struct RunOptions {
-  GemmOutputLayout output_layout = GemmOutputLayout::kRowMajor;
-  GemmTileOrder tile_order = GemmTileOrder::kRowBand;
+  OutputLayout output_layout = OutputLayout::kRowMajor;
+  TileOrder tile_order = TileOrder::kRowBand;
   int swizzle = 8;
   std::vector<int> explicit_order;  // host copy; uploaded by run()
   std::vector<int> tile_groups;
@@ -291,8 +291,8 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
 }
 
 // Element (r, c) of the output buffer.
-size_t output_index(const Problem& p, GemmOutputLayout layout, int r, int c) {
-  if (layout == GemmOutputLayout::kRowMajor) return size_t(r) * p.n + c;
+size_t output_index(const Problem& p, OutputLayout layout, int r, int c) {
+  if (layout == OutputLayout::kRowMajor) return size_t(r) * p.n + c;
   const GemmTileShape t = gemm_tile_shape();
   const int tiles_n = (p.n + t.n - 1) / t.n;
   const size_t tile = size_t(r / t.m) * tiles_n + c / t.n;
@@ -300,7 +300,7 @@ size_t output_index(const Problem& p, GemmOutputLayout layout, int r, int c) {
 }
 
 // Relative error norm over M x N; counts NaN (unwritten or broken) elements.
-void expect_close(const Problem& p, GemmOutputLayout layout, const std::vector<uint16_t>& d,
+void expect_close(const Problem& p, OutputLayout layout, const std::vector<uint16_t>& d,
                   const std::vector<double>& ref, const std::string& what) {
   // A run that failed an assertion leaves no output: say so instead of reading past the end.
   ASSERT_GT(d.size(), output_index(p, layout, p.m - 1, p.n - 1)) << what << ": no output (the run failed)";
@@ -322,7 +322,7 @@ void expect_close(const Problem& p, GemmOutputLayout layout, const std::vector<u
   const double rel = std::sqrt(diff2 / ref2);
   EXPECT_LT(rel, 1e-2) << what << ": relative error norm " << rel;
   std::printf("  %-40s relative error norm %.3g\n", what.c_str(), rel);
-  if (layout == GemmOutputLayout::kTileMajor) {
+  if (layout == OutputLayout::kTileMajor) {
     // The slot padding outside M x N is written with zeros.
     size_t bad = 0;
     for (size_t i = 0; i < d.size(); ++i) {
@@ -337,8 +337,8 @@ std::vector<int> host_order(const Problem& p, const RunOptions& opt) {
   const GemmTileShape t = gemm_tile_shape();
   const int tiles_m = (p.m + t.m - 1) / t.m, tiles_n = (p.n + t.n - 1) / t.n;
   std::vector<int> order(size_t(tiles_m) * tiles_n);
-  if (opt.tile_order == GemmTileOrder::kExplicit) return opt.explicit_order;
-  if (opt.tile_order == GemmTileOrder::kRowBand) {
+  if (opt.tile_order == TileOrder::kExplicit) return opt.explicit_order;
+  if (opt.tile_order == TileOrder::kRowBand) {
     std::iota(order.begin(), order.end(), 0);
     return order;
   }
@@ -401,10 +401,10 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
                            {1, 8, 8},      {33, 40, 24},   {130, 512, 200}};
   uint32_t seed = 1;
   for (const auto& s : shapes) {
-    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
       Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
-      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+      for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         std::vector<uint16_t> first;
         for (GemmEpilogue e : kEpilogues) {
           RunOptions opt;
@@ -414,7 +414,7 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
           RunResult r;
           run(in, opt, r);
           const std::string what = describe(in.problem) +
-                                   (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major") +
+                                   (ol == OutputLayout::kRowMajor ? "/row-major" : "/tile-major") +
                                    epilogue_name(e);
           expect_close(in.problem, ol, r.d, ref, what);
           if (first.empty()) {
@@ -431,7 +431,7 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
 // fp16 with every epilogue, on a CTA per tile and on 3 CTAs (so the epilogues that stage a unit during the next one
 // run that path in the fp16 instantiations too).
 TEST_F(GemmTest, Fp16MatchesCpuReference) {
-  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+  for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
     Inputs in(Problem{200, 520, 136, GemmDType::kFP16, bl}, 77);  // 2 x 3 tiles
     const std::vector<double> ref = cpu_reference(in);
     for (int sms : {132, 3}) {
@@ -441,7 +441,7 @@ TEST_F(GemmTest, Fp16MatchesCpuReference) {
         opt.sm_count = sms;
         RunResult r;
         run(in, opt, r);
-        expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, ref,
+        expect_close(in.problem, OutputLayout::kRowMajor, r.d, ref,
                      describe(in.problem) + " sms " + std::to_string(sms) + epilogue_name(e));
       }
     }
@@ -453,15 +453,15 @@ TEST_F(GemmTest, LargeShapesMatchCublas) {
   const int shapes[][3] = {{4096, 4096, 4096}, {2048, 8192, 1024}, {1000, 3000, 2056}};
   uint32_t seed = 100;
   for (const auto& s : shapes) {
-    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
       Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
       std::vector<double> ref;
       cublas_reference(in, ref);
       RunOptions opt;
-      opt.tile_order = GemmTileOrder::kSwizzle;
+      opt.tile_order = TileOrder::kSwizzle;
       RunResult r;
       run(in, opt, r);
-      expect_close(in.problem, GemmOutputLayout::kRowMajor, r.d, ref, describe(in.problem) + " vs cuBLAS");
+      expect_close(in.problem, OutputLayout::kRowMajor, r.d, ref, describe(in.problem) + " vs cuBLAS");
       // The deferred epilogue (what ovl::tune_gemm picks for most shapes) on many tiles per CTA: the same bits.
       opt.epilogue = GemmEpilogue::kTmaStoreDeferred;
       RunResult deferred;
@@ -474,7 +474,7 @@ TEST_F(GemmTest, LargeShapesMatchCublas) {
 // All tile orders give the same bits; group counters end at their tile counts; timestamps are nonzero and increase
 // along each CTA's visiting order (CTA b visits positions b, b + grid, ...).
 TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
-  const Problem p{1000, 1800, 200, GemmDType::kBF16, GemmBLayout::kNxK};  // 8 x 8 = 64 tiles, edge tiles in M and N
+  const Problem p{1000, 1800, 200, GemmDType::kBF16, BLayout::kNxK};  // 8 x 8 = 64 tiles, edge tiles in M and N
   Inputs in(p, 9);
   const std::vector<double> ref = cpu_reference(in);
   const int tiles = 64;
@@ -483,15 +483,15 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
   std::shuffle(permutation.begin(), permutation.end(), std::mt19937(3));
 
   std::vector<uint16_t> first;
-  for (GemmTileOrder order : {GemmTileOrder::kRowBand, GemmTileOrder::kSwizzle, GemmTileOrder::kExplicit}) {
-    for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+  for (TileOrder order : {TileOrder::kRowBand, TileOrder::kSwizzle, TileOrder::kExplicit}) {
+    for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
       for (GemmEpilogue e : kEpilogues) {
         RunOptions opt;
         opt.epilogue = e;
         opt.tile_order = order;
         opt.swizzle = 3;  // a partial last band
         opt.output_layout = ol;
-        if (order == GemmTileOrder::kExplicit) opt.explicit_order = permutation;
+        if (order == TileOrder::kExplicit) opt.explicit_order = permutation;
         opt.tile_groups = {5, 11, 1, 47};
         opt.timestamps = true;
         opt.sm_count = 7;  // whole tiles (no stream-K): the per-CTA timestamp order below assumes them
@@ -500,7 +500,7 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
         const std::string what =
             "order " + std::to_string(int(order)) + " layout " + std::to_string(int(ol)) + epilogue_name(e);
         expect_close(p, ol, r.d, ref, what);
-        if (ol == GemmOutputLayout::kRowMajor) {
+        if (ol == OutputLayout::kRowMajor) {
           if (first.empty()) {
             first = r.d;
           } else {
@@ -528,10 +528,10 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
 
 // More groups than travel in the kernel's parameters: the position -> group map goes through the workspace.
 TEST_F(GemmTest, ManyGroupsUseWorkspace) {
-  const Problem p{4096, 8192, 64, GemmDType::kBF16, GemmBLayout::kKxN};  // 32 x 32 = 1024 tiles
+  const Problem p{4096, 8192, 64, GemmDType::kBF16, BLayout::kKxN};  // 32 x 32 = 1024 tiles
   Inputs in(p, 21);
   RunOptions opt;
-  opt.tile_order = GemmTileOrder::kSwizzle;
+  opt.tile_order = TileOrder::kSwizzle;
   opt.tile_groups.assign(512, 2);
   GemmArguments probe;
   probe.tile_groups = opt.tile_groups;
@@ -543,13 +543,13 @@ TEST_F(GemmTest, ManyGroupsUseWorkspace) {
   for (size_t g = 0; g < r.counters.size(); ++g) ASSERT_EQ(r.counters[g], 2u) << "counter " << g;
   std::vector<double> ref;
   cublas_reference(in, ref);
-  expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, "many groups");
+  expect_close(p, OutputLayout::kRowMajor, r.d, ref, "many groups");
 }
 
 // The grid size changes which CTA computes a tile, never the tile's arithmetic: bitwise identical results (with
 // stream-K off; see StreamK* for what it changes), with the default epilogue and the deferred one.
 TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
-  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+  for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
     const Problem p{2000, 4096, 520, GemmDType::kBF16, bl};
     Inputs in(p, 31);
     std::vector<uint16_t> first;
@@ -558,7 +558,7 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
         RunOptions opt;
         opt.sm_count = sms;
         opt.epilogue = e;
-        opt.tile_order = GemmTileOrder::kSwizzle;
+        opt.tile_order = TileOrder::kSwizzle;
         opt.tile_groups = {100, 156};  // 16 x 16 tiles
         RunResult r;
         run(in, opt, r);
@@ -570,7 +570,7 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
           first = r.d;
           std::vector<double> ref;
           cublas_reference(in, ref);
-          expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
+          expect_close(p, OutputLayout::kRowMajor, r.d, ref, what);
         } else {
           expect_same_bits(first, r.d, what);
         }
@@ -582,7 +582,7 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
 // The same GEMM confined to green-context partitions of 8, 64 and 124 SMs (grid = the partition's SM count, the
 // stream the partition's) gives the same bits as on the whole device: the result never depends on the grid.
 TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
-  const Problem p{1000, 2048, 776, GemmDType::kBF16, GemmBLayout::kNxK};
+  const Problem p{1000, 2048, 776, GemmDType::kBF16, BLayout::kNxK};
   Inputs in(p, 47);
   RunOptions whole;
   whole.tile_groups = {32, 32};  // 8 x 8 tiles
@@ -635,10 +635,10 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
   };
   uint32_t seed = 300;
   for (const Case& c : cases) {
-    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
       Inputs in(Problem{c.m, c.n, c.k, GemmDType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
-      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+      for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         RunOptions opt;
         opt.output_layout = ol;
         opt.sm_count = c.sms;
@@ -653,7 +653,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
         const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " stream-K " +
                                  std::to_string(c.tiles) + " tiles, splits " + std::to_string(c.splits) + ", ctas " +
                                  std::to_string(c.ctas) + " (" + std::to_string(plan.max_pieces) + " pieces at most)" +
-                                 (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major");
+                                 (ol == OutputLayout::kRowMajor ? "/row-major" : "/tile-major");
         ASSERT_EQ(plan.tiles, c.tiles) << what;
         ASSERT_GE(plan.max_pieces, 2) << what << ": the case does not cut any tile";
         RunResult first, second;
@@ -674,7 +674,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
 
 // Stream-K with fp16, an explicit (shuffled) tile order and signals: the pieces follow positions, not tile ids.
 TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
-  const Problem p{1000, 1800, 520, GemmDType::kFP16, GemmBLayout::kKxN};  // 8 x 8 = 64 tiles, 9 k-blocks
+  const Problem p{1000, 1800, 520, GemmDType::kFP16, BLayout::kKxN};  // 8 x 8 = 64 tiles, 9 k-blocks
   Inputs in(p, 71);
   const std::vector<double> ref = cpu_reference(in);
   std::vector<int> permutation(64);
@@ -683,7 +683,7 @@ TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
   for (int splits : {0, 3}) {
     RunOptions opt;
     opt.sm_count = 12;
-    opt.tile_order = GemmTileOrder::kExplicit;
+    opt.tile_order = TileOrder::kExplicit;
     opt.explicit_order = permutation;
     opt.tile_groups = {40, 24};
     opt.stream_k_tiles = 24;
@@ -692,7 +692,7 @@ TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
     RunResult r;
     run(in, opt, r);
     const std::string what = describe(p) + " explicit order, stream-K 24 tiles, splits " + std::to_string(splits);
-    expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
+    expect_close(p, OutputLayout::kRowMajor, r.d, ref, what);
     EXPECT_EQ(r.counters, (std::vector<unsigned int>{40, 24})) << what;
   }
 }
@@ -701,7 +701,7 @@ TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
 // 4.13 rounds of 124), on green-context partitions (a plain grid of that size where there are none), against
 // cuBLAS; and no plan where the rounds are whole.
 TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
-  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+  for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
     const Problem p{2048, 8192, 4096, GemmDType::kBF16, bl};
     Inputs in(p, 61);
     std::vector<double> ref;
@@ -720,7 +720,7 @@ TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
       opt.stream_k_splits = choice.splits;
       const GemmStreamKPlan plan = gemm_stream_k_plan(arguments_of(p, opt));
       EXPECT_EQ(plan.tiles, choice.tiles);
-      opt.tile_order = GemmTileOrder::kSwizzle;
+      opt.tile_order = TileOrder::kSwizzle;
       opt.tile_groups.assign(16, 32);  // 16 groups of 32 consecutive positions of the swizzle order
       try {
         partition = SmPartition::confine(0, sms);
@@ -732,7 +732,7 @@ TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
       RunResult r;
       run(in, opt, r);
       for (size_t g = 0; g < r.counters.size(); ++g) EXPECT_EQ(r.counters[g], 32u) << "sms " << sms << " group " << g;
-      expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref,
+      expect_close(p, OutputLayout::kRowMajor, r.d, ref,
                    describe(p) + " sms " + std::to_string(sms) + " stream-K tiles " + std::to_string(plan.tiles) +
                        " splits " + std::to_string(plan.splits));
     }
@@ -756,14 +756,14 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
   };
   uint32_t seed = 500;
   for (const Case& c : cases) {
-    for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+    for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
       Inputs in(Problem{c.m, c.n, c.k, GemmDType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
-      for (GemmOutputLayout ol : {GemmOutputLayout::kRowMajor, GemmOutputLayout::kTileMajor}) {
+      for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         RunOptions opt;
         opt.output_layout = ol;
         opt.sm_count = c.sms;
-        opt.tile_order = GemmTileOrder::kSwizzle;
+        opt.tile_order = TileOrder::kSwizzle;
         opt.swizzle = 3;
         opt.timestamps = true;
         const int tiles = gemm_tile_count(arguments_of(in.problem, opt));
@@ -772,7 +772,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
         opt.half_tiles = c.half;
         const std::string what = describe(in.problem) + " sms " + std::to_string(c.sms) + " half tiles " +
                                  std::to_string(c.half) +
-                                 (ol == GemmOutputLayout::kRowMajor ? "/row-major" : "/tile-major");
+                                 (ol == OutputLayout::kRowMajor ? "/row-major" : "/tile-major");
         RunResult halves, reference_bits;
         run(in, opt, halves);
         expect_close(in.problem, ol, halves.d, ref, what);
@@ -788,7 +788,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
 // Half tiles with fp16, an explicit (shuffled) order and more groups than travel inline (the position -> group map
 // and the half counters share the workspace): the halves follow positions, not tile ids.
 TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
-  const Problem p{4200, 1800, 264, GemmDType::kFP16, GemmBLayout::kNxK};  // 33 x 8 = 264 tiles, 5 k-blocks
+  const Problem p{4200, 1800, 264, GemmDType::kFP16, BLayout::kNxK};  // 33 x 8 = 264 tiles, 5 k-blocks
   Inputs in(p, 91);
   const std::vector<double> ref = cpu_reference(in);
   std::vector<int> permutation(264);
@@ -796,7 +796,7 @@ TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
   std::shuffle(permutation.begin(), permutation.end(), std::mt19937(9));
   RunOptions opt;
   opt.sm_count = 40;
-  opt.tile_order = GemmTileOrder::kExplicit;
+  opt.tile_order = TileOrder::kExplicit;
   opt.explicit_order = permutation;
   opt.tile_groups.assign(264, 1);  // more than kGemmMaxInlineGroups
   opt.half_tiles = 17;
@@ -804,13 +804,13 @@ TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
   RunResult r;
   run(in, opt, r);
   const std::string what = describe(p) + " explicit order, 264 groups, 17 half tiles";
-  expect_close(p, GemmOutputLayout::kRowMajor, r.d, ref, what);
+  expect_close(p, OutputLayout::kRowMajor, r.d, ref, what);
   expect_signalled(opt, r, what);
 }
 
 // Half tiles with neither signals nor timestamps (the halves then count nothing): float64 and the whole-tile bits.
 TEST_F(GemmTest, HalfTilesWithoutSignals) {
-  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+  for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
     Inputs in(Problem{1000, 1800, 200, GemmDType::kBF16, bl}, 551);
     const std::vector<double> ref = cpu_reference(in);
     RunOptions whole;
@@ -821,7 +821,7 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
     run(in, halves, h);
     run(in, whole, w);
     const std::string what = describe(in.problem) + " 8 half tiles, no signals";
-    expect_close(in.problem, GemmOutputLayout::kRowMajor, h.d, ref, what);
+    expect_close(in.problem, OutputLayout::kRowMajor, h.d, ref, what);
     expect_same_bits(w, h, what + " (against whole tiles)");
     halves.epilogue = GemmEpilogue::kTmaStoreDeferred;
     RunResult d;
@@ -836,10 +836,10 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
 // edge rows, a K tail and K = 40 (one k-block, shorter than the box), bf16 and fp16, for every staged epilogue:
 // float64, and whole tiles, one half tile (both kinds in one launch) and every tile in halves give the same bits.
 TEST_F(GemmTest, ChunkedMnMajorBMatchesTwoDBoxes) {
-  const Problem problems[] = {{1000, 320, 200, GemmDType::kBF16, GemmBLayout::kKxN},
-                              {1000, 1024, 200, GemmDType::kBF16, GemmBLayout::kKxN},
-                              {300, 64, 40, GemmDType::kBF16, GemmBLayout::kKxN},
-                              {1000, 320, 200, GemmDType::kFP16, GemmBLayout::kKxN}};
+  const Problem problems[] = {{1000, 320, 200, GemmDType::kBF16, BLayout::kKxN},
+                              {1000, 1024, 200, GemmDType::kBF16, BLayout::kKxN},
+                              {300, 64, 40, GemmDType::kBF16, BLayout::kKxN},
+                              {1000, 320, 200, GemmDType::kFP16, BLayout::kKxN}};
   for (const Problem& problem : problems) {
     Inputs in(problem, 8100 + problem.n + problem.k);
     const std::vector<double> ref = cpu_reference(in);
@@ -879,7 +879,7 @@ TEST_F(GemmTest, ChunkedMnMajorBMatchesTwoDBoxes) {
 // times on a workspace poisoned once. Each replay must give the direct run's bits and add each group's tiles to its
 // counter: the arrival counters start from zero again because the last arrival of a launch clears its word.
 TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
-  const Problem p{1000, 1800, 200, GemmDType::kBF16, GemmBLayout::kKxN};  // 64 tiles, 4 k-blocks
+  const Problem p{1000, 1800, 200, GemmDType::kBF16, BLayout::kKxN};  // 64 tiles, 4 k-blocks
   Inputs in(p, 77);
   struct TailPlan {
     const char* name;
@@ -1101,12 +1101,12 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
 TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
   struct Config {
     int sm_count;
-    GemmTileOrder order;
+    TileOrder order;
     bool every_epilogue;
   };
   const Config configs[] = {
-      {100, GemmTileOrder::kRowBand, true}, {6, GemmTileOrder::kRowBand, false}, {6, GemmTileOrder::kSwizzle, false}};
-  for (GemmBLayout bl : {GemmBLayout::kNxK, GemmBLayout::kKxN}) {
+      {100, TileOrder::kRowBand, true}, {6, TileOrder::kRowBand, false}, {6, TileOrder::kSwizzle, false}};
+  for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
     const Problem p{1000, 776, 264, GemmDType::kBF16, bl};
     Inputs in(p, 91);
     const std::vector<double> ref = cpu_reference(in);
@@ -1116,7 +1116,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
       for (GemmEpilogue e : kEpilogues) {
         if (!cfg.every_epilogue && e != GemmEpilogue::kTmaStoreDeferred) continue;
         const std::string what = describe(p) + epilogue_name(e) + " on " + std::to_string(cfg.sm_count) + " CTAs" +
-                                 (cfg.order == GemmTileOrder::kSwizzle ? ", swizzle 2" : "");
+                                 (cfg.order == TileOrder::kSwizzle ? ", swizzle 2" : "");
         RunOptions opt;
         opt.sm_count = cfg.sm_count;
         opt.tile_order = cfg.order;
@@ -1161,7 +1161,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         CounterWaitError err{};
         CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
         EXPECT_EQ(err.code, 0u) << what << ": a wait timed out on group " << err.index;
-        expect_close(p, GemmOutputLayout::kRowMajor, got.d, ref, what + " gated");
+        expect_close(p, OutputLayout::kRowMajor, got.d, ref, what + " gated");
         expect_signalled(opt, got, what + " gated");
         expect_same_bits(plain, got, what + " gated against ungated");
       }
@@ -1172,7 +1172,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
 // A wait that is never released gives up after wait_timeout_ns and reports itself; the GEMM finishes (no hang).
 // The other CTAs, waiting on other groups, give up too once the first timeout is recorded.
 TEST_F(GemmTest, WaitTimesOutAndReports) {
-  const Problem p{1024, 1024, 128, GemmDType::kBF16, GemmBLayout::kNxK};  // 8 x 4 tiles
+  const Problem p{1024, 1024, 128, GemmDType::kBF16, BLayout::kNxK};  // 8 x 4 tiles
   Inputs in(p, 93);
   DeviceBuffer<unsigned int> waits(4);
   DeviceBuffer<CounterWaitError> error(1);
@@ -1267,7 +1267,7 @@ TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
   a.tile_groups.clear();
   refuses(a, "wait_counters is set but tile_groups is empty");
   a = valid_arguments();
-  a.tile_order = GemmTileOrder::kExplicit;
+  a.tile_order = TileOrder::kExplicit;
   refuses(a, "explicit_order");
   a = valid_arguments();
   a.a = reinterpret_cast<const void*>(uintptr_t{0x10008});
@@ -1415,7 +1415,7 @@ TEST(GemmArgumentsTest, LaunchPlanNamesWhatRuns) {
   EXPECT_EQ(plan.stages, 3);
 
   // MN-major B: one 3-D box per stage when N % 64 == 0; N = 520 keeps four 2-D boxes.
-  a.b_layout = GemmBLayout::kKxN;
+  a.b_layout = BLayout::kKxN;
   EXPECT_TRUE(gemm_launch_plan(a).b_single_box);
   a.n = 520;
   EXPECT_FALSE(gemm_launch_plan(a).b_single_box);
@@ -1464,7 +1464,7 @@ TEST(GemmArgumentsTest, TileShapeAndCounts) {
   a.n = 520;
   EXPECT_EQ(gemm_tile_count(a), 8 * 3);
   EXPECT_EQ(gemm_output_bytes(a), size_t(1000) * 520 * 2);
-  a.output_layout = GemmOutputLayout::kTileMajor;
+  a.output_layout = OutputLayout::kTileMajor;
   EXPECT_EQ(gemm_output_bytes(a), size_t(24) * 128 * 256 * 2);
   EXPECT_EQ(gemm_workspace_bytes(a), 0u);
 }
@@ -1488,7 +1488,7 @@ TEST(GemmArgumentsTest, Fp8CanImplementNamesTheBadValue) {
     std::string needle;
   };
   const Bad bad[] = {
-      {[](GemmArguments& a) { a.b_layout = GemmBLayout::kKxN; }, "b_layout = kKxN"},
+      {[](GemmArguments& a) { a.b_layout = BLayout::kKxN; }, "b_layout = kKxN"},
       {[](GemmArguments& a) { a.k = 264; }, "K = 264 is not a multiple of 16"},  // a multiple of 8, not of 16
       {[](GemmArguments& a) { a.a_scale = nullptr; }, "a_scale is a null pointer"},
       {[](GemmArguments& a) { a.b_scale = nullptr; }, "b_scale is a null pointer"},

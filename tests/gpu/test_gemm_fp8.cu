@@ -90,12 +90,12 @@ struct Case {
   int m, n, k;
   GemmDType b_dtype = GemmDType::kE4M3;
   GemmDType out_dtype = GemmDType::kBF16;
-  GemmTileOrder order = GemmTileOrder::kRowBand;
+  TileOrder order = TileOrder::kRowBand;
   int swizzle = 8;
   int sm_count = 0;  // 0: the device's SM count
   GemmEpilogue epilogue = GemmEpilogue::kAuto;
   int sk_tiles = 0, sk_splits = 0, sk_ctas = 0, half_tiles = 0;
-  GemmOutputLayout layout = GemmOutputLayout::kRowMajor;
+  OutputLayout layout = OutputLayout::kRowMajor;
   bool full_range = false;  // every finite code (random_fp8's `full`)
   uint32_t seed = 1;
 };
@@ -136,7 +136,7 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   args.dtype = GemmDType::kE4M3;
   args.b_dtype = c.b_dtype;
   args.out_dtype = c.out_dtype;
-  args.b_layout = GemmBLayout::kNxK;
+  args.b_layout = BLayout::kNxK;
   args.output_layout = c.layout;
   args.tile_order = c.order;
   args.swizzle = c.swizzle;
@@ -237,7 +237,7 @@ Comparison compare(const Case& c, const Reference& ref, const std::vector<uint16
   double num = 0, den = 0;
   for (int i = 0; i < c.m; ++i) {
     for (int j = 0; j < c.n; ++j) {
-      const size_t index = c.layout == GemmOutputLayout::kRowMajor
+      const size_t index = c.layout == OutputLayout::kRowMajor
                                ? size_t(i) * c.n + j
                                : size_t((i / t.m) * tiles_n + j / t.n) * t.m * t.n + size_t(i % t.m) * t.n + j % t.n;
       const double v = half_value(out[index], c.out_dtype);
@@ -279,7 +279,7 @@ void check_case(const Case& c) {
   const Comparison r = compare(c, reference(c, a, b, double(a_scale) * double(b_scale)), out.d);
   EXPECT_EQ(r.bad, 0u) << "elements out of tolerance: " << r.first;
   EXPECT_LE(r.rel, 1e-2) << "||out - ref|| / ||ref||";
-  if (c.layout == GemmOutputLayout::kTileMajor) {  // the slots' parts outside M x N are zeros
+  if (c.layout == OutputLayout::kTileMajor) {  // the slots' parts outside M x N are zeros
     const GemmTileShape t = gemm_tile_shape(GemmDType::kE4M3);
     const int tiles_n = (c.n + t.n - 1) / t.n;
     for (size_t index = 0; index < out.d.size(); ++index) {
@@ -324,24 +324,24 @@ TEST(Fp8GemmTolerance, PassesTheRoundedReferenceAndFailsAMissedKBlock) {
 class Fp8GemmTest : public test::HopperTest {};
 
 TEST_F(Fp8GemmTest, MatchesFloat64Reference) {
-  using O = GemmTileOrder;
+  using O = TileOrder;
   using E = GemmEpilogue;
   const GemmDType e4 = GemmDType::kE4M3, e5 = GemmDType::kE5M2, bf = GemmDType::kBF16, fp = GemmDType::kFP16;
   // M, N not multiples of the 128 x 256 tile; K a multiple of 128 (whole k-blocks) or of 16 only (a zero-filled tail).
   const std::vector<Case> cases = {
       {"e4m3xe4m3/bf16/row-band/whole device", 1000, 1800, 512, e4, bf, O::kRowBand, 8, 0, E::kAuto},
       {"e4m3xe5m2/bf16/swizzle 3/split stream-K/20 SMs/deferred", 1000, 1800, 528, e5, bf, O::kSwizzle, 3, 20,
-       E::kTmaStoreDeferred, 8, 3, 0, 0, GemmOutputLayout::kRowMajor, false, 3},
+       E::kTmaStoreDeferred, 8, 3, 0, 0, OutputLayout::kRowMajor, false, 3},
       {"e4m3xe5m2/fp16/swizzle 2/half tiles/7 SMs/split epilogue", 520, 1032, 1008, e5, fp, O::kSwizzle, 2, 7,
-       E::kTmaStoreSplit, 0, 0, 0, 4, GemmOutputLayout::kRowMajor, false, 5},
+       E::kTmaStoreSplit, 0, 0, 0, 4, OutputLayout::kRowMajor, false, 5},
       {"e4m3xe4m3/fp16/row-band/contiguous stream-K/5 SMs", 300, 776, 1024, e4, fp, O::kRowBand, 8, 5, E::kTmaStore, 3,
-       0, 5, 0, GemmOutputLayout::kRowMajor, false, 7},
+       0, 5, 0, OutputLayout::kRowMajor, false, 7},
       {"e4m3xe4m3/bf16/swizzle 2/tile-major/split stream-K/16 SMs", 400, 600, 272, e4, bf, O::kSwizzle, 2, 16,
-       E::kTmaStore, 6, 2, 0, 0, GemmOutputLayout::kTileMajor, false, 9},
+       E::kTmaStore, 6, 2, 0, 0, OutputLayout::kTileMajor, false, 9},
       {"e4m3xe5m2/bf16/full-range codes/12 SMs", 256, 520, 384, e5, bf, O::kRowBand, 8, 12, E::kTmaStoreDeferred, 0, 0,
-       0, 0, GemmOutputLayout::kRowMajor, true, 11},
+       0, 0, OutputLayout::kRowMajor, true, 11},
       {"e4m3xe4m3/bf16/full-range codes/32 SMs/split epilogue", 130, 264, 256, e4, bf, O::kSwizzle, 4, 32,
-       E::kTmaStoreSplit, 0, 0, 0, 0, GemmOutputLayout::kRowMajor, true, 13},
+       E::kTmaStoreSplit, 0, 0, 0, 0, OutputLayout::kRowMajor, true, 13},
   };
   for (const Case& c : cases) {
     check_case(c);
@@ -351,7 +351,7 @@ TEST_F(Fp8GemmTest, MatchesFloat64Reference) {
 
 // Whole tiles give the same bits on any grid (each tile's sum runs in one CTA in one order), FP8 as bf16.
 TEST_F(Fp8GemmTest, SmCountsGiveIdenticalBits) {
-  Case c{"e4m3xe5m2/bf16", 700, 1304, 640, GemmDType::kE5M2, GemmDType::kBF16, GemmTileOrder::kSwizzle, 2};
+  Case c{"e4m3xe5m2/bf16", 700, 1304, 640, GemmDType::kE5M2, GemmDType::kBF16, TileOrder::kSwizzle, 2};
   const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, GemmDType::kE4M3, 21, false);
   const std::vector<uint8_t> b = random_fp8(size_t(c.n) * c.k, c.b_dtype, 22, false);
   Outcome whole, few;

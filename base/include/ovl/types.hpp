@@ -31,4 +31,15 @@ enum class LoopbackShare {
   kWholeWorld,
 };
 
+// How B is stored: kKxN ("nn": K x N row-major) or kNxK ("nt": N x K row-major, a linear layer's weight).
+enum class BLayout { kKxN, kNxK };
+
+// The order the GEMM visits its tiles: kRowBand, row-major tile order (a group of whole tile rows is a contiguous band
+// of row-major output); kSwizzle, bands of swizzle tile rows visited column by column inside a band (L2 reuse of B);
+// kExplicit, a given permutation of the tile ids.
+enum class TileOrder { kRowBand, kSwizzle, kExplicit };
+
+// The GEMM's output: kRowMajor, or kTileMajor (tile t's elements contiguous, row-major inside the tile).
+enum class OutputLayout { kRowMajor, kTileMajor };
+
 }  // namespace ovl

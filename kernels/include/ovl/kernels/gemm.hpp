@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ovl/kernels/wait.hpp"
+#include "ovl/types.hpp"
 
 namespace ovl::kernels {
 
@@ -34,17 +35,12 @@ enum class GemmDType { kBF16, kFP16, kE4M3, kE5M2 };
 const char* to_string(GemmDType dtype);
 // Bytes per element: 2 (bf16, fp16) or 1 (e4m3, e5m2).
 int gemm_dtype_bytes(GemmDType dtype);
-// kKxN ("nn"): B is K x N row-major. kNxK ("nt"): B is N x K row-major (a linear layer's weight).
-enum class GemmBLayout { kKxN, kNxK };
-// kRowBand: tiles in row-major tile order (a group of whole tile rows is a contiguous band of row-major output).
-// kSwizzle: bands of `swizzle` tile rows, visited column by column inside a band (L2 reuse of B).
-// kExplicit: `explicit_order[position]` is the tile id visited at that position.
-enum class GemmTileOrder { kRowBand, kSwizzle, kExplicit };
-// kTileMajor: tile t (t = tile_row * tiles_n + tile_col) occupies elements [t * tile_m * tile_n, (t + 1) * tile_m *
-// tile_n) of D, row-major inside the tile with row length tile_n. Edge tiles keep the full slot; the part outside
-// M x N is written with zeros. D then needs gemm_output_bytes() bytes, which is more than M * N elements when M or N
-// is not a multiple of the tile.
-enum class GemmOutputLayout { kRowMajor, kTileMajor };
+// B's layout, the tile order and the output layout are ovl::BLayout, ovl::TileOrder and ovl::OutputLayout
+// (ovl/types.hpp). Here kSwizzle visits bands of GemmArguments::swizzle tile rows; kExplicit visits
+// `explicit_order[position]` at each position; kTileMajor: tile t (t = tile_row * tiles_n + tile_col) occupies
+// elements [t * tile_m * tile_n, (t + 1) * tile_m * tile_n) of D, row-major inside the tile with row length tile_n.
+// Edge tiles keep the full slot; the part outside M x N is written with zeros. D then needs gemm_output_bytes()
+// bytes, which is more than M * N elements when M or N is not a multiple of the tile.
 
 // How finished tiles reach D. kTmaStore: the consumers write the converted tile into shared memory (stmatrix) and
 // go on to the next tile while one thread stores it with TMA (3-stage ring). kTmaStoreSplit: kTmaStore through a half-tile buffer,
@@ -105,12 +101,12 @@ struct GemmArguments {
   // (so a scale computed by an earlier kernel on the stream needs no host round trip).
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
-  GemmBLayout b_layout = GemmBLayout::kNxK;
+  BLayout b_layout = BLayout::kNxK;
   const void* a = nullptr;  // M x K row-major, 16-byte aligned
   const void* b = nullptr;  // K x N or N x K row-major, 16-byte aligned
   void* d = nullptr;        // output, 16-byte aligned
-  GemmOutputLayout output_layout = GemmOutputLayout::kRowMajor;
-  GemmTileOrder tile_order = GemmTileOrder::kRowBand;
+  OutputLayout output_layout = OutputLayout::kRowMajor;
+  TileOrder tile_order = TileOrder::kRowBand;
   int swizzle = 8;                      // kSwizzle: tile rows per band
   const int* explicit_order = nullptr;  // kExplicit: device array, a permutation of [0, tiles); not checked
   // Signals. Tiles are numbered by their position in the visiting order; group g covers the next tile_groups[g].

@@ -1,4 +1,4 @@
-// Reorder of a tile-major GEMM output into row-major rows (the GEMM's GemmOutputLayout::kTileMajor).
+// Reorder of a tile-major GEMM output into row-major rows (the GEMM's OutputLayout::kTileMajor).
 //
 // Tile t = tile_row * tiles_n + tile_col occupies elements [t * tile_m * tile_n, (t + 1) * tile_m * tile_n) of the
 // source, row-major inside the tile (row length tile_n); edge tiles keep their full slot. The reorder copies the

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ovl/model/hardware.hpp"
+#include "ovl/types.hpp"
 #include "ovl/model/problem.hpp"
 
 namespace ovl {
@@ -25,12 +26,11 @@ enum class Mode {
 // kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
 // communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
 enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine };
-enum class TileOrder { kRowBand, kSwizzle, kExplicit };
 // kSwizzle visits blocks of kSwizzleRows tile rows ("swizzle bands"), each column by column (L2 reuse of B panels);
 // the signaled GEMM runs it with GemmArguments::swizzle = kSwizzleRows. A group of whole swizzle bands is a
 // contiguous block of rows, complete when its last tile is stored.
 inline constexpr int kSwizzleRows = 8;
-enum class OutputLayout { kRowMajor, kTileMajor };
+// TileOrder, OutputLayout: ovl/types.hpp.
 
 std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
 std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull", "ce"

@@ -1,6 +1,8 @@
 // Problem: what one overlapped operator computes, independent of how it is run.
 #pragma once
 
+#include "ovl/types.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -20,8 +22,7 @@ enum class Op {
 // e5m2, with per-tensor scales), whose GEMM writes its output C in bf16: an AllGather before the GEMM moves FP8 A
 // (half bf16's bytes), a ReduceScatter / AllReduce after it bf16 partial sums (output_dtype).
 enum class DType { kBF16, kFP16, kFP32, kE4M3, kE5M2 };
-// How B is stored: kKxN ("nn": K x N row-major) or kNxK ("nt": N x K row-major, a linear layer's weight).
-enum class BLayout { kKxN, kNxK };
+// BLayout: ovl/types.hpp.
 
 std::string_view to_string(Op op);
 std::string_view to_string(DType dtype);
