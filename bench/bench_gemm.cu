@@ -75,6 +75,7 @@
 namespace {
 
 using ovl::BLayout;
+using ovl::DType;
 using ovl::kernels::GemmArguments;
 
 template <typename Fn>
@@ -296,7 +297,7 @@ struct Case {
   int m, n, k;
   BLayout layout;
   int sms;
-  ovl::kernels::GemmDType dtype = ovl::kernels::GemmDType::kBF16;
+  DType dtype = DType::kBF16;
 };
 
 cublasHandle_t cublas_handle() {
@@ -315,9 +316,9 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   args.n = c.n;
   args.k = c.k;
   args.dtype = c.dtype;
-  if (c.dtype == ovl::kernels::GemmDType::kE4M3) {
-    args.b_dtype = ovl::kernels::GemmDType::kE4M3;
-    args.out_dtype = ovl::kernels::GemmDType::kBF16;
+  if (c.dtype == DType::kE4M3) {
+    args.b_dtype = DType::kE4M3;
+    args.out_dtype = DType::kBF16;
     args.a_scale = buf.scales;
     args.b_scale = buf.scales + 1;
   }
@@ -372,7 +373,7 @@ void run_cublas(const Case& c, Buffers& buf, int set) {
   // Row-major D = A B is column-major D^T = B^T A^T.
   const float alpha = 1.f, beta = 0.f;
   const bool kxn = c.layout == BLayout::kKxN;
-  const cudaDataType t = c.dtype == ovl::kernels::GemmDType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType t = c.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const cublasStatus_t st = cublasGemmEx(cublas_handle(), kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, c.n, c.m, c.k,
                                          &alpha, buf.b[set], t, kxn ? c.n : c.k, buf.a[set], t, c.k, &beta, buf.d, t,
                                          c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -548,7 +549,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       state.SkipWithError("more SMs asked than the device has");
       return;
     }
-    Buffers& buf = buffers(c.m, c.n, c.k, c.dtype == ovl::kernels::GemmDType::kE4M3);
+    Buffers& buf = buffers(c.m, c.n, c.k, c.dtype == DType::kE4M3);
     const int sets = int(buf.a.size());
     // About 1 ms of GEMMs per iteration at ~700 TFLOP/s.
     const double flops = 2.0 * c.m * c.n * c.k;
@@ -689,7 +690,7 @@ const bool registered = [] {
         for (Impl impl : {Impl::kOvl, Impl::kCublas}) {
           const std::string name = case_name(impl == Impl::kOvl ? "ovl-fp16" : "cublas-fp16", s, layout, sms);
           benchmark::RegisterBenchmark(name.c_str(), bench_gemm,
-                                       Case{impl, s[0], s[1], s[2], layout, sms, ovl::kernels::GemmDType::kFP16})
+                                       Case{impl, s[0], s[1], s[2], layout, sms, DType::kFP16})
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
@@ -701,7 +702,7 @@ const bool registered = [] {
                                             std::pair{Impl::kCublasLt, "cublaslt-fp8"}}) {
         const std::string name = case_name(impl_name, s, BLayout::kNxK, sms);
         benchmark::RegisterBenchmark(name.c_str(), bench_gemm,
-                                     Case{impl, s[0], s[1], s[2], BLayout::kNxK, sms, ovl::kernels::GemmDType::kE4M3})
+                                     Case{impl, s[0], s[1], s[2], BLayout::kNxK, sms, DType::kE4M3})
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }

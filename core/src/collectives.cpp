@@ -30,18 +30,6 @@ CollectiveImpl parse_collective_impl(std::string_view name) {
   OVL_FAIL("unknown collective implementation '{}' (nccl, tma-push, tma-pull, simt)", name);
 }
 
-kernels::DType kernel_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16: return kernels::DType::kBF16;
-    case DType::kFP16: return kernels::DType::kF16;
-    case DType::kFP32: return kernels::DType::kF32;
-    case DType::kE4M3:
-    case DType::kE5M2:
-      OVL_FAIL("dtype {}: our collective kernels move bf16, fp16 or fp32", to_string(dtype));
-  }
-  OVL_FAIL("unknown dtype {}", int(dtype));
-}
-
 namespace {
 kernels::CollectiveAlgo algo_of(CollectiveImpl impl) {
   switch (impl) {
@@ -189,7 +177,7 @@ kernels::CollectiveArguments Collectives::base_args(Collective op, const Symmetr
   kernels::CollectiveArguments a;
   a.op = op;
   a.algo = algo_of(impl);
-  a.dtype = kernel_dtype(dtype);
+  a.dtype = dtype;
   a.world_size = n;
   a.first_rank = world_.first_local_rank();
   a.num_played_ranks = world_.num_local_ranks();
@@ -221,7 +209,7 @@ void Collectives::launch(kernels::CollectiveArguments& args, cudaStream_t stream
 
 void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t count, DType dtype,
                              CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
-  const std::size_t es = kernels::dtype_bytes(kernel_dtype(dtype));
+  const std::size_t es = size_t(dtype_bytes(dtype));
   OVL_CHECK(count > 0, "all_reduce: count = 0");
   OVL_CHECK(count <= std::numeric_limits<std::size_t>::max() / es, "all_reduce: count = {} overflows a byte count", count);
   OVL_CHECK(send.bytes() >= count * es && recv.bytes() >= count * es, "all_reduce: count = {} ({} bytes) exceeds send {} / recv {} bytes",
@@ -254,7 +242,7 @@ void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer&
 
 void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t recv_count,
                                  DType dtype, CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
-  const std::size_t es = kernels::dtype_bytes(kernel_dtype(dtype));
+  const std::size_t es = size_t(dtype_bytes(dtype));
   const int n = world_.size();
   const bool in_place = &send == &recv;
   OVL_CHECK(recv_count > 0, "reduce_scatter: recv_count = 0");
@@ -281,7 +269,7 @@ void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuf
 
 void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t send_count, DType dtype,
                              CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
-  const std::size_t es = kernels::dtype_bytes(kernel_dtype(dtype));
+  const std::size_t es = size_t(dtype_bytes(dtype));
   const int n = world_.size();
   const bool in_place = &send == &recv;
   OVL_CHECK(send_count > 0, "all_gather: send_count = 0");
@@ -311,7 +299,7 @@ void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const Sy
                              const GroupGate* gate) {
   OVL_CHECK(impl != CollectiveImpl::kNccl, "run_ranges: tile-addressed collectives are TMA/SIMT only (NCCL needs contiguous data)");
   OVL_CHECK(table.world_size() == world_.size(), "run_ranges: table for {} ranks on a world of {}", table.world_size(), world_.size());
-  const std::size_t es = kernels::dtype_bytes(kernel_dtype(dtype));
+  const std::size_t es = size_t(dtype_bytes(dtype));
   const std::uint64_t bad = table.bytes_gcd_check(es);
   OVL_CHECK(bad == 0, "run_ranges: a range of {} bytes is not a multiple of the {}-byte {} element", bad, es, to_string(dtype));
   OVL_CHECK(table.src_end() <= src.bytes(), "run_ranges: ranges reach src byte {} > src size {}", table.src_end(), src.bytes());

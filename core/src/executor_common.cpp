@@ -207,7 +207,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.m = int(p.m);
   g.n = int(p.n);
   g.k = int(p.k);
-  g.dtype = gemm_dtype(p.dtype);
+  g.dtype = p.dtype;
   g.b_layout = p.b_layout;
   g.a = call.a.ptr;
   g.b = call.b.ptr;

@@ -5,22 +5,6 @@
 
 namespace ovl {
 
-kernels::GemmDType gemm_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return kernels::GemmDType::kBF16;
-    case DType::kFP16:
-      return kernels::GemmDType::kFP16;
-    case DType::kE4M3:
-      return kernels::GemmDType::kE4M3;
-    case DType::kE5M2:
-      return kernels::GemmDType::kE5M2;
-    case DType::kFP32:
-      break;
-  }
-  OVL_FAIL("dtype {} has no GEMM kernel (bf16, fp16, e4m3 or e5m2)", to_string(dtype));
-}
-
 void tune_gemm(kernels::GemmArguments& args) {
   OVL_CHECK(args.m > 0 && args.n > 0 && args.k > 0, "tune_gemm: GEMM shape {}x{}x{} must be positive", args.m,
             args.n, args.k);

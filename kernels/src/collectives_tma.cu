@@ -15,15 +15,6 @@
 
 namespace ovl::kernels {
 
-std::size_t dtype_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
-const char* to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kF32: return "f32";
-  }
-  return "?";
-}
 const char* to_string(CollectiveAlgo algo) {
   switch (algo) {
     case CollectiveAlgo::kTmaPush: return "tma-push";
@@ -743,6 +734,8 @@ std::size_t CollectiveKernel::shared_bytes(const CollectiveArguments& args) {
 }
 
 std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
+  if (a.dtype != DType::kBF16 && a.dtype != DType::kFP16 && a.dtype != DType::kFP32)
+    return fmt::format("dtype = {}: the collectives move bf16, fp16 or fp32", to_string(a.dtype));
   const std::size_t es = dtype_bytes(a.dtype);
   if (a.world_size < 1 || a.world_size > kMaxRanks) return fmt::format("world_size = {} is not in 1..{}", a.world_size, kMaxRanks);
   if (a.num_played_ranks < 1 || a.first_rank < 0 || a.first_rank + a.num_played_ranks > a.world_size)
@@ -789,8 +782,10 @@ void CollectiveKernel::run(const CollectiveArguments& args, void* /*workspace*/,
   OVL_CHECK(why.empty(), "collective {} {} {}: {}", to_string(args.op), to_string(args.algo), to_string(args.dtype), why);
   switch (args.dtype) {
     case DType::kBF16: launch_typed<__nv_bfloat16>(args, stream); break;
-    case DType::kF16: launch_typed<__half>(args, stream); break;
-    case DType::kF32: launch_typed<float>(args, stream); break;
+    case DType::kFP16: launch_typed<__half>(args, stream); break;
+    case DType::kFP32: launch_typed<float>(args, stream); break;
+    case DType::kE4M3:
+    case DType::kE5M2: break;  // refused by can_implement above
   }
 }
 

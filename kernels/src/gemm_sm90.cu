@@ -718,13 +718,13 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // A tiled tensor map of `rank` dimensions (dims and box innermost first, byte strides of dimensions 1 .. rank - 1),
 // dense elements, 128-byte swizzle, 256-byte L2 promotion, zero fill out of bounds.
 template <int kRank>
-CUtensorMap encode_tensor_map(GemmDType dtype, const void* base, const cuuint64_t (&dims)[kRank],
+CUtensorMap encode_tensor_map(DType dtype, const void* base, const cuuint64_t (&dims)[kRank],
                               const cuuint64_t (&strides)[kRank - 1], const cuuint32_t (&box)[kRank]) {
   CUtensorMap map{};
   cuuint32_t element_strides[kRank];
   for (cuuint32_t& e : element_strides) e = 1;
-  const CUtensorMapDataType type = dtype == GemmDType::kBF16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                   : dtype == GemmDType::kFP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+  const CUtensorMapDataType type = dtype == DType::kBF16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : dtype == DType::kFP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                : CU_TENSOR_MAP_DATA_TYPE_UINT8;  // FP8: bytes
   OVL_CU_CHECK(tensor_map_encoder()(
       &map, type, kRank,
@@ -734,15 +734,15 @@ CUtensorMap encode_tensor_map(GemmDType dtype, const void* base, const cuuint64_
 }
 
 // Row-major 2-D tensor of `rows` x `cols` elements, box of box_rows x box_cols.
-CUtensorMap make_tensor_map(GemmDType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
+CUtensorMap make_tensor_map(DType dtype, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
                             uint32_t box_cols) {
-  return encode_tensor_map<2>(dtype, base, {cols, rows}, {cols * gemm_dtype_bytes(dtype)}, {box_cols, box_rows});
+  return encode_tensor_map<2>(dtype, base, {cols, rows}, {cols * dtype_bytes(dtype)}, {box_cols, box_rows});
 }
 
 // MN-major B (K x N row-major, N % 64 == 0) as the 3-D tensor [N / 64][K][64]: element (c, k, j) is B[k][64 c + j].
 // One box {64, 64 (K), 4 (chunks)} lands as four 64 x 64 chunks of 8 KB one after another, the layout the four 2-D
 // boxes of make_tensor_map(.., k, n, kTileK, 64) give, in one TMA instruction. Chunks past N read as zeros.
-CUtensorMap make_chunked_tensor_map(GemmDType dtype, const void* base, uint64_t k, uint64_t n) {
+CUtensorMap make_chunked_tensor_map(DType dtype, const void* base, uint64_t k, uint64_t n) {
   return encode_tensor_map<3>(dtype, base, {64, k, n / 64}, {n * 2, 128},
                               {64, uint32_t(kTileK), uint32_t(kTileN / 64)});
 }
@@ -767,19 +767,18 @@ void check_device(int device) {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-bool is_fp8(GemmDType dtype) { return dtype == GemmDType::kE4M3 || dtype == GemmDType::kE5M2; }
 // The element types of B and D (FP8: b_dtype, out_dtype; else dtype).
-GemmDType b_type_of(const GemmArguments& args) { return is_fp8(args.dtype) ? args.b_dtype : args.dtype; }
-GemmDType d_type_of(const GemmArguments& args) { return is_fp8(args.dtype) ? args.out_dtype : args.dtype; }
+DType b_type_of(const GemmArguments& args) { return is_fp8(args.dtype) ? args.b_dtype : args.dtype; }
+DType d_type_of(const GemmArguments& args) { return is_fp8(args.dtype) ? args.out_dtype : args.dtype; }
 // Elements of A (and B) per k-block: one 128-byte row.
-int k_block_of(GemmDType a_dtype) { return is_fp8(a_dtype) ? kTileKFp8 : kTileK; }
+int k_block_of(DType a_dtype) { return is_fp8(a_dtype) ? kTileKFp8 : kTileK; }
 int k_blocks_of(const GemmArguments& args) { return ceil_div(args.k, k_block_of(args.dtype)); }
 
 // "" when the FP8 fields of `args` are consistent with its dtype, else what is wrong.
 std::string fp8_problem(const GemmArguments& args) {
   if (!is_fp8(args.dtype)) {
-    if (args.dtype != GemmDType::kBF16 && args.dtype != GemmDType::kFP16) {
-      return fmt::format("dtype = {} is not bf16, fp16 or e4m3", int(args.dtype));
+    if (args.dtype != DType::kBF16 && args.dtype != DType::kFP16) {
+      return fmt::format("dtype = {} is not bf16, fp16 or e4m3", to_string(args.dtype));
     }
     if (args.a_scale != nullptr || args.b_scale != nullptr) {
       return fmt::format("a_scale / b_scale are set but dtype = {}: the scales are for FP8 inputs only",
@@ -787,14 +786,14 @@ std::string fp8_problem(const GemmArguments& args) {
     }
     return "";
   }
-  if (args.dtype != GemmDType::kE4M3) {
+  if (args.dtype != DType::kE4M3) {
     return fmt::format("dtype = {}: FP8 A must be e4m3 (the pairs are e4m3 x e4m3 and e4m3 x e5m2)",
                        to_string(args.dtype));
   }
   if (!is_fp8(args.b_dtype)) {
     return fmt::format("b_dtype = {} is not e4m3 or e5m2 (dtype is e4m3)", to_string(args.b_dtype));
   }
-  if (args.out_dtype != GemmDType::kBF16 && args.out_dtype != GemmDType::kFP16) {
+  if (args.out_dtype != DType::kBF16 && args.out_dtype != DType::kFP16) {
     return fmt::format("out_dtype = {} is not bf16 or fp16 (the FP8 GEMM's output)", to_string(args.out_dtype));
   }
   if (args.b_layout != BLayout::kNxK) {
@@ -893,19 +892,8 @@ WorkspaceLayout workspace_layout(const GemmArguments& args, const GemmStreamKPla
 
 }  // namespace
 
-const char* to_string(GemmDType dtype) {
-  switch (dtype) {
-    case GemmDType::kBF16: return "bf16";
-    case GemmDType::kFP16: return "fp16";
-    case GemmDType::kE4M3: return "e4m3";
-    case GemmDType::kE5M2: return "e5m2";
-  }
-  return "unknown";
-}
 
-int gemm_dtype_bytes(GemmDType dtype) { return dtype == GemmDType::kE4M3 || dtype == GemmDType::kE5M2 ? 1 : 2; }
-
-GemmTileShape gemm_tile_shape(GemmDType dtype) { return {kTileM, kTileN, k_block_of(dtype)}; }
+GemmTileShape gemm_tile_shape(DType dtype) { return {kTileM, kTileN, k_block_of(dtype)}; }
 
 int gemm_tile_count(const GemmArguments& args) {
   if (args.m <= 0 || args.n <= 0) return 0;
@@ -1000,12 +988,12 @@ size_t gemm_output_bytes(const GemmArguments& args) {
 // FP8: K-major B only (gemm_can_implement refuses the other).
 template <bool kSplit, bool kDefer, typename F>
 void with_kernel(const GemmArguments& args, bool b_mn_major, F&& f) {
-  const GemmDType dtype = args.dtype;
+  const DType dtype = args.dtype;
   if (is_fp8(dtype)) {
     using E4M3 = __nv_fp8_e4m3;
     using E5M2 = __nv_fp8_e5m2;
-    const bool b_e5m2 = args.b_dtype == GemmDType::kE5M2;
-    if (args.out_dtype == GemmDType::kBF16) {
+    const bool b_e5m2 = args.b_dtype == DType::kE5M2;
+    if (args.out_dtype == DType::kBF16) {
       b_e5m2 ? f(gemm_sm90_kernel<__nv_bfloat16, 0, kSplit, kDefer, E4M3, E5M2>)
              : f(gemm_sm90_kernel<__nv_bfloat16, 0, kSplit, kDefer, E4M3, E4M3>);
     } else {
@@ -1014,7 +1002,7 @@ void with_kernel(const GemmArguments& args, bool b_mn_major, F&& f) {
     }
     return;
   }
-  if (dtype == GemmDType::kBF16) {
+  if (dtype == DType::kBF16) {
     b_mn_major ? f(gemm_sm90_kernel<__nv_bfloat16, 1, kSplit, kDefer>)
                : f(gemm_sm90_kernel<__nv_bfloat16, 0, kSplit, kDefer>);
   } else {
@@ -1129,7 +1117,7 @@ void gemm_run(const GemmArguments& args, void* workspace, cudaStream_t stream) {
 
   // A k-block is 128 bytes of a row: kTileK bf16/fp16 or kTileKFp8 FP8 elements (MN-major B is bf16/fp16 only).
   const int block_k = k_block_of(args.dtype);
-  const GemmDType b_type = b_type_of(args), d_type = d_type_of(args);
+  const DType b_type = b_type_of(args), d_type = d_type_of(args);
   const CUtensorMap tmap_a = make_tensor_map(args.dtype, args.a, args.m, args.k, kTileM, block_k);
   const bool b_mn_major = args.b_layout == BLayout::kKxN;
   const CUtensorMap tmap_b = b_mn_major ? make_tensor_map(b_type, args.b, args.k, args.n, kTileK, 64)

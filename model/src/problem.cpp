@@ -21,22 +21,6 @@ std::string_view to_string(Op op) {
   return "?";
 }
 
-std::string_view to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return "bf16";
-    case DType::kFP16:
-      return "fp16";
-    case DType::kFP32:
-      return "fp32";
-    case DType::kE4M3:
-      return "e4m3";
-    case DType::kE5M2:
-      return "e5m2";
-  }
-  return "?";
-}
-
 std::string_view to_string(BLayout layout) {
   switch (layout) {
     case BLayout::kKxN:
@@ -68,9 +52,7 @@ BLayout parse_b_layout(std::string_view text) {
   OVL_FAIL("unknown B layout \"{}\" (expected nn or nt)", text);
 }
 
-int dtype_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : is_fp8(dtype) ? 1 : 2; }
 
-bool is_fp8(DType dtype) { return dtype == DType::kE4M3 || dtype == DType::kE5M2; }
 
 DType output_dtype(DType dtype) { return is_fp8(dtype) ? DType::kBF16 : dtype; }
 

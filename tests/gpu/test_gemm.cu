@@ -38,8 +38,8 @@ namespace {
 #define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call
 #define CUBLAS_OK(call) ASSERT_EQ(CUBLAS_STATUS_SUCCESS, (call)) << #call
 
-uint16_t float_to_half_bits(float f, GemmDType dtype) {
-  if (dtype == GemmDType::kBF16) {
+uint16_t float_to_half_bits(float f, DType dtype) {
+  if (dtype == DType::kBF16) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
     u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even (inputs are finite)
@@ -58,8 +58,8 @@ uint16_t float_to_half_bits(float f, GemmDType dtype) {
   return uint16_t(sign | h);
 }
 
-double half_bits_to_double(uint16_t h, GemmDType dtype) {
-  if (dtype == GemmDType::kBF16) {
+double half_bits_to_double(uint16_t h, DType dtype) {
+  if (dtype == DType::kBF16) {
     const uint32_t u = uint32_t(h) << 16;
     float f;
     std::memcpy(&f, &u, 4);
@@ -78,7 +78,7 @@ double half_bits_to_double(uint16_t h, GemmDType dtype) {
 }
 
 // Random inputs in [-1, 1], away from 0 so that no input is zero.
-std::vector<uint16_t> random_matrix(size_t count, uint32_t seed, GemmDType dtype) {
+std::vector<uint16_t> random_matrix(size_t count, uint32_t seed, DType dtype) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> mag(0.05f, 1.0f);
   std::vector<uint16_t> out(count);
@@ -106,13 +106,13 @@ class DeviceBuffer {
 
 struct Problem {
   int m, n, k;
-  GemmDType dtype = GemmDType::kBF16;
+  DType dtype = DType::kBF16;
   BLayout b_layout = BLayout::kNxK;
 };
 
 std::string describe(const Problem& p) {
   return std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) +
-         (p.b_layout == BLayout::kKxN ? "/nn" : "/nt") + (p.dtype == GemmDType::kBF16 ? "/bf16" : "/fp16");
+         (p.b_layout == BLayout::kKxN ? "/nn" : "/nt") + (p.dtype == DType::kBF16 ? "/bf16" : "/fp16");
 }
 
 // Inputs of one problem on host and device.
@@ -165,7 +165,7 @@ void cublas_reference(const Inputs& in, std::vector<double>& ref) {
   cublasHandle_t handle;
   CUBLAS_OK(cublasCreate(&handle));
   const float alpha = 1.f, beta = 0.f;
-  const cudaDataType t = p.dtype == GemmDType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType t = p.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const bool kxn = p.b_layout == BLayout::kKxN;
   CUBLAS_OK(cublasGemmEx(handle, kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha, in.b_dev.get(), t,
                          kxn ? p.n : p.k, in.a_dev.get(), t, p.k, &beta, c.get(), CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
@@ -402,7 +402,7 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
   uint32_t seed = 1;
   for (const auto& s : shapes) {
     for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-      Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
+      Inputs in(Problem{s[0], s[1], s[2], DType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
       for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         std::vector<uint16_t> first;
@@ -432,7 +432,7 @@ TEST_F(GemmTest, SmallShapesMatchCpuReference) {
 // run that path in the fp16 instantiations too).
 TEST_F(GemmTest, Fp16MatchesCpuReference) {
   for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-    Inputs in(Problem{200, 520, 136, GemmDType::kFP16, bl}, 77);  // 2 x 3 tiles
+    Inputs in(Problem{200, 520, 136, DType::kFP16, bl}, 77);  // 2 x 3 tiles
     const std::vector<double> ref = cpu_reference(in);
     for (int sms : {132, 3}) {
       for (GemmEpilogue e : kEpilogues) {
@@ -454,7 +454,7 @@ TEST_F(GemmTest, LargeShapesMatchCublas) {
   uint32_t seed = 100;
   for (const auto& s : shapes) {
     for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-      Inputs in(Problem{s[0], s[1], s[2], GemmDType::kBF16, bl}, seed += 2);
+      Inputs in(Problem{s[0], s[1], s[2], DType::kBF16, bl}, seed += 2);
       std::vector<double> ref;
       cublas_reference(in, ref);
       RunOptions opt;
@@ -474,7 +474,7 @@ TEST_F(GemmTest, LargeShapesMatchCublas) {
 // All tile orders give the same bits; group counters end at their tile counts; timestamps are nonzero and increase
 // along each CTA's visiting order (CTA b visits positions b, b + grid, ...).
 TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
-  const Problem p{1000, 1800, 200, GemmDType::kBF16, BLayout::kNxK};  // 8 x 8 = 64 tiles, edge tiles in M and N
+  const Problem p{1000, 1800, 200, DType::kBF16, BLayout::kNxK};  // 8 x 8 = 64 tiles, edge tiles in M and N
   Inputs in(p, 9);
   const std::vector<double> ref = cpu_reference(in);
   const int tiles = 64;
@@ -528,7 +528,7 @@ TEST_F(GemmTest, TileOrdersSignalsAndTimestamps) {
 
 // More groups than travel in the kernel's parameters: the position -> group map goes through the workspace.
 TEST_F(GemmTest, ManyGroupsUseWorkspace) {
-  const Problem p{4096, 8192, 64, GemmDType::kBF16, BLayout::kKxN};  // 32 x 32 = 1024 tiles
+  const Problem p{4096, 8192, 64, DType::kBF16, BLayout::kKxN};  // 32 x 32 = 1024 tiles
   Inputs in(p, 21);
   RunOptions opt;
   opt.tile_order = TileOrder::kSwizzle;
@@ -550,7 +550,7 @@ TEST_F(GemmTest, ManyGroupsUseWorkspace) {
 // stream-K off; see StreamK* for what it changes), with the default epilogue and the deferred one.
 TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
   for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-    const Problem p{2000, 4096, 520, GemmDType::kBF16, bl};
+    const Problem p{2000, 4096, 520, DType::kBF16, bl};
     Inputs in(p, 31);
     std::vector<uint16_t> first;
     for (int sms : {8, 64, 124, 132}) {
@@ -582,7 +582,7 @@ TEST_F(GemmTest, SmCountsGiveIdenticalBits) {
 // The same GEMM confined to green-context partitions of 8, 64 and 124 SMs (grid = the partition's SM count, the
 // stream the partition's) gives the same bits as on the whole device: the result never depends on the grid.
 TEST_F(GemmTest, GreenContextPartitionsGiveIdenticalBits) {
-  const Problem p{1000, 2048, 776, GemmDType::kBF16, BLayout::kNxK};
+  const Problem p{1000, 2048, 776, DType::kBF16, BLayout::kNxK};
   Inputs in(p, 47);
   RunOptions whole;
   whole.tile_groups = {32, 32};  // 8 x 8 tiles
@@ -636,7 +636,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
   uint32_t seed = 300;
   for (const Case& c : cases) {
     for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-      Inputs in(Problem{c.m, c.n, c.k, GemmDType::kBF16, bl}, seed += 2);
+      Inputs in(Problem{c.m, c.n, c.k, DType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
       for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         RunOptions opt;
@@ -674,7 +674,7 @@ TEST_F(GemmTest, StreamKMatchesCpuReference) {
 
 // Stream-K with fp16, an explicit (shuffled) tile order and signals: the pieces follow positions, not tile ids.
 TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
-  const Problem p{1000, 1800, 520, GemmDType::kFP16, BLayout::kKxN};  // 8 x 8 = 64 tiles, 9 k-blocks
+  const Problem p{1000, 1800, 520, DType::kFP16, BLayout::kKxN};  // 8 x 8 = 64 tiles, 9 k-blocks
   Inputs in(p, 71);
   const std::vector<double> ref = cpu_reference(in);
   std::vector<int> permutation(64);
@@ -702,7 +702,7 @@ TEST_F(GemmTest, StreamKFp16ExplicitOrder) {
 // cuBLAS; and no plan where the rounds are whole.
 TEST_F(GemmTest, StreamKModelPlanMatchesCublas) {
   for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-    const Problem p{2048, 8192, 4096, GemmDType::kBF16, bl};
+    const Problem p{2048, 8192, 4096, DType::kBF16, bl};
     Inputs in(p, 61);
     std::vector<double> ref;
     cublas_reference(in, ref);
@@ -757,7 +757,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
   uint32_t seed = 500;
   for (const Case& c : cases) {
     for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-      Inputs in(Problem{c.m, c.n, c.k, GemmDType::kBF16, bl}, seed += 2);
+      Inputs in(Problem{c.m, c.n, c.k, DType::kBF16, bl}, seed += 2);
       const std::vector<double> ref = cpu_reference(in);
       for (OutputLayout ol : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         RunOptions opt;
@@ -788,7 +788,7 @@ TEST_F(GemmTest, HalfTilesMatchCpuReference) {
 // Half tiles with fp16, an explicit (shuffled) order and more groups than travel inline (the position -> group map
 // and the half counters share the workspace): the halves follow positions, not tile ids.
 TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
-  const Problem p{4200, 1800, 264, GemmDType::kFP16, BLayout::kNxK};  // 33 x 8 = 264 tiles, 5 k-blocks
+  const Problem p{4200, 1800, 264, DType::kFP16, BLayout::kNxK};  // 33 x 8 = 264 tiles, 5 k-blocks
   Inputs in(p, 91);
   const std::vector<double> ref = cpu_reference(in);
   std::vector<int> permutation(264);
@@ -811,7 +811,7 @@ TEST_F(GemmTest, HalfTilesFp16ExplicitOrderManyGroups) {
 // Half tiles with neither signals nor timestamps (the halves then count nothing): float64 and the whole-tile bits.
 TEST_F(GemmTest, HalfTilesWithoutSignals) {
   for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-    Inputs in(Problem{1000, 1800, 200, GemmDType::kBF16, bl}, 551);
+    Inputs in(Problem{1000, 1800, 200, DType::kBF16, bl}, 551);
     const std::vector<double> ref = cpu_reference(in);
     RunOptions whole;
     whole.sm_count = 7;
@@ -836,10 +836,10 @@ TEST_F(GemmTest, HalfTilesWithoutSignals) {
 // edge rows, a K tail and K = 40 (one k-block, shorter than the box), bf16 and fp16, for every staged epilogue:
 // float64, and whole tiles, one half tile (both kinds in one launch) and every tile in halves give the same bits.
 TEST_F(GemmTest, ChunkedMnMajorBMatchesTwoDBoxes) {
-  const Problem problems[] = {{1000, 320, 200, GemmDType::kBF16, BLayout::kKxN},
-                              {1000, 1024, 200, GemmDType::kBF16, BLayout::kKxN},
-                              {300, 64, 40, GemmDType::kBF16, BLayout::kKxN},
-                              {1000, 320, 200, GemmDType::kFP16, BLayout::kKxN}};
+  const Problem problems[] = {{1000, 320, 200, DType::kBF16, BLayout::kKxN},
+                              {1000, 1024, 200, DType::kBF16, BLayout::kKxN},
+                              {300, 64, 40, DType::kBF16, BLayout::kKxN},
+                              {1000, 320, 200, DType::kFP16, BLayout::kKxN}};
   for (const Problem& problem : problems) {
     Inputs in(problem, 8100 + problem.n + problem.k);
     const std::vector<double> ref = cpu_reference(in);
@@ -879,7 +879,7 @@ TEST_F(GemmTest, ChunkedMnMajorBMatchesTwoDBoxes) {
 // times on a workspace poisoned once. Each replay must give the direct run's bits and add each group's tiles to its
 // counter: the arrival counters start from zero again because the last arrival of a launch clears its word.
 TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
-  const Problem p{1000, 1800, 200, GemmDType::kBF16, BLayout::kKxN};  // 64 tiles, 4 k-blocks
+  const Problem p{1000, 1800, 200, DType::kBF16, BLayout::kKxN};  // 64 tiles, 4 k-blocks
   Inputs in(p, 77);
   struct TailPlan {
     const char* name;
@@ -946,10 +946,10 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
 // was stored (CTA and tile stamps).
 TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const int m = 1024, k1 = 4096, n1 = 1024, n2 = 512, n3 = 512;
-  const std::vector<uint16_t> a1 = random_matrix(size_t(m) * k1, 501, GemmDType::kBF16);
-  const std::vector<uint16_t> b1 = random_matrix(size_t(n1) * k1, 502, GemmDType::kBF16);  // N x K
-  const std::vector<uint16_t> b2 = random_matrix(size_t(n2) * n1, 503, GemmDType::kBF16);
-  const std::vector<uint16_t> b3 = random_matrix(size_t(n3) * n2, 504, GemmDType::kBF16);
+  const std::vector<uint16_t> a1 = random_matrix(size_t(m) * k1, 501, DType::kBF16);
+  const std::vector<uint16_t> b1 = random_matrix(size_t(n1) * k1, 502, DType::kBF16);  // N x K
+  const std::vector<uint16_t> b2 = random_matrix(size_t(n2) * n1, 503, DType::kBF16);
+  const std::vector<uint16_t> b3 = random_matrix(size_t(n3) * n2, 504, DType::kBF16);
   DeviceBuffer<uint16_t> a1_dev(a1.size()), b1_dev(b1.size()), b2_dev(b2.size()), b3_dev(b3.size());
   DeviceBuffer<uint16_t> d1(size_t(m) * n1), d2(size_t(m) * n2);
   const int tiles1 = gemm_tile_count(arguments_of(Problem{m, n1, k1}, RunOptions{}));
@@ -1055,10 +1055,10 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
             const int r = (i * 97) % m, c = (i * 37) % n3;
             double want = 0;
             for (int kk = 0; kk < n2; ++kk) {
-              want += half_bits_to_double(got2[size_t(r) * n2 + kk], GemmDType::kBF16) *
-                      half_bits_to_double(b3[size_t(c) * n2 + kk], GemmDType::kBF16);
+              want += half_bits_to_double(got2[size_t(r) * n2 + kk], DType::kBF16) *
+                      half_bits_to_double(b3[size_t(c) * n2 + kk], DType::kBF16);
             }
-            const double d = half_bits_to_double(got3[size_t(r) * n3 + c], GemmDType::kBF16) - want;
+            const double d = half_bits_to_double(got3[size_t(r) * n3 + c], DType::kBF16) - want;
             err += d * d;
             norm += want * want;
           }
@@ -1107,7 +1107,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
   const Config configs[] = {
       {100, TileOrder::kRowBand, true}, {6, TileOrder::kRowBand, false}, {6, TileOrder::kSwizzle, false}};
   for (BLayout bl : {BLayout::kNxK, BLayout::kKxN}) {
-    const Problem p{1000, 776, 264, GemmDType::kBF16, bl};
+    const Problem p{1000, 776, 264, DType::kBF16, bl};
     Inputs in(p, 91);
     const std::vector<double> ref = cpu_reference(in);
     const int groups = 4;
@@ -1172,7 +1172,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
 // A wait that is never released gives up after wait_timeout_ns and reports itself; the GEMM finishes (no hang).
 // The other CTAs, waiting on other groups, give up too once the first timeout is recorded.
 TEST_F(GemmTest, WaitTimesOutAndReports) {
-  const Problem p{1024, 1024, 128, GemmDType::kBF16, BLayout::kNxK};  // 8 x 4 tiles
+  const Problem p{1024, 1024, 128, DType::kBF16, BLayout::kNxK};  // 8 x 4 tiles
   Inputs in(p, 93);
   DeviceBuffer<unsigned int> waits(4);
   DeviceBuffer<CounterWaitError> error(1);
@@ -1473,9 +1473,9 @@ TEST(GemmArgumentsTest, TileShapeAndCounts) {
 GemmArguments fp8_arguments() {
   GemmArguments a = valid_arguments();
   a.k = 256;
-  a.dtype = GemmDType::kE4M3;
-  a.b_dtype = GemmDType::kE5M2;
-  a.out_dtype = GemmDType::kBF16;
+  a.dtype = DType::kE4M3;
+  a.b_dtype = DType::kE5M2;
+  a.out_dtype = DType::kBF16;
   a.a_scale = reinterpret_cast<const float*>(uintptr_t{0x40000});
   a.b_scale = reinterpret_cast<const float*>(uintptr_t{0x40004});
   return a;
@@ -1493,11 +1493,11 @@ TEST(GemmArgumentsTest, Fp8CanImplementNamesTheBadValue) {
       {[](GemmArguments& a) { a.a_scale = nullptr; }, "a_scale is a null pointer"},
       {[](GemmArguments& a) { a.b_scale = nullptr; }, "b_scale is a null pointer"},
       {[](GemmArguments& a) { a.b_scale = reinterpret_cast<const float*>(uintptr_t{0x40002}); }, "not 4-byte aligned"},
-      {[](GemmArguments& a) { a.dtype = GemmDType::kE5M2; }, "dtype = e5m2"},
-      {[](GemmArguments& a) { a.b_dtype = GemmDType::kBF16; }, "b_dtype = bf16"},
-      {[](GemmArguments& a) { a.out_dtype = GemmDType::kE4M3; }, "out_dtype = e4m3"},
+      {[](GemmArguments& a) { a.dtype = DType::kE5M2; }, "dtype = e5m2"},
+      {[](GemmArguments& a) { a.b_dtype = DType::kBF16; }, "b_dtype = bf16"},
+      {[](GemmArguments& a) { a.out_dtype = DType::kE4M3; }, "out_dtype = e4m3"},
       // Scales on bf16 inputs would be ignored: refused instead.
-      {[](GemmArguments& a) { a.dtype = GemmDType::kBF16; }, "scales are for FP8 inputs only"},
+      {[](GemmArguments& a) { a.dtype = DType::kBF16; }, "scales are for FP8 inputs only"},
   };
   for (const Bad& b : bad) {
     GemmArguments a = fp8_arguments();
@@ -1515,11 +1515,11 @@ TEST(GemmArgumentsTest, Fp8CanImplementNamesTheBadValue) {
 }
 
 TEST(GemmArgumentsTest, Fp8KBlocksAre128Elements) {
-  EXPECT_EQ(gemm_tile_shape(GemmDType::kE4M3).k, 128);
-  EXPECT_EQ(gemm_tile_shape(GemmDType::kBF16).k, 64);
+  EXPECT_EQ(gemm_tile_shape(DType::kE4M3).k, 128);
+  EXPECT_EQ(gemm_tile_shape(DType::kBF16).k, 64);
   EXPECT_EQ(gemm_tile_shape().k, 64);
-  EXPECT_EQ(gemm_dtype_bytes(GemmDType::kE5M2), 1);
-  EXPECT_EQ(std::string(to_string(GemmDType::kE4M3)), "e4m3");
+  EXPECT_EQ(dtype_bytes(DType::kE5M2), 1);
+  EXPECT_EQ(std::string(to_string(DType::kE4M3)), "e4m3");
   GemmArguments a = fp8_arguments();  // K = 256: 2 FP8 k-blocks (4 for bf16)
   a.stream_k_tiles = 2;
   a.stream_k_splits = 2;

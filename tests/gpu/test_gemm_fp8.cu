@@ -37,9 +37,9 @@ namespace {
 #define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call
 
 // An FP8 code's value: e4m3 (bias 7, 3 mantissa bits, no infinities, S.1111.111 is NaN) or e5m2 (bias 15, 2 bits).
-double fp8_value(uint8_t code, GemmDType type) {
+double fp8_value(uint8_t code, DType type) {
   const int sign = code >> 7;
-  const bool e4m3 = type == GemmDType::kE4M3;
+  const bool e4m3 = type == DType::kE4M3;
   const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
   const int exp = (code & 0x7F) >> mant_bits, mant = code & ((1 << mant_bits) - 1);
   const double v = exp == 0 ? std::ldexp(double(mant), 1 - bias - mant_bits)
@@ -49,9 +49,9 @@ double fp8_value(uint8_t code, GemmDType type) {
 
 // Random FP8 codes with random signs, never zero: exponent fields in [lo, hi] (normal numbers), any mantissa. With
 // full = true, every finite code but the zeros (subnormals and the largest values, 448 / 57344, included).
-std::vector<uint8_t> random_fp8(size_t count, GemmDType type, uint32_t seed, bool full) {
+std::vector<uint8_t> random_fp8(size_t count, DType type, uint32_t seed, bool full) {
   std::mt19937 rng(seed);
-  const bool e4m3 = type == GemmDType::kE4M3;
+  const bool e4m3 = type == DType::kE4M3;
   const int mant_bits = e4m3 ? 3 : 2;
   // Moderate: magnitudes 2^-3 .. 2^4 (a spread like activations after scaling).
   const int lo = e4m3 ? 4 : 12, hi = e4m3 ? 10 : 18;
@@ -76,8 +76,8 @@ std::vector<uint8_t> random_fp8(size_t count, GemmDType type, uint32_t seed, boo
   return out;
 }
 
-double half_value(uint16_t h, GemmDType out) {
-  if (out == GemmDType::kBF16) return test::from_bf16(h);
+double half_value(uint16_t h, DType out) {
+  if (out == DType::kBF16) return test::from_bf16(h);
   const int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
   const double v = exp == 0    ? std::ldexp(double(mant), -24)
                    : exp == 31 ? (mant ? NAN : INFINITY)
@@ -88,8 +88,8 @@ double half_value(uint16_t h, GemmDType out) {
 struct Case {
   std::string name;
   int m, n, k;
-  GemmDType b_dtype = GemmDType::kE4M3;
-  GemmDType out_dtype = GemmDType::kBF16;
+  DType b_dtype = DType::kE4M3;
+  DType out_dtype = DType::kBF16;
   TileOrder order = TileOrder::kRowBand;
   int swizzle = 8;
   int sm_count = 0;  // 0: the device's SM count
@@ -133,7 +133,7 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   args.m = c.m;
   args.n = c.n;
   args.k = c.k;
-  args.dtype = GemmDType::kE4M3;
+  args.dtype = DType::kE4M3;
   args.b_dtype = c.b_dtype;
   args.out_dtype = c.out_dtype;
   args.b_layout = BLayout::kNxK;
@@ -147,7 +147,7 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   args.stream_k_ctas = c.sk_ctas;
   args.half_tiles = c.half_tiles;
   const int tiles = gemm_tile_count(args);
-  const int tiles_n = (c.n + gemm_tile_shape(GemmDType::kE4M3).n - 1) / gemm_tile_shape(GemmDType::kE4M3).n;
+  const int tiles_n = (c.n + gemm_tile_shape(DType::kE4M3).n - 1) / gemm_tile_shape(DType::kE4M3).n;
   args.tile_groups.assign(size_t(tiles / tiles_n), tiles_n);
   out.groups = args.tile_groups;
 
@@ -198,9 +198,9 @@ double truncate_bits(double x, int bits) {
 Reference reference(const Case& c, const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, double scale,
                     int skip = -1, int acc_bits = 0) {
   std::vector<double> av(a.size()), bv(b.size());
-  for (size_t i = 0; i < a.size(); ++i) av[i] = fp8_value(a[i], GemmDType::kE4M3);
+  for (size_t i = 0; i < a.size(); ++i) av[i] = fp8_value(a[i], DType::kE4M3);
   for (size_t i = 0; i < b.size(); ++i) bv[i] = fp8_value(b[i], c.b_dtype);
-  const int block = gemm_tile_shape(GemmDType::kE4M3).k;
+  const int block = gemm_tile_shape(DType::kE4M3).k;
   Reference r{std::vector<double>(size_t(c.m) * c.n), std::vector<double>(size_t(c.m) * c.n)};
   for (int i = 0; i < c.m; ++i) {
     for (int j = 0; j < c.n; ++j) {
@@ -231,7 +231,7 @@ struct Comparison {
   std::string first;
 };
 Comparison compare(const Case& c, const Reference& ref, const std::vector<uint16_t>& out) {
-  const GemmTileShape t = gemm_tile_shape(GemmDType::kE4M3);
+  const GemmTileShape t = gemm_tile_shape(DType::kE4M3);
   const int tiles_n = (c.n + t.n - 1) / t.n;
   Comparison r;
   double num = 0, den = 0;
@@ -267,7 +267,7 @@ void check_case(const Case& c) {
   SCOPED_TRACE(c.name);
   ASSERT_LE(c.k, 1024) << "the accumulation bound assumes K <= 1024";
   const auto [a_scale, b_scale] = scales_of(c);
-  const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, GemmDType::kE4M3, c.seed, c.full_range);
+  const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, DType::kE4M3, c.seed, c.full_range);
   const std::vector<uint8_t> b = random_fp8(size_t(c.n) * c.k, c.b_dtype, c.seed + 1, c.full_range);
   Outcome out;
   run_case(c, a, b, a_scale, b_scale, out);
@@ -280,7 +280,7 @@ void check_case(const Case& c) {
   EXPECT_EQ(r.bad, 0u) << "elements out of tolerance: " << r.first;
   EXPECT_LE(r.rel, 1e-2) << "||out - ref|| / ||ref||";
   if (c.layout == OutputLayout::kTileMajor) {  // the slots' parts outside M x N are zeros
-    const GemmTileShape t = gemm_tile_shape(GemmDType::kE4M3);
+    const GemmTileShape t = gemm_tile_shape(DType::kE4M3);
     const int tiles_n = (c.n + t.n - 1) / t.n;
     for (size_t index = 0; index < out.d.size(); ++index) {
       const int tile = int(index / (size_t(t.m) * t.n)), inside = int(index % (size_t(t.m) * t.n));
@@ -295,11 +295,11 @@ void check_case(const Case& c) {
 // output that misses one 128-element k-block fails at most elements and in the norm.
 TEST(Fp8GemmTolerance, PassesTheRoundedReferenceAndFailsAMissedKBlock) {
   for (const bool full : {false, true}) {
-    Case c{"tolerance", 64, 96, 1024, GemmDType::kE5M2};
+    Case c{"tolerance", 64, 96, 1024, DType::kE5M2};
     c.full_range = full;
     SCOPED_TRACE(full ? "full-range codes" : "moderate codes");
     const auto [a_scale, b_scale] = scales_of(c);
-    const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, GemmDType::kE4M3, 31, full);
+    const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, DType::kE4M3, 31, full);
     const std::vector<uint8_t> b = random_fp8(size_t(c.n) * c.k, c.b_dtype, 32, full);
     const double scale = double(a_scale) * double(b_scale);
     const Reference right = reference(c, a, b, scale);
@@ -326,7 +326,7 @@ class Fp8GemmTest : public test::HopperTest {};
 TEST_F(Fp8GemmTest, MatchesFloat64Reference) {
   using O = TileOrder;
   using E = GemmEpilogue;
-  const GemmDType e4 = GemmDType::kE4M3, e5 = GemmDType::kE5M2, bf = GemmDType::kBF16, fp = GemmDType::kFP16;
+  const DType e4 = DType::kE4M3, e5 = DType::kE5M2, bf = DType::kBF16, fp = DType::kFP16;
   // M, N not multiples of the 128 x 256 tile; K a multiple of 128 (whole k-blocks) or of 16 only (a zero-filled tail).
   const std::vector<Case> cases = {
       {"e4m3xe4m3/bf16/row-band/whole device", 1000, 1800, 512, e4, bf, O::kRowBand, 8, 0, E::kAuto},
@@ -351,8 +351,8 @@ TEST_F(Fp8GemmTest, MatchesFloat64Reference) {
 
 // Whole tiles give the same bits on any grid (each tile's sum runs in one CTA in one order), FP8 as bf16.
 TEST_F(Fp8GemmTest, SmCountsGiveIdenticalBits) {
-  Case c{"e4m3xe5m2/bf16", 700, 1304, 640, GemmDType::kE5M2, GemmDType::kBF16, TileOrder::kSwizzle, 2};
-  const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, GemmDType::kE4M3, 21, false);
+  Case c{"e4m3xe5m2/bf16", 700, 1304, 640, DType::kE5M2, DType::kBF16, TileOrder::kSwizzle, 2};
+  const std::vector<uint8_t> a = random_fp8(size_t(c.m) * c.k, DType::kE4M3, 21, false);
   const std::vector<uint8_t> b = random_fp8(size_t(c.n) * c.k, c.b_dtype, 22, false);
   Outcome whole, few;
   run_case(c, a, b, 0.75f, 1.5f, whole);

@@ -1,6 +1,7 @@
 // Vocabulary every layer shares (the model, the kernels and the runtime), defined once.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace ovl {
@@ -30,6 +31,29 @@ enum class LoopbackShare {
   // Every rank's part (W times rank 0's traffic on one HBM); every rank's output is complete (verification).
   kWholeWorld,
 };
+
+// Element types. The GEMM takes bf16 and fp16 (A, B and D alike) or FP8 inputs (e4m3 A, e4m3 or e5m2 B) with a bf16 or
+// fp16 output; the collectives move bf16, fp16 or fp32. One byte wide, as it travels in device argument structs.
+enum class DType : std::uint8_t { kBF16, kFP16, kFP32, kE4M3, kE5M2 };
+// "bf16", "fp16", "fp32", "e4m3", "e5m2" (parse_dtype in ovl/model/problem.hpp).
+constexpr std::string_view to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kFP16:
+      return "fp16";
+    case DType::kFP32:
+      return "fp32";
+    case DType::kE4M3:
+      return "e4m3";
+    case DType::kE5M2:
+      return "e5m2";
+  }
+  return "?";
+}
+constexpr bool is_fp8(DType dtype) { return dtype == DType::kE4M3 || dtype == DType::kE5M2; }
+// Bytes per element: 4 (fp32), 2 (bf16, fp16) or 1 (FP8).
+constexpr int dtype_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : is_fp8(dtype) ? 1 : 2; }
 
 // How B is stored: kKxN ("nn": K x N row-major) or kNxK ("nt": N x K row-major, a linear layer's weight).
 enum class BLayout { kKxN, kNxK };

@@ -26,9 +26,6 @@
 
 namespace ovl {
 
-// Element types are the model's ovl::DType (kBF16, kFP16, kFP32); kernels/ has its own enum without the model.
-kernels::DType kernel_dtype(DType dtype);
-
 enum class CollectiveImpl { kNccl, kTmaPush, kTmaPull, kSimt };
 const char* to_string(CollectiveImpl impl);
 CollectiveImpl parse_collective_impl(std::string_view name);  // "nccl", "tma-push", "tma-pull", "simt"

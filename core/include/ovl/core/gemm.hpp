@@ -6,11 +6,6 @@
 
 namespace ovl {
 
-// The kernel's name for a problem's dtype, the one place the two vocabularies meet: bf16, fp16, e4m3 and e5m2 map to
-// their GemmDType (a problem's e5m2 is B's type; the kernel's A is e4m3 then). Throws ovl::Error naming fp32, which the
-// GEMM does not run.
-kernels::GemmDType gemm_dtype(DType dtype);
-
 // Fills in, for a standalone GEMM of args.m x args.n x args.k on args.sm_count SMs, the choices the H200 runs
 // measured best (docs/kernels.md; the current numbers in docs/performance.md):
 // - tile order: swizzle bands of ovl::choose_swizzle(k_blocks) tile rows;

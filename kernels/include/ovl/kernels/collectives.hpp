@@ -32,15 +32,12 @@ inline constexpr int kMaxRanks = 8;
 inline constexpr int kMaxCollectiveCtas = 256;  // slices, hence flag slots per (kind, peer)
 inline constexpr std::uint64_t kDefaultTimeoutNs = 5'000'000'000ull;
 
-enum class DType : std::uint8_t { kBF16, kF16, kF32 };
 // kTmaPush: reduce by cp.reduce.async.bulk .add into the owner's buffer; gather by TMA stores to every peer.
 // kTmaPull: the owner TMA-loads every rank's chunk and adds in fp32 in rank order 0..N-1 (deterministic);
 //           gather by TMA loads from every owner.
 // kSimt:    the pull protocol with plain 16-byte loads/stores by a whole block (the comparison kernel).
 enum class CollectiveAlgo : std::uint8_t { kTmaPush, kTmaPull, kSimt };
 
-std::size_t dtype_bytes(DType dtype);
-const char* to_string(DType dtype);
 const char* to_string(CollectiveAlgo algo);
 
 // One contiguous piece of an op: bytes at src_offset in the source buffer, bytes at dst_offset in the

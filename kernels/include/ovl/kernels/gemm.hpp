@@ -28,13 +28,8 @@
 
 namespace ovl::kernels {
 
-// kBF16, kFP16: A, B and D all of the type. kE4M3: FP8 A (and B, D as GemmArguments::b_dtype, out_dtype say).
-// kE5M2: FP8, for B only (GemmArguments::b_dtype).
-enum class GemmDType { kBF16, kFP16, kE4M3, kE5M2 };
-// "bf16", "fp16", "e4m3", "e5m2".
-const char* to_string(GemmDType dtype);
-// Bytes per element: 2 (bf16, fp16) or 1 (e4m3, e5m2).
-int gemm_dtype_bytes(GemmDType dtype);
+// Element types are ovl::DType (ovl/types.hpp): kBF16, kFP16: A, B and D all of the type. kE4M3: FP8 A (and B, D as
+// GemmArguments::b_dtype, out_dtype say). kE5M2: FP8, for B only (GemmArguments::b_dtype). kFP32 is refused.
 // B's layout, the tile order and the output layout are ovl::BLayout, ovl::TileOrder and ovl::OutputLayout
 // (ovl/types.hpp). Here kSwizzle visits bands of GemmArguments::swizzle tile rows; kExplicit visits
 // `explicit_order[position]` at each position; kTileMajor: tile t (t = tile_row * tiles_n + tile_col) occupies
@@ -85,7 +80,7 @@ struct GemmTileShape {
 // The CTA tile the kernel uses for A of type `dtype`: 128 x 256 x 64 (bf16, fp16) or 128 x 256 x 128 (FP8); k is
 // the elements of one k-block (128 bytes of a row either way, so a k-block costs the same time on the tensor cores at
 // FP8's doubled rate). Planners count tiles and k-blocks with it.
-GemmTileShape gemm_tile_shape(GemmDType dtype = GemmDType::kBF16);
+GemmTileShape gemm_tile_shape(DType dtype = DType::kBF16);
 
 struct GemmArguments {
   int m = 0, n = 0, k = 0;
@@ -94,9 +89,9 @@ struct GemmArguments {
   // b_scale[0] * (A x B). FP8 needs B N x K (kNxK: wgmma reads FP8 operands K-major only), K a multiple of 16 (16-byte
   // rows); everything else (tile orders, stream-K, half tiles,
   // signals, waits) is as for bf16.
-  GemmDType dtype = GemmDType::kBF16;
-  GemmDType b_dtype = GemmDType::kE4M3;    // FP8 only
-  GemmDType out_dtype = GemmDType::kBF16;  // FP8 only
+  DType dtype = DType::kBF16;
+  DType b_dtype = DType::kE4M3;    // FP8 only
+  DType out_dtype = DType::kBF16;  // FP8 only
   // FP8 only (required there, null otherwise): device pointers to one float each, 4-byte aligned, read by the kernel
   // (so a scale computed by an earlier kernel on the stream needs no host round trip).
   const float* a_scale = nullptr;

@@ -21,19 +21,16 @@ enum class Op {
 // The GEMM's input type. kE4M3, kE5M2: FP8 inputs A and B (1 byte an element; our kernel takes A e4m3 and B e4m3 or
 // e5m2, with per-tensor scales), whose GEMM writes its output C in bf16: an AllGather before the GEMM moves FP8 A
 // (half bf16's bytes), a ReduceScatter / AllReduce after it bf16 partial sums (output_dtype).
-enum class DType { kBF16, kFP16, kFP32, kE4M3, kE5M2 };
+// DType, to_string(DType), dtype_bytes, is_fp8: ovl/types.hpp.
 // BLayout: ovl/types.hpp.
 
 std::string_view to_string(Op op);
-std::string_view to_string(DType dtype);
 std::string_view to_string(BLayout layout);
 // Parse the names above ("gemm-allreduce", "gemm-reducescatter", "allgather-gemm"; "bf16", "fp16", "fp32", "e4m3",
 // "e5m2"; "nn", "nt"); throw ovl::Error naming the bad text.
 Op parse_op(std::string_view text);
 DType parse_dtype(std::string_view text);
 BLayout parse_b_layout(std::string_view text);
-int dtype_bytes(DType dtype);  // bytes per element: 4, 2 or 1 (FP8)
-bool is_fp8(DType dtype);      // e4m3 or e5m2
 // The type of the GEMM's output C for inputs of `dtype`: bf16 for FP8 inputs, else `dtype`.
 DType output_dtype(DType dtype);
 
