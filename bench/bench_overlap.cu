@@ -485,17 +485,16 @@ void register_cases() {
   const std::vector<Shape> shapes = {{8192, 8192, 1024}, {8192, 8192, 2048}, {8192, 8192, 4096},
                                      {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};
-  auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo, int groups = 0,
+  // name: the case as the name parser reads it (the sequential /algo: cases are not names it knows: only the mode);
+  // copy_engine registers it with "/algo:ce" appended, and bench_case sets the algorithm.
+  auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo,
                 bool copy_engine = false) {
-    // The case as its name says (the sequential /algo: cases are not names the parser knows: only the mode; the
-    // /algo:ce ones are parsed without that part, and bench_case sets the algorithm).
     BenchCase bc;
-    const std::string base = copy_engine ? name.substr(0, name.size() - std::string("/algo:ce").size()) : name;
-    if (auto parsed = parse_bench_name(base)) bc = *parsed;
+    if (auto parsed = parse_bench_name(name)) bc = *parsed;
     bc.mode = mode;
     bc.comm_sms = c;
-    if (groups > 0) bc.groups = groups;
-    benchmark::RegisterBenchmark(name.c_str(),
+    const std::string registered = copy_engine ? name + "/algo:ce" : name;
+    benchmark::RegisterBenchmark(registered.c_str(),
                                  [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo, copy_engine); })
         ->UseManualTime()
         ->Iterations(kIterations)
@@ -537,7 +536,7 @@ void register_cases() {
             add(name, mode, op, sh, c, CommAlgo::kNcclRing);
             if (g <= bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
             // The copy engine (tile-signal only; c: the owner's sum's CTAs).
-            if (mode == Mode::kTileSignal && c == 8) add(name + "/algo:ce", mode, op, sh, c, CommAlgo::kNcclRing, g, true);
+            if (mode == Mode::kTileSignal && c == 8) add(name, mode, op, sh, c, CommAlgo::kNcclRing, true);
           }
         }
       }

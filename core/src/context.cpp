@@ -356,13 +356,17 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   auto ps = std::make_unique<detail::PlanState>();
-  detail::PlanUnits units = detail::plan_units(p, plan);
+  const std::vector<UnitRows> units = unit_rows(p, plan);
   const std::vector<detail::LoopbackRange> table = detail::loopback_range_table(p, units, world);
-  ps->row_begin = std::move(units.row_begin);
-  ps->row_end = std::move(units.row_end);
-  ps->tile_rows_begin = std::move(units.tile_rows_begin);
-  ps->tile_rows_end = std::move(units.tile_rows_end);
-  ps->expected_host = std::move(units.expected);
+  for (const UnitRows& u : units) {
+    ps->row_begin.push_back(u.begin);
+    ps->row_end.push_back(u.end);
+    if (mode_signals(plan.mode)) {
+      ps->tile_rows_begin.push_back(int(u.tile_row_begin));
+      ps->tile_rows_end.push_back(int(u.tile_row_end));
+      ps->expected_host.push_back(unsigned(u.tiles));
+    }
+  }
   if (!ps->expected_host.empty()) {
     const size_t groups = ps->expected_host.size();
     ps->expected = DeviceBuffer(groups * sizeof(unsigned));

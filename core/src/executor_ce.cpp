@@ -4,7 +4,7 @@
 // (cuStreamWriteValue32, which fences the copies before it). Flags carry the call's epoch, a per-context sequence
 // number of ce calls, so no flag is ever reset: a wait compares GEQ epoch.
 //
-// GEMM+ReduceScatter: owner o's rows are the row block [rb(o), rb(o + 1)); source s pushes each finished group's
+// GEMM+ReduceScatter: owner o's rows are the row block [rb(o), re(o)); source s pushes each finished group's
 // rows of block o into o's receive slot s (one slot per source; its own rows stay in its partial product), then sets
 // o's flag (g, s). Owner o waits for the (g, s) flags and sums its partial rows and the W - 1 slots in fp32 in rank
 // order (kernels::launch_sum, comm_ctas CTAs): per group when the GEMM's grid leaves comm_ctas SMs
@@ -73,8 +73,10 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   const int64_t eb = dtype_bytes(p.dtype);
   const int64_t cols = ag ? p.k : p.n;  // row length of what moves
   const int64_t row_bytes = cols * eb;
-  // Row blocks: owner o holds rows [rb(o), rb(o + 1)) (ReduceScatter / AllGather: M / W each; AllReduce: near-equal).
-  const auto rb = [&](int o) { return ar ? p.m * o / w : p.m / w * o; };
+  // Row blocks: owner o holds rows [rb(o), re(o)), ovl::owner_rows over all of M (ReduceScatter / AllGather: M / W
+  // each; AllReduce: near-equal runs).
+  const auto rb = [&](int o) { return owner_rows(p, 0, p.m, o).begin; };
+  const auto re = [&](int o) { return owner_rows(p, 0, p.m, o).end; };
   const int64_t slot_rows = (p.m + w - 1) / w;
   const int64_t slot_bytes = slot_rows * p.n * eb;
   const int me = real ? rank : 0;
@@ -155,7 +157,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   };
   // Rows [r0, r1) of the gathered rows cut at owner o's block.
   const auto cut = [&](int64_t r0, int64_t r1, int o) {
-    return std::pair<int64_t, int64_t>{std::max(r0, rb(o)), std::min(r1, rb(o + 1))};
+    return std::pair<int64_t, int64_t>{std::max(r0, rb(o)), std::min(r1, re(o))};
   };
 
   // Test-only (testing::Fault::kPoisonGather): a real world's gathered A is NaN before the call (run() poisons the loopback's);
@@ -175,7 +177,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     // The receivers' own rows, before the GEMM (whose CTAs then wait on every SM).
     for (int o = 0; coll && o < w; ++o) {
       if (!plays_owner(o) || out(o) == nullptr) continue;
-      copy(bytes_at(out(o), rb(o) * row_bytes), partial_of(o), (rb(o + 1) - rb(o)) * row_bytes, gemm_st);
+      copy(bytes_at(out(o), rb(o) * row_bytes), partial_of(o), (re(o) - rb(o)) * row_bytes, gemm_st);
     }
     // Loopback copies are same-device copies on SMs: the GEMM leaves comm_ctas of them (can_run checks it fits).
     const int grid = loopback && w > 1 ? std::min(plan.gemm_sms, sms - plan.comm_ctas) : std::min(plan.gemm_sms, sms);
@@ -277,9 +279,9 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
         const auto [a0, a1] = cut(ps.row_begin[size_t(g)], ps.row_end[size_t(g)], o);
         if (a1 > a0) wait_sources(o, g);
       }
-      reduce_rows(o, rb(o), rb(o + 1));
+      reduce_rows(o, rb(o), re(o));
     }
-    for (int o = 0; ar && o < w; ++o) gather_rows(o, 0, rb(o), rb(o + 1));
+    for (int o = 0; ar && o < w; ++o) gather_rows(o, 0, rb(o), re(o));
   }
   if (ar) {
     // Every played rank: every other owner's rows (per group, or its whole block as unit 0).
@@ -289,7 +291,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
         if (o == r) continue;
         for (int u = 0; u < (per_group ? groups : 1); ++u) {
           const auto [a0, a1] = per_group ? cut(ps.row_begin[size_t(u)], ps.row_end[size_t(u)], o)
-                                          : std::pair<int64_t, int64_t>{rb(o), rb(o + 1)};
+                                          : std::pair<int64_t, int64_t>{rb(o), re(o)};
           if (a1 > a0)
             wait(flags(r) + gather_flag(u, o), epoch, real,
                  fmt::format("rank {}'s summed rows{} for rank {}", o,

@@ -6,27 +6,13 @@
 
 namespace ovl::detail {
 
-PlanUnits plan_units(const Problem& p, const Plan& plan) {
-  PlanUnits u;
-  for (const UnitRows& r : unit_rows(p, plan)) {
-    u.row_begin.push_back(r.begin);
-    u.row_end.push_back(r.end);
-    if (mode_signals(plan.mode)) {
-      u.tile_rows_begin.push_back(int(r.tile_row_begin));
-      u.tile_rows_end.push_back(int(r.tile_row_end));
-      u.expected.push_back(unsigned(r.tiles));
-    }
-  }
-  return u;
-}
-
-std::vector<LoopbackRange> loopback_range_table(const Problem& p, const PlanUnits& units, int world) {
+std::vector<LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world) {
   const int w = world;
-  const size_t count = units.row_begin.size();
+  const size_t count = units.size();
   std::vector<LoopbackRange> table(count * size_t(w), LoopbackRange{0, 0, 0});
   for (size_t u = 0; u < count; ++u) {
     for (int r = 0; r < w; ++r) {
-      const OwnerRows o = owner_rows(p, units.row_begin[u], units.row_end[u], r);
+      const OwnerRows o = owner_rows(p, units[u].begin, units[u].end, r);
       if (o.rows() == 0) continue;
       LoopbackRange& e = table[u * size_t(w) + size_t(r)];
       switch (p.op) {

@@ -1,5 +1,5 @@
-// The units of a plan (the row ranges each collective launch moves) and the loopback collective's range table, as
-// host functions of the problem and the plan only (no device): Context::Impl::plan_state uploads them, and
+// The loopback collective's range table over a plan's units (ovl::unit_rows), a host function of the problem and the
+// plan only (no device): Context::Impl::plan_state uploads it, and
 // tests/cuda/test_loopback_ranges.cpp checks every range against the buffers it indexes.
 #pragma once
 
@@ -12,20 +12,11 @@
 
 namespace ovl::detail {
 
-// ovl::unit_rows as the device state holds it: sequential one unit, every row; decomposed `chunks` row chunks; signal
-// modes one unit per tile group (whole row bands; tile rows and the group's tile count, the counter's target).
-struct PlanUnits {
-  std::vector<int64_t> row_begin, row_end;          // AG: rows of the gathered A / of C
-  std::vector<int> tile_rows_begin, tile_rows_end;  // signal modes only
-  std::vector<unsigned> expected;                   // signal modes only: tiles per group
-};
-PlanUnits plan_units(const Problem& p, const Plan& plan);
-
 // (unit u, owner r) -> elements, at [u * world + r] (LoopbackArguments::ranges), owner r's rows of the unit as
 // ovl::owner_rows cuts them: RS from the M x N partial products into the owner's M/W x N output, AR the r-th of W
 // near-equal row runs of the unit (M x N to M x N), AG from its M/W x K rows into the M x K gathered A.
 // Throws ovl::Error when a range is not in whole 16-byte vectors.
-std::vector<LoopbackRange> loopback_range_table(const Problem& p, const PlanUnits& units, int world);
+std::vector<LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world);
 
 // Elements of the buffers the range table indexes (LoopbackArguments::src / dst), as Context::Impl::shape allocates
 // the context's own: rank 0's source (GEMM+AR/RS: the partial product, M x N; AG: the caller's A, M/W x K), rank 0's

@@ -65,6 +65,11 @@ std::vector<std::vector<std::byte>> WorldState::nccl_all_gather(int rank, std::s
   return all;
 }
 
+void WorldState::gather_devices(int rank, int device) {
+  const auto all = nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
+  for (std::size_t r = 0; r < all.size(); ++r) std::memcpy(&devices[r], all[r].data(), sizeof(int));
+}
+
 void WorldState::nccl_barrier(int rank) {
   const std::byte token{1};
   (void)nccl_all_gather(rank, std::span(&token, 1));
@@ -285,10 +290,7 @@ World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int
     state->comms[std::size_t(rank)][bound] = c;
     if (i == 0) state->host_comm = c;
   }
-  // Every rank's device (symmetric buffers map them; SymmetricBuffer::release reads its own).
-  const auto devices = state->nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
-  for (int r = 0; r < size; ++r)
-    std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));
+  state->gather_devices(rank, device);
   return World(std::move(state), rank);
 }
 
@@ -310,9 +312,7 @@ World World::from_nccl_comm(ncclComm_t comm) {
   state->borrowed_comm = true;
   OVL_CUDA_CHECK(cudaSetDevice(device));
   OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&state->host_stream, cudaStreamNonBlocking));
-  const auto devices = state->nccl_all_gather(rank, std::as_bytes(std::span(&device, 1)));
-  for (int r = 0; r < size; ++r)
-    std::memcpy(&state->devices[std::size_t(r)], devices[std::size_t(r)].data(), sizeof(int));
+  state->gather_devices(rank, device);
   return World(std::move(state), rank);
 }
 

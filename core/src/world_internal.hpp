@@ -45,6 +45,9 @@ struct WorldState {
   // nccl backend: the host-side collectives over host_comm (`rank` is the caller's), synchronous.
   std::vector<std::vector<std::byte>> nccl_all_gather(int rank, std::span<const std::byte> mine);
   void nccl_barrier(int rank);
+  // nccl backend: every rank's device into `devices` (symmetric buffers map them; SymmetricBuffer::release reads its
+  // own), over host_comm.
+  void gather_devices(int rank, int device);
   void abandon_barriers();
   ~WorldState();
 };

@@ -41,19 +41,11 @@ void expect_exact_cover(std::vector<Span> spans, int64_t size, const std::string
 void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
   const std::string what = p.name() + " plan " + plan.summary() + (whole_world ? " whole-world" : " rank0");
   SCOPED_TRACE(what);
-  const PlanUnits units = plan_units(p, plan);
+  // The units themselves (in order, covering [0, M)) are checked by Plan.UnitsAndOwnersCoverEveryRowOnce.
+  const std::vector<UnitRows> units = unit_rows(p, plan);
   const std::vector<LoopbackRange> table = loopback_range_table(p, units, w);
-  const size_t count = units.row_begin.size();
+  const size_t count = units.size();
   ASSERT_EQ(table.size(), count * size_t(w));
-
-  // The units: in order, contiguous, covering [0, M).
-  int64_t row = 0;
-  for (size_t u = 0; u < count; ++u) {
-    EXPECT_EQ(units.row_begin[u], row) << "unit " << u;
-    EXPECT_LE(units.row_begin[u], units.row_end[u]) << "unit " << u;
-    row = units.row_end[u];
-  }
-  EXPECT_EQ(row, p.m);
 
   // The buffers' sizes, as the operators define them (src: rank r's input to the collective, dst: its output).
   const int64_t mb = p.m / w;
@@ -110,15 +102,12 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
 // Signal modes: the tile groups, in tiles and tile rows, and the tile-major staging the reorder reads.
 void check_groups(const Problem& p, const Plan& plan) {
   SCOPED_TRACE(p.name() + " plan " + plan.summary());
-  const PlanUnits units = plan_units(p, plan);
-  ASSERT_EQ(units.expected.size(), plan.tile_groups.size());
-  int64_t tiles = 0;
-  for (size_t g = 0; g < units.expected.size(); ++g) {
-    tiles += units.expected[g];
-    EXPECT_LE(units.tile_rows_end[g], plan.tiles_m(p));
-    EXPECT_EQ(units.row_end[g], std::min<int64_t>(int64_t(units.tile_rows_end[g]) * plan.tile.m, p.m));
+  const std::vector<UnitRows> units = unit_rows(p, plan);
+  ASSERT_EQ(units.size(), plan.tile_groups.size());
+  for (const UnitRows& u : units) {
+    EXPECT_LE(u.tile_row_end, plan.tiles_m(p));
+    EXPECT_EQ(u.end, std::min<int64_t>(u.tile_row_end * plan.tile.m, p.m));
   }
-  EXPECT_EQ(tiles, plan.tile_count(p));
   // The reorder reads tile (row / tile.m) * tiles_n + col / tile.n of the tile-major staging for every row < M and
   // column < N, at most tile_count x tile.m x tile.n elements; the staging holds gemm_output_bytes of the GEMM.
   kernels::GemmArguments g;
