@@ -508,12 +508,6 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
       return fmt::format("comm_algo ce runs worlds of at most {} ranks (this one: {})", kernels::kMaxSumSources,
                          s.world);
     }
-    if (!s.loopback && s.world > 1 && !s.world_ref.valid()) {
-      return fmt::format(
-          "comm_algo ce in a real world of {} ranks needs the Context made from a World (ContextOptions::world: its "
-          "peer-mapped buffers), not from a bare NCCL communicator",
-          s.world);
-    }
     if (s.loopback && s.link) {
       return fmt::format(
           "comm_algo ce in a paced loopback (link profile {}): its copies are same-device copies on SMs, which "
@@ -532,12 +526,6 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
       return "plan field \"output\" = tile-major is not implemented for mode tma (the collective reads row bands)";
     }
     if (!s.loopback && s.world > 1) {
-      if (!s.world_ref.valid()) {
-        return fmt::format(
-            "mode tma in a real world of {} ranks needs the Context made from a World (ContextOptions::world: its "
-            "peer-mapped buffers), not from a bare NCCL communicator",
-            s.world);
-      }
       if (plan.comm_algo != CommAlgo::kTmaPush) {
         return fmt::format(
             "plan field \"comm_algo\" = {}: mode tma in a real world of {} ranks runs tma-push only (a pull reads "
@@ -646,9 +634,9 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
 void* Context::symmetric_output(const Problem& problem) {
   Impl& s = *impl_;
   const std::lock_guard lock(s.mutex);
-  OVL_CHECK(!s.loopback && s.world > 1 && s.world_ref.valid(),
-            "symmetric_output: needs a Context on a real World of more than one rank (this one: {}, world {}{})",
-            s.loopback ? "loopback" : "real", s.world, s.world_ref.valid() ? "" : ", no World");
+  OVL_CHECK(!s.loopback && s.world > 1,
+            "symmetric_output: needs a Context on a real World of more than one rank (this one: {}, world {})",
+            s.loopback ? "loopback" : "real", s.world);
   OVL_CHECK(problem.op != Op::kAllGatherGemm, "symmetric_output: op {} has no tma mode", to_string(problem.op));
   OVL_CHECK(problem.world == s.world, "symmetric_output: problem world = {} on a context of world {}", problem.world,
             s.world);

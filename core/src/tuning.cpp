@@ -163,25 +163,17 @@ sim::PlanResult Context::Impl::plan_problem(const Problem& p, const Context& ctx
 
 std::vector<double> Context::Impl::max_over_ranks(std::vector<double> values) const {
   if (loopback || world == 1 || values.empty()) return values;
-  if (world_ref.valid()) {
-    const auto bytes = std::as_bytes(std::span<const double>(values));
-    for (const std::vector<std::byte>& theirs : world_ref.all_gather(bytes)) {
-      OVL_CHECK(theirs.size() == bytes.size(), "ranks disagree on how many times to compare ({} and {} bytes)",
-                theirs.size(), bytes.size());
-      for (size_t i = 0; i < values.size(); ++i) {
-        double v = 0;
-        std::memcpy(&v, theirs.data() + i * sizeof(double), sizeof(double));
-        values[i] = std::max(values[i], v);
-      }
+  // A real world of more than one rank is always a World (ContextOptions::world).
+  const auto bytes = std::as_bytes(std::span<const double>(values));
+  for (const std::vector<std::byte>& theirs : world_ref.all_gather(bytes)) {
+    OVL_CHECK(theirs.size() == bytes.size(), "ranks disagree on how many times to compare ({} and {} bytes)",
+              theirs.size(), bytes.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      double v = 0;
+      std::memcpy(&v, theirs.data() + i * sizeof(double), sizeof(double));
+      values[i] = std::max(values[i], v);
     }
-    return values;
   }
-  OVL_CHECK(comm != nullptr, "comparing times across a real world of {} ranks needs its NCCL communicator", world);
-  detail::DeviceBuffer buf(values.size() * sizeof(double));
-  OVL_CUDA_CHECK(cudaMemcpy(buf.get(), values.data(), buf.bytes(), cudaMemcpyHostToDevice));
-  OVL_NCCL_CHECK(ncclAllReduce(buf.get(), buf.get(), values.size(), ncclFloat64, ncclMax, comm, comm_stream));
-  OVL_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
-  OVL_CUDA_CHECK(cudaMemcpy(values.data(), buf.get(), buf.bytes(), cudaMemcpyDeviceToHost));
   return values;
 }
 

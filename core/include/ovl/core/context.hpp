@@ -182,7 +182,7 @@ class Context {
   // the result of `problem` to (RS: M/W x N, AR: M x N, row-major, the problem's dtype; overwritten by every tma call
   // of that shape). A tma call whose C points at it skips the copy of the result into C. Made on first use, which is
   // collective: every rank calls it at the same point of its sequence of calls. Throws ovl::Error naming the reason
-  // in loopback, in a world of 1, without a World, and for AllGather+GEMM. release_caches() frees it: the pointer is
+  // in loopback, in a world of 1, and for AllGather+GEMM. release_caches() frees it: the pointer is
   // invalid after that (a new call makes a new one).
   void* symmetric_output(const Problem& problem);
 
