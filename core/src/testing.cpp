@@ -40,20 +40,25 @@ void run_part(Context& ctx, Part part, Op op, const TensorRef& a, const TensorRe
   s.part = Part::kAll;
 }
 
-std::vector<const void*> loopback_peer_inputs(Context& ctx, const Problem& problem) {
+namespace {
+// The device pointers of one of a loopback shape's peer buffer lists (peer_src or peer_dst), made on first use.
+template <typename Ptr>
+std::vector<Ptr> peer_buffers(Context& ctx, const Problem& problem,
+                              std::vector<detail::DeviceBuffer> detail::ShapeState::*list, const char* api) {
   Context::Impl& s = detail::ContextAccess::impl(ctx);
   const std::lock_guard lock(s.mutex);
-  std::vector<const void*> out;
-  for (const detail::DeviceBuffer& b : s.loopback_shape(problem, "loopback_peer_inputs").peer_src) out.push_back(b.get());
+  std::vector<Ptr> out;
+  for (const detail::DeviceBuffer& b : s.loopback_shape(problem, api).*list) out.push_back(b.get());
   return out;
+}
+}  // namespace
+
+std::vector<const void*> loopback_peer_inputs(Context& ctx, const Problem& problem) {
+  return peer_buffers<const void*>(ctx, problem, &detail::ShapeState::peer_src, "loopback_peer_inputs");
 }
 
 std::vector<void*> loopback_peer_outputs(Context& ctx, const Problem& problem) {
-  Context::Impl& s = detail::ContextAccess::impl(ctx);
-  const std::lock_guard lock(s.mutex);
-  std::vector<void*> out;
-  for (const detail::DeviceBuffer& b : s.loopback_shape(problem, "loopback_peer_outputs").peer_dst) out.push_back(b.get());
-  return out;
+  return peer_buffers<void*>(ctx, problem, &detail::ShapeState::peer_dst, "loopback_peer_outputs");
 }
 
 }  // namespace testing
