@@ -180,10 +180,15 @@ struct Context::Impl {
   bool ce_flush = false;  // the device supports CU_STREAM_WAIT_VALUE_FLUSH (waits on flags peers write)
   // Every stream memory wait of the ce calls enqueued since the communication stream was last seen idle: what the
   // host watchdog (ce_watchdog) checks and, past the timeout, releases.
+  // What a gate waits for, kept as numbers: the message is formatted only when the watchdog reports it, not on every
+  // call's enqueue.
   struct CeGate {
+    enum class What { kStart, kRows, kRowsFor, kCounter, kSummedRows, kSummedGroupRows };
     const unsigned* addr;
     unsigned value;
-    std::string what;
+    What what;
+    int rank = -1, group = -1, for_rank = -1;  // the source rank, the tile group and the receiving rank, as used
+    std::string describe() const;
   };
   std::vector<CeGate> ce_gates;
   cudaStream_t watchdog_stream = nullptr;  // non-blocking, highest priority: the watchdog's reads and releases

@@ -149,11 +149,12 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     OVL_CU_CHECK(api.cuStreamWriteValue32(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(addr), value,
                                           CU_STREAM_WRITE_VALUE_DEFAULT));
   };
-  const auto wait = [&](const unsigned* addr, unsigned value, bool remote, std::string what) {
+  const auto wait = [&](const unsigned* addr, unsigned value, bool remote, CeGate::What what, int rank,
+                        int group = -1, int for_rank = -1) {
     const unsigned flags_word = CU_STREAM_WAIT_VALUE_GEQ | (remote && ce_flush ? CU_STREAM_WAIT_VALUE_FLUSH : 0u);
     OVL_CU_CHECK(api.cuStreamWaitValue32(reinterpret_cast<CUstream>(comm_st), reinterpret_cast<CUdeviceptr>(addr),
                                          value, flags_word));
-    ce_gates.push_back(CeGate{addr, value, std::move(what)});
+    ce_gates.push_back(CeGate{addr, value, what, rank, group, for_rank});
   };
   // Rows [r0, r1) of the gathered rows cut at owner o's block.
   const auto cut = [&](int64_t r0, int64_t r1, int o) {
@@ -170,7 +171,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     for (int r = 0; r < w; ++r)
       if (r != me) write(flags(r) + barrier_flag(me), epoch, comm_st);
     for (int r = 0; r < w; ++r)
-      if (r != me) wait(flags(me) + barrier_flag(r), epoch, true, fmt::format("rank {} at the call's start", r));
+      if (r != me) wait(flags(me) + barrier_flag(r), epoch, true, CeGate::What::kStart, r);
   }
 
   if (ag) {
@@ -201,7 +202,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
       for (int s = 0; s < w; ++s) {
         const auto [a0, a1] = cut(r0, r1, s);
         if (s == o || a1 <= a0) continue;
-        wait(flags(o) + data_flag(g, s), need, real, fmt::format("rank {}'s rows of tile group {}", s, g));
+        wait(flags(o) + data_flag(g, s), need, real, CeGate::What::kRows, s, g);
       }
       if (gemm) write(counter_ptr() + g, 1u, comm_st);  // the GEMM waits for >= GemmArguments::wait_value (1)
     }
@@ -234,7 +235,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   const auto wait_sources = [&](int o, int g) {
     for (int s = 0; s < w; ++s)
       if (s != o)
-        wait(flags(o) + data_flag(g, s), epoch, real, fmt::format("rank {}'s rows of tile group {} for rank {}", s, g, o));
+        wait(flags(o) + data_flag(g, s), epoch, real, CeGate::What::kRowsFor, s, g, o);
   };
   // AR: owner o's summed rows [a0, a1) to every other rank's result, then flag (unit u, o) there. kRank0: rank 0
   // receives the peers' rows from their precomputed results (prepare_loopback_peers).
@@ -252,7 +253,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   for (int g = 0; g < groups; ++g) {
     unsigned expected = ps.expected_host[size_t(g)];
     if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
-    if (gemm) wait(counter_ptr() + g, expected, false, fmt::format("tile group {}'s counter (the GEMM)", g));
+    if (gemm) wait(counter_ptr() + g, expected, false, CeGate::What::kCounter, -1, g);
     const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
     for (int s = 0; s < w; ++s) {
       for (int o = 0; o < w; ++o) {
@@ -294,14 +295,26 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
                                           : std::pair<int64_t, int64_t>{rb(o), re(o)};
           if (a1 > a0)
             wait(flags(r) + gather_flag(u, o), epoch, real,
-                 fmt::format("rank {}'s summed rows{} for rank {}", o,
-                             per_group ? fmt::format(" of tile group {}", u) : std::string(), r));
+                 per_group ? CeGate::What::kSummedGroupRows : CeGate::What::kSummedRows, o, u, r);
         }
       }
     }
     if (real && c.c.ptr != out(me)) copy(c.c.ptr, out(me), p.m * p.n * eb, comm_st);
   }
   join_streams(c.stream, gemm_st, comm_st);
+}
+
+std::string Context::Impl::CeGate::describe() const {
+  switch (what) {
+    case What::kStart: return fmt::format("rank {} at the call's start", rank);
+    case What::kRows: return fmt::format("rank {}'s rows of tile group {}", rank, group);
+    case What::kRowsFor: return fmt::format("rank {}'s rows of tile group {} for rank {}", rank, group, for_rank);
+    case What::kCounter: return fmt::format("tile group {}'s counter (the GEMM)", group);
+    case What::kSummedRows: return fmt::format("rank {}'s summed rows for rank {}", rank, for_rank);
+    case What::kSummedGroupRows:
+      return fmt::format("rank {}'s summed rows of tile group {} for rank {}", rank, group, for_rank);
+  }
+  return "?";
 }
 
 std::string Context::Impl::ce_watchdog() {
@@ -329,7 +342,7 @@ std::string Context::Impl::ce_watchdog() {
   for (size_t i = 0; i < ce_gates.size(); ++i) {
     const CeGate& gate = ce_gates[i];
     if (int(seen[i] - gate.value) >= 0) continue;  // GEQ, as the wait compares
-    if (missing++ == 0) what = fmt::format("{} (flag {} of {} expected)", gate.what, seen[i], gate.value);
+    if (missing++ == 0) what = fmt::format("{} (flag {} of {} expected)", gate.describe(), seen[i], gate.value);
     OVL_CU_CHECK(api.cuStreamWriteValue32(reinterpret_cast<CUstream>(watchdog_stream),
                                           reinterpret_cast<CUdeviceptr>(gate.addr), gate.value,
                                           CU_STREAM_WRITE_VALUE_DEFAULT));
