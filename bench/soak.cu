@@ -9,8 +9,9 @@
 // problems, on Contexts of the thread's own in that world with --share, --plan auto (every call without a plan:
 // measured tuning) or candidate:I (the I-th plan measured tuning would time, Context::tuning_candidates, alone), and
 // --calls N (at most N calls per thread). --only-thread ID runs thread ID's random sequence alone. Every wrong result
-// and error is recorded with its plan's JSON: saved to a file, --plan file:PATH with the same --problem and --share
-// runs that call again.
+// and error is recorded with the thread's call number and its plan's JSON (for a call without a plan, the plan
+// measured tuning chose): saved to a file, --plan file:PATH with the same --problem and --share runs that call again,
+// and --only-thread ID --calls N replays the thread's sequence up to that call.
 //
 // Two host threads run at once, each with two streams. Each runs epochs of 8..24 calls: on a Context of its own (a
 // loopback world of 2..8 ranks, share rank0 or whole-world: two Contexts on one device) or on one Context both
@@ -380,9 +381,16 @@ class Worker {
     const std::optional<Plan> plan = choose_plan(ctx, p);
     const std::string mode = plan ? std::string(to_string(plan->mode)) : "auto";
     // The plan's JSON too: a call that failed replays with --problem, --share and --plan file:PATH.
-    const std::string what = fmt::format("thread {} ({} context, loopback {} {}): {} plan {}{}", id_, context_kind, w,
-                                         to_string(ctx.loopback_share()), p.name(), plan ? plan->summary() : "auto",
-                                         plan ? " " + nlohmann::json(*plan).dump() : std::string());
+    std::string what = fmt::format("thread {} call {} ({} context, loopback {} {}): {} plan {}{}", id_, calls_,
+                                   context_kind, w, to_string(ctx.loopback_share()), p.name(),
+                                   plan ? plan->summary() : "auto",
+                                   plan ? " " + nlohmann::json(*plan).dump() : std::string());
+    // Without a plan, what measured tuning chose (known once the call chose; host state, readable after a fault).
+    const auto name_choice = [&] {
+      if (plan) return;
+      const PlanChoice* choice = ctx.plan_choice(p);
+      if (choice != nullptr) what += fmt::format(" (chose {} {})", choice->plan.summary(), nlohmann::json(choice->plan).dump());
+    };
     record_.last_progress_ms.store(now_ms());
     const bool shared = &ctx == &shared_;
     const int64_t shared_timeouts_before = record_.shared_timeouts.load();
@@ -395,6 +403,7 @@ class Worker {
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       ctx.synchronize(s);
       const double err = compare(c, ref, c_rows * p.n, fp16, s2);
+      if (!(err < kTolerance)) name_choice();
       const std::lock_guard lock(record_.mutex);
       count(p, mode, w, context_kind);
       if (ms > record_.longest_ms) {
@@ -411,6 +420,7 @@ class Worker {
         fmt::print(stderr, "WRONG RESULT: {}: relative error {}\n", what, err);
       }
     } catch (const Error& e) {
+      name_choice();
       const std::string text = e.what();
       const bool timeout = text.find("timed out") != std::string::npos;
       if (timeout && shared) record_.shared_timeouts.fetch_add(1);

@@ -1,6 +1,9 @@
 #include "ovl/core/sm_partition.hpp"
 
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "ovl/core/driver_api.hpp"
@@ -40,28 +43,53 @@ Split split_device(const DriverApi& api, const CUdevResource& device_resource) {
   return split;
 }
 
-struct GreenStream {
+// A green context and the SMs it holds.
+struct GreenCtx {
   CUgreenCtx ctx = nullptr;
-  cudaStream_t stream = nullptr;
   int sms = 0;
 };
 
-GreenStream make_green_stream(const DriverApi& api, CUdevice dev, std::vector<CUdevResource> resources, int priority) {
+GreenCtx make_green_ctx(const DriverApi& api, CUdevice dev, std::vector<CUdevResource> resources) {
   CUdevResourceDesc desc{};
   OVL_CU_CHECK(api.cuDevResourceGenerateDesc(&desc, resources.data(), unsigned(resources.size())));
-  GreenStream gs;
-  OVL_CU_CHECK(api.cuGreenCtxCreate(&gs.ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-  CUstream stream = nullptr;
-  const CUresult made = api.cuGreenCtxStreamCreate(&stream, gs.ctx, CU_STREAM_NON_BLOCKING, priority);
-  if (made != CUDA_SUCCESS) {
-    api.cuGreenCtxDestroy(gs.ctx);
-    OVL_CU_CHECK(made);
-  }
-  gs.stream = stream;
+  GreenCtx g;
+  OVL_CU_CHECK(api.cuGreenCtxCreate(&g.ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
   CUdevResource actual{};
-  OVL_CU_CHECK(api.cuGreenCtxGetDevResource(gs.ctx, &actual, CU_DEV_RESOURCE_TYPE_SM));
-  gs.sms = int(actual.sm.smCount);
-  return gs;
+  OVL_CU_CHECK(api.cuGreenCtxGetDevResource(g.ctx, &actual, CU_DEV_RESOURCE_TYPE_SM));
+  g.sms = int(actual.sm.smCount);
+  return g;
+}
+
+// The green contexts of each partition, made once per process and never destroyed: cuGreenCtxDestroy gave back
+// neither the device memory nor the host memory a green context took (8 MiB and 3.3 MiB per partition on an H100,
+// CUDA 13.0, driver 580: ContextLifetimeTest), so a process that made Contexts one after another grew without bound.
+// Partitions of one kind (split for comm_sms, or confined to sms) share them and own only their streams: each
+// SmPartition's work stays on its own streams, so two Contexts never queue behind each other's kernels. One lock
+// covers making the contexts and the streams on them (the driver does not synchronize calls on one green context).
+struct PartitionKey {
+  int device;
+  int comm_sms;  // split: the communication SMs; confine: 0
+  int sms;       // confine: the SMs; split: 0
+  bool operator<(const PartitionKey& o) const {
+    return std::tie(device, comm_sms, sms) < std::tie(o.device, o.comm_sms, o.sms);
+  }
+};
+struct SharedGreenCtxs {
+  GreenCtx gemm, comm;  // comm.ctx is null for a confined partition
+};
+std::mutex& green_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<PartitionKey, SharedGreenCtxs>& green_ctxs() {
+  static auto* m = new std::map<PartitionKey, SharedGreenCtxs>();  // kept past exit: the driver may be gone by then
+  return *m;
+}
+
+cudaStream_t make_stream(const DriverApi& api, CUgreenCtx ctx, int priority) {
+  CUstream stream = nullptr;
+  OVL_CU_CHECK(api.cuGreenCtxStreamCreate(&stream, ctx, CU_STREAM_NON_BLOCKING, priority));
+  return stream;
 }
 
 int highest_priority() {
@@ -89,25 +117,30 @@ std::unique_ptr<SmPartition> SmPartition::split(int device, int comm_sms) {
             granularity);
   OVL_CHECK(comm_sms <= total - granularity, "comm_sms = {} leaves fewer than {} of the {} SMs for the GEMM", comm_sms,
             granularity, total);
-  Split parts = split_device(api, resource);
-  const size_t comm_groups = size_t(comm_sms / granularity);
-  OVL_CHECK(comm_groups < parts.groups.size() || (comm_groups == parts.groups.size() && parts.remainder.sm.smCount > 0),
-            "comm_sms = {} needs {} groups of {} SMs; this device splits into {}", comm_sms, comm_groups, granularity,
-            parts.groups.size());
-  std::vector<CUdevResource> comm(parts.groups.begin(), parts.groups.begin() + comm_groups);
-  std::vector<CUdevResource> gemm(parts.groups.begin() + comm_groups, parts.groups.end());
-  if (parts.remainder.sm.smCount > 0) gemm.push_back(parts.remainder);
-
+  const std::lock_guard lock(green_mutex());
+  const PartitionKey key{device, comm_sms, 0};
+  auto it = green_ctxs().find(key);
+  if (it == green_ctxs().end()) {
+    Split parts = split_device(api, resource);
+    const size_t comm_groups = size_t(comm_sms / granularity);
+    OVL_CHECK(
+        comm_groups < parts.groups.size() || (comm_groups == parts.groups.size() && parts.remainder.sm.smCount > 0),
+        "comm_sms = {} needs {} groups of {} SMs; this device splits into {}", comm_sms, comm_groups, granularity,
+        parts.groups.size());
+    std::vector<CUdevResource> comm(parts.groups.begin(), parts.groups.begin() + comm_groups);
+    std::vector<CUdevResource> gemm(parts.groups.begin() + comm_groups, parts.groups.end());
+    if (parts.remainder.sm.smCount > 0) gemm.push_back(parts.remainder);
+    SharedGreenCtxs made;
+    made.gemm = make_green_ctx(api, dev, gemm);
+    made.comm = make_green_ctx(api, dev, comm);
+    it = green_ctxs().emplace(key, made).first;
+  }
   std::unique_ptr<SmPartition> p(new SmPartition());
   p->device_ = device;
-  const GreenStream g = make_green_stream(api, dev, gemm, 0);
-  p->gemm_ctx_ = g.ctx;
-  p->gemm_stream_ = g.stream;
-  p->gemm_sms_ = g.sms;
-  const GreenStream c = make_green_stream(api, dev, comm, highest_priority());
-  p->comm_ctx_ = c.ctx;
-  p->comm_stream_ = c.stream;
-  p->comm_sms_ = c.sms;
+  p->gemm_sms_ = it->second.gemm.sms;
+  p->comm_sms_ = it->second.comm.sms;
+  p->gemm_stream_ = make_stream(api, it->second.gemm.ctx, 0);
+  p->comm_stream_ = make_stream(api, it->second.comm.ctx, highest_priority());
   return p;
 }
 
@@ -128,28 +161,27 @@ std::unique_ptr<SmPartition> SmPartition::confine(int device, int sms) {
             "sms = {} cannot be a green-context partition of this device ({} groups of {} SMs plus {}): use a "
             "multiple of {}, optionally plus {}",
             sms, group_count, granularity, remainder, granularity, remainder);
-  const size_t groups = size_t((sms - (with_remainder ? remainder : 0)) / granularity);
-  std::vector<CUdevResource> use(parts.groups.begin(), parts.groups.begin() + groups);
-  if (with_remainder) use.push_back(parts.remainder);
-
+  const std::lock_guard lock(green_mutex());
+  const PartitionKey key{device, 0, sms};
+  auto it = green_ctxs().find(key);
+  if (it == green_ctxs().end()) {
+    const size_t groups = size_t((sms - (with_remainder ? remainder : 0)) / granularity);
+    std::vector<CUdevResource> use(parts.groups.begin(), parts.groups.begin() + groups);
+    if (with_remainder) use.push_back(parts.remainder);
+    SharedGreenCtxs made;
+    made.gemm = make_green_ctx(api, dev, use);
+    it = green_ctxs().emplace(key, made).first;
+  }
   std::unique_ptr<SmPartition> p(new SmPartition());
   p->device_ = device;
-  const GreenStream g = make_green_stream(api, dev, use, 0);
-  p->gemm_ctx_ = g.ctx;
-  p->gemm_stream_ = g.stream;
-  p->gemm_sms_ = g.sms;
+  p->gemm_sms_ = it->second.gemm.sms;
+  p->gemm_stream_ = make_stream(api, it->second.gemm.ctx, 0);
   return p;
 }
 
 SmPartition::~SmPartition() {
-  const DriverApi& api = driver_api();
   for (cudaStream_t s : {gemm_stream_, comm_stream_}) {
     if (s != nullptr && cudaStreamDestroy(s) != cudaSuccess) std::fprintf(stderr, "ovl: cudaStreamDestroy failed\n");
-  }
-  for (CUgreenCtx ctx : {gemm_ctx_, comm_ctx_}) {
-    if (ctx != nullptr && api.cuGreenCtxDestroy != nullptr && api.cuGreenCtxDestroy(ctx) != CUDA_SUCCESS) {
-      std::fprintf(stderr, "ovl: cuGreenCtxDestroy failed\n");
-    }
   }
 }
 

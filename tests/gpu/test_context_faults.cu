@@ -17,10 +17,13 @@
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -367,6 +370,93 @@ TEST_F(ContextFaultsTest, TwoContextsOnOneDevice) {
   t1.join();
   EXPECT_EQ(wrong.load(), 0);
   RecordProperty("timeouts", timeouts.load());
+}
+
+// Device memory in use (cudaMemGetInfo) and the process's resident memory, in MiB.
+double device_used_mib() {
+  size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return double(total - free) / double(1 << 20);
+}
+double rss_mib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 20);
+}
+
+// A Context holds device and host memory only while it lives: Contexts made, used (one call of one mode, or a call
+// without a plan: measured tuning) and destroyed one after another leave the device and the process where they
+// started, after two warm-up Contexts have paid the one-off costs (modules, cuBLAS's library state, the green
+// contexts' first partition). Bound: 2 MiB per Context on average, device and host (a leak of one partition, one
+// cuBLAS handle or one shape's buffers is several MiB).
+class ContextLifetimeTest : public test::HopperTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(ContextLifetimeTest, DestroyedContextsHoldNoMemory) {
+  const std::string what = GetParam();
+  const int64_t m = 1024, n = 1024, k = 512;
+  DeviceMatrix a(m, k, 41), b(n, k, 43);
+  test::Stream s;
+  auto one_context = [&] {
+    ContextOptions options;
+    options.world = World::loopback(4);
+    options.loopback_share = LoopbackShare::kWholeWorld;
+    Context ctx(options);
+    DeviceMatrix out(m / 4, n, 0);
+    const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), out.ref());
+    std::optional<Plan> plan;
+    if (what != "auto") {
+      for (const Plan& candidate : runnable_plans(ctx, p))
+        if (to_string(candidate.mode) == what) plan = candidate;
+      ASSERT_TRUE(plan.has_value()) << "no runnable plan of mode " << what;
+    }
+    for (int i = 0; i < 2; ++i) ctx.gemm_reduce_scatter(a.ref(), b.ref(), out.ref(), plan, s);
+    ctx.synchronize(s);
+  };
+  for (int i = 0; i < 2; ++i) one_context();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const double device0 = device_used_mib(), host0 = rss_mib();
+  constexpr int kContexts = 12;
+  for (int i = 0; i < kContexts; ++i) one_context();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const double device_growth = device_used_mib() - device0, host_growth = rss_mib() - host0;
+  std::printf("%s: %d Contexts: device %+.1f MiB, host %+.1f MiB\n", what.c_str(), kContexts, device_growth,
+              host_growth);
+  RecordProperty("device_growth_mib", std::to_string(device_growth));
+  RecordProperty("host_growth_mib", std::to_string(host_growth));
+  EXPECT_LT(device_growth, 2.0 * kContexts) << what;
+  EXPECT_LT(host_growth, 2.0 * kContexts) << what;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMode, ContextLifetimeTest,
+                         ::testing::Values("sequential", "decomposed", "tile-signal", "green-context", "tma", "auto"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+// One Context through many shapes: release_caches() gives back what the shapes held (the device's use after each
+// release stays within 8 MiB of the use after the first).
+TEST_F(ContextFaultsTest, ReleaseCachesGivesBackEveryShape) {
+  ContextOptions options;
+  options.world = World::loopback(4);
+  Context ctx(options);
+  test::Stream s;
+  std::vector<double> after;
+  for (int round = 0; round < 4; ++round) {
+    for (int64_t m : {1024, 2048, 3072}) {
+      const int64_t n = 1024 + 256 * round, k = 512;
+      DeviceMatrix a(m, k, 51 + uint64_t(m)), b(n, k, 53), out(m / 4, n, 0);
+      const Problem p = ctx.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), out.ref());
+      for (const Plan& plan : runnable_plans(ctx, p)) ctx.gemm_reduce_scatter(a.ref(), b.ref(), out.ref(), plan, s);
+      ctx.synchronize(s);
+    }
+    ctx.release_caches();
+    after.push_back(device_used_mib());
+  }
+  for (size_t i = 1; i < after.size(); ++i) EXPECT_LT(after[i] - after[0], 8.0) << "after release " << i;
 }
 
 // A real World of 2 GPUs: both ranks run one tma call together (the symmetric buffers are made collectively), then

@@ -4,6 +4,8 @@
 // k SMs is made from k/8 groups of one split; the other groups and the remainder form the second partition.
 // Persistent kernels must size their grids from gemm_sms()/comm_sms() (the device still reports all SMs), and
 // both sides must run on these streams: a kernel on an ordinary stream is not confined.
+// The green contexts behind a partition are made once per process and kept (destroying one does not give its memory
+// back); each SmPartition owns only its streams.
 #pragma once
 
 #include <cuda.h>
@@ -45,8 +47,6 @@ class SmPartition {
   int device_ = 0;
   int gemm_sms_ = 0;
   int comm_sms_ = 0;
-  CUgreenCtx gemm_ctx_ = nullptr;
-  CUgreenCtx comm_ctx_ = nullptr;
   cudaStream_t gemm_stream_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
 };
