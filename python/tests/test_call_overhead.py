@@ -91,13 +91,10 @@ def test_native_call_us_runs_the_same_call(torch_gpu):
     plan = ovl.default_plan("decomposed", p, ctx.hardware, 16)
     expected = ctx.gemm_reduce_scatter(a, b, plan=plan)
     c = torch.full_like(expected, float("nan"))
-    f = ovl.context._framework(a)
-    stream = f.current_stream(a)
-    us = ctx._ctx._native_call_us("gemm-reducescatter", f.describe(a), f.describe(b), f.describe(c), plan, stream,
-                                  "nt", 3)
+    stream = ovl.context._framework(a).current_stream(a)
+    us = ctx._ctx._native_call_us("gemm-reducescatter", a, b, c, plan, stream, "nt", 3)
     torch.cuda.synchronize()
     assert us > 0
     assert torch.equal(c, expected)  # the same plan on the same inputs: the same bits
     with pytest.raises(ovl.Error, match="C has 3 dimensions"):
-        ctx._ctx._native_call_us("gemm-reducescatter", f.describe(a), f.describe(b), f.describe(c.view(1, *c.shape)),
-                                 plan, stream, "nt", 1)
+        ctx._ctx._native_call_us("gemm-reducescatter", a, b, c.view(1, *c.shape), plan, stream, "nt", 1)
