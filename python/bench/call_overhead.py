@@ -2,10 +2,12 @@
 """The Python call's host overhead over the C++ call, as JSON.
 
 For each framework present (torch, CuPy) and each plan: the mean host time of one ``ctx.gemm_reduce_scatter(a, b,
-c, plan=plan)`` made from Python, and of the same call made back to back from C++ (``_native_call_us``: the
-tensors described once), on a small problem in a loopback world of 8, in batches of BATCH calls with the device
-drained between batches (so a full launch queue never stalls either loop). overhead_us = python_us - native_us:
-the cost of the binding (tensor description, stream lookup, argument checks); the aim is below 5 us.
+c, plan=plan)`` made from Python (python_us); of the binding alone, ``ctx._ctx._run`` called from Python with the
+stream already resolved (binding_us: the tensors read and checked in C++, the GIL released, no Python layer); and of
+the same call made back to back from C++ (native_us: ``_native_call_us``, the tensors read once). A small problem in
+a loopback world of 8, in batches of BATCH calls with the device drained between batches (so a full launch queue
+never stalls a loop). overhead_us = python_us - native_us, the aim being below 5 us; of it, layer_us = python_us -
+binding_us is the Python layer (framework look-up, current stream, keywords) and the rest the binding's.
 
     PYTHONPATH=build/python python3 python/bench/call_overhead.py [--calls 2000]
 """
@@ -26,20 +28,26 @@ def measure(ctx, a, b, c, plan, sync, calls):
     for _ in range(BATCH):  # warm: the shape's buffers and plan state exist
         run(a, b, c, plan=plan)
     sync()
-    py, native = [], []
-    describe = ovl.context._framework(a).describe
     stream = ovl.context._framework(a).current_stream(a)
+    binding = ctx._ctx._run
+    op = "gemm-reducescatter"
+    py, bound, native = [], [], []
     for _ in range(max(calls // BATCH, 1)):
         start = time.perf_counter()
         for _ in range(BATCH):
             run(a, b, c, plan=plan)
         py.append((time.perf_counter() - start) * 1e6 / BATCH)
         sync()
-        native.append(ctx._ctx._native_call_us("gemm-reducescatter", describe(a), describe(b), describe(c), plan,
-                                               stream, "nt", BATCH))
+        start = time.perf_counter()
+        for _ in range(BATCH):
+            binding(op, a, b, c, plan, stream, "nt")
+        bound.append((time.perf_counter() - start) * 1e6 / BATCH)
         sync()
-    p, n = statistics.median(py), statistics.median(native)
-    return {"python_us": round(p, 3), "native_us": round(n, 3), "overhead_us": round(p - n, 3)}
+        native.append(ctx._ctx._native_call_us(op, a, b, c, plan, stream, "nt", BATCH))
+        sync()
+    p, bd, n = statistics.median(py), statistics.median(bound), statistics.median(native)
+    return {"python_us": round(p, 3), "binding_us": round(bd, 3), "native_us": round(n, 3),
+            "overhead_us": round(p - n, 3), "layer_us": round(p - bd, 3)}
 
 
 def main():

@@ -1,8 +1,9 @@
 """ovl.Context over framework tensors (CUDA builds only).
 
-Tensors: anything with ``__cuda_array_interface__`` (CuPy, Numba) or ``__dlpack__`` (JAX, ...), and torch tensors
-read through their own attributes (cheaper than a DLPack export per call). Every tensor is 2-D, contiguous
-row-major, bf16 or fp16, on the context's device; the library checks the rest and names the tensor (A, B, C).
+Tensors: torch tensors, CuPy arrays, anything with ``__cuda_array_interface__`` (Numba, ...) or ``__dlpack__`` (JAX,
+...), read by the library itself (python/src/tensors.cpp: torch and CuPy through their own attributes, cheaper than
+the interface dict or a DLPack export per call). Every tensor is 2-D, contiguous row-major, bf16 or fp16, on the
+context's device; the library checks the rest and names the tensor (A, B, C).
 Streams: ``stream=`` (an int handle, a torch or CuPy stream, or an object with ``__cuda_stream__``), else the
 current stream of the input's framework (torch.cuda.current_stream(), cupy.cuda.get_current_stream()), else the
 legacy default stream. Outputs are allocated with the input's framework when ``c`` is not given.
@@ -21,21 +22,18 @@ __all__ = ["Context", "World"]
 
 
 class _Framework:
-    """How one tensor type is described, which stream is current, how outputs are allocated."""
+    """Per tensor type: which stream is current, how outputs are allocated (the library reads the tensors itself)."""
 
-    def __init__(self, describe, current_stream, empty):
-        self.describe, self.current_stream, self.empty = describe, current_stream, empty
+    __slots__ = ("current_stream", "empty")
+
+    def __init__(self, current_stream, empty):
+        self.current_stream, self.empty = current_stream, empty
 
 
-def _torch_framework():
+def _torch_framework(cls):
     import torch
 
-    dtypes = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
     raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-    def describe(t):
-        return (t.data_ptr(), t.shape, t.stride(), dtypes.get(t.dtype, str(t.dtype)),
-                "cuda" if t.is_cuda else t.device.type, t.get_device())
 
     def current_stream(t):
         index = t.get_device()
@@ -48,71 +46,42 @@ def _torch_framework():
     def empty(t, rows, cols):
         return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
 
-    return _Framework(describe, current_stream, empty)
+    return _Framework(current_stream, empty)
 
 
-_CAI_DTYPES = {"<f2": "fp16", "<f4": "fp32", "<f8": "fp64"}
+def _cupy_framework(cls):
+    import cupy
+
+    def current_stream(t):
+        return cupy.cuda.get_current_stream().ptr
+
+    def empty(t, rows, cols):
+        with cupy.cuda.Device(t.device.id):
+            return cupy.empty((rows, cols), dtype=t.dtype)
+
+    return _Framework(current_stream, empty)
 
 
-def _cai_framework(cls):
-    module = cls.__module__.split(".")[0]
-
-    def describe(t):
-        cai = t.__cuda_array_interface__
-        typestr = cai["typestr"]
-        strides = cai.get("strides")
-        if strides is not None:
-            itemsize = int(typestr[2:])
-            strides = tuple(s // itemsize for s in strides)
-        device = getattr(getattr(t, "device", None), "id", None)
-        # Without a device in the interface, the library's own pointer check (cudaPointerGetAttributes) decides.
-        return (cai["data"][0], cai["shape"], strides, _CAI_DTYPES.get(typestr, typestr), "cuda",
-                _CURRENT_DEVICE if device is None else device)
-
-    if module == "cupy":
-        import cupy
-
-        def current_stream(t):
-            return cupy.cuda.get_current_stream().ptr
-
-        def empty(t, rows, cols):
-            with cupy.cuda.Device(t.device.id):
-                return cupy.empty((rows, cols), dtype=t.dtype)
-    else:
-        def current_stream(t):
-            return 0
-
-        def empty(t, rows, cols):
-            raise Error(f"no output given and ovl cannot allocate a {cls.__name__}: pass c=")
-
-    return _Framework(describe, current_stream, empty)
-
-
-def _dlpack_framework(cls):
+def _foreign_framework(cls):
+    # __cuda_array_interface__ or DLPack from another framework: its current stream is unknown, and so is how to
+    # allocate its tensors.
     def empty(t, rows, cols):
         raise Error(f"no output given and ovl cannot allocate a {cls.__name__}: pass c=")
 
-    return _Framework(_ovl._dlpack_desc, lambda t: 0, empty)
+    return _Framework(lambda t: 0, empty)
 
 
+_MAKERS = {"torch": _torch_framework, "cupy": _cupy_framework, "cuda-array-interface": _foreign_framework,
+           "dlpack": _foreign_framework}
 _FRAMEWORKS: dict = {}
-_CURRENT_DEVICE = -1  # stands for "the context's device" while a CAI tensor is described (set per call)
 
 
 def _framework(t) -> _Framework:
+    """The framework of ``t``'s type; a TypeError for an object that is no tensor (the library decides)."""
     cls = type(t)
     f = _FRAMEWORKS.get(cls)
     if f is None:
-        if cls.__module__.split(".")[0] == "torch" and "torch" in sys.modules and isinstance(t, sys.modules["torch"].Tensor):
-            f = _torch_framework()
-        elif hasattr(t, "__cuda_array_interface__"):
-            f = _cai_framework(cls)
-        elif hasattr(t, "__dlpack__"):
-            f = _dlpack_framework(cls)
-        else:
-            raise TypeError(f"ovl: a {cls.__module__}.{cls.__name__} is no tensor (no __cuda_array_interface__ or "
-                            "__dlpack__; torch, CuPy and DLPack tensors are accepted)")
-        _FRAMEWORKS[cls] = f
+        f = _FRAMEWORKS[cls] = _MAKERS[_ovl._tensor_kind(t)](cls)
     return f
 
 
@@ -172,6 +141,7 @@ class Context:
                                   float(tuning_min_gain),
                                   None if plan_cache is None else str(plan_cache))
         self._world_size = self._ctx.world_size
+        self._run = self._ctx._run
 
     # ---- properties ----
     device = property(lambda self: self._ctx.device)
@@ -205,18 +175,14 @@ class Context:
         return rows, n
 
     def _call(self, op, a, b, c, plan, stream, b_layout):
-        f = _framework(a)
+        # The hot path: one dict look-up, the stream, then the library reads and checks the tensors themselves.
+        f = _FRAMEWORKS.get(type(a)) or _framework(a)
         if c is None:
             c = f.empty(a, *self._output_shape(op, a, b, b_layout))
-        global _CURRENT_DEVICE
-        _CURRENT_DEVICE = self._ctx.device
-        describe = f.describe
-        fb = f if type(b) is type(a) else _framework(b)
-        fc = f if type(c) is type(a) else _framework(c)
-        handle = f.current_stream(a) if stream is None else _stream_handle(stream)
+        stream = f.current_stream(a) if stream is None else _stream_handle(stream)
         if plan is not None and not isinstance(plan, Plan):
             plan = plan.best  # a PlanResult from ovl.plan()
-        self._ctx._run(op, describe(a), fb.describe(b), fc.describe(c), plan, handle, b_layout)
+        self._run(op, a, b, c, plan, stream, b_layout)
         return c
 
     # ---- planning and state ----
@@ -228,7 +194,7 @@ class Context:
         f = _framework(a)
         if c is None:
             c = f.empty(a, *self._output_shape(op, a, b, b_layout))
-        return self._ctx._problem(op, f.describe(a), _framework(b).describe(b), _framework(c).describe(c), b_layout)
+        return self._ctx._problem(op, a, b, c, b_layout)
 
     def plan_choice(self, problem: Problem):
         """How the plan of a call without ``plan=`` was chosen for this problem (a PlanChoice: ``plan``,
@@ -265,6 +231,6 @@ class Context:
         out = []
         for r in range(p.world - 1):
             t = f.empty(a, rows, cols)
-            self._ctx._copy_loopback_peer_input(p, r, f.describe(t))
+            self._ctx._copy_loopback_peer_input(p, r, t)
             out.append(t)
         return out

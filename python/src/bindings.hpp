@@ -12,7 +12,7 @@ namespace ovl::python {
 nanobind::object to_python(const nlohmann::json& j);
 nlohmann::json from_python(nanobind::handle obj);  // a JSON string, or a dict / list
 
-// context.cpp (CUDA builds): ovl.Context's native half, World, and the DLPack reader.
+// context.cpp (CUDA builds): ovl.Context's native half, World, and the tensor readers' test hooks (tensors.cpp).
 void bind_context(nanobind::module_& m);
 
 }  // namespace ovl::python

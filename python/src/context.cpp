@@ -1,11 +1,9 @@
-// ovl.Context's native half (CUDA builds): tensors arrive as descriptions made by the Python layer
-// (python/ovl/_tensors.py: a torch tensor's attributes, __cuda_array_interface__, or DLPack read here through
-// nb::ndarray) and are checked at this boundary, with errors naming the tensor and the value.
+// ovl.Context's native half (CUDA builds): tensors arrive as the framework's own objects, read and checked here
+// (tensors.cpp), with errors naming the tensor and the value.
 #include "ovl/core/context.hpp"
 
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
@@ -21,71 +19,13 @@
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
+#include "tensors.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace ovl::python {
 namespace {
-
-// A tensor as the Python layer describes it: (data pointer, shape, strides in elements or None, dtype name,
-// device type "cuda" / "cpu" / ..., device index).
-struct TensorDesc {
-  uintptr_t ptr = 0;
-  std::vector<int64_t> shape, strides;
-  std::string dtype, device_type;
-  int device = -1;
-};
-
-TensorDesc read_desc(nb::handle obj) {
-  const nb::tuple t = nb::cast<nb::tuple>(obj);
-  OVL_CHECK(t.size() == 6, "internal: a tensor description has 6 fields, got {}", t.size());
-  TensorDesc d;
-  d.ptr = nb::cast<uintptr_t>(t[0]);
-  d.shape = nb::cast<std::vector<int64_t>>(t[1]);
-  if (!t[2].is_none()) d.strides = nb::cast<std::vector<int64_t>>(t[2]);
-  d.dtype = nb::cast<std::string>(t[3]);
-  d.device_type = nb::cast<std::string>(t[4]);
-  d.device = nb::cast<int>(t[5]);
-  return d;
-}
-
-std::string shape_text(const std::vector<int64_t>& v) {
-  std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() == 1 ? ",)" : ")");
-}
-
-// Checks what the Context cannot: rank, layout and device. Shapes against each other and the dtype are checked by
-// the Context itself (problem_for), which names the tensors as A, B and C.
-TensorRef tensor_ref(const char* api, const char* name, nb::handle obj, int device, BLayout layout) {
-  const TensorDesc d = read_desc(obj);
-  OVL_CHECK(d.shape.size() == 2, "{}: {} has {} dimensions (shape {}); it must be a 2-D matrix", api, name,
-            d.shape.size(), shape_text(d.shape));
-  const int64_t rows = d.shape[0], cols = d.shape[1];
-  if (!d.strides.empty()) {
-    // Row-major and dense; a dimension of extent 1 may carry any stride (frameworks differ there).
-    const bool ok = (cols == 1 || d.strides[1] == 1) && (rows == 1 || d.strides[0] == cols);
-    OVL_CHECK(ok,
-              "{}: {} has strides {} for shape {}: it must be contiguous row-major (strides ({}, 1)); call "
-              ".contiguous() on it",
-              api, name, shape_text(d.strides), shape_text(d.shape), cols);
-  }
-  OVL_CHECK(d.device_type == "cuda", "{}: {} is on device {} (a CUDA tensor on device {} is needed)", api, name,
-            d.device_type, device);
-  OVL_CHECK(d.device == device, "{}: {} is on cuda:{}, the context's device is cuda:{}", api, name, d.device, device);
-  DType dtype;
-  if (d.dtype == "bf16") {
-    dtype = DType::kBF16;
-  } else if (d.dtype == "fp16") {
-    dtype = DType::kFP16;
-  } else {
-    OVL_FAIL("{}: {} has dtype {}; ovl takes bfloat16 or float16", api, name, d.dtype);
-  }
-  return TensorRef{reinterpret_cast<void*>(d.ptr), rows, cols, dtype, layout};
-}
-
-Op op_of(std::string_view text) { return parse_op(text); }
 
 // One call's arguments, read and checked with the GIL held.
 struct Call {
@@ -96,12 +36,12 @@ struct Call {
 
 Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::handle b, nb::handle c, uintptr_t stream,
                std::string_view b_layout) {
-  const Op op = op_of(op_name);
-  const std::string api(to_string(op));
+  const Op op = parse_op(op_name);
+  const std::string_view api = to_string(op);
   const BLayout layout = parse_b_layout(b_layout);
   const int dev = ctx.device();
-  return Call{op, tensor_ref(api.c_str(), "A", a, dev, layout), tensor_ref(api.c_str(), "B", b, dev, layout),
-              tensor_ref(api.c_str(), "C", c, dev, layout), reinterpret_cast<cudaStream_t>(stream)};
+  return Call{op, tensor_ref(api, "A", a, dev, layout), tensor_ref(api, "B", b, dev, layout),
+              tensor_ref(api, "C", c, dev, layout), reinterpret_cast<cudaStream_t>(stream)};
 }
 
 void enqueue(Context& ctx, const Call& call, const std::optional<Plan>& plan) {
@@ -166,25 +106,17 @@ void bind_world(nb::module_& m) {
 void bind_context(nb::module_& m) {
   bind_world(m);
 
-  // DLPack: any object with __dlpack__ (or a capsule), read without copying; the same description as the Python
-  // layer's fast paths.
-  m.def("_dlpack_desc", [](nb::ndarray<> a) {
-    std::vector<int64_t> shape(a.ndim()), strides(a.ndim());
-    for (size_t i = 0; i < a.ndim(); ++i) {
-      shape[i] = int64_t(a.shape(i));
-      strides[i] = int64_t(a.stride(i));
-    }
-    const nb::dlpack::dtype t = a.dtype();
-    std::string dtype = fmt::format("dlpack code {} bits {}", t.code, t.bits);
-    if (t.code == uint8_t(nb::dlpack::dtype_code::Bfloat) && t.bits == 16) dtype = "bf16";
-    if (t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 16) dtype = "fp16";
-    if (t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 32) dtype = "fp32";
-    const int type = a.device_type();
-    const char* device = type == nb::device::cuda::value || type == nb::device::cuda_managed::value ? "cuda"
-                         : type == nb::device::cpu::value                                           ? "cpu"
-                                                                                                    : "other";
-    return nb::make_tuple(uintptr_t(a.data()), shape, strides, dtype, device, int(a.device_id()));
-  });
+  // The tensor readers without a Context (tests): how a tensor's type is read, and the checked TensorRef of a
+  // tensor as (pointer, rows, cols, dtype).
+  m.def(
+      "_tensor_kind", [](nb::handle t) { return std::string(kind_name(tensor_kind(t))); }, "t"_a);
+  m.def(
+      "_tensor_ref",
+      [](nb::handle t, const char* name, int device) {
+        const TensorRef r = tensor_ref("ovl", name, t, device, BLayout::kNxK);
+        return nb::make_tuple(uintptr_t(r.ptr), r.rows, r.cols, std::string(to_string(r.dtype)));
+      },
+      "t"_a, "name"_a = "A", "device"_a = 0);
 
   nb::class_<Context>(m, "_Context")
       .def(
@@ -221,7 +153,7 @@ void bind_context(nb::module_& m) {
       .def_prop_ro("sm_count", &Context::sm_count)
       .def_prop_ro("hardware", &Context::hardware)
       .def_prop_ro("planning_hardware", &Context::planning_hardware)
-      // The hot path: one call, tensors described by the Python layer, GIL released while enqueueing.
+      // The hot path: one call, the tensors read here, GIL released while enqueueing.
       .def(
           "_run",
           [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
@@ -232,7 +164,7 @@ void bind_context(nb::module_& m) {
           },
           "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a, "stream"_a, "b_layout"_a)
       // The C++ call's own host time, for python/bench/call_overhead.py: `calls` calls of `op` made back to back
-      // from C++ with the tensors described once; the mean host microseconds per call (the device is not waited for).
+      // from C++ with the tensors read once; the mean host microseconds per call (the device is not waited for).
       .def(
           "_native_call_us",
           [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
@@ -280,7 +212,7 @@ void bind_context(nb::module_& m) {
              return ctx.last_timeline();
            })
       // Loopback: copies rank `index` + 1's input (GEMM+AR/RS: its M x N partial product; AG+GEMM: its A rows) into
-      // the tensor `dst` describes (same size), for references.
+      // the tensor `dst` (same size), for references.
       .def(
           "_copy_loopback_peer_input",
           [](Context& ctx, const Problem& p, int index, nb::handle dst) {

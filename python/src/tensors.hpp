@@ -1,0 +1,24 @@
+// Framework tensors read and checked at the binding's boundary (CUDA builds; tensors.cpp).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <string_view>
+
+#include "ovl/core/context.hpp"
+
+namespace ovl::python {
+
+// How a tensor of one Python type is read; found once per type and kept.
+enum class TensorKind { kTorch, kCupy, kCudaArrayInterface, kDLPack };
+
+// The kind of `t`'s type; a TypeError naming the type for an object that is no tensor.
+TensorKind tensor_kind(nanobind::handle t);
+std::string_view kind_name(TensorKind kind);
+
+// `t` as the library's TensorRef, after the checks the Context cannot make: 2-D, contiguous row-major, on the
+// CUDA device `device` (when the framework says which), bf16 or fp16. Errors (ovl::Error) name the API, the tensor
+// (`name`: "A", "B", "C") and the value.
+TensorRef tensor_ref(std::string_view api, const char* name, nanobind::handle t, int device, BLayout layout);
+
+}  // namespace ovl::python
