@@ -28,6 +28,15 @@ Collective collective_of(Op op) {
 
 std::string_view to_string(GemmImpl impl) { return impl == GemmImpl::kOvl ? "ovl" : "cublas"; }
 
+double cublas_lost_sms_slowdown(int64_t tiles, int gemm_sms, int lost) {
+  OVL_CHECK(tiles >= 1 && gemm_sms >= 1 && lost >= 0, "cublas_lost_sms_slowdown: tiles = {}, gemm_sms = {}, lost = {}",
+            tiles, gemm_sms, lost);
+  if (lost == 0) return 0.0;
+  const double balanced = std::max(1.0, double(tiles) / gemm_sms);
+  const double whole = double((tiles + std::max(1, gemm_sms - lost) - 1) / std::max(1, gemm_sms - lost));
+  return std::max(0.0, whole / balanced - 1.0);
+}
+
 double bus_factor(Collective c, int world) {
   const double w = world;
   return c == Collective::kAllReduce ? 2.0 * (w - 1) / w : (w - 1) / w;
@@ -81,11 +90,12 @@ CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
 // communication of the matching bytes, solved by a recurrence in O(groups). Contention enters through two
 // numbers found by a short fixed-point iteration:
 //   stretch: the GEMM body's slowdown while communication runs beside it,
-//       stretch = 1 + hbm_contention x u_gemm x u_comm x f + shared_sm_penalty x f x (body(n - conflict) - body(n))
-//       / body(n)
+//       stretch = 1 + hbm_contention x u_gemm x u_comm x f + shared_sm_penalty x f x
+//                 cublas_lost_sms_slowdown(tiles, n, conflict)
 //     with u_* each side's HBM demand over the device's bandwidth, f the fraction of the GEMM's run during which
 //     communication is active, conflict = SMs the communication kernel takes from cuBLAS (decomposed on plain
-//     streams: gemm_sms + comm_ctas - sm_count; cuBLAS's CTAs end tile by tile, so NCCL's get SMs between them).
+//     streams: gemm_sms + comm_ctas - sm_count; cuBLAS's CTAs end tile by tile, so NCCL's get SMs between them,
+//     and the grid sized for n SMs then runs in whole waves on the SMs left).
 //     Our persistent GEMM is never slowed that way: its CTAs hold their SMs, and the collective gets what its grid
 //     leaves (signaled_gemm_grid, comm_ctas_beside_gemm);
 //   the communication's HBM share while the GEMM runs: max(HBM - GEMM demand, HBM / 2) (max-min fair share).
@@ -257,7 +267,7 @@ PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double 
 // The GEMM's slowdown from contention, given the overlap a previous pass found (see the block comment above).
 struct Contention {
   double hbm_weight = 0;      // hbm_contention x u_gemm x u_comm (x f)
-  double sm_extra = 0;        // shared_sm_penalty x (body(n - conflict) - body(n)) / body(n) (x f)
+  double sm_extra = 0;        // shared_sm_penalty x cublas_lost_sms_slowdown (x f)
   double comm_hbm_bytes = 0;  // HBM bytes the whole communication moves (for u_comm)
 
   double stretch(const PipelineResult& r, const Hardware& hw) const {
@@ -289,13 +299,14 @@ double comm_hbm_share(const GemmTiming& g, const Hardware& hw) {
   return std::max(hw.hbm_GBps - gemm_hbm_GBps(g), hw.hbm_GBps / 2);
 }
 
-Contention make_contention(const GemmTiming& gemm, const GemmTiming* reduced, double comm_hbm_bytes,
+// `lost_sms_slowdown`: the GEMM's slowdown from SMs a concurrent kernel holds (cublas_lost_sms_slowdown), 0 for none.
+Contention make_contention(const GemmTiming& gemm, double lost_sms_slowdown, double comm_hbm_bytes,
                            const Hardware& hw) {
   Contention c;
   const double u_gemm = std::min(1.0, gemm_hbm_GBps(gemm) / hw.hbm_GBps);
   c.hbm_weight = hw.hbm_contention * u_gemm;
   c.comm_hbm_bytes = comm_hbm_bytes;
-  if (reduced != nullptr) c.sm_extra = hw.shared_sm_penalty * (reduced->body_us - gemm.body_us) / gemm.body_us;
+  c.sm_extra = hw.shared_sm_penalty * lost_sms_slowdown;
   return c;
 }
 
@@ -342,20 +353,14 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
       detail::gemm_timing(chunk_shape, GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
   // NCCL on a second plain stream takes comm_ctas SMs from cuBLAS while it runs.
   const int conflict = std::max(0, plan.gemm_sms + plan.comm_ctas - hw.sm_count);
-  GemmTiming reduced;
-  if (conflict > 0) {
-    reduced = detail::gemm_timing(chunk_shape, GemmImpl::kCublas, std::max(1, plan.gemm_sms - conflict), plan.tile,
-                                  TileOrder::kSwizzle, hw, kOp, /*partition_penalty=*/false);
-    // Losing SMs dynamically costs cuBLAS only the lost SMs, never less than it had.
-    reduced.body_us = std::max(reduced.body_us, chunk.body_us);
-  }
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), plan.comm_ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
   const detail::CollCoeffs k = detail::coll_coeffs(
       coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
-  const Contention contention = make_contention(chunk, conflict > 0 ? &reduced : nullptr, k.hbm_bytes * bytes, hw);
+  const Contention contention =
+      make_contention(chunk, cublas_lost_sms_slowdown(chunk.tiles, plan.gemm_sms, conflict), k.hbm_bytes * bytes, hw);
   double stretch = 1;
   const PipelineResult r = solve_contention(
       contention, hw,
@@ -440,9 +445,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       }
     }
   } else if (nccl) {
-    // One NCCL call per group (a wait kernel on the counter, then the collective): launch + latencies each time,
-    // plus the per-group gap (nccl_group_us).
-    gc.fixed_us = busy.launch_us + busy.latency_us + hw.nccl_group_us;
+    // One NCCL call per group: its launch and latencies, and the group's counter kernel and gap (signaled_group_us).
+    gc.fixed_us = busy.launch_us + busy.latency_us + signaled_group_us(hw);
     gc.per_byte_busy = busy.us_per_byte;
     gc.per_byte_idle = idle.us_per_byte;
     if (plan.output == OutputLayout::kTileMajor && problem.op != Op::kAllGatherGemm) {
@@ -470,7 +474,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.us_per_byte;
     if (gc.reorder_per_byte_busy > 0) gc.reorder_per_byte_tail = reorder_per_byte(share, tail_ctas);
   }
-  const Contention contention = make_contention(gemm, nullptr, comm_hbm_bytes, hw);
+  const Contention contention = make_contention(gemm, 0.0, comm_hbm_bytes, hw);
   double stretch = 1;
   const PipelineResult r = solve_contention(
       contention, hw,

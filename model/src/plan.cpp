@@ -351,6 +351,8 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
   return beside_gemm ? hw.beside_gemm_comm() : hw.overlapped_comm();
 }
 
+double signaled_group_us(const Hardware& hw) { return hw.tma_launch_us + hw.nccl_group_us; }
+
 namespace {
 bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem) {
   if (plan.comm_algo == CommAlgo::kCopyEngine) return false;

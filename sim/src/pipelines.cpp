@@ -51,6 +51,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
                       plan.tile, plan.tile_order, hw, GemmRegime::kOperator);
     const double body_us = std::max(g.us - hw.launch_us, 1e-9);
     gemm_hbm_util = std::min(1.0, g.hbm_bytes / body_us / 1e3 / hw.hbm_GBps);
+    cublas_tiles = std::max<int64_t>(1, g.tiles);
   }
 
   // GB/s = bytes per ns.
@@ -67,10 +68,11 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
 
 // The GEMM's slowdown while communication runs beside it, with the closed-form model's two terms and the same
 // Hardware parameters (so one calibrated profile serves both):
-//   time factor = 1 + shared_sm_penalty x lost / (gemm_sms - lost) + hbm_contention x u_gemm x u_comm
+//   time factor = 1 + shared_sm_penalty x cublas_lost_sms_slowdown(tiles, gemm_sms, lost) + hbm_contention x u_gemm
+//                 x u_comm
 // lost = SMs a shared-SM communication kernel takes from cuBLAS's grid (gemm_sms + its CTAs - sm_count; none on
 // partitions, none from our persistent GEMM, whose CTAs hold their SMs: the collective waits for SMs instead,
-// comm_ctas_now), lost / (gemm_sms - lost) the fluid slowdown of running the grid's tiles on the SMs left; u_gemm the
+// comm_ctas_now), cublas_lost_sms_slowdown the grid's tiles (one chunk's) in whole waves on the SMs left; u_gemm the
 // GEMM's HBM demand alone, u_comm that of the communication flows running now (both over hbm_GBps). The terms
 // apply only while the communication runs, which is how the model's overlap fraction f enters.
 // The pool runs the current wave's tiles (a tail wave on as many SMs as it has tiles); cuBLAS (sequential,
@@ -82,7 +84,7 @@ void Context::update_pool() {
   double factor = 1.0;
   if (cublas && !partitioned && comm_sms_active > 0) {
     const double lost = std::clamp(grid + comm_sms_active - hw.sm_count, 0.0, grid - 1.0);
-    factor += hw.shared_sm_penalty * lost / (grid - lost);
+    factor += hw.shared_sm_penalty * cublas_lost_sms_slowdown(cublas_tiles, gemm_sms, int(lost));
   }
   factor += hw.hbm_contention * gemm_hbm_util * std::clamp(comm_hbm_util, 0.0, 1.0);
   engine.set_capacity(sm, sms * per_sm_flops_per_ns / factor);

@@ -248,11 +248,11 @@ TimeNs run_signaled(Context& ctx) {
   CommQueue comm(ctx, !ctx.partitioned && !tma_kernel);
   std::vector<Tile> tiles = visit_tiles(p, plan, 0, p.m);
   const TimeNs launch = us_to_ns(ctx.hw.launch_us);
-  // Per group: an NCCL call's launch plus the per-group gap (nccl_group_us: the counter-wait kernel, the gap between
-  // calls); the persistent TMA kernel pays its steps' link latencies (the counter poll is one of them) and its own
-  // per-group work (tma_group_us), as the model's per-group cost.
+  // Per group: an NCCL call's launch plus the group's counter kernel and gap (signaled_group_us); the persistent TMA
+  // kernel pays its steps' link latencies (the counter poll is one of them) and its own per-group work
+  // (tma_group_us), as the model's per-group cost.
   const TimeNs overhead = tma_kernel ? us_to_ns(ctx.hw.tma_group_us)
-                                     : call_overhead(ctx) + (nccl ? us_to_ns(ctx.hw.nccl_group_us) : TimeNs(0));
+                                     : call_overhead(ctx) + (nccl ? us_to_ns(signaled_group_us(ctx.hw)) : TimeNs(0));
   // The persistent TMA kernel starts with the GEMM; calls cannot begin before it is up.
   const TimeNs comm_ready = tma_kernel ? us_to_ns(ctx.hw.tma_launch_us) : 0;
   const bool holds_sms = tma_kernel && !ctx.partitioned;

@@ -36,8 +36,8 @@ TEST(EstimateModes, SequentialIsTheSum) {
 TEST(EstimateModes, TileSignalPipelineClosedForm) {
   // 2048 x 6912 x 8192 AllReduce on 8 GPUs, the GEMM on 132 - 24 = 108 SMs (the grid that leaves the collective its
   // 24 CTAs): 16 x 27 = 432 tiles = 4 waves of 108. Four groups of 4 bands = 108 tiles = one wave each: group g is
-  // ready at the end of wave g + 1. Each group's NCCL call is shorter than a wave, so nothing queues and only the
-  // last group's call is exposed: total = GEMM + one group's call.
+  // ready at the end of wave g + 1. Each group's NCCL call, with its counter kernel (signaled_group_us), is shorter
+  // than a wave, so nothing queues and only the last group's is exposed: total = GEMM + one group's.
   const Hardware hw = no_contention();
   const Problem p = make_problem(Op::kGemmAllReduce, 2048, 6912, 8192, 8);
   Plan plan = default_plan(Mode::kTileSignal, p, hw, 24);
@@ -52,7 +52,9 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
       estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 108, TileShape{}, TileOrder::kRowBand, hw);
   ASSERT_EQ(gemm.waves, 4);
   const double group =
-      estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 24, hw).us;
+      estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 24, hw).us +
+      signaled_group_us(hw);
+  ASSERT_GT(signaled_group_us(hw), 0);
   ASSERT_LT(group, gemm.wave_us);
   EXPECT_NEAR(e.total_us, gemm.us + group, 1e-6);
   EXPECT_NEAR(e.gemm_us, gemm.us, 1e-9);
@@ -190,6 +192,31 @@ TEST(EstimateModes, DecomposedClosedForm) {
   const double gather =
       estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
   EXPECT_NEAR(a.total_us, gather + 4 * chunk, 1e-6);
+}
+
+TEST(EstimateModes, CublasLosingSmsRunsWholeWavesOnTheRest) {
+  // 2048 x 8192 in 128 x 256 tiles: 512 tiles, 3.88 balanced waves on 132 SMs; with 8 SMs held, 5 whole waves on 124
+  // (0.289 slower), with 32 held 6 on 100 (0.547); 256 tiles: 1.94 waves, 3 on 124 (0.547). No SM held: none;
+  // fewer tiles than SMs left: one wave either way.
+  EXPECT_EQ(cublas_lost_sms_slowdown(512, 132, 0), 0.0);
+  EXPECT_NEAR(cublas_lost_sms_slowdown(512, 132, 8), 5.0 / (512.0 / 132) - 1, 1e-12);
+  EXPECT_NEAR(cublas_lost_sms_slowdown(512, 132, 32), 6.0 / (512.0 / 132) - 1, 1e-12);
+  EXPECT_NEAR(cublas_lost_sms_slowdown(256, 132, 8), 3.0 / (256.0 / 132) - 1, 1e-12);
+  EXPECT_EQ(cublas_lost_sms_slowdown(100, 132, 8), 0.0);
+  EXPECT_THROW(cublas_lost_sms_slowdown(0, 132, 8), Error);
+
+  // Decomposed with every chunk's call beside the next chunk (shared_sm_penalty 1, no HBM term): the GEMM is
+  // slower by that fraction of the time the collective runs beside it, so between the unconflicted plan and the
+  // whole chunks' slowdown.
+  Hardware hw = no_contention();
+  hw.shared_sm_penalty = 1;
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
+  const Plan plan = default_plan(Mode::kDecomposed, p, hw, 16);
+  const ModeEstimate conflicted = estimate(p, plan, hw);
+  const ModeEstimate free = estimate(p, plan, no_contention());
+  const double slowdown = cublas_lost_sms_slowdown(512, 132, 16);
+  EXPECT_GT(conflicted.gemm_us, free.gemm_us * 1.01);
+  EXPECT_LE(conflicted.gemm_us, free.gemm_us * (1 + slowdown) + 1e-6);
 }
 
 TEST(EstimateModes, OperatorGemmFactorScalesEveryModesGemm) {

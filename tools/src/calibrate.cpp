@@ -113,7 +113,8 @@ struct FitParam {
 };
 
 // Gauss-Newton on relative residuals in the logarithm of each parameter (all positive; steps are relative): numeric
-// derivatives (5% steps), step halving, each step at most a factor e per parameter. residual(h, i) is case i's
+// derivatives (5% steps), Levenberg-Marquardt damping (with plain step halving it stopped after one step on the paced
+// loopback data, at 13.8% RMS where the damped steps reach 10.4%), each step at most a factor e per parameter. residual(h, i) is case i's
 // relative error under h, or 0 for a case the model cannot run. Returns the fitted hardware (a parameter no case is
 // sensitive to keeps its start value exactly) and, per parameter, how many cases informed it.
 template <std::size_t P, typename Residual>
@@ -137,7 +138,8 @@ std::pair<Hardware, std::array<int, P>> gauss_newton(const Hardware& start, cons
   residuals(with(th), r);
   std::array<int, P> informed{};
   constexpr double kStep = 0.05;  // 5% in each parameter
-  for (int iter = 0; iter < 25; ++iter) {
+  double damping = 1e-3;
+  for (int iter = 0; iter < 50; ++iter) {
     Eigen::MatrixXd j(r.size(), kP);
     for (int c = 0; c < kP; ++c) {
       Vec tp = th;
@@ -157,23 +159,31 @@ std::pair<Hardware, std::array<int, P>> gauss_newton(const Hardware& start, cons
     if (cols.empty()) break;
     Eigen::MatrixXd js(r.size(), Eigen::Index(cols.size()));
     for (size_t c = 0; c < cols.size(); ++c) js.col(Eigen::Index(c)) = j.col(cols[c]);
-    const Eigen::VectorXd step = js.colPivHouseholderQr().solve(-r);
-    double scale = 1.0;
+    // Levenberg-Marquardt: the Gauss-Newton step, damped towards gradient descent (scaled by the curvature of each
+    // parameter) until it lowers the cost; the damping relaxes after a step that does.
+    const Eigen::MatrixXd jtj = js.transpose() * js;
+    const Eigen::VectorXd jtr = js.transpose() * r;
     const double cost = r.squaredNorm();
     bool improved = false;
-    for (int half = 0; half < 8 && !improved; ++half, scale /= 2) {
+    Eigen::VectorXd step;
+    for (int tries = 0; tries < 12 && !improved; ++tries) {
+      Eigen::MatrixXd a = jtj;
+      for (Eigen::Index c = 0; c < a.rows(); ++c) a(c, c) += damping * std::max(jtj(c, c), 1e-12);
+      step = a.colPivHouseholderQr().solve(-jtr);
       Vec tn = th;
-      for (size_t c = 0; c < cols.size(); ++c)
-        tn(cols[c]) = th(cols[c]) + std::clamp(scale * step(Eigen::Index(c)), -1.0, 1.0);
+      for (size_t c = 0; c < cols.size(); ++c) tn(cols[c]) = th(cols[c]) + std::clamp(step(Eigen::Index(c)), -1.0, 1.0);
       Eigen::VectorXd rn;
       residuals(with(tn), rn);
       if (rn.squaredNorm() < cost) {
         th = tn;
         r = rn;
         improved = true;
+        damping = std::max(damping / 4, 1e-9);
+      } else {
+        damping *= 4;
       }
     }
-    if (!improved || scale * step.norm() < 1e-4) break;
+    if (!improved || step.norm() < 1e-4) break;
   }
   Hardware fitted = with(th);
   for (int c = 0; c < kP; ++c)

@@ -117,6 +117,14 @@ struct CommEstimate {
 CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlgo algo, int ctas, const Hardware& hw,
                                  int nodes = 1);
 double bus_factor(Collective c, int world);  // busbw / algbw
+
+// cuBLAS's slowdown, as a fraction of its time, while a kernel on another stream holds `lost` of the `gemm_sms` SMs
+// its grid was sized for (decomposed on plain streams: the collective's CTAs take SMs as cuBLAS's CTAs end): alone its
+// `tiles` run balanced over gemm_sms SMs, max(1, tiles / gemm_sms) waves (estimate_gemm's cuBLAS); with SMs held they
+// run in whole waves on the SMs left, ceil(tiles / (gemm_sms - lost)). 2048x8192 in 128x256 tiles (512) on 132 SMs:
+// 3.88 waves, with 8 held 5, 0.29. The model and the simulator both apply it (x shared_sm_penalty) while the
+// collective runs; 0 when lost is 0.
+double cublas_lost_sms_slowdown(int64_t tiles, int gemm_sms, int lost);
 // Bytes the CTAs of a TMA or SIMT collective read and write per byte a rank sends over its link (push-reduce reads
 // its partial and read-modify-writes the owner's chunk; pull reads W chunks per chunk written). The simulator
 // scales its per-CTA caps by it so that both price a CTA's work alike. 1 for NCCL algorithms. loopback_rank0: the

@@ -63,14 +63,14 @@ struct Hardware {
   double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
   double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
   double nccl_launch_us = 10.0;          // NCCL call overhead (enqueue + kernel start + first handshake)
-  double tma_launch_us = 4.0;
+  double tma_launch_us = 4.0;  // one launch of our kernel on a running stream (a collective, a counter kernel)
   // Per tile group and CTA, the persistent TMA mover's own work besides moving bytes (acquiring the group's counter,
   // reading the group's pieces): it does not shrink as CTAs are added, so the rate per CTA falls with the CTA count.
   double tma_group_us = 0.0;
-  // Per tile group of tile-signal / green-context with an NCCL algorithm, beyond the call's nccl_launch_us: the
-  // counter-wait kernel before each group's call and the gap between the calls on the communication stream.
-  // Fitted at 11.4 us on 2 H200s; without it the held-out plans of one group per 128-row band (64 calls) err by
-  // 22-28% instead of 8-10% (docs/performance.md, prediction accuracy). 0 in the built-in profiles.
+  // Per tile group of tile-signal / green-context with an NCCL algorithm, beyond the call's nccl_launch_us and its
+  // counter kernel's launch (tma_launch_us; signaled_group_us): the gap between the calls on the communication
+  // stream. Without it the held-out 2-H200 plans of one group per 128-row band (64 calls) erred by 22-28% instead of
+  // 8-10% (docs/performance.md, prediction accuracy). 0 in the built-in profiles.
   double nccl_group_us = 0.0;
   // The loopback SIMT kernel's fixed cost per piece with work (rank 0's play of an NCCL-algorithm call on a kRank0
   // profile: AllReduce W pieces, ReduceScatter 1 or 0, AllGather the owners its rows span), on top of its launch.

@@ -88,6 +88,12 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
 // runs after the GEMM), hw.overlapped_comm() in the overlapped modes, hw.beside_gemm_comm() there while the GEMM of
 // the operator is still running (`beside_gemm`).
 Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm = false);
+// The fixed cost of one tile group of tile-signal / green-context with an NCCL algorithm besides its collective call
+// (the call's launch and link latencies), in the model and the simulator alike: the counter kernel the executor runs
+// on the communication stream for every group (core/src/executor_tile_signal.cpp: the counter wait before a
+// GEMM-first group's call, the counter release after an AllGather group's call), one launch of our own kernel
+// (tma_launch_us), and nccl_group_us.
+double signaled_group_us(const Hardware& hw);
 // The persistent grid our GEMM runs with in a signaling mode (tile-signal, green-context, tma), as the executors size
 // it (core/src/executor_tile_signal.cpp, executor_tma.cpp): the partition's SMs when partitioned; on shared SMs
 // min(gemm_sms, sm_count - comm_ctas) where the collective must run beside the GEMM (tma's persistent kernel,
