@@ -123,6 +123,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   OVL_CHECK(options.loopback_share == LoopbackShare::kRank0 || options.loopback_share == LoopbackShare::kWholeWorld,
             "ContextOptions: loopback_share = {} is not kRank0 or kWholeWorld", int(options.loopback_share));
   s.share = options.loopback_share;
+  s.fixed_inputs = options.loopback_fixed_inputs;
   if (options.world.valid()) {
     s.device = options.world.device();
     if (options.world.is_loopback() && options.world.size() > 1) {
@@ -571,6 +572,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
                   cudaStream_t stream) {
   Impl& s = *impl_;
   const std::lock_guard lock(s.mutex);
+  const detail::CallScope scope(s);
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   const Problem p = problem_for(op, a, b, c);
   const bool capturing = s.check_capture(p, plan, stream);

@@ -57,7 +57,7 @@ struct ShapeState {
   DeviceBuffer tile_stamps;                      // one u64 per tile (tracing)
   std::vector<DeviceBuffer> peer_src, peer_dst;  // loopback ranks 1..W-1 (peer_dst: kWholeWorld, or kRank0 AR)
   // kRank0 GEMM+AR: peer_dst holds the full AllReduce result (the peers' reduced pieces rank 0 copies), computed
-  // from the inputs of the call that made it (A and B pointers below).
+  // from the inputs of the call that made it (A and B pointers below; prepare_loopback_peers says when it is redone).
   bool peers_reduced = false;
   const void* reduced_a = nullptr;
   const void* reduced_b = nullptr;
@@ -134,6 +134,12 @@ struct Context::Impl {
   int world = 1;
   bool loopback = false;
   LoopbackShare share = LoopbackShare::kRank0;
+  bool fixed_inputs = false;  // ContextOptions::loopback_fixed_inputs
+  // Calls in progress on this thread's stack: a public call (run, measure) is depth 1; measured tuning's candidate
+  // runs are nested in it and have its inputs. peers_current: the kRank0 AR peers' pieces were made from the inputs
+  // of the depth-1 call in progress.
+  int call_depth = 0;
+  bool peers_current = false;
   int sms = 0;
   Hardware hw, plan_hw;
   // A paced loopback's link (ContextOptions::link_profile / OVL_LINK_PROFILE); plan_hw carries it too.
@@ -291,5 +297,24 @@ struct Context::Impl {
   // ("" when the stream finished in time). Clears the recorded gates either way.
   std::string ce_watchdog();
 };
+
+namespace detail {
+
+// One public call's scope (Context::run, Context::measure): the outermost one on the stack marks the kRank0 AR peers'
+// pieces as not yet made from its inputs; the candidate runs of measured tuning, nested in it, share them.
+class CallScope {
+ public:
+  explicit CallScope(Context::Impl& s) : s_(s) {
+    if (s_.call_depth++ == 0) s_.peers_current = false;
+  }
+  ~CallScope() { --s_.call_depth; }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  Context::Impl& s_;
+};
+
+}  // namespace detail
 
 }  // namespace ovl

@@ -116,11 +116,14 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
 // The peers' reduced pieces for kRank0 GEMM+AR: rank 0's partial product of this call (cuBLAS), then the
 // whole-world AllReduce (SIMT mover, every SM, ungated) into the peers' outputs. Rank 0's own output slot of that
 // launch points at peer 1's buffer: the same thread stores the same value to both, so there is no race and no
-// extra buffer. Enqueued on the call's stream before the mode runs; once per shape (and A / B pointers).
+// extra buffer. Enqueued on the call's stream before the mode runs: on every public call (its inputs may have
+// changed in place), once for all candidate runs of measured tuning, and with loopback_fixed_inputs once per shape
+// and A / B pointers.
 void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
   detail::ShapeState& st = *call.shape;
   if (!loopback || share != LoopbackShare::kRank0 || call.op != Op::kGemmAllReduce) return;
-  if (st.peers_reduced && st.reduced_a == call.a.ptr && st.reduced_b == call.b.ptr) return;
+  const bool same_pointers = st.peers_reduced && st.reduced_a == call.a.ptr && st.reduced_b == call.b.ptr;
+  if (same_pointers && (fixed_inputs || peers_current)) return;
   OVL_CHECK(st.peer_dst.size() == size_t(world - 1), "loopback: the peers' output buffers of {} are missing",
             call.problem.name());
   cublas_gemm(call, call.a.ptr, st.partial.get(), 0, call.problem.m, call.stream);
@@ -134,6 +137,7 @@ void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
   a.num_groups = call.ps->units;
   detail::launch_loopback_collective(a, call.stream);
   st.peers_reduced = true;
+  peers_current = true;
   st.reduced_a = call.a.ptr;
   st.reduced_b = call.b.ptr;
 }

@@ -198,6 +198,7 @@ PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const
                             const std::vector<Plan>& plans, cudaStream_t stream) {
   Impl& s = *impl_;
   const std::lock_guard lock(s.mutex);
+  const detail::CallScope scope(s);  // every candidate runs on these inputs
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   const Problem p = problem_for(op, a, b, c);
   OVL_CHECK(!plans.empty(), "measure: no plans to time for {}", p.name());

@@ -370,6 +370,35 @@ int intervals_on(const Timeline& t, const std::string& lane) {
 class OverlapTest : public test::HopperTest {};
 
 TEST_F(OverlapTest, AllModesGemmAllReduceWorld1) { check_all_modes(0, Op::kGemmAllReduce); }
+
+// Loopback kRank0 GEMM+AR: A and B refilled in place (same pointers) before each call. Rank 0's output holds rows the
+// emulated peers reduce from rank 0's partial product, so each call must see them made from its own inputs: every
+// plan, three fillings each, against the float64 reference of that filling. (The soak's case: 1008 x 768 x 64 in a
+// world of 3, M off the tile; the peers' pieces were once made for a shape's first inputs only, 0.47 off after.)
+TEST_F(OverlapTest, LoopbackRank0AllReduceFollowsInputsChangedInPlace) {
+  ContextOptions options;
+  options.world = World::loopback(3);
+  Context ctx(options);
+  const int64_t m = 1008, n = 768, k = 64;
+  DeviceMatrix a(m, k, 61), b(n, k, 62), c(m, n, 0);
+  const Problem p = ctx.problem_for(Op::kGemmAllReduce, a.ref(), b.ref(), c.ref());
+  test::Stream stream;
+  uint64_t seed = 100;
+  for (Plan plan : plans_for(ctx, p)) {
+    if (!ctx.can_run(p, plan).empty()) continue;
+    for (int filling = 0; filling < 3; ++filling) {
+      a.host = test::random_bf16(size_t(m * k), ++seed);
+      b.host = test::random_bf16(size_t(n * k), ++seed);
+      ASSERT_EQ(cudaMemcpy(a.ptr, a.host.data(), a.host.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(b.ptr, b.host.data(), b.host.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      const References ref = make_references(ctx, p, Op::kGemmAllReduce, a, b);
+      c.poison(stream);
+      run_op(ctx, Op::kGemmAllReduce, a.ref(), b.ref(), c.ref(), plan, stream);
+      ctx.synchronize(stream);
+      EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << plan.summary() << ", filling " << filling;
+    }
+  }
+}
 TEST_F(OverlapTest, AllModesGemmReduceScatterWorld1) { check_all_modes(0, Op::kGemmReduceScatter); }
 TEST_F(OverlapTest, AllModesAllGatherGemmWorld1) { check_all_modes(0, Op::kAllGatherGemm); }
 TEST_F(OverlapTest, AllModesGemmAllReduceLoopback2) { check_all_modes(2, Op::kGemmAllReduce); }

@@ -81,10 +81,15 @@ struct ContextOptions {
   bool trace = false;  // record a measured Timeline of each call (last_timeline())
   uint64_t loopback_seed = 0x5eed;
   // Loopback only: whose collective traffic one launch plays. kRank0 with GEMM+AllReduce: the other owners' reduced
-  // pieces that rank 0 copies in are computed once per shape (and again when A's or B's pointer changes) from that
-  // call's inputs, so a later call whose A or B changed IN PLACE gets those pieces from the old data (only rank 0's
-  // own piece is recomputed each call); use new buffers or kWholeWorld when the data changes in place.
+  // pieces that rank 0 copies in depend on rank 0's partial product, so each call recomputes them (a cuBLAS GEMM and
+  // a sum over the emulated ranks, on the call's stream before the mode runs) unless loopback_fixed_inputs.
   LoopbackShare loopback_share = LoopbackShare::kRank0;
+  // Loopback kRank0 GEMM+AllReduce: the caller promises that A's and B's contents do not change between calls with
+  // the same pointers (the benchmarks' calls), so the peers' reduced pieces are computed once per shape and A / B
+  // pointers and each call times rank 0's share alone. A call whose inputs did change in place would get the rows
+  // the other ranks own from the old data. Measured tuning's candidates of one call share that call's pieces either
+  // way.
+  bool loopback_fixed_inputs = false;
   // Loopback with kRank0 only: pace the emulated link (docs/overlap.md, "Paced loopback"): every mover's CTAs move
   // rank 0's peer traffic at most at the link's rate (LinkProfile::paced_cta_GBps), NCCL's stand-in runs on the
   // profile's NCCL CTA count, and the planner prices the same link (planning_hardware()). Default: env
