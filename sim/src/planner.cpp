@@ -51,15 +51,16 @@ std::vector<std::vector<int>> groupings(const Problem& problem, const Plan& plan
 }
 
 // `p` with comm_algo nccl-symmetric (NCCL's symmetric kernels, CTA policy efficiency), and for an AllGather also
-// under CTA policy zero (NCCL's copy engines), each only where Plan::validate takes it (one node, no loopback, and
-// for GEMM+RS / AG+GEMM one unit: NCCL's symmetric kernels run whole-buffer collectives).
-std::vector<Plan> nccl_symmetric_variants(const Plan& p, const Problem& problem) {
+// under CTA policy zero (NCCL's copy engines, whatever comm_ctas: offered once, with the first CTA count), each only
+// where Plan::validate takes it (one node, no loopback, and for GEMM+RS / AG+GEMM one unit: NCCL's symmetric kernels
+// run whole-buffer collectives).
+std::vector<Plan> nccl_symmetric_variants(const Plan& p, const Problem& problem, bool first_ctas) {
   std::vector<Plan> out;
   Plan v = p;
   v.comm_algo = CommAlgo::kNcclSymmetric;
   v.cta_policy = CtaPolicy::kEfficiency;
   out.push_back(v);
-  if (problem.op == Op::kAllGatherGemm) {
+  if (problem.op == Op::kAllGatherGemm && first_ctas) {
     v.cta_policy = CtaPolicy::kZero;
     out.push_back(v);
   }
@@ -158,7 +159,9 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         // NCCL's symmetric kernels after the GEMM, on few CTAs (they reach the link with few).
         for (int comm : comm_options) {
           if (comm > 32) continue;
-          for (const Plan& v : nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem)) add(v);
+          for (const Plan& v :
+               nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm == comm_options.front()))
+            add(v);
         }
         break;
       case Mode::kDecomposed:
@@ -172,7 +175,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             if (comm > 32) continue;
             Plan sym = default_plan(mode, problem, hw, comm);
             sym.chunks = chunks;
-            for (const Plan& v : nccl_symmetric_variants(sym, problem)) add(v);
+            for (const Plan& v : nccl_symmetric_variants(sym, problem, comm == comm_options.front())) add(v);
           }
         }
         break;
@@ -189,10 +192,11 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             reserve.gemm_sms = hw.sm_count - base.comm_ctas;
             add_grouped(reserve);
             if (comm <= 32)
-              for (const Plan& v : nccl_symmetric_variants(reserve, problem)) add_grouped(v);
+              for (const Plan& v : nccl_symmetric_variants(reserve, problem, comm == comm_options.front()))
+                add_grouped(v);
           }
           if (comm <= 32)
-            for (const Plan& v : nccl_symmetric_variants(base, problem)) add_grouped(v);
+            for (const Plan& v : nccl_symmetric_variants(base, problem, comm == comm_options.front())) add_grouped(v);
           // ce: the GEMM on every SM; comm_ctas run only the owner's sum after it.
           // Or on sm_count - comm_ctas, which leaves the sum SMs beside it: a sum per group (ce_sums_per_group).
           if (problem.nodes() == 1 && comm <= 32) {
@@ -211,7 +215,8 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         for (int comm : comm_options) {
           add_grouped(default_plan(mode, problem, hw, comm));
           if (comm <= 32)
-            for (const Plan& v : nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem))
+            for (const Plan& v :
+                 nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm == comm_options.front()))
               add_grouped(v);
         }
         break;
@@ -297,8 +302,14 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
         pick(c);
         break;
       }
+  // Every baseline plan (a sequential plan of another algorithm is one candidate among the others).
+  const auto is_baseline = [&](const Plan& p) {
+    return p.mode == Mode::kSequential && std::any_of(baseline.begin(), baseline.end(), [&](const Plan& b) {
+             return nlohmann::json(b) == nlohmann::json(p);
+           });
+  };
   for (const Priced& c : priced)
-    if (plans[c.index].mode == Mode::kSequential) pick(c);
+    if (is_baseline(plans[c.index])) pick(c);
 
   SimOptions fast;
   fast.record_timeline = false;
@@ -325,7 +336,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
     PlanAlternative a;
     a.plan = plans[c.index];
     a.model_us = c.model_us;
-    // A sequential candidate is one of the baseline's plans, already priced.
+    // A baseline plan among the candidates is priced already.
     const auto same = std::find_if(baseline.begin(), baseline.end(), [&](const Plan& b) {
       return a.plan.mode == Mode::kSequential && nlohmann::json(b) == nlohmann::json(a.plan);
     });
@@ -345,9 +356,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   const PlanAlternative& first = r.alternatives.front();
   const bool may_be_sequential = options.modes.empty() || std::find(options.modes.begin(), options.modes.end(),
                                                                     Mode::kSequential) != options.modes.end();
-  const bool first_is_baseline = std::any_of(
-      baseline.begin(), baseline.end(), [&](const Plan& b) { return nlohmann::json(b) == nlohmann::json(first.plan); });
-  const bool overlap_wins = !first_is_baseline && first.predicted_us < r.sequential_us * (1.0 - options.min_gain);
+  const bool overlap_wins = !is_baseline(first.plan) && first.predicted_us < r.sequential_us * (1.0 - options.min_gain);
   if (may_be_sequential && !overlap_wins) {
     r.best = r.sequential;
     r.predicted_us = r.sequential_us;
