@@ -44,8 +44,9 @@ struct PlannerOptions {
   // model prices is a candidate. Candidates it refuses are left out before pricing; a refused sequential candidate
   // is an error (every executor runs the baseline).
   std::function<std::string(const Plan&)> can_run;
-  // An overlapped plan is chosen only when its predicted time is below the best sequential candidate's by more than
-  // this fraction (0.02: at least 2% faster); a margin for the predictors' error. 0: strictly faster.
+  // A plan other than the sequential candidates (overlapped, or sequential on NCCL's symmetric kernels) is chosen only
+  // when its predicted time is below the best sequential candidate's by more than this fraction (0.02: at least 2%
+  // faster); a margin for the predictors' error. 0: strictly faster.
   double min_gain = 0.0;
 };
 
