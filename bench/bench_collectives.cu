@@ -1,6 +1,8 @@
-// Collective bandwidth: NCCL, TMA push-reduce, TMA pull-reduce and the SIMT comparison kernel, plus local copies.
+// Collective bandwidth: NCCL, NCCL's symmetric kernels, TMA push-reduce, TMA pull-reduce and the SIMT comparison
+// kernel, plus local copies.
 //
-//   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt, op allreduce|reducescatter|allgather
+//   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt (a real world also nccl-symmetric,
+//                                                 below), op allreduce|reducescatter|allgather
 //   copy/<impl>/<bytes>/ctas:<c>                  impl tma (the TMA ring: thread 0 loads, thread 32 stores, pieces
 //                                                 dealt round-robin), tma-slices (the same, a contiguous slice per
 //                                                 CTA), simt, simt-slices (512-thread SIMT copy, grid-stride or
@@ -19,28 +21,34 @@
 // a process per rank (World::mpi over MPI_COMM_WORLD, e.g. `mpirun -np 8 bench_collectives ...`; a build with MPI):
 // every process runs every case for a fixed 10 iterations, times and wrong counts are gathered over the ranks, and
 // rank 0 alone writes the console and the JSON. NCCL's ctas:<c> is its communicator
-// with minCTAs = maxCTAs = c, and ctas:0 NCCL's own choice. Each timed iteration is a block: all ranks meet at a host
-// barrier, run one untimed call (it lines the ranks up on the device), then `reps` calls between CUDA events on each
-// rank; the iteration's time is the slowest rank's block / reps. wrong sums every rank's own output check. The
-// JSON context says world_backend = loopback, threads or mpi.
+// with minCTAs = maxCTAs = c, and ctas:0 NCCL's own choice. nccl-symmetric (comm_algo nccl-symmetric; real worlds
+// only): NCCL's symmetric kernels between buffers from ncclMemAlloc registered as symmetric windows
+// (ovl/core/nccl_symmetric.hpp), on a communicator split off the World's with CTA policy efficiency and minCTAs =
+// maxCTAs = c; its ctas:0 (allgather only) is CTA policy zero: NCCL's copy engines, no CTA. A case whose NCCL, driver
+// or environment refuses it reports why (nccl_symmetric_refusal) as its error.
+// Each timed iteration is a block: all ranks meet at a host barrier, run one untimed call (it lines the ranks up on the
+// device), then `reps` calls between CUDA events on each rank; the iteration's time is the slowest rank's block /
+// reps. wrong sums every rank's own output check. The JSON context says world_backend = loopback, threads or mpi.
 // bf16 throughout. Run a short subset with --benchmark_filter, e.g. 'coll/tma-push/allreduce/16777216/world:8/.*'.
 // OVL_BENCH_PULL_WARPS=<n> sets tma-pull's summing warps (CollectiveOptions::pull_warps, default 4) for sweeps; the
 // tma-pull cases report it as the counter pull_warps.
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
-#include <span>
-#include <cstdio>
 #include <map>
 #include <memory>
+#include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "bench_util.hpp"
 #include "ovl/core/collectives.hpp"
+#include "ovl/core/nccl_check.hpp"
+#include "ovl/core/nccl_symmetric.hpp"
 #include "ovl/core/world.hpp"
 #include "ovl/kernels/collectives.hpp"
 
@@ -119,6 +127,14 @@ const std::vector<int>& nccl_bounds() {
   return bounds;
 }
 
+// An implementation of the coll/ cases: one of the Collectives', or NCCL's symmetric kernels (its own buffers and
+// communicators, real worlds only).
+struct CollImpl {
+  CollectiveImpl impl = CollectiveImpl::kNccl;
+  bool symmetric = false;
+  std::string name() const { return symmetric ? "nccl-symmetric" : ovl::to_string(impl); }
+};
+
 // Timed iterations of a case in an MPI world (fixed: Google Benchmark's own choice could differ between processes).
 constexpr int kMpiIterations = 10;
 
@@ -147,10 +163,19 @@ int real_world_size() {
 // The ranks this process drives (threads: all of them, on their own host threads; mpi: its own): per local rank its
 // World, Collectives, stream, events and buffers (made once, grown collectively, never freed, like the loopback
 // slots). Vectors are indexed by the local rank, local(world).
+// nccl-symmetric's per local rank: a communicator per ctas:<c> (0: CTA policy zero), split off the World's first one
+// when a case first needs it, and a send and a receive buffer registered as symmetric windows of each communicator a
+// case ran on (grown like the other buffers, collectively).
+struct SymmetricSlot {
+  std::map<int, std::unique_ptr<ovl::NcclSymmetricComm>> comms;
+  std::unique_ptr<ovl::NcclSymmetricBuffer> send, recv;
+};
+
 struct RealWorld {
   std::vector<ovl::World> worlds;
   std::vector<std::unique_ptr<ovl::Collectives>> coll;
   std::vector<ovl::SymmetricBuffer> send, recv;
+  std::vector<SymmetricSlot> symmetric;
   std::vector<cudaStream_t> streams;
   std::vector<cudaEvent_t> start, stop;
   std::vector<double> ms;                  // each local rank's last block
@@ -192,6 +217,7 @@ RealWorld& real_world_slot(std::size_t send_bytes, std::size_t recv_bytes) {
     rw->coll.resize(n);
     rw->send.resize(n);
     rw->recv.resize(n);
+    rw->symmetric.resize(n);
     rw->streams.resize(n);
     rw->start.resize(n);
     rw->stop.resize(n);
@@ -277,6 +303,51 @@ void call_collective(ovl::Collectives& coll, Collective op, const ovl::Symmetric
   }
 }
 
+// One collective of op on `bytes` of bf16 over n ranks between NCCL windows (nccl-symmetric), as call_collective.
+void call_nccl_symmetric(Collective op, const void* send, void* recv, std::size_t bytes, int n, ncclComm_t comm,
+                         cudaStream_t stream) {
+  const std::size_t elems = bytes / 2, chunk = coll_sizes(op, bytes, n).chunk;
+  switch (op) {
+    case Collective::kAllReduce:
+      OVL_NCCL_CHECK(ncclAllReduce(send, recv, elems, ncclBfloat16, ncclSum, comm, stream));
+      break;
+    case Collective::kReduceScatter:
+      OVL_NCCL_CHECK(ncclReduceScatter(send, recv, chunk, ncclBfloat16, ncclSum, comm, stream));
+      break;
+    case Collective::kAllGather:
+      OVL_NCCL_CHECK(ncclAllGather(send, recv, chunk, ncclBfloat16, comm, stream));
+      break;
+  }
+}
+
+// nccl-symmetric's communicator of ctas:<c> and its windows of at least these sizes on local rank i: made, grown and
+// registered on first use (collective: every rank calls it for the same case).
+ncclComm_t symmetric_slot(RealWorld& w, const ovl::World& world, int ctas, std::size_t send_bytes,
+                          std::size_t recv_bytes) {
+  SymmetricSlot& s = w.symmetric[w.local(world)];
+  const ovl::CtaPolicy policy = ctas == 0 ? ovl::CtaPolicy::kZero : ovl::CtaPolicy::kEfficiency;
+  OVL_CHECK(!world.nccl_cta_bounds().empty(), "nccl-symmetric: the World has no NCCL communicator (ranks share GPUs)");
+  auto it = s.comms.find(ctas);
+  if (it == s.comms.end()) {
+    // Policy zero moves an AllGather on the copy engines; its CTA bound is the largest case's (unused there).
+    const int bound = ctas == 0 ? nccl_bounds().back() : ctas;
+    auto comm =
+        std::make_unique<ovl::NcclSymmetricComm>(world.nccl_comm(world.nccl_cta_bounds().front()), policy, bound);
+    it = s.comms.emplace(ctas, std::move(comm)).first;
+  }
+  if (!s.send || s.send->bytes() < send_bytes) {
+    s.send.reset();
+    s.send = std::make_unique<ovl::NcclSymmetricBuffer>(world, send_bytes);
+  }
+  if (!s.recv || s.recv->bytes() < recv_bytes) {
+    s.recv.reset();
+    s.recv = std::make_unique<ovl::NcclSymmetricBuffer>(world, recv_bytes);
+  }
+  s.send->register_on(it->second->get());
+  s.recv->register_on(it->second->get());
+  return it->second->get();
+}
+
 // The counters every coll/ case reports (see the file comment).
 void set_collective_counters(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int n,
                              int ctas, double wrong, const ovl::CollectiveOptions& opt) {
@@ -333,8 +404,17 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, Collective o
 }
 
 // A coll/ case on the real World (see the file comment).
-void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int ctas) {
+void bench_collective_real(benchmark::State& state, CollImpl ci, Collective op, std::size_t bytes, int ctas) {
+  const CollectiveImpl impl = ci.impl;
   try {
+    if (ci.symmetric) {
+      const std::string why =
+          ovl::nccl_symmetric_refusal(ctas == 0 ? ovl::CtaPolicy::kZero : ovl::CtaPolicy::kEfficiency);
+      if (!why.empty()) {
+        state.SkipWithError(why.c_str());
+        return;
+      }
+    }
     RealWorld& w = real_world_slot(0, 0);
     const int n = w.size();
     const CollSizes z = coll_sizes(op, bytes, n);
@@ -344,9 +424,23 @@ void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collect
     opt.num_ctas = std::max(ctas, 1);
     opt.simt_threads = 512;
     opt.pull_warps = pull_warps();
-    opt.nccl_cta_bound = impl == CollectiveImpl::kNccl ? ctas : 0;
+    opt.nccl_cta_bound = impl == CollectiveImpl::kNccl && !ci.symmetric ? ctas : 0;
+    // nccl-symmetric: each rank's communicator and windows (collective, first use).
+    std::vector<ncclComm_t> symmetric_comm(w.worlds.size(), nullptr);
+    if (ci.symmetric) {
+      ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
+        symmetric_comm[w.local(world)] = symmetric_slot(w, world, ctas, z.send_bytes, recv_bytes);
+      });
+    }
+    // This rank's input and output buffers.
+    auto send_ptr = [&](std::size_t i) { return ci.symmetric ? w.symmetric[i].send->get() : w.send[i].local_ptr(); };
+    auto recv_ptr = [&](std::size_t i) { return ci.symmetric ? w.symmetric[i].recv->get() : w.recv[i].local_ptr(); };
     auto call = [&](std::size_t i) {
-      call_collective(*w.coll[i], op, w.send[i], w.recv[i], bytes, n, impl, opt, w.streams[i]);
+      if (ci.symmetric) {
+        call_nccl_symmetric(op, send_ptr(i), recv_ptr(i), bytes, n, symmetric_comm[i], w.streams[i]);
+      } else {
+        call_collective(*w.coll[i], op, w.send[i], w.recv[i], bytes, n, impl, opt, w.streams[i]);
+      }
     };
     // Each rank fills its own input, runs once into a poisoned output and checks its own output.
     std::vector<double> wrong(w.worlds.size(), 0.0);
@@ -354,14 +448,14 @@ void bench_collective_real(benchmark::State& state, CollectiveImpl impl, Collect
       const int r = world.rank();
       const std::size_t i = w.local(world);
       cudaStream_t stream = w.streams[i];
-      fill_kernel<<<1024, 256, 0, stream>>>(w.send[i].peer<__nv_bfloat16>(r), in_elems, r);
-      OVL_CUDA_CHECK(cudaMemsetAsync(w.recv[i].local_ptr(), 0xff, recv_bytes, stream));
+      fill_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(send_ptr(i)), in_elems, r);
+      OVL_CUDA_CHECK(cudaMemsetAsync(recv_ptr(i), 0xff, recv_bytes, stream));
       OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[i], 0, sizeof(unsigned long long), stream));
       OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
       world.barrier();  // every input is in place before any rank's collective reads it
       call(i);
-      check_kernel<<<1024, 256, 0, stream>>>(w.recv[i].peer<const __nv_bfloat16>(r), out_elems, int(op), r, n, chunk,
-                                             w.wrong[i]);
+      check_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(recv_ptr(i)), out_elems, int(op), r, n,
+                                             chunk, w.wrong[i]);
       w.coll[i]->check(stream);
       unsigned long long count = 0;
       OVL_CUDA_CHECK(cudaMemcpy(&count, w.wrong[i], sizeof(count), cudaMemcpyDeviceToHost));
@@ -502,14 +596,21 @@ void register_all() {
   const Collective ops[] = {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather};
   if (real_world()) {
     const int n = real_world_size();
-    for (CollectiveImpl impl : impls)
+    std::vector<CollImpl> real_impls;
+    for (CollectiveImpl impl : impls) real_impls.push_back({impl, false});
+    real_impls.push_back({CollectiveImpl::kNccl, true});  // nccl-symmetric
+    for (const CollImpl& ci : real_impls)
       for (Collective op : ops)
         for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4) {
           std::vector<int> ctas_list{1, 2, 4, 8, 16, 32};
-          if (impl == CollectiveImpl::kNccl) ctas_list = nccl_bounds();
+          if (ci.impl == CollectiveImpl::kNccl && !ci.symmetric) ctas_list = nccl_bounds();
+          // nccl-symmetric's ctas:0: CTA policy zero, which moves an AllGather on the copy engines.
+          if (ci.symmetric && op == Collective::kAllGather) ctas_list.insert(ctas_list.begin(), 0);
           for (int ctas : ctas_list) {
-            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::to_string(op), bytes, n, ctas);
-            auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, impl, op, bytes, ctas); });
+            const std::string name =
+                fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ci.name(), ovl::to_string(op), bytes, n, ctas);
+            auto* b = benchmark::RegisterBenchmark(
+                name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, ci, op, bytes, ctas); });
             b->UseManualTime()->Unit(benchmark::kMicrosecond);
             // A process per rank: every process must run the same number of iterations (each is collective).
             if (mpi_world()) b->Iterations(kMpiIterations);

@@ -19,6 +19,16 @@
 //     the same with comm_algo a, i.e. the tma mode's TMA mover on S CTAs: the tma cases' baseline (like with
 //     like). Seven name parts: the model's bench-name parser skips it on purpose (its plan is not
 //     default_plan(sequential, ...), which has an NCCL algorithm).
+//   overlap/sequential/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>/algo:nccl-symmetric   (c = 16, 32; every op)
+//   overlap/sequential/allgather-gemm/<M>x<N>x<K>/world:<W>/comm_sms:16/algo:nccl-symmetric/cta_policy:zero
+//   overlap/decomposed/allreduce/<M>x<N>x<K>/world:<W>/comm_sms:<c>/algo:nccl-symmetric   (c = 8, 16, 24, 32)
+//   overlap/<tile-signal|green-context>/allreduce/<M>x<N>x<K>/world:<W>/comm_sms:<c>/groups:<g>/algo:nccl-symmetric
+//     (c = 16, 32; g = 2, 4, 8)
+//     comm_algo nccl-symmetric: the plan of the name without the suffix (as above), with NCCL's symmetric kernels on
+//     a communicator of CTA policy efficiency (or zero: the AllGather on the copy engines) bounded to c CTAs, between
+//     buffers registered as symmetric windows, the result copied into C (docs/overlap.md, "NCCL's symmetric
+//     kernels"). GEMM+RS and AG+GEMM only in sequential (one whole-buffer collective). A real world only: a loopback
+//     world refuses them (no NCCL), and every case reports can_run's reason as its error.
 // A real world (OVL_BENCH_WORLD=threads, world:<W> = the GPU count, at most 8): every rank runs the same case at once
 // on its own inputs; NCCL moves the data in the NCCL modes, on a communicator bounded to the plan's comm_ctas = c
 // CTAs (counter nccl_ctas); the sequential baseline: cuBLAS on the whole device, then NCCL with its own CTA choice
@@ -69,6 +79,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -347,10 +358,24 @@ CommSplit split_comm_calls(const Timeline& t, int64_t gemm_end_ns) {
   return s;
 }
 
-// mode "sequential": sequential_plan(seq_algo); otherwise exactly the plan `ovl validate` reconstructs from the name,
-// BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row bands).
+// A case's comm_algo other than its mode's default: /algo:<algo>[/cta_policy:<policy>] after the name the parser
+// reads (docs at the top).
+struct AlgoSuffix {
+  CommAlgo algo;
+  CtaPolicy policy = CtaPolicy::kDefault;
+  std::string suffix() const {
+    std::string s = fmt::format("/algo:{}", to_string(algo));
+    if (policy != CtaPolicy::kDefault && policy != CtaPolicy::kEfficiency)
+      s += fmt::format("/cta_policy:{}", to_string(policy));
+    return s;
+  }
+};
+
+// mode "sequential" without a suffix: sequential_plan(seq_algo); otherwise exactly the plan `ovl validate`
+// reconstructs from the name, BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row
+// bands), with the suffix's algorithm (ce: the GEMM on every SM).
 void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, CommAlgo seq_algo,
-                bool copy_engine = false) {
+                std::optional<AlgoSuffix> algo = std::nullopt) {
   const Mode mode = bc.mode;
   try {
     ensure_inputs(op, sh);
@@ -358,10 +383,13 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
     Rank& r0 = ranks().ranks[0];
     const Problem& p = r0.inputs.at(key)->problem;
     // Every rank's plan is the same: its problem and hardware profile are.
-    Plan plan = mode == Mode::kSequential ? sequential_plan(p, *r0.ctx, seq_algo) : bc.plan(r0.ctx->hardware());
-    if (copy_engine) {  // /algo:ce: the copy engine, the GEMM on every SM, comm_sms CTAs for the owner's sum
-      plan.comm_algo = CommAlgo::kCopyEngine;
-      plan.gemm_sms = r0.ctx->hardware().sm_count;
+    Plan plan =
+        mode == Mode::kSequential && !algo ? sequential_plan(p, *r0.ctx, seq_algo) : bc.plan(r0.ctx->hardware());
+    if (algo) {
+      plan.comm_algo = algo->algo;
+      plan.cta_policy = algo->policy;
+      // ce: the copy engine, the GEMM on every SM, comm_sms CTAs for the owner's sum.
+      if (algo->algo == CommAlgo::kCopyEngine) plan.gemm_sms = r0.ctx->hardware().sm_count;
     }
     if (const std::string why = r0.ctx->can_run(p, plan); !why.empty()) {
       state.SkipWithError(why.c_str());
@@ -467,6 +495,9 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
       const auto& b = nccl_bounds();
       state.counters["nccl_ctas"] = std::find(b.begin(), b.end(), plan.comm_ctas) != b.end() ? plan.comm_ctas : 0;
     }
+    // nccl-symmetric's communicator is bounded to the plan's CTAs (0: the copy engines).
+    if (plan.comm_algo == CommAlgo::kNcclSymmetric)
+      state.counters["nccl_ctas"] = collective_ctas(plan, collective_of(op));
     // What ran, as JSON: `ovl calibrate` and `ovl validate` read the problem and the plan from here instead of
     // deriving them from the name.
     nlohmann::json label = {{"problem", p},
@@ -487,16 +518,17 @@ void register_cases() {
                                      {8192, 8192, 8192}, {4096, 8192, 8192}, {4096, 8192, 4096},
                                      {16384, 8192, 2048}, {8192, 4096, 8192}};
   // name: the case as the name parser reads it (the sequential /algo: cases are not names it knows: only the mode);
-  // copy_engine registers it with "/algo:ce" appended, and bench_case sets the algorithm.
+  // `algo` registers it with its suffix appended (/algo:ce, /algo:nccl-symmetric ...), and bench_case sets the
+  // algorithm.
   auto add = [](const std::string& name, Mode mode, Op op, Shape sh, int c, CommAlgo seq_algo,
-                bool copy_engine = false) {
+                std::optional<AlgoSuffix> algo = std::nullopt) {
     BenchCase bc;
     if (auto parsed = parse_bench_name(name)) bc = *parsed;
     bc.mode = mode;
     bc.comm_sms = c;
-    const std::string registered = copy_engine ? name + "/algo:ce" : name;
+    const std::string registered = algo ? name + algo->suffix() : name;
     benchmark::RegisterBenchmark(registered.c_str(),
-                                 [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo, copy_engine); })
+                                 [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo, algo); })
         ->UseManualTime()
         ->Iterations(kIterations)
         ->Unit(benchmark::kMicrosecond);
@@ -517,6 +549,25 @@ void register_cases() {
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
       add(fmt::format("overlap/sequential/{}/comm_sms:{}", tail, sms), Mode::kSequential, op, sh, sms,
           CommAlgo::kNcclRing);
+      // NCCL's symmetric kernels: sequential (every op; AG+GEMM also on the copy engines), and for GEMM+AR the
+      // overlapped NCCL modes (GEMM+RS and AG+GEMM cut into chunks or groups need ncclReduce / ncclBroadcast).
+      const AlgoSuffix symmetric{CommAlgo::kNcclSymmetric, CtaPolicy::kEfficiency};
+      for (int c : {16, 32})
+        add(fmt::format("overlap/sequential/{}/comm_sms:{}", tail, c), Mode::kSequential, op, sh, c,
+            CommAlgo::kNcclRing, symmetric);
+      if (op == Op::kAllGatherGemm)
+        add(fmt::format("overlap/sequential/{}/comm_sms:16", tail), Mode::kSequential, op, sh, 16, CommAlgo::kNcclRing,
+            AlgoSuffix{CommAlgo::kNcclSymmetric, CtaPolicy::kZero});
+      if (op == Op::kGemmAllReduce) {
+        for (int c : {8, 16, 24, 32})
+          add(fmt::format("overlap/decomposed/{}/comm_sms:{}", tail, c), Mode::kDecomposed, op, sh, c,
+              CommAlgo::kNcclRing, symmetric);
+        for (Mode mode : {Mode::kTileSignal, Mode::kGreenContext})
+          for (int c : {16, 32})
+            for (int g : {2, 4, 8})
+              add(fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g), mode, op, sh, c,
+                  CommAlgo::kNcclRing, symmetric);
+      }
       if (tma_baseline && op != Op::kAllGatherGemm)
         add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)), Mode::kSequential,
             op, sh, sms, tma_algo);
@@ -537,7 +588,8 @@ void register_cases() {
             add(name, mode, op, sh, c, CommAlgo::kNcclRing);
             if (g <= bands) add(name + "/order:swizzle", mode, op, sh, c, CommAlgo::kNcclRing);
             // The copy engine (tile-signal only; c: the owner's sum's CTAs).
-            if (mode == Mode::kTileSignal && c == 8) add(name, mode, op, sh, c, CommAlgo::kNcclRing, true);
+            if (mode == Mode::kTileSignal && c == 8)
+              add(name, mode, op, sh, c, CommAlgo::kNcclRing, AlgoSuffix{CommAlgo::kCopyEngine});
           }
         }
       }

@@ -3,10 +3,12 @@
 # GPU tests that use every visible GPU (threads Worlds: collectives, overlap modes, the tma mode back to back), then
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
-#   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle] [mpi]
+#   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle |
+#                               overlap-symmetric] [mpi]
 #
-#   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) versus tma-push, tma-pull and simt on
-#                 1-32 CTAs, AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
+#   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) and NCCL's symmetric kernels (1-32 CTAs;
+#                 AllGather also on the copy engines, CTA policy zero) versus tma-push, tma-pull and simt on 1-32 CTAs,
+#                 AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
 #   overlap       bench_overlap, GEMM+AR and GEMM+RS: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups
 #                 in row-band order (the set of results/h200x2/bench_overlap.json) -> bench_overlap.json; when the
 #                 real-world tma tests did not pass, the tma cases are left out (a broken tma path would spend each
@@ -15,6 +17,9 @@
 #   overlap-ag    bench_overlap, AG+GEMM: every mode it runs (sequential, decomposed, tile-signal, green-context)
 #   overlap-swizzle  bench_overlap, GEMM+AR and GEMM+RS, the signaling modes at comm_sms 16 and 32 with 2 / 4 / 8
 #                 groups in row-band and in swizzle order (pairs for scripts/results.py overlap --orders)
+#   overlap-symmetric  bench_overlap, comm_algo nccl-symmetric: sequential (every op; AG+GEMM also CTA policy zero),
+#                 decomposed, tile-signal and green-context GEMM+AR (the /algo:nccl-symmetric cases), each against
+#                 cuBLAS + NCCL
 #                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
 #                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun
@@ -28,7 +33,7 @@ cmds=()
 for what in "$@"; do
   case "$what" in
     collectives) benches+=("bench_collectives") ;;
-    overlap | overlap-nccl | overlap-ag | overlap-swizzle)
+    overlap | overlap-nccl | overlap-ag | overlap-swizzle | overlap-symmetric)
       tail='/[^/]+/[^/]+/comm_sms:[0-9]+(/groups:[0-9]+)?/iterations'
       all="overlap/[^/]+/gemm-(allreduce|reducescatter)$tail"
       nccl_modes="overlap/(sequential|decomposed|tile-signal|green-context)/gemm-(allreduce|reducescatter)$tail"
@@ -40,6 +45,7 @@ for what in "$@"; do
         overlap-swizzle)
           f="overlap/(tile-signal|green-context|tma)$swz"
           without_tma="overlap/(tile-signal|green-context)$swz" ;;
+        overlap-symmetric) f='/algo:nccl-symmetric(/cta_policy:[a-z]+)?/iterations'; without_tma=$f ;;
       esac
       cmds+=(--cmd "f='$f';
         if [[ '$f' != '$without_tma' ]] && ! grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\"; then
@@ -49,12 +55,13 @@ for what in "$@"; do
         python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
     mpi)
       cmds+=(--cmd "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; np=\$(nvidia-smi -L | wc -l);
-        timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='GpuTest.Mpi*';
+        timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='*.Mpi*';
         OVL_BENCH_WORLD=mpi timeout -k 30 480 mpirun -np \$np build-device/bench/bench_collectives \
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
         python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, mpi)" >&2; exit 2 ;;
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, mpi)" >&2
+       exit 2 ;;
   esac
 done
 export OUT=${OUT:-out}

@@ -122,8 +122,9 @@ def cmd_coll(argv):
 
       scripts/results.py coll bench_collectives.json [--ctas 1,2,4,8,16,32] [--markdown]
 
-    Rows: op x bytes; columns: nccl at ctas:0 (NCCL's own CTA choice, real worlds only) and at each CTA count, then
-    tma-push, tma-pull and simt at each CTA count. A case with wrong > 0 is marked '!'."""
+    Rows: op x bytes; columns: nccl at ctas:0 (NCCL's own CTA choice, real worlds only) and at each CTA count,
+    nccl-symmetric (real worlds) at each CTA count and at ctas:0 ("zero": CTA policy zero, the AllGather on the copy
+    engines), then tma-push, tma-pull and simt at each CTA count. A case with wrong > 0 is marked '!'."""
     sys.argv = ['results.py coll'] + argv
     parser = argparse.ArgumentParser()
     parser.add_argument("json")
@@ -142,8 +143,12 @@ def cmd_coll(argv):
         world = parts[4]
         c = int(parts[5].split(":")[1])
         cell[(op, size, impl, c)] = f"{b['busbw_GBps']:.0f}" + ("!" if b.get("wrong", 0) else "")
-    columns = [("nccl", 0)] + [(i, c) for i in ("nccl", "tma-push", "tma-pull", "simt") for c in ctas]
-    header = ["op", "MiB"] + [f"{i}:{c}" if c else f"{i}:auto" for i, c in columns]
+    columns = [("nccl", 0)] + [(i, c) for i in ("nccl", "nccl-symmetric") for c in ctas] + [("nccl-symmetric", 0)]
+    columns += [(i, c) for i in ("tma-push", "tma-pull", "simt") for c in ctas]
+    # nccl-symmetric's columns only where cases fill them (real worlds).
+    columns = [(i, c) for i, c in columns if i != "nccl-symmetric" or any(k[2:] == (i, c) for k in cell)]
+    header = ["op", "MiB"] + [f"{i}:{c}" if c else f"{i}:{'zero' if i == 'nccl-symmetric' else 'auto'}"
+                              for i, c in columns]
     rows = []
     for op in ("allreduce", "reducescatter", "allgather"):
         for size in sorted({k[1] for k in cell if k[0] == op}):
@@ -210,7 +215,8 @@ def cmd_overlap(argv):
         for name, b in cases(doc):
             parts = name.split("/")
             mode, op, shape, world = parts[1], parts[2], parts[3], parts[4]
-            config = "/".join(p for p in parts[5:] if p.startswith(("comm_sms", "groups", "algo", "order")))
+            config = "/".join(p for p in parts[5:]
+                              if p.startswith(("comm_sms", "groups", "algo", "cta_policy", "order")))
             problems.setdefault((op, shape, world), []).append((mode, config, b["us"], b.get("t_seq_us", 0.0),
                                                                  b.get("speedup", 0.0), b.get("wrong", 0.0)))
         modes = ["decomposed", "tile-signal", "green-context", "tma"]

@@ -45,7 +45,7 @@ constexpr std::array<Sweep, 3> kSweep = {{
      "ctas:(4|8|16|32|64)/"},
     {"bench_overlap",
      "^overlap/(sequential|decomposed|tile-signal|green-context|tma)/gemm-(allreduce|reducescatter)/"
-     "8192x8192x2048/world:8/comm_sms:(16|32|132)/(iterations|algo)"},
+     "8192x8192x2048/world:8/comm_sms:(16|32|132)/(iterations|algo:tma)"},
 }};
 
 void progress(std::ostream& err, const std::string& stage, int done, int total) {

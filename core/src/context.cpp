@@ -207,6 +207,7 @@ Context::Impl::~Impl() {
     fmt::print(stderr, "ovl: ~Context: device {} reported {}\n", device, cudaGetErrorString(cudaGetLastError()));
   }
   shapes.clear();
+  nccl_symmetric_comms.clear();  // after the shapes' windows, before the communicator they were split off
   plans.clear();
   partitions.clear();
   for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
@@ -286,6 +287,51 @@ ncclComm_t Context::Impl::nccl(int ctas) {
     own_comm = true;
   }
   return comm;
+}
+
+ncclComm_t Context::Impl::nccl_symmetric(const Plan& plan) {
+  const auto key = std::pair(plan.cta_policy, plan.comm_ctas);
+  auto it = nccl_symmetric_comms.find(key);
+  if (it == nccl_symmetric_comms.end()) {
+    // Split off the World's first communicator, or this context's own (a world of 1 without a World).
+    const bool world_comm = world_ref.valid() && !world_ref.nccl_cta_bounds().empty();
+    const ncclComm_t parent = world_comm ? world_ref.nccl_comm(world_ref.nccl_cta_bounds().front()) : nccl(0);
+    it = nccl_symmetric_comms.emplace(key, std::make_unique<NcclSymmetricComm>(parent, plan.cta_policy, plan.comm_ctas))
+             .first;
+  }
+  return it->second->get();
+}
+
+void Context::Impl::bind_buffers(detail::Call& c) {
+  detail::ShapeState& st = *c.shape;
+  c.partial = st.partial.get();
+  c.out = c.c.ptr;
+  c.rows = c.a.ptr;
+  c.gathered = st.gathered_a.get();
+  if (c.plan.comm_algo != CommAlgo::kNcclSymmetric) return;
+  const Problem& p = c.problem;
+  const int64_t eb = dtype_bytes(p.dtype);
+  const bool ag = p.op == Op::kAllGatherGemm;
+  const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / world : p.m;
+  const size_t src_bytes = size_t(ag ? p.m / world * p.k * eb : p.m * p.n * eb);
+  const size_t dst_bytes = size_t(ag ? p.m * p.k * eb : out_rows * p.n * eb);
+  // Every rank makes and registers them in the same order, at its first nccl-symmetric call of the shape (on the
+  // communicator), as it makes the same calls.
+  if (!st.nccl_src) st.nccl_src = std::make_unique<NcclSymmetricBuffer>(world_ref, src_bytes);
+  if (!st.nccl_dst) st.nccl_dst = std::make_unique<NcclSymmetricBuffer>(world_ref, dst_bytes);
+  const ncclComm_t comm = nccl_symmetric(c.plan);
+  st.nccl_src->register_on(comm);
+  st.nccl_dst->register_on(comm);
+  if (ag) {
+    c.rows = st.nccl_src->get();
+    c.gathered = st.nccl_dst->get();
+    // A into its window before any gather: every mode's communication stream follows the call's stream from here.
+    if (part != testing::Part::kGemm)
+      OVL_CUDA_CHECK(cudaMemcpyAsync(st.nccl_src->get(), c.a.ptr, src_bytes, cudaMemcpyDeviceToDevice, c.stream));
+  } else {
+    c.partial = st.nccl_src->get();
+    c.out = st.nccl_dst->get();
+  }
 }
 
 SmPartition& Context::Impl::partition(int comm_sms) {
@@ -435,9 +481,19 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
   const Impl& s = *impl_;
   if (std::string why = fp8_refusal(p.dtype); !why.empty()) return why;
   try {
-    plan.validate(p, s.hw);
+    plan.validate(p, s.plan_hw);  // the device's profile; a loopback world's says so (nccl-symmetric needs NCCL)
   } catch (const Error& e) {
     return e.message();
+  }
+  if (plan.comm_algo == CommAlgo::kNcclSymmetric) {
+    if (std::string why = nccl_symmetric_refusal(plan.cta_policy); !why.empty())
+      return "comm_algo nccl-symmetric: " + why;
+    if (!s.loopback && s.world > 1 && s.world_ref.nccl_cta_bounds().empty()) {
+      return fmt::format(
+          "comm_algo nccl-symmetric: this Context's World of {} ranks has no NCCL communicator (made with "
+          "WorldOptions::create_nccl = false) to split its own off",
+          s.world);
+    }
   }
   const bool signals = mode_signals(plan.mode);
   if (p.op == Op::kAllGatherGemm && plan.mode == Mode::kTma) {
@@ -456,7 +512,9 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
             "and the device has {}",
             ctas, s.sms);
       }
-      if (!s.loopback && s.world > 1 && plan.comm_algo != CommAlgo::kCopyEngine) {
+      // nccl-symmetric's communicator is always bounded to comm_ctas (Impl::nccl_symmetric).
+      if (!s.loopback && s.world > 1 && plan.comm_algo != CommAlgo::kCopyEngine &&
+          plan.comm_algo != CommAlgo::kNcclSymmetric) {
         if (plan.comm_ctas <= 0 || !s.has_nccl_bound(plan.comm_ctas)) {
           return fmt::format(
               "plan field \"comm_ctas\" = {}: tile-signal allgather-gemm in a real world needs NCCL bounded to the "
@@ -586,7 +644,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
             p.name(), chosen.summary());
   detail::ShapeState& st = s.shape(p);
   detail::PlanState& ps = s.plan_state(p, chosen);
-  const detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps};
+  detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps};
   s.next_event = 0;
   s.next_slot = 0;
   s.record = detail::TraceRecord{};
@@ -600,11 +658,12 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   // Not while capturing: a captured call may not depend on an event recorded outside the capture; the caller orders
   // a graph's replays against eager calls.
   if (!capturing && s.call_done_recorded) OVL_CUDA_CHECK(cudaStreamWaitEvent(stream, s.call_done, 0));
+  s.bind_buffers(call);  // after that wait: it may copy A into a buffer the previous call gathers from
   s.prepare_loopback_peers(call);
   // Test-only: AG+GEMM's gathered A full of NaN before each call, so that a GEMM reading a row before its gather
   // (a missing wait) gives NaN instead of the previous call's identical rows.
   if (s.fault == testing::Fault::kPoisonGather && op == Op::kAllGatherGemm) {
-    OVL_CUDA_CHECK(cudaMemsetAsync(st.gathered_a.get(), 0xFF, st.gathered_a.bytes(), stream));
+    OVL_CUDA_CHECK(cudaMemsetAsync(call.gathered, 0xFF, size_t(p.m * p.k * dtype_bytes(p.dtype)), stream));
   }
   switch (chosen.mode) {
     case Mode::kSequential:

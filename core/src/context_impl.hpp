@@ -16,6 +16,7 @@
 #include "executor_kernels.hpp"
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/context.hpp"
+#include "ovl/core/nccl_symmetric.hpp"
 #include "ovl/core/sm_partition.hpp"
 #include "ovl/core/testing.hpp"
 #include "ovl/sim/planner.hpp"
@@ -69,6 +70,11 @@ struct ShapeState {
   // rank's receive slots [source][slot], the AllReduce result (M x N) and the gathered A (M x K).
   DeviceBuffer ce_recv;
   SymmetricBuffer ce_recv_sym, ce_out_sym, ce_gathered_sym;
+  // comm_algo nccl-symmetric: the buffers NCCL reads and writes, from ncclMemAlloc, registered as symmetric windows of
+  // each communicator a call of the shape used (collectively, by its first such call: Impl::bind_nccl_symmetric).
+  // GEMM+AR / GEMM+RS: the GEMM's output (M x N) and the collective's (AR: M x N, RS: M/W x N); AG+GEMM: this rank's
+  // A rows (M/W x K) and the gathered A (M x K).
+  std::unique_ptr<NcclSymmetricBuffer> nccl_src, nccl_dst;
 };
 
 // What one Plan needs on the device for one Problem: the row range of each unit (tile group or chunk), the
@@ -99,6 +105,14 @@ struct Call {
   cudaStream_t stream;
   ShapeState* shape;
   PlanState* ps;
+  // What the GEMM and the collective read and write (Impl::bind_buffers): GEMM+AR / GEMM+RS the GEMM's row-major
+  // output (`partial`) and the collective's destination (`out`); AG+GEMM A's rows (`rows`) and the gathered A
+  // (`gathered`). The shape's partial and gathered_a, C and A; comm_algo nccl-symmetric: its windows (nccl_src,
+  // nccl_dst), A copied into them first and the result copied into C after each collective (collective_unit).
+  void* partial = nullptr;
+  void* out = nullptr;
+  const void* rows = nullptr;
+  void* gathered = nullptr;
 };
 
 // Stamp slots of the last call and how they become a Timeline.
@@ -249,6 +263,17 @@ struct Context::Impl {
   bool check_capture(const Problem& p, const std::optional<Plan>& plan, cudaStream_t stream) const;
   // After an eager call has enqueued: its PlanState is warm.
   void note_warm(detail::PlanState& ps) const;
+
+  // comm_algo nccl-symmetric: communicators split off the World's first one (or this context's own) per (CTA policy,
+  // CTAs), made by the first call that needs one (collective: every rank makes the same calls). Destroyed after the
+  // shapes, whose windows are registered on them.
+  std::map<std::pair<CtaPolicy, int>, std::unique_ptr<NcclSymmetricComm>> nccl_symmetric_comms;
+  // The communicator of an nccl-symmetric plan (made on first use).
+  ncclComm_t nccl_symmetric(const Plan& plan);
+  // Sets the call's buffers (Call::partial ...): the shape's, or for comm_algo nccl-symmetric the shape's windows,
+  // made and registered on the plan's communicator on first use (collective), and A copied into its window on the
+  // call's stream (AG+GEMM, unless only the GEMM runs).
+  void bind_buffers(detail::Call& call);
 
   // executor_common.cpp
   void cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end,

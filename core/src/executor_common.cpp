@@ -87,11 +87,11 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
             : call.plan.comm_algo == CommAlgo::kTmaPush ? kernels::CollectiveAlgo::kTmaPush
                                                         : kernels::CollectiveAlgo::kSimt;
   if (p.op == Op::kAllGatherGemm) {
-    a.src[0] = call.a.ptr;
-    a.dst[0] = call.shape->gathered_a.get();
+    a.src[0] = call.rows;
+    a.dst[0] = call.gathered;
   } else {
-    a.src[0] = call.shape->partial.get();
-    a.dst[0] = call.c.ptr;
+    a.src[0] = call.partial;
+    a.dst[0] = call.out;
   }
   for (int r = 1; r < a.world; ++r) {
     a.src[r] = call.shape->peer_src[size_t(r - 1)].get();
@@ -153,22 +153,33 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
     return;
   }
   // A real world: NCCL on the unit's rows (contiguous in row-major order), on the plan's comm_ctas CTAs when the
-  // World has a communicator bounded to that many (a plan without comm_ctas: NCCL's own choice).
-  ncclComm_t c = nccl(call.plan.comm_ctas);
+  // World has a communicator bounded to that many (a plan without comm_ctas: NCCL's own choice); nccl-symmetric on
+  // its own communicator, bounded to comm_ctas, between its windows (Call::partial ..., Plan::validate: whole-buffer
+  // units but for AllReduce), then the unit's result copied into C.
+  const bool symmetric = call.plan.comm_algo == CommAlgo::kNcclSymmetric;
+  ncclComm_t c = symmetric ? nccl_symmetric(call.plan) : nccl(call.plan.comm_ctas);
   const ncclDataType_t t = nccl_type(p.dtype);
   const int64_t eb = dtype_bytes(p.dtype);
   const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
   const int64_t mb = p.m / world;
   const bool whole = r0 == 0 && r1 == p.m;
-  void* partial = call.shape->partial.get();
+  void* partial = call.partial;
   switch (p.op) {
     case Op::kGemmAllReduce:
-      OVL_NCCL_CHECK(ncclAllReduce(offset(partial, r0 * p.n, eb), offset(call.c.ptr, r0 * p.n, eb),
+      OVL_NCCL_CHECK(ncclAllReduce(offset(partial, r0 * p.n, eb), offset(call.out, r0 * p.n, eb),
                                    size_t((r1 - r0) * p.n), t, ncclSum, c, stream));
+      if (call.out != call.c.ptr) {
+        OVL_CUDA_CHECK(cudaMemcpyAsync(offset(call.c.ptr, r0 * p.n, eb), offset(call.out, r0 * p.n, eb),
+                                       size_t((r1 - r0) * p.n * eb), cudaMemcpyDeviceToDevice, stream));
+      }
       break;
     case Op::kGemmReduceScatter: {
       if (whole) {
-        OVL_NCCL_CHECK(ncclReduceScatter(partial, call.c.ptr, size_t(mb * p.n), t, ncclSum, c, stream));
+        OVL_NCCL_CHECK(ncclReduceScatter(partial, call.out, size_t(mb * p.n), t, ncclSum, c, stream));
+        if (call.out != call.c.ptr) {
+          OVL_CUDA_CHECK(
+              cudaMemcpyAsync(call.c.ptr, call.out, size_t(mb * p.n * eb), cudaMemcpyDeviceToDevice, stream));
+        }
         break;
       }
       // The unit's rows, owner by owner: a reduce to each owner of its part (NCCL's ReduceScatter needs every
@@ -177,7 +188,7 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
       for (int r = 0; r < world; ++r) {
         const OwnerRows o = owner_rows(p, r0, r1, r);
         if (o.rows() == 0) continue;
-        void* recv = r == rank ? offset(call.c.ptr, o.block_row * p.n, eb) : offset(partial, o.begin * p.n, eb);
+        void* recv = r == rank ? offset(call.out, o.block_row * p.n, eb) : offset(partial, o.begin * p.n, eb);
         OVL_NCCL_CHECK(
             ncclReduce(offset(partial, o.begin * p.n, eb), recv, size_t(o.rows() * p.n), t, ncclSum, r, c, stream));
       }
@@ -185,16 +196,16 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
       break;
     }
     case Op::kAllGatherGemm: {
-      void* gathered = call.shape->gathered_a.get();
+      void* gathered = call.gathered;
       if (whole) {
-        OVL_NCCL_CHECK(ncclAllGather(call.a.ptr, gathered, size_t(mb * p.k), t, c, stream));
+        OVL_NCCL_CHECK(ncclAllGather(call.rows, gathered, size_t(mb * p.k), t, c, stream));
         break;
       }
       detail::NcclGroup group;
       for (int r = 0; r < world; ++r) {
         const OwnerRows o = owner_rows(p, r0, r1, r);
         if (o.rows() == 0) continue;
-        OVL_NCCL_CHECK(ncclBroadcast(offset(call.a.ptr, o.block_row * p.k, eb), offset(gathered, o.begin * p.k, eb),
+        OVL_NCCL_CHECK(ncclBroadcast(offset(call.rows, o.block_row * p.k, eb), offset(gathered, o.begin * p.k, eb),
                                      size_t(o.rows() * p.k), t, r, c, stream));
       }
       group.end();
@@ -225,7 +236,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   if (p.op == Op::kAllGatherGemm) {
     // The gathered A in, C out (row-major: can_run refuses tile-major); the counters are the gather's releases,
     // which the GEMM waits on; it signals nothing.
-    g.a = gathered != nullptr ? gathered : st.gathered_a.get();
+    g.a = gathered != nullptr ? gathered : call.gathered;
     g.d = call.c.ptr;
     if (wait_for_gather) {
       g.wait_counters = counter_ptr();
@@ -242,7 +253,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
       if (st.tile_major.bytes() < bytes) st.tile_major = detail::DeviceBuffer(bytes);
       g.d = st.tile_major.get();
     } else {
-      g.d = d != nullptr ? d : st.partial.get();
+      g.d = d != nullptr ? d : call.partial;
     }
   }
   const int tiles = kernels::gemm_tile_count(g);

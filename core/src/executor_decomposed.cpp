@@ -31,13 +31,13 @@ void Context::Impl::run_decomposed(const detail::Call& c) {
       }
       if (gemm) {
         const int sg = stamp_span("gemm", fmt::format("chunk {}", u), "gemm", c.stream);
-        cublas_gemm(c, c.shape->gathered_a.get(), c.c.ptr, r0, r1, c.stream);
+        cublas_gemm(c, c.gathered, c.c.ptr, r0, r1, c.stream);
         end_span(sg, c.stream);
       }
     } else {
       if (gemm) {
         const int sg = stamp_span("gemm", fmt::format("chunk {}", u), "gemm", c.stream);
-        cublas_gemm(c, c.a.ptr, c.shape->partial.get(), r0, r1, c.stream);
+        cublas_gemm(c, c.a.ptr, c.partial, r0, r1, c.stream);
         end_span(sg, c.stream);
       }
       if (chain) {

@@ -20,14 +20,14 @@ void Context::Impl::run_sequential(const detail::Call& c) {
     }
     if (gemm) {
       const int s1 = stamp_span("gemm", "gemm", "gemm", c.stream);
-      cublas_gemm(c, c.shape->gathered_a.get(), c.c.ptr, 0, c.problem.m, c.stream);
+      cublas_gemm(c, c.gathered, c.c.ptr, 0, c.problem.m, c.stream);
       end_span(s1, c.stream);
     }
     return;
   }
   if (gemm) {
     const int s0 = stamp_span("gemm", "gemm", "gemm", c.stream);
-    cublas_gemm(c, c.a.ptr, c.shape->partial.get(), 0, c.problem.m, c.stream);
+    cublas_gemm(c, c.a.ptr, c.partial, 0, c.problem.m, c.stream);
     end_span(s0, c.stream);
   }
   if (coll) {

@@ -67,7 +67,7 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
     if (plan.output == OutputLayout::kTileMajor) {
       kernels::ReorderArguments r;
       r.src = c.shape->tile_major.get();
-      r.dst = c.shape->partial.get();
+      r.dst = c.partial;
       r.m = c.problem.m;
       r.n = c.problem.n;
       r.tile_m = plan.tile.m;

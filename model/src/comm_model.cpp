@@ -97,6 +97,20 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
           return {f, 1 + 2 / w, 1 + 2 / w, 1};
       }
       break;
+    case CommAlgo::kNcclSymmetric:
+      // NCCL's symmetric kernels on symmetric windows (no multicast: NVLS off): ReduceScatter loads chunk r from
+      // every peer's window and sums (LD), AllGather stores the own chunk into every peer's window (ST), AllReduce
+      // does both (RSxLD_AGxST). Link bytes as the ring's, one barrier per phase; HBM: every input byte read once
+      // and every output byte written once, by whichever rank touches it. The CTAs count link bytes (NCCL's).
+      switch (c) {
+        case Collective::kAllReduce:
+          return {2 * f, 0.0, 2.0, 2};
+        case Collective::kReduceScatter:
+          return {f, 0.0, 1 + 1 / w, 1};
+        case Collective::kAllGather:
+          return {f, 0.0, 1 + 1 / w, 1};
+      }
+      break;
     case CommAlgo::kTmaPull:
       // Pull-reduce: rank r reads chunk r from all W ranks (W chunks per output chunk, W-1 over the link), sums
       // them on chip, writes one chunk: 1 + 1/W bytes per buffer byte; ready flag then read = 2 latencies.
@@ -121,7 +135,8 @@ double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas
   if (algo == CommAlgo::kCopyEngine) {
     // The copies (at the copy engines' rate, within HBM), then the owner's sum on `ctas` CTAs: one after the other.
     const double copies = k.link_bytes > 0 ? k.link_bytes / copy_engine_GBps(hw) : 0.0;
-    return (std::max(t, copies) + k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps)) / kBytesPerUsPerGBps;
+    const double sum = k.cta_bytes > 0 ? k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) : 0.0;
+    return (std::max(t, copies) + sum) / kBytesPerUsPerGBps;
   }
   if (hw.link_profile && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
@@ -133,8 +148,9 @@ double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas
     return t / kBytesPerUsPerGBps;
   }
   if (is_nccl(algo)) {
-    // NCCL channels each move nccl_per_cta_GBps until the link (at NCCL's protocol efficiency) caps them.
-    const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
+    // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
+    // NCCL's protocol efficiency) caps them.
+    const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * per_cta_GBps(algo, hw));
     if (k.link_bytes > 0) t = std::max(t, k.link_bytes / rate);
   } else {
     // TMA / SIMT: bandwidth = min(ctas x the algorithm's per-CTA rate, link, HBM share), each with its
@@ -148,7 +164,12 @@ double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas
 }  // namespace
 
 CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const Hardware& hw, double hbm_GBps) {
-  OVL_CHECK(ctas >= 1, "collective ctas = {} must be at least 1", ctas);
+  // nccl-symmetric on no CTA (CtaPolicy::kZero, collective_ctas): NCCL's copy-engine AllGather.
+  const bool copy_engines = algo == CommAlgo::kNcclSymmetric && ctas == 0;
+  OVL_CHECK(ctas >= 1 || copy_engines, "collective ctas = {} must be at least 1", ctas);
+  OVL_CHECK(!copy_engines || c == Collective::kAllGather,
+            "nccl-symmetric on 0 CTAs (CTA policy zero) moves an AllGather with the copy engines, not a {}",
+            to_string(c));
   OVL_CHECK(nodes >= 1 && world % nodes == 0, "collective nodes = {} must divide world = {}", nodes, world);
   OVL_CHECK(hbm_GBps > 0, "collective HBM bandwidth {} GB/s must be positive", hbm_GBps);
   CollCost cost;
@@ -158,14 +179,18 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
     cost.us_per_byte = 2.0 / hbm_GBps / kBytesPerUsPerGBps;
     return cost;
   }
+  OVL_CHECK(nodes == 1 || (is_nccl(algo) && algo != CommAlgo::kNcclSymmetric),
+            "collective algorithm {} works within one node; world {} spans {} nodes", to_string(algo), world, nodes);
   if (nodes == 1) {
-    const CollCoeffs k = coll_coeffs(c, algo, world, hw.loopback_rank0, hw.link_profile.has_value());
+    // Copy engines: ce's copies of an AllGather (the own rows' copy included), between NCCL's ready and completion
+    // flags.
+    const CommAlgo priced = copy_engines ? CommAlgo::kCopyEngine : algo;
+    CollCoeffs k = coll_coeffs(c, priced, world, hw.loopback_rank0, hw.link_profile.has_value());
+    if (copy_engines) k.steps = 2;
     cost.latency_us = k.steps * hw.link_latency_us;
-    cost.us_per_byte = per_byte_one_node(k, algo, world, ctas, hw, hbm_GBps);
+    cost.us_per_byte = per_byte_one_node(k, priced, world, ctas, hw, hbm_GBps);
     return cost;
   }
-  OVL_CHECK(is_nccl(algo), "collective algorithm {} works within one node; world {} spans {} nodes", to_string(algo),
-            world, nodes);
   // Hierarchical: within each node of g GPUs a reduce-scatter / all-gather over the link, and among the nodes the
   // same collective on S / g bytes per GPU over the network (each GPU's own NIC), which is the bottleneck.
   const int g = world / nodes;
@@ -274,6 +299,8 @@ double per_cta_GBps(CommAlgo algo, const Hardware& hw) {
       return hw.tma_pull_per_cta_GBps;
     case CommAlgo::kCopyEngine:
       return hw.per_cta_copy_GBps;  // the owner's sum: the only CTA work of ce
+    case CommAlgo::kNcclSymmetric:
+      return hw.nccl_symmetric_per_cta_GBps;
   }
   OVL_FAIL("unknown collective algorithm");
 }

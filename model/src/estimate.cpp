@@ -312,6 +312,13 @@ Contention make_contention(const GemmTiming& gemm, double lost_sms_slowdown, dou
 
 GemmShape shape_of(const Problem& p) { return GemmShape{p.m, p.n, p.k, p.dtype}; }
 
+// The per-byte coefficients of the plan's collective (coll_cost prices nccl-symmetric on no CTA as ce's copies).
+detail::CollCoeffs plan_coeffs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw) {
+  const CommAlgo algo = collective_ctas(plan, coll) == 0 ? CommAlgo::kCopyEngine : plan.comm_algo;
+  return detail::coll_coeffs(coll, algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1,
+                             hw.link_profile.has_value());
+}
+
 // Every GEMM an overlap mode runs is timed in the operator regime (Hardware::operator_gemm_factor), sequential's
 // cuBLAS too, so that the modes are ranked on one footing.
 constexpr GemmRegime kOp = GemmRegime::kOperator;
@@ -320,8 +327,8 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   const Collective coll = collective_of(problem.op);
   const GemmTiming g =
       detail::gemm_timing(shape_of(problem), GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
-  const CommEstimate c = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas,
-                                             hw, problem.nodes());
+  const CommEstimate c = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo,
+                                             collective_ctas(plan, coll), hw, problem.nodes());
   ModeEstimate e;
   e.gemm_alone_us = e.gemm_us = g.total_us();
   e.comm_alone_us = e.comm_us = e.exposed_comm_us = c.us;
@@ -341,7 +348,7 @@ CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const P
     return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
-  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, plan.comm_ctas, hw.hbm_GBps)};
+  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.hbm_GBps)};
 }
 
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
@@ -351,14 +358,14 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   chunk_shape.m = problem.m / chunks;
   const GemmTiming chunk =
       detail::gemm_timing(chunk_shape, GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
-  // NCCL on a second plain stream takes comm_ctas SMs from cuBLAS while it runs.
-  const int conflict = std::max(0, plan.gemm_sms + plan.comm_ctas - hw.sm_count);
+  // NCCL on a second plain stream takes its CTAs' SMs from cuBLAS while it runs (none on the copy engines).
+  const int conflict = std::max(0, plan.gemm_sms + collective_ctas(plan, coll) - hw.sm_count);
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
-  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), plan.comm_ctas);
+  const auto [busy, idle] =
+      overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), collective_ctas(plan, coll));
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
-  const detail::CollCoeffs k = detail::coll_coeffs(
-      coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
+  const detail::CollCoeffs k = plan_coeffs(coll, problem, plan, hw);
   const Contention contention =
       make_contention(chunk, cublas_lost_sms_slowdown(chunk.tiles, plan.gemm_sms, conflict), k.hbm_bytes * bytes, hw);
   double stretch = 1;
@@ -373,8 +380,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   ModeEstimate e;
   e.total_us = r.total_us;
   e.gemm_alone_us = chunks * chunk.total_us();
-  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas, hw,
-                                        problem.nodes())
+  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo,
+                                        collective_ctas(plan, coll), hw, problem.nodes())
                         .us;
   e.gemm_us = r.gemm_busy_us;
   e.comm_us = r.comm_busy_us;
@@ -397,8 +404,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
 
   const double bytes = double(problem.comm_bytes());
   const double bytes_per_tile = bytes / double(gemm.tiles);
-  const detail::CollCoeffs k = detail::coll_coeffs(
-      coll, plan.comm_algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
+  const detail::CollCoeffs k = plan_coeffs(coll, problem, plan, hw);
   const double share = comm_hbm_share(gemm, hw);  // the HBM bandwidth the GEMM leaves the collective
   const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, share, busy_ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
@@ -467,8 +473,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   // The GEMM's last wave: its CTAs without a tile have exited, so a collective starved of SMs beside the grid gets
   // theirs (up to comm_ctas), as the simulator's comm_ctas_now does.
   const int64_t last_wave_first = (gemm.waves - 1) * int64_t(grid);
-  const int tail_ctas =
-      std::clamp(hw.sm_count - int(gemm.tiles - last_wave_first), busy_ctas, std::max(busy_ctas, plan.comm_ctas));
+  const int tail_ctas = std::clamp(hw.sm_count - int(gemm.tiles - last_wave_first), busy_ctas,
+                                   std::max(busy_ctas, collective_ctas(plan, coll)));
   if (tail_ctas > busy_ctas && plan.comm_algo != CommAlgo::kCopyEngine) {  // ce's copies take no CTA
     gc.tail_first_tile = last_wave_first;
     gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.us_per_byte;
@@ -487,8 +493,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   ModeEstimate e;
   e.total_us = r.total_us + after_us;
   e.gemm_alone_us = gemm.total_us();
-  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, plan.comm_ctas, hw,
-                                        problem.nodes())
+  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo,
+                                        collective_ctas(plan, coll), hw, problem.nodes())
                         .us;
   e.gemm_us = r.gemm_busy_us;
   e.comm_us = r.comm_busy_us + after_us;

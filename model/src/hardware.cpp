@@ -68,6 +68,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"operator_gemm_factor", &Hardware::operator_gemm_factor, Rule::kPositive},
     {"nccl_efficiency", &Hardware::nccl_efficiency, Rule::kFraction},
     {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, Rule::kPositive},
+    {"nccl_symmetric_per_cta_GBps", &Hardware::nccl_symmetric_per_cta_GBps, Rule::kPositive},
     {"nccl_launch_us", &Hardware::nccl_launch_us, Rule::kNonNegative},
     {"tma_launch_us", &Hardware::tma_launch_us, Rule::kNonNegative},
     {"tma_group_us", &Hardware::tma_group_us, Rule::kNonNegative},
@@ -134,7 +135,8 @@ std::string Hardware::summary() const {
       "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / {})^{:.3f}, "
       "operator GEMM x{:.3f}, "
       "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
-      "nccl eff {:.2f} ({:.0f} GB/s per CTA, launch {:.1f} us, per group {:.2f} us; loopback per piece {:.2f} us), "
+      "nccl eff {:.2f} ({:.0f} GB/s per CTA, symmetric kernels {:.1f}, launch {:.1f} us, per group {:.2f} us; "
+      "loopback per piece {:.2f} us), "
       "tma launch {:.1f} us (per group {:.2f} us), "
       "overlapped comm rates x{:.3f} (nccl) / x{:.3f} (tma push), x{:.3f} beside the GEMM, hbm contention {:.2f}, "
       "shared-SM penalty {:.2f}",
@@ -142,13 +144,15 @@ std::string Hardware::summary() const {
       link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps,
       net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency, cublas_partition_penalty, clock_knee_sms, sm_count,
       clock_exponent, operator_gemm_factor, launch_us, tile_epilogue_us, cublas_tile_epilogue_us, nccl_efficiency,
-      nccl_per_cta_GBps, nccl_launch_us, nccl_group_us, loopback_piece_us, tma_launch_us, tma_group_us,
-      overlap_nccl_rate_factor, overlap_tma_rate_factor, beside_gemm_rate_factor, hbm_contention, shared_sm_penalty);
+      nccl_per_cta_GBps, nccl_symmetric_per_cta_GBps, nccl_launch_us, nccl_group_us, loopback_piece_us, tma_launch_us,
+      tma_group_us, overlap_nccl_rate_factor, overlap_tma_rate_factor, beside_gemm_rate_factor, hbm_contention,
+      shared_sm_penalty);
 }
 
 Hardware Hardware::overlapped_comm() const {
   Hardware h = *this;
   h.nccl_per_cta_GBps *= overlap_nccl_rate_factor;
+  h.nccl_symmetric_per_cta_GBps *= overlap_nccl_rate_factor;
   h.tma_push_per_cta_GBps *= overlap_tma_rate_factor;
   return h;
 }
@@ -156,6 +160,7 @@ Hardware Hardware::overlapped_comm() const {
 Hardware Hardware::beside_gemm_comm() const {
   Hardware h = overlapped_comm();
   h.nccl_per_cta_GBps *= beside_gemm_rate_factor;
+  h.nccl_symmetric_per_cta_GBps *= beside_gemm_rate_factor;
   h.tma_push_per_cta_GBps *= beside_gemm_rate_factor;
   return h;
 }

@@ -8,6 +8,7 @@
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
 #include "ovl/model/json_document.hpp"
 
 namespace ovl {
@@ -40,6 +41,20 @@ std::string_view to_string(CommAlgo algo) {
       return "tma-pull";
     case CommAlgo::kCopyEngine:
       return "ce";
+    case CommAlgo::kNcclSymmetric:
+      return "nccl-symmetric";
+  }
+  return "?";
+}
+
+std::string_view to_string(CtaPolicy policy) {
+  switch (policy) {
+    case CtaPolicy::kDefault:
+      return "default";
+    case CtaPolicy::kEfficiency:
+      return "efficiency";
+    case CtaPolicy::kZero:
+      return "zero";
   }
   return "?";
 }
@@ -78,11 +93,18 @@ Mode parse_mode(std::string_view text) {
 }
 
 CommAlgo parse_comm_algo(std::string_view text) {
-  for (CommAlgo a :
-       {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kCopyEngine}) {
+  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull,
+                     CommAlgo::kCopyEngine, CommAlgo::kNcclSymmetric}) {
     if (text == to_string(a)) return a;
   }
-  OVL_FAIL("unknown comm algorithm \"{}\" (expected nccl, nccl-nvls, tma-push, tma-pull or ce)", text);
+  OVL_FAIL("unknown comm algorithm \"{}\" (expected nccl, nccl-nvls, tma-push, tma-pull, ce or nccl-symmetric)", text);
+}
+
+CtaPolicy parse_cta_policy(std::string_view text) {
+  for (CtaPolicy p : {CtaPolicy::kDefault, CtaPolicy::kEfficiency, CtaPolicy::kZero}) {
+    if (text == to_string(p)) return p;
+  }
+  OVL_FAIL("unknown CTA policy \"{}\" (expected default, efficiency or zero)", text);
 }
 
 TileOrder parse_tile_order(std::string_view text) {
@@ -99,7 +121,9 @@ OutputLayout parse_output_layout(std::string_view text) {
   OVL_FAIL("unknown output layout \"{}\" (expected row-major or tile-major)", text);
 }
 
-bool is_nccl(CommAlgo algo) { return algo == CommAlgo::kNcclRing || algo == CommAlgo::kNcclNvls; }
+bool is_nccl(CommAlgo algo) {
+  return algo == CommAlgo::kNcclRing || algo == CommAlgo::kNcclNvls || algo == CommAlgo::kNcclSymmetric;
+}
 bool mode_signals(Mode mode) { return mode == Mode::kTileSignal || mode == Mode::kGreenContext || mode == Mode::kTma; }
 
 void Plan::validate(const Problem& problem, const Hardware& hw) const {
@@ -161,9 +185,33 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     OVL_CHECK(is_nccl(comm_algo), "plan field \"comm_algo\" = {} does not go with mode {} (NCCL modes; use mode tma)",
               to_string(comm_algo), mode_name);
   }
-  if (!is_nccl(comm_algo)) {
+  if (!is_nccl(comm_algo) || comm_algo == CommAlgo::kNcclSymmetric) {
     OVL_CHECK(problem.nodes() == 1, "plan field \"comm_algo\" = {} works within one node, but world {} spans {} nodes",
               to_string(comm_algo), problem.world, problem.nodes());
+  }
+  if (comm_algo != CommAlgo::kNcclSymmetric) {
+    OVL_CHECK(cta_policy == CtaPolicy::kDefault,
+              "plan field \"cta_policy\" = {} applies to comm_algo nccl-symmetric, not {}", to_string(cta_policy),
+              to_string(comm_algo));
+  } else {
+    // NCCL's symmetric kernels: whole-buffer AllReduce, ReduceScatter and AllGather over distinct GPUs of one node,
+    // on at most kNcclSymmetricMaxCtas CTAs. The executors cut GEMM+RS and AG+GEMM into units other than the whole
+    // buffer with one ncclReduce / ncclBroadcast per owner, which those kernels do not cover.
+    OVL_CHECK(!hw.loopback || problem.world == 1,
+              "plan field \"comm_algo\" = nccl-symmetric needs NCCL across distinct GPUs; a loopback world of {} ranks "
+              "has no NCCL communicator",
+              problem.world);
+    OVL_CHECK(comm_ctas <= kNcclSymmetricMaxCtas,
+              "plan field \"comm_ctas\" = {}: NCCL's symmetric kernels run at most {} CTAs", comm_ctas,
+              kNcclSymmetricMaxCtas);
+    const size_t units = unit_rows(problem, *this).size();
+    OVL_CHECK(problem.op == Op::kGemmAllReduce || units == 1,
+              "plan field \"comm_algo\" = nccl-symmetric: mode {} {} moves each of its {} {} with one {} per owner, "
+              "which NCCL's symmetric kernels do not cover (they run whole-buffer collectives: use mode sequential, or "
+              "one {})",
+              mode_name, to_string(problem.op), units, mode == Mode::kDecomposed ? "chunks" : "tile groups",
+              problem.op == Op::kGemmReduceScatter ? "ncclReduce" : "ncclBroadcast",
+              mode == Mode::kDecomposed ? "chunk" : "group");
   }
 
   // Tiles, order and groups.
@@ -249,6 +297,7 @@ std::string Plan::summary() const {
   if (!tile_groups.empty()) s += fmt::format(" groups={}", tile_groups.size());
   if (mode == Mode::kDecomposed) s += fmt::format(" chunks={}", chunks);
   s += fmt::format(" algo={} ctas={}", to_string(comm_algo), comm_ctas);
+  if (cta_policy != CtaPolicy::kDefault) s += fmt::format(" cta_policy={}", to_string(cta_policy));
   return s;
 }
 
@@ -373,12 +422,19 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
   return std::max(1, std::min(gemm_sms, sms - reserve));
 }
 
+int collective_ctas(const Plan& plan, Collective c) {
+  const bool copy_engines =
+      plan.comm_algo == CommAlgo::kNcclSymmetric && plan.cta_policy == CtaPolicy::kZero && c == Collective::kAllGather;
+  return copy_engines ? 0 : plan.comm_ctas;
+}
+
 bool ce_sums_per_group(const Plan& plan, int sm_count) {
   return plan.comm_algo == CommAlgo::kCopyEngine && plan.gemm_sms + plan.comm_ctas <= sm_count;
 }
 
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
-  const int ctas = plan.comm_ctas;
+  const int ctas = collective_ctas(plan, collective_of(problem.op));
+  if (ctas == 0) return 0;  // the copy engines
   if (!mode_signals(plan.mode) || plan.partitioned || plan.mode == Mode::kGreenContext ||
       comm_beside_whole_gemm(plan, problem))
     return ctas;
@@ -453,6 +509,7 @@ void to_json(nlohmann::json& j, const Plan& p) {
                      {"comm_algo", to_string(p.comm_algo)},
                      {"comm_ctas", p.comm_ctas},
                      {"chunks", p.chunks}};
+  if (p.cta_policy != CtaPolicy::kDefault) j["cta_policy"] = to_string(p.cta_policy);
 }
 
 namespace {
@@ -489,6 +546,7 @@ void from_json(const nlohmann::json& j, Plan& p) {
   q.comm_algo = parse_comm_algo(read_string(j, "comm_algo", "plan"));
   q.comm_ctas = read_int32(j, "comm_ctas", "plan");
   q.chunks = read_int32(j, "chunks", "plan");
+  if (j.contains("cta_policy")) q.cta_policy = parse_cta_policy(read_string(j, "cta_policy", "plan"));
   // What needs no problem to check is checked here; Plan::validate checks the rest against a problem.
   OVL_CHECK(q.gemm_sms >= 1, "plan field \"gemm_sms\" = {} must be positive", q.gemm_sms);
   OVL_CHECK(q.comm_sms >= 0, "plan field \"comm_sms\" = {} must not be negative", q.comm_sms);
@@ -500,9 +558,9 @@ void from_json(const nlohmann::json& j, Plan& p) {
     OVL_CHECK(q.tile_groups[g] >= 1, "plan field \"tile_groups\"[{}] = {} must be at least 1", g, q.tile_groups[g]);
   }
   for (const auto& [key, value] : j.items()) {
-    static const char* kKnown[] = {"mode",        "gemm_sms",   "comm_sms",       "partitioned",
-                                   "tile",        "tile_order", "explicit_order", "output",
-                                   "tile_groups", "comm_algo",  "comm_ctas",      "chunks"};
+    static const char* kKnown[] = {"mode",       "gemm_sms",       "comm_sms",  "partitioned", "tile",
+                                   "tile_order", "explicit_order", "output",    "tile_groups", "comm_algo",
+                                   "comm_ctas",  "chunks",         "cta_policy"};
     const bool known = key == "comment" || key.rfind('_', 0) == 0 ||
                        std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; });
     OVL_CHECK(known, "plan field \"{}\" = {} is not a Plan field", key, value.dump());

@@ -113,6 +113,8 @@ void bind_plan(nb::module_& m) {
   enum_property(
       plan, "comm_algo", &Plan::comm_algo, [](CommAlgo v) { return to_string(v); }, parse_comm_algo);
   enum_property(
+      plan, "cta_policy", &Plan::cta_policy, [](CtaPolicy v) { return to_string(v); }, parse_cta_policy);
+  enum_property(
       plan, "tile_order", &Plan::tile_order, [](TileOrder v) { return to_string(v); }, parse_tile_order);
   enum_property(
       plan, "output", &Plan::output, [](OutputLayout v) { return to_string(v); }, parse_output_layout);
@@ -163,6 +165,7 @@ void bind_hardware(nb::module_& m) {
       .def_rw("operator_gemm_factor", &Hardware::operator_gemm_factor)
       .def_rw("nccl_efficiency", &Hardware::nccl_efficiency)
       .def_rw("nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps)
+      .def_rw("nccl_symmetric_per_cta_GBps", &Hardware::nccl_symmetric_per_cta_GBps)
       .def_rw("nccl_launch_us", &Hardware::nccl_launch_us)
       .def_rw("tma_launch_us", &Hardware::tma_launch_us)
       .def_rw("tma_group_us", &Hardware::tma_group_us)

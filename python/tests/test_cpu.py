@@ -61,6 +61,11 @@ def test_plan_attributes_write():
     assert (p.mode, p.comm_algo, p.tile_groups, p.comm_sms) == ("tma", "tma-pull", [4, 4], 16)
     with pytest.raises(ovl.Error, match="mode"):
         p.mode = "fastest"
+    assert p.cta_policy == "default"
+    p.comm_algo, p.cta_policy = "nccl-symmetric", "zero"
+    assert (p.comm_algo, p.cta_policy) == ("nccl-symmetric", "zero")
+    with pytest.raises(ovl.Error, match="fewest"):
+        p.cta_policy = "fewest"
 
 
 def test_simulate_timeline_and_trace(tmp_path):

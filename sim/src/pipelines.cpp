@@ -27,7 +27,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
   else
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
-  comm_ctas = plan.comm_ctas;  // at least 1 in a valid plan
+  // At least 1 in a valid plan, but 0 on the copy engines (nccl-symmetric's AllGather under CTA policy zero).
+  comm_ctas = collective_ctas(plan, collective_of(problem.op));
   cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
@@ -102,7 +103,7 @@ void Context::comm_rates_changed() {
 }
 
 int Context::comm_ctas_now(bool shared) const {
-  if (!shared || partitioned || cublas) return comm_ctas;
+  if (!shared || partitioned || cublas || comm_ctas == 0) return comm_ctas;
   return std::clamp(hw.sm_count - gemm_resident, 1, comm_ctas);
 }
 
@@ -270,6 +271,7 @@ namespace {
 //   NCCL ring   RS 1 + 1/w + f, AG 1 + 1/w, AR 2 + 2f (1 + f each half)
 //   TMA push    RS 3 - 1/w, AG 1 + 2/w, AR 4 - 1/w (3 - 1/w + 1)
 //   TMA pull    RS 1 + 1/w, AG 2, AR 1 + 1/w + 2f
+//   NCCL's symmetric kernels   RS 1 + 1/w, AG 1 + 1/w, AR 2 (1 each half)
 // `rank0`: the loopback emulation of rank 0's share (Hardware::loopback_rank0; model/src/comm_model.cpp says what
 // its push mover moves): the reduction zeroes rank 0's pieces and adds all W sources (3 + 1/W), the gather copies
 // the W-1 other pieces in (2 f), an AllGather copies every owner's rows (2).
@@ -280,6 +282,8 @@ double reduce_hbm(CommAlgo algo, int w, bool both, bool rank0) {
       return rank0 ? 3.0 + 1.0 / w : 3.0 - 1.0 / w;
     case CommAlgo::kTmaPull:
       return 1.0 + 1.0 / w;
+    case CommAlgo::kNcclSymmetric:
+      return both ? 1.0 : 1.0 + 1.0 / w;
     default:
       return both ? 1.0 + f : 1.0 + 1.0 / w + f;
   }
@@ -292,6 +296,8 @@ double gather_hbm(CommAlgo algo, int w, bool both, bool rank0) {
       return both ? 1.0 : 1.0 + 2.0 / w;
     case CommAlgo::kTmaPull:
       return both ? 2.0 * f : 2.0;
+    case CommAlgo::kNcclSymmetric:
+      return both ? 1.0 : 1.0 + 1.0 / w;
     default:
       return both ? 1.0 + f : 1.0 + 1.0 / w;
   }
@@ -320,11 +326,14 @@ void reduce_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const 
     st.name = "nvls reduce";
     out.push_back(st);
   } else {
-    // One shot: push (or pull) every foreign shard to (from) its owner at once; the owner adds them.
+    // One shot: push (or pull) every foreign shard to (from) its owner at once; the owner adds them. NCCL's
+    // symmetric kernels pull (LD).
     Step st = base;
     st.amount = d * (w - 1) / w;
     st.hbm_weight = hbm / f;  // pull reduces in flight: no staging write
-    st.name = algo == CommAlgo::kTmaPush ? "push-reduce" : "pull-reduce";
+    st.name = algo == CommAlgo::kTmaPush   ? "push-reduce"
+              : algo == CommAlgo::kTmaPull ? "pull-reduce"
+                                           : "symmetric reduce";
     out.push_back(st);
   }
 }
@@ -350,10 +359,13 @@ void gather_phase(std::vector<Step>& out, CommAlgo algo, double d, int w, const 
     st.name = "nvls multicast";
     out.push_back(st);
   } else {
+    // NCCL's symmetric kernels push (ST).
     Step st = base;
     st.amount = d * (w - 1) / w;
     st.hbm_weight = hbm / f;
-    st.name = algo == CommAlgo::kTmaPush ? "push-gather" : "pull-gather";
+    st.name = algo == CommAlgo::kTmaPush   ? "push-gather"
+              : algo == CommAlgo::kTmaPull ? "pull-gather"
+                                           : "symmetric gather";
     out.push_back(st);
   }
 }
@@ -425,11 +437,24 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     out.push_back(st);
     return out;
   }
+  if (ctx.comm_ctas == 0) {
+    // nccl-symmetric's AllGather under CTA policy zero: NCCL's copy engines copy the own rows to every peer (f link
+    // bytes, the own rows' local copy too: ce's copies, comm_model.cpp) between a ready and a completion flag; no CTA.
+    const double f = double(p.world - 1) / p.world;
+    Step st;
+    st.amount = bytes * f;
+    st.hbm_weight = (2 * f + 2.0 / p.world) / f;
+    st.bound = copy_engine_GBps(hw);
+    st.latency = us_to_ns(2 * hw.link_latency_us);
+    st.name = "copy-engine gather";
+    out.push_back(st);
+    return out;
+  }
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
   // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
   auto link_rate = [&](const Hardware& h) {
     const double r = is_nccl(algo)
-                         ? h.nccl_per_cta_GBps
+                         ? per_cta_GBps(algo, h)
                          : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
     // A paced loopback: each CTA paces its link bytes to at most the transport's per-CTA rate of the link profile.
     return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, 1)) : r;

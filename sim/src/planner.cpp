@@ -50,6 +50,23 @@ std::vector<std::vector<int>> groupings(const Problem& problem, const Plan& plan
   return out;
 }
 
+// `p` with comm_algo nccl-symmetric (NCCL's symmetric kernels, CTA policy efficiency), and for an AllGather also
+// under CTA policy zero (NCCL's copy engines, whatever comm_ctas: offered once, with the first CTA count), each only
+// where Plan::validate takes it (one node, no loopback, and for GEMM+RS / AG+GEMM one unit: NCCL's symmetric kernels
+// run whole-buffer collectives).
+std::vector<Plan> nccl_symmetric_variants(const Plan& p, const Problem& problem, bool first_ctas) {
+  std::vector<Plan> out;
+  Plan v = p;
+  v.comm_algo = CommAlgo::kNcclSymmetric;
+  v.cta_policy = CtaPolicy::kEfficiency;
+  out.push_back(v);
+  if (problem.op == Op::kAllGatherGemm && first_ctas) {
+    v.cta_policy = CtaPolicy::kZero;
+    out.push_back(v);
+  }
+  return out;
+}
+
 std::vector<int> comm_sms_options(const Hardware& hw, const PlannerOptions& o) {
   const int g = std::max(1, hw.sm_granularity);
   std::vector<int> out;
@@ -139,6 +156,13 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
     switch (mode) {
       case Mode::kSequential:
         for (const Plan& p : sequential_candidates(problem, hw)) add(p);
+        // NCCL's symmetric kernels after the GEMM, on few CTAs (they reach the link with few).
+        for (int comm : comm_options) {
+          if (comm > 32) continue;
+          for (const Plan& v :
+               nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm == comm_options.front()))
+            add(v);
+        }
         break;
       case Mode::kDecomposed:
         for (int chunks : {2, 4, 8, 16}) {
@@ -146,6 +170,13 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
           Plan p = default_plan(mode, problem, hw, 0);
           p.chunks = chunks;
           add(p);
+          // NCCL's symmetric kernels take fewer SMs from cuBLAS on fewer CTAs.
+          for (int comm : comm_options) {
+            if (comm > 32) continue;
+            Plan sym = default_plan(mode, problem, hw, comm);
+            sym.chunks = chunks;
+            for (const Plan& v : nccl_symmetric_variants(sym, problem, comm == comm_options.front())) add(v);
+          }
         }
         break;
       case Mode::kTileSignal:
@@ -160,7 +191,12 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             Plan reserve = base;
             reserve.gemm_sms = hw.sm_count - base.comm_ctas;
             add_grouped(reserve);
+            if (comm <= 32)
+              for (const Plan& v : nccl_symmetric_variants(reserve, problem, comm == comm_options.front()))
+                add_grouped(v);
           }
+          if (comm <= 32)
+            for (const Plan& v : nccl_symmetric_variants(base, problem, comm == comm_options.front())) add_grouped(v);
           // ce: the GEMM on every SM; comm_ctas run only the owner's sum after it.
           // Or on sm_count - comm_ctas, which leaves the sum SMs beside it: a sum per group (ce_sums_per_group).
           if (problem.nodes() == 1 && comm <= 32) {
@@ -176,7 +212,13 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         }
         break;
       case Mode::kGreenContext:
-        for (int comm : comm_options) add_grouped(default_plan(mode, problem, hw, comm));
+        for (int comm : comm_options) {
+          add_grouped(default_plan(mode, problem, hw, comm));
+          if (comm <= 32)
+            for (const Plan& v :
+                 nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm == comm_options.front()))
+              add_grouped(v);
+        }
         break;
       case Mode::kTma:
         if (problem.nodes() > 1) break;  // TMA collectives reach peers over NVLink only
@@ -260,8 +302,14 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
         pick(c);
         break;
       }
+  // Every baseline plan (a sequential plan of another algorithm is one candidate among the others).
+  const auto is_baseline = [&](const Plan& p) {
+    return p.mode == Mode::kSequential && std::any_of(baseline.begin(), baseline.end(), [&](const Plan& b) {
+             return nlohmann::json(b) == nlohmann::json(p);
+           });
+  };
   for (const Priced& c : priced)
-    if (plans[c.index].mode == Mode::kSequential) pick(c);
+    if (is_baseline(plans[c.index])) pick(c);
 
   SimOptions fast;
   fast.record_timeline = false;
@@ -288,7 +336,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
     PlanAlternative a;
     a.plan = plans[c.index];
     a.model_us = c.model_us;
-    // A sequential candidate is one of the baseline's plans, already priced.
+    // A baseline plan among the candidates is priced already.
     const auto same = std::find_if(baseline.begin(), baseline.end(), [&](const Plan& b) {
       return a.plan.mode == Mode::kSequential && nlohmann::json(b) == nlohmann::json(a.plan);
     });
@@ -303,12 +351,12 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   for (PlanAlternative& a : r.alternatives) a.speedup = a.predicted_us > 0 ? r.sequential_us / a.predicted_us : 0;
   std::stable_sort(r.alternatives.begin(), r.alternatives.end(),
                    [](const PlanAlternative& a, const PlanAlternative& b) { return a.predicted_us < b.predicted_us; });
-  // An overlapped plan must beat the baseline by min_gain; else the answer is the best sequential candidate.
+  // Any other plan (overlapped, or sequential with NCCL's symmetric kernels) must beat the baseline by min_gain;
+  // else the answer is the best sequential candidate.
   const PlanAlternative& first = r.alternatives.front();
   const bool may_be_sequential = options.modes.empty() || std::find(options.modes.begin(), options.modes.end(),
                                                                     Mode::kSequential) != options.modes.end();
-  const bool overlap_wins =
-      first.plan.mode != Mode::kSequential && first.predicted_us < r.sequential_us * (1.0 - options.min_gain);
+  const bool overlap_wins = !is_baseline(first.plan) && first.predicted_us < r.sequential_us * (1.0 - options.min_gain);
   if (may_be_sequential && !overlap_wins) {
     r.best = r.sequential;
     r.predicted_us = r.sequential_us;
@@ -356,14 +404,14 @@ std::string format_plan_result(const PlanResult& r) {
       r.simulated);
   if (r.sequential_best) out += "verdict    sequential: no overlapped plan is predicted faster than not overlapping\n";
   out += "\n";
-  out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<9} {:>12} {:>10} {:>8}\n", "#", "mode", "gemm_sms",
+  out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<14} {:>12} {:>10} {:>8}\n", "#", "mode", "gemm_sms",
                      "comm_sms", "groups", "order", "algo", "predicted_us", "model_us", "speedup");
   int rank = 0;
   for (const PlanAlternative& a : r.alternatives) {
     const Plan& p = a.plan;
     const std::string groups =
         p.mode == Mode::kDecomposed ? fmt::format("c{}", p.chunks) : fmt::format("{}", p.tile_groups.size());
-    out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<9} {:>12.1f} {:>10.1f} {:>7.2f}x\n", ++rank,
+    out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<14} {:>12.1f} {:>10.1f} {:>7.2f}x\n", ++rank,
                        std::string(to_string(p.mode)) + (p.partitioned && p.mode == Mode::kTma ? "/gc" : ""),
                        p.gemm_sms, p.comm_sms, groups, to_string(p.tile_order), to_string(p.comm_algo), a.predicted_us,
                        a.model_us, a.speedup);

@@ -29,6 +29,11 @@
 // and 8 (both shares; kWholeWorld checks every rank's output). Its stream memory waits cannot time out: the fault
 // tests below check that Context::synchronize's watchdog turns a missing signal into an ovl::Error.
 //
+// NCCL's symmetric kernels (comm_algo nccl-symmetric): in a world of 1 (a one-rank communicator split off the
+// context's own, or off a loopback World of 1's: NCCL registers the windows locally and runs its one-rank copy) on the
+// odd shape, every mode and CTA policy that takes it, against sequential (NCCL ring) and the float64 reference; and in
+// the real-World tests below (every visible GPU) beside the other plans, and back to back.
+//
 // Failure paths: a GEMM that never signals (skipped) or signals fewer tiles than the comm side expects must make
 // the comm side time out with an ovl::Error from Context::synchronize, never hang (short timeout: 300 ms), and the
 // next call on the same Context must be correct. More bad inputs and faults: tests/gpu/test_context_faults.cu.
@@ -362,6 +367,45 @@ void check_copy_engine(int world, Op op, LoopbackShare share) {
   });
 }
 
+// comm_algo nccl-symmetric plans on 16 CTAs: sequential under CTA policies default, efficiency and zero; GEMM+AR also
+// decomposed (4 chunks), tile-signal (4 groups, the GEMM on SMs - 16; and with a tile-major output) and green-context
+// (a group per band); GEMM+RS and AG+GEMM in whole-buffer units only (Plan::validate): decomposed in one chunk,
+// tile-signal in one group.
+std::vector<Plan> nccl_symmetric_plans(const Problem& p, const Hardware& hw) {
+  std::vector<Plan> plans;
+  auto symmetric = [&](Mode mode, CtaPolicy policy = CtaPolicy::kEfficiency) {
+    Plan plan = default_plan(mode, p, hw, 16);
+    plan.comm_algo = CommAlgo::kNcclSymmetric;
+    plan.cta_policy = policy;
+    return plan;
+  };
+  for (CtaPolicy policy : {CtaPolicy::kDefault, CtaPolicy::kEfficiency, CtaPolicy::kZero})
+    plans.push_back(symmetric(Mode::kSequential, policy));
+  Plan decomposed = symmetric(Mode::kDecomposed);
+  Plan ts = symmetric(Mode::kTileSignal);
+  ts.gemm_sms = hw.sm_count - 16;
+  if (p.op == Op::kGemmAllReduce) {
+    ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 4);
+    plans.push_back(decomposed);
+    plans.push_back(ts);
+    Plan tile_major = ts;
+    tile_major.output = OutputLayout::kTileMajor;
+    plans.push_back(tile_major);
+    plans.push_back(symmetric(Mode::kGreenContext));
+    return plans;
+  }
+  decomposed.chunks = 1;
+  plans.push_back(decomposed);
+  ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 1);
+  plans.push_back(ts);
+  return plans;
+}
+
+// World 0: the context's own one-rank communicator; 1: a loopback World of 1's.
+void check_nccl_symmetric(int world, Op op) {
+  check_against_sequential(world, op, LoopbackShare::kRank0, 1000, 776, 256, nccl_symmetric_plans);
+}
+
 // Intervals of a timeline on one lane.
 int intervals_on(const Timeline& t, const std::string& lane) {
   return int(std::count_if(t.intervals.begin(), t.intervals.end(), [&](const Interval& i) { return i.lane == lane; }));
@@ -464,6 +508,40 @@ TEST_F(OverlapTest, CopyEngineGemmReduceScatterLoopback8WholeWorld) {
 TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback2WholeWorld) { check_copy_engine(2, Op::kAllGatherGemm, kWhole); }
 TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback4WholeWorld) { check_copy_engine(4, Op::kAllGatherGemm, kWhole); }
 TEST_F(OverlapTest, CopyEngineAllGatherGemmLoopback8WholeWorld) { check_copy_engine(8, Op::kAllGatherGemm, kWhole); }
+
+TEST_F(OverlapTest, NcclSymmetricGemmAllReduceWorld1) { check_nccl_symmetric(0, Op::kGemmAllReduce); }
+TEST_F(OverlapTest, NcclSymmetricGemmReduceScatterWorld1) { check_nccl_symmetric(0, Op::kGemmReduceScatter); }
+TEST_F(OverlapTest, NcclSymmetricAllGatherGemmWorld1) { check_nccl_symmetric(0, Op::kAllGatherGemm); }
+TEST_F(OverlapTest, NcclSymmetricGemmAllReduceLoopbackWorld1) { check_nccl_symmetric(1, Op::kGemmAllReduce); }
+TEST_F(OverlapTest, NcclSymmetricAllGatherGemmLoopbackWorld1) { check_nccl_symmetric(1, Op::kAllGatherGemm); }
+
+// nccl-symmetric refuses what NCCL's symmetric kernels do not run, naming why: a loopback world of several ranks (no
+// NCCL), a GEMM+RS cut into chunks (one ncclReduce per owner each), mode tma.
+TEST_F(OverlapTest, NcclSymmetricRefusalsNameWhy) {
+  ContextOptions options;
+  options.world = World::loopback(2);
+  Context loopback(options);
+  Context one;
+  DeviceMatrix a(1024, 256, 1), b(768, 256, 2), c(512, 768, 0), c1(1024, 768, 0);
+  const Problem p2 = loopback.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c.ref());
+  const Problem p1 = one.problem_for(Op::kGemmReduceScatter, a.ref(), b.ref(), c1.ref());
+  Plan seq = default_plan(Mode::kSequential, p2, loopback.hardware(), 16);
+  seq.comm_algo = CommAlgo::kNcclSymmetric;
+  EXPECT_NE(loopback.can_run(p2, seq).find("loopback world of 2"), std::string::npos) << loopback.can_run(p2, seq);
+  EXPECT_EQ(one.can_run(p1, seq), "");
+  Plan chunks = default_plan(Mode::kDecomposed, p1, one.hardware(), 16);
+  chunks.comm_algo = CommAlgo::kNcclSymmetric;
+  chunks.chunks = 4;
+  const std::string why = one.can_run(p1, chunks);
+  EXPECT_NE(why.find("mode decomposed"), std::string::npos) << why;
+  EXPECT_NE(why.find("ncclReduce"), std::string::npos) << why;
+  Plan tma = default_plan(Mode::kTma, p1, one.hardware(), 16);
+  tma.comm_algo = CommAlgo::kNcclSymmetric;
+  EXPECT_NE(one.can_run(p1, tma).find("mode tma"), std::string::npos) << one.can_run(p1, tma);
+  test::Stream stream;
+  expect_error_naming_all([&] { one.gemm_reduce_scatter(a.ref(), b.ref(), c1.ref(), chunks, stream); },
+                          {"nccl-symmetric", "decomposed"});
+}
 
 // ce refuses what it cannot run, naming why: a paced loopback (its copies run on SMs there), tile-major output.
 TEST_F(OverlapTest, CopyEngineRefusalsNameWhy) {
@@ -625,7 +703,12 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
       run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, ctx.hardware(), 16), stream);
       ctx.synchronize(stream);
       const auto seq = c_seq.read();
-      for (const Plan& plan : plans_for(ctx, p)) {
+      std::vector<Plan> plans = plans_for(ctx, p);
+      for (const Plan& plan : nccl_symmetric_plans(p, ctx.hardware())) {
+        EXPECT_EQ(ctx.can_run(p, plan), "") << plan.summary();  // NCCL's symmetric kernels run in every real world
+        plans.push_back(plan);
+      }
+      for (const Plan& plan : plans) {
         if (!ctx.can_run(p, plan).empty()) continue;  // tma-pull in a real world of more than one rank
         SCOPED_TRACE(fmt::format("rank {} of {}: {} plan: {}", ctx.rank(), w, p.name(), plan.summary()));
         c.poison(stream);
@@ -637,12 +720,12 @@ TEST_F(OverlapTest, RealWorldEveryModeEqualsSequential) {
   }, testing::Fault::kPoisonGather);  // AG+GEMM: the gathered A is NaN before each call (a read before its gather shows)
 }
 
-// Mode tma and comm_algo ce in a real World over every visible GPU, four calls back to back with no host sync between
-// them and two different B inputs (alternating), 4 tile groups: every call's result equals its sequential result on
-// every rank. Catches a call whose collective, counter reset, flags or result copy races the previous call's on a
-// peer. Then (more
-// than one rank) two calls whose C is Context::symmetric_output (poisoned before each, but the executor zeroes it
-// again: the comparison with the reference on random data is what catches a range left unwritten).
+// Mode tma, comm_algo ce and comm_algo nccl-symmetric (GEMM+AR: tile-signal in 4 groups; GEMM+RS: sequential) in a
+// real World over every visible GPU, four calls back to back with no host sync between them and two different B inputs
+// (alternating), 4 tile groups: every call's result equals its sequential result on every rank. Catches a call whose
+// collective, counter reset, flags or result copy races the previous call's on a peer. Then (more than one rank) two
+// calls whose C is Context::symmetric_output (poisoned before each, but the executor zeroes it again: the comparison
+// with the reference on random data is what catches a range left unwritten).
 TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
   for_every_gpu({}, [&](Context& ctx) {
     const int w = ctx.world_size();
@@ -664,10 +747,14 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
       Plan ce = default_plan(Mode::kTileSignal, p, ctx.hardware(), 16);  // the copy engine's flags and barrier
       ce.comm_algo = CommAlgo::kCopyEngine;
       ce.tile_groups = tma.tile_groups;
+      // NCCL's symmetric kernels on their windows, each result copied into C.
+      Plan nccl_sym = op == Op::kGemmAllReduce ? ce : seq_plan;
+      nccl_sym.comm_algo = CommAlgo::kNcclSymmetric;
+      if (op == Op::kGemmAllReduce) nccl_sym.gemm_sms = ctx.hardware().sm_count - 16;
       for (int i = 0; i < 4; ++i)
         run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), seq[size_t(i)]->ref(), seq_plan, stream);
       ctx.synchronize(stream);
-      for (const Plan& plan : {ce, tma}) {
+      for (const Plan& plan : {ce, tma, nccl_sym}) {
         ASSERT_EQ(ctx.can_run(p, plan), "");
         for (int i = 0; i < 4; ++i) out[size_t(i)]->poison(stream);
         for (int i = 0; i < 4; ++i)

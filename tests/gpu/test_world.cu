@@ -329,15 +329,18 @@ std::vector<uint16_t> mpi_matrix(std::size_t elems, int which, int r) {
   return v;
 }
 
-// A plan of 4 tile groups (`make_plan`: tma, or tile-signal with comm_algo ce) over an MPI World of every rank of
-// mpirun -np 2..8, through Context: four calls back to back with B alternating between two inputs, then (tma) two
-// calls whose C is Context::symmetric_output, each rank's ReduceScatter / AllReduce result against an fp64 CPU
-// reference built from every rank's inputs; relative error norm under 1e-2. With more processes than GPUs (one GPU:
-// the processes time-slice it) the World has no NCCL, which the Context accepts for tma and ce.
+// A plan (`mode` and `algo`; the signaling modes in 4 tile groups: tma, or tile-signal with comm_algo ce; sequential
+// with comm_algo nccl-symmetric) over an MPI World of every rank of mpirun -np 2..8, through Context: four calls back
+// to back with B alternating between two inputs, then (tma) two calls whose C is Context::symmetric_output, each
+// rank's ReduceScatter / AllReduce result against an fp64 CPU reference built from every rank's inputs; relative
+// error norm under 1e-2. With more processes than GPUs (one GPU: the processes time-slice it) the World has no NCCL,
+// which the Context accepts for tma and ce; nccl-symmetric needs NCCL and skips there.
 void check_mpi_world_plan(Mode mode, CommAlgo algo) {
   const int size = mpi_world_size();
   if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
   World world = mpi_world_of_every_rank();
+  if (algo == CommAlgo::kNcclSymmetric && world.nccl_cta_bounds().empty())
+    GTEST_SKIP() << "NCCL's symmetric kernels need NCCL, which refuses two ranks on one GPU: run one rank per GPU";
   const int me = world.rank(), n = world.size();
   ContextOptions copt;
   copt.world = world;
@@ -370,7 +373,8 @@ void check_mpi_world_plan(Mode mode, CommAlgo algo) {
     const Problem p = ctx.problem_for(op, ta, tb0, c_at(0));
     Plan plan = default_plan(mode, p, ctx.hardware(), 16);
     plan.comm_algo = algo;
-    plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
+    if (mode_signals(mode))
+      plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
     ASSERT_EQ(ctx.can_run(p, plan), "");
     auto run = [&](const TensorRef& b, const TensorRef& c) {
       if (op == Op::kGemmReduceScatter)
@@ -403,6 +407,12 @@ TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) { check_mpi_world_plan(Mo
 // are same-device copies, which need SMs that both processes' waiting GEMMs hold.)
 TEST_F(HopperTest, MpiWorldCopyEngineMatchesCpuReference) {
   check_mpi_world_plan(Mode::kTileSignal, CommAlgo::kCopyEngine);
+}
+// nccl-symmetric: a communicator split off the World's with its CTA policy, the GEMM's output and the collective's
+// registered as symmetric windows (ncclMemAlloc's cuMem memory) by the first call, NCCL's symmetric kernels between
+// them, the result copied into C; four calls back to back.
+TEST_F(HopperTest, MpiWorldNcclSymmetricMatchesCpuReference) {
+  check_mpi_world_plan(Mode::kSequential, CommAlgo::kNcclSymmetric);
 }
 // Measured tuning over an MPI World of every rank of mpirun -np 2..8: every rank times the same two tma plans on its
 // own data; the times are max-reduced over the ranks, so every rank keeps the same plan and reports the same times

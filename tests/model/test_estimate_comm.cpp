@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
 
@@ -87,6 +88,43 @@ TEST(EstimateComm, TmaClosedForm) {
                    estimate_collective(Collective::kAllReduce, 256 * kMiB, 8, CommAlgo::kTmaPush, 64, h).us);
 }
 
+TEST(EstimateComm, NcclSymmetricClosedForm) {
+  // NCCL's symmetric kernels, AllReduce of 128 MiB among 8 on 4 CTAs: 4 x 47.2 = 188.8 GB/s of link bytes (below the
+  // link's 450 x 0.80 = 360), 2 x 7/8 x 134.2 MB = 234.9 MB -> 1244 us; 2 barriers x 0.7 us + 8 us launch. HBM 2 x
+  // 134.2 MB / 4200 GB/s = 64 us, not binding. From 8 CTAs (377.6 GB/s) the link binds.
+  const double s = 128.0 * kMiB;
+  const CommAlgo sym = CommAlgo::kNcclSymmetric;
+  EXPECT_NEAR(estimate_collective(Collective::kAllReduce, 128 * kMiB, 8, sym, 4, kH200).us,
+              8.0 + 2 * 0.7 + 1.75 * s / (4 * 47.2e3), 1e-6);
+  EXPECT_NEAR(estimate_collective(Collective::kAllReduce, 128 * kMiB, 8, sym, 8, kH200).us,
+              8.0 + 2 * 0.7 + 1.75 * s / 360e3, 1e-6);
+  // ReduceScatter and AllGather: one pass (7/8 of the buffer over the link), one barrier.
+  for (Collective c : {Collective::kReduceScatter, Collective::kAllGather}) {
+    EXPECT_NEAR(estimate_collective(c, 128 * kMiB, 8, sym, 16, kH200).us, 8.0 + 0.7 + 0.875 * s / 360e3, 1e-6)
+        << to_string(c);
+  }
+  // Fewer steps than the ring (14 for AllReduce among 8) on the link's rate: faster at any size.
+  EXPECT_LT(estimate_collective(Collective::kAllReduce, kMiB, 8, sym, 24, kH200).us,
+            estimate_collective(Collective::kAllReduce, kMiB, 8, CommAlgo::kNcclRing, 24, kH200).us);
+  // On no CTA (CTA policy zero), an AllGather on the copy engines: 7/8 of the buffer at copy_engine_GBps (0: the
+  // link's 450 GB/s), between two flags, after NCCL's launch; HBM 2 x 7/8 + 2/8 bytes per buffer byte (not binding).
+  EXPECT_NEAR(estimate_collective(Collective::kAllGather, 128 * kMiB, 8, sym, 0, kH200).us,
+              8.0 + 2 * 0.7 + 0.875 * s / 450e3, 1e-6);
+  Hardware slow = kH200;
+  slow.copy_engine_GBps = 100;
+  EXPECT_NEAR(estimate_collective(Collective::kAllGather, 128 * kMiB, 8, sym, 0, slow).us,
+              8.0 + 2 * 0.7 + 0.875 * s / 100e3, 1e-6);
+  // Only an AllGather goes to the copy engines; other algorithms need a CTA; several nodes are refused.
+  test::expect_error_naming([&] { estimate_collective(Collective::kAllReduce, kMiB, 8, sym, 0, kH200); }, "AllGather");
+  test::expect_error_naming(
+      [&] { estimate_collective(Collective::kAllGather, kMiB, 8, CommAlgo::kNcclRing, 0, kH200); }, "ctas = 0");
+  test::expect_error_naming([&] { estimate_collective(Collective::kAllGather, kMiB, 16, sym, 8, kH200, 2); },
+                            "one node");
+  // A world of one: NCCL's one-rank copy.
+  EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, 64 * kMiB, 1, sym, 24, kH200).us,
+                   estimate_collective(Collective::kAllReduce, 64 * kMiB, 1, CommAlgo::kNcclRing, 24, kH200).us);
+}
+
 TEST(EstimateComm, WorldOneIsALocalCopy) {
   // NCCL with one rank: 8 us + 2 x 64 MiB / 4200 GB/s (read + write at HBM speed); busbw 0.
   const CommEstimate e = estimate_collective(Collective::kAllReduce, 64 * kMiB, 1, CommAlgo::kNcclRing, 24, kH200);
@@ -104,10 +142,11 @@ TEST(EstimateComm, NeverFasterWithMoreBytes) {
   const Hardware lb = loopback_hardware(kH200, 4);
   for (const Hardware* hw : {&kH200, &lb}) {
     for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
-      for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+      for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull,
+                         CommAlgo::kNcclSymmetric}) {
         for (int world : {1, 2, 4, 8, 16, 32}) {
           const int nodes = world > 8 ? world / 8 : 1;
-          if (nodes > 1 && !is_nccl(a)) continue;
+          if (nodes > 1 && (!is_nccl(a) || a == CommAlgo::kNcclSymmetric)) continue;
           for (int ctas : {1, 8, 24, 64}) {
             double prev = 0;
             for (int64_t bytes = 0; bytes <= (int64_t(4) << 30); bytes = bytes ? bytes * 2 : 1) {

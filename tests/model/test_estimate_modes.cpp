@@ -33,6 +33,41 @@ TEST(EstimateModes, SequentialIsTheSum) {
   EXPECT_DOUBLE_EQ(e.exposed_comm_us, comm);
 }
 
+TEST(EstimateModes, NcclSymmetricRunsOnThePolicysCtas) {
+  // comm_algo nccl-symmetric: sequential is the GEMM plus NCCL's symmetric kernels on comm_ctas CTAs; under CTA
+  // policy zero an AllGather takes no SM (the copy engines), an AllReduce still runs on its CTAs.
+  const Hardware hw = no_contention();
+  const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 4096, 8);
+  const Problem ag = make_problem(Op::kAllGatherGemm, 8192, 8192, 4096, 8);
+  for (const Problem& p : {ar, ag}) {
+    const Collective c = collective_of(p.op);
+    for (CtaPolicy policy : {CtaPolicy::kEfficiency, CtaPolicy::kZero}) {
+      Plan plan = default_plan(Mode::kSequential, p, hw, 16);
+      plan.comm_algo = CommAlgo::kNcclSymmetric;
+      plan.cta_policy = policy;
+      const int ctas = collective_ctas(plan, c);
+      EXPECT_EQ(ctas, policy == CtaPolicy::kZero && c == Collective::kAllGather ? 0 : 16) << to_string(policy);
+      const ModeEstimate e = estimate(p, plan, hw);
+      const double comm = estimate_collective(c, p.comm_bytes(), 8, CommAlgo::kNcclSymmetric, ctas, hw).us;
+      EXPECT_NEAR(e.comm_alone_us, comm, 1e-9) << to_string(p.op) << " " << to_string(policy);
+      EXPECT_NEAR(e.total_us, e.gemm_us + comm, 1e-9);
+    }
+  }
+  // Decomposed GEMM+AR on 8 CTAs: the symmetric kernels reach the link on 8 CTAs, the ring (20 GB/s a channel) not.
+  Plan ring = default_plan(Mode::kDecomposed, ar, hw, 8);
+  Plan sym = ring;
+  sym.comm_algo = CommAlgo::kNcclSymmetric;
+  EXPECT_LT(estimate(ar, sym, hw).total_us, estimate(ar, ring, hw).total_us);
+  // Tile-signal GEMM+AR leaving the collective its 16 CTAs: priced as NCCL calls per group, at the symmetric rate.
+  Plan ts = default_plan(Mode::kTileSignal, ar, hw, 16);
+  ts.gemm_sms = hw.sm_count - 16;
+  ts.tile_groups = band_groups(ts.tiles_m(ar), ts.tiles_n(ar), 4);
+  Plan ts_sym = ts;
+  ts_sym.comm_algo = CommAlgo::kNcclSymmetric;
+  EXPECT_EQ(comm_ctas_beside_gemm(ts_sym, ar, hw), 16);
+  EXPECT_LT(estimate(ar, ts_sym, hw).total_us, estimate(ar, ts, hw).total_us);
+}
+
 TEST(EstimateModes, TileSignalPipelineClosedForm) {
   // 2048 x 6912 x 8192 AllReduce on 8 GPUs, the GEMM on 132 - 24 = 108 SMs (the grid that leaves the collective its
   // 24 CTAs): 16 x 27 = 432 tiles = 4 waves of 108. Four groups of 4 bands = 108 tiles = one wave each: group g is

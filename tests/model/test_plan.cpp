@@ -27,11 +27,15 @@ Problem ar8192() {
 
 TEST(Plan, Names) {
   for (Mode m : all_modes()) EXPECT_EQ(parse_mode(to_string(m)), m);
-  for (CommAlgo a :
-       {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kCopyEngine}) {
+  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull,
+                     CommAlgo::kCopyEngine, CommAlgo::kNcclSymmetric}) {
     EXPECT_EQ(parse_comm_algo(to_string(a)), a);
   }
   EXPECT_EQ(to_string(CommAlgo::kCopyEngine), "ce");
+  EXPECT_EQ(to_string(CommAlgo::kNcclSymmetric), "nccl-symmetric");
+  for (CtaPolicy c : {CtaPolicy::kDefault, CtaPolicy::kEfficiency, CtaPolicy::kZero})
+    EXPECT_EQ(parse_cta_policy(to_string(c)), c);
+  expect_error_naming([] { parse_cta_policy("fewest"); }, "fewest");
   for (TileOrder o : {TileOrder::kRowBand, TileOrder::kSwizzle, TileOrder::kExplicit})
     EXPECT_EQ(parse_tile_order(to_string(o)), o);
   for (OutputLayout l : {OutputLayout::kRowMajor, OutputLayout::kTileMajor})
@@ -69,6 +73,68 @@ TEST(Plan, CopyEngineGoesWithTileSignalOnly) {
       expect_error_naming([&] { other.validate(p, hw); }, "ce does not go with mode");
     }
   }
+}
+
+// comm_algo nccl-symmetric: the NCCL modes (not tma) on one node of distinct GPUs (no loopback world), at most 64
+// CTAs; GEMM+RS and AG+GEMM only in whole-buffer units (one chunk, one group); cta_policy only with it.
+TEST(Plan, NcclSymmetricGoesWithWholeBufferCollectives) {
+  const Hardware hw = builtin_hardware("h200");
+  auto sym = [&](Mode mode, const Problem& p) {
+    Plan plan = default_plan(mode, p, hw, 16);
+    plan.comm_algo = CommAlgo::kNcclSymmetric;
+    plan.cta_policy = CtaPolicy::kEfficiency;
+    return plan;
+  };
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    Problem p = ar8192();
+    p.op = op;
+    const Plan seq = sym(Mode::kSequential, p);
+    EXPECT_NO_THROW(seq.validate(p, hw)) << to_string(op);
+    EXPECT_NE(seq.summary().find("algo=nccl-symmetric ctas=16 cta_policy=efficiency"), std::string::npos)
+        << seq.summary();
+    for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext}) {
+      Plan plan = sym(mode, p);
+      if (op == Op::kGemmAllReduce) {
+        EXPECT_NO_THROW(plan.validate(p, hw)) << to_string(mode);
+        continue;
+      }
+      // Each chunk or group would be one ncclReduce / ncclBroadcast per owner: refused, naming the mode.
+      expect_error_naming([&] { plan.validate(p, hw); }, std::string(to_string(mode)));
+      expect_error_naming([&] { plan.validate(p, hw); }, op == Op::kGemmReduceScatter ? "ncclReduce" : "ncclBroadcast");
+      // One unit is the whole buffer: one ReduceScatter / AllGather.
+      if (mode == Mode::kDecomposed) {
+        plan.chunks = 1;
+      } else {
+        plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 1);
+      }
+      EXPECT_NO_THROW(plan.validate(p, hw)) << to_string(mode) << " " << to_string(op);
+    }
+    Plan tma = sym(Mode::kTma, p);
+    expect_error_naming([&] { tma.validate(p, hw); }, "tma");
+  }
+  const Problem p = ar8192();
+  Plan many = sym(Mode::kSequential, p);
+  many.comm_ctas = 65;
+  expect_error_naming([&] { many.validate(p, hw); }, "at most 64");
+  // Distinct GPUs of one node: a loopback world of 8 and two nodes are refused; a loopback world of 1 is NCCL's.
+  expect_error_naming([&] { sym(Mode::kSequential, p).validate(p, loopback_hardware(hw, 8)); }, "loopback world");
+  Problem one = p;
+  one.world = 1;
+  EXPECT_NO_THROW(sym(Mode::kSequential, one).validate(one, loopback_hardware(hw, 1)));
+  Problem nodes = p;
+  nodes.world = 16;
+  expect_error_naming([&] { sym(Mode::kSequential, nodes).validate(nodes, hw); }, "one node");
+  // A CTA policy belongs to nccl-symmetric.
+  Plan ring = default_plan(Mode::kSequential, p, hw, 16);
+  ring.cta_policy = CtaPolicy::kZero;
+  expect_error_naming([&] { ring.validate(p, hw); }, "cta_policy");
+  // Under CTA policy zero NCCL gathers on the copy engines (no CTA); the reductions keep their CTAs.
+  Plan zero = sym(Mode::kSequential, p);
+  zero.cta_policy = CtaPolicy::kZero;
+  EXPECT_EQ(collective_ctas(zero, Collective::kAllGather), 0);
+  EXPECT_EQ(collective_ctas(zero, Collective::kAllReduce), 16);
+  EXPECT_EQ(collective_ctas(sym(Mode::kSequential, p), Collective::kAllGather), 16);
+  EXPECT_EQ(collective_ctas(ring, Collective::kAllGather), 16);
 }
 
 TEST(Plan, Groups) {
@@ -222,6 +288,20 @@ TEST(Plan, JsonRoundTripAndMissingFields) {
   nlohmann::json group = j;
   group["tile_groups"][2] = "x";
   expect_error_naming([&] { (void)group.get<Plan>(); }, "tile_groups[2]");
+
+  // cta_policy: written and read only when not "default" (files without it read as default).
+  EXPECT_FALSE(j.contains("cta_policy"));
+  Plan sym = default_plan(Mode::kSequential, ar8192(), hw, 16);
+  sym.comm_algo = CommAlgo::kNcclSymmetric;
+  sym.cta_policy = CtaPolicy::kZero;
+  const nlohmann::json js = sym;
+  EXPECT_EQ(js.at("cta_policy"), "zero");
+  EXPECT_EQ(js.get<Plan>().cta_policy, CtaPolicy::kZero);
+  nlohmann::json bad_policy = js;
+  bad_policy["cta_policy"] = "fewest";
+  expect_error_naming([&] { (void)bad_policy.get<Plan>(); }, "fewest");
+  bad_policy["cta_policy"] = 2;
+  expect_error_naming([&] { (void)bad_policy.get<Plan>(); }, "\"cta_policy\"");
 
   const std::string path = ::testing::TempDir() + "ovl_plan_test.json";
   std::ofstream(path) << j.dump(2);

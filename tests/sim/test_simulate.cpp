@@ -46,6 +46,26 @@ TEST(SimulateVsModel, SequentialAgreesWithinTenPercent) {
   }
 }
 
+// The same for NCCL's symmetric kernels (comm_algo nccl-symmetric on 16 CTAs) and, under CTA policy zero, the
+// AllGather on the copy engines (no CTA).
+TEST(SimulateVsModel, NcclSymmetricSequentialAgreesWithinTenPercent) {
+  const Hardware hw = builtin_hardware("h200");
+  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    for (CtaPolicy policy : {CtaPolicy::kEfficiency, CtaPolicy::kZero}) {
+      const Problem p = make_problem(op, 8192, 8192, 8192, 8);
+      Plan plan = default_plan(Mode::kSequential, p, hw, 16);
+      plan.comm_algo = CommAlgo::kNcclSymmetric;
+      plan.cta_policy = policy;
+      SCOPED_TRACE(p.name() + " " + plan.summary());
+      const SimResult r = simulate(p, plan, hw);
+      EXPECT_NEAR(r.total_us, estimate(p, plan, hw).total_us, 0.10 * r.total_us);
+      const CommEstimate c = estimate_collective(collective_of(op), p.comm_bytes(), 8, plan.comm_algo,
+                                                 collective_ctas(plan, collective_of(op)), hw);
+      EXPECT_NEAR(r.comm_us, c.us, 0.10 * c.us);
+    }
+  }
+}
+
 TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   // On the rank-0 loopback profile an NCCL-algorithm call is the SIMT kernel (loopback_rank0_nccl_bytes): a
   // sequential collective in the simulator costs what the model's estimate_collective says (one HBM step, a plain

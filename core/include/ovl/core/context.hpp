@@ -70,7 +70,9 @@ struct ContextOptions {
   //   empty (the default)            a world of 1 on `device` (a one-rank NCCL communicator made on first use)
   // A real World made with WorldOptions::nccl_cta_bounds holding a plan's comm_ctas runs that plan's NCCL calls on
   // the communicator bounded to comm_ctas CTAs (the SMs the plan gives communication); other plans get
-  // nccl_comm(0), NCCL's own choice.
+  // nccl_comm(0), NCCL's own choice. A comm_algo nccl-symmetric plan runs on a communicator of the context's own,
+  // split off the World's first one (collectively, by its first call) with the plan's cta_policy and comm_ctas
+  // (ovl/core/nccl_symmetric.hpp).
   World world;
   int device = 0;  // only for an empty `world`; a World names its device
   // The profile the planner uses; default: the built-in profile of the detected GPU (loopback: its
@@ -180,7 +182,8 @@ class Context {
   // The context keeps device buffers and plans per problem shape (a partial product per shape, and in loopback the
   // peers' buffers) and never evicts them on its own: with many shapes, call this between steps to free them all.
   // It waits for the device first; the next call of a shape rebuilds what it needs. In a real world where mode tma
-  // made peer-mapped buffers it is collective: every rank calls it (their buffers are freed together).
+  // made peer-mapped buffers, or comm_algo nccl-symmetric registered NCCL windows, it is collective: every rank calls
+  // it (their buffers are freed together).
   void release_caches();
 
   // Mode tma in a real World of more than one rank: this rank's copy of the peer-mapped buffer its collective writes

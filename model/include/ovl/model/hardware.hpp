@@ -62,6 +62,9 @@ struct Hardware {
   double operator_gemm_factor = 1.0;
   double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
   double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
+  // Link bytes per second one CTA of NCCL's symmetric kernels (comm_algo nccl-symmetric) moves before the link caps
+  // it (at nccl_efficiency, as the ring). Unmeasured: NCCL's own model of those kernels (the profiles say which).
+  double nccl_symmetric_per_cta_GBps = 47.2;
   double nccl_launch_us = 10.0;          // NCCL call overhead (enqueue + kernel start + first handshake)
   double tma_launch_us = 4.0;  // one launch of our kernel on a running stream (a collective, a counter kernel)
   // Per tile group and CTA, the persistent TMA mover's own work besides moving bytes (acquiring the group's counter,
@@ -85,13 +88,12 @@ struct Hardware {
   // difference. Fitted by `ovl calibrate` from the overlap cases.
   double overlap_nccl_rate_factor = 1.0;
   double overlap_tma_rate_factor = 1.0;
-  // Those two rates again, while the GEMM of the operator is still running, relative to after it: a collective's
-  // CTAs beside a compute-bound GEMM move less per second (the GEMM's L2 traffic, and the clock its power draw
-  // lowers). The part of a collective that runs after the GEMM's end (the exposed tail) is not slowed; a call that
-  // straddles it is split there. "While" starts with the operator: AG+GEMM's gathers before the GEMM's first wave
-  // count. Applied by Hardware::beside_gemm_comm() in the model and the simulator to every mode but sequential.
-  // 1: no difference.
-  // Fitted by `ovl calibrate` from the overlap cases.
+  // Those two rates again (the NCCL one also for nccl_symmetric_per_cta_GBps), while the GEMM of the operator is still
+  // running, relative to after it: a collective's CTAs beside a compute-bound GEMM move less per second (the GEMM's L2
+  // traffic, and the clock its power draw lowers). The part of a collective that runs after the GEMM's end (the exposed
+  // tail) is not slowed; a call that straddles it is split there. "While" starts with the operator: AG+GEMM's gathers
+  // before the GEMM's first wave count. Applied by Hardware::beside_gemm_comm() in the model and the simulator to every
+  // mode but sequential. 1: no difference. Fitted by `ovl calibrate` from the overlap cases.
   double beside_gemm_rate_factor = 1.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when NCCL takes SMs from cuBLAS (decomposed)
@@ -113,8 +115,9 @@ struct Hardware {
   void validate() const;
 
   double matrix_tflops() const { return matrix_tflops_per_sm * sm_count; }
-  // The profile an overlapped mode's collective runs with: nccl_per_cta_GBps and tma_push_per_cta_GBps scaled by
-  // overlap_nccl_rate_factor and overlap_tma_rate_factor (the model and the simulator alike).
+  // The profile an overlapped mode's collective runs with: nccl_per_cta_GBps (and nccl_symmetric_per_cta_GBps) and
+  // tma_push_per_cta_GBps scaled by overlap_nccl_rate_factor and overlap_tma_rate_factor (the model and the simulator
+  // alike).
   Hardware overlapped_comm() const;
   // overlapped_comm() with those rates also scaled by beside_gemm_rate_factor: the collective while the GEMM runs.
   Hardware beside_gemm_comm() const;

@@ -25,7 +25,14 @@ enum class Mode {
 };
 // kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
 // communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
-enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine };
+// kNcclSymmetric ("nccl-symmetric"): NCCL's symmetric kernels (NCCL 2.27+) on buffers registered as symmetric windows,
+// and under CtaPolicy::kZero NCCL's copy-engine AllGather (2.28+), in the NCCL modes (docs/overlap.md, "NCCL's
+// symmetric kernels").
+enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine, kNcclSymmetric };
+// The CTA policy of the communicator an nccl-symmetric plan runs on (ncclConfig_t::CTAPolicy, NCCL 2.27+): kDefault
+// and kEfficiency run the symmetric kernels on the plan's comm_ctas CTAs; kZero also moves an AllGather with the
+// copy engines, on no CTA (collective_ctas). Other algorithms keep kDefault.
+enum class CtaPolicy { kDefault, kEfficiency, kZero };
 // kSwizzle visits blocks of kSwizzleRows tile rows ("swizzle bands"), each column by column (L2 reuse of B panels);
 // the signaled GEMM runs it with GemmArguments::swizzle = kSwizzleRows. A group of whole swizzle bands is a
 // contiguous block of rows, complete when its last tile is stored.
@@ -33,15 +40,17 @@ inline constexpr int kSwizzleRows = 8;
 // TileOrder, OutputLayout: ovl/types.hpp.
 
 std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
-std::string_view to_string(CommAlgo algo);  // "nccl", "nccl-nvls", "tma-push", "tma-pull", "ce"
+std::string_view to_string(CommAlgo algo);     // "nccl", "nccl-nvls", "tma-push", "tma-pull", "ce", "nccl-symmetric"
+std::string_view to_string(CtaPolicy policy);  // "default", "efficiency", "zero" (NCCL_CTA_POLICY_DEFAULT, ...)
 std::string_view to_string(TileOrder order);  // "row-band", "swizzle", "explicit"
 std::string_view to_string(OutputLayout layout);  // "row-major", "tile-major"
 Mode parse_mode(std::string_view text);
 CommAlgo parse_comm_algo(std::string_view text);
+CtaPolicy parse_cta_policy(std::string_view text);
 TileOrder parse_tile_order(std::string_view text);
 OutputLayout parse_output_layout(std::string_view text);
 std::vector<Mode> all_modes();
-bool is_nccl(CommAlgo algo);  // kNcclRing or kNcclNvls
+bool is_nccl(CommAlgo algo);   // NCCL moves the data: kNcclRing, kNcclNvls or kNcclSymmetric
 bool mode_signals(Mode mode);  // the modes that signal tile groups: tile-signal, green-context, tma
 
 // NCCL's CTA (channel) count when a plan does not choose one: what NCCL typically runs with on an NVSwitch node.
@@ -67,6 +76,9 @@ struct Plan {
   std::vector<int> tile_groups;
   CommAlgo comm_algo = CommAlgo::kNcclRing;
   int comm_ctas = 0;  // CTAs of the collective kernel (<= comm_sms when partitioned)
+  // comm_algo nccl-symmetric: its communicator's CTA policy (the others: kDefault). JSON field "cta_policy", written
+  // and read only when not kDefault.
+  CtaPolicy cta_policy = CtaPolicy::kDefault;
   int chunks = 1;     // kDecomposed: row chunks of the GEMM
 
   // Throws ovl::Error naming the field and value when the plan cannot run the problem on this hardware:
@@ -100,10 +112,15 @@ double signaled_group_us(const Hardware& hw);
 // AG+GEMM's gathers), else min(gemm_sms, sm_count - 1) (one SM for the counter-wait kernel). Its CTAs hold their SMs
 // until they run out of tiles: nothing else fits on an SM beside one.
 int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw);
-// The collective's CTAs that get an SM while that whole grid is resident: comm_ctas, but on shared SMs with tile
+// The collective's CTAs that get an SM while that whole grid is resident: collective_ctas, but on shared SMs with tile
 // groups that follow the GEMM (tile-signal GEMM+AR / GEMM+RS) only the SMs the grid leaves (at least 1). The rest
-// start as the GEMM's last CTAs finish.
+// start as the GEMM's last CTAs finish. 0 for a collective on the copy engines.
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw);
+// The CTAs the plan's collective `c` runs on: comm_ctas, but 0 for nccl-symmetric under CtaPolicy::kZero where NCCL
+// moves `c` with the copy engines (AllGather). The SMs the model and the simulator give the collective.
+int collective_ctas(const Plan& plan, Collective c);
+// NCCL's symmetric kernels run at most this many CTAs (NCCL 2.28: ncclSymkMaxBlocks).
+inline constexpr int kNcclSymmetricMaxCtas = 64;
 // comm_algo ce, GEMM+AR / GEMM+RS: whether the owner's sum runs per tile group, beside the GEMM (its grid of gemm_sms
 // leaves comm_ctas SMs: gemm_sms + comm_ctas <= sm_count), or once after the GEMM, which holds every SM until then.
 bool ce_sums_per_group(const Plan& plan, int sm_count);

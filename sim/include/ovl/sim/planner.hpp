@@ -1,15 +1,17 @@
 // plan(): chooses the Plan for a Problem on a Hardware profile.
 //
 // Search space: mode x communication SMs (multiples of hw.sm_granularity) x tile grouping x tile order x
-// collective algorithm (NCCL ring for the NCCL modes, TMA push/pull for tma) x partitioning (tma) x chunks
-// (decomposed). Tile groupings are bounded: whole row bands times {1, 2, 4, ...}, and FlashOverlap's predictive
-// grouping (each group's collective about as long as the GEMM of the next group). Every candidate is priced by
-// the closed-form model (estimate()); the best few overall, the best of each mode and every sequential candidate
-// are then simulated, and the simulator's time ranks them. Deterministic: same inputs, same PlanResult.
+// collective algorithm (NCCL ring and NCCL's symmetric kernels for the NCCL modes, ce for tile-signal, TMA push/pull
+// for tma) x partitioning (tma) x chunks (decomposed). Tile groupings are bounded: whole row bands times {1, 2, 4,
+// ...}, and FlashOverlap's predictive grouping (each group's collective about as long as the GEMM of the next group).
+// Every candidate is priced by the closed-form model (estimate()); the best few overall, the best of each mode and
+// every sequential candidate are then simulated, and the simulator's time ranks them. Deterministic: same inputs, same
+// PlanResult.
 //
 // The baseline is part of the search: the sequential candidates are the ways the executor runs without overlap
-// (sequential_candidates()), and plan() never returns a plan predicted slower than the best of them. An
-// overlapped plan must be predicted faster than that by PlannerOptions::min_gain, else the answer is sequential.
+// (sequential_candidates()), and plan() never returns a plan predicted slower than the best of them. Any other plan
+// (overlapped, or sequential on NCCL's symmetric kernels) must be predicted faster than that by
+// PlannerOptions::min_gain, else the answer is the baseline.
 #pragma once
 
 #include <functional>
@@ -42,8 +44,9 @@ struct PlannerOptions {
   // model prices is a candidate. Candidates it refuses are left out before pricing; a refused sequential candidate
   // is an error (every executor runs the baseline).
   std::function<std::string(const Plan&)> can_run;
-  // An overlapped plan is chosen only when its predicted time is below the best sequential candidate's by more than
-  // this fraction (0.02: at least 2% faster); a margin for the predictors' error. 0: strictly faster.
+  // A plan other than the sequential candidates (overlapped, or sequential on NCCL's symmetric kernels) is chosen only
+  // when its predicted time is below the best sequential candidate's by more than this fraction (0.02: at least 2%
+  // faster); a margin for the predictors' error. 0: strictly faster.
   double min_gain = 0.0;
 };
 
