@@ -36,6 +36,10 @@
 // into Context::symmetric_output, as an application that allocates C there would (no copy of the result; no /algo:
 // baseline: a real world's baseline is NCCL's). Times are the slowest rank's; a timed block of runs starts after a
 // host barrier and one more untimed run that lines the ranks up on the device.
+// FP8: the overlap/sequential and overlap/<mode>/.../comm_sms:16 cases above with /dtype:e4m3 appended, for three
+// shapes (8192x8192x4096, 16384x8192x2048, 4096x8192x8192), every op, the default plans: A and B e4m3 (values in
+// [-2, 2), per-tensor scales 0.5), C bf16; the AllGather moves FP8 A. Sequential and decomposed run our GEMM on every
+// SM (cuBLAS has no FP8 path here: docs/overlap.md, "FP8"); `wrong` compares with the FP8 sequential result.
 // Also tile-signal, green-context and tma with g = 2, 4, 8 tile groups (/groups:<g>: BenchCase::plan, g groups of
 // whole row bands, and a tile-signal GEMM on sm_count - c SMs), since default_plan's one group per row band makes
 // one NCCL call per band; and the same in swizzle order (/groups:<g>/order:swizzle: g groups of whole swizzle bands
@@ -71,6 +75,7 @@
 // The iteration time Google Benchmark reports is the same operator, timed with CUDA events (UseManualTime).
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
@@ -94,6 +99,7 @@ using namespace ovl;
 
 struct Shape {
   int64_t m, n, k;
+  DType dtype = DType::kBF16;  // A's and B's type (kE4M3: FP8 A and B with scales); C is bf16
 };
 
 constexpr int kDefaultLoopbackWorld = 8;
@@ -136,14 +142,26 @@ int device_sms() {
   return prop.multiProcessorCount;
 }
 
-__global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed) {
+// Values uniform in [-range, range), rounded to T (bf16 or e4m3).
+template <typename T>
+__global__ void fill_kernel(T* p, int64_t n, uint64_t seed, float range) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + uint64_t(i);
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     x ^= x >> 31;
-    p[i] = __float2bfloat16(float(x >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    p[i] = T((float(x >> 40) * (2.0f / 16777216.0f) - 1.0f) * range);
   }
+}
+
+// The inputs of `count` elements of `dtype` at p (bf16: [-1, 1); e4m3: [-2, 2), scaled by 0.5 in the GEMM).
+void fill_inputs(void* p, DType dtype, int64_t count, uint64_t seed, cudaStream_t stream) {
+  if (dtype == DType::kE4M3) {
+    fill_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(p), count, seed, 2.0f);
+  } else {
+    fill_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(p), count, seed, 1.0f);
+  }
+  OVL_CUDA_CHECK_LAST();
 }
 
 __global__ void count_wrong_kernel(const __nv_bfloat16* x, const __nv_bfloat16* y, int64_t n, float atol,
@@ -163,7 +181,7 @@ struct Buffer {
 };
 
 struct Inputs {
-  std::unique_ptr<Buffer> a, b, c, c_seq;
+  std::unique_ptr<Buffer> a, b, c, c_seq, scales;  // scales: FP8 only, A's and B's
   TensorRef ta, tb, tc, tc_seq;  // c_seq: this rank's result of the sequential baseline (the `wrong` reference)
   TensorRef tc_sym;              // a real world's tma cases: C = Context::symmetric_output (no copy into C)
   Problem problem;
@@ -291,7 +309,9 @@ Plan sequential_plan(const Problem& p, const Context& ctx, CommAlgo algo) {
   return plan;
 }
 
-std::string shape_key(Op op, const Shape& sh) { return fmt::format("{}/{}x{}x{}", to_string(op), sh.m, sh.n, sh.k); }
+std::string shape_key(Op op, const Shape& sh) {
+  return fmt::format("{}/{}x{}x{}/{}", to_string(op), sh.m, sh.n, sh.k, to_string(sh.dtype));
+}
 
 // Every rank's inputs for (op, shape), made on first use (a collective step: every rank makes its own at once).
 // Rank r's A and B come from seeds of its own, so the ranks' partial products differ.
@@ -308,15 +328,24 @@ void ensure_inputs(Op op, const Shape& sh) {
     const int64_t c_rows = op == Op::kGemmReduceScatter ? sh.m / w : sh.m;
     const int64_t a_rows = op == Op::kAllGatherGemm ? sh.m / w : sh.m;  // AG+GEMM: this rank's rows of A
     const uint64_t seed = 1 + 1000 * uint64_t(r.world.rank());
-    in->a = std::make_unique<Buffer>(size_t(a_rows * sh.k * 2));
-    in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k * 2));
+    const size_t in_bytes = size_t(dtype_bytes(sh.dtype));
+    in->a = std::make_unique<Buffer>(size_t(a_rows * sh.k) * in_bytes);
+    in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k) * in_bytes);
     in->c = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
     in->c_seq = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-    fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->a->ptr), a_rows * sh.k, seed);
-    fill_kernel<<<1024, 256, 0, r.stream>>>(static_cast<__nv_bfloat16*>(in->b->ptr), sh.n * sh.k, seed + 1);
-    OVL_CUDA_CHECK_LAST();
-    in->ta = TensorRef{in->a->ptr, a_rows, sh.k, DType::kBF16};
-    in->tb = TensorRef{in->b->ptr, sh.n, sh.k, DType::kBF16, BLayout::kNxK};
+    fill_inputs(in->a->ptr, sh.dtype, a_rows * sh.k, seed, r.stream);
+    fill_inputs(in->b->ptr, sh.dtype, sh.n * sh.k, seed + 1, r.stream);
+    const float* a_scale = nullptr;
+    const float* b_scale = nullptr;
+    if (is_fp8(sh.dtype)) {
+      const float half[2] = {0.5f, 0.5f};
+      in->scales = std::make_unique<Buffer>(sizeof(half));
+      OVL_CUDA_CHECK(cudaMemcpy(in->scales->ptr, half, sizeof(half), cudaMemcpyHostToDevice));
+      a_scale = static_cast<const float*>(in->scales->ptr);
+      b_scale = a_scale + 1;
+    }
+    in->ta = TensorRef{in->a->ptr, a_rows, sh.k, sh.dtype, BLayout::kNxK, a_scale};
+    in->tb = TensorRef{in->b->ptr, sh.n, sh.k, sh.dtype, BLayout::kNxK, b_scale};
     in->tc = TensorRef{in->c->ptr, c_rows, sh.n, DType::kBF16};
     in->tc_seq = TensorRef{in->c_seq->ptr, c_rows, sh.n, DType::kBF16};
     in->problem = ctx.problem_for(op, in->ta, in->tb, in->tc);
@@ -592,6 +621,20 @@ void register_cases() {
               add(name, mode, op, sh, c, CommAlgo::kNcclRing, AlgoSuffix{CommAlgo::kCopyEngine});
           }
         }
+      }
+    }
+  }
+  // FP8 (e4m3 A and B, bf16 C): three shapes, every op, the default plans on 16 communication SMs.
+  for (Shape sh : {Shape{8192, 8192, 4096}, Shape{16384, 8192, 2048}, Shape{4096, 8192, 8192}}) {
+    sh.dtype = DType::kE4M3;
+    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+      const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
+      add(fmt::format("overlap/sequential/{}/comm_sms:{}/dtype:e4m3", tail, sms), Mode::kSequential, op, sh, sms,
+          CommAlgo::kNcclRing);
+      for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
+        if (mode == Mode::kTma && op == Op::kAllGatherGemm) continue;  // Context::can_run refuses it
+        add(fmt::format("overlap/{}/{}/comm_sms:16/dtype:e4m3", to_string(mode), tail), mode, op, sh, 16,
+            CommAlgo::kNcclRing);
       }
     }
   }

@@ -70,35 +70,28 @@ double env_timeout_ms() {
   return value;
 }
 
-// The Context's refusal of FP8 (the FP8 GEMM runs through ovl::kernels::gemm_run only), or "" for another dtype.
-std::string fp8_refusal(DType dtype) {
-  if (!is_fp8(dtype)) return "";
-  return fmt::format("dtype {} (FP8) is not supported by the Context's operators (bf16 or fp16); the FP8 GEMM runs "
-                     "on its own through ovl::kernels::gemm_run",
-                     to_string(dtype));
-}
-
-// Where the tensor lives: non-null, aligned, a supported dtype equal to A's, device (or managed) memory of the
-// context's device, inside its allocation (when the driver says where that is). Returns its byte span.
-TensorSpan check_tensor(const char* api, const char* name, const TensorRef& t, DType dtype, int device) {
-  OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
-  OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
-  OVL_CHECK(fp8_refusal(t.dtype).empty(), "{}: {}: {}", api, name, fp8_refusal(t.dtype));
-  OVL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kFP16, "{}: {} dtype {} is not supported (bf16 or fp16)", api,
-            name, to_string(t.dtype));
-  OVL_CHECK(t.dtype == dtype, "{}: {} dtype {} differs from A's dtype {}", api, name, to_string(t.dtype),
-            to_string(dtype));
-  const TensorSpan span = tensor_span(api, name, t.ptr, t.rows, t.cols, dtype_bytes(t.dtype));
+// `what` of tensor `name` ("pointer" or "scale") at p is device (or managed) memory of the context's device.
+void check_device_memory(const char* api, const char* name, const char* what, const void* p, int device) {
   cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, t.ptr) != cudaSuccess) {
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
     (void)cudaGetLastError();
-    OVL_FAIL("{}: {} pointer {} is not known to CUDA", api, name, t.ptr);
+    OVL_FAIL("{}: {} {} {} is not known to CUDA", api, name, what, p);
   }
   OVL_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
-            "{}: {} pointer {} is not device memory (CUDA reports it as {} memory)", api, name, t.ptr,
+            "{}: {} {} {} is not device memory (CUDA reports it as {} memory)", api, name, what, p,
             attr.type == cudaMemoryTypeHost ? "pinned host" : "unregistered host");
   OVL_CHECK(attr.type == cudaMemoryTypeManaged || attr.device == device,
-            "{}: {} pointer {} is on device {}, the context's device is {}", api, name, t.ptr, attr.device, device);
+            "{}: {} {} {} is on device {}, the context's device is {}", api, name, what, p, attr.device, device);
+}
+
+// Where the tensor lives: non-null, aligned, device (or managed) memory of the context's device, inside its allocation
+// (when the driver says where that is). Its element type is checked before (check_operand_types). Returns its byte
+// span.
+TensorSpan check_tensor(const char* api, const char* name, const TensorRef& t, int device) {
+  OVL_CHECK(t.ptr != nullptr, "{}: {} is a null pointer", api, name);
+  OVL_CHECK(reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0, "{}: {} pointer {} is not 16-byte aligned", api, name, t.ptr);
+  const TensorSpan span = tensor_span(api, name, t.ptr, t.rows, t.cols, dtype_bytes(t.dtype));
+  check_device_memory(api, name, "pointer", t.ptr, device);
   if (const auto get_range = driver_api().cuMemGetAddressRange) {
     CUdeviceptr base = 0;
     size_t size = 0;
@@ -310,8 +303,8 @@ void Context::Impl::bind_buffers(detail::Call& c) {
   c.gathered = st.gathered_a.get();
   if (c.plan.comm_algo != CommAlgo::kNcclSymmetric) return;
   const Problem& p = c.problem;
-  const int64_t eb = dtype_bytes(p.dtype);
   const bool ag = p.op == Op::kAllGatherGemm;
+  const int64_t eb = dtype_bytes(ag ? p.dtype : p.comm_dtype());  // A's rows, or the partial products' type
   const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / world : p.m;
   const size_t src_bytes = size_t(ag ? p.m / world * p.k * eb : p.m * p.n * eb);
   const size_t dst_bytes = size_t(ag ? p.m * p.k * eb : out_rows * p.n * eb);
@@ -344,51 +337,63 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
   const std::string key = p.name();
   auto it = shapes.find(key);
   if (it != shapes.end()) return *it->second;
-  OVL_CHECK(fp8_refusal(p.dtype).empty(), "problem {}: {}", p.name(), fp8_refusal(p.dtype));
   auto st = std::make_unique<detail::ShapeState>();
   st->problem = p;
-  const int64_t eb = dtype_bytes(p.dtype);
+  // A (and FP8 B) in the input type, the GEMM's output in C's, the collective's buffers in what it moves.
+  const int64_t in_bytes = dtype_bytes(p.dtype), out_bytes = dtype_bytes(p.output_dtype());
+  const int64_t comm_bytes = dtype_bytes(p.comm_dtype());
   const int w = world;
   if (p.op == Op::kAllGatherGemm) {
-    st->gathered_a = DeviceBuffer(size_t(p.m * p.k * eb));
+    st->gathered_a = DeviceBuffer(size_t(p.m * p.k * in_bytes));
   } else {
-    st->partial = DeviceBuffer(size_t(p.m * p.n * eb));
+    st->partial = DeviceBuffer(size_t(p.m * p.n * out_bytes));
   }
   if (loopback) {
-    // The other ranks' inputs, from their own random data (seeded by rank): partial products made with cuBLAS
-    // from random A_r and B_r, or their A rows. Their outputs only where the play writes or reads them: every
-    // rank's with kWholeWorld; with kRank0 only for GEMM+AR (the reduced pieces rank 0 copies in, filled by
-    // prepare_loopback_peers on the first call).
+    // The other ranks' inputs, from their own random data (seeded by rank): partial products made with the
+    // sequential mode's GEMM from random A_r and B_r, or their A rows. FP8: e4m3 values in [-2, 2) (A_r and B_r with
+    // scales 0.5, so their values are in [-1, 1) as bf16 peers'; AG+GEMM's rows are scaled by the caller's A scale).
+    // Their outputs only where the play writes or reads them: every rank's with kWholeWorld; with kRank0 only for
+    // GEMM+AR (the reduced pieces rank 0 copies in, filled by prepare_loopback_peers on the first call).
     const bool peer_outputs = share == LoopbackShare::kWholeWorld || p.op == Op::kGemmAllReduce;
+    const bool fp8 = is_fp8(p.dtype);
+    const DType b_dtype = fp8 ? DType::kE4M3 : p.dtype;
+    const float range = fp8 ? 2.0f : 1.0f;
     cudaStream_t st0 = comm_stream;
     const int64_t b_elems = p.k * p.n;
-    DeviceBuffer a_tmp, b_tmp;
+    DeviceBuffer a_tmp, b_tmp, scales;
     if (p.op != Op::kAllGatherGemm) {
-      a_tmp = DeviceBuffer(size_t(p.m * p.k * eb));
-      b_tmp = DeviceBuffer(size_t(b_elems * eb));
+      a_tmp = DeviceBuffer(size_t(p.m * p.k * in_bytes));
+      b_tmp = DeviceBuffer(size_t(b_elems * dtype_bytes(b_dtype)));
+      if (fp8) {
+        const float half[2] = {0.5f, 0.5f};
+        scales = DeviceBuffer(sizeof(half));
+        OVL_CUDA_CHECK(cudaMemcpyAsync(scales.get(), half, sizeof(half), cudaMemcpyHostToDevice, st0));
+      }
     }
+    const float* a_scale = scales.as<float>();
+    const float* b_scale = fp8 ? a_scale + 1 : nullptr;
     const detail::LoopbackBufferElements elems = detail::loopback_buffer_elements(p, w);
     for (int r = 1; r < w; ++r) {
       const uint64_t seed = options.loopback_seed * 1000003ull + uint64_t(r) * 7919ull;
-      st->peer_src.emplace_back(size_t(elems.src * eb));
+      st->peer_src.emplace_back(size_t(elems.src * comm_bytes));
       if (p.op == Op::kAllGatherGemm) {
-        detail::launch_fill_random(st->peer_src.back().get(), elems.src, p.dtype, seed, 1.0f, st0);
+        detail::launch_fill_random(st->peer_src.back().get(), elems.src, p.dtype, seed, range, st0);
       } else {
-        detail::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, 1.0f, st0);
-        detail::launch_fill_random(b_tmp.get(), b_elems, p.dtype, seed + 1, 1.0f, st0);
+        detail::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, range, st0);
+        detail::launch_fill_random(b_tmp.get(), b_elems, b_dtype, seed + 1, range, st0);
         detail::Call call{p.op,
                           p,
                           Plan{},
-                          TensorRef{a_tmp.get(), p.m, p.k, p.dtype},
+                          TensorRef{a_tmp.get(), p.m, p.k, p.dtype, p.b_layout, a_scale},
                           TensorRef{b_tmp.get(), p.b_layout == BLayout::kNxK ? p.n : p.k,
-                                    p.b_layout == BLayout::kNxK ? p.k : p.n, p.dtype, p.b_layout},
+                                    p.b_layout == BLayout::kNxK ? p.k : p.n, b_dtype, p.b_layout, b_scale},
                           TensorRef{},
                           st0,
                           st.get(),
                           nullptr};
         cublas_gemm(call, a_tmp.get(), st->peer_src.back().get(), 0, p.m, st0);
       }
-      if (peer_outputs) st->peer_dst.emplace_back(size_t(elems.dst * eb));
+      if (peer_outputs) st->peer_dst.emplace_back(size_t(elems.dst * comm_bytes));
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(st0));
   }
@@ -439,15 +444,20 @@ Problem Context::problem_for(Op op, const TensorRef& a, const TensorRef& b, cons
                     : op == Op::kGemmReduceScatter ? "gemm_reduce_scatter"
                                                    : "all_gather_gemm";
   const Impl& s = *impl_;
-  const DType dtype = a.dtype;
-  const TensorSpan sa = check_tensor(api, "A", a, dtype, s.device);
-  const TensorSpan sb = check_tensor(api, "B", b, dtype, s.device);
-  const TensorSpan sc = check_tensor(api, "C", c, dtype, s.device);
+  check_operand_types(api, {"A", a.dtype, a.scale}, {"B", b.dtype, b.scale}, b.b_layout, {"C", c.dtype, c.scale});
+  const TensorSpan sa = check_tensor(api, "A", a, s.device);
+  const TensorSpan sb = check_tensor(api, "B", b, s.device);
+  const TensorSpan sc = check_tensor(api, "C", c, s.device);
   check_no_overlap(api, sc, sa);
   check_no_overlap(api, sc, sb);
+  if (is_fp8(a.dtype)) {
+    check_device_memory(api, "A", "scale", a.scale, s.device);
+    check_device_memory(api, "B", "scale", b.scale, s.device);
+  }
   Problem p;
   p.op = op;
-  p.dtype = dtype;
+  p.dtype = a.dtype;
+  p.out_dtype = c.dtype;  // FP8 only (otherwise C's type is A's)
   p.b_layout = b.b_layout;
   p.world = s.world;
   p.gpus_per_node = std::max(8, s.world);
@@ -479,7 +489,13 @@ Problem Context::problem_for(Op op, const TensorRef& a, const TensorRef& b, cons
 
 std::string Context::can_run(const Problem& p, const Plan& plan) const {
   const Impl& s = *impl_;
-  if (std::string why = fp8_refusal(p.dtype); !why.empty()) return why;
+  if (is_fp8(p.dtype) && p.dtype != DType::kE4M3) {
+    return fmt::format("dtype {}: FP8 A must be e4m3 (the GEMM runs e4m3 x e4m3 and e4m3 x e5m2)", to_string(p.dtype));
+  }
+  if (is_fp8(p.dtype) && p.b_layout != BLayout::kNxK) {
+    return fmt::format("dtype {} with B layout {}: FP8 wgmma reads B K-major only (B as N x K, nt)", to_string(p.dtype),
+                       to_string(p.b_layout));
+  }
   try {
     plan.validate(p, s.plan_hw);  // the device's profile; a loopback world's says so (nccl-symmetric needs NCCL)
   } catch (const Error& e) {

@@ -276,6 +276,7 @@ struct Context::Impl {
   void bind_buffers(detail::Call& call);
 
   // executor_common.cpp
+  // Rows [row_begin, row_end) of the GEMM on the whole device: cuBLAS, or for FP8 inputs our GEMM on every SM.
   void cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end,
                    cudaStream_t stream);
   // The collective of unit u (a group, a chunk, or everything) on `stream`: NCCL in a real world (unless

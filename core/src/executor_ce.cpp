@@ -70,7 +70,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   const bool whole = loopback && share == LoopbackShare::kWholeWorld;
   const bool ag = p.op == Op::kAllGatherGemm, ar = p.op == Op::kGemmAllReduce;
   const int groups = int(plan.tile_groups.size());
-  const int64_t eb = dtype_bytes(p.dtype);
+  const int64_t eb = dtype_bytes(p.comm_dtype());  // AG: A's type (FP8 moves as bytes); RS / AR: C's
   const int64_t cols = ag ? p.k : p.n;  // row length of what moves
   const int64_t row_bytes = cols * eb;
   // Row blocks: owner o holds rows [rb(o), re(o)), ovl::owner_rows over all of M (ReduceScatter / AllGather: M / W
@@ -228,7 +228,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     // RS: the owner's output is its block; AR: the block's rows of the M x N result.
     sum.dst = bytes_at(dst, (ar ? a0 : a0 - rb(o)) * row);
     sum.elements = (a1 - a0) * p.n;
-    sum.bf16 = p.dtype == DType::kBF16;
+    sum.bf16 = p.comm_dtype() == DType::kBF16;
     sum.ctas = std::max(1, plan.comm_ctas);
     kernels::launch_sum(sum, comm_st);
   };

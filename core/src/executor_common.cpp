@@ -42,7 +42,8 @@ const char* cublas_status_name(cublasStatus_t s) {
                          fmt::format("{} ({})", cublas_status_name(ovl_cublas_status_), int(ovl_cublas_status_))); \
   } while (0)
 
-ncclDataType_t nccl_type(DType d) { return d == DType::kBF16 ? ncclBfloat16 : ncclFloat16; }
+// FP8 (an AllGather's A) is only moved, never summed: as bytes.
+ncclDataType_t nccl_type(DType d) { return is_fp8(d) ? ncclUint8 : d == DType::kBF16 ? ncclBfloat16 : ncclFloat16; }
 
 template <typename T>
 T* offset(T* base, int64_t elements, int64_t element_bytes) {
@@ -54,17 +55,42 @@ T* offset(T* base, int64_t elements, int64_t element_bytes) {
 
 // Row-major D[rows r0..r1) = A[r0..r1) B through cuBLAS' column-major view: D^T (N x rows) = op(B') A'^T, where
 // A' (row-major M x K) is a K x M column-major matrix and B' is N x K (kNxK, transposed) or K x N... read as N x K.
+// FP8 inputs: our GEMM on every SM instead (tune_gemm's plan, as bench_gemm's `ovl`), scaled by call.a / call.b's
+// scales, since cuBLASLt's FP8 matmul answered CUBLAS_STATUS_NOT_SUPPORTED for every algorithm its heuristic offered
+// on an H100 (bench_gemm, docs/performance.md).
 void Context::Impl::cublas_gemm(const detail::Call& call, const void* a, void* d, int64_t r0, int64_t r1,
                                 cudaStream_t stream) {
   const Problem& p = call.problem;
   const int64_t rows = r1 - r0;
   if (rows <= 0) return;
   const int64_t eb = dtype_bytes(p.dtype);
+  const void* a_rows = offset(a, r0 * p.k, eb);
+  void* d_rows = offset(d, r0 * p.n, int64_t(dtype_bytes(p.output_dtype())));
+  if (is_fp8(p.dtype)) {
+    kernels::GemmArguments g;
+    g.m = int(rows);
+    g.n = int(p.n);
+    g.k = int(p.k);
+    g.dtype = p.dtype;
+    g.b_dtype = call.b.dtype;
+    g.out_dtype = p.output_dtype();
+    g.a_scale = call.a.scale;
+    g.b_scale = call.b.scale;
+    g.b_layout = p.b_layout;
+    g.a = a_rows;
+    g.b = call.b.ptr;
+    g.d = d_rows;
+    g.sm_count = sms;
+    tune_gemm(g);
+    detail::ShapeState& st = *call.shape;
+    const size_t ws = kernels::gemm_workspace_bytes(g);
+    if (st.gemm_workspace.bytes() < ws) st.gemm_workspace = detail::DeviceBuffer(ws);
+    kernels::gemm_run(g, st.gemm_workspace.get(), stream);
+    return;
+  }
   const cudaDataType_t t = p.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const float alpha = 1.f, beta = 0.f;
   OVL_CUBLAS_CHECK(cublasSetStream(cublas, stream));
-  const void* a_rows = offset(a, r0 * p.k, eb);
-  void* d_rows = offset(d, r0 * p.n, eb);
   if (p.b_layout == BLayout::kNxK) {
     OVL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(p.n), int(rows), int(p.k), &alpha, call.b.ptr,
                                   t, int(p.k), a_rows, t, int(p.k), &beta, d_rows, t, int(p.n), CUBLAS_COMPUTE_32F,
@@ -80,7 +106,7 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
   detail::LoopbackArguments a;
   const Problem& p = call.problem;
   a.op = collective_of(p.op);
-  a.dtype = p.dtype;
+  a.dtype = p.comm_dtype();
   a.world = loopback ? world : 1;
   a.play = share;
   a.mover = call.plan.comm_algo == CommAlgo::kTmaPull   ? kernels::CollectiveAlgo::kTmaPull
@@ -158,8 +184,8 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
   // units but for AllReduce), then the unit's result copied into C.
   const bool symmetric = call.plan.comm_algo == CommAlgo::kNcclSymmetric;
   ncclComm_t c = symmetric ? nccl_symmetric(call.plan) : nccl(call.plan.comm_ctas);
-  const ncclDataType_t t = nccl_type(p.dtype);
-  const int64_t eb = dtype_bytes(p.dtype);
+  const ncclDataType_t t = nccl_type(p.comm_dtype());
+  const int64_t eb = dtype_bytes(p.comm_dtype());
   const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
   const int64_t mb = p.m / world;
   const bool whole = r0 == 0 && r1 == p.m;
@@ -223,6 +249,12 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   g.n = int(p.n);
   g.k = int(p.k);
   g.dtype = p.dtype;
+  if (is_fp8(p.dtype)) {
+    g.b_dtype = call.b.dtype;
+    g.out_dtype = p.output_dtype();
+    g.a_scale = call.a.scale;  // AG+GEMM: the scale of the whole gathered A
+    g.b_scale = call.b.scale;
+  }
   g.b_layout = p.b_layout;
   g.a = call.a.ptr;
   g.b = call.b.ptr;

@@ -1,6 +1,7 @@
 // Core-private kernels of the executors (see executor_kernels.hpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <utility>
@@ -24,7 +25,7 @@ std::uint64_t __device__ __forceinline__ splitmix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// grid-stride, 256 threads: uniform values in [-scale, scale).
+// grid-stride, 256 threads: uniform values in [-scale, scale), rounded to T.
 template <typename T>
 __global__ void fill_random_kernel(T* data, std::int64_t n, std::uint64_t seed, float scale) {
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -60,7 +61,8 @@ __global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer_ns
 // 0 acquires the group counter (system scope; the GEMM adds with release after its tile stores), then a barrier;
 // step 1: every thread sums its vectors over the ranks' sources in rank order 0..W-1 (fp32) or copies them, and
 // stores the result to the piece's destinations (dev::plan_piece). Sources are read with ld.global.cg (L2), so no
-// stale L1 line of a GEMM tile is ever used.
+// stale L1 line of a GEMM tile is ever used. T: bf16 or fp16; or std::uint8_t, FP8 moved as bytes, which only copies
+// (launch_loopback_collective allows FP8 for AllGather only).
 // Paced (a.pace_ns_per_byte > 0): thread 0 waits the group's link latency after its gate (dev::pace_group_start);
 // the slice is moved in chunks of kPaceChunkPasses passes of the block, and after each chunk every thread spins
 // until t0 + (link bytes of the group's chunks so far) x pace_ns_per_byte. Link bytes per 16-byte vector: a
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
       const LoopbackRange rg = a.ranges[std::int64_t(g) * W + r];
       dev::Piece pc;
       if (!dev::plan_piece<T>(a, r, rg, pc)) continue;
-      const std::int64_t nv = rg.count / 8;
+      const std::int64_t nv = rg.count * std::int64_t(sizeof(T)) / 16;
       const std::int64_t v0 = nv * blockIdx.x / gridDim.x, v1 = nv * (blockIdx.x + 1) / gridDim.x;
       auto src = [&](int p) { return reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[p]) + rg.src_offset); };
       auto dst = [&](int p) { return reinterpret_cast<uint4*>(static_cast<T*>(a.dst[p]) + rg.dst_offset); };
@@ -102,10 +104,10 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
       for (std::int64_t c0 = v0; c0 < v1; c0 += chunk) {
         const std::int64_t c1 = c0 + chunk < v1 ? c0 + chunk : v1;
         for (std::int64_t v = c0 + threadIdx.x; v < c1; v += blockDim.x) {
-          uint4 out;
+          uint4 out = make_uint4(0, 0, 0, 0);
           if (!pc.reduce) {
             out = __ldcg(copy_src + v);
-          } else {
+          } else if constexpr (sizeof(T) == 2) {
             uint4 in[W];
 #pragma unroll
             for (int p = 0; p < W; ++p) in[p] = __ldcg(src(p) + v);
@@ -174,6 +176,10 @@ void launch_fill_random(void* data, std::int64_t elements, DType dtype, std::uin
     fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data), elements, seed, scale);
   } else if (dtype == DType::kFP16) {
     fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<__half*>(data), elements, seed, scale);
+  } else if (dtype == DType::kE4M3) {
+    fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(data), elements, seed, scale);
+  } else if (dtype == DType::kE5M2) {
+    fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<__nv_fp8_e5m2*>(data), elements, seed, scale);
   } else {
     fill_random_kernel<<<ctas, 256, 0, stream>>>(static_cast<float*>(data), elements, seed, scale);
   }
@@ -204,6 +210,9 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
             "loopback collective: threads = {} is not a multiple of 32 in 32..512", a.threads);
   OVL_CHECK(a.error != nullptr && a.ranges != nullptr, "loopback collective: error record and range table required");
   OVL_CHECK(a.dtype != DType::kFP32, "loopback collective: dtype fp32 is not supported (bf16 or fp16)");
+  OVL_CHECK(!is_fp8(a.dtype) || a.op == Collective::kAllGather,
+            "loopback collective: dtype {} with {}: FP8 is only moved (AllGather), never summed", to_string(a.dtype),
+            to_string(a.op));
   // What the play touches: every source; dst_0; every dst_p when the whole world is played or when rank 0 copies
   // the peers' reduced pieces (kRank0 AllReduce). All 16-byte aligned (the TMA movers need it; so do uint4 ld/st).
   const bool all_dst = a.play == LoopbackShare::kWholeWorld || a.op == Collective::kAllReduce;
@@ -220,7 +229,9 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
     launch_tma_mover(a, stream);
     return;
   }
-  if (a.dtype == DType::kBF16) {
+  if (is_fp8(a.dtype)) {
+    launch_loopback_typed<std::uint8_t>(a, stream);
+  } else if (a.dtype == DType::kBF16) {
     launch_loopback_typed<__nv_bfloat16>(a, stream);
   } else {
     launch_loopback_typed<__half>(a, stream);
@@ -231,6 +242,7 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
 void preload_executor_kernels() {
   preload_loopback<__nv_bfloat16>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
   preload_loopback<__half>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
+  preload_loopback<std::uint8_t>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
   preload_kernels(wait_counter_kernel, reset_counters_kernel, stamp_kernel);
   preload_tma_movers();
 }

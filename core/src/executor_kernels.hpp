@@ -46,11 +46,11 @@ void launch_stamp(unsigned long long* slot, cudaStream_t stream);
 // deterministic). Copies are a bulk load + bulk store in both TMA movers (executor_tma_kernels.cu).
 using kernels::CollectiveAlgo;
 
-// One contiguous piece, in elements: list (group g, owner r) is ranges[g * world + r].
+// One contiguous piece, in elements of LoopbackArguments::dtype: list (group g, owner r) is ranges[g * world + r].
 struct LoopbackRange {
   std::int64_t src_offset;
   std::int64_t dst_offset;
-  std::int64_t count;  // a multiple of 8 (16-byte vectors)
+  std::int64_t count;  // whole 16-byte vectors (8 bf16 / fp16 elements, 16 FP8)
 };
 
 // The collective on one GPU, group by group; src_p / dst_p are rank p's input / output. kWholeWorld (every rank):
@@ -66,7 +66,7 @@ struct LoopbackRange {
 // is waited for, also one without work for the played share (its per-CTA stamps are then start = end).
 struct LoopbackArguments {
   Collective op = Collective::kAllReduce;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;  // bf16 or fp16; FP8 (e4m3, e5m2) for AllGather only: moved as bytes, never summed
   LoopbackShare play = LoopbackShare::kWholeWorld;
   CollectiveAlgo mover = CollectiveAlgo::kSimt;
   int world = 1;

@@ -75,7 +75,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
 
 void Context::Impl::make_symmetric_buffers(const Problem& p, detail::ShapeState& st) {
   // Each made on its own, so a call after a failed first one (a peer gone, no memory) makes what is missing.
-  const int64_t eb = dtype_bytes(p.dtype);
+  const int64_t eb = dtype_bytes(p.output_dtype());
   const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / world : p.m;
   if (st.sym_partial.empty()) st.sym_partial = SymmetricBuffer(world_ref, size_t(p.m * p.n * eb));
   if (st.sym_out.empty()) st.sym_out = SymmetricBuffer(world_ref, size_t(out_rows * p.n * eb));
@@ -88,7 +88,7 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
   detail::PlanState& ps = *c.ps;
   detail::ShapeState& st = *c.shape;
   const int groups = int(plan.tile_groups.size());
-  const int64_t eb = dtype_bytes(p.dtype);
+  const int64_t eb = dtype_bytes(p.output_dtype());
   const int64_t mb = p.m / world;
   const int64_t out_rows = p.op == Op::kGemmReduceScatter ? mb : p.m;
   // First use (every rank makes the same calls in the same order, so these collective constructions line up).
@@ -131,8 +131,8 @@ void Context::Impl::run_tma_real(const detail::Call& c, int grid, int ctas, cuda
     OVL_CUDA_CHECK(cudaMemsetAsync(st.sym_out.local_ptr(), 0, out_bytes, comm_st));
     o.dst_zeroed = true;
     // Alone (kComm) the collective runs ungated, on whatever sym_partial holds.
-    real_coll->run_ranges(op, st.sym_partial, st.sym_out, *ps.real_ranges, p.dtype, CollectiveImpl::kTmaPush, o,
-                          comm_st, gemm ? &gate : nullptr);
+    real_coll->run_ranges(op, st.sym_partial, st.sym_out, *ps.real_ranges, p.output_dtype(), CollectiveImpl::kTmaPush,
+                          o, comm_st, gemm ? &gate : nullptr);
     // C is the symmetric output itself (Context::symmetric_output): no copy.
     if (c.c.ptr != st.sym_out.local_ptr())
       OVL_CUDA_CHECK(cudaMemcpyAsync(c.c.ptr, st.sym_out.local_ptr(), out_bytes, cudaMemcpyDeviceToDevice, comm_st));

@@ -8,7 +8,8 @@
 // (32 bytes: range, chunk count, kind), written by every thread once, before the block's barrier; otherwise the
 // cursors read the range table in global memory and compute the same values. Why a table: from global memory every
 // cursor's entry into every group read W ranges in a row (L2 round trips: the gates' acquires invalidate the L1),
-// on the group's critical path. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
+// on the group's critical path. arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx). Element type
+// T: bf16 or fp16, or std::uint8_t (FP8 moved as bytes: copies only).
 //
 // Work: each (group, owner) piece of the played share is cut into chunks, and each chunk into units:
 //   pull reduce  1 unit per chunk of stage/W bytes: the W sources land in W slots of one stage; the consumers sum
@@ -360,7 +361,9 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     while (!(ready = ptx::mbar_try_wait(full + s, (tail / S) & 1u)))
       if (*issued_on_abort <= tail) break;
     if (!ready) break;  // the unit was never issued: a gate timed out
-    if (u.kind == kPull) {
+    if constexpr (sizeof(T) == 1) {
+      // T = std::uint8_t, FP8 moved as bytes: copies only (launch_loopback_collective allows it for AllGather only).
+    } else if (u.kind == kPull) {
       const std::uint32_t slot = cur.cap(kPull);
       const int nvec = int(u.bytes / 16);
       uint4* out = reinterpret_cast<uint4*>(stage);
@@ -390,7 +393,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       const int d0 = u.piece.dst_first, d1 = u.piece.dst_first + u.piece.dst_count;
       for (int d = d0; d < d1; ++d) {
         if (u.kind == kPushAdd) {
-          ptx::bulk_reduce_add<T>(dst_bytes<T>(a, u, d), stage, u.bytes);
+          if constexpr (sizeof(T) == 2) ptx::bulk_reduce_add<T>(dst_bytes<T>(a, u, d), stage, u.bytes);
         } else {
           ptx::bulk_store(dst_bytes<T>(a, u, d), stage, u.bytes);
         }
@@ -473,7 +476,9 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
   }
   const kernels::TmaRingShape ring = mover_ring();
   const int threads = 32 + (a.mover == CollectiveAlgo::kTmaPull ? 32 * a.pull_warps : 32);  // producer + consumers
-  if (a.dtype == DType::kBF16) {
+  if (is_fp8(a.dtype)) {
+    launch_typed<std::uint8_t>(a, ring, threads, stream);
+  } else if (a.dtype == DType::kBF16) {
     launch_typed<__nv_bfloat16>(a, ring, threads, stream);
   } else {
     launch_typed<__half>(a, ring, threads, stream);
@@ -482,8 +487,8 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
 }
 
 void preload_tma_movers() {
-  preload_kernels(tma_mover_kernel<__nv_bfloat16>, tma_mover_kernel<__half>, zero_pieces_kernel<__nv_bfloat16>,
-                  zero_pieces_kernel<__half>);
+  preload_kernels(tma_mover_kernel<__nv_bfloat16>, tma_mover_kernel<__half>, tma_mover_kernel<std::uint8_t>,
+                  zero_pieces_kernel<__nv_bfloat16>, zero_pieces_kernel<__half>);
 }
 
 }  // namespace ovl::detail

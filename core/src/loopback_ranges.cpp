@@ -28,10 +28,12 @@ std::vector<LoopbackRange> loopback_range_table(const Problem& p, const std::vec
       }
     }
   }
-  // The movers work in 16-byte vectors (uint4 / bulk copies): every offset and count a multiple of 8 elements.
+  // The movers work in 16-byte vectors (uint4 / bulk copies): every offset and count a multiple of 8 elements (16
+  // FP8 elements: an AllGather of FP8 A moves bytes).
+  const int64_t vector = 16 / dtype_bytes(p.comm_dtype());
   for (size_t i = 0; i < table.size(); ++i) {
     const LoopbackRange& e = table[i];
-    OVL_CHECK(e.src_offset % 8 == 0 && e.dst_offset % 8 == 0 && e.count % 8 == 0,
+    OVL_CHECK(e.src_offset % vector == 0 && e.dst_offset % vector == 0 && e.count % vector == 0,
               "{}: loopback range (unit {}, owner {}) = {{src {}, dst {}, count {}}} is not in 16-byte vectors",
               p.name(), i / size_t(w), i % size_t(w), e.src_offset, e.dst_offset, e.count);
   }

@@ -12,10 +12,10 @@
 
 namespace ovl::detail {
 
-// (unit u, owner r) -> elements, at [u * world + r] (LoopbackArguments::ranges), owner r's rows of the unit as
-// ovl::owner_rows cuts them: RS from the M x N partial products into the owner's M/W x N output, AR the r-th of W
-// near-equal row runs of the unit (M x N to M x N), AG from its M/W x K rows into the M x K gathered A.
-// Throws ovl::Error when a range is not in whole 16-byte vectors.
+// (unit u, owner r) -> elements of what the collective moves (Problem::comm_dtype), at [u * world + r]
+// (LoopbackArguments::ranges), owner r's rows of the unit as ovl::owner_rows cuts them: RS from the M x N partial
+// products into the owner's M/W x N output, AR the r-th of W near-equal row runs of the unit (M x N to M x N), AG from
+// its M/W x K rows into the M x K gathered A. Throws ovl::Error when a range is not in whole 16-byte vectors.
 std::vector<LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world);
 
 // Elements of the buffers the range table indexes (LoopbackArguments::src / dst), as Context::Impl::shape allocates

@@ -88,7 +88,8 @@ double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, cons
   const double block = std::clamp(std::max(lo, double(concurrent)), 1.0, tiles);
   const double operands = tiles / block * block_panel_bytes(block, tiles_m, tiles_n, t, order, k_bytes);
   const double a_plus_b = double(s.m) * double(s.k) * e + double(s.k) * double(s.n) * e;
-  const double c = double(s.m) * double(s.n) * dtype_bytes(output_dtype(s.dtype));
+  // C: the inputs' type, or bf16 / fp16 for FP8 inputs (Problem::out_dtype; 2 bytes either way).
+  const double c = double(s.m) * double(s.n) * (is_fp8(s.dtype) ? 2.0 : e);
   return std::max(operands, a_plus_b) + c;
 }
 

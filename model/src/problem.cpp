@@ -52,10 +52,6 @@ BLayout parse_b_layout(std::string_view text) {
   OVL_FAIL("unknown B layout \"{}\" (expected nn or nt)", text);
 }
 
-
-
-DType output_dtype(DType dtype) { return is_fp8(dtype) ? DType::kBF16 : dtype; }
-
 void Problem::validate() const {
   OVL_CHECK(m > 0, "problem field \"m\" = {} must be positive", m);
   OVL_CHECK(n > 0, "problem field \"n\" = {} must be positive", n);
@@ -73,6 +69,8 @@ void Problem::validate() const {
   OVL_CHECK(n % 8 == 0, "problem field \"n\" = {} must be a multiple of 8 (16-byte rows)", n);
   OVL_CHECK(!is_fp8(dtype) || k % 16 == 0, "problem field \"k\" = {} must be a multiple of 16 for dtype {} (16-byte rows)",
             k, to_string(dtype));
+  OVL_CHECK(!is_fp8(dtype) || out_dtype == DType::kBF16 || out_dtype == DType::kFP16,
+            "problem field \"out_dtype\" = {} is not bf16 or fp16 (the output of FP8 inputs)", to_string(out_dtype));
   OVL_CHECK(world >= 1, "problem field \"world\" = {} must be at least 1", world);
   OVL_CHECK(gpus_per_node >= 1, "problem field \"gpus_per_node\" = {} must be at least 1", gpus_per_node);
   if (op != Op::kGemmAllReduce) {
@@ -96,13 +94,12 @@ Problem make_problem(Op op, int64_t m, int64_t n, int64_t k, int world) {
   return p;
 }
 
-int64_t Problem::comm_bytes() const {
-  return op == Op::kAllGatherGemm ? m * k * dtype_bytes(dtype) : m * n * dtype_bytes(output_dtype(dtype));
-}
+int64_t Problem::comm_bytes() const { return (op == Op::kAllGatherGemm ? m * k : m * n) * dtype_bytes(comm_dtype()); }
 
 std::string Problem::name() const {
-  return fmt::format("{}/{}x{}x{}/{}/{}/world:{}", to_string(op), m, n, k, to_string(dtype), to_string(b_layout),
-                     world);
+  const std::string types =
+      is_fp8(dtype) ? fmt::format("{}-{}", to_string(dtype), to_string(out_dtype)) : std::string(to_string(dtype));
+  return fmt::format("{}/{}x{}x{}/{}/{}/world:{}", to_string(op), m, n, k, types, to_string(b_layout), world);
 }
 
 void to_json(nlohmann::json& j, const Problem& p) {
@@ -114,6 +111,7 @@ void to_json(nlohmann::json& j, const Problem& p) {
                      {"b_layout", to_string(p.b_layout)},
                      {"world", p.world},
                      {"gpus_per_node", p.gpus_per_node}};
+  if (is_fp8(p.dtype)) j["out_dtype"] = to_string(p.out_dtype);
 }
 
 void from_json(const nlohmann::json& j, Problem& p) {
@@ -126,6 +124,7 @@ void from_json(const nlohmann::json& j, Problem& p) {
   q.n = read_int(j, "n", "problem");
   q.k = read_int(j, "k", "problem");
   if (j.contains("dtype")) q.dtype = parse_dtype(read_string(j, "dtype", "problem"));
+  if (j.contains("out_dtype")) q.out_dtype = parse_dtype(read_string(j, "out_dtype", "problem"));
   if (j.contains("b_layout")) q.b_layout = parse_b_layout(read_string(j, "b_layout", "problem"));
   q.world = detail::read_int32(j, "world", "problem");
   if (j.contains("gpus_per_node")) q.gpus_per_node = detail::read_int32(j, "gpus_per_node", "problem");

@@ -216,7 +216,7 @@ void GemmRun::start_wave(size_t w) {
   const size_t end = wave_end_[w];
   const Problem& p = ctx_.problem;
   const double elem = dtype_bytes(p.dtype);                // A and B
-  const double out_elem = dtype_bytes(output_dtype(p.dtype));  // C (bf16 for FP8 inputs)
+  const double out_elem = dtype_bytes(p.output_dtype());  // C (bf16 or fp16 for FP8 inputs)
   double flops = 0, out_bytes = 0;
   std::vector<std::pair<int64_t, int64_t>> rows, cols;  // (tile row or column, its extent)
   for (size_t i = begin; i < end; ++i) {

@@ -12,7 +12,7 @@ namespace {
 double tile_bytes(const Problem& p, const std::vector<Tile>& tiles, size_t begin, size_t end) {
   double bytes = 0;
   for (size_t i = begin; i < end; ++i) bytes += static_cast<double>(tiles[i].rows * tiles[i].cols);
-  return bytes * dtype_bytes(output_dtype(p.dtype));  // output tiles: bf16 for FP8 inputs
+  return bytes * dtype_bytes(p.output_dtype());  // output tiles: bf16 or fp16 for FP8 inputs
 }
 
 // A separate collective call: NCCL's per-call overhead, or a TMA kernel's launch.
@@ -75,8 +75,7 @@ TimeNs run_decomposed(Context& ctx) {
     const int64_t r1 = p.m * (i + 1) / chunks;
     gemms.push_back(std::make_unique<GemmRun>(ctx, visit_tiles(p, ctx.plan, r0, r1), fmt::format("chunk {} ", i)));
     const int64_t cols = c == Collective::kAllGather ? p.k : p.n;
-    bytes.push_back(static_cast<double>((r1 - r0) * cols) *
-                    dtype_bytes(c == Collective::kAllGather ? p.dtype : output_dtype(p.dtype)));
+    bytes.push_back(static_cast<double>((r1 - r0) * cols) * dtype_bytes(p.comm_dtype()));
   }
   // As the model: each call's bytes and extra time (the loopback rank-0 play; else factor 1, no extra time).
   const std::vector<CallAdjust> adj = call_adjustments(p, ctx.plan, ctx.hw);

@@ -90,7 +90,7 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
                                        plan.tile, plan.tile_order, hw, GemmRegime::kOperator)
                              .wave_us;
   const double gemm_us_per_tile = wave_us / grid;
-  const double tile_bytes = static_cast<double>(plan.tile.m) * plan.tile.n * dtype_bytes(output_dtype(problem.dtype));
+  const double tile_bytes = static_cast<double>(plan.tile.m) * plan.tile.n * dtype_bytes(problem.output_dtype());
   const Collective c = collective_of(problem.op);
   const int ctas = plan.comm_ctas;
   auto comm_us = [&](int64_t n) {

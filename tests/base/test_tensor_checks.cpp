@@ -1,5 +1,6 @@
 // The device-free checks Context runs on a call's tensors (ovl/tensor_checks.hpp): each bad case is an ovl::Error
-// whose message names the tensor and the value.
+// whose message names the tensor and the value. The FP8 refusals that need a device (where a scale lives):
+// tests/gpu/test_overlap_fp8.cu.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -67,6 +68,45 @@ TEST(TensorChecks, TensorLargerThanItsAllocationIsRefused) {
   expect_error_naming_all([&] { check_inside_allocation("api", c, 0x200000, 1572864 - 2); },
                           {"C needs 1572864 bytes", "has 1572862 bytes left"});
   expect_error_naming_all([&] { check_inside_allocation("api", c, 0x300000, 4096); }, {"not inside the allocation"});
+}
+
+// The element types the operators take: bf16 / fp16 alike for A, B, C and no scales; FP8 A e4m3, B e4m3 or e5m2 stored
+// N x K, both with scales, C bf16 or fp16 without one.
+TEST(TensorChecks, OperandTypesAndScalesNameTheTensor) {
+  const float* s = reinterpret_cast<const float*>(uintptr_t{0x1000});  // never read: only its presence and alignment
+  const DType bf16 = DType::kBF16, fp16 = DType::kFP16, e4m3 = DType::kE4M3, e5m2 = DType::kE5M2;
+  const BLayout nt = BLayout::kNxK;
+  auto check = [](OperandType a, OperandType b, BLayout layout, OperandType c) {
+    return [=] { check_operand_types("gemm_all_reduce", a, b, layout, c); };
+  };
+  EXPECT_NO_THROW(check({"A", bf16, nullptr}, {"B", bf16, nullptr}, BLayout::kKxN, {"C", bf16, nullptr})());
+  EXPECT_NO_THROW(check({"A", e4m3, s}, {"B", e4m3, s}, nt, {"C", bf16, nullptr})());
+  EXPECT_NO_THROW(check({"A", e4m3, s}, {"B", e5m2, s}, nt, {"C", fp16, nullptr})());
+  // bf16 / fp16.
+  expect_error_naming_all(check({"A", DType::kFP32, nullptr}, {"B", bf16, nullptr}, nt, {"C", bf16, nullptr}),
+                          {"gemm_all_reduce: A dtype fp32 is not supported"});
+  expect_error_naming_all(check({"A", bf16, nullptr}, {"B", bf16, nullptr}, nt, {"C", fp16, nullptr}),
+                          {"C dtype fp16 differs from A's dtype bf16"});
+  expect_error_naming_all(check({"A", bf16, nullptr}, {"B", bf16, s}, nt, {"C", bf16, nullptr}),
+                          {"B has a scale", "bf16 is not FP8"});
+  // FP8: the pairs the GEMM runs, C's type, B's layout, the scales.
+  expect_error_naming_all(check({"A", e5m2, s}, {"B", e4m3, s}, nt, {"C", bf16, nullptr}),
+                          {"A dtype e5m2: FP8 A must be e4m3"});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", bf16, nullptr}, nt, {"C", bf16, nullptr}),
+                          {"B dtype bf16 with e4m3 A"});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", e4m3, s}, nt, {"C", e4m3, nullptr}),
+                          {"C dtype e4m3", "bf16 or fp16"});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", e4m3, s}, nt, {"C", DType::kFP32, nullptr}), {"C dtype fp32"});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", e4m3, s}, BLayout::kKxN, {"C", bf16, nullptr}),
+                          {"kKxN", "K-major"});
+  expect_error_naming_all(check({"A", e4m3, nullptr}, {"B", e4m3, s}, nt, {"C", bf16, nullptr}),
+                          {"A (dtype e4m3) has no scale"});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", e5m2, nullptr}, nt, {"C", bf16, nullptr}),
+                          {"B (dtype e5m2) has no scale"});
+  const float* odd = reinterpret_cast<const float*>(uintptr_t{0x1002});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", e4m3, odd}, nt, {"C", bf16, nullptr}),
+                          {"B scale 0x1002 is not 4-byte aligned"});
+  expect_error_naming_all(check({"A", e4m3, s}, {"B", e4m3, s}, nt, {"C", bf16, s}), {"C has a scale"});
 }
 
 }  // namespace

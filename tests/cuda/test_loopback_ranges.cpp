@@ -58,6 +58,7 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
   ASSERT_EQ(allocated.dst, dst_size);
 
   std::vector<std::vector<Span>> writes(static_cast<size_t>(w));
+  const int64_t vector = 16 / dtype_bytes(p.comm_dtype());  // elements of what moves (FP8 A: 16)
   auto read = [&](int64_t offset, int64_t n, int64_t size, const std::string& buffer, size_t u, int r) {
     EXPECT_TRUE(offset >= 0 && n >= 0 && offset + n <= size)
         << buffer << " [" << offset << ", " << offset + n << ") of " << size << " elements, unit " << u << " owner "
@@ -71,7 +72,8 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
     for (int r = 0; r < w; ++r) {
       const LoopbackRange& e = table[u * size_t(w) + size_t(r)];
       ASSERT_GE(e.count, 0);
-      EXPECT_TRUE(e.src_offset % 8 == 0 && e.dst_offset % 8 == 0 && e.count % 8 == 0) << "not 16-byte vectors";
+      EXPECT_TRUE(e.src_offset % vector == 0 && e.dst_offset % vector == 0 && e.count % vector == 0)
+          << "not 16-byte vectors";
       if (e.count == 0) continue;
       switch (p.op) {
         case Op::kGemmReduceScatter:  // sum of every src_p, into owner r's output
@@ -148,9 +150,9 @@ std::vector<Plan> plans_for(const Problem& p, const Hardware& hw) {
   return out;
 }
 
-Problem problem(Op op, int64_t m, int64_t n, int64_t k, int world) {
+Problem problem(Op op, int64_t m, int64_t n, int64_t k, int world, DType dtype = DType::kFP16) {
   Problem p = make_problem(op, m, n, k, world);
-  p.dtype = DType::kFP16;
+  p.dtype = dtype;
   p.gpus_per_node = std::max(8, world);
   p.validate();
   return p;
@@ -179,21 +181,27 @@ TEST(LoopbackRanges, ReduceScatter2040RowsWorld5) {
   check_table(p, r.sequential, 5, true);
 }
 
-// Random problems as the soak draws them: every operator, worlds 1..8, M a multiple of 8 per rank (often off the
-// tile), N a multiple of 8 (often off the 256-column tile).
-TEST(LoopbackRanges, RandomProblemsEveryPlanStayInsideTheirBuffers) {
+// Random problems as the soak draws them: every operator, worlds 1..8, N a multiple of 8 (often off the 256-column
+// tile). fp16: M a multiple of 8 per rank (often off the tile), K a multiple of 8. FP8 (e4m3; the ranges count
+// elements of what moves: an AllGather's FP8 A in bytes, the output's bf16 partial sums): K a multiple of 16 and any
+// row count per rank (FP8 rows are whole 16-byte vectors).
+void check_random_problems(DType dtype, int count, uint64_t seed) {
   const Hardware hw = builtin_hardware("h200");
-  std::mt19937_64 rng(2040);
-  for (int i = 0; i < 300 && !HasFailure(); ++i) {
+  const bool fp8 = is_fp8(dtype);
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < count && !testing::Test::HasFailure(); ++i) {
     const Op op = Op(rng() % 3);
     const int w = int(1 + rng() % 8);
-    const int64_t unit = op == Op::kGemmAllReduce ? 8 : 8 * w;
+    const int64_t unit = (op == Op::kGemmAllReduce ? 1 : w) * (fp8 ? 1 : 8);
     const int64_t m = unit * int64_t(1 + rng() % uint64_t(4096 / unit));
     const int64_t n = 8 * int64_t(1 + rng() % 512);
-    const int64_t k = 8 * int64_t(1 + rng() % 128);
-    check_problem(problem(op, m, n, k, w), hw);
+    const int64_t k = fp8 ? 16 * int64_t(1 + rng() % 64) : 8 * int64_t(1 + rng() % 128);
+    check_problem(problem(op, m, n, k, w, dtype), hw);
   }
 }
+
+TEST(LoopbackRanges, RandomProblemsEveryPlanStayInsideTheirBuffers) { check_random_problems(DType::kFP16, 300, 2040); }
+TEST(LoopbackRanges, Fp8ProblemsEveryPlanStayInsideTheirBuffers) { check_random_problems(DType::kE4M3, 200, 8); }
 
 }  // namespace
 }  // namespace ovl::detail

@@ -36,54 +36,9 @@ namespace {
 
 #define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call
 
-// An FP8 code's value: e4m3 (bias 7, 3 mantissa bits, no infinities, S.1111.111 is NaN) or e5m2 (bias 15, 2 bits).
-double fp8_value(uint8_t code, DType type) {
-  const int sign = code >> 7;
-  const bool e4m3 = type == DType::kE4M3;
-  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-  const int exp = (code & 0x7F) >> mant_bits, mant = code & ((1 << mant_bits) - 1);
-  const double v = exp == 0 ? std::ldexp(double(mant), 1 - bias - mant_bits)
-                            : std::ldexp(double(mant | (1 << mant_bits)), exp - bias - mant_bits);
-  return sign ? -v : v;
-}
-
-// Random FP8 codes with random signs, never zero: exponent fields in [lo, hi] (normal numbers), any mantissa. With
-// full = true, every finite code but the zeros (subnormals and the largest values, 448 / 57344, included).
-std::vector<uint8_t> random_fp8(size_t count, DType type, uint32_t seed, bool full) {
-  std::mt19937 rng(seed);
-  const bool e4m3 = type == DType::kE4M3;
-  const int mant_bits = e4m3 ? 3 : 2;
-  // Moderate: magnitudes 2^-3 .. 2^4 (a spread like activations after scaling).
-  const int lo = e4m3 ? 4 : 12, hi = e4m3 ? 10 : 18;
-  std::vector<uint8_t> out(count);
-  for (auto& c : out) {
-    for (;;) {
-      uint8_t code;
-      if (full) {
-        code = uint8_t(rng());
-      } else {
-        const int exp = lo + int(rng() % unsigned(hi - lo + 1));
-        code = uint8_t((exp << mant_bits) | int(rng() % (1u << mant_bits)) | (rng() & 1 ? 0x80 : 0));
-      }
-      const int magnitude = code & 0x7F;
-      const bool finite = e4m3 ? magnitude != 0x7F : (magnitude >> 2) != 31;
-      if (finite && magnitude != 0) {
-        c = code;
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-double half_value(uint16_t h, DType out) {
-  if (out == DType::kBF16) return test::from_bf16(h);
-  const int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  const double v = exp == 0    ? std::ldexp(double(mant), -24)
-                   : exp == 31 ? (mant ? NAN : INFINITY)
-                               : std::ldexp(double(mant | 0x400), exp - 25);
-  return sign ? -v : v;
-}
+using test::fp8_value;
+using test::half_value;
+using test::random_fp8;
 
 struct Case {
   std::string name;

@@ -34,31 +34,51 @@ TEST(Problem, NamesRoundTrip) {
   EXPECT_EQ(dtype_bytes(DType::kFP32), 4);
   EXPECT_EQ(dtype_bytes(DType::kE4M3), 1);
   EXPECT_EQ(dtype_bytes(DType::kE5M2), 1);
-  EXPECT_EQ(output_dtype(DType::kE4M3), DType::kBF16);
-  EXPECT_EQ(output_dtype(DType::kFP16), DType::kFP16);
 }
 
-// FP8 inputs, bf16 output: the AllGather moves FP8 A (half bf16's bytes), the AllReduce / ReduceScatter bf16 sums.
+// FP8 inputs, bf16 or fp16 output: the AllGather moves FP8 A (half bf16's bytes), the AllReduce / ReduceScatter the
+// output's sums; the name and the JSON carry the output type.
 TEST(Problem, Fp8TrafficAndValidation) {
   Problem ar = ar8192();
   const int64_t bf16_ar = ar.comm_bytes();
   ar.dtype = DType::kE4M3;
   EXPECT_NO_THROW(ar.validate());
+  EXPECT_EQ(ar.output_dtype(), DType::kBF16);
+  EXPECT_EQ(ar.comm_dtype(), DType::kBF16);
   EXPECT_EQ(ar.comm_bytes(), bf16_ar);
+  ar.out_dtype = DType::kFP16;
+  EXPECT_EQ(ar.comm_dtype(), DType::kFP16);
+  EXPECT_EQ(ar.comm_bytes(), bf16_ar);
+  EXPECT_EQ(ar.name(), "gemm-allreduce/8192x8192x8192/e4m3-fp16/nt/world:8");
   Problem ag = ar8192();
   ag.op = Op::kAllGatherGemm;
   const int64_t bf16_ag = ag.comm_bytes();
   ag.dtype = DType::kE5M2;
+  EXPECT_EQ(ag.comm_dtype(), DType::kE5M2);
   EXPECT_EQ(ag.comm_bytes() * 2, bf16_ag);
-  EXPECT_EQ(ag.name(), "allgather-gemm/8192x8192x8192/e5m2/nt/world:8");
+  EXPECT_EQ(ag.name(), "allgather-gemm/8192x8192x8192/e5m2-bf16/nt/world:8");
   ag.k = 8200;  // a multiple of 8, not of 16: FP8 rows of 8200 bytes are not 16-byte multiples
   expect_error_naming([&] { ag.validate(); }, "\"k\" = 8200 must be a multiple of 16 for dtype e5m2");
+  ag.k = 8192;
+  ag.out_dtype = DType::kE4M3;
+  expect_error_naming([&] { ag.validate(); }, "\"out_dtype\" = e4m3 is not bf16 or fp16");
+  // bf16 / fp16 inputs: C is the inputs' type, whatever out_dtype says (it is not in the name or the JSON).
+  Problem fp16 = ar8192();
+  fp16.dtype = DType::kFP16;
+  fp16.out_dtype = DType::kE4M3;
+  EXPECT_NO_THROW(fp16.validate());
+  EXPECT_EQ(fp16.output_dtype(), DType::kFP16);
+  EXPECT_EQ(fp16.name(), "gemm-allreduce/8192x8192x8192/fp16/nt/world:8");
   nlohmann::json j;
+  to_json(j, fp16);
+  EXPECT_FALSE(j.contains("out_dtype"));
   ar.dtype = DType::kE4M3;
   to_json(j, ar);
   Problem back;
   from_json(j, back);
   EXPECT_EQ(back.dtype, DType::kE4M3);
+  EXPECT_EQ(back.out_dtype, DType::kFP16);
+  EXPECT_EQ(back.name(), ar.name());
 }
 
 TEST(Problem, SizesAndName) {

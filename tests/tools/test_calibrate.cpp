@@ -147,9 +147,22 @@ TEST(BenchNames, Parse) {
       parse_bench_name("overlap/green-context/allreduce/8192x8192x4096/world:2/comm_sms:16/groups:9/order:swizzle")
           ->plan(h200),
       Error);
+  // dtype:<t>, the last part (bench_overlap's FP8 cases): the problem's input type; bf16 is left out of the name.
+  auto fp8 = parse_bench_name("overlap/tma/allreduce/8192x8192x4096/world:8/comm_sms:16/groups:4/dtype:e4m3/manual_time");
+  ASSERT_TRUE(fp8);
+  EXPECT_EQ(fp8->dtype, DType::kE4M3);
+  EXPECT_EQ(fp8->groups, 4);
+  EXPECT_EQ(fp8->problem().dtype, DType::kE4M3);
+  EXPECT_EQ(fp8->name(), "overlap/tma/allreduce/8192x8192x4096/world:8/comm_sms:16/groups:4/dtype:e4m3");
+  EXPECT_EQ(parse_bench_name("overlap/sequential/allgather/4096x8192x8192/world:8/comm_sms:132/dtype:e4m3")->dtype,
+            DType::kE4M3);
+  EXPECT_EQ(parse_bench_name("overlap/sequential/allgather/4096x8192x8192/world:8/comm_sms:132/dtype:bf16")->name(),
+            "overlap/sequential/allgather/4096x8192x8192/world:8/comm_sms:132");
   for (const char* bad : {"overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/order:swizzle",
                           "overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/groups:2/order:zigzag",
-                          "overlap/decomposed/allreduce/8x8x8/world:2/comm_sms:8/groups:2/order:swizzle"}) {
+                          "overlap/decomposed/allreduce/8x8x8/world:2/comm_sms:8/groups:2/order:swizzle",
+                          "overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/dtype:int8",
+                          "overlap/tma/allreduce/8x8x8/world:2/comm_sms:8/dtype:e4m3/groups:2"}) {
     EXPECT_FALSE(parse_bench_name(bad)) << bad;
   }
   for (const char* bad :

@@ -108,9 +108,10 @@ std::string BenchCase::name() const {
     case BenchKind::kCopy:
       return fmt::format("copy/{}/{}/ctas:{}", impl, bytes, ctas);
     case BenchKind::kOverlap:
-      return fmt::format("overlap/{}/{}/{}x{}x{}/world:{}/comm_sms:{}{}{}", to_string(mode), to_string(collective), m,
-                         n, k, world, comm_sms, groups > 0 ? fmt::format("/groups:{}", groups) : std::string(),
-                         order == TileOrder::kSwizzle ? "/order:swizzle" : "");
+      return fmt::format("overlap/{}/{}/{}x{}x{}/world:{}/comm_sms:{}{}{}{}", to_string(mode), to_string(collective),
+                         m, n, k, world, comm_sms, groups > 0 ? fmt::format("/groups:{}", groups) : std::string(),
+                         order == TileOrder::kSwizzle ? "/order:swizzle" : "",
+                         dtype != DType::kBF16 ? fmt::format("/dtype:{}", to_string(dtype)) : std::string());
   }
   return {};
 }
@@ -189,6 +190,17 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
     c.ctas = int(*ctas);
     return c;
   }
+  if (kind == "overlap" && parts.size() >= 6 && starts_with(parts.back(), "dtype:")) {  // the last part, optional
+    bool known = false;
+    for (DType d : {DType::kBF16, DType::kFP16, DType::kE4M3, DType::kE5M2}) {
+      if (parts.back().substr(6) == to_string(d)) {
+        c.dtype = d;
+        known = true;
+      }
+    }
+    if (!known) return std::nullopt;
+    parts.pop_back();
+  }
   if (kind == "overlap" && parts.size() >= 6 && parts.size() <= 8) {
     c.kind = BenchKind::kOverlap;
     c.impl = std::string(parts[1]);
@@ -239,6 +251,7 @@ BenchCase BenchCase::of_run(const Problem& problem, const Plan& plan) {
   c.comm_sms = plan.comm_sms;
   c.groups = int(plan.tile_groups.size());
   c.order = plan.tile_order;
+  c.dtype = problem.dtype;
   c.ran = Ran{problem, plan};
   return c;
 }
@@ -246,6 +259,7 @@ BenchCase BenchCase::of_run(const Problem& problem, const Plan& plan) {
 Problem BenchCase::problem() const {
   if (ran) return ran->problem;
   Problem p = make_problem(op, m, n, k, world);
+  p.dtype = dtype;
   p.gpus_per_node = std::max(p.gpus_per_node, world);
   return p;
 }

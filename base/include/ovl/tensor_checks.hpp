@@ -1,6 +1,7 @@
-// Checks of a call's tensors that need no device: sizes within the kernels' 32-bit limits, the byte range a tensor
-// spans, outputs that overlap inputs, tensors that run past their allocation. ovl::Context runs them on every call
-// (core/src/context.cpp) after asking CUDA where each pointer lives; tests/base/test_tensor_checks.cpp covers them.
+// Checks of a call's tensors that need no device: their element types and scales, sizes within the kernels' 32-bit
+// limits, the byte range a tensor spans, outputs that overlap inputs, tensors that run past their allocation.
+// ovl::Context runs them on every call (core/src/context.cpp) after asking CUDA where each pointer lives;
+// tests/base/test_tensor_checks.cpp covers them.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "ovl/error.hpp"
+#include "ovl/types.hpp"
 
 namespace ovl {
 
@@ -21,6 +23,52 @@ struct TensorSpan {
   uint64_t bytes = 0;
   uintptr_t end() const { return begin + uintptr_t(bytes); }
 };
+
+// An operator's tensor as the type check sees it: its name ("A", "B", "C"), element type and per-tensor scale (a device
+// pointer to one float, or null).
+struct OperandType {
+  std::string_view name;
+  DType dtype;
+  const float* scale;
+};
+
+// The element types of an operator's A, B and C: bf16 or fp16, one type for all three, and no scales; or FP8 inputs:
+// A e4m3 and B e4m3 or e5m2 (the pairs the GEMM runs), each with its scale (non-null, 4-byte aligned), B stored
+// N x K (BLayout::kNxK: FP8 wgmma reads B K-major only), C bf16 or fp16 without a scale. Throws ovl::Error naming the
+// tensor and the value. Where a scale lives is the caller's to check (that needs the device).
+inline void check_operand_types(std::string_view api, const OperandType& a, const OperandType& b, BLayout b_layout,
+                                const OperandType& c) {
+  const auto half = [](DType d) { return d == DType::kBF16 || d == DType::kFP16; };
+  if (!is_fp8(a.dtype)) {
+    OVL_CHECK(half(a.dtype), "{}: A dtype {} is not supported (bf16 or fp16; or e4m3 with an FP8 B)", api,
+              to_string(a.dtype));
+    for (const OperandType* t : {&a, &b, &c}) {
+      OVL_CHECK(t->dtype == a.dtype, "{}: {} dtype {} differs from A's dtype {}", api, t->name, to_string(t->dtype),
+                to_string(a.dtype));
+      OVL_CHECK(t->scale == nullptr, "{}: {} has a scale, but its dtype {} is not FP8 (scales are for e4m3 / e5m2)",
+                api, t->name, to_string(t->dtype));
+    }
+    return;
+  }
+  OVL_CHECK(a.dtype == DType::kE4M3, "{}: A dtype {}: FP8 A must be e4m3 (the GEMM runs e4m3 x e4m3 and e4m3 x e5m2)",
+            api, to_string(a.dtype));
+  OVL_CHECK(is_fp8(b.dtype), "{}: B dtype {} with e4m3 A: FP8 A takes an e4m3 or e5m2 B", api, to_string(b.dtype));
+  OVL_CHECK(half(c.dtype), "{}: C dtype {}: the output of FP8 inputs is bf16 or fp16", api, to_string(c.dtype));
+  OVL_CHECK(b_layout == BLayout::kNxK,
+            "{}: B stored K x N (BLayout::kKxN) with FP8 inputs: FP8 wgmma reads B K-major only; pass B as N x K "
+            "(kNxK)",
+            api);
+  for (const OperandType* t : {&a, &b}) {
+    OVL_CHECK(t->scale != nullptr,
+              "{}: {} (dtype {}) has no scale: FP8 tensors need their per-tensor scale (TensorRef::scale, a device "
+              "pointer to one float)",
+              api, t->name, to_string(t->dtype));
+    OVL_CHECK(reinterpret_cast<uintptr_t>(t->scale) % 4 == 0, "{}: {} scale {} is not 4-byte aligned", api, t->name,
+              static_cast<const void*>(t->scale));
+  }
+  OVL_CHECK(c.scale == nullptr, "{}: C has a scale, but C is the {} output (only the FP8 inputs take one)", api,
+            to_string(c.dtype));
+}
 
 // The span of `name` = rows x cols elements of elem_bytes bytes at ptr. Throws ovl::Error naming the tensor and the
 // value when a size is not positive, exceeds kMaxTensorDim, or the range wraps the address space.

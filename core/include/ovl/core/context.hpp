@@ -8,7 +8,11 @@
 //   gemm_all_reduce      A: M x K (this rank's K-slice), B: K x N or N x K, C: M x N         C = sum_r A_r B_r
 //   gemm_reduce_scatter  A: M x K, B: K x N or N x K, C: M/W x N      C = rows [rank M/W, (rank+1) M/W) of the sum
 //   all_gather_gemm      A: M/W x K (this rank's rows), B: K x N or N x K, C: M x N       C = gather(A) B
-// Every tensor is row-major, bf16 or fp16 (one dtype for all three), 16-byte aligned, on the context's device.
+// Every tensor is row-major, 16-byte aligned, on the context's device. Element types: bf16 or fp16, one dtype for all
+// three; or FP8 (docs/overlap.md, "FP8"): A e4m3 and B e4m3 or e5m2, each with its per-tensor scale
+// (TensorRef::scale), B stored N x K, K a multiple of 16, C bf16 or fp16: C = a_scale b_scale (A B) in C's type, the
+// AllGather moves FP8 A (1 byte an element), the AllReduce / ReduceScatter sums C's type. AllGather+GEMM applies A's
+// scale to the whole gathered A: every rank passes the same value (in loopback the peers' rows are scaled by it).
 //
 // Loopback emulation (ContextOptions::world = World::loopback(W), W > 1): W virtual ranks on one GPU. Rank 0 runs for real
 // (its GEMM on the caller's tensors); the other ranks' inputs (their partial products M x N for GEMM+AR/RS, their
@@ -43,12 +47,15 @@ struct ContextAccess;
 }  // namespace detail
 
 // A row-major matrix on the device. For B, `b_layout` says how it is stored (kNxK: rows = N, cols = K, a linear
-// layer's weight; kKxN: rows = K, cols = N); other tensors ignore it.
+// layer's weight; kKxN: rows = K, cols = N); other tensors ignore it. `scale`: FP8 tensors only (and required there),
+// a device pointer to one float on the context's device, read by the GEMM when it runs (so a scale an earlier kernel
+// on the stream computes needs no host round trip): the tensor's values are scale[0] x its elements.
 struct TensorRef {
   void* ptr = nullptr;
   int64_t rows = 0, cols = 0;
   DType dtype = DType::kBF16;
   BLayout b_layout = BLayout::kNxK;
+  const float* scale = nullptr;
 };
 
 // LoopbackShare (what the loopback collective plays) is declared in ovl/types.hpp.
@@ -187,7 +194,7 @@ class Context {
   void release_caches();
 
   // Mode tma in a real World of more than one rank: this rank's copy of the peer-mapped buffer its collective writes
-  // the result of `problem` to (RS: M/W x N, AR: M x N, row-major, the problem's dtype; overwritten by every tma call
+  // the result of `problem` to (RS: M/W x N, AR: M x N, row-major, C's type; overwritten by every tma call
   // of that shape). A tma call whose C points at it skips the copy of the result into C. Made on first use, which is
   // collective: every rank calls it at the same point of its sequence of calls. Throws ovl::Error naming the reason
   // in loopback, in a world of 1, and for AllGather+GEMM. release_caches() frees it: the pointer is

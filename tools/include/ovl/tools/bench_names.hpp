@@ -26,6 +26,8 @@ std::string_view to_string(BenchKind kind);  // "gemm", "coll", "copy", "overlap
 //                                                           | allgather or the Problem op names
 //   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>/groups:<g>   mode tile-signal | green-context | tma:
 //                                                           g tile groups of whole row bands (see plan())
+//   either overlap form ending in /dtype:<t>                the inputs' type t (e4m3: FP8 A and B, bf16 C); absent:
+//                                                           bf16
 struct BenchCase {
   BenchKind kind = BenchKind::kGemm;
   std::string impl;                                // gemm/coll/copy implementation; overlap: the mode's name
@@ -40,6 +42,7 @@ struct BenchCase {
   int ctas = 0;                                    // coll, copy
   int comm_sms = 0;                                // overlap
   int groups = 0;                                  // overlap, tile-signal / green-context / tma: 0 = default_plan's
+  DType dtype = DType::kBF16;                      // overlap: the inputs' type (Problem::dtype)
   // overlap with groups: the GEMM's tile order (/order:swizzle: groups of whole swizzle bands, swizzle_band_groups).
   TileOrder order = TileOrder::kRowBand;
   // gemm, ours: the stream-K plan the run used (bench_gemm's counters sk_tiles, sk_splits; read_measurements sets
@@ -54,10 +57,11 @@ struct BenchCase {
   std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
   // Overlap cases: the problem and the plan the benchmark ran. bench_overlap records both in the case's label (JSON
   // {"problem", "plan", ...}; read_measurements sets `ran`), and they are taken from there. A file without them
-  // (written before bench_overlap recorded them) gets them from the name: bf16, B as N x K, all ranks on one node,
-  // default_plan(mode, problem(), hw, comm_sms); with groups = g > 0 its tile groups are band_groups(g) (g groups of
-  // whole row bands, as even as the bands allow) and a tile-signal GEMM runs on sm_count - comm_ctas SMs, leaving
-  // the collective its CTAs' SMs while the GEMM runs (FlashOverlap's configuration). Throws when g exceeds the bands.
+  // (written before bench_overlap recorded them) gets them from the name: `dtype` (C bf16), B as N x K, all ranks on
+  // one node, default_plan(mode, problem(), hw, comm_sms); with groups = g > 0 its tile groups are band_groups(g) (g
+  // groups of whole row bands, as even as the bands allow) and a tile-signal GEMM runs on sm_count - comm_ctas SMs,
+  // leaving the collective its CTAs' SMs while the GEMM runs (FlashOverlap's configuration). Throws when g exceeds the
+  // bands.
   struct Ran {
     Problem problem;
     Plan plan;
