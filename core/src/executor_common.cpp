@@ -66,7 +66,7 @@ void Context::Impl::cublas_gemm(const detail::Call& call, const void* a, void* d
   const int64_t eb = dtype_bytes(p.dtype);
   const void* a_rows = offset(a, r0 * p.k, eb);
   void* d_rows = offset(d, r0 * p.n, int64_t(dtype_bytes(p.output_dtype())));
-  if (is_fp8(p.dtype)) {
+  if (unsignaled_gemm_impl(p.dtype) == GemmImpl::kOvl) {
     kernels::GemmArguments g;
     g.m = int(rows);
     g.n = int(p.n);

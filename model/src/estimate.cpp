@@ -28,6 +28,8 @@ Collective collective_of(Op op) {
 
 std::string_view to_string(GemmImpl impl) { return impl == GemmImpl::kOvl ? "ovl" : "cublas"; }
 
+GemmImpl unsignaled_gemm_impl(DType dtype) { return is_fp8(dtype) ? GemmImpl::kOvl : GemmImpl::kCublas; }
+
 double cublas_lost_sms_slowdown(int64_t tiles, int gemm_sms, int lost) {
   OVL_CHECK(tiles >= 1 && gemm_sms >= 1 && lost >= 0, "cublas_lost_sms_slowdown: tiles = {}, gemm_sms = {}, lost = {}",
             tiles, gemm_sms, lost);
@@ -326,7 +328,8 @@ constexpr GemmRegime kOp = GemmRegime::kOperator;
 ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const GemmTiming g =
-      detail::gemm_timing(shape_of(problem), GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
+      detail::gemm_timing(shape_of(problem), unsignaled_gemm_impl(problem.dtype), plan.gemm_sms, plan.tile,
+                          TileOrder::kSwizzle, hw, kOp);
   const CommEstimate c = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo,
                                              collective_ctas(plan, coll), hw, problem.nodes());
   ModeEstimate e;
@@ -357,7 +360,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   GemmShape chunk_shape = shape_of(problem);
   chunk_shape.m = problem.m / chunks;
   const GemmTiming chunk =
-      detail::gemm_timing(chunk_shape, GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
+      detail::gemm_timing(chunk_shape, unsignaled_gemm_impl(problem.dtype), plan.gemm_sms, plan.tile,
+                          TileOrder::kSwizzle, hw, kOp);
   // NCCL on a second plain stream takes its CTAs' SMs from cuBLAS while it runs (none on the copy engines).
   const int conflict = std::max(0, plan.gemm_sms + collective_ctas(plan, coll) - hw.sm_count);
   const double bytes = double(problem.comm_bytes());

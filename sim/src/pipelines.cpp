@@ -29,7 +29,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
   // At least 1 in a valid plan, but 0 on the copy engines (nccl-symmetric's AllGather under CTA policy zero).
   comm_ctas = collective_ctas(plan, collective_of(problem.op));
-  cublas = plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed;
+  cublas = (plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed) &&
+           unsignaled_gemm_impl(problem.dtype) == GemmImpl::kCublas;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
   // (the H200's clock under its power limit): the same busy-SM measure as the closed-form model uses.

@@ -20,6 +20,24 @@ Hardware no_contention() {
   return h;
 }
 
+// FP8 inputs: sequential and decomposed run our kernel, not cuBLAS (unsignaled_gemm_impl, as the executor does), so
+// their GEMM follows gemm_efficiency and not cublas_efficiency; bf16 keeps cuBLAS's.
+TEST(EstimateModes, Fp8SequentialAndDecomposedArePricedAsOurKernel) {
+  Hardware slow_cublas = kH200;
+  slow_cublas.cublas_efficiency *= 0.5;
+  Problem fp8 = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);
+  fp8.dtype = DType::kE4M3;
+  const Problem bf16 = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);
+  EXPECT_EQ(unsignaled_gemm_impl(DType::kE4M3), GemmImpl::kOvl);
+  EXPECT_EQ(unsignaled_gemm_impl(DType::kBF16), GemmImpl::kCublas);
+  for (Mode mode : {Mode::kSequential, Mode::kDecomposed}) {
+    SCOPED_TRACE(to_string(mode));
+    const Plan p8 = default_plan(mode, fp8, kH200, 16), p16 = default_plan(mode, bf16, kH200, 16);
+    EXPECT_DOUBLE_EQ(estimate(fp8, p8, kH200).gemm_alone_us, estimate(fp8, p8, slow_cublas).gemm_alone_us);
+    EXPECT_GT(estimate(bf16, p16, slow_cublas).gemm_alone_us, 1.5 * estimate(bf16, p16, kH200).gemm_alone_us);
+  }
+}
+
 TEST(EstimateModes, SequentialIsTheSum) {
   // cuBLAS 8192^3 on 132 SMs (1.53 + 2048/132 x (100.88 + 1.48) = 1589.7 us with the calibrated H200
   // profile; measured 1603 us) then a 128 MiB ring AllReduce with 24 CTAs (670.3 us).

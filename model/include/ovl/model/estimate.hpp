@@ -15,6 +15,10 @@ enum class GemmImpl { kOvl, kCublas };
 
 Collective collective_of(Op op);            // the collective an op needs
 std::string_view to_string(GemmImpl impl);  // "ovl", "cublas"
+// The GEMM of the modes that do not signal (sequential, decomposed), as the executor runs it: cuBLAS, or for FP8
+// inputs our kernel on the SMs the plan gives (cuBLASLt's FP8 matmul refused every algorithm on an H100:
+// docs/overlap.md, FP8).
+GemmImpl unsignaled_gemm_impl(DType dtype);
 
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
