@@ -12,22 +12,9 @@
 
 namespace ovl {
 
-const char* to_string(CollectiveImpl impl) {
-  switch (impl) {
-    case CollectiveImpl::kNccl: return "nccl";
-    case CollectiveImpl::kTmaPush: return "tma-push";
-    case CollectiveImpl::kTmaPull: return "tma-pull";
-    case CollectiveImpl::kSimt: return "simt";
-  }
-  return "?";
-}
-
+const char* to_string(CollectiveImpl impl) { return name_in(kCollectiveImplNames, impl).data(); }
 CollectiveImpl parse_collective_impl(std::string_view name) {
-  if (name == "nccl") return CollectiveImpl::kNccl;
-  if (name == "tma-push") return CollectiveImpl::kTmaPush;
-  if (name == "tma-pull") return CollectiveImpl::kTmaPull;
-  if (name == "simt") return CollectiveImpl::kSimt;
-  OVL_FAIL("unknown collective implementation '{}' (nccl, tma-push, tma-pull, simt)", name);
+  return parse_name(kCollectiveImplNames, name, "collective implementation");
 }
 
 namespace {

@@ -19,13 +19,8 @@
 
 namespace ovl {
 
-std::string_view to_string(Tuning tuning) { return tuning == Tuning::kMeasured ? "measured" : "predicted"; }
-
-Tuning parse_tuning(std::string_view text) {
-  if (text == "measured") return Tuning::kMeasured;
-  if (text == "predicted") return Tuning::kPredicted;
-  OVL_FAIL("tuning = \"{}\" is not \"predicted\" or \"measured\"", text);
-}
+std::string_view to_string(Tuning tuning) { return name_in(kTuningNames, tuning); }
+Tuning parse_tuning(std::string_view text) { return parse_name(kTuningNames, text, "tuning"); }
 
 namespace {
 

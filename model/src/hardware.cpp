@@ -198,18 +198,9 @@ Hardware hardware_for_device_name(std::string_view device_name) {
   OVL_FAIL("no built-in hardware profile for device \"{}\" (built-in: h200, h100, a100)", device_name);
 }
 
-std::string_view to_string(LoopbackShare share) {
-  switch (share) {
-    case LoopbackShare::kRank0: return "rank0";
-    case LoopbackShare::kWholeWorld: return "whole-world";
-  }
-  return "?";
-}
-
+std::string_view to_string(LoopbackShare share) { return name_in(kLoopbackShareNames, share); }
 LoopbackShare parse_loopback_share(std::string_view text) {
-  if (text == "rank0") return LoopbackShare::kRank0;
-  if (text == "whole-world") return LoopbackShare::kWholeWorld;
-  OVL_FAIL("unknown loopback share '{}' (expected rank0 or whole-world)", text);
+  return parse_name(kLoopbackShareNames, text, "loopback share");
 }
 
 Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,

@@ -13,112 +13,24 @@
 
 namespace ovl {
 
-std::string_view to_string(Mode mode) {
-  switch (mode) {
-    case Mode::kSequential:
-      return "sequential";
-    case Mode::kDecomposed:
-      return "decomposed";
-    case Mode::kTileSignal:
-      return "tile-signal";
-    case Mode::kGreenContext:
-      return "green-context";
-    case Mode::kTma:
-      return "tma";
-  }
-  return "?";
-}
-
-std::string_view to_string(CommAlgo algo) {
-  switch (algo) {
-    case CommAlgo::kNcclRing:
-      return "nccl";
-    case CommAlgo::kNcclNvls:
-      return "nccl-nvls";
-    case CommAlgo::kTmaPush:
-      return "tma-push";
-    case CommAlgo::kTmaPull:
-      return "tma-pull";
-    case CommAlgo::kCopyEngine:
-      return "ce";
-    case CommAlgo::kNcclSymmetric:
-      return "nccl-symmetric";
-  }
-  return "?";
-}
-
-std::string_view to_string(CtaPolicy policy) {
-  switch (policy) {
-    case CtaPolicy::kDefault:
-      return "default";
-    case CtaPolicy::kEfficiency:
-      return "efficiency";
-    case CtaPolicy::kZero:
-      return "zero";
-  }
-  return "?";
-}
-
-std::string_view to_string(TileOrder order) {
-  switch (order) {
-    case TileOrder::kRowBand:
-      return "row-band";
-    case TileOrder::kSwizzle:
-      return "swizzle";
-    case TileOrder::kExplicit:
-      return "explicit";
-  }
-  return "?";
-}
-
-std::string_view to_string(OutputLayout layout) {
-  switch (layout) {
-    case OutputLayout::kRowMajor:
-      return "row-major";
-    case OutputLayout::kTileMajor:
-      return "tile-major";
-  }
-  return "?";
-}
+std::string_view to_string(Mode mode) { return name_in(kModeNames, mode); }
+std::string_view to_string(CommAlgo algo) { return name_in(kCommAlgoNames, algo); }
+std::string_view to_string(CtaPolicy policy) { return name_in(kCtaPolicyNames, policy); }
+std::string_view to_string(TileOrder order) { return name_in(kTileOrderNames, order); }
+std::string_view to_string(OutputLayout layout) { return name_in(kOutputLayoutNames, layout); }
 
 std::vector<Mode> all_modes() {
-  return {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
+  std::vector<Mode> modes;
+  for (const Named<Mode>& n : kModeNames) modes.push_back(n.value);
+  return modes;
 }
 
-Mode parse_mode(std::string_view text) {
-  for (Mode m : all_modes()) {
-    if (text == to_string(m)) return m;
-  }
-  OVL_FAIL("unknown mode \"{}\" (expected sequential, decomposed, tile-signal, green-context or tma)", text);
-}
-
-CommAlgo parse_comm_algo(std::string_view text) {
-  for (CommAlgo a : {CommAlgo::kNcclRing, CommAlgo::kNcclNvls, CommAlgo::kTmaPush, CommAlgo::kTmaPull,
-                     CommAlgo::kCopyEngine, CommAlgo::kNcclSymmetric}) {
-    if (text == to_string(a)) return a;
-  }
-  OVL_FAIL("unknown comm algorithm \"{}\" (expected nccl, nccl-nvls, tma-push, tma-pull, ce or nccl-symmetric)", text);
-}
-
-CtaPolicy parse_cta_policy(std::string_view text) {
-  for (CtaPolicy p : {CtaPolicy::kDefault, CtaPolicy::kEfficiency, CtaPolicy::kZero}) {
-    if (text == to_string(p)) return p;
-  }
-  OVL_FAIL("unknown CTA policy \"{}\" (expected default, efficiency or zero)", text);
-}
-
-TileOrder parse_tile_order(std::string_view text) {
-  for (TileOrder o : {TileOrder::kRowBand, TileOrder::kSwizzle, TileOrder::kExplicit}) {
-    if (text == to_string(o)) return o;
-  }
-  OVL_FAIL("unknown tile order \"{}\" (expected row-band, swizzle or explicit)", text);
-}
-
+Mode parse_mode(std::string_view text) { return parse_name(kModeNames, text, "mode"); }
+CommAlgo parse_comm_algo(std::string_view text) { return parse_name(kCommAlgoNames, text, "comm algorithm"); }
+CtaPolicy parse_cta_policy(std::string_view text) { return parse_name(kCtaPolicyNames, text, "CTA policy"); }
+TileOrder parse_tile_order(std::string_view text) { return parse_name(kTileOrderNames, text, "tile order"); }
 OutputLayout parse_output_layout(std::string_view text) {
-  for (OutputLayout l : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
-    if (text == to_string(l)) return l;
-  }
-  OVL_FAIL("unknown output layout \"{}\" (expected row-major or tile-major)", text);
+  return parse_name(kOutputLayoutNames, text, "output layout");
 }
 
 bool is_nccl(CommAlgo algo) {

@@ -31,13 +31,8 @@ double read_time(const nlohmann::json& j, const char* field, const char* what) {
 
 std::string_view library_version() { return OVL_VERSION_STRING; }
 
-std::string_view to_string(ChosenBy by) { return by == ChosenBy::kMeasured ? "measured" : "predicted"; }
-
-ChosenBy parse_chosen_by(std::string_view text) {
-  if (text == "measured") return ChosenBy::kMeasured;
-  if (text == "predicted") return ChosenBy::kPredicted;
-  OVL_FAIL("chosen_by = \"{}\" is not \"predicted\" or \"measured\"", text);
-}
+std::string_view to_string(ChosenBy by) { return name_in(kChosenByNames, by); }
+ChosenBy parse_chosen_by(std::string_view text) { return parse_name(kChosenByNames, text, "chosen_by"); }
 
 const PlanChoice* PlanCache::find(const PlanCacheKey& key) const {
   for (const auto& [k, choice] : entries_)

@@ -9,48 +9,12 @@
 
 namespace ovl {
 
-std::string_view to_string(Op op) {
-  switch (op) {
-    case Op::kGemmAllReduce:
-      return "gemm-allreduce";
-    case Op::kGemmReduceScatter:
-      return "gemm-reducescatter";
-    case Op::kAllGatherGemm:
-      return "allgather-gemm";
-  }
-  return "?";
-}
+std::string_view to_string(Op op) { return name_in(kOpNames, op); }
+std::string_view to_string(BLayout layout) { return name_in(kBLayoutNames, layout); }
 
-std::string_view to_string(BLayout layout) {
-  switch (layout) {
-    case BLayout::kKxN:
-      return "nn";
-    case BLayout::kNxK:
-      return "nt";
-  }
-  return "?";
-}
-
-Op parse_op(std::string_view text) {
-  for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
-    if (text == to_string(op)) return op;
-  }
-  OVL_FAIL("unknown op \"{}\" (expected gemm-allreduce, gemm-reducescatter or allgather-gemm)", text);
-}
-
-DType parse_dtype(std::string_view text) {
-  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32, DType::kE4M3, DType::kE5M2}) {
-    if (text == to_string(d)) return d;
-  }
-  OVL_FAIL("unknown dtype \"{}\" (expected bf16, fp16, fp32, e4m3 or e5m2)", text);
-}
-
-BLayout parse_b_layout(std::string_view text) {
-  for (BLayout l : {BLayout::kKxN, BLayout::kNxK}) {
-    if (text == to_string(l)) return l;
-  }
-  OVL_FAIL("unknown B layout \"{}\" (expected nn or nt)", text);
-}
+Op parse_op(std::string_view text) { return parse_name(kOpNames, text, "op"); }
+DType parse_dtype(std::string_view text) { return parse_name(kDTypeNames, text, "dtype"); }
+BLayout parse_b_layout(std::string_view text) { return parse_name(kBLayoutNames, text, "B layout"); }
 
 void Problem::validate() const {
   OVL_CHECK(m > 0, "problem field \"m\" = {} must be positive", m);

@@ -7,21 +7,7 @@
 
 namespace ovl::sim {
 
-std::string_view to_string(ResourceKind kind) {
-  switch (kind) {
-    case ResourceKind::kSmPool:
-      return "sm";
-    case ResourceKind::kHbm:
-      return "hbm";
-    case ResourceKind::kLinkTx:
-      return "nvlink-tx";
-    case ResourceKind::kLinkRx:
-      return "nvlink-rx";
-    case ResourceKind::kNet:
-      return "net";
-  }
-  return "?";
-}
+std::string_view to_string(ResourceKind kind) { return name_in(kResourceKindNames, kind); }
 
 ResourceId Engine::add_resource(std::string name, ResourceKind kind, int gpu, double capacity) {
   OVL_CHECK(capacity >= 0 && std::isfinite(capacity), "resource {}: capacity = {} is not a finite number >= 0", name,

@@ -74,19 +74,7 @@ bool fits_int(int64_t v) { return v >= 0 && v <= (int64_t(1) << 30); }
 
 }  // namespace
 
-std::string_view to_string(BenchKind kind) {
-  switch (kind) {
-    case BenchKind::kGemm:
-      return "gemm";
-    case BenchKind::kCollective:
-      return "coll";
-    case BenchKind::kCopy:
-      return "copy";
-    case BenchKind::kOverlap:
-      return "overlap";
-  }
-  return "?";
-}
+std::string_view to_string(BenchKind kind) { return name_in(kBenchKindNames, kind); }
 
 GemmImpl BenchCase::gemm_impl() const {
   return impl == "cublas" || impl == "cublas-fp16" ? GemmImpl::kCublas : GemmImpl::kOvl;

@@ -4,22 +4,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ovl/names.hpp"
+
 namespace ovl {
 
 // The collective a GEMM operator needs: GEMM+AllReduce, GEMM+ReduceScatter, AllGather+GEMM.
 enum class Collective { kAllReduce, kReduceScatter, kAllGather };
-// "allreduce", "reducescatter", "allgather" (benchmark names use them).
-constexpr std::string_view to_string(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "allreduce";
-    case Collective::kReduceScatter:
-      return "reducescatter";
-    case Collective::kAllGather:
-      return "allgather";
-  }
-  return "?";
-}
+// Benchmark names use these.
+inline constexpr Named<Collective> kCollectiveNames[] = {
+    {Collective::kAllReduce, "allreduce"}, {Collective::kReduceScatter, "reducescatter"}, {Collective::kAllGather, "allgather"}};
+constexpr std::string_view to_string(Collective c) { return name_in(kCollectiveNames, c); }
 
 // What the loopback collective plays (see docs/overlap.md, "Loopback emulation").
 enum class LoopbackShare {
@@ -31,39 +25,36 @@ enum class LoopbackShare {
   // Every rank's part (W times rank 0's traffic on one HBM); every rank's output is complete (verification).
   kWholeWorld,
 };
+inline constexpr Named<LoopbackShare> kLoopbackShareNames[] = {{LoopbackShare::kRank0, "rank0"},
+                                                               {LoopbackShare::kWholeWorld, "whole-world"}};
 
 // Element types. The GEMM takes bf16 and fp16 (A, B and D alike) or FP8 inputs (e4m3 A, e4m3 or e5m2 B) with a bf16 or
 // fp16 output; the collectives move bf16, fp16 or fp32. One byte wide, as it travels in device argument structs.
 enum class DType : std::uint8_t { kBF16, kFP16, kFP32, kE4M3, kE5M2 };
-// "bf16", "fp16", "fp32", "e4m3", "e5m2" (parse_dtype in ovl/model/problem.hpp).
-constexpr std::string_view to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return "bf16";
-    case DType::kFP16:
-      return "fp16";
-    case DType::kFP32:
-      return "fp32";
-    case DType::kE4M3:
-      return "e4m3";
-    case DType::kE5M2:
-      return "e5m2";
-  }
-  return "?";
-}
+inline constexpr Named<DType> kDTypeNames[] = {{DType::kBF16, "bf16"},
+                                               {DType::kFP16, "fp16"},
+                                               {DType::kFP32, "fp32"},
+                                               {DType::kE4M3, "e4m3"},
+                                               {DType::kE5M2, "e5m2"}};
+constexpr std::string_view to_string(DType dtype) { return name_in(kDTypeNames, dtype); }
 constexpr bool is_fp8(DType dtype) { return dtype == DType::kE4M3 || dtype == DType::kE5M2; }
 // Bytes per element: 4 (fp32), 2 (bf16, fp16) or 1 (FP8).
 constexpr int dtype_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : is_fp8(dtype) ? 1 : 2; }
 
 // How B is stored: kKxN ("nn": K x N row-major) or kNxK ("nt": N x K row-major, a linear layer's weight).
 enum class BLayout { kKxN, kNxK };
+inline constexpr Named<BLayout> kBLayoutNames[] = {{BLayout::kKxN, "nn"}, {BLayout::kNxK, "nt"}};
 
 // The order the GEMM visits its tiles: kRowBand, row-major tile order (a group of whole tile rows is a contiguous band
 // of row-major output); kSwizzle, bands of swizzle tile rows visited column by column inside a band (L2 reuse of B);
 // kExplicit, a given permutation of the tile ids.
 enum class TileOrder { kRowBand, kSwizzle, kExplicit };
+inline constexpr Named<TileOrder> kTileOrderNames[] = {
+    {TileOrder::kRowBand, "row-band"}, {TileOrder::kSwizzle, "swizzle"}, {TileOrder::kExplicit, "explicit"}};
 
 // The GEMM's output: kRowMajor, or kTileMajor (tile t's elements contiguous, row-major inside the tile).
 enum class OutputLayout { kRowMajor, kTileMajor };
+inline constexpr Named<OutputLayout> kOutputLayoutNames[] = {{OutputLayout::kRowMajor, "row-major"},
+                                                             {OutputLayout::kTileMajor, "tile-major"}};
 
 }  // namespace ovl

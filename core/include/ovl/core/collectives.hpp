@@ -27,6 +27,10 @@
 namespace ovl {
 
 enum class CollectiveImpl { kNccl, kTmaPush, kTmaPull, kSimt };
+inline constexpr Named<CollectiveImpl> kCollectiveImplNames[] = {{CollectiveImpl::kNccl, "nccl"},
+                                                                 {CollectiveImpl::kTmaPush, "tma-push"},
+                                                                 {CollectiveImpl::kTmaPull, "tma-pull"},
+                                                                 {CollectiveImpl::kSimt, "simt"}};
 const char* to_string(CollectiveImpl impl);
 CollectiveImpl parse_collective_impl(std::string_view name);  // "nccl", "tma-push", "tma-pull", "simt"
 

@@ -67,6 +67,7 @@ enum class Tuning {
                // sequential one, each run on the call's own tensors and timed; the fastest is kept (in a real world:
                // the slowest rank's time counts)
 };
+inline constexpr Named<Tuning> kTuningNames[] = {{Tuning::kPredicted, "predicted"}, {Tuning::kMeasured, "measured"}};
 std::string_view to_string(Tuning tuning);  // "predicted", "measured"
 Tuning parse_tuning(std::string_view text);  // throws ovl::Error naming the text
 

@@ -23,16 +23,27 @@ enum class Mode {
   kGreenContext,  // GCOverlap: tile-signal with GEMM and communication on disjoint green-context partitions
   kTma,           // Oh Overlap: a persistent TMA collective on few SMs polls the group counters
 };
+inline constexpr Named<Mode> kModeNames[] = {{Mode::kSequential, "sequential"},
+                                             {Mode::kDecomposed, "decomposed"},
+                                             {Mode::kTileSignal, "tile-signal"},
+                                             {Mode::kGreenContext, "green-context"},
+                                             {Mode::kTma, "tma"}};
 // kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
 // communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
 // kNcclSymmetric ("nccl-symmetric"): NCCL's symmetric kernels (NCCL 2.27+) on buffers registered as symmetric windows,
 // and under CtaPolicy::kZero NCCL's copy-engine AllGather (2.28+), in the NCCL modes (docs/overlap.md, "NCCL's
 // symmetric kernels").
 enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine, kNcclSymmetric };
+inline constexpr Named<CommAlgo> kCommAlgoNames[] = {
+    {CommAlgo::kNcclRing, "nccl"}, {CommAlgo::kNcclNvls, "nccl-nvls"}, {CommAlgo::kTmaPush, "tma-push"},
+    {CommAlgo::kTmaPull, "tma-pull"}, {CommAlgo::kCopyEngine, "ce"}, {CommAlgo::kNcclSymmetric, "nccl-symmetric"}};
 // The CTA policy of the communicator an nccl-symmetric plan runs on (ncclConfig_t::CTAPolicy, NCCL 2.27+): kDefault
 // and kEfficiency run the symmetric kernels on the plan's comm_ctas CTAs; kZero also moves an AllGather with the
 // copy engines, on no CTA (collective_ctas). Other algorithms keep kDefault.
 enum class CtaPolicy { kDefault, kEfficiency, kZero };
+// NCCL_CTA_POLICY_DEFAULT, _EFFICIENCY, _ZERO.
+inline constexpr Named<CtaPolicy> kCtaPolicyNames[] = {
+    {CtaPolicy::kDefault, "default"}, {CtaPolicy::kEfficiency, "efficiency"}, {CtaPolicy::kZero, "zero"}};
 // kSwizzle visits blocks of kSwizzleRows tile rows ("swizzle bands"), each column by column (L2 reuse of B panels);
 // the signaled GEMM runs it with GemmArguments::swizzle = kSwizzleRows. A group of whole swizzle bands is a
 // contiguous block of rows, complete when its last tile is stored.

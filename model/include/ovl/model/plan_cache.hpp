@@ -25,6 +25,8 @@ std::string_view library_version();
 
 // How a plan was chosen: by the planner's prediction alone, or by timing candidates on the GPU.
 enum class ChosenBy { kPredicted, kMeasured };
+inline constexpr Named<ChosenBy> kChosenByNames[] = {{ChosenBy::kPredicted, "predicted"},
+                                                     {ChosenBy::kMeasured, "measured"}};
 std::string_view to_string(ChosenBy by);  // "predicted", "measured"
 ChosenBy parse_chosen_by(std::string_view text);
 

@@ -18,6 +18,9 @@ enum class Op {
   kGemmReduceScatter,  // same partial products; rank r keeps rows [r M/W, (r+1) M/W) of the sum
   kAllGatherGemm,      // column-parallel linear: rank r holds M/W rows of A; gather A, then C = A B_r (N is local)
 };
+inline constexpr Named<Op> kOpNames[] = {{Op::kGemmAllReduce, "gemm-allreduce"},
+                                         {Op::kGemmReduceScatter, "gemm-reducescatter"},
+                                         {Op::kAllGatherGemm, "allgather-gemm"}};
 // The GEMM's input type (Problem::dtype, A's). kE4M3, kE5M2: FP8 inputs A and B (1 byte an element; our kernel takes A
 // e4m3 and B e4m3 or e5m2, with per-tensor scales), whose GEMM writes its output C in bf16 or fp16
 // (Problem::out_dtype): an AllGather before the GEMM moves FP8 A (half bf16's bytes), a ReduceScatter / AllReduce

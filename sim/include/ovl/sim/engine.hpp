@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ovl/names.hpp"
+
 namespace ovl::sim {
 
 using TimeNs = int64_t;
@@ -29,6 +31,11 @@ using FlowId = int64_t;
 inline constexpr TimeNs kNever = std::numeric_limits<TimeNs>::max();
 
 enum class ResourceKind { kSmPool, kHbm, kLinkTx, kLinkRx, kNet };
+inline constexpr Named<ResourceKind> kResourceKindNames[] = {{ResourceKind::kSmPool, "sm"},
+                                                             {ResourceKind::kHbm, "hbm"},
+                                                             {ResourceKind::kLinkTx, "nvlink-tx"},
+                                                             {ResourceKind::kLinkRx, "nvlink-rx"},
+                                                             {ResourceKind::kNet, "net"}};
 std::string_view to_string(ResourceKind kind);  // "sm", "hbm", "nvlink-tx", "nvlink-rx", "net"
 
 struct Resource {

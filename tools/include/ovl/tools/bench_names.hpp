@@ -14,6 +14,8 @@
 namespace ovl {
 
 enum class BenchKind { kGemm, kCollective, kCopy, kOverlap };
+inline constexpr Named<BenchKind> kBenchKindNames[] = {
+    {BenchKind::kGemm, "gemm"}, {BenchKind::kCollective, "coll"}, {BenchKind::kCopy, "copy"}, {BenchKind::kOverlap, "overlap"}};
 std::string_view to_string(BenchKind kind);  // "gemm", "coll", "copy", "overlap"
 
 // One benchmark case. Names (Google Benchmark may append "/manual_time", "/iterations:N", "/repeats:N",
