@@ -381,7 +381,7 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }
 }  // namespace
 
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes) {
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, const CtaLoad& load) {
   const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
@@ -451,13 +451,17 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     return out;
   }
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
-  // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
+  // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency. A
+  // TMA mover's busiest CTA moves load.moved (and paces load.link) times an even share, so the call's CTAs together
+  // go that much slower than their sum.
   auto link_rate = [&](const Hardware& h) {
     const double r = is_nccl(algo)
                          ? per_cta_GBps(algo, h)
                          : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
-    // A paced loopback: each CTA paces its link bytes to at most the transport's per-CTA rate of the link profile.
-    return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, 1)) : r;
+    // A paced loopback: each CTA paces its link bytes to the profile's rate per CTA of the kernel's CTAs.
+    return h.link_profile
+               ? std::min(r / load.moved, h.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / load.link)
+               : r / load.moved;
   };
   Step link;
   link.cta_rate = link_rate(hw);
