@@ -141,9 +141,9 @@ PerByte per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int cta
   } else if (hw.link_profile && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
     // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
-    // paced_cta_GBps, so together min(link, ctas x the transport's per-CTA rate).
+    // paced_cta_GBps, so together min(link, ctas x the transport's per-CTA rate) when the CTAs' shares are even.
     const double moved = is_nccl(algo) ? hw.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
-    t.moved = k.cta_bytes / (ctas * moved);
+    t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
     if (k.link_bytes > 0) t.link = k.link_bytes / (ctas * hw.link_profile->paced_cta_GBps(algo, ctas));
   } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
@@ -154,11 +154,10 @@ PerByte per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int cta
     // TMA / SIMT: bandwidth = min(ctas x the algorithm's per-CTA rate, link, HBM share), each with its
     // data-movement factor. A world of one is a local copy, at the plain copy's per-CTA rate.
     const double per_cta = world == 1 ? hw.per_cta_copy_GBps : per_cta_GBps(algo, hw);
-    t.moved = k.cta_bytes / (ctas * per_cta);
+    t.shared = std::max(t.shared, k.cta_bytes / (ctas * per_cta));
     if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / hw.link_GBps);
   }
   t.shared /= kBytesPerUsPerGBps;
-  t.moved /= kBytesPerUsPerGBps;
   t.link /= kBytesPerUsPerGBps;
   return t;
 }
@@ -279,132 +278,72 @@ namespace {
 struct MoverPiece {
   double bytes = 0, cap = 0;
   int64_t chunks = 0;
-  int per_chunk = 1;  // push sums: W, one unit per source (source 0 first, the rank's own: no link bytes)
-  double link = 0;    // link bytes per byte of a unit (push sums: of a unit of source > 0)
-  double moved = 0;   // bytes read and written per byte of a unit
+  int per_chunk = 1;  // push sums: W, one unit per source (source 0 first: rank 0's own, no link bytes)
+  double link = 0;    // link bytes per byte of a unit (push sums: of a unit of a peer's source)
   int64_t units() const { return chunks * per_chunk; }
-  // {link, moved} bytes of the piece's first k units.
-  std::pair<double, double> prefix(int64_t k) const {
+  // Link bytes of the piece's first k units.
+  double prefix(int64_t k) const {
     const int64_t q = k / per_chunk, s = k % per_chunk;
-    const double whole = std::min(double(q) * cap, bytes);                          // chunks [0, q)
-    const double part = q < chunks ? std::min(cap, bytes - double(q) * cap) : 0.0;  // chunk q
-    const double sources = double(per_chunk - 1) * whole + double(std::max<int64_t>(0, s - 1)) * part;
-    return {link * (per_chunk > 1 ? sources : whole), moved * (double(per_chunk) * whole + double(s) * part)};
+    const double whole = std::min(double(q) * cap, bytes);  // chunks [0, q)
+    if (per_chunk == 1) return link * whole;
+    const double part = q < chunks ? std::min(cap, bytes - double(q) * cap) : 0.0;  // chunk q: sources [0, s)
+    return link * (double(per_chunk - 1) * whole + double(std::max<int64_t>(0, s - 1)) * part);
   }
 };
 
-// The busiest CTA's {link, moved} bytes over an even share when `ctas` CTAs take the pieces' units in contiguous runs,
-// CTA c units [U c / ctas, U (c + 1) / ctas), and a kernel before them spreads `spread` more moved bytes evenly.
-CtaLoad busiest_run(const std::vector<MoverPiece>& pieces, int ctas, double spread) {
-  int64_t total = 0;
-  for (const MoverPiece& p : pieces) total += p.units();
-  // {link, moved} of the first k units; k does not decrease from one call to the next.
-  size_t i = 0;
-  int64_t first = 0;
-  std::pair<double, double> before{0, 0};
-  auto prefix = [&](int64_t k) {
-    while (i < pieces.size() && k >= first + pieces[i].units()) {
-      const auto [l, m] = pieces[i].prefix(pieces[i].units());
-      before.first += l;
-      before.second += m;
-      first += pieces[i].units();
-      ++i;
-    }
-    if (i == pieces.size()) return before;
-    const auto [l, m] = pieces[i].prefix(k - first);
-    return std::pair<double, double>{before.first + l, before.second + m};
-  };
-  std::pair<double, double> lo = prefix(0), most{0, 0};
-  for (int c = 0; c < ctas; ++c) {
-    const std::pair<double, double> hi = prefix(total * (c + 1) / ctas);
-    most.first = std::max(most.first, hi.first - lo.first);
-    most.second = std::max(most.second, hi.second - lo.second);
-    lo = hi;
-  }
-  CtaLoad load;
-  if (lo.first > 0) load.link = ctas * most.first / lo.first;
-  if (lo.second + spread > 0) load.moved = (ctas * most.second + spread) / (lo.second + spread);
-  return load;
-}
-
-// kernels' slice_bound: slice c of `ctas` over `bytes` ends at a 4 KiB bound (the last at the end); its bytes.
-double slice_bytes(int64_t bytes, int c, int ctas) {
-  constexpr int64_t kAlign = 4096 / 16;
-  const int64_t units = (bytes + 15) / 16;
-  auto bound = [&](int s) { return s >= ctas ? bytes : std::min(bytes, units * s / ctas / kAlign * kAlign * 16); };
-  return double(bound(c + 1) - bound(c));
-}
-
 }  // namespace
 
-CtaLoad tma_mover_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas,
-                       const Hardware& hw) {
+double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas) {
   OVL_CHECK(algo == CommAlgo::kTmaPush || algo == CommAlgo::kTmaPull,
-            "tma_mover_load: comm_algo {} is not a TMA mover (tma-push or tma-pull)", to_string(algo));
-  OVL_CHECK(ctas >= 1, "tma_mover_load: ctas = {} must be at least 1", ctas);
+            "tma_mover_link_load: comm_algo {} is not a TMA mover (tma-push or tma-pull)", to_string(algo));
+  OVL_CHECK(ctas >= 1, "tma_mover_link_load: ctas = {} must be at least 1", ctas);
   const int w = problem.world;
-  if (w <= 1) return {};
+  if (w <= 1) return 1.0;  // nothing crosses a link
   const Collective coll = collective_of(problem.op);
-  const bool push = algo == CommAlgo::kTmaPush;
   const int64_t row_bytes =
       (problem.op == Op::kAllGatherGemm ? problem.k : problem.n) * dtype_bytes(problem.comm_dtype());
-  std::vector<int64_t> owner_bytes(static_cast<size_t>(w));
-  for (int r = 0; r < w; ++r) owner_bytes[size_t(r)] = owner_rows(problem, row_begin, row_end, r).rows() * row_bytes;
-  if (!hw.loopback) {
-    // Rank 0 in Collectives::run_ranges: push sums every owner's range (its own too: the outputs start at zero),
-    // pull sums its own from all W; AllReduce then stores its own range to the W - 1 peers (push) or copies the
-    // other owners' (pull). The link is shared, not paced per CTA.
-    std::vector<double> weight(static_cast<size_t>(w), 0.0);
-    for (int r = 0; r < w; ++r) {
-      const bool own = r == 0;
-      if (push)
-        weight[size_t(r)] = 3.0 + (own && coll == Collective::kAllReduce ? double(w) : 0.0);
-      else
-        weight[size_t(r)] = own ? w + 1.0 : coll == Collective::kAllReduce ? 2.0 : 0.0;
-    }
-    double total = 0, most = 0;
-    for (int r = 0; r < w; ++r) total += weight[size_t(r)] * double(owner_bytes[size_t(r)]);
-    for (int c = 0; c < ctas; ++c) {
-      double mine = 0;
-      for (int r = 0; r < w; ++r) mine += weight[size_t(r)] * slice_bytes(owner_bytes[size_t(r)], c, ctas);
-      most = std::max(most, mine);
-    }
-    CtaLoad load;
-    if (total > 0) load.moved = ctas * most / total;
-    return load;
-  }
-  // The loopback mover (dev::plan_piece): owner r's piece is a sum (ReduceScatter: rank 0's share only its own;
-  // AllReduce: rank 0's own) or a copy (AllGather; rank 0's AllReduce pulls the peers' sums), stored to one
-  // destination (rank 0's share) or to every rank's (the whole world's AllReduce and AllGather).
-  const bool whole = !hw.loopback_rank0;
+  // Rank 0's pieces (dev::plan_piece): ReduceScatter its own sum; AllReduce its own sum, then the peers' sums copied
+  // in; AllGather every owner's rows, copied.
   std::vector<MoverPiece> pieces;
-  double zeroed = 0;
   for (int r = 0; r < w; ++r) {
-    const int64_t bytes = owner_bytes[size_t(r)];
-    if (bytes == 0 || (coll == Collective::kReduceScatter && !whole && r != 0)) continue;
-    const bool sum = coll == Collective::kReduceScatter || (coll == Collective::kAllReduce && (whole || r == 0));
-    const double dst = whole && coll != Collective::kReduceScatter ? w : 1;
+    const int64_t bytes = owner_rows(problem, row_begin, row_end, r).rows() * row_bytes;
+    if (bytes == 0 || (coll == Collective::kReduceScatter && r != 0)) continue;
+    const bool sum = coll != Collective::kAllGather && r == 0;
     MoverPiece p;
     p.bytes = double(bytes);
-    if (sum && !push) {  // one unit: W slots of (stage / W) bytes, rounded down to 16
+    p.cap = double(kTmaMoverStageBytes);
+    if (sum && algo == CommAlgo::kTmaPull) {  // one unit: W slots of (stage / W) bytes, rounded down to 16
       p.cap = double((kTmaMoverStageBytes / w) & ~int64_t(15));
       p.link = w - 1;
-      p.moved = w + dst;
-    } else if (sum) {  // W units, source p: a load, then an add per destination (a read-modify-write)
-      p.cap = double(kTmaMoverStageBytes);
+    } else if (sum) {  // W units, one per source
       p.per_chunk = w;
       p.link = 1;
-      p.moved = 1 + 2 * dst;
-      zeroed += dst * p.bytes;
-    } else {  // a copy: a load, then a store per destination; a peer's piece crosses the link
-      p.cap = double(kTmaMoverStageBytes);
+    } else {  // a copy, from the owner
       p.link = r != 0 ? 1 : 0;
-      p.moved = 1 + dst;
     }
     p.chunks = (bytes + int64_t(p.cap) - 1) / int64_t(p.cap);
     pieces.push_back(p);
   }
-  return busiest_run(pieces, ctas, zeroed);
+  int64_t total = 0;
+  for (const MoverPiece& p : pieces) total += p.units();
+  // Link bytes of the first k units, for k that never decreases from one call to the next.
+  size_t i = 0;
+  int64_t first = 0;
+  double before = 0;
+  auto prefix = [&](int64_t k) {
+    for (; i < pieces.size() && k >= first + pieces[i].units(); ++i) {
+      before += pieces[i].prefix(pieces[i].units());
+      first += pieces[i].units();
+    }
+    return i < pieces.size() ? before + pieces[i].prefix(k - first) : before;
+  };
+  double lo = prefix(0), most = 0;
+  for (int c = 0; c < ctas; ++c) {
+    const double hi = prefix(total * (c + 1) / ctas);
+    most = std::max(most, hi - lo);
+    lo = hi;
+  }
+  return lo > 0 ? ctas * most / lo : 1.0;
 }
 
 std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw) {
@@ -412,11 +351,11 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   std::vector<CallAdjust> out(calls.size());
   if (problem.nodes() > 1) return out;
   if (hw.loopback_rank0 && is_nccl(plan.comm_algo)) {
-    for (size_t i = 0; i < calls.size(); ++i) out[i] = {calls[i].factor, calls[i].pieces * hw.loopback_piece_us, {}};
+    for (size_t i = 0; i < calls.size(); ++i) out[i] = {calls[i].factor, calls[i].pieces * hw.loopback_piece_us, 1};
     return out;
   }
   const bool mover = plan.comm_algo == CommAlgo::kTmaPush || plan.comm_algo == CommAlgo::kTmaPull;
-  if (!mover || (!hw.loopback && plan.mode != Mode::kTma)) return out;
+  if (!hw.link_profile || !mover) return out;
   int ctas = plan.comm_ctas;
   if (plan.mode == Mode::kTma && !plan.partitioned) ctas = std::min(ctas, hw.sm_count - 1);
   // The load depends on the owners' row counts only: a call whose counts are the previous call's (equal groups, the
@@ -426,9 +365,9 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   for (size_t i = 0; i < units.size(); ++i) {
     for (int r = 0; r < problem.world; ++r)
       rows[size_t(r)] = owner_rows(problem, units[i].begin, units[i].end, r).rows();
-    out[i].load = i > 0 && rows == last
-                      ? out[i - 1].load
-                      : tma_mover_load(problem, units[i].begin, units[i].end, plan.comm_algo, ctas, hw);
+    out[i].link_load = i > 0 && rows == last
+                           ? out[i - 1].link_load
+                           : tma_mover_link_load(problem, units[i].begin, units[i].end, plan.comm_algo, ctas);
     last = rows;
   }
   return out;

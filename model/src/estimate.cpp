@@ -136,7 +136,7 @@ double call_us(double start, double fixed_us, double bytes, double busy, double 
 
 // How each group's communication costs: fixed + bytes x per-byte, the per-byte cost depending on whether the
 // GEMM is still running (HBM shared, the rates beside the GEMM) while the bytes move. A group's collective moves
-// CallAdjust::factor x its bytes at its CallAdjust::load; a tile-major output's reorder moves all of them.
+// CallAdjust::factor x its bytes at its CallAdjust::link_load; a tile-major output's reorder moves all of them.
 struct GroupComm {
   double start_at_us = 0;  // earliest start: a persistent TMA kernel's own launch
   double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
@@ -150,9 +150,9 @@ struct GroupComm {
   // at tail_start (gemm_end: no last-wave rate) and the GEMM ending at gemm_end.
   double duration(double start, double bytes, const CallAdjust& adj, double tail_start, double gemm_end) const {
     return call_us(start, fixed_us + adj.extra_us, bytes,
-                   reorder_per_byte_busy + adj.factor * per_byte_busy.at(adj.load),
-                   reorder_per_byte_tail + adj.factor * per_byte_tail.at(adj.load),
-                   reorder_per_byte_idle + adj.factor * per_byte_idle.at(adj.load), tail_start, gemm_end);
+                   reorder_per_byte_busy + adj.factor * per_byte_busy.at(adj.link_load),
+                   reorder_per_byte_tail + adj.factor * per_byte_tail.at(adj.link_load),
+                   reorder_per_byte_idle + adj.factor * per_byte_idle.at(adj.link_load), tail_start, gemm_end);
   }
 };
 
@@ -232,7 +232,7 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
     const double start = std::max(ready, comm_free);
     const CallAdjust& a = adj[size_t(i)];
     const double end = start + call_us(start, busy.launch_us + busy.latency_us + a.extra_us, a.factor * chunk_bytes,
-                                       busy.per_byte.at(a.load), idle.per_byte.at(a.load), gemm_end);
+                                       busy.per_byte.at(a.link_load), idle.per_byte.at(a.link_load), gemm_end);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, 0, gemm_end);
     comm_free = end;
@@ -254,7 +254,7 @@ PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double 
   for (int i = 0; i < chunks; ++i) {
     // The GEMM runs until the last chunk arrives.
     const CallAdjust& a = adj[size_t(i)];
-    const double end = comm_free + a.extra_us + busy.time_us(a.factor * chunk_bytes, a.load);
+    const double end = comm_free + a.extra_us + busy.time_us(a.factor * chunk_bytes, a.link_load);
     comm.emplace_back(comm_free, end);
     r.comm_busy_us += end - comm_free;
     comm_free = end;
@@ -330,14 +330,14 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   const Collective coll = collective_of(problem.op);
   const GemmTiming g =
       detail::gemm_timing(shape_of(problem), GemmImpl::kCublas, plan.gemm_sms, plan.tile, TileOrder::kSwizzle, hw, kOp);
-  // One call over every row, at its mover's load (its factor is 1; the loopback's per-piece time is priced in the
-  // calls of decomposed and the signaling modes only).
+  // One call over every row, at its mover's link load (its factor is 1; the loopback's per-piece time is priced in
+  // the calls of decomposed and the signaling modes only).
   const CollCost c = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(),
                                        collective_ctas(plan, coll), hw, hw.hbm_GBps);
   ModeEstimate e;
   e.gemm_alone_us = e.gemm_us = g.total_us();
   e.comm_alone_us = e.comm_us = e.exposed_comm_us =
-      c.time_us(double(problem.comm_bytes()), call_adjustments(problem, plan, hw).front().load);
+      c.time_us(double(problem.comm_bytes()), call_adjustments(problem, plan, hw).front().link_load);
   e.total_us = e.gemm_us + e.comm_us;
   return e;
 }

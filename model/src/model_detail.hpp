@@ -61,12 +61,12 @@ struct CollCoeffs {
 // bytes and steps (its peers' bytes cross the paced link) beside the bytes it moves in HBM (cta_bytes).
 CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced = false);
 
-// Per buffer byte, in microseconds: the slowest of what the CTAs share (HBM, the link, NCCL's rate, the network)
-// and the per-CTA parts of a TMA or SIMT kernel (its CTAs' moved bytes; a paced loopback's link bytes, paced per
-// CTA), which at a CtaLoad are its busiest CTA's.
+// Per buffer byte, in microseconds: the slowest of the rates a call's CTAs move at together (HBM, the link, NCCL's,
+// the CTAs' own) and a paced loopback's link bytes, which each CTA paces itself, at a call's CallAdjust::link_load
+// (its busiest CTA's share over an even one).
 struct PerByte {
-  double shared = 0, moved = 0, link = 0;
-  double at(const CtaLoad& load = {}) const { return std::max({shared, moved * load.moved, link * load.link}); }
+  double shared = 0, link = 0;
+  double at(double link_load = 1) const { return std::max(shared, link * link_load); }
 };
 
 // A collective split as time = fixed_us + bytes x per byte (linear in bytes, so monotone).
@@ -74,8 +74,8 @@ struct CollCost {
   double launch_us = 0;   // the kernel / NCCL call launch
   double latency_us = 0;  // link latencies (steps x latency, plus network steps)
   PerByte per_byte;
-  double time_us(double bytes, const CtaLoad& load = {}) const {
-    return launch_us + latency_us + bytes * per_byte.at(load);
+  double time_us(double bytes, double link_load = 1) const {
+    return launch_us + latency_us + bytes * per_byte.at(link_load);
   }
 };
 // `hbm_GBps`: the HBM bandwidth the collective may use (the whole device alone, less under a running GEMM).

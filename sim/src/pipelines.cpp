@@ -381,7 +381,7 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }
 }  // namespace
 
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, const CtaLoad& load) {
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load) {
   const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
@@ -451,17 +451,15 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     return out;
   }
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
-  // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency. A
-  // TMA mover's busiest CTA moves load.moved (and paces load.link) times an even share, so the call's CTAs together
-  // go that much slower than their sum.
+  // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
   auto link_rate = [&](const Hardware& h) {
     const double r = is_nccl(algo)
                          ? per_cta_GBps(algo, h)
                          : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
-    // A paced loopback: each CTA paces its link bytes to the profile's rate per CTA of the kernel's CTAs.
-    return h.link_profile
-               ? std::min(r / load.moved, h.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / load.link)
-               : r / load.moved;
+    // A paced loopback: each CTA paces its own link bytes to the profile's rate per CTA for the kernel's CTAs, so the
+    // call's busiest CTA, link_load times an even share, sets the rate of them all.
+    return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / link_load)
+                          : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);

@@ -294,46 +294,40 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
   }
 }
 
-TEST(EstimateComm, TmaMoverLoadIsItsBusiestRun) {
+TEST(EstimateComm, TmaMoverLinkLoadIsItsBusiestRun) {
   // Rank 0's share of a GEMM+AR group of 128 rows x 8192 columns in a world of 8: 8 pieces of 16 rows (256 KiB), each
   // 6 chunks (5 of 48 KiB, one of 16 KiB). tma-push: rank 0's sum is 6 chunks x 8 sources (units 0-47, source 0
   // rank 0's own, no link bytes), then each peer's sum is copied in (units 48-89, all link bytes): 3.5 MiB of link
   // bytes in 90 units. On 8 CTAs CTA 7 takes units 78-89, the 512 KiB of peers 6 and 7 (8/7 of an even 448); on 16
   // CTAs, runs of 5 or 6 units, CTA 6 takes units 33-38, sources 1-6 of chunk 4, 288 KiB of an even 224 (9/7).
-  const Hardware paced =
-      loopback_hardware(builtin_hardware("h100"), 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
   const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
-  EXPECT_NEAR(tma_mover_load(ar, 0, 128, CommAlgo::kTmaPush, 8, paced).link, 8.0 / 7, 1e-12);
-  const CtaLoad on16 = tma_mover_load(ar, 0, 128, CommAlgo::kTmaPush, 16, paced);
-  EXPECT_NEAR(on16.link, 9.0 / 7, 1e-12);
-  // Moved bytes: a push unit reads its source and adds into rank 0's output (3 per byte), a copy reads and writes (2),
-  // and the zeroing of rank 0's 256 KiB is spread over all CTAs: CTA 1's units 5-10 are six whole push units, 864 KiB,
-  // of the group's 9728 KiB, so (16 x 864 + 256) / (9728 + 256).
-  EXPECT_NEAR(on16.moved, (16 * 864.0 + 256) / (9728 + 256), 1e-12);
+  EXPECT_NEAR(tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPush, 8), 8.0 / 7, 1e-12);
+  EXPECT_NEAR(tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPush, 16), 9.0 / 7, 1e-12);
   // tma-pull sums rank 0's piece in 43 units of 6 KiB slots (7 peers' each); CTA 9 (units 47-52) carries the last
   // two chunks of peer 1's piece and the first four of peer 2's, 256 KiB: 8/7.
-  EXPECT_NEAR(tma_mover_load(ar, 0, 128, CommAlgo::kTmaPull, 16, paced).link, 8.0 / 7, 1e-12);
-  // A real world (mode tma's run_ranges): 2 ranks, each owner's 1 MiB cut into 4 KiB-bound slices: on 24 CTAs 40 or
-  // 44 KiB of an even 42.67 (33/32); on 16, 64 KiB each.
-  const Hardware h200 = builtin_hardware("h200");
-  const Problem two = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 2);
-  EXPECT_NEAR(tma_mover_load(two, 0, 128, CommAlgo::kTmaPush, 24, h200).moved, 33.0 / 32, 1e-12);
-  EXPECT_DOUBLE_EQ(tma_mover_load(two, 0, 128, CommAlgo::kTmaPush, 16, h200).moved, 1.0);
-  // Nothing to deal: a world of one, a call without rows.
-  for (const CtaLoad& l :
-       {tma_mover_load(make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 1), 0, 128, CommAlgo::kTmaPush, 16, h200),
-        tma_mover_load(ar, 128, 128, CommAlgo::kTmaPush, 16, paced)}) {
-    EXPECT_DOUBLE_EQ(l.link, 1.0);
-    EXPECT_DOUBLE_EQ(l.moved, 1.0);
-  }
-  test::expect_error_naming([&] { tma_mover_load(ar, 0, 128, CommAlgo::kNcclRing, 16, paced); }, "nccl");
-  test::expect_error_naming([&] { tma_mover_load(ar, 0, 128, CommAlgo::kTmaPush, 0, paced); }, "ctas = 0");
-  // call_adjustments carries it for every call of a plan the mover moves: the tma mode's 64 band groups alike.
+  EXPECT_NEAR(tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPull, 16), 8.0 / 7, 1e-12);
+  // ReduceScatter: only rank 0's sum of its 2 MiB, 43 chunks x 8 sources (344 units, runs of 21 or 22 on 16 CTAs); a
+  // run of 22 with two of source 0's units carries 20 x 48 KiB of the 14 MiB of link bytes: 15/14.
+  const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 8);
+  EXPECT_NEAR(tma_mover_link_load(rs, 0, 128, CommAlgo::kTmaPush, 16), 15.0 / 14, 1e-12);
+  // Nothing to deal unevenly: a world of one, a call without rows, ReduceScatter rows outside rank 0's block.
+  EXPECT_DOUBLE_EQ(
+      tma_mover_link_load(make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 1), 0, 128, CommAlgo::kTmaPush, 16), 1.0);
+  EXPECT_DOUBLE_EQ(tma_mover_link_load(ar, 128, 128, CommAlgo::kTmaPush, 16), 1.0);
+  EXPECT_DOUBLE_EQ(tma_mover_link_load(rs, 1024, 1152, CommAlgo::kTmaPush, 16), 1.0);
+  test::expect_error_naming([&] { tma_mover_link_load(ar, 0, 128, CommAlgo::kNcclRing, 16); }, "nccl");
+  test::expect_error_naming([&] { tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPush, 0); }, "ctas = 0");
+  // What the predictors apply (call_adjustments): each call's load where a paced loopback's TMA mover moves it (the
+  // tma mode's 64 band groups alike), 1 unpaced.
+  const Hardware h100 = builtin_hardware("h100");
+  const Hardware paced = loopback_hardware(h100, 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
   Plan tma = default_plan(Mode::kTma, ar, paced, 16);
   tma.tile_order = TileOrder::kRowBand;
   const std::vector<CallAdjust> adj = call_adjustments(ar, tma, paced);
   ASSERT_EQ(adj.size(), 64u);
-  for (const CallAdjust& a : adj) EXPECT_NEAR(a.load.link, 9.0 / 7, 1e-12);
+  for (const CallAdjust& a : adj) EXPECT_NEAR(a.link_load, 9.0 / 7, 1e-12);
+  for (const Hardware& h : {h100, loopback_hardware(h100, 8, LoopbackShare::kRank0)})
+    for (const CallAdjust& a : call_adjustments(ar, tma, h)) EXPECT_DOUBLE_EQ(a.link_load, 1.0);
 }
 
 }  // namespace

@@ -129,9 +129,9 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
 }
 
 // A paced loopback's TMA mover paces each CTA's own link bytes, so a call's busiest CTA, not an even share, sets its
-// time, in the model and the simulator alike (tma_mover_load). GEMM+AR 8192 x 8192 in a world of 8 on the nvlink4-node8
-// profile, tma-push on 16 CTAs (23 GB/s each): 1.75 x its bytes cross the link, HBM and the CTAs' own moves are
-// faster.
+// time, in the model and the simulator alike (tma_mover_link_load). GEMM+AR 8192 x 8192 in a world of 8 on the
+// nvlink4-node8 profile, tma-push on 16 CTAs (23 GB/s each): 1.75 x its bytes cross the link, HBM and the CTAs' own
+// moves are faster.
 TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   const Hardware hw =
       loopback_hardware(builtin_hardware("h100"), 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
@@ -141,7 +141,7 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   Plan seq = default_plan(Mode::kSequential, p, hw, 16);
   seq.comm_algo = CommAlgo::kTmaPush;
   seq.comm_ctas = 16;
-  const double load = tma_mover_load(p, 0, p.m, CommAlgo::kTmaPush, 16, hw).link;
+  const double load = tma_mover_link_load(p, 0, p.m, CommAlgo::kTmaPush, 16);
   EXPECT_NEAR(load, 1.0725, 1e-4);
   const double call = hw.tma_launch_us + 2 * 0.7 + 1.75 * s * load / (16 * 23e3);
   EXPECT_NEAR(estimate(p, seq, hw).comm_us, call, 1e-9 * call);

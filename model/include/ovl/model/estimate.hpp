@@ -157,46 +157,35 @@ struct LoopbackCall {
   int pieces = 0;
 };
 std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Plan& plan);
-// How a TMA mover shares one call's work among its CTAs: its busiest CTA's share over an even share (ctas x the
-// busiest CTA's bytes / all CTAs' bytes; 1: even), for the link bytes a paced loopback paces per CTA
-// and for the bytes the CTAs read and write. The busiest CTA sets the call's time, so the model and the simulator
-// scale the per-CTA parts of a call's cost by these (the link's, HBM's and NCCL's shares of it are not per CTA).
-struct CtaLoad {
-  double link = 1;
-  double moved = 1;
-};
 // The bytes of one stage of the TMA movers' ring, kernels::kDefaultTmaRing (OVL_TMA_RING may change the ring at run
 // time; the predictors price the default): the loopback mover's unit.
 inline constexpr int64_t kTmaMoverStageBytes = 48 * 1024;
-// The CtaLoad of the TMA mover of `algo` (tma-push or tma-pull) on `ctas` CTAs over rows [row_begin, row_end) of
-// `problem` (one call: a tile group, a chunk, or every row), on one node, by the mover's own rule:
-// - loopback (`hw.loopback`; core/src/executor_tma_kernels.cu): each owner's piece of the played share (rank 0's,
-//   Hardware::loopback_rank0, else the whole world's) is cut into chunks of kTmaMoverStageBytes (tma-pull's sums:
-//   of (stage / W) rounded down to 16 bytes), a chunk into units (push sums: W, one per source, each a load and an
-//   add per destination; pull sums and copies: 1), and the call's U units are dealt in contiguous runs, CTA c taking
-//   [U c / ctas, U (c + 1) / ctas). A unit's link bytes are the pacing's (a peer's source or piece; a pull's W - 1
-//   slots), its moved bytes the reads and writes the model counts (push sum 1 + 2 x destinations, pull sum W +
-//   destinations, copy 1 + destinations per byte), beside the push destinations' zeroing, which a grid-stride kernel
-//   spreads evenly. 48 KiB units make the runs uneven: GEMM+AR's 128-row group of 8192 columns in a world of 8 is
-//   90 units (6 chunks of rank 0's sum x 8 sources, then 6 chunks of each of the 7 peers' sums); on 16 CTAs, whose
-//   runs are 5 or 6 units, the busiest paces sources 1-6 of one chunk, 288 KiB of the group's 3.5 MiB of link bytes,
-//   9/7 of an even share.
-// - a real world (mode tma's Collectives::run_ranges, tma-push onto zeroed outputs, as rank 0): each owner's range is
-//   cut into `ctas` contiguous slices at 4 KiB bounds (kernels' slice_bound) and CTA c moves slice c of each (sums:
-//   a load and an add, 3 per byte; AllReduce's own range again: a load and W - 1 stores).
-// A world of one, and a call without bytes, load {1, 1}. Throws ovl::Error for an algorithm that is not a TMA mover
-// or ctas < 1.
-CtaLoad tma_mover_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas,
-                       const Hardware& hw);
+// How unevenly the loopback's TMA mover of `algo` (tma-push or tma-pull) on `ctas` CTAs deals the link bytes of one
+// call over rows [row_begin, row_end) of `problem` (a tile group, a chunk, or every row) among its CTAs when it plays
+// rank 0's share: ctas x the busiest CTA's link bytes / all the CTAs' (1: even, and for a call without link bytes or
+// a world of one). A paced loopback paces each CTA's own link bytes (core/src/executor_tma_kernels.cu: after each
+// unit the issuing thread waits until the group's start + its link bytes so far / LinkProfile::paced_cta_GBps), so
+// the busiest CTA sets the call's link time: the model and the simulator divide the paced rate by this. The mover's
+// rule: each owner's piece (rank 0's sum; AllReduce: then the peers' sums, copied in; AllGather: every owner's rows)
+// is cut into chunks of kTmaMoverStageBytes (tma-pull's sums: of stage / W, rounded down to 16 bytes), a chunk into
+// units (push sums: W, one per source, source 0 rank 0's own; pull sums and copies: 1), and the call's U units are
+// dealt in contiguous runs, CTA c taking [U c / ctas, U (c + 1) / ctas). A unit's link bytes: a push sum's of a
+// peer's source, a pull sum's W - 1 slots, a copy of a peer's piece. 48 KiB units make the runs uneven: GEMM+AR's
+// 128-row group of 8192 columns in a world of 8 is 90 units (6 chunks of rank 0's sum x 8 sources, then 6 chunks of
+// each of the 7 peers' sums), and on 16 CTAs, runs of 5 or 6 units, the busiest paces sources 1-6 of one chunk: 288
+// KiB of the group's 3.5 MiB of link bytes, 9/7 of an even share. Throws ovl::Error for an algorithm that is not a
+// TMA mover, or ctas < 1.
+double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas);
 // Per call of the plan, what the model and the simulator both apply: the factor on the collective's bytes and the
 // fixed time it adds (pieces x Hardware::loopback_piece_us) where `hw` plays rank 0's share of an NCCL-algorithm call
-// on one node (the SIMT loopback kernel: loopback_rank0_calls), elsewhere factor 1 and no extra time; and where a TMA
-// mover moves the call (any mode's call in loopback, mode tma's groups in a real world), its CtaLoad on the plan's
-// comm_ctas (mode tma off a partition: at most sm_count - 1, as the executor launches it), elsewhere {1, 1}.
+// on one node (the SIMT loopback kernel: loopback_rank0_calls), elsewhere factor 1 and no extra time; and where a
+// paced loopback's TMA mover moves the call, its tma_mover_link_load on the plan's comm_ctas (mode tma off a
+// partition: at most sm_count - 1, as the executor launches it), elsewhere 1 (unpaced, no timer holds a CTA to its
+// share, and the even share stays: docs/model.md, "The TMA movers' units").
 struct CallAdjust {
   double factor = 1;
   double extra_us = 0;
-  CtaLoad load;
+  double link_load = 1;
 };
 std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
