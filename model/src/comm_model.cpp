@@ -349,12 +349,13 @@ double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t ro
 std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const std::vector<LoopbackCall> calls = loopback_rank0_calls(problem, plan);
   std::vector<CallAdjust> out(calls.size());
-  if (problem.nodes() > 1) return out;
-  if (hw.loopback_rank0 && is_nccl(plan.comm_algo)) {
-    for (size_t i = 0; i < calls.size(); ++i) out[i] = {calls[i].factor, calls[i].pieces * hw.loopback_piece_us, 1};
-    return out;
-  }
+  const bool nccl = is_nccl(plan.comm_algo);
   const bool mover = plan.comm_algo == CommAlgo::kTmaPush || plan.comm_algo == CommAlgo::kTmaPull;
+  if (!hw.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out[i].factor = calls[i].factor;
+    if (nccl) out[i].extra_us = calls[i].pieces * hw.loopback_piece_us;
+  }
   if (!hw.link_profile || !mover) return out;
   int ctas = plan.comm_ctas;
   if (plan.mode == Mode::kTma && !plan.partitioned) ctas = std::min(ctas, hw.sm_count - 1);

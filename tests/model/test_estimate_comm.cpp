@@ -275,7 +275,8 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
     EXPECT_EQ(calls[g].pieces, g < 8 ? 1 : 0) << "group " << g;
   }
   // What the predictors apply: these on the rank-0 loopback profile with an NCCL algorithm (pieces x
-  // loopback_piece_us), nothing on a real GPU's profile or with a TMA algorithm.
+  // loopback_piece_us), the factor alone with a TMA mover (it plays rank 0's pieces too, in a kernel with no per-piece
+  // term), nothing on a real GPU's profile.
   Hardware lb = loopback_hardware(hw, 8, LoopbackShare::kRank0);
   lb.loopback_piece_us = 0.5;
   const std::vector<CallAdjust> adj = call_adjustments(rs, chunks, lb);
@@ -286,8 +287,13 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
   EXPECT_DOUBLE_EQ(adj[1].extra_us, 0.0);
   Plan tma = chunks;
   tma.comm_algo = CommAlgo::kTmaPush;
-  for (const auto& [h, p] : {std::pair{hw, chunks}, std::pair{lb, tma}}) {
-    for (const CallAdjust& a : call_adjustments(rs, p, h)) {
+  const std::vector<CallAdjust> moved = call_adjustments(rs, tma, lb);
+  ASSERT_EQ(moved.size(), 4u);
+  EXPECT_DOUBLE_EQ(moved[0].factor, 4.0);
+  EXPECT_DOUBLE_EQ(moved[1].factor, 0.0);
+  for (const CallAdjust& a : moved) EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
+  for (const Plan& p : {chunks, tma}) {
+    for (const CallAdjust& a : call_adjustments(rs, p, hw)) {
       EXPECT_DOUBLE_EQ(a.factor, 1.0);
       EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
     }

@@ -154,6 +154,13 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   const double group = 2 * 0.7 + hw.tma_group_us + 1.75 * (s / 64) * (9.0 / 7) / (16 * 23e3);
   EXPECT_NEAR(estimate(p, tma, hw).comm_us, 64 * group, 1e-9 * 64 * group);
   EXPECT_NEAR(simulate(p, tma, hw).comm_us, 64 * group, 1e-3 * 64 * group);
+  // GEMM+RS: rank 0's play sums only its own rows, [0, 1024): the first 8 groups move 8 x their share each (factor 8,
+  // 7/8 of it over the link; the busiest CTA 15/14 of an even share), the other 56 pay their step and work only.
+  const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 8);
+  const double fixed = 0.7 + hw.tma_group_us;
+  const double rs_comm = 64 * fixed + 8 * 0.875 * (8 * s / 64) * (15.0 / 14) / (16 * 23e3);
+  EXPECT_NEAR(estimate(rs, tma, hw).comm_us, rs_comm, 1e-9 * rs_comm);
+  EXPECT_NEAR(simulate(rs, tma, hw).comm_us, rs_comm, 1e-3 * rs_comm);
 }
 
 // Tile-signal's default grid (gemm_sms = sm_count: 131 persistent CTAs) leaves its collective one SM beside the

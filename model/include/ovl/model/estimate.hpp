@@ -176,10 +176,11 @@ inline constexpr int64_t kTmaMoverStageBytes = 48 * 1024;
 // KiB of the group's 3.5 MiB of link bytes, 9/7 of an even share. Throws ovl::Error for an algorithm that is not a
 // TMA mover, or ctas < 1.
 double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas);
-// Per call of the plan, what the model and the simulator both apply: the factor on the collective's bytes and the
-// fixed time it adds (pieces x Hardware::loopback_piece_us) where `hw` plays rank 0's share of an NCCL-algorithm call
-// on one node (the SIMT loopback kernel: loopback_rank0_calls), elsewhere factor 1 and no extra time; and where a
-// paced loopback's TMA mover moves the call, its tma_mover_link_load on the plan's comm_ctas (mode tma off a
+// Per call of the plan, what the model and the simulator both apply: where `hw` plays rank 0's share on one node
+// (loopback_rank0_calls), the factor on the collective's bytes for an NCCL-algorithm call (the SIMT loopback kernel)
+// and a TMA mover's alike (both play rank 0's pieces only: dev::plan_piece), and the fixed time the SIMT kernel adds
+// (pieces x Hardware::loopback_piece_us), elsewhere factor 1 and no extra time; and where a paced loopback's TMA
+// mover moves the call, its tma_mover_link_load on the plan's comm_ctas (mode tma off a
 // partition: at most sm_count - 1, as the executor launches it), elsewhere 1 (unpaced, no timer holds a CTA to its
 // share, and the even share stays: docs/model.md, "The TMA movers' units").
 struct CallAdjust {
