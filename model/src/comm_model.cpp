@@ -129,37 +129,37 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
 }
 
 namespace {
-double per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas, const Hardware& hw,
-                         double hbm_GBps) {
-  double t = k.hbm_bytes / hbm_GBps;
+PerByte per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int ctas, const Hardware& hw,
+                          double hbm_GBps) {
+  PerByte t;
+  t.shared = k.hbm_bytes / hbm_GBps;
   if (algo == CommAlgo::kCopyEngine) {
     // The copies (at the copy engines' rate, within HBM), then the owner's sum on `ctas` CTAs: one after the other.
     const double copies = k.link_bytes > 0 ? k.link_bytes / copy_engine_GBps(hw) : 0.0;
     const double sum = k.cta_bytes > 0 ? k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) : 0.0;
-    return (std::max(t, copies) + sum) / kBytesPerUsPerGBps;
-  }
-  if (hw.link_profile && world > 1) {
+    t.shared = std::max(t.shared, copies) + sum;
+  } else if (hw.link_profile && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
     // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
-    // paced_cta_GBps, so together min(link, ctas x the transport's per-CTA rate).
+    // paced_cta_GBps, so together min(link, ctas x the transport's per-CTA rate) when the CTAs' shares are even.
     const double moved = is_nccl(algo) ? hw.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
-    t = std::max(t, k.cta_bytes / (ctas * moved));
-    if (k.link_bytes > 0) t = std::max(t, k.link_bytes / (ctas * hw.link_profile->paced_cta_GBps(algo, ctas)));
-    return t / kBytesPerUsPerGBps;
-  }
-  if (is_nccl(algo)) {
+    t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
+    if (k.link_bytes > 0) t.link = k.link_bytes / (ctas * hw.link_profile->paced_cta_GBps(algo, ctas));
+  } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
     // NCCL's protocol efficiency) caps them.
     const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * per_cta_GBps(algo, hw));
-    if (k.link_bytes > 0) t = std::max(t, k.link_bytes / rate);
+    if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / rate);
   } else {
     // TMA / SIMT: bandwidth = min(ctas x the algorithm's per-CTA rate, link, HBM share), each with its
     // data-movement factor. A world of one is a local copy, at the plain copy's per-CTA rate.
     const double per_cta = world == 1 ? hw.per_cta_copy_GBps : per_cta_GBps(algo, hw);
-    t = std::max(t, k.cta_bytes / (ctas * per_cta));
-    if (k.link_bytes > 0) t = std::max(t, k.link_bytes / hw.link_GBps);
+    t.shared = std::max(t.shared, k.cta_bytes / (ctas * per_cta));
+    if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / hw.link_GBps);
   }
-  return t / kBytesPerUsPerGBps;
+  t.shared /= kBytesPerUsPerGBps;
+  t.link /= kBytesPerUsPerGBps;
+  return t;
 }
 }  // namespace
 
@@ -176,7 +176,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   cost.launch_us = is_nccl(algo) ? hw.nccl_launch_us : hw.tma_launch_us;
   if (world == 1 && is_nccl(algo)) {
     // NCCL with one rank: a device copy at HBM speed.
-    cost.us_per_byte = 2.0 / hbm_GBps / kBytesPerUsPerGBps;
+    cost.per_byte.shared = 2.0 / hbm_GBps / kBytesPerUsPerGBps;
     return cost;
   }
   OVL_CHECK(nodes == 1 || (is_nccl(algo) && algo != CommAlgo::kNcclSymmetric),
@@ -188,7 +188,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
     CollCoeffs k = coll_coeffs(c, priced, world, hw.loopback_rank0, hw.link_profile.has_value());
     if (copy_engines) k.steps = 2;
     cost.latency_us = k.steps * hw.link_latency_us;
-    cost.us_per_byte = per_byte_one_node(k, priced, world, ctas, hw, hbm_GBps);
+    cost.per_byte = per_byte_one_node(k, priced, world, ctas, hw, hbm_GBps);
     return cost;
   }
   // Hierarchical: within each node of g GPUs a reduce-scatter / all-gather over the link, and among the nodes the
@@ -203,21 +203,22 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   double intra = 0, net_bytes = 0, net_steps = 0, hbm_bytes = 0;
   switch (c) {
     case Collective::kAllReduce:
-      intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps) + per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps);
+      intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps).at() +
+              per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps).at();
       net_bytes = 2 * fn / g;
       net_steps = 2 * (n - 1);
       cost.latency_us = (rs.steps + ag.steps) * hw.link_latency_us;
       hbm_bytes = rs.hbm_bytes + ag.hbm_bytes;
       break;
     case Collective::kReduceScatter:
-      intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps);
+      intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps).at();
       net_bytes = fn / g;
       net_steps = n - 1;
       cost.latency_us = rs.steps * hw.link_latency_us;
       hbm_bytes = rs.hbm_bytes;
       break;
     case Collective::kAllGather:
-      intra = per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps);
+      intra = per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps).at();
       net_bytes = fn / g;
       net_steps = n - 1;
       cost.latency_us = ag.steps * hw.link_latency_us;
@@ -225,7 +226,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
       break;
   }
   cost.latency_us += net_steps * hw.net_latency_us;
-  cost.us_per_byte =
+  cost.per_byte.shared =
       std::max(intra + net_bytes / net_rate / kBytesPerUsPerGBps, hbm_bytes / hbm_GBps / kBytesPerUsPerGBps);
   return cost;
 }
@@ -270,11 +271,106 @@ std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Pla
   return out;
 }
 
+namespace {
+
+// One owner's piece of a loopback call as the TMA mover cuts it (core/src/executor_tma_kernels.cu, Units): `chunks`
+// chunks of `cap` bytes (the last one shorter), `per_chunk` units each.
+struct MoverPiece {
+  double bytes = 0, cap = 0;
+  int64_t chunks = 0;
+  int per_chunk = 1;  // push sums: W, one unit per source (source 0 first: rank 0's own, no link bytes)
+  double link = 0;    // link bytes per byte of a unit (push sums: of a unit of a peer's source)
+  int64_t units() const { return chunks * per_chunk; }
+  // Link bytes of the piece's first k units.
+  double prefix(int64_t k) const {
+    const int64_t q = k / per_chunk, s = k % per_chunk;
+    const double whole = std::min(double(q) * cap, bytes);  // chunks [0, q)
+    if (per_chunk == 1) return link * whole;
+    const double part = q < chunks ? std::min(cap, bytes - double(q) * cap) : 0.0;  // chunk q: sources [0, s)
+    return link * (double(per_chunk - 1) * whole + double(std::max<int64_t>(0, s - 1)) * part);
+  }
+};
+
+}  // namespace
+
+double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas) {
+  OVL_CHECK(algo == CommAlgo::kTmaPush || algo == CommAlgo::kTmaPull,
+            "tma_mover_link_load: comm_algo {} is not a TMA mover (tma-push or tma-pull)", to_string(algo));
+  OVL_CHECK(ctas >= 1, "tma_mover_link_load: ctas = {} must be at least 1", ctas);
+  const int w = problem.world;
+  if (w <= 1) return 1.0;  // nothing crosses a link
+  const Collective coll = collective_of(problem.op);
+  const int64_t row_bytes =
+      (problem.op == Op::kAllGatherGemm ? problem.k : problem.n) * dtype_bytes(problem.comm_dtype());
+  // Rank 0's pieces (dev::plan_piece): ReduceScatter its own sum; AllReduce its own sum, then the peers' sums copied
+  // in; AllGather every owner's rows, copied.
+  std::vector<MoverPiece> pieces;
+  for (int r = 0; r < w; ++r) {
+    const int64_t bytes = owner_rows(problem, row_begin, row_end, r).rows() * row_bytes;
+    if (bytes == 0 || (coll == Collective::kReduceScatter && r != 0)) continue;
+    const bool sum = coll != Collective::kAllGather && r == 0;
+    MoverPiece p;
+    p.bytes = double(bytes);
+    p.cap = double(kTmaMoverStageBytes);
+    if (sum && algo == CommAlgo::kTmaPull) {  // one unit: W slots of (stage / W) bytes, rounded down to 16
+      p.cap = double((kTmaMoverStageBytes / w) & ~int64_t(15));
+      p.link = w - 1;
+    } else if (sum) {  // W units, one per source
+      p.per_chunk = w;
+      p.link = 1;
+    } else {  // a copy, from the owner
+      p.link = r != 0 ? 1 : 0;
+    }
+    p.chunks = (bytes + int64_t(p.cap) - 1) / int64_t(p.cap);
+    pieces.push_back(p);
+  }
+  int64_t total = 0;
+  for (const MoverPiece& p : pieces) total += p.units();
+  // Link bytes of the first k units, for k that never decreases from one call to the next.
+  size_t i = 0;
+  int64_t first = 0;
+  double before = 0;
+  auto prefix = [&](int64_t k) {
+    for (; i < pieces.size() && k >= first + pieces[i].units(); ++i) {
+      before += pieces[i].prefix(pieces[i].units());
+      first += pieces[i].units();
+    }
+    return i < pieces.size() ? before + pieces[i].prefix(k - first) : before;
+  };
+  double lo = prefix(0), most = 0;
+  for (int c = 0; c < ctas; ++c) {
+    const double hi = prefix(total * (c + 1) / ctas);
+    most = std::max(most, hi - lo);
+    lo = hi;
+  }
+  return lo > 0 ? ctas * most / lo : 1.0;
+}
+
 std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const std::vector<LoopbackCall> calls = loopback_rank0_calls(problem, plan);
   std::vector<CallAdjust> out(calls.size());
-  if (!hw.loopback_rank0 || !is_nccl(plan.comm_algo) || problem.nodes() > 1) return out;
-  for (size_t i = 0; i < calls.size(); ++i) out[i] = {calls[i].factor, calls[i].pieces * hw.loopback_piece_us};
+  const bool nccl = is_nccl(plan.comm_algo);
+  const bool mover = plan.comm_algo == CommAlgo::kTmaPush || plan.comm_algo == CommAlgo::kTmaPull;
+  if (!hw.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out[i].factor = calls[i].factor;
+    if (nccl) out[i].extra_us = calls[i].pieces * hw.loopback_piece_us;
+  }
+  if (!hw.link_profile || !mover) return out;
+  int ctas = plan.comm_ctas;
+  if (plan.mode == Mode::kTma && !plan.partitioned) ctas = std::min(ctas, hw.sm_count - 1);
+  // The load depends on the owners' row counts only: a call whose counts are the previous call's (equal groups, the
+  // common case) has its load.
+  const std::vector<UnitRows> units = unit_rows(problem, plan);
+  std::vector<int64_t> rows(size_t(problem.world)), last;
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (int r = 0; r < problem.world; ++r)
+      rows[size_t(r)] = owner_rows(problem, units[i].begin, units[i].end, r).rows();
+    out[i].link_load = i > 0 && rows == last
+                           ? out[i - 1].link_load
+                           : tma_mover_link_load(problem, units[i].begin, units[i].end, plan.comm_algo, ctas);
+    last = rows;
+  }
   return out;
 }
 

@@ -138,21 +138,23 @@ double call_us(double start, double fixed_us, double bytes, double busy, double 
 
 // How each group's communication costs: fixed + bytes x per-byte, the per-byte cost depending on whether the
 // GEMM is still running (HBM shared, the rates beside the GEMM) while the bytes move. A group's collective moves
-// CallAdjust::factor x its bytes; a tile-major output's reorder moves all of them.
+// CallAdjust::factor x its bytes at its CallAdjust::link_load; a tile-major output's reorder moves all of them.
 struct GroupComm {
   double start_at_us = 0;  // earliest start: a persistent TMA kernel's own launch
   double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
-  double per_byte_busy = 0, per_byte_idle = 0;                  // the collective
+  detail::PerByte per_byte_busy, per_byte_idle;                 // the collective
   double reorder_per_byte_busy = 0, reorder_per_byte_idle = 0;  // the reorder (tile-major output with NCCL)
   // The GEMM's last wave, from its first tile on (-1: none differs): the collective's rates then.
   int64_t tail_first_tile = -1;
-  double per_byte_tail = 0, reorder_per_byte_tail = 0;
+  detail::PerByte per_byte_tail;
+  double reorder_per_byte_tail = 0;
   // A group's call starting at `start` over `bytes` (its tiles' share of the buffer), the GEMM's last wave starting
   // at tail_start (gemm_end: no last-wave rate) and the GEMM ending at gemm_end.
   double duration(double start, double bytes, const CallAdjust& adj, double tail_start, double gemm_end) const {
-    return call_us(start, fixed_us + adj.extra_us, bytes, reorder_per_byte_busy + adj.factor * per_byte_busy,
-                   reorder_per_byte_tail + adj.factor * per_byte_tail,
-                   reorder_per_byte_idle + adj.factor * per_byte_idle, tail_start, gemm_end);
+    return call_us(start, fixed_us + adj.extra_us, bytes,
+                   reorder_per_byte_busy + adj.factor * per_byte_busy.at(adj.link_load),
+                   reorder_per_byte_tail + adj.factor * per_byte_tail.at(adj.link_load),
+                   reorder_per_byte_idle + adj.factor * per_byte_idle.at(adj.link_load), tail_start, gemm_end);
   }
 };
 
@@ -232,7 +234,7 @@ PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double 
     const double start = std::max(ready, comm_free);
     const CallAdjust& a = adj[size_t(i)];
     const double end = start + call_us(start, busy.launch_us + busy.latency_us + a.extra_us, a.factor * chunk_bytes,
-                                       busy.us_per_byte, idle.us_per_byte, gemm_end);
+                                       busy.per_byte.at(a.link_load), idle.per_byte.at(a.link_load), gemm_end);
     r.comm_busy_us += end - start;
     r.overlap_us += clipped(start, end, 0, gemm_end);
     comm_free = end;
@@ -253,7 +255,8 @@ PipelineResult recurrence_chunks_comm_then_gemm(const GemmTiming& chunk, double 
   comm.reserve(size_t(chunks));
   for (int i = 0; i < chunks; ++i) {
     // The GEMM runs until the last chunk arrives.
-    const double end = comm_free + adj[size_t(i)].extra_us + busy.time_us(adj[size_t(i)].factor * chunk_bytes);
+    const CallAdjust& a = adj[size_t(i)];
+    const double end = comm_free + a.extra_us + busy.time_us(a.factor * chunk_bytes, a.link_load);
     comm.emplace_back(comm_free, end);
     r.comm_busy_us += end - comm_free;
     comm_free = end;
@@ -330,11 +333,14 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   const GemmTiming g =
       detail::gemm_timing(shape_of(problem), unsignaled_gemm_impl(problem.dtype), plan.gemm_sms, plan.tile,
                           TileOrder::kSwizzle, hw, kOp);
-  const CommEstimate c = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo,
-                                             collective_ctas(plan, coll), hw, problem.nodes());
+  // One call over every row, at its mover's link load (its factor is 1; the loopback's per-piece time is priced in
+  // the calls of decomposed and the signaling modes only).
+  const CollCost c = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(),
+                                       collective_ctas(plan, coll), hw, hw.hbm_GBps);
   ModeEstimate e;
   e.gemm_alone_us = e.gemm_us = g.total_us();
-  e.comm_alone_us = e.comm_us = e.exposed_comm_us = c.us;
+  e.comm_alone_us = e.comm_us = e.exposed_comm_us =
+      c.time_us(double(problem.comm_bytes()), call_adjustments(problem, plan, hw).front().link_load);
   e.total_us = e.gemm_us + e.comm_us;
   return e;
 }
@@ -435,8 +441,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     // (AG+GEMM there leaves the copies comm_ctas SMs beside the GEMM, which waits for them.)
     gc.start_at_us = hw.loopback && problem.world > 1 && coll != Collective::kAllGather ? gemm.total_us() : 0.0;
     gc.fixed_us = problem.world > 1 ? hw.link_latency_us : 0.0;
-    gc.per_byte_busy = copy_per_byte(share);
-    gc.per_byte_idle = copy_per_byte(hw.hbm_GBps);
+    gc.per_byte_busy.shared = copy_per_byte(share);
+    gc.per_byte_idle.shared = copy_per_byte(hw.hbm_GBps);
     if (coll != Collective::kAllGather) {
       const int ctas = std::max(1, plan.comm_ctas);
       const auto sum_per_byte = [&](double hbm_GBps) {
@@ -447,18 +453,18 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
         // The grid leaves the sum its CTAs: each group's sum (a launch), and AllReduce's copies of it, follow the
         // group's copies, beside the GEMM.
         gc.fixed_us += hw.launch_us + (ar ? gc.fixed_us : 0.0);
-        gc.per_byte_busy = (ar ? 2 : 1) * gc.per_byte_busy + sum_per_byte(share);
-        gc.per_byte_idle = (ar ? 2 : 1) * gc.per_byte_idle + sum_per_byte(hw.hbm_GBps);
+        gc.per_byte_busy.shared = (ar ? 2 : 1) * gc.per_byte_busy.shared + sum_per_byte(share);
+        gc.per_byte_idle.shared = (ar ? 2 : 1) * gc.per_byte_idle.shared + sum_per_byte(hw.hbm_GBps);
       } else {
         after_us = hw.launch_us + bytes * sum_per_byte(hw.hbm_GBps);
-        if (ar) after_us += gc.fixed_us + bytes * gc.per_byte_idle;
+        if (ar) after_us += gc.fixed_us + bytes * gc.per_byte_idle.shared;
       }
     }
   } else if (nccl) {
     // One NCCL call per group: its launch and latencies, and the group's counter kernel and gap (signaled_group_us).
     gc.fixed_us = busy.launch_us + busy.latency_us + signaled_group_us(hw);
-    gc.per_byte_busy = busy.us_per_byte;
-    gc.per_byte_idle = idle.us_per_byte;
+    gc.per_byte_busy = busy.per_byte;
+    gc.per_byte_idle = idle.per_byte;
     if (plan.output == OutputLayout::kTileMajor && problem.op != Op::kAllGatherGemm) {
       // Tile-major output: a reorder kernel makes each group contiguous for NCCL (read + write on the comm CTAs).
       gc.fixed_us += hw.launch_us;
@@ -471,8 +477,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     // mover's own per-group work (tma_group_us, paid by every CTA, so not divided among them).
     gc.start_at_us = busy.launch_us;
     gc.fixed_us = busy.latency_us + hw.tma_group_us;
-    gc.per_byte_busy = busy.us_per_byte;
-    gc.per_byte_idle = idle.us_per_byte;
+    gc.per_byte_busy = busy.per_byte;
+    gc.per_byte_idle = idle.per_byte;
   }
   // The GEMM's last wave: its CTAs without a tile have exited, so a collective starved of SMs beside the grid gets
   // theirs (up to comm_ctas), as the simulator's comm_ctas_now does.
@@ -481,7 +487,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
                                    std::max(busy_ctas, collective_ctas(plan, coll)));
   if (tail_ctas > busy_ctas && plan.comm_algo != CommAlgo::kCopyEngine) {  // ce's copies take no CTA
     gc.tail_first_tile = last_wave_first;
-    gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.us_per_byte;
+    gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.per_byte;
     if (gc.reorder_per_byte_busy > 0) gc.reorder_per_byte_tail = reorder_per_byte(share, tail_ctas);
   }
   const Contention contention = make_contention(gemm, 0.0, comm_hbm_bytes, hw);

@@ -2,6 +2,7 @@
 // GB/s (1 GB/s = 1e3 bytes per microsecond).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "ovl/model/estimate.hpp"
@@ -60,12 +61,22 @@ struct CollCoeffs {
 // bytes and steps (its peers' bytes cross the paced link) beside the bytes it moves in HBM (cta_bytes).
 CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced = false);
 
-// A collective split as time = fixed_us + bytes x us_per_byte (linear in bytes, so monotone).
+// Per buffer byte, in microseconds: the slowest of the rates a call's CTAs move at together (HBM, the link, NCCL's,
+// the CTAs' own) and a paced loopback's link bytes, which each CTA paces itself, at a call's CallAdjust::link_load
+// (its busiest CTA's share over an even one).
+struct PerByte {
+  double shared = 0, link = 0;
+  double at(double link_load = 1) const { return std::max(shared, link * link_load); }
+};
+
+// A collective split as time = fixed_us + bytes x per byte (linear in bytes, so monotone).
 struct CollCost {
-  double launch_us = 0;    // the kernel / NCCL call launch
-  double latency_us = 0;   // link latencies (steps x latency, plus network steps)
-  double us_per_byte = 0;  // per buffer byte: the slowest of link, CTAs and HBM (and network)
-  double time_us(double bytes) const { return launch_us + latency_us + bytes * us_per_byte; }
+  double launch_us = 0;   // the kernel / NCCL call launch
+  double latency_us = 0;  // link latencies (steps x latency, plus network steps)
+  PerByte per_byte;
+  double time_us(double bytes, double link_load = 1) const {
+    return launch_us + latency_us + bytes * per_byte.at(link_load);
+  }
 };
 // `hbm_GBps`: the HBM bandwidth the collective may use (the whole device alone, less under a running GEMM).
 CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const Hardware& hw, double hbm_GBps);

@@ -382,7 +382,7 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }
 }  // namespace
 
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes) {
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load) {
   const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
@@ -457,8 +457,10 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     const double r = is_nccl(algo)
                          ? per_cta_GBps(algo, h)
                          : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
-    // A paced loopback: each CTA paces its link bytes to at most the transport's per-CTA rate of the link profile.
-    return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, 1)) : r;
+    // A paced loopback: each CTA paces its own link bytes to the profile's rate per CTA for the kernel's CTAs, so the
+    // call's busiest CTA, link_load times an even share, sets the rate of them all.
+    return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / link_load)
+                          : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);

@@ -48,7 +48,9 @@ TimeNs run_sequential(Context& ctx) {
   CommQueue::Call call;
   call.name = std::string(to_string(c));
   call.overhead = call_overhead(ctx);
-  call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()));
+  // One call over every row, at its mover's link load (as the model: its factor is 1, no per-piece time).
+  call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()),
+                                call_adjustments(p, ctx.plan, ctx.hw).front().link_load);
   const TimeNs launch = us_to_ns(ctx.hw.launch_us);
   if (c == Collective::kAllGather) {
     call.on_done = [&](TimeNs) { gemm.start(launch); };
@@ -86,7 +88,7 @@ TimeNs run_decomposed(Context& ctx) {
     CommQueue::Call call;
     call.name = call_name(c, "chunk", i);
     call.overhead = call_overhead(ctx) + us_to_ns(adj[static_cast<size_t>(i)].extra_us);
-    call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)]);
+    call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)], adj[static_cast<size_t>(i)].link_load);
     return call;
   };
   if (c == Collective::kAllGather) {
@@ -285,7 +287,8 @@ TimeNs run_signaled(Context& ctx) {
       CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead + us_to_ns(adj[g].extra_us);
-      call.steps = collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])));
+      call.steps =
+          collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), adj[g].link_load);
       call.on_done = [&gemm, &arrived, &rows_done, g, last = g + 1 == group_end.size(), release](TimeNs t) {
         arrived = rows_done[g];
         gemm.data_arrived();
@@ -314,7 +317,7 @@ TimeNs run_signaled(Context& ctx) {
         call.reorder_bytes = bytes;
         call.overhead += us_to_ns(ctx.hw.launch_us);
       }
-      call.steps = collective_steps(ctx, c, adj[g].factor * bytes);
+      call.steps = collective_steps(ctx, c, adj[g].factor * bytes, adj[g].link_load);
       if (g + 1 == group_end.size()) call.on_done = release;
       const TimeNs at = std::max(now, comm_ready);
       ctx.engine.at(at, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "../../core/src/loopback_ranges.hpp"
+#include "ovl/kernels/collectives.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/model/estimate.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"
 #include "ovl/sim/planner.hpp"
@@ -168,6 +170,12 @@ void check_problem(const Problem& p, const Hardware& hw) {
 
 // The problem of the soak's illegal access: GEMM+RS 2040 x 1024 x 8192 fp16 in a loopback world of 5 (408 rows per
 // rank, M off the 128-row tile), with every plan above and the planner's candidates for the whole-world loopback.
+// The model deals the loopback mover's units (ovl::tma_mover_link_load) in stages of kTmaMoverStageBytes: the
+// movers' default ring.
+TEST(LoopbackRanges, TheModelsMoverStageIsTheRingsStage) {
+  EXPECT_EQ(kTmaMoverStageBytes, int64_t(kernels::kDefaultTmaRing.stage_bytes));
+}
+
 TEST(LoopbackRanges, ReduceScatter2040RowsWorld5) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = problem(Op::kGemmReduceScatter, 2040, 1024, 8192, 5);

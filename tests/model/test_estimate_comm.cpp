@@ -6,6 +6,7 @@
 #include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
+#include "ovl/model/link_profile.hpp"
 
 namespace ovl {
 namespace {
@@ -274,7 +275,8 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
     EXPECT_EQ(calls[g].pieces, g < 8 ? 1 : 0) << "group " << g;
   }
   // What the predictors apply: these on the rank-0 loopback profile with an NCCL algorithm (pieces x
-  // loopback_piece_us), nothing on a real GPU's profile or with a TMA algorithm.
+  // loopback_piece_us), the factor alone with a TMA mover (it plays rank 0's pieces too, in a kernel with no per-piece
+  // term), nothing on a real GPU's profile.
   Hardware lb = loopback_hardware(hw, 8, LoopbackShare::kRank0);
   lb.loopback_piece_us = 0.5;
   const std::vector<CallAdjust> adj = call_adjustments(rs, chunks, lb);
@@ -285,12 +287,53 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
   EXPECT_DOUBLE_EQ(adj[1].extra_us, 0.0);
   Plan tma = chunks;
   tma.comm_algo = CommAlgo::kTmaPush;
-  for (const auto& [h, p] : {std::pair{hw, chunks}, std::pair{lb, tma}}) {
-    for (const CallAdjust& a : call_adjustments(rs, p, h)) {
+  const std::vector<CallAdjust> moved = call_adjustments(rs, tma, lb);
+  ASSERT_EQ(moved.size(), 4u);
+  EXPECT_DOUBLE_EQ(moved[0].factor, 4.0);
+  EXPECT_DOUBLE_EQ(moved[1].factor, 0.0);
+  for (const CallAdjust& a : moved) EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
+  for (const Plan& p : {chunks, tma}) {
+    for (const CallAdjust& a : call_adjustments(rs, p, hw)) {
       EXPECT_DOUBLE_EQ(a.factor, 1.0);
       EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
     }
   }
+}
+
+TEST(EstimateComm, TmaMoverLinkLoadIsItsBusiestRun) {
+  // Rank 0's share of a GEMM+AR group of 128 rows x 8192 columns in a world of 8: 8 pieces of 16 rows (256 KiB), each
+  // 6 chunks (5 of 48 KiB, one of 16 KiB). tma-push: rank 0's sum is 6 chunks x 8 sources (units 0-47, source 0
+  // rank 0's own, no link bytes), then each peer's sum is copied in (units 48-89, all link bytes): 3.5 MiB of link
+  // bytes in 90 units. On 8 CTAs CTA 7 takes units 78-89, the 512 KiB of peers 6 and 7 (8/7 of an even 448); on 16
+  // CTAs, runs of 5 or 6 units, CTA 6 takes units 33-38, sources 1-6 of chunk 4, 288 KiB of an even 224 (9/7).
+  const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
+  EXPECT_NEAR(tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPush, 8), 8.0 / 7, 1e-12);
+  EXPECT_NEAR(tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPush, 16), 9.0 / 7, 1e-12);
+  // tma-pull sums rank 0's piece in 43 units of 6 KiB slots (7 peers' each); CTA 9 (units 47-52) carries the last
+  // two chunks of peer 1's piece and the first four of peer 2's, 256 KiB: 8/7.
+  EXPECT_NEAR(tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPull, 16), 8.0 / 7, 1e-12);
+  // ReduceScatter: only rank 0's sum of its 2 MiB, 43 chunks x 8 sources (344 units, runs of 21 or 22 on 16 CTAs); a
+  // run of 22 with two of source 0's units carries 20 x 48 KiB of the 14 MiB of link bytes: 15/14.
+  const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 8);
+  EXPECT_NEAR(tma_mover_link_load(rs, 0, 128, CommAlgo::kTmaPush, 16), 15.0 / 14, 1e-12);
+  // Nothing to deal unevenly: a world of one, a call without rows, ReduceScatter rows outside rank 0's block.
+  EXPECT_DOUBLE_EQ(
+      tma_mover_link_load(make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 1), 0, 128, CommAlgo::kTmaPush, 16), 1.0);
+  EXPECT_DOUBLE_EQ(tma_mover_link_load(ar, 128, 128, CommAlgo::kTmaPush, 16), 1.0);
+  EXPECT_DOUBLE_EQ(tma_mover_link_load(rs, 1024, 1152, CommAlgo::kTmaPush, 16), 1.0);
+  test::expect_error_naming([&] { tma_mover_link_load(ar, 0, 128, CommAlgo::kNcclRing, 16); }, "nccl");
+  test::expect_error_naming([&] { tma_mover_link_load(ar, 0, 128, CommAlgo::kTmaPush, 0); }, "ctas = 0");
+  // What the predictors apply (call_adjustments): each call's load where a paced loopback's TMA mover moves it (the
+  // tma mode's 64 band groups alike), 1 unpaced.
+  const Hardware h100 = builtin_hardware("h100");
+  const Hardware paced = loopback_hardware(h100, 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
+  Plan tma = default_plan(Mode::kTma, ar, paced, 16);
+  tma.tile_order = TileOrder::kRowBand;
+  const std::vector<CallAdjust> adj = call_adjustments(ar, tma, paced);
+  ASSERT_EQ(adj.size(), 64u);
+  for (const CallAdjust& a : adj) EXPECT_NEAR(a.link_load, 9.0 / 7, 1e-12);
+  for (const Hardware& h : {h100, loopback_hardware(h100, 8, LoopbackShare::kRank0)})
+    for (const CallAdjust& a : call_adjustments(ar, tma, h)) EXPECT_DOUBLE_EQ(a.link_load, 1.0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
+#include "ovl/model/link_profile.hpp"
 #include "ovl/sim/simulate.hpp"
 
 namespace ovl::sim {
@@ -125,6 +126,41 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   plan.gemm_sms = hw.sm_count - plan.comm_ctas;
   EXPECT_GT(estimate(p, plan, hw).total_us, estimate(p, plan, free).total_us + 100);
   EXPECT_GT(simulate(p, plan, hw).total_us, simulate(p, plan, free).total_us + 100);
+}
+
+// A paced loopback's TMA mover paces each CTA's own link bytes, so a call's busiest CTA, not an even share, sets its
+// time, in the model and the simulator alike (tma_mover_link_load). GEMM+AR 8192 x 8192 in a world of 8 on the
+// nvlink4-node8 profile, tma-push on 16 CTAs (23 GB/s each): 1.75 x its bytes cross the link, HBM and the CTAs' own
+// moves are faster.
+TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
+  const Hardware hw =
+      loopback_hardware(builtin_hardware("h100"), 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
+  const double s = double(p.comm_bytes());
+  // Sequential: one call over every row, 5130 units, runs of 320 or 321; the busiest paces 1.0725 x an even share.
+  Plan seq = default_plan(Mode::kSequential, p, hw, 16);
+  seq.comm_algo = CommAlgo::kTmaPush;
+  seq.comm_ctas = 16;
+  const double load = tma_mover_link_load(p, 0, p.m, CommAlgo::kTmaPush, 16);
+  EXPECT_NEAR(load, 1.0725, 1e-4);
+  const double call = hw.tma_launch_us + 2 * 0.7 + 1.75 * s * load / (16 * 23e3);
+  EXPECT_NEAR(estimate(p, seq, hw).comm_us, call, 1e-9 * call);
+  EXPECT_NEAR(simulate(p, seq, hw).comm_us, call, 1e-3 * call);
+  // Mode tma, one group per 128-row band: each of the 64 groups pays its 2 steps' latency and the mover's per-group
+  // work, and its busiest CTA paces 9/7 of an even share of its 2 MiB x 1.75.
+  Plan tma = default_plan(Mode::kTma, p, hw, 16);
+  tma.tile_order = TileOrder::kRowBand;
+  ASSERT_EQ(tma.tile_groups.size(), 64u);
+  const double group = 2 * 0.7 + hw.tma_group_us + 1.75 * (s / 64) * (9.0 / 7) / (16 * 23e3);
+  EXPECT_NEAR(estimate(p, tma, hw).comm_us, 64 * group, 1e-9 * 64 * group);
+  EXPECT_NEAR(simulate(p, tma, hw).comm_us, 64 * group, 1e-3 * 64 * group);
+  // GEMM+RS: rank 0's play sums only its own rows, [0, 1024): the first 8 groups move 8 x their share each (factor 8,
+  // 7/8 of it over the link; the busiest CTA 15/14 of an even share), the other 56 pay their step and work only.
+  const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 8);
+  const double fixed = 0.7 + hw.tma_group_us;
+  const double rs_comm = 64 * fixed + 8 * 0.875 * (8 * s / 64) * (15.0 / 14) / (16 * 23e3);
+  EXPECT_NEAR(estimate(rs, tma, hw).comm_us, rs_comm, 1e-9 * rs_comm);
+  EXPECT_NEAR(simulate(rs, tma, hw).comm_us, rs_comm, 1e-3 * rs_comm);
 }
 
 // Tile-signal's default grid (gemm_sms = sm_count: 131 persistent CTAs) leaves its collective one SM beside the

@@ -161,12 +161,36 @@ struct LoopbackCall {
   int pieces = 0;
 };
 std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Plan& plan);
-// Per call of the plan, what the model and the simulator both apply: the factor on the collective's bytes and the
-// fixed time it adds (pieces x Hardware::loopback_piece_us) where `hw` plays rank 0's share of an NCCL-algorithm call
-// on one node (the SIMT loopback kernel: loopback_rank0_calls); elsewhere factor 1 and no extra time.
+// The bytes of one stage of the TMA movers' ring, kernels::kDefaultTmaRing (OVL_TMA_RING may change the ring at run
+// time; the predictors price the default): the loopback mover's unit.
+inline constexpr int64_t kTmaMoverStageBytes = 48 * 1024;
+// How unevenly the loopback's TMA mover of `algo` (tma-push or tma-pull) on `ctas` CTAs deals the link bytes of one
+// call over rows [row_begin, row_end) of `problem` (a tile group, a chunk, or every row) among its CTAs when it plays
+// rank 0's share: ctas x the busiest CTA's link bytes / all the CTAs' (1: even, and for a call without link bytes or
+// a world of one). A paced loopback paces each CTA's own link bytes (core/src/executor_tma_kernels.cu: after each
+// unit the issuing thread waits until the group's start + its link bytes so far / LinkProfile::paced_cta_GBps), so
+// the busiest CTA sets the call's link time: the model and the simulator divide the paced rate by this. The mover's
+// rule: each owner's piece (rank 0's sum; AllReduce: then the peers' sums, copied in; AllGather: every owner's rows)
+// is cut into chunks of kTmaMoverStageBytes (tma-pull's sums: of stage / W, rounded down to 16 bytes), a chunk into
+// units (push sums: W, one per source, source 0 rank 0's own; pull sums and copies: 1), and the call's U units are
+// dealt in contiguous runs, CTA c taking [U c / ctas, U (c + 1) / ctas). A unit's link bytes: a push sum's of a
+// peer's source, a pull sum's W - 1 slots, a copy of a peer's piece. 48 KiB units make the runs uneven: GEMM+AR's
+// 128-row group of 8192 columns in a world of 8 is 90 units (6 chunks of rank 0's sum x 8 sources, then 6 chunks of
+// each of the 7 peers' sums), and on 16 CTAs, runs of 5 or 6 units, the busiest paces sources 1-6 of one chunk: 288
+// KiB of the group's 3.5 MiB of link bytes, 9/7 of an even share. Throws ovl::Error for an algorithm that is not a
+// TMA mover, or ctas < 1.
+double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas);
+// Per call of the plan, what the model and the simulator both apply: where `hw` plays rank 0's share on one node
+// (loopback_rank0_calls), the factor on the collective's bytes for an NCCL-algorithm call (the SIMT loopback kernel)
+// and a TMA mover's alike (both play rank 0's pieces only: dev::plan_piece), and the fixed time the SIMT kernel adds
+// (pieces x Hardware::loopback_piece_us), elsewhere factor 1 and no extra time; and where a paced loopback's TMA
+// mover moves the call, its tma_mover_link_load on the plan's comm_ctas (mode tma off a
+// partition: at most sm_count - 1, as the executor launches it), elsewhere 1 (unpaced, no timer holds a CTA to its
+// share, and the even share stays: docs/model.md, "The TMA movers' units").
 struct CallAdjust {
   double factor = 1;
   double extra_us = 0;
+  double link_load = 1;
 };
 std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& plan, const Hardware& hw);
 // Bytes (read + written) one CTA of `algo` moves per second, GB/s: tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
