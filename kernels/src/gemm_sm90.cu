@@ -22,6 +22,7 @@
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/tile_order.hpp"
 
 namespace ovl::kernels {
 namespace {
@@ -104,11 +105,7 @@ struct KernelParams {
 __device__ __forceinline__ int tile_at(const KernelParams& p, int position) {
   if (p.tile_order == kOrderRowBand) return position;
   if (p.tile_order == kOrderExplicit) return __ldg(p.explicit_order + position);
-  const int band_tiles = p.swizzle * p.tiles_n;
-  const int band = position / band_tiles;
-  const int inside = position - band * band_tiles;
-  const int rows = min(p.swizzle, p.tiles_m - band * p.swizzle);
-  return (band * p.swizzle + inside % rows) * p.tiles_n + inside / rows;
+  return swizzled_tile(position, p.swizzle, p.tiles_m, p.tiles_n);
 }
 
 __device__ __forceinline__ int group_at(const KernelParams& p, int position) {

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "ovl/error.hpp"
+#include "ovl/tile_order.hpp"
 #include "pipelines_internal.hpp"
 
 namespace ovl::sim {
@@ -662,12 +663,9 @@ std::vector<int64_t> tile_visit_order(const Problem& problem, const Plan& plan) 
       for (int64_t i = 0; i < count; ++i) order.push_back(i);
       break;
     case TileOrder::kSwizzle:
-      // Blocks of kSwizzleRows tile rows, each visited column by column: a wave reads few B panels.
-      for (int64_t r0 = 0; r0 < tm; r0 += kSwizzleRows) {
-        const int64_t r1 = std::min<int64_t>(tm, r0 + kSwizzleRows);
-        for (int64_t c = 0; c < tn; ++c)
-          for (int64_t r = r0; r < r1; ++r) order.push_back(r * tn + c);
-      }
+      // The kernel's own order (ovl/tile_order.hpp), bands of kSwizzleRows tile rows.
+      for (int64_t i = 0; i < count; ++i)
+        order.push_back(swizzled_tile(int(i), kSwizzleRows, int(tm), int(tn)));
       break;
     case TileOrder::kExplicit: {
       OVL_CHECK(static_cast<int64_t>(plan.explicit_order.size()) == count,

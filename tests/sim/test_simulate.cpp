@@ -482,6 +482,26 @@ TEST(Simulate, SwizzleReadsFewerBytesThanRowBands) {
   EXPECT_EQ(order[1], swz.tiles_n(p));  // row 1, column 0
 }
 
+// The swizzle order (ovl::swizzled_tile, which the kernel runs too): bands of kSwizzleRows tile rows, each column by
+// column, the last band shorter; checked against the nested loops it replaces, for tile rows that fill no band, one,
+// and one and a part, M off the 128-row tile.
+TEST(Simulate, SwizzleOrderIsBandsVisitedColumnByColumn) {
+  const Hardware hw = builtin_hardware("h200");
+  for (int64_t tm : {1, 7, 8, 11, 17}) {
+    for (int64_t tn : {1, 3}) {
+      const Problem p = make_problem(Op::kGemmAllReduce, tm * 128 - 40, tn * 256, 512, 8);
+      Plan plan = default_plan(Mode::kTma, p, hw, 16);
+      plan.tile_order = TileOrder::kSwizzle;
+      ASSERT_EQ(plan.tiles_m(p), tm);
+      std::vector<int64_t> expected;
+      for (int64_t r0 = 0; r0 < tm; r0 += kSwizzleRows)
+        for (int64_t c = 0; c < tn; ++c)
+          for (int64_t r = r0; r < std::min<int64_t>(tm, r0 + kSwizzleRows); ++r) expected.push_back(r * tn + c);
+      EXPECT_EQ(tile_visit_order(p, plan), expected) << tm << " x " << tn << " tiles";
+    }
+  }
+}
+
 // A GEMM+AR problem on 8 GPUs with 16 comm CTAs: the sequential mode (its collective after the GEMM, alone) and the
 // collective estimated alone take the same time on `hw` as on `base` (profiles that differ in overlap factors only).
 void expect_sequential_and_alone_unchanged(const Problem& p, const Hardware& hw, const Hardware& base) {
