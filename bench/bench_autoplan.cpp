@@ -67,8 +67,6 @@ struct DeviceData {
   DeviceData& operator=(const DeviceData&) = delete;
 };
 
-bool same(const Plan& a, const Plan& b) { return nlohmann::json(a) == nlohmann::json(b); }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +139,7 @@ int main(int argc, char** argv) {
       std::vector<double> predicted;
       auto add = [&](const Plan& plan, double us) {
         for (const Plan& q : plans)
-          if (same(q, plan)) return;
+          if (q == plan) return;
         plans.push_back(plan);
         predicted.push_back(us);
       };
@@ -153,7 +151,7 @@ int main(int argc, char** argv) {
       const PlanChoice timed = eval.measure(h.op, ta, tb, tc, plans, stream);
       auto time_of = [&](const Plan& plan) {
         for (const TunedCandidate& t : timed.candidates)
-          if (same(t.plan, plan)) return t.measured_us;
+          if (t.plan == plan) return t.measured_us;
         return std::nan("");
       };
       double seq = INFINITY;
@@ -166,7 +164,7 @@ int main(int argc, char** argv) {
       }
       const double t_pred = time_of(by_prediction.plan), t_meas = time_of(by_measurement.plan);
       const double best = timed.measured_us;
-      const bool top1 = same(by_prediction.plan, timed.plan);
+      const bool top1 = by_prediction.plan == timed.plan;
       rows.push_back({{"problem", p.name()},
                       {"sequential_us", seq},
                       {"auto_predicted_us", t_pred},

@@ -57,8 +57,6 @@ uint32_t plans_hash(const std::vector<Plan>& plans) {
   return h;
 }
 
-bool same_plan(const Plan& a, const Plan& b) { return nlohmann::json(a) == nlohmann::json(b); }
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -71,7 +69,7 @@ double median(std::vector<double> v) {
 void candidate_plans(const sim::PlanResult& r, int count, std::vector<Plan>& plans, std::vector<double>& predicted) {
   auto add = [&](const Plan& plan, double us) {
     for (const Plan& q : plans)
-      if (same_plan(q, plan)) return;
+      if (q == plan) return;
     plans.push_back(plan);
     predicted.push_back(us);
   };
@@ -316,7 +314,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     }
     for (size_t i = 0; i < plans.size(); ++i) choice.candidates[i].predicted_us = predicted[i];
     for (size_t i = 0; i < plans.size(); ++i)
-      if (same_plan(plans[i], choice.plan)) choice.predicted_us = predicted[i];
+      if (plans[i] == choice.plan) choice.predicted_us = predicted[i];
   }
   choice.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!s.cache_path.empty()) {

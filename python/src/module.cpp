@@ -107,7 +107,7 @@ void bind_plan(nb::module_& m) {
       .def("validate", &Plan::validate, "problem"_a, "hardware"_a)
       .def("summary", &Plan::summary)
       .def("__repr__", [](const Plan& p) { return "ovl.Plan(" + p.summary() + ")"; })
-      .def("__eq__", [](const Plan& a, const Plan& b) { return nlohmann::json(a) == nlohmann::json(b); });
+      .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
   enum_property(
       plan, "mode", &Plan::mode, [](Mode v) { return to_string(v); }, parse_mode);
   enum_property(

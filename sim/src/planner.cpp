@@ -305,7 +305,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   // Every baseline plan (a sequential plan of another algorithm is one candidate among the others).
   const auto is_baseline = [&](const Plan& p) {
     return p.mode == Mode::kSequential && std::any_of(baseline.begin(), baseline.end(), [&](const Plan& b) {
-             return nlohmann::json(b) == nlohmann::json(p);
+             return b == p;
            });
   };
   for (const Priced& c : priced)
@@ -338,7 +338,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
     a.model_us = c.model_us;
     // A baseline plan among the candidates is priced already.
     const auto same = std::find_if(baseline.begin(), baseline.end(), [&](const Plan& b) {
-      return a.plan.mode == Mode::kSequential && nlohmann::json(b) == nlohmann::json(a.plan);
+      return a.plan.mode == Mode::kSequential && b == a.plan;
     });
     if (same != baseline.end()) {
       a.predicted_us = baseline_us[size_t(same - baseline.begin())];

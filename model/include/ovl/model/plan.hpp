@@ -69,6 +69,7 @@ inline constexpr int kDefaultNcclCtas = 24;
 
 struct TileShape {
   int m = 128, n = 256, k = 64;
+  bool operator==(const TileShape&) const = default;
 };
 
 struct Plan {
@@ -101,6 +102,7 @@ struct Plan {
   int64_t tiles_n(const Problem& p) const { return (p.n + tile.n - 1) / tile.n; }
   int64_t tile_count(const Problem& p) const { return tiles_m(p) * tiles_n(p); }
   std::string summary() const;  // one line: "tma gemm_sms=132 comm_sms=16 groups=8 algo=tma-pull ctas=16"
+  bool operator==(const Plan&) const = default;  // every field (what the JSON holds)
 };
 
 // A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
