@@ -62,6 +62,7 @@ struct ShapeState {
   bool peers_reduced = false;
   const void* reduced_a = nullptr;
   const void* reduced_b = nullptr;
+  uint64_t reduced_call = 0;  // the public call (Impl::call_epoch) whose inputs made them
   // Mode tma in a real world of more than one rank: the GEMM's output (M x N) and the collective's destination (RS:
   // M/W x N, AR: M x N), peer-mapped on every rank; made (collectively) by the first tma call of the shape.
   SymmetricBuffer sym_partial, sym_out;
@@ -149,11 +150,10 @@ struct Context::Impl {
   bool loopback = false;
   LoopbackShare share = LoopbackShare::kRank0;
   bool fixed_inputs = false;  // ContextOptions::loopback_fixed_inputs
-  // Calls in progress on this thread's stack: a public call (run, measure) is depth 1; measured tuning's candidate
-  // runs are nested in it and have its inputs. peers_current: the kRank0 AR peers' pieces were made from the inputs
-  // of the depth-1 call in progress.
+  // Calls in progress on this thread's stack: a public call (run, measure) is depth 1 and gets a new call_epoch;
+  // measured tuning's candidate runs are nested in it and have its inputs (and its epoch).
   int call_depth = 0;
-  bool peers_current = false;
+  uint64_t call_epoch = 0;
   int sms = 0;
   Hardware hw, plan_hw;
   // A paced loopback's link (ContextOptions::link_profile / OVL_LINK_PROFILE); plan_hw carries it too.
@@ -326,12 +326,12 @@ struct Context::Impl {
 
 namespace detail {
 
-// One public call's scope (Context::run, Context::measure): the outermost one on the stack marks the kRank0 AR peers'
-// pieces as not yet made from its inputs; the candidate runs of measured tuning, nested in it, share them.
+// One public call's scope (Context::run, Context::measure): the outermost one on the stack starts a new call_epoch;
+// the candidate runs of measured tuning, nested in it, keep it (and so share the kRank0 AR peers' pieces).
 class CallScope {
  public:
   explicit CallScope(Context::Impl& s) : s_(s) {
-    if (s_.call_depth++ == 0) s_.peers_current = false;
+    if (s_.call_depth++ == 0) ++s_.call_epoch;
   }
   ~CallScope() { --s_.call_depth; }
   CallScope(const CallScope&) = delete;
