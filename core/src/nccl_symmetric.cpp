@@ -96,9 +96,9 @@ detail::EnvCtaPolicy detail::parse_nccl_cta_policy(const char* text, int nccl_ve
     return e;
   }
   const bool names = nccl_version >= kPolicyNamesVersion;
-  for (CtaPolicy p : {CtaPolicy::kDefault, CtaPolicy::kEfficiency, CtaPolicy::kZero}) {
-    if (names && same_ignoring_case(text, to_string(p))) {
-      e.policy = p;
+  for (const Named<CtaPolicy>& n : kCtaPolicyNames) {
+    if (names && same_ignoring_case(text, n.name)) {
+      e.policy = n.value;
       return e;
     }
   }
