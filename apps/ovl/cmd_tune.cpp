@@ -149,7 +149,7 @@ struct DeviceTensor {
     std::uniform_int_distribution<int> exp(120, 126);
     for (auto& h : host) h = uint16_t((sign(rng) << 15) | (exp(rng) << 7) | mant(rng));
     OVL_CUDA_CHECK(cudaMalloc(&ptr, size_t(count) * 2));
-    OVL_CUDA_CHECK(cudaMemcpy(ptr, host.data(), size_t(count) * 2, cudaMemcpyHostToDevice));
+    copy_now(ptr, host.data(), size_t(count) * 2, cudaMemcpyHostToDevice);
   }
   ~DeviceTensor() {
     if (ptr != nullptr) (void)cudaFree(ptr);

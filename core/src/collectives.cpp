@@ -84,8 +84,8 @@ RangeTable::RangeTable(const World& world, std::span<const TileRange> ranges, in
   try {
     OVL_CUDA_CHECK(cudaMalloc(&ranges_, host.size() * sizeof(host[0])));
     OVL_CUDA_CHECK(cudaMalloc(&list_begin_, begin.size() * sizeof(begin[0])));
-    OVL_CUDA_CHECK(cudaMemcpy(ranges_, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
-    OVL_CUDA_CHECK(cudaMemcpy(list_begin_, begin.data(), begin.size() * sizeof(begin[0]), cudaMemcpyHostToDevice));
+    copy_now(ranges_, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice);
+    copy_now(list_begin_, begin.data(), begin.size() * sizeof(begin[0]), cudaMemcpyHostToDevice);
   } catch (...) {
     release();  // no destructor runs for a constructor that throws
     throw;
@@ -129,8 +129,7 @@ Collectives::Collectives(const World& world) : world_(world) {
   flags_ = SymmetricBuffer(world, kernels::collective_flag_bytes());  // zeroed, collective
   OVL_CUDA_CHECK(cudaMalloc(&error_, sizeof(kernels::CollectiveError)));
   try {
-    OVL_CUDA_CHECK(cudaMemset(error_, 0, sizeof(kernels::CollectiveError)));
-    OVL_CUDA_CHECK(cudaDeviceSynchronize());
+    fill_now(error_, 0, sizeof(kernels::CollectiveError));
     world.barrier();
   } catch (...) {
     cudaFree(error_);  // no destructor runs for a constructor that throws
@@ -309,9 +308,9 @@ void Collectives::check(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaSetDevice(world_.device()));
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   kernels::CollectiveError e{};
-  OVL_CUDA_CHECK(cudaMemcpy(&e, error_, sizeof(e), cudaMemcpyDeviceToHost));
+  copy_now(&e, error_, sizeof(e), cudaMemcpyDeviceToHost, stream);
   if (e.code != 0) {
-    OVL_CUDA_CHECK(cudaMemset(error_, 0, sizeof(e)));
+    fill_now(error_, 0, sizeof(e), stream);
     OVL_FAIL("collective wait timed out: {}", kernels::describe(e));
   }
 }

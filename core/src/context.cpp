@@ -175,11 +175,11 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   OVL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.comm_stream, cudaStreamNonBlocking, greatest));
   s.counters = DeviceBuffer(sizeof(unsigned) * Impl::kMaxGroups);
-  OVL_CUDA_CHECK(cudaMemset(s.counters.get(), 0, s.counters.bytes()));
+  fill_now(s.counters.get(), 0, s.counters.bytes(), s.comm_stream);
   s.error = DeviceBuffer(sizeof(detail::WaitError));
-  OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, s.error.bytes()));
+  fill_now(s.error.get(), 0, s.error.bytes(), s.comm_stream);
   s.gemm_wait_error = DeviceBuffer(sizeof(kernels::CounterWaitError));
-  OVL_CUDA_CHECK(cudaMemset(s.gemm_wait_error.get(), 0, s.gemm_wait_error.bytes()));
+  fill_now(s.gemm_wait_error.get(), 0, s.gemm_wait_error.bytes(), s.comm_stream);
   s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
   // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
   detail::preload_executor_kernels();
@@ -422,18 +422,15 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
   if (!ps->expected_host.empty()) {
     const size_t groups = ps->expected_host.size();
     ps->expected = DeviceBuffer(groups * sizeof(unsigned));
-    OVL_CUDA_CHECK(
-        cudaMemcpy(ps->expected.get(), ps->expected_host.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice));
+    copy_now(ps->expected.get(), ps->expected_host.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice);
     std::vector<unsigned> fault = ps->expected_host;
     fault.back() += 1;
     ps->expected_fault = DeviceBuffer(groups * sizeof(unsigned));
-    OVL_CUDA_CHECK(
-        cudaMemcpy(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice));
+    copy_now(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice);
   }
   ps->units = int(ps->row_begin.size());
   ps->ranges = DeviceBuffer(table.size() * sizeof(detail::LoopbackRange));
-  OVL_CUDA_CHECK(
-      cudaMemcpy(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange), cudaMemcpyHostToDevice));
+  copy_now(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange), cudaMemcpyHostToDevice);
   return *plans.emplace(key, std::move(ps)).first->second;
 }
 
@@ -736,11 +733,11 @@ void Context::synchronize(cudaStream_t stream) {
   if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
   // Both records are read and cleared before either is reported, so a timeout never surfaces at a later call.
   kernels::CounterWaitError g{};
-  OVL_CUDA_CHECK(cudaMemcpy(&g, s.gemm_wait_error.get(), sizeof(g), cudaMemcpyDeviceToHost));
+  copy_now(&g, s.gemm_wait_error.get(), sizeof(g), cudaMemcpyDeviceToHost, s.comm_stream);
   detail::WaitError e{};
-  OVL_CUDA_CHECK(cudaMemcpy(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost));
-  if (g.code != 0) OVL_CUDA_CHECK(cudaMemset(s.gemm_wait_error.get(), 0, sizeof(g)));
-  if (e.code != 0) OVL_CUDA_CHECK(cudaMemset(s.error.get(), 0, sizeof(e)));
+  copy_now(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost, s.comm_stream);
+  if (g.code != 0) fill_now(s.gemm_wait_error.get(), 0, sizeof(g), s.comm_stream);
+  if (e.code != 0) fill_now(s.error.get(), 0, sizeof(e), s.comm_stream);
   std::string what;
   if (g.code != 0) {
     what = fmt::format(
@@ -771,8 +768,7 @@ Timeline Context::last_timeline() {
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<unsigned long long> slots(size_t(std::max(rec.slots_used, 1)));
-  OVL_CUDA_CHECK(
-      cudaMemcpy(slots.data(), s.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  copy_now(slots.data(), s.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
   const int gpu = s.rank;
   auto add = [&](const std::string& lane, const std::string& name, const std::string& cat, unsigned long long a,
                  unsigned long long b) {
@@ -783,8 +779,7 @@ Timeline Context::last_timeline() {
   if (rec.tile_stamps && rec.gemm_start_slot >= 0 && !rec.group_tiles.empty()) {
     const int64_t count = rec.group_tiles.back().second;
     std::vector<unsigned long long> ts(static_cast<size_t>(count));
-    OVL_CUDA_CHECK(
-        cudaMemcpy(ts.data(), rec.tile_stamp_ptr, ts.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    copy_now(ts.data(), rec.tile_stamp_ptr, ts.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
     unsigned long long prev = slots[size_t(rec.gemm_start_slot)];
     for (size_t g = 0; g < rec.group_tiles.size(); ++g) {
       unsigned long long end = prev;

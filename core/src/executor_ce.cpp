@@ -92,7 +92,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   } else {
     if (ce_flags.bytes() == 0) {
       ce_flags = detail::DeviceBuffer(sizeof(unsigned) * size_t(kCeFlagWords) * kFlagRanks);
-      OVL_CUDA_CHECK(cudaMemset(ce_flags.get(), 0, ce_flags.bytes()));
+      fill_now(ce_flags.get(), 0, ce_flags.bytes());
     }
     if (!ag && st.ce_recv.bytes() < size_t(w) * size_t(w) * size_t(slot_bytes))
       st.ce_recv = detail::DeviceBuffer(size_t(w) * size_t(w) * size_t(slot_bytes));

@@ -48,10 +48,9 @@ std::vector<std::vector<std::byte>> WorldState::nccl_all_gather(int rank, std::s
   std::vector<std::byte> flat(bytes * std::size_t(size));
   try {
     std::byte* own = buffer + bytes * std::size_t(rank);
-    if (!mine.empty()) OVL_CUDA_CHECK(cudaMemcpy(own, mine.data(), mine.size(), cudaMemcpyHostToDevice));
+    if (!mine.empty()) copy_now(own, mine.data(), mine.size(), cudaMemcpyHostToDevice, host_stream);
     OVL_NCCL_CHECK(ncclAllGather(own, buffer, bytes, ncclChar, host_comm, host_stream));
-    OVL_CUDA_CHECK(cudaStreamSynchronize(host_stream));
-    OVL_CUDA_CHECK(cudaMemcpy(flat.data(), buffer, flat.size(), cudaMemcpyDeviceToHost));
+    copy_now(flat.data(), buffer, flat.size(), cudaMemcpyDeviceToHost, host_stream);
   } catch (...) {
     (void)cudaFree(buffer);
     throw;

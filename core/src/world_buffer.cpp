@@ -128,7 +128,7 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
       try {
         for (int r = 0; r < n; ++r) {
           OVL_CUDA_CHECK(cudaMalloc(&ptrs_[r], alloc_));
-          OVL_CUDA_CHECK(cudaMemset(ptrs_[r], 0, alloc_));
+          fill_now(ptrs_[r], 0, alloc_);
         }
       } catch (...) {
         for (void* p : ptrs_)
@@ -136,7 +136,6 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
         ptrs_.clear();
         throw;
       }
-      OVL_CUDA_CHECK(cudaDeviceSynchronize());
       break;
     }
     case World::Backend::kThreads: {
@@ -144,8 +143,7 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
       void* mine = nullptr;
       OVL_CUDA_CHECK(cudaMalloc(&mine, alloc_));
       try {
-        OVL_CUDA_CHECK(cudaMemset(mine, 0, alloc_));
-        OVL_CUDA_CHECK(cudaDeviceSynchronize());
+        fill_now(mine, 0, alloc_);
         // Same process: a device pointer is valid on every device with peer access (unified addressing). A rank
         // that failed before this all-gather abandons the barriers (run_per_rank does), so this throws, not hangs.
         const auto all = world.all_gather(std::as_bytes(std::span<void* const>(&mine, 1)));
@@ -231,8 +229,7 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
           m.mapped = true;
           OVL_CU_CHECK(drv.cuMemSetAccess(m.va, alloc_, &access, 1));
         }
-        OVL_CUDA_CHECK(cudaMemset(reinterpret_cast<void*>(own.va), 0, alloc_));
-        OVL_CUDA_CHECK(cudaDeviceSynchronize());
+        fill_now(reinterpret_cast<void*>(own.va), 0, alloc_);
       } catch (...) {
         failure = std::current_exception();
       }

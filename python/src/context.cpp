@@ -224,8 +224,7 @@ void bind_context(nb::module_& m) {
             OVL_CHECK(d.rows == rows && d.cols == cols && d.dtype == p.dtype,
                       "loopback_peer_inputs: the destination is {} x {} {}, the input is {} x {} {}", d.rows, d.cols,
                       to_string(d.dtype), rows, cols, to_string(p.dtype));
-            OVL_CUDA_CHECK(cudaMemcpy(d.ptr, peers[size_t(index)], size_t(rows * cols * dtype_bytes(p.dtype)),
-                                      cudaMemcpyDeviceToDevice));
+            copy_now(d.ptr, peers[size_t(index)], size_t(rows * cols * dtype_bytes(p.dtype)), cudaMemcpyDeviceToDevice);
           },
           "problem"_a, "index"_a, "dst"_a);
 }

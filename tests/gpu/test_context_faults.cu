@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "expect_error.hpp"
 #include "gpu/gpu_test.hpp"
 #include "ovl/core/ovl.hpp"
+#include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
 
 namespace ovl {
@@ -370,6 +372,52 @@ TEST_F(ContextFaultsTest, TwoContextsOnOneDevice) {
   t1.join();
   EXPECT_EQ(wrong.load(), 0);
   RecordProperty("timeouts", timeouts.load());
+}
+
+// Holds the legacy default stream: one thread spins until the host sets *release (or 10 s pass; *timed_out = 1).
+__global__ void hold_legacy_stream(const volatile int* release, int* timed_out) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  while (*release == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start > 10'000'000'000ull) {
+      *timed_out = 1;
+      return;
+    }
+  }
+}
+
+// The set-up transfers (copy_now, fill_now: range tables, counters, error records, peer buffers) never use the legacy
+// default stream: with that stream held by a kernel that waits for the host, they still land and return. (cudaMemcpy
+// and cudaMemset would wait behind it, or run after kernels enqueued later on ovl's non-blocking streams.)
+TEST_F(ContextFaultsTest, SetUpTransfersNeverWaitForTheLegacyStream) {
+  int* host = nullptr;  // [0]: release, [1]: timed out
+  ASSERT_EQ(cudaHostAlloc(&host, 2 * sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  host[0] = host[1] = 0;
+  int* dev_host = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&dev_host, host, 0), cudaSuccess);
+  const size_t bytes = size_t(3) << 20;
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, bytes), cudaSuccess);
+  std::vector<unsigned char> up(bytes), down(bytes, 0);
+  for (size_t i = 0; i < bytes; ++i) up[i] = static_cast<unsigned char>(i * 2654435761u >> 24);
+  hold_legacy_stream<<<1, 1, 0, cudaStreamLegacy>>>(dev_host, dev_host + 1);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  fill_now(buf, 0x5A, bytes);
+  copy_now(down.data(), buf, bytes, cudaMemcpyDeviceToHost);
+  const bool filled = std::all_of(down.begin(), down.end(), [](unsigned char c) { return c == 0x5A; });
+  copy_now(buf, up.data(), bytes, cudaMemcpyHostToDevice);
+  copy_now(down.data(), buf, bytes, cudaMemcpyDeviceToHost);
+  const bool copied = down == up;
+  const bool held = *static_cast<volatile int*>(host + 1) == 0;  // still spinning: nothing above waited for it
+  *static_cast<volatile int*>(host) = 1;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(held) << "a set-up transfer waited for the legacy stream (the holder timed out first)";
+  EXPECT_EQ(host[1], 0);
+  EXPECT_TRUE(filled);
+  EXPECT_TRUE(copied);
+  (void)cudaFree(buf);
+  (void)cudaFreeHost(host);
 }
 
 // Device memory in use (cudaMemGetInfo) and the process's resident memory, in MiB.

@@ -3,6 +3,7 @@
 // OVL_CUDA_CHECK(runtime call)   throws ovl::Error("cuda", ...) unless the call returns cudaSuccess.
 // OVL_CU_CHECK(driver call)      throws ovl::Error("cu", ...) unless the call returns CUDA_SUCCESS.
 // OVL_CUDA_CHECK_LAST()          checks cudaGetLastError() (after every kernel launch).
+// copy_now / fill_now            set-up copies and fills, landed on return, never on the legacy default stream.
 // Driver entry points are loaded at run time (ovl never links libcuda), so the driver's error strings are
 // looked up through the same mechanism.
 #pragma once
@@ -10,6 +11,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,36 @@ inline std::string cu_error_string(CUresult result) {
 #define OVL_CUDA_CHECK_LAST() OVL_CUDA_CHECK(cudaGetLastError())
 
 namespace ovl {
+// Set-up transfers that have landed when they return. The plain cudaMemcpy and cudaMemset run on the legacy default
+// stream, which ovl's streams (all non-blocking) do not wait for and which every host thread of the process shares:
+// an upload from pageable memory may return before its bytes land, and a memset may run after a kernel enqueued
+// later on another stream (clearing what that kernel wrote). ovl's library code never uses the legacy stream; these
+// enqueue on `stream` (a non-blocking stream of their own when it is null) and wait for it.
+namespace detail {
+template <typename Enqueue>
+void enqueue_and_wait(cudaStream_t stream, Enqueue enqueue) {
+  struct Own {
+    cudaStream_t s = nullptr;
+    ~Own() {
+      if (s != nullptr) (void)cudaStreamDestroy(s);
+    }
+  } own;
+  if (stream == nullptr) {
+    OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&own.s, cudaStreamNonBlocking));
+    stream = own.s;
+  }
+  enqueue(stream);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+}  // namespace detail
+
+inline void copy_now(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr) {
+  detail::enqueue_and_wait(stream, [&](cudaStream_t s) { OVL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s)); });
+}
+inline void fill_now(void* dst, int byte, size_t bytes, cudaStream_t stream = nullptr) {
+  detail::enqueue_and_wait(stream, [&](cudaStream_t s) { OVL_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, s)); });
+}
+
 // Loads each kernel's module now (cudaFuncGetAttributes). With lazy loading, CUDA's default, a kernel's module is
 // loaded at its first launch, which waits for the kernels already running: a consumer spinning on a counter that a
 // not-yet-loaded producer would set then times out. Call before launching kernels that wait on each other.
