@@ -7,14 +7,14 @@
 #                        catches an #include added after the last configure).
 set(_ovl_runtime_dirs base model sim kernels core)
 
-# Sources of the runtime folders under `root` that include a tools/ header or Eigen.
-function(ovl_layering_source_violations root out)
+# The lines of the sources (.cpp .hpp .h .cu .cuh) of `dirs` under `root` that match `regex`, as "path: line".
+function(ovl_source_lines_matching root dirs regex out)
   set(bad "")
-  foreach(dir ${_ovl_runtime_dirs})
+  foreach(dir ${dirs})
     file(GLOB_RECURSE files ${root}/${dir}/*.cpp ${root}/${dir}/*.hpp ${root}/${dir}/*.h ${root}/${dir}/*.cu
          ${root}/${dir}/*.cuh)
     foreach(f ${files})
-      file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](ovl/tools/|Eigen/|unsupported/Eigen/)")
+      file(STRINGS ${f} hits REGEX "${regex}")
       foreach(h ${hits})
         file(RELATIVE_PATH rel ${root} ${f})
         string(STRIP "${h}" h)
@@ -25,22 +25,19 @@ function(ovl_layering_source_violations root out)
   set(${out} "${bad}" PARENT_SCOPE)
 endfunction()
 
+# Sources of the runtime folders under `root` that include a tools/ header or Eigen.
+function(ovl_layering_source_violations root out)
+  ovl_source_lines_matching(${root} "${_ovl_runtime_dirs}"
+                            "^[ \t]*#[ \t]*include[ \t]*[<\"](ovl/tools/|Eigen/|unsupported/Eigen/)" bad)
+  set(${out} "${bad}" PARENT_SCOPE)
+endfunction()
+
 # Library sources under `root` (everything but tests/ and bench/) that call cudaMemcpy / cudaMemset / cudaMemcpy2D:
 # those run on the legacy default stream, which ovl's non-blocking streams do not wait for and which every host
 # thread shares. Library code uses copy_now / fill_now (ovl/cuda_check.hpp) or the *Async forms on its own streams.
 function(ovl_legacy_stream_violations root out)
-  set(bad "")
-  foreach(dir base kernels core apps python/src tools)
-    file(GLOB_RECURSE files ${root}/${dir}/*.cpp ${root}/${dir}/*.hpp ${root}/${dir}/*.cu ${root}/${dir}/*.cuh)
-    foreach(f ${files})
-      file(STRINGS ${f} hits REGEX "^[^/]*[^A-Za-z_](cudaMemcpy|cudaMemset|cudaMemcpy2D)[ \t]*\\(")
-      foreach(h ${hits})
-        file(RELATIVE_PATH rel ${root} ${f})
-        string(STRIP "${h}" h)
-        list(APPEND bad "${rel}: ${h}")
-      endforeach()
-    endforeach()
-  endforeach()
+  ovl_source_lines_matching(${root} "base;kernels;core;apps;python/src;tools"
+                            "^[^/]*[^A-Za-z_](cudaMemcpy|cudaMemset|cudaMemcpy2D)[ \t]*\\(" bad)
   set(${out} "${bad}" PARENT_SCOPE)
 endfunction()
 
