@@ -199,7 +199,11 @@ __global__ void fill_random(T* out, size_t count, uint32_t seed, float range) {
 struct Buffers {
   int m = 0, n = 0, k = 0;
   bool fp8 = false;
-  float* scales = nullptr;  // FP8: a_scale, b_scale
+  // FP8: a_scale at scales[0], b_scale at scales[kBScale], 256 bytes apart. cuBLASLt 13.1 refused a scale 4 bytes
+  // after the other (CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul for every algorithm the heuristic offered) and
+  // ran with scales of their own allocations; ovl's GEMM takes a scale at any address.
+  static constexpr int kBScale = 64;
+  float* scales = nullptr;
   std::vector<void*> a, b;
   void* d = nullptr;
   unsigned int* counters = nullptr;
@@ -262,7 +266,9 @@ Buffers& buffers(int m, int n, int k, bool fp8) {
   }
   OVL_CUDA_CHECK(cudaMalloc(&b.d, size_t(m) * n * 2));
   if (fp8) {
-    const float scales[2] = {0.5f, 0.25f};
+    float scales[Buffers::kBScale + 1] = {};
+    scales[0] = 0.5f;
+    scales[Buffers::kBScale] = 0.25f;
     OVL_CUDA_CHECK(cudaMalloc(&b.scales, sizeof(scales)));
     OVL_CUDA_CHECK(cudaMemcpy(b.scales, scales, sizeof(scales), cudaMemcpyHostToDevice));
   }
@@ -320,7 +326,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     args.b_dtype = DType::kE4M3;
     args.out_dtype = DType::kBF16;
     args.a_scale = buf.scales;
-    args.b_scale = buf.scales + 1;
+    args.b_scale = buf.scales + Buffers::kBScale;
   }
   args.b_layout = c.layout;
   args.a = buf.a[set];
@@ -391,7 +397,7 @@ class CublasLtFp8 {
     const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
     set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
     set(CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
-    const float* b_scale = buf.scales + 1;  // cuBLAS's A is our B, its B our A
+    const float* b_scale = buf.scales + Buffers::kBScale;  // cuBLAS's A is our B, its B our A
     set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof(b_scale));
     set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &buf.scales, sizeof(buf.scales));
     const int8_t fast = 1;

@@ -228,7 +228,7 @@ PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const
   // (docs/performance.md, "The automatic plan").
   constexpr int kMaxRounds = 15;
   const double slowest_round_us = s.max_over_ranks({first_round_us})[0];
-  const double budget_us = s.options.tuning_budget_ms * 1e3;
+  const double budget_us = (s.measure_budget_ms >= 0 ? s.measure_budget_ms : s.options.tuning_budget_ms) * 1e3;
   const int rounds = std::clamp(int(budget_us / std::max(slowest_round_us, 1e-3)), 1, kMaxRounds);
   for (int r = 1; r < rounds; ++r)
     for (size_t i = 0; i < n; ++i) times[i].push_back(run_once(plans[i], true));
@@ -299,17 +299,29 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     std::vector<Plan> plans;
     std::vector<double> predicted;
     candidate_plans(*r, s.options.tuning_candidates, plans, predicted);
+    struct Budget {  // two thirds of the budget for the candidates, the rest for the confirmation
+      double& ms;
+      ~Budget() { ms = -1; }
+    } budget{s.measure_budget_ms};
+    budget.ms = s.options.tuning_budget_ms * 2 / 3;
     choice = measure(op, a, b, c, plans, stream);
-    // An overlapped plan must beat the best sequential one by tuning_min_gain, or the sequential one is kept: a
-    // difference within the timing's run-to-run noise is no reason to overlap.
-    if (choice.plan.mode != Mode::kSequential &&
-        choice.measured_us > choice.sequential_us * (1.0 - s.options.tuning_min_gain)) {
-      for (const TunedCandidate& t : choice.candidates) {
-        if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) {
-          choice.plan = t.plan;
-          choice.measured_us = t.measured_us;
-          break;
-        }
+    const double keep = 1.0 - s.options.tuning_min_gain;
+    const TunedCandidate* best_sequential = nullptr;
+    for (const TunedCandidate& t : choice.candidates)
+      if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) best_sequential = &t;
+    // An overlapped plan must beat the best sequential one by tuning_min_gain, twice: among the candidates, and
+    // again when the two alone are timed in fresh interleaved rounds. A difference within the timing's run-to-run
+    // noise, or a plan whose times vary from one timing to the next, is no reason to overlap.
+    if (choice.plan.mode != Mode::kSequential && best_sequential != nullptr) {
+      bool overlap = choice.measured_us <= choice.sequential_us * keep;
+      if (overlap) {
+        budget.ms = s.options.tuning_budget_ms / 3;
+        const PlanChoice again = measure(op, a, b, c, {choice.plan, best_sequential->plan}, stream);
+        overlap = again.candidates[0].measured_us <= again.candidates[1].measured_us * keep;
+      }
+      if (!overlap) {
+        choice.plan = best_sequential->plan;
+        choice.measured_us = best_sequential->measured_us;
       }
     }
     for (size_t i = 0; i < plans.size(); ++i) choice.candidates[i].predicted_us = predicted[i];
