@@ -202,6 +202,44 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   }
 }
 
+std::string mode_refusal(const Problem& problem, const Plan& plan) {
+  const ModeTraits& traits = mode_traits(plan.mode);
+  if (!traits.runs(problem.op)) {
+    return fmt::format("mode {} is not implemented for {} {}", to_string(plan.mode), to_string(problem.op),
+                       traits.ops_hint);
+  }
+  if (plan.output != OutputLayout::kRowMajor) {
+    if (problem.op == Op::kAllGatherGemm && traits.signals())
+      return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";
+    if (!traits.tile_major)
+      return fmt::format(
+          "plan field \"output\" = tile-major is not implemented for mode {} (the collective reads row bands)",
+          to_string(plan.mode));
+  }
+  if (!traits.signals()) return "";
+  if (plan.tile_order == TileOrder::kExplicit) {
+    return "plan field \"tile_order\" = explicit: the executor runs row-band and swizzle orders (a group of whole "
+           "bands is a contiguous block of rows for the collective)";
+  }
+  const int64_t tn = plan.tiles_n(problem);
+  for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
+    if (plan.tile_groups[g] % tn != 0) {
+      return fmt::format("plan field \"tile_groups\"[{}] = {} is not a whole number of row bands of {} tiles", g,
+                         plan.tile_groups[g], tn);
+    }
+  }
+  // Swizzle bands run column by column: a group must end at a band's end (Plan::validate checks this only for the
+  // algorithms that move contiguous rows; the executor's collectives all move whole rows).
+  const int inside = plan.tile_order == TileOrder::kSwizzle ? group_inside_swizzle_band(plan, problem) : -1;
+  if (inside >= 0) {
+    return fmt::format(
+        "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
+        "tile_order = swizzle a group must be whole swizzle bands",
+        inside, plan.tile_groups[size_t(inside)], kSwizzleRows, tn);
+  }
+  return "";
+}
+
 std::string Plan::summary() const {
   std::string s =
       fmt::format("{} gemm_sms={} comm_sms={}{} tile={}x{}x{} order={} output={}", to_string(mode), gemm_sms, comm_sms,

@@ -58,7 +58,8 @@ struct ModeTraits {
   // The collective is one persistent kernel launched beside the whole GEMM (tma): its CTAs hold their SMs from the
   // start, so the GEMM's grid leaves them on shared SMs.
   bool persistent_comm;
-  unsigned ops;          // bit_of(Op): the ops the executor runs (Context::can_run refuses the others)
+  unsigned ops;               // bit_of(Op): the ops the executor runs (mode_refusal refuses the others)
+  std::string_view ops_hint;  // ends that refusal: the modes that run the others
   unsigned planned_ops;  // bit_of(Op): the ops plan() proposes the mode for under PlannerOptions::runnable_only
   bool tile_major;       // the executor runs a tile-major output (tma's collective reads row bands)
 
@@ -79,16 +80,16 @@ inline constexpr unsigned kTmaAlgos = bit_of(CommAlgo::kTmaPush) | bit_of(CommAl
 // loopback only, slower than decomposed, and predicted up to 32% too fast with a group per row band
 // (docs/performance.md).
 inline constexpr ModeTraits kModeTraits[] = {
-    {Mode::kSequential, ModeUnits::kWhole, Partitioning::kNever, kNcclAlgos | kTmaAlgos, "", false, kAllOps, kAllOps,
-     true},
+    {Mode::kSequential, ModeUnits::kWhole, Partitioning::kNever, kNcclAlgos | kTmaAlgos, "", false, kAllOps, "",
+     kAllOps, true},
     {Mode::kDecomposed, ModeUnits::kChunks, Partitioning::kNever, kNcclAlgos, "(NCCL modes; use mode tma)", false,
-     kAllOps, kAllOps, true},
+     kAllOps, "", kAllOps, true},
     {Mode::kTileSignal, ModeUnits::kTileGroups, Partitioning::kNever, kNcclAlgos | bit_of(CommAlgo::kCopyEngine),
-     "(NCCL modes; use mode tma)", false, kAllOps, kGemmFirstOps, true},
+     "(NCCL modes; use mode tma)", false, kAllOps, "", kGemmFirstOps, true},
     {Mode::kGreenContext, ModeUnits::kTileGroups, Partitioning::kAlways, kNcclAlgos, "(NCCL modes; use mode tma)",
-     false, kAllOps, kGemmFirstOps, true},
+     false, kAllOps, "", kGemmFirstOps, true},
     {Mode::kTma, ModeUnits::kTileGroups, Partitioning::kOptional, kTmaAlgos, "(use tma-push or tma-pull)", true,
-     kGemmFirstOps, kGemmFirstOps, false},
+     kGemmFirstOps, "(use tile-signal, green-context, decomposed or sequential)", kGemmFirstOps, false},
 };
 
 constexpr const ModeTraits& mode_traits(Mode mode) { return kModeTraits[static_cast<int>(mode)]; }

@@ -83,6 +83,11 @@ struct Plan {
   bool operator==(const Plan&) const = default;  // every field (what the JSON holds)
 };
 
+// Why the executors do not run a plan that Plan::validate accepts, as far as its mode decides it (kModeTraits; the
+// device and the world decide the rest: Context::can_run): an op the mode does not run, a tile-major output it does not
+// write, and for the signaling GEMM an explicit order or groups that are not whole (swizzle) bands. "" when it runs.
+std::string mode_refusal(const Problem& problem, const Plan& plan);
+
 // A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
 // band of tiles (modes that signal), 4 chunks (decomposed). The planner searches from here.
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
