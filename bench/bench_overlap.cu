@@ -570,9 +570,10 @@ void register_cases() {
   const bool tma_baseline = !real_world();
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
-      // AG+GEMM has no tma mode (Context::can_run refuses it).
-      std::vector<Mode> modes{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext};
-      if (op != Op::kAllGatherGemm) modes.push_back(Mode::kTma);
+      // The overlapped modes the executor runs for the op (kModeTraits: AG+GEMM has no tma mode).
+      std::vector<Mode> modes;
+      for (Mode m : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma})
+        if (mode_traits(m).runs(op)) modes.push_back(m);
       const Problem p = make_problem(op, sh.m, sh.n, sh.k, w);
       const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
@@ -632,7 +633,7 @@ void register_cases() {
       add(fmt::format("overlap/sequential/{}/comm_sms:{}/dtype:e4m3", tail, sms), Mode::kSequential, op, sh, sms,
           CommAlgo::kNcclRing);
       for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
-        if (mode == Mode::kTma && op == Op::kAllGatherGemm) continue;  // Context::can_run refuses it
+        if (!mode_traits(mode).runs(op)) continue;  // mode_refusal: AG+GEMM has no tma mode
         add(fmt::format("overlap/{}/{}/comm_sms:16/dtype:e4m3", to_string(mode), tail), mode, op, sh, 16,
             CommAlgo::kNcclRing);
       }

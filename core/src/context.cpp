@@ -508,14 +508,9 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
           s.world);
     }
   }
+  if (std::string why = mode_refusal(p, plan); !why.empty()) return why;
   const bool signals = mode_signals(plan.mode);
-  if (p.op == Op::kAllGatherGemm && plan.mode == Mode::kTma) {
-    return "mode tma is not implemented for allgather-gemm (use tile-signal, green-context, decomposed or sequential)";
-  }
   if (p.op == Op::kAllGatherGemm && signals) {
-    if (plan.output != OutputLayout::kRowMajor) {
-      return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";
-    }
     const int ctas = plan.comm_ctas;
     if (plan.mode == Mode::kTileSignal) {
       // The GEMM's CTAs wait in place for the gather, so the gather's CTAs need SMs of their own.
@@ -538,33 +533,10 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
       }
     }
   }
-  if (plan.mode == Mode::kDecomposed && p.m % plan.chunks != 0) {
-    return fmt::format("plan field \"chunks\" = {} does not divide M = {}", plan.chunks, p.m);
-  }
   if (signals) {
     const kernels::GemmTileShape t = kernels::gemm_tile_shape();
     if (plan.tile.m != t.m || plan.tile.n != t.n) {
       return fmt::format("plan tile {} x {} differs from the GEMM's tile {} x {}", plan.tile.m, plan.tile.n, t.m, t.n);
-    }
-    if (plan.tile_order == TileOrder::kExplicit) {
-      return "plan field \"tile_order\" = explicit: the executor runs row-band and swizzle orders (a group of whole "
-             "bands is a contiguous block of rows for the collective)";
-    }
-    const int64_t tn = plan.tiles_n(p);
-    for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
-      if (plan.tile_groups[g] % tn != 0) {
-        return fmt::format("plan field \"tile_groups\"[{}] = {} is not a whole number of row bands of {} tiles", g,
-                           plan.tile_groups[g], tn);
-      }
-    }
-    // Swizzle bands run column by column: a group must end at a band's end (Plan::validate checks this only for
-    // NCCL; the executor's collectives all move whole rows).
-    const int inside = plan.tile_order == TileOrder::kSwizzle ? group_inside_swizzle_band(plan, p) : -1;
-    if (inside >= 0) {
-      return fmt::format(
-          "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
-          "tile_order = swizzle a group must be whole swizzle bands",
-          inside, plan.tile_groups[size_t(inside)], kSwizzleRows, tn);
     }
     if (int(plan.tile_groups.size()) > Impl::kMaxGroups) {
       return fmt::format("plan has {} tile groups, more than the {} counters of a context", plan.tile_groups.size(),
@@ -593,24 +565,13 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
           plan.comm_ctas, s.sms);
     }
   }
-  if (plan.mode == Mode::kTma) {
-    if (plan.output != OutputLayout::kRowMajor) {
-      return "plan field \"output\" = tile-major is not implemented for mode tma (the collective reads row bands)";
-    }
-    if (!s.loopback && s.world > 1) {
-      if (plan.comm_algo != CommAlgo::kTmaPush) {
-        return fmt::format(
-            "plan field \"comm_algo\" = {}: mode tma in a real world of {} ranks runs tma-push only (a pull reads "
-            "the peers' partial products, which their next call may overwrite)",
-            to_string(plan.comm_algo), s.world);
-      }
-    }
-  }
-  if (plan.mode == Mode::kGreenContext || (plan.mode == Mode::kTma && plan.partitioned)) {
-    if (plan.comm_sms % s.hw.sm_granularity != 0 || plan.comm_sms <= 0) {
-      return fmt::format("plan field \"comm_sms\" = {} is not a positive multiple of {}", plan.comm_sms,
-                         s.hw.sm_granularity);
-    }
+  // The persistent collective in a real world (run_tma_real) pushes: a pull reads the peers' partial products, which
+  // their next call may overwrite.
+  if (mode_traits(plan.mode).persistent_comm && !s.loopback && s.world > 1 && plan.comm_algo != CommAlgo::kTmaPush) {
+    return fmt::format(
+        "plan field \"comm_algo\" = {}: mode tma in a real world of {} ranks runs tma-push only (a pull reads "
+        "the peers' partial products, which their next call may overwrite)",
+        to_string(plan.comm_algo), s.world);
   }
   return "";
 }
@@ -711,7 +672,7 @@ void* Context::symmetric_output(const Problem& problem) {
   OVL_CHECK(!s.loopback && s.world > 1,
             "symmetric_output: needs a Context on a real World of more than one rank (this one: {}, world {})",
             s.loopback ? "loopback" : "real", s.world);
-  OVL_CHECK(problem.op != Op::kAllGatherGemm, "symmetric_output: op {} has no tma mode", to_string(problem.op));
+  OVL_CHECK(mode_traits(Mode::kTma).runs(problem.op), "symmetric_output: op {} has no tma mode", to_string(problem.op));
   OVL_CHECK(problem.world == s.world, "symmetric_output: problem world = {} on a context of world {}", problem.world,
             s.world);
   problem.validate();

@@ -301,6 +301,14 @@ struct Context::Impl {
   // `gathered`: AG+GEMM's gathered A when not the shape's gathered_a (comm_algo ce in a real world).
   void signaled_gemm(const detail::Call& call, int grid, cudaStream_t stream, void* d = nullptr,
                      bool wait_for_gather = false, const void* gathered = nullptr);
+  // The streams a signaling mode runs its GEMM and its collective on (a partitioned plan's SmPartition's, else the
+  // caller's and the communication stream), the GEMM's grid (signaled_gemm_grid) and the collective's CTAs
+  // (signaled_comm_ctas), as the model and the simulator size them.
+  struct SignaledLaunch {
+    cudaStream_t gemm_stream, comm_stream;
+    int grid, ctas;
+  };
+  SignaledLaunch signaled_launch(const detail::Call& call);
   // The signaling modes' start: the group counters reset on the caller's stream, then the GEMM stream (when it is
   // another) and the communication stream wait for that, so no consumer sees a previous run's counts.
   void start_signaled(const detail::Call& call, int groups, cudaStream_t gemm_stream, cudaStream_t comm_stream);

@@ -181,7 +181,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
       copy(bytes_at(out(o), rb(o) * row_bytes), partial_of(o), (re(o) - rb(o)) * row_bytes, gemm_st);
     }
     // Loopback copies are same-device copies on SMs: the GEMM leaves comm_ctas of them (can_run checks it fits).
-    const int grid = loopback && w > 1 ? std::min(plan.gemm_sms, sms - plan.comm_ctas) : std::min(plan.gemm_sms, sms);
+    const int grid = signaled_gemm_grid(plan, p, plan_hw);
     if (gemm) signaled_gemm(c, grid, gemm_st, nullptr, /*wait_for_gather=*/coll, real ? out(me) : nullptr);
     for (int g = 0; coll && g < groups; ++g) {
       const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
@@ -211,7 +211,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   }
 
   // GEMM+RS / GEMM+AR: the GEMM on every SM (nothing polls), its partial product in st.partial.
-  if (gemm) signaled_gemm(c, std::min(plan.gemm_sms, sms), gemm_st);
+  if (gemm) signaled_gemm(c, signaled_gemm_grid(plan, p, plan_hw), gemm_st);
   if (!coll) {
     join_streams(c.stream, gemm_st, comm_st);
     return;

@@ -311,6 +311,15 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
   kernels::gemm_run(g, st.gemm_workspace.get(), stream);
 }
 
+Context::Impl::SignaledLaunch Context::Impl::signaled_launch(const detail::Call& c) {
+  const Plan& plan = c.plan;
+  if (!plan.partitioned)
+    return {c.stream, comm_stream, signaled_gemm_grid(plan, c.problem, plan_hw), signaled_comm_ctas(plan, plan_hw)};
+  SmPartition& pt = partition(plan.comm_sms);
+  return {pt.gemm_stream(), pt.comm_stream(), signaled_gemm_grid(plan, c.problem, plan_hw, pt.gemm_sms()),
+          signaled_comm_ctas(plan, plan_hw, pt.comm_sms())};
+}
+
 void Context::Impl::start_signaled(const detail::Call& c, int groups, cudaStream_t gemm_st, cudaStream_t comm_st) {
   detail::launch_reset_counters(counter_ptr(), groups, c.stream);
   cudaEvent_t start = event();

@@ -33,19 +33,8 @@ namespace ovl {
 void Context::Impl::run_tile_signal(const detail::Call& c) {
   const Plan& plan = c.plan;
   const detail::PlanState& ps = *c.ps;
-  const bool green = plan.mode == Mode::kGreenContext;
-  cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
-  int grid = std::min(plan.gemm_sms, sms - 1);
-  int ctas = plan.comm_ctas;
-  if (green) {
-    SmPartition& pt = partition(plan.comm_sms);
-    gemm_st = pt.gemm_stream();
-    comm_st = pt.comm_stream();
-    grid = std::min(plan.gemm_sms, pt.gemm_sms());
-    ctas = std::min(ctas, pt.comm_sms());
-  }
+  const auto [gemm_st, comm_st, grid, ctas] = signaled_launch(c);
   if (c.op == Op::kAllGatherGemm) {
-    if (!green) grid = std::min(plan.gemm_sms, sms - ctas);
     run_gather_signaled(c, grid, ctas, gemm_st, comm_st);
     return;
   }

@@ -32,19 +32,7 @@ namespace ovl {
 void Context::Impl::run_tma(const detail::Call& c) {
   const Plan& plan = c.plan;
   const detail::PlanState& ps = *c.ps;
-  cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
-  int ctas = plan.comm_ctas;
-  int grid = 0;
-  if (plan.partitioned) {
-    SmPartition& pt = partition(plan.comm_sms);
-    gemm_st = pt.gemm_stream();
-    comm_st = pt.comm_stream();
-    ctas = std::min(ctas, pt.comm_sms());
-    grid = std::min(plan.gemm_sms, pt.gemm_sms());
-  } else {
-    ctas = std::min(ctas, sms - 1);
-    grid = std::min(plan.gemm_sms, sms - ctas);
-  }
+  const auto [gemm_st, comm_st, grid, ctas] = signaled_launch(c);
   if (!loopback && world > 1) return run_tma_real(c, grid, ctas, gemm_st, comm_st);
   const int groups = int(plan.tile_groups.size());
   // Stamp slots are reserved before anything is enqueued: running out throws with nothing half-launched.

@@ -357,8 +357,7 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     if (nccl) out[i].extra_us = calls[i].pieces * hw.loopback_piece_us;
   }
   if (!hw.link_profile || !mover) return out;
-  int ctas = plan.comm_ctas;
-  if (plan.mode == Mode::kTma && !plan.partitioned) ctas = std::min(ctas, hw.sm_count - 1);
+  const int ctas = signaled_comm_ctas(plan, hw);  // the CTAs the executor launches the mover with
   // The load depends on the owners' row counts only: a call whose counts are the previous call's (equal groups, the
   // common case) has its load.
   const std::vector<UnitRows> units = unit_rows(problem, plan);

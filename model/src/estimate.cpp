@@ -516,14 +516,12 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
 
 ModeEstimate estimate(const Problem& problem, const Plan& plan, const Hardware& hw) {
   plan.validate(problem, hw);
-  switch (plan.mode) {
-    case Mode::kSequential:
+  switch (mode_traits(plan.mode).units) {
+    case ModeUnits::kWhole:
       return estimate_sequential(problem, plan, hw);
-    case Mode::kDecomposed:
+    case ModeUnits::kChunks:
       return estimate_decomposed(problem, plan, hw);
-    case Mode::kTileSignal:
-    case Mode::kGreenContext:
-    case Mode::kTma:
+    case ModeUnits::kTileGroups:
       return estimate_signaled(problem, plan, hw);
   }
   OVL_FAIL("unknown mode");

@@ -33,10 +33,21 @@ OutputLayout parse_output_layout(std::string_view text) {
   return parse_name(kOutputLayoutNames, text, "output layout");
 }
 
-bool is_nccl(CommAlgo algo) {
-  return algo == CommAlgo::kNcclRing || algo == CommAlgo::kNcclNvls || algo == CommAlgo::kNcclSymmetric;
+namespace {
+// The names of the modes `pred` holds for, in kModeNames' order: "a, b or c".
+template <typename Pred>
+std::string modes_where(Pred pred) {
+  std::vector<std::string_view> names;
+  for (const ModeTraits& t : kModeTraits)
+    if (pred(t)) names.push_back(to_string(t.mode));
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
 }
-bool mode_signals(Mode mode) { return mode == Mode::kTileSignal || mode == Mode::kGreenContext || mode == Mode::kTma; }
+}  // namespace
 
 void Plan::validate(const Problem& problem, const Hardware& hw) const {
   problem.validate();
@@ -44,6 +55,8 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   const int sms = hw.sm_count;
   const int gran = hw.sm_granularity;
   const std::string_view mode_name = to_string(mode);
+  const ModeTraits& traits = mode_traits(mode);
+  const AlgoTraits& algo = algo_traits(comm_algo);
 
   OVL_CHECK(tile.m > 0 && tile.m % 64 == 0 && tile.m <= 256,
             "plan field \"tile.m\" = {} must be 64, 128, 192 or 256 (wgmma rows)", tile.m);
@@ -61,13 +74,11 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   OVL_CHECK(chunks >= 1, "plan field \"chunks\" = {} must be at least 1", chunks);
 
   // Modes and partitioning.
-  if (mode == Mode::kGreenContext) {
-    OVL_CHECK(partitioned, "plan field \"partitioned\" = false: mode {} runs on green-context partitions", mode_name);
-  }
-  if (mode == Mode::kSequential || mode == Mode::kDecomposed || mode == Mode::kTileSignal) {
-    OVL_CHECK(!partitioned,
-              "plan field \"partitioned\" = true: mode {} runs on plain streams (use green-context or tma)", mode_name);
-  }
+  OVL_CHECK(partitioned || traits.partitioning != Partitioning::kAlways,
+            "plan field \"partitioned\" = false: mode {} runs on green-context partitions", mode_name);
+  OVL_CHECK(!partitioned || traits.partitioning != Partitioning::kNever,
+            "plan field \"partitioned\" = true: mode {} runs on plain streams (use {})", mode_name,
+            modes_where([](const ModeTraits& t) { return t.partitioning != Partitioning::kNever; }));
   if (partitioned) {
     OVL_CHECK(comm_sms >= gran && comm_sms % gran == 0,
               "plan field \"comm_sms\" = {} must be a positive multiple of the green-context granularity {}", comm_sms,
@@ -85,19 +96,9 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   }
 
   // Mode and algorithm.
-  if (comm_algo == CommAlgo::kCopyEngine) {
-    // Stream memory operations gated by the group counters: the GEMM signals groups on plain streams.
-    OVL_CHECK(mode == Mode::kTileSignal,
-              "plan field \"comm_algo\" = ce does not go with mode {} (the copy engine runs in mode tile-signal)",
-              mode_name);
-  } else if (mode == Mode::kTma) {
-    OVL_CHECK(!is_nccl(comm_algo), "plan field \"comm_algo\" = {} does not go with mode tma (use tma-push or tma-pull)",
-              to_string(comm_algo));
-  } else if (mode != Mode::kSequential) {
-    OVL_CHECK(is_nccl(comm_algo), "plan field \"comm_algo\" = {} does not go with mode {} (NCCL modes; use mode tma)",
-              to_string(comm_algo), mode_name);
-  }
-  if (!is_nccl(comm_algo) || comm_algo == CommAlgo::kNcclSymmetric) {
+  OVL_CHECK(traits.takes(comm_algo), "plan field \"comm_algo\" = {} does not go with mode {} {}", to_string(comm_algo),
+            mode_name, algo.mode_hint.empty() ? traits.algo_hint : algo.mode_hint);
+  if (algo.one_node) {
     OVL_CHECK(problem.nodes() == 1, "plan field \"comm_algo\" = {} works within one node, but world {} spans {} nodes",
               to_string(comm_algo), problem.world, problem.nodes());
   }
@@ -121,9 +122,9 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
               "plan field \"comm_algo\" = nccl-symmetric: mode {} {} moves each of its {} {} with one {} per owner, "
               "which NCCL's symmetric kernels do not cover (they run whole-buffer collectives: use mode sequential, or "
               "one {})",
-              mode_name, to_string(problem.op), units, mode == Mode::kDecomposed ? "chunks" : "tile groups",
+              mode_name, to_string(problem.op), units, traits.units == ModeUnits::kChunks ? "chunks" : "tile groups",
               problem.op == Op::kGemmReduceScatter ? "ncclReduce" : "ncclBroadcast",
-              mode == Mode::kDecomposed ? "chunk" : "group");
+              traits.units == ModeUnits::kChunks ? "chunk" : "group");
   }
 
   // Tiles, order and groups.
@@ -145,7 +146,7 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     OVL_CHECK(explicit_order.empty(), "plan field \"explicit_order\" has {} entries but tile_order is {}",
               explicit_order.size(), to_string(tile_order));
   }
-  if (mode_signals(mode) || !tile_groups.empty()) {
+  if (traits.signals() || !tile_groups.empty()) {
     OVL_CHECK(!tile_groups.empty(), "plan field \"tile_groups\" is empty: mode {} signals tile groups", mode_name);
     int64_t sum = 0;
     for (size_t g = 0; g < tile_groups.size(); ++g) {
@@ -161,8 +162,7 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     OVL_CHECK(output == OutputLayout::kRowMajor,
               "plan field \"output\" = {}: comm_algo ce copies row bands of a row-major output", to_string(output));
   }
-  if (mode_signals(mode) && (is_nccl(comm_algo) || comm_algo == CommAlgo::kCopyEngine) &&
-      output == OutputLayout::kRowMajor) {
+  if (traits.signals() && algo.contiguous && output == OutputLayout::kRowMajor) {
     const bool swizzle = tile_order == TileOrder::kSwizzle;
     const int64_t unit = swizzle ? tn * kSwizzleRows : tn;
     int64_t start = 0;
@@ -192,7 +192,7 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
       start = end;
     }
   }
-  if (mode == Mode::kDecomposed) {
+  if (traits.units == ModeUnits::kChunks) {
     OVL_CHECK(problem.m % chunks == 0, "plan field \"chunks\" = {} does not divide M = {}", chunks, problem.m);
     if (problem.op != Op::kGemmAllReduce) {
       OVL_CHECK((problem.m / chunks) % problem.world == 0,
@@ -202,12 +202,50 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   }
 }
 
+std::string mode_refusal(const Problem& problem, const Plan& plan) {
+  const ModeTraits& traits = mode_traits(plan.mode);
+  if (!traits.runs(problem.op)) {
+    return fmt::format("mode {} is not implemented for {} {}", to_string(plan.mode), to_string(problem.op),
+                       traits.ops_hint);
+  }
+  if (plan.output != OutputLayout::kRowMajor) {
+    if (problem.op == Op::kAllGatherGemm && traits.signals())
+      return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";
+    if (!traits.tile_major)
+      return fmt::format(
+          "plan field \"output\" = tile-major is not implemented for mode {} (the collective reads row bands)",
+          to_string(plan.mode));
+  }
+  if (!traits.signals()) return "";
+  if (plan.tile_order == TileOrder::kExplicit) {
+    return "plan field \"tile_order\" = explicit: the executor runs row-band and swizzle orders (a group of whole "
+           "bands is a contiguous block of rows for the collective)";
+  }
+  const int64_t tn = plan.tiles_n(problem);
+  for (size_t g = 0; g < plan.tile_groups.size(); ++g) {
+    if (plan.tile_groups[g] % tn != 0) {
+      return fmt::format("plan field \"tile_groups\"[{}] = {} is not a whole number of row bands of {} tiles", g,
+                         plan.tile_groups[g], tn);
+    }
+  }
+  // Swizzle bands run column by column: a group must end at a band's end (Plan::validate checks this only for the
+  // algorithms that move contiguous rows; the executor's collectives all move whole rows).
+  const int inside = plan.tile_order == TileOrder::kSwizzle ? group_inside_swizzle_band(plan, problem) : -1;
+  if (inside >= 0) {
+    return fmt::format(
+        "plan field \"tile_groups\"[{}] = {} ends inside a swizzle band ({} tile rows of {} tiles): with "
+        "tile_order = swizzle a group must be whole swizzle bands",
+        inside, plan.tile_groups[size_t(inside)], kSwizzleRows, tn);
+  }
+  return "";
+}
+
 std::string Plan::summary() const {
   std::string s =
       fmt::format("{} gemm_sms={} comm_sms={}{} tile={}x{}x{} order={} output={}", to_string(mode), gemm_sms, comm_sms,
                   partitioned ? " partitioned" : "", tile.m, tile.n, tile.k, to_string(tile_order), to_string(output));
   if (!tile_groups.empty()) s += fmt::format(" groups={}", tile_groups.size());
-  if (mode == Mode::kDecomposed) s += fmt::format(" chunks={}", chunks);
+  if (mode_traits(mode).units == ModeUnits::kChunks) s += fmt::format(" chunks={}", chunks);
   s += fmt::format(" algo={} ctas={}", to_string(comm_algo), comm_ctas);
   if (cta_policy != CtaPolicy::kDefault) s += fmt::format(" cta_policy={}", to_string(cta_policy));
   return s;
@@ -264,9 +302,10 @@ std::vector<int> swizzle_band_groups(int64_t tiles_m, int64_t tiles_n, int group
 
 std::vector<UnitRows> unit_rows(const Problem& problem, const Plan& plan) {
   std::vector<UnitRows> units;
-  if (plan.mode == Mode::kSequential) {
+  const ModeUnits kind = mode_traits(plan.mode).units;
+  if (kind == ModeUnits::kWhole) {
     units.push_back({0, problem.m});
-  } else if (plan.mode == Mode::kDecomposed) {
+  } else if (kind == ModeUnits::kChunks) {
     const int chunks = std::max(1, plan.chunks);
     for (int c = 0; c < chunks; ++c) units.push_back({problem.m * c / chunks, problem.m * (c + 1) / chunks});
   } else {
@@ -308,30 +347,44 @@ OwnerRows owner_rows(const Problem& problem, int64_t begin, int64_t end, int own
 }
 
 Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
-  if (mode == Mode::kSequential) return hw;
+  if (mode_traits(mode).units == ModeUnits::kWhole) return hw;
   return beside_gemm ? hw.beside_gemm_comm() : hw.overlapped_comm();
 }
 
 double signaled_group_us(const Hardware& hw) { return hw.tma_launch_us + hw.nccl_group_us; }
 
 namespace {
-bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem) {
-  if (plan.comm_algo == CommAlgo::kCopyEngine) return false;
-  return plan.mode == Mode::kTma || problem.op == Op::kAllGatherGemm;
+// The collective runs on SMs of its own beside the whole GEMM: a persistent collective kernel (tma) or AG+GEMM's
+// gathers (the GEMM's CTAs wait in place for them). On the copy engines nothing does, but a loopback AG+GEMM's
+// same-device copies, which run on SMs (core/src/executor_ce.cpp).
+bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
+  if (algo_traits(plan.comm_algo).copy_engines)
+    return problem.op == Op::kAllGatherGemm && hw.loopback && problem.world > 1;
+  return mode_traits(plan.mode).persistent_comm || problem.op == Op::kAllGatherGemm;
+}
+bool runs_partitioned(const Plan& plan) {
+  return plan.partitioned || mode_traits(plan.mode).partitioning == Partitioning::kAlways;
 }
 }  // namespace
 
-int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw) {
+int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw, int partition_sms) {
   OVL_CHECK(mode_signals(plan.mode), "signaled_gemm_grid: mode {} does not run the signaling GEMM",
             to_string(plan.mode));
   const int sms = hw.sm_count;
   const int gemm_sms = plan.gemm_sms > 0 ? std::min(plan.gemm_sms, sms) : sms;
-  if (plan.partitioned || plan.mode == Mode::kGreenContext) return gemm_sms;
+  if (runs_partitioned(plan)) return partition_sms > 0 ? std::min(gemm_sms, partition_sms) : gemm_sms;
+  if (comm_beside_whole_gemm(plan, problem, hw))
+    return std::max(1, std::min(gemm_sms, sms - signaled_comm_ctas(plan, hw)));
   // ce: nothing polls (stream memory operations wait), the copies run on the copy engines and the reduction after
-  // the GEMM: the GEMM may take every SM (a loopback AllGather+GEMM excepted: core/src/executor_ce.cpp).
-  if (plan.comm_algo == CommAlgo::kCopyEngine) return gemm_sms;
-  const int reserve = comm_beside_whole_gemm(plan, problem) ? plan.comm_ctas : 1;
-  return std::max(1, std::min(gemm_sms, sms - reserve));
+  // the GEMM: the GEMM may take every SM.
+  if (algo_traits(plan.comm_algo).copy_engines) return gemm_sms;
+  return std::max(1, std::min(gemm_sms, sms - 1));
+}
+
+int signaled_comm_ctas(const Plan& plan, const Hardware& hw, int partition_sms) {
+  if (runs_partitioned(plan)) return partition_sms > 0 ? std::min(plan.comm_ctas, partition_sms) : plan.comm_ctas;
+  if (mode_traits(plan.mode).persistent_comm) return std::min(plan.comm_ctas, hw.sm_count - 1);
+  return plan.comm_ctas;
 }
 
 int collective_ctas(const Plan& plan, Collective c) {
@@ -341,15 +394,13 @@ int collective_ctas(const Plan& plan, Collective c) {
 }
 
 bool ce_sums_per_group(const Plan& plan, int sm_count) {
-  return plan.comm_algo == CommAlgo::kCopyEngine && plan.gemm_sms + plan.comm_ctas <= sm_count;
+  return algo_traits(plan.comm_algo).copy_engines && plan.gemm_sms + plan.comm_ctas <= sm_count;
 }
 
 int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
   const int ctas = collective_ctas(plan, collective_of(problem.op));
   if (ctas == 0) return 0;  // the copy engines
-  if (!mode_signals(plan.mode) || plan.partitioned || plan.mode == Mode::kGreenContext ||
-      comm_beside_whole_gemm(plan, problem))
-    return ctas;
+  if (!mode_signals(plan.mode) || runs_partitioned(plan) || comm_beside_whole_gemm(plan, problem, hw)) return ctas;
   return std::clamp(hw.sm_count - signaled_gemm_grid(plan, problem, hw), 1, ctas);
 }
 
@@ -371,39 +422,32 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
   p.comm_sms = p.comm_ctas;
   const int64_t tm = p.tiles_m(problem);
   const int64_t tn = p.tiles_n(problem);
-  switch (mode) {
-    case Mode::kSequential:
-      break;
-    case Mode::kDecomposed: {
-      // The largest chunk count up to 4 that divides the rows (and each chunk across ranks for RS / AG).
-      const int64_t unit = problem.op == Op::kGemmAllReduce ? 1 : problem.world;
-      p.chunks = 1;
-      for (int c = 4; c >= 1; --c) {
-        if (problem.m % (int64_t(c) * unit) == 0) {
-          p.chunks = c;
-          break;
-        }
+  const ModeTraits& traits = mode_traits(mode);
+  if (traits.units == ModeUnits::kChunks) {
+    // The largest chunk count up to 4 that divides the rows (and each chunk across ranks for RS / AG).
+    const int64_t unit = problem.op == Op::kGemmAllReduce ? 1 : problem.world;
+    p.chunks = 1;
+    for (int c = 4; c >= 1; --c) {
+      if (problem.m % (int64_t(c) * unit) == 0) {
+        p.chunks = c;
+        break;
       }
-      break;
     }
-    case Mode::kTileSignal:
-      p.tile_groups = band_groups(tm, tn, int(tm));
-      break;
-    case Mode::kGreenContext:
-    case Mode::kTma: {
-      // Disjoint partitions: round the communication SMs up to the granularity (at least one group).
-      const int gran = hw.sm_granularity;
-      int c = comm_sms > 0 ? comm_sms : (mode == Mode::kTma ? gran : nccl_ctas);
-      c = std::max(gran, (c + gran - 1) / gran * gran);
-      OVL_CHECK(c < hw.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c, hw.sm_count);
-      p.partitioned = true;
-      p.comm_sms = c;
-      p.comm_ctas = c;
-      p.gemm_sms = hw.sm_count - c;
-      p.tile_groups = band_groups(tm, tn, int(tm));
-      if (mode == Mode::kTma) p.comm_algo = CommAlgo::kTmaPush;
-      break;
-    }
+  }
+  if (traits.signals()) p.tile_groups = band_groups(tm, tn, int(tm));
+  // The mode's first algorithm: NCCL's ring, else (tma) tma-push.
+  const bool nccl_mode = traits.takes(CommAlgo::kNcclRing);
+  if (!nccl_mode) p.comm_algo = CommAlgo::kTmaPush;
+  if (traits.partitioning != Partitioning::kNever) {
+    // Disjoint partitions: round the communication SMs up to the granularity (at least one group).
+    const int gran = hw.sm_granularity;
+    int c = comm_sms > 0 ? comm_sms : (nccl_mode ? nccl_ctas : gran);
+    c = std::max(gran, (c + gran - 1) / gran * gran);
+    OVL_CHECK(c < hw.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c, hw.sm_count);
+    p.partitioned = true;
+    p.comm_sms = c;
+    p.comm_ctas = c;
+    p.gemm_sms = hw.sm_count - c;
   }
   return p;
 }

@@ -21,7 +21,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
       options(opt),
       comm_hw(comm_hardware(h, pl.mode)),
       comm_hw_beside(comm_hardware(h, pl.mode, true)) {
-  partitioned = plan.partitioned || plan.mode == Mode::kGreenContext;
+  partitioned = plan.partitioned || mode_traits(plan.mode).partitioning == Partitioning::kAlways;
   if (mode_signals(plan.mode))
     gemm_sms = signaled_gemm_grid(plan, problem, hw);
   else if (plan.gemm_sms > 0)
@@ -30,8 +30,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
   // At least 1 in a valid plan, but 0 on the copy engines (nccl-symmetric's AllGather under CTA policy zero).
   comm_ctas = collective_ctas(plan, collective_of(problem.op));
-  cublas = (plan.mode == Mode::kSequential || plan.mode == Mode::kDecomposed) &&
-           unsignaled_gemm_impl(problem.dtype) == GemmImpl::kCublas;
+  cublas = !mode_signals(plan.mode) && unsignaled_gemm_impl(problem.dtype) == GemmImpl::kCublas;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
   // (the H200's clock under its power limit): the same busy-SM measure as the closed-form model uses.
@@ -48,7 +47,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   // for its HBM contention term: its HBM bytes over its body time, over the device's bandwidth.
   {
     GemmShape shape{problem.m, problem.n, problem.k, problem.dtype};
-    if (plan.mode == Mode::kDecomposed && plan.chunks > 1) shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
+    if (mode_traits(plan.mode).units == ModeUnits::kChunks && plan.chunks > 1)
+      shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
     const GemmEstimate g =
         estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl, std::clamp(gemm_sms, 1, hw.sm_count),
                       plan.tile, plan.tile_order, hw, GemmRegime::kOperator);
@@ -709,16 +709,14 @@ SimResult simulate(const Problem& problem, const Plan& plan, const Hardware& hw,
 
   detail::Context ctx(problem, plan, hw, options);
   TimeNs end = 0;
-  switch (plan.mode) {
-    case Mode::kSequential:
+  switch (mode_traits(plan.mode).units) {
+    case ModeUnits::kWhole:
       end = detail::run_sequential(ctx);
       break;
-    case Mode::kDecomposed:
+    case ModeUnits::kChunks:
       end = detail::run_decomposed(ctx);
       break;
-    case Mode::kTileSignal:
-    case Mode::kGreenContext:
-    case Mode::kTma:
+    case ModeUnits::kTileGroups:
       end = detail::run_signaled(ctx);
       break;
   }

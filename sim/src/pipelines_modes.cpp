@@ -244,7 +244,7 @@ TimeNs run_signaled(Context& ctx) {
   const Problem& p = ctx.problem;
   const Plan& plan = ctx.plan;
   const Collective c = collective_of(p.op);
-  const bool tma_kernel = plan.mode == Mode::kTma;
+  const bool tma_kernel = mode_traits(plan.mode).persistent_comm;
   const bool nccl = is_nccl(plan.comm_algo);
   CommQueue comm(ctx, !ctx.partitioned && !tma_kernel);
   std::vector<Tile> tiles = visit_tiles(p, plan, 0, p.m);

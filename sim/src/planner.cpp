@@ -129,8 +129,9 @@ std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& 
 
 std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, const PlannerOptions& options) {
   std::vector<Mode> modes = options.modes.empty() ? all_modes() : options.modes;
-  if (options.runnable_only && problem.op == Op::kAllGatherGemm) {
-    modes.erase(std::remove_if(modes.begin(), modes.end(), [](Mode m) { return mode_signals(m); }), modes.end());
+  if (options.runnable_only) {
+    // Only AllGather+GEMM has modes that are not planned for it (kModeTraits: planned_ops).
+    std::erase_if(modes, [&](Mode m) { return !mode_traits(m).planned(problem.op); });
     OVL_CHECK(!modes.empty(),
               "plan: AllGather+GEMM is planned in the sequential and decomposed modes only (tma does not run it; "
               "tile-signal and green-context run it when asked for, but the simulator does not model them well yet)");
@@ -199,7 +200,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             for (const Plan& v : nccl_symmetric_variants(base, problem, comm == comm_options.front())) add_grouped(v);
           // ce: the GEMM on every SM; comm_ctas run only the owner's sum after it.
           // Or on sm_count - comm_ctas, which leaves the sum SMs beside it: a sum per group (ce_sums_per_group).
-          if (problem.nodes() == 1 && comm <= 32) {
+          if (comm <= 32) {
             Plan ce = base;
             ce.comm_algo = CommAlgo::kCopyEngine;
             ce.gemm_sms = hw.sm_count;
@@ -221,7 +222,6 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         }
         break;
       case Mode::kTma:
-        if (problem.nodes() > 1) break;  // TMA collectives reach peers over NVLink only
         for (int comm : comm_options) {
           if (comm > 32) continue;  // a TMA collective saturates the links with few CTAs
           for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
@@ -409,10 +409,12 @@ std::string format_plan_result(const PlanResult& r) {
   int rank = 0;
   for (const PlanAlternative& a : r.alternatives) {
     const Plan& p = a.plan;
-    const std::string groups =
-        p.mode == Mode::kDecomposed ? fmt::format("c{}", p.chunks) : fmt::format("{}", p.tile_groups.size());
+    const std::string groups = mode_traits(p.mode).units == ModeUnits::kChunks
+                                   ? fmt::format("c{}", p.chunks)
+                                   : fmt::format("{}", p.tile_groups.size());
     out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<14} {:>12.1f} {:>10.1f} {:>7.2f}x\n", ++rank,
-                       std::string(to_string(p.mode)) + (p.partitioned && p.mode == Mode::kTma ? "/gc" : ""),
+                       std::string(to_string(p.mode)) +
+                           (p.partitioned && mode_traits(p.mode).partitioning == Partitioning::kOptional ? "/gc" : ""),
                        p.gemm_sms, p.comm_sms, groups, to_string(p.tile_order), to_string(p.comm_algo), a.predicted_us,
                        a.model_us, a.speedup);
   }

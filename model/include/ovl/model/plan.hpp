@@ -11,32 +11,12 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ovl/model/hardware.hpp"
+#include "ovl/model/modes.hpp"
 #include "ovl/types.hpp"
 #include "ovl/model/problem.hpp"
 
 namespace ovl {
 
-enum class Mode {
-  kSequential,    // cuBLAS GEMM, then the collective (the baseline)
-  kDecomposed,    // GEMM in row chunks, each chunk's collective on a second stream (TransformerEngine, Async-TP)
-  kTileSignal,    // FlashOverlap: our GEMM signals tile groups; NCCL sends each finished group; SMs shared
-  kGreenContext,  // GCOverlap: tile-signal with GEMM and communication on disjoint green-context partitions
-  kTma,           // Oh Overlap: a persistent TMA collective on few SMs polls the group counters
-};
-inline constexpr Named<Mode> kModeNames[] = {{Mode::kSequential, "sequential"},
-                                             {Mode::kDecomposed, "decomposed"},
-                                             {Mode::kTileSignal, "tile-signal"},
-                                             {Mode::kGreenContext, "green-context"},
-                                             {Mode::kTma, "tma"}};
-// kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
-// communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
-// kNcclSymmetric ("nccl-symmetric"): NCCL's symmetric kernels (NCCL 2.27+) on buffers registered as symmetric windows,
-// and under CtaPolicy::kZero NCCL's copy-engine AllGather (2.28+), in the NCCL modes (docs/overlap.md, "NCCL's
-// symmetric kernels").
-enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine, kNcclSymmetric };
-inline constexpr Named<CommAlgo> kCommAlgoNames[] = {
-    {CommAlgo::kNcclRing, "nccl"}, {CommAlgo::kNcclNvls, "nccl-nvls"}, {CommAlgo::kTmaPush, "tma-push"},
-    {CommAlgo::kTmaPull, "tma-pull"}, {CommAlgo::kCopyEngine, "ce"}, {CommAlgo::kNcclSymmetric, "nccl-symmetric"}};
 // The CTA policy of the communicator an nccl-symmetric plan runs on (ncclConfig_t::CTAPolicy, NCCL 2.27+): kDefault
 // and kEfficiency run the symmetric kernels on the plan's comm_ctas CTAs; kZero also moves an AllGather with the
 // copy engines, on no CTA (collective_ctas). Other algorithms keep kDefault.
@@ -61,8 +41,6 @@ CtaPolicy parse_cta_policy(std::string_view text);
 TileOrder parse_tile_order(std::string_view text);
 OutputLayout parse_output_layout(std::string_view text);
 std::vector<Mode> all_modes();
-bool is_nccl(CommAlgo algo);   // NCCL moves the data: kNcclRing, kNcclNvls or kNcclSymmetric
-bool mode_signals(Mode mode);  // the modes that signal tile groups: tile-signal, green-context, tma
 
 // NCCL's CTA (channel) count when a plan does not choose one: what NCCL typically runs with on an NVSwitch node.
 inline constexpr int kDefaultNcclCtas = 24;
@@ -105,6 +83,11 @@ struct Plan {
   bool operator==(const Plan&) const = default;  // every field (what the JSON holds)
 };
 
+// Why the executors do not run a plan that Plan::validate accepts, as far as its mode decides it (kModeTraits; the
+// device and the world decide the rest: Context::can_run): an op the mode does not run, a tile-major output it does not
+// write, and for the signaling GEMM an explicit order or groups that are not whole (swizzle) bands. "" when it runs.
+std::string mode_refusal(const Problem& problem, const Plan& plan);
+
 // A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
 // band of tiles (modes that signal), 4 chunks (decomposed). The planner searches from here.
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
@@ -119,12 +102,17 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm = false);
 // GEMM-first group's call, the counter release after an AllGather group's call), one launch of our own kernel
 // (tma_launch_us), and nccl_group_us.
 double signaled_group_us(const Hardware& hw);
-// The persistent grid our GEMM runs with in a signaling mode (tile-signal, green-context, tma), as the executors size
-// it (core/src/executor_tile_signal.cpp, executor_tma.cpp): the partition's SMs when partitioned; on shared SMs
-// min(gemm_sms, sm_count - comm_ctas) where the collective must run beside the GEMM (tma's persistent kernel,
-// AG+GEMM's gathers), else min(gemm_sms, sm_count - 1) (one SM for the counter-wait kernel). Its CTAs hold their SMs
+// The persistent grid our GEMM runs with in a signaling mode (tile-signal, green-context, tma), in the executors
+// (core/src/executor_tile_signal.cpp, executor_tma.cpp, executor_ce.cpp), the model and the simulator alike: on
+// partitions the GEMM's (gemm_sms, within `partition_sms` when the executor's split has fewer); on shared SMs
+// min(gemm_sms, sm_count - signaled_comm_ctas) where the collective must run beside the whole GEMM (tma's persistent
+// kernel, AG+GEMM's gathers, a loopback AG+GEMM's same-device ce copies), min(gemm_sms, sm_count) for the rest of ce
+// (nothing polls), else min(gemm_sms, sm_count - 1) (one SM for the counter-wait kernel). Its CTAs hold their SMs
 // until they run out of tiles: nothing else fits on an SM beside one.
-int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw);
+int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw, int partition_sms = 0);
+// The CTAs the signaling modes launch their collective with: comm_ctas, within `partition_sms` on partitions, and at
+// most sm_count - 1 for a persistent collective on shared SMs (the GEMM keeps one).
+int signaled_comm_ctas(const Plan& plan, const Hardware& hw, int partition_sms = 0);
 // The collective's CTAs that get an SM while that whole grid is resident: collective_ctas, but on shared SMs with tile
 // groups that follow the GEMM (tile-signal GEMM+AR / GEMM+RS) only the SMs the grid leaves (at least 1). The rest
 // start as the GEMM's last CTAs finish. 0 for a collective on the copy engines.
@@ -157,9 +145,9 @@ int group_inside_swizzle_band(const Plan& plan, const Problem& problem);
 // a group inside one tile row, possible with a tile-major output, has no rows of its own). Row ranges are clipped to
 // M. Used by the executors, the model and the simulator alike.
 struct UnitRows {
-  int64_t begin = 0, end = 0;                  // rows of C (AG+GEMM: of the gathered A and of C)
+  int64_t begin = 0, end = 0;                    // rows of C (AG+GEMM: of the gathered A and of C)
   int64_t tile_row_begin = 0, tile_row_end = 0;  // the signaling modes: the group's tile rows [begin, end)
-  int64_t tiles = 0;                           // the signaling modes: the group's tile count (its counter's target)
+  int64_t tiles = 0;                             // the signaling modes: the group's tile count (its counter's target)
 };
 std::vector<UnitRows> unit_rows(const Problem& problem, const Plan& plan);
 // Owner `owner`'s part of unit rows [begin, end). ReduceScatter and AllGather: the unit's rows inside the owner's
