@@ -96,6 +96,7 @@ class Context {
   void sample_counters(TimeNs t);
 
   int64_t waves = 0;
+  double mma_flops = 0;  // the GemmRuns' matrix work: every tile a whole tile, as the model counts it
   TimeNs gemm_end = 0;
   std::vector<std::pair<TimeNs, TimeNs>> comm_calls;  // rank 0's collective calls, for comm_us
   int groups = 0;
