@@ -54,6 +54,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
                       plan.tile, plan.tile_order, hw, GemmRegime::kOperator);
     const double body_us = std::max(g.us - hw.launch_us, 1e-9);
     gemm_hbm_util = std::min(1.0, g.hbm_bytes / body_us / 1e3 / hw.hbm_GBps);
+    // Our GEMM's main loop waits on its operand loads that miss the L2, as the model prices it (gemm_l2_miss_cost).
+    per_sm_flops_per_ns /= g.l2_miss_factor;
     cublas_tiles = std::max<int64_t>(1, g.tiles);
   }
 

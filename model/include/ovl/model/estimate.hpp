@@ -32,6 +32,7 @@ struct GemmEstimate {
   double tail_fraction = 0;   // occupancy of the last wave, (0, 1]
   bool memory_bound = false;  // the HBM floor, not the matrix rate, set the time
   double hbm_bytes = 0;       // modeled HBM traffic: operand panels re-read past the L2, plus C written
+  double l2_miss_factor = 1;  // our GEMM's matrix time over its time with every operand load an L2 hit (cuBLAS: 1)
   double wave_us = 0;         // time of one wave of tiles (the body divided by the waves it takes)
 };
 
