@@ -30,6 +30,15 @@ std::string_view to_string(GemmImpl impl) { return impl == GemmImpl::kOvl ? "ovl
 
 GemmImpl unsignaled_gemm_impl(DType dtype) { return is_fp8(dtype) ? GemmImpl::kOvl : GemmImpl::kCublas; }
 
+int64_t cublas_tiles_before_comm(int64_t tiles, int gemm_sms, int ctas, int sm_count) {
+  OVL_CHECK(tiles >= 1 && gemm_sms >= 1 && ctas >= 0 && sm_count >= 1,
+            "cublas_tiles_before_comm: tiles = {}, gemm_sms = {}, ctas = {}, sm_count = {} out of range", tiles,
+            gemm_sms, ctas, sm_count);
+  if (ctas == 0 || std::min<int64_t>(tiles, gemm_sms) + ctas <= sm_count) return 0;
+  const int64_t last = tiles % gemm_sms;
+  return last > 0 && tiles > gemm_sms && sm_count - last >= ctas ? tiles - last : tiles;
+}
+
 double cublas_lost_sms_slowdown(int64_t tiles, int gemm_sms, int lost) {
   OVL_CHECK(tiles >= 1 && gemm_sms >= 1 && lost >= 0, "cublas_lost_sms_slowdown: tiles = {}, gemm_sms = {}, lost = {}",
             tiles, gemm_sms, lost);
@@ -55,6 +64,7 @@ GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const
   e.memory_bound = g.memory_us > g.compute_us;
   e.hbm_bytes = g.hbm_bytes;
   e.wave_us = g.wave_us();
+  e.l2_miss_factor = g.l2_miss_factor;
   return e;
 }
 
@@ -95,9 +105,9 @@ CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
 //       stretch = 1 + hbm_contention x u_gemm x u_comm x f + shared_sm_penalty x f x
 //                 cublas_lost_sms_slowdown(tiles, n, conflict)
 //     with u_* each side's HBM demand over the device's bandwidth, f the fraction of the GEMM's run during which
-//     communication is active, conflict = SMs the communication kernel takes from cuBLAS (decomposed on plain
-//     streams: gemm_sms + comm_ctas - sm_count; cuBLAS's CTAs end tile by tile, so NCCL's get SMs between them,
-//     and the grid sized for n SMs then runs in whole waves on the SMs left).
+//     communication is active, conflict = SMs the communication kernel holds beside cuBLAS (decomposed on plain
+//     streams: gemm_sms + comm_ctas - sm_count; once a call has SMs, recurrence_chunks_gemm_then_comm, it keeps them,
+//     and the next chunks' grid sized for n SMs runs in whole waves on the SMs left).
 //     Our persistent GEMM is never slowed that way: its CTAs hold their SMs, and the collective gets what its grid
 //     leaves (signaled_gemm_grid, comm_ctas_beside_gemm);
 //   the communication's HBM share while the GEMM runs: max(HBM - GEMM demand, HBM / 2) (max-min fair share).
@@ -221,17 +231,22 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
 }
 
 // Decomposed, GEMM first: chunk i's GEMM (back to back on one stream), then its collective on the other stream
-// once both the chunk and the previous collective are done (adj as above).
+// once both the chunk and the previous collective are done (adj as above). `grid_wait_us` >= 0: the collective's
+// CTAs do not fit beside cuBLAS's grid, whose Hopper kernels are persistent (a CTA holds its SM until it runs out of
+// tiles). The next chunk's grid takes the SMs the moment chunk i ends, before the call launched on chunk i's event,
+// so that call gets its SMs `grid_wait_us` into the next chunk (decomposed_grid_wait_us); a call that follows the
+// previous one on the communication stream takes that call's SMs as they free, without waiting.
 PipelineResult recurrence_chunks_gemm_then_comm(const GemmTiming& chunk, double stretch, int chunks, double chunk_bytes,
                                                 const std::vector<CallAdjust>& adj, const CollCost& busy,
-                                                const CollCost& idle) {
+                                                const CollCost& idle, double grid_wait_us) {
   PipelineResult r;
   const double gemm_us = chunk.launch_us + chunk.body_us * stretch;
   const double gemm_end = chunks * gemm_us;
   double comm_free = 0;
   for (int i = 0; i < chunks; ++i) {
     const double ready = (i + 1) * gemm_us;
-    const double start = std::max(ready, comm_free);
+    const bool waits = grid_wait_us >= 0 && ready >= comm_free && i + 1 < chunks;
+    const double start = waits ? ready + grid_wait_us : std::max(ready, comm_free);
     const CallAdjust& a = adj[size_t(i)];
     const double end = start + call_us(start, busy.launch_us + busy.latency_us + a.extra_us, a.factor * chunk_bytes,
                                        busy.per_byte.at(a.link_load), idle.per_byte.at(a.link_load), gemm_end);
@@ -360,6 +375,14 @@ CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const P
   return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.hbm_GBps)};
 }
 
+// How long into a cuBLAS chunk (from its launch) a collective launched at the chunk's start waits for SMs
+// (cublas_tiles_before_comm), at the chunk's fractional time per tile (estimate_gemm's cuBLAS); -1: no wait. The
+// chunk runs with no collective beside it.
+double decomposed_grid_wait_us(const GemmTiming& chunk, int ctas, const Hardware& hw) {
+  const int64_t before = cublas_tiles_before_comm(chunk.tiles, chunk.sms, ctas, hw.sm_count);
+  return before == 0 ? -1.0 : chunk.launch_us + chunk.body_us * double(before) / double(chunk.tiles);
+}
+
 ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const Hardware& hw) {
   const Collective coll = collective_of(problem.op);
   const int chunks = plan.chunks;
@@ -384,7 +407,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
       [&](double s) {
         return problem.op == Op::kAllGatherGemm
                    ? recurrence_chunks_comm_then_gemm(chunk, s, chunks, chunk_bytes, adj, busy)
-                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, adj, busy, idle);
+                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, adj, busy, idle,
+                                                      decomposed_grid_wait_us(chunk, collective_ctas(plan, coll), hw));
       },
       &stretch);
   ModeEstimate e;

@@ -59,9 +59,12 @@ double block_panel_bytes(double b, int64_t tiles_m, int64_t tiles_n, const TileS
 
 // HBM bytes of a GEMM whose `concurrent` tiles run at once: the tiles are walked in blocks whose operand panels
 // stay in the L2 share; each block reads its panels once. A block holds at least the tiles in flight (a wave),
-// and at most the whole grid (then A and B are each read once).
-double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, const TileShape& t, TileOrder order,
-                      int64_t concurrent, const Hardware& hw) {
+// and at most the whole grid (then A and B are each read once). The operands' reads and C's write apart.
+struct HbmBytes {
+  double operands = 0, c = 0;
+};
+HbmBytes gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, const TileShape& t, TileOrder order,
+                        int64_t concurrent, const Hardware& hw) {
   const double e = dtype_bytes(s.dtype);
   const double k_bytes = double(s.k) * e;
   const double tiles = double(tiles_m * tiles_n);
@@ -90,7 +93,7 @@ double gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, cons
   const double a_plus_b = double(s.m) * double(s.k) * e + double(s.k) * double(s.n) * e;
   // C: the inputs' type, or bf16 / fp16 for FP8 inputs (Problem::out_dtype; 2 bytes either way).
   const double c = double(s.m) * double(s.n) * (is_fp8(s.dtype) ? 2.0 : e);
-  return std::max(operands, a_plus_b) + c;
+  return {std::max(operands, a_plus_b), c};
 }
 
 }  // namespace
@@ -114,6 +117,8 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   // Every tile costs a full tile (wgmma pads the edges). Matrix rate in FLOP per microsecond, at the full-device
   // clock; matrix_clock_factor scales it for the SMs actually busy.
   const double tile_flops = 2.0 * tile.m * tile.n * double(shape.k);
+  const HbmBytes hbm = gemm_hbm_bytes(shape, tiles_m, tiles_n, tile, walk, std::min<int64_t>(sms, g.tiles), hw);
+  g.hbm_bytes = hbm.operands + hbm.c;
   const double rate = hw.matrix_tflops_per_sm * 1e6 * matrix_rate_scale(shape.dtype);
   if (impl == GemmImpl::kOvl) {
     // Our persistent kernel: tile i runs in wave i / sms; the last wave costs a full wave however full it is, and
@@ -137,7 +142,11 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
       g.busy_sms = std::min(double(sms), r.work / r.rounds);
     }
     g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
-    g.tile_us = tile_flops * g.clock_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
+    // The main loop waits on the operand loads that miss the L2 (gemm_l2_miss_cost): every tile loads its A and B
+    // panels through the L2, the HBM reads above are the misses among them.
+    const double loads = double(g.tiles) * double(tile.m + tile.n) * double(shape.k) * dtype_bytes(shape.dtype);
+    g.l2_miss_factor = 1.0 + hw.gemm_l2_miss_cost * std::clamp(hbm.operands / loads, 0.0, 1.0);
+    g.tile_us = tile_flops * g.clock_factor * g.l2_miss_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
   } else {
     // cuBLAS balances its tail (its heuristics and stream-K), so it scales with tiles / sms, down to one tile, and
     // keeps every SM of the partition busy. On a partition it may lose a further fixed fraction of its matrix rate
@@ -155,7 +164,6 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   // scales the matrix work and the epilogue alike; the HBM floor and the launch do not depend on the SM clock.
   g.tile_us *= gemm_regime_factor(hw, regime);
   g.compute_us = g.waves_used * g.tile_us;
-  g.hbm_bytes = gemm_hbm_bytes(shape, tiles_m, tiles_n, tile, walk, std::min<int64_t>(sms, g.tiles), hw);
   // An SM loads at most what one copy CTA moves: few SMs cannot pull the whole HBM bandwidth.
   const double bw = std::min(hw.hbm_GBps, sms * hw.per_cta_copy_GBps) * kBytesPerUsPerGBps;
   g.memory_us = g.hbm_bytes / bw;

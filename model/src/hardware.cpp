@@ -58,6 +58,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"net_GBps", &Hardware::net_GBps, Rule::kPositive},
     {"net_latency_us", &Hardware::net_latency_us, Rule::kNonNegative},
     {"gemm_efficiency", &Hardware::gemm_efficiency, Rule::kFraction},
+    {"gemm_l2_miss_cost", &Hardware::gemm_l2_miss_cost, Rule::kNonNegative},
     {"cublas_efficiency", &Hardware::cublas_efficiency, Rule::kFraction},
     {"cublas_partition_penalty", &Hardware::cublas_partition_penalty, Rule::kNonNegative},
     {"launch_us", &Hardware::launch_us, Rule::kNonNegative},
@@ -132,7 +133,8 @@ std::string Hardware::summary() const {
       "{}: {} SMs (partitions of {}), {:.3f} TFLOP/s per SM ({:.0f} total) at {:.2f} GHz, HBM {:.0f} GB/s, "
       "L2 {:.0f} MiB, link {:.0f} GB/s ({:.2f} us), per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), "
       "net {:.0f} GB/s ({:.1f} us); "
-      "gemm eff {:.3f}, cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / {})^{:.3f}, "
+      "gemm eff {:.3f} (L2 miss cost {:.2f}), cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / "
+      "{})^{:.3f}, "
       "operator GEMM x{:.3f}, "
       "launch {:.2f} us, epilogue {:.2f} us/tile (cublas {:.2f}), "
       "nccl eff {:.2f} ({:.0f} GB/s per CTA, symmetric kernels {:.1f}, launch {:.1f} us, per group {:.2f} us; "
@@ -142,11 +144,11 @@ std::string Hardware::summary() const {
       "shared-SM penalty {:.2f}",
       name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
       link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps,
-      net_GBps, net_latency_us, gemm_efficiency, cublas_efficiency, cublas_partition_penalty, clock_knee_sms, sm_count,
-      clock_exponent, operator_gemm_factor, launch_us, tile_epilogue_us, cublas_tile_epilogue_us, nccl_efficiency,
-      nccl_per_cta_GBps, nccl_symmetric_per_cta_GBps, nccl_launch_us, nccl_group_us, loopback_piece_us, tma_launch_us,
-      tma_group_us, overlap_nccl_rate_factor, overlap_tma_rate_factor, beside_gemm_rate_factor, hbm_contention,
-      shared_sm_penalty);
+      net_GBps, net_latency_us, gemm_efficiency, gemm_l2_miss_cost, cublas_efficiency, cublas_partition_penalty,
+      clock_knee_sms, sm_count, clock_exponent, operator_gemm_factor, launch_us, tile_epilogue_us,
+      cublas_tile_epilogue_us, nccl_efficiency, nccl_per_cta_GBps, nccl_symmetric_per_cta_GBps, nccl_launch_us,
+      nccl_group_us, loopback_piece_us, tma_launch_us, tma_group_us, overlap_nccl_rate_factor, overlap_tma_rate_factor,
+      beside_gemm_rate_factor, hbm_contention, shared_sm_penalty);
 }
 
 Hardware Hardware::overlapped_comm() const {

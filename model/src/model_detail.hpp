@@ -24,7 +24,9 @@ struct GemmTiming {
                             // of pieces + the partials' read), max(1, tiles / sms) (cuBLAS)
   double busy_sms = 0;      // mean SMs running matrix work: tiles / waves (ours), min(sms, tiles) (cuBLAS)
   double clock_factor = 1;  // matrix_clock_factor(hw, busy_sms): <= 1, the matrix time relative to all SMs busy
-  double tile_us = 0;       // one tile: matrix time (x clock factor, x the cuBLAS partition penalty) + epilogue
+  double l2_miss_factor = 1;  // ours: 1 + gemm_l2_miss_cost x the operand loads' L2 miss fraction; cuBLAS: 1
+  double tile_us = 0;         // one tile: matrix time (x clock factor, x L2 miss factor, x the cuBLAS partition
+                              // penalty) + epilogue
   double compute_us = 0;    // waves_used x tile_us
   double hbm_bytes = 0;
   double memory_us = 0;  // hbm_bytes at min(HBM, sms x per-CTA copy)

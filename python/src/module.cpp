@@ -155,6 +155,7 @@ void bind_hardware(nb::module_& m) {
       .def_rw("net_GBps", &Hardware::net_GBps)
       .def_rw("net_latency_us", &Hardware::net_latency_us)
       .def_rw("gemm_efficiency", &Hardware::gemm_efficiency)
+      .def_rw("gemm_l2_miss_cost", &Hardware::gemm_l2_miss_cost)
       .def_rw("cublas_efficiency", &Hardware::cublas_efficiency)
       .def_rw("cublas_partition_penalty", &Hardware::cublas_partition_penalty)
       .def_rw("launch_us", &Hardware::launch_us)

@@ -73,8 +73,9 @@ class Context {
   bool gemm_over() const { return gemm_runs > 0 && gemm_runs_done == gemm_runs; }
   // CTAs of our persistent GEMM resident now: its grid while it has waves left (from its first wave on; AG+GEMM's
   // wait for the first rows counts as before it), the last wave's tiles in its last wave (CTAs without a tile have
-  // exited), 0 before and after it. cuBLAS (sequential, decomposed): 0, its CTAs end tile by tile. The model gives
-  // the collective the same SMs (estimate_signaled's last-wave phase).
+  // exited), 0 before and after it. cuBLAS (sequential, decomposed): 0; a decomposed call that would start beside a
+  // chunk whose grid holds the SMs it needs waits for them before it starts (cublas_tiles_before_comm). The model
+  // gives the collective the same SMs (estimate_signaled's last-wave phase).
   int gemm_resident = 0;
   void set_gemm_resident(int ctas);  // sets it and, when it changed, calls comm_rates_changed()
   // The collective's CTAs that get an SM now: comm_ctas, but a shared-SM kernel after the GEMM's grid (tile-signal
@@ -96,6 +97,7 @@ class Context {
   void sample_counters(TimeNs t);
 
   int64_t waves = 0;
+  double mma_flops = 0;  // the GemmRuns' matrix work: every tile a whole tile, as the model counts it
   TimeNs gemm_end = 0;
   std::vector<std::pair<TimeNs, TimeNs>> comm_calls;  // rank 0's collective calls, for comm_us
   int groups = 0;
@@ -124,6 +126,7 @@ class GemmRun {
   void start(TimeNs launch_delay);
   void data_arrived();  // re-check a wave waiting for rows
   int64_t wave_count() const { return static_cast<int64_t>(wave_end_.size()); }
+  size_t tile_count() const { return tiles_.size(); }
 
  private:
   void start_wave(size_t w);
@@ -171,7 +174,7 @@ class CommQueue {
     std::function<void(TimeNs)> on_done;
   };
   void post(Call call);
-  bool idle() const { return !busy_ && pending_.empty(); }
+  bool idle() const { return !busy_ && head_ >= pending_.size(); }
 
  private:
   void start_next();

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <utility>
 
 #include "pipelines_internal.hpp"
 
@@ -106,15 +107,30 @@ TimeNs run_decomposed(Context& ctx) {
     maybe_start(0);           // chunk 0 has no previous GEMM
     return ctx.engine.run();  // the callbacks hold references to this block's locals
   } else {
+    // A call launched at its chunk's end while no call runs finds the next chunk's persistent cuBLAS grid on the SMs
+    // its CTAs need: it starts once that chunk has done cublas_tiles_before_comm tiles, as the model
+    // (recurrence_chunks_gemm_then_comm). A call queued behind a running one takes that call's SMs.
+    std::vector<int64_t> before;  // per chunk: its tiles done before a call launched at its start gets SMs
+    for (const auto& g : gemms)
+      before.push_back(cublas_tiles_before_comm(std::max<int64_t>(1, static_cast<int64_t>(g->tile_count())),
+                                                ctx.gemm_sms, ctx.comm_ctas, ctx.hw.sm_count));
+    int deferred = -1;  // the call waiting for SMs from the running chunk
     for (int i = 0; i < chunks; ++i) {
-      gemms[static_cast<size_t>(i)]->on_finished = [&, i](TimeNs) {
-        comm.post(make_call(i));
-        if (i + 1 < chunks) gemms[static_cast<size_t>(i) + 1]->start(launch);
+      const auto chunk = static_cast<size_t>(i);
+      gemms[chunk]->on_wave_done = [&, chunk](int64_t done, TimeNs) {
+        if (deferred >= 0 && done >= before[chunk]) comm.post(make_call(std::exchange(deferred, -1)));
+      };
+      gemms[chunk]->on_finished = [&, i, chunk](TimeNs) {
+        if (i + 1 < chunks && comm.idle() && before[chunk + 1] > 0)
+          deferred = i;
+        else
+          comm.post(make_call(i));
+        if (i + 1 < chunks) gemms[chunk + 1]->start(launch);
       };
     }
     gemms[0]->start(launch);
+    return ctx.engine.run();  // the callbacks hold references to this block's locals
   }
-  return ctx.engine.run();
 }
 
 // comm_algo ce (tile-signal; core/src/executor_ce.cpp): the GEMM on its whole grid; each group's copies take no CTA

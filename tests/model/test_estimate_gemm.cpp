@@ -160,6 +160,34 @@ TEST(EstimateGemm, TileOrderChangesL2Reuse) {
   EXPECT_DOUBLE_EQ(fits, 3.0 * 2048 * 2048 * 2);
 }
 
+TEST(EstimateGemm, L2MissCostSlowsTheWalkThatMisses) {
+  // 8192x8192x2048 on 132 SMs, H100 (L2 share 25 MiB): B (32 MiB) overflows it, so the row-band walk re-reads B for
+  // every ~4 bands in flight: 688 MB from HBM, of which 554 MB operands (C 134 MB), 17.2% of what the 2048 tiles load
+  // through the L2 (2048 x (128 + 256) x 2048 x 2 bytes = 3.22 GB); the swizzled walk reads 306 MB, 5.3%. With
+  // gemm_l2_miss_cost c our GEMM's matrix time is 1 + c x that fraction times the all-hit time; cuBLAS's is not.
+  Hardware hw = builtin_hardware("h100");
+  const GemmShape s{8192, 8192, 2048};
+  const double loads = 2048.0 * (128 + 256) * 2048 * 2, c_bytes = 8192.0 * 8192 * 2;
+  for (double cost : {0.0, 1.0, 2.5}) {
+    hw.gemm_l2_miss_cost = cost;
+    for (TileOrder order : {TileOrder::kRowBand, TileOrder::kSwizzle}) {
+      const GemmEstimate e = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, order, hw);
+      EXPECT_NEAR(e.l2_miss_factor, 1 + cost * (e.hbm_bytes - c_bytes) / loads, 1e-12);
+      EXPECT_EQ(estimate_gemm(s, GemmImpl::kCublas, 132, TileShape{}, order, hw).l2_miss_factor, 1.0);
+    }
+  }
+  hw.gemm_l2_miss_cost = 1.0;
+  const GemmEstimate band = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw);
+  const GemmEstimate swz = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kSwizzle, hw);
+  EXPECT_NEAR(band.l2_miss_factor, 1.172, 0.001);
+  EXPECT_NEAR(swz.l2_miss_factor, 1.053, 0.001);
+  // The wave time (matrix work at the miss factor, + the epilogue) follows; the HBM floor (235 us) does not bind.
+  const double matrix_us = 2.0 * 128 * 256 * 2048 / (989.4 / 132 * 1e6 * hw.gemm_efficiency);
+  EXPECT_NEAR(band.wave_us, matrix_us * band.l2_miss_factor + hw.tile_epilogue_us, 1e-9);
+  EXPECT_NEAR(swz.wave_us, matrix_us * swz.l2_miss_factor + hw.tile_epilogue_us, 1e-9);
+  EXPECT_FALSE(band.memory_bound);
+}
+
 TEST(EstimateGemm, MoreSmsNeverSlower) {
   // Our GEMM: waves W = ceil(tiles / n) never grows with n, and neither does the memory floor. The clock factor
   // rises with the busy SMs tiles / W, but W x (tiles / W)^e = W^(1 - e) tiles^e never rises as W falls (e <= 1);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
 
@@ -227,8 +228,10 @@ TEST(EstimateModes, AllGatherWaitsForTheFirstWavesRows) {
 
 TEST(EstimateModes, DecomposedClosedForm) {
   // 4 chunks of 2048 x 8192 x 8192 on cuBLAS (512 tiles / 132 SMs = 3.88 waves of 90.6 us, + 4 us) and a
-  // 32 MiB AllReduce each (16 CTAs: 320 GB/s -> 183.5 us + 17.8 us); the calls are shorter than the chunks,
-  // so total = 4 chunks + the last call.
+  // 32 MiB AllReduce each (16 CTAs: 320 GB/s -> 183.5 us + 17.8 us). cuBLAS's grid holds every SM: call 0, launched
+  // as chunk 0 ends, gets SMs when chunk 1's last round (116 tiles) leaves 16, after 396 of its 512 tiles
+  // (w = 4 + 396/512 of its body); call 1 follows call 0 on its SMs; call 2 waits in chunk 3 as call 0 did, and call
+  // 3 follows it: total = 3 chunks + w + 2 calls.
   const Hardware hw = no_contention();
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kDecomposed, p, hw, 16);
@@ -237,14 +240,31 @@ TEST(EstimateModes, DecomposedClosedForm) {
   const double chunk = estimate_gemm({2048, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, hw).us;
   const double call =
       estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
+  ASSERT_EQ(cublas_tiles_before_comm(512, 132, 16, 132), 396);
+  const double w = hw.launch_us + (chunk - hw.launch_us) * 396.0 / 512.0;
   EXPECT_LT(call, chunk);
-  EXPECT_NEAR(e.total_us, 4 * chunk + call, 1e-6);
+  EXPECT_GT(w + call, chunk);  // so call 1 is still waiting behind call 0 when chunk 1 ends
+  EXPECT_NEAR(e.total_us, 3 * chunk + w + 2 * call, 1e-6);
   // AllGather-GEMM flips it: the first chunk's gather is exposed, then the chunks' GEMMs.
   const Problem ag = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   const ModeEstimate a = estimate(ag, default_plan(Mode::kDecomposed, ag, hw, 16), hw);
   const double gather =
       estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
   EXPECT_NEAR(a.total_us, gather + 4 * chunk, 1e-6);
+}
+
+TEST(EstimateModes, CollectiveBesideCublasWaitsForItsGridToLeaveSms) {
+  // cuBLAS's persistent grid holds its SMs until a CTA runs out of tiles. A collective of c CTAs launched as a chunk
+  // of T tiles starts on n SMs of a 132-SM device gets its SMs: at once where the grid leaves c; else when the
+  // last round (T mod n tiles) leaves c, after the whole rounds; else at the chunk's end.
+  EXPECT_EQ(cublas_tiles_before_comm(512, 132, 0, 132), 0);     // no CTA (the copy engines)
+  EXPECT_EQ(cublas_tiles_before_comm(512, 116, 16, 132), 0);    // 116 + 16 SMs fit
+  EXPECT_EQ(cublas_tiles_before_comm(64, 132, 24, 132), 0);     // a grid of 64 tiles leaves 68 SMs
+  EXPECT_EQ(cublas_tiles_before_comm(512, 132, 16, 132), 396);  // last round of 116 tiles leaves 16
+  EXPECT_EQ(cublas_tiles_before_comm(512, 132, 24, 132), 512);  // ... not 24
+  EXPECT_EQ(cublas_tiles_before_comm(528, 132, 8, 132), 528);   // 4 whole rounds: no SM free before the end
+  EXPECT_EQ(cublas_tiles_before_comm(128, 132, 24, 132), 128);  // one round of 128 leaves 4
+  test::expect_error_naming([] { cublas_tiles_before_comm(0, 132, 8, 132); }, "tiles = 0");
 }
 
 TEST(EstimateModes, CublasLosingSmsRunsWholeWavesOnTheRest) {

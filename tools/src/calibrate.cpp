@@ -249,7 +249,8 @@ struct Fitter {
       const auto g = detail::gemm_timing(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, h,
                                          GemmRegime::kSustained);
       const TileShape t = cublas ? detail::kCublasTile : TileShape{};
-      const double f = 2.0 * t.m * t.n * double(b.k) / (h.matrix_tflops_per_sm * 1e6) * g.clock_factor;
+      const double f =
+          2.0 * t.m * t.n * double(b.k) / (h.matrix_tflops_per_sm * 1e6) * g.clock_factor * g.l2_miss_factor;
       p.a(r, kLaunch) = 1.0;
       if (cublas) {
         const double removed = std::min(1.0, double(h.sm_count - b.sms) / h.sm_granularity);

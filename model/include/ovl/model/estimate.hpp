@@ -32,6 +32,7 @@ struct GemmEstimate {
   double tail_fraction = 0;   // occupancy of the last wave, (0, 1]
   bool memory_bound = false;  // the HBM floor, not the matrix rate, set the time
   double hbm_bytes = 0;       // modeled HBM traffic: operand panels re-read past the L2, plus C written
+  double l2_miss_factor = 1;  // our GEMM's matrix time over its time with every operand load an L2 hit (cuBLAS: 1)
   double wave_us = 0;         // time of one wave of tiles (the body divided by the waves it takes)
 };
 
@@ -129,6 +130,12 @@ double bus_factor(Collective c, int world);  // busbw / algbw
 // 3.88 waves, with 8 held 5, 0.29. The model and the simulator both apply it (x shared_sm_penalty) while the
 // collective runs; 0 when lost is 0.
 double cublas_lost_sms_slowdown(int64_t tiles, int gemm_sms, int lost);
+// A collective of `ctas` CTAs on a second plain stream, launched as a cuBLAS chunk of `tiles` tiles on `gemm_sms` SMs
+// starts (decomposed, GEMM first: chunk i's call against chunk i + 1): the tiles that chunk completes before the call
+// gets SMs. cuBLAS's Hopper kernels are persistent: each CTA holds its SM until it runs out of tiles, so the call
+// gets SMs where the grid leaves enough (0: at once), else where the chunk's last round leaves enough (its whole
+// rounds' tiles), else at the chunk's end (all its tiles). The model and the simulator both apply it.
+int64_t cublas_tiles_before_comm(int64_t tiles, int gemm_sms, int ctas, int sm_count);
 // Bytes the CTAs of a TMA or SIMT collective read and write per byte a rank sends over its link (push-reduce reads
 // its partial and read-modify-writes the owner's chunk; pull reads W chunks per chunk written). The simulator
 // scales its per-CTA caps by it so that both price a CTA's work alike. 1 for NCCL algorithms. loopback_rank0: the

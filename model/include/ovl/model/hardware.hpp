@@ -43,6 +43,11 @@ struct Hardware {
   double net_latency_us = 0;
   // Fitted efficiencies and overheads (defaults are educated guesses until `ovl calibrate` replaces them)
   double gemm_efficiency = 0.85;         // fraction of matrix peak our persistent GEMM reaches with every SM busy
+  // Our GEMM's main loop stalls on operand loads that miss the L2: its matrix time is 1 + gemm_l2_miss_cost x (the
+  // fraction of its operand bytes read from HBM, as the model's L2 reuse counts them) times the all-hit time; the HBM
+  // floor is unchanged. A row-band walk re-reads B once per band group when B overflows the L2 share, a swizzled one
+  // far less, so this term makes the orders differ on a compute-bound GEMM (docs/model.md, "L2 misses"). 0: none.
+  double gemm_l2_miss_cost = 0.0;
   double cublas_efficiency = 0.90;       // same for cuBLAS (fewer busy SMs run faster: clock_* below)
   double cublas_partition_penalty = 0.0; // cuBLAS slowdown on a partition beyond proportional, docs/model.md
   double launch_us = 4.0;                // kernel launch + ramp

@@ -51,8 +51,9 @@ struct SimResult {
   int64_t waves = 0;   // GEMM waves, summed over chunks
   int groups = 0;      // collective calls (tile groups, chunks, or 1)
   int64_t events = 0;  // engine events processed (a measure of simulation cost)
-  // What the work must add up to, per rank: FLOPs of the GEMM and bytes each NVLink direction (and network link)
-  // must carry for the collective. The conservation test compares them with resources[].work_done.
+  // What the work must add up to, per rank: the GEMM's matrix work (every tile a whole tile, as wgmma pads edge tiles:
+  // 2MNK when the tiles divide the matrix) and bytes each NVLink direction (and network link) must carry for the
+  // collective. The conservation test compares them with resources[].work_done.
   double required_flops = 0;
   double required_link_bytes = 0;
   double required_net_bytes = 0;
