@@ -1,6 +1,10 @@
 """ovl.Context on a GPU: every mode of the three operators in a loopback world of 8 against a float64 reference,
-CUDA Graph capture and replay, streams, CuPy and DLPack tensors, and the errors for bad inputs. Skipped without a
-Hopper GPU (conftest.py)."""
+CUDA Graph capture and replay, streams, CuPy and DLPack tensors, the errors for bad inputs, and the tensor-parallel
+MLP example against torch. Skipped without a Hopper GPU (conftest.py)."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -237,3 +241,16 @@ def test_cupy_tensors(cupy_gpu):
         assert err < TOL, f"{plan}: {err:.3g}"
     with pytest.raises(ovl.Error, match="A has strides"):
         ctx.gemm_reduce_scatter(a[:, ::2], b)
+
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python", "tp_mlp.py")
+
+
+@pytest.mark.parametrize("sizes", [[], ["--tokens", "1024", "--hidden", "768", "--ffn", "2048"]],
+                         ids=["example-sizes", "small"])
+def test_tp_mlp_example_matches_torch(torch_gpu, sizes):
+    """examples/python/tp_mlp.py in a loopback world of 8 with CUDA Graph replay: it prints OK and exits 0 when both
+    operators and the replay match its float64 torch reference within 1e-2."""
+    run = subprocess.run([sys.executable, EXAMPLE, "--loopback", "8", "--graph"] + sizes, capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ))
+    assert run.returncode == 0 and run.stdout.rstrip().endswith("OK"), run.stdout + run.stderr
