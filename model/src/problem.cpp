@@ -13,9 +13,7 @@ std::string_view to_string(Op op) { return name_in(kOpNames, op); }
 std::string_view to_string(BLayout layout) { return name_in(kBLayoutNames, layout); }
 
 Op parse_op(std::string_view text) { return parse_name(kOpNames, text, "op"); }
-DType parse_dtype(std::string_view text) {
-  return text == "fp8" ? DType::kE4M3 : parse_name(kDTypeNames, text, "dtype");
-}
+DType parse_dtype(std::string_view text) { return parse_name(kDTypeNames, text, "dtype"); }
 BLayout parse_b_layout(std::string_view text) { return parse_name(kBLayoutNames, text, "B layout"); }
 
 void Problem::validate() const {

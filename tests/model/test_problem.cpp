@@ -26,7 +26,6 @@ TEST(Problem, NamesRoundTrip) {
     EXPECT_EQ(parse_dtype(to_string(d)), d);
   }
   EXPECT_EQ(parse_dtype("e4m3"), DType::kE4M3);
-  EXPECT_EQ(parse_dtype("fp8"), DType::kE4M3);  // the FP8 type A takes
   for (BLayout l : {BLayout::kKxN, BLayout::kNxK}) EXPECT_EQ(parse_b_layout(to_string(l)), l);
   expect_error_naming([] { parse_op("gemm-allgather"); }, "gemm-allgather");
   expect_error_naming([] { parse_dtype("int8"); }, "int8");

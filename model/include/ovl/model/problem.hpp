@@ -31,7 +31,7 @@ inline constexpr Named<Op> kOpNames[] = {{Op::kGemmAllReduce, "gemm-allreduce"},
 std::string_view to_string(Op op);
 std::string_view to_string(BLayout layout);
 // Parse the names above ("gemm-allreduce", "gemm-reducescatter", "allgather-gemm"; "bf16", "fp16", "fp32", "e4m3",
-// "e5m2", and "fp8" for e4m3, the FP8 type A takes; "nn", "nt"); throw ovl::Error naming the bad text.
+// "e5m2"; "nn", "nt"); throw ovl::Error naming the bad text.
 Op parse_op(std::string_view text);
 DType parse_dtype(std::string_view text);
 BLayout parse_b_layout(std::string_view text);
