@@ -254,3 +254,34 @@ def test_tp_mlp_example_matches_torch(torch_gpu, sizes):
     run = subprocess.run([sys.executable, EXAMPLE, "--loopback", "8", "--graph"] + sizes, capture_output=True,
                          text=True, timeout=300, env=dict(os.environ))
     assert run.returncode == 0 and run.stdout.rstrip().endswith("OK"), run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("plan_kind", ["auto", "sequential-16", "sequential-all-sms"])
+def test_reduce_scatter_after_all_gather_at_the_example_sizes(torch_gpu, plan_kind):
+    """The example's two calls in one fresh context (AllGather+GEMM T 4096 x F/W 1024 x H 2048, then GEMM+RS of its
+    GELU, 4096 x 2048 x 1024) against float64 with the peers' partial products read after the call, for the
+    planner's choice and for the sequential plan on 16 CTAs and on every SM. The message separates the parts: the
+    output against rank 0's own rows and against the peers' sum alone."""
+    torch = torch_gpu
+    import torch.nn.functional as F
+
+    ctx = ovl.Context(loopback_world=WORLD)
+    T, H, FF = 4096, 2048, 8192
+    g = torch.Generator(device="cuda").manual_seed(1234)
+    x = (torch.randn(T // WORLD, H, generator=g, device="cuda") * 0.5).to(torch.bfloat16)
+    w1 = (torch.randn(FF // WORLD, H, generator=g, device="cuda") / H**0.5).to(torch.bfloat16)
+    w2 = (torch.randn(H, FF // WORLD, generator=g, device="cuda") / FF**0.5).to(torch.bfloat16)
+    a = F.gelu(ctx.all_gather_gemm(x, w1), approximate="tanh")
+    problem = ctx.problem("gemm-reducescatter", a, w2)
+    plan = None
+    if plan_kind != "auto":
+        plan = ovl.default_plan("sequential", problem, ctx.hardware,
+                                16 if plan_kind == "sequential-16" else ctx.hardware.sm_count)
+    y = ctx.gemm_reduce_scatter(a, w2, plan=plan)
+    torch.cuda.synchronize()
+    own = (a.double() @ w2.double().T)[: T // WORLD]
+    peers = sum(p.double() for p in ctx.loopback_peer_inputs("gemm-reducescatter", a, w2))[: T // WORLD]
+    err = rel_error(y, own + peers)
+    assert err < TOL, (f"{plan_kind}: relative error {err:.3g}; against rank 0's rows alone {rel_error(y, own):.3g}, "
+                       f"against the peers' sum alone {rel_error(y, peers):.3g}; norms: output "
+                       f"{float(y.double().norm()):.4g}, own {float(own.norm()):.4g}, peers {float(peers.norm()):.4g}")
