@@ -175,9 +175,6 @@ struct Context::Impl {
   // Plan choices of calls without a plan, by problem name (tuning.cpp), and the plan cache file behind them.
   std::map<std::string, PlanChoice> choices;
   Tuning tuning = Tuning::kMeasured;
-  // The wall time Context::measure may spend, in ms; negative: ContextOptions::tuning_budget_ms. plan_for() splits
-  // its budget between timing the candidates and confirming the winner against the best sequential plan.
-  double measure_budget_ms = -1;
   PlanCache cache;
   std::string cache_path;  // empty: no file
   std::string gpu_name;    // cudaDeviceProp::name, part of a plan cache key

@@ -189,6 +189,11 @@ std::vector<Plan> Context::tuning_candidates(const Problem& problem) const {
 
 PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
                             const std::vector<Plan>& plans, cudaStream_t stream) {
+  return measure(op, a, b, c, plans, stream, impl_->options.tuning_budget_ms);
+}
+
+PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c,
+                            const std::vector<Plan>& plans, cudaStream_t stream, double budget_ms) {
   Impl& s = *impl_;
   const std::lock_guard lock(s.mutex);
   const detail::CallScope scope(s);  // every candidate runs on these inputs
@@ -228,7 +233,7 @@ PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const
   // (docs/performance.md, "The automatic plan").
   constexpr int kMaxRounds = 15;
   const double slowest_round_us = s.max_over_ranks({first_round_us})[0];
-  const double budget_us = (s.measure_budget_ms >= 0 ? s.measure_budget_ms : s.options.tuning_budget_ms) * 1e3;
+  const double budget_us = budget_ms * 1e3;
   const int rounds = std::clamp(int(budget_us / std::max(slowest_round_us, 1e-3)), 1, kMaxRounds);
   for (int r = 1; r < rounds; ++r)
     for (size_t i = 0; i < n; ++i) times[i].push_back(run_once(plans[i], true));
@@ -299,12 +304,9 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     std::vector<Plan> plans;
     std::vector<double> predicted;
     candidate_plans(*r, s.options.tuning_candidates, plans, predicted);
-    struct Budget {  // two thirds of the budget for the candidates, the rest for the confirmation
-      double& ms;
-      ~Budget() { ms = -1; }
-    } budget{s.measure_budget_ms};
-    budget.ms = s.options.tuning_budget_ms * 2 / 3;
-    choice = measure(op, a, b, c, plans, stream);
+    // Two thirds of the budget for the candidates, the rest for the confirmation.
+    const double budget_ms = s.options.tuning_budget_ms;
+    choice = measure(op, a, b, c, plans, stream, budget_ms * 2 / 3);
     const double keep = 1.0 - s.options.tuning_min_gain;
     const TunedCandidate* best_sequential = nullptr;
     for (const TunedCandidate& t : choice.candidates)
@@ -315,8 +317,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     if (choice.plan.mode != Mode::kSequential && best_sequential != nullptr) {
       bool overlap = choice.measured_us <= choice.sequential_us * keep;
       if (overlap) {
-        budget.ms = s.options.tuning_budget_ms / 3;
-        const PlanChoice again = measure(op, a, b, c, {choice.plan, best_sequential->plan}, stream);
+        const PlanChoice again = measure(op, a, b, c, {choice.plan, best_sequential->plan}, stream, budget_ms / 3);
         overlap = again.candidates[0].measured_us <= again.candidates[1].measured_us * keep;
       }
       if (!overlap) {

@@ -215,6 +215,9 @@ class Context {
   friend struct detail::ContextAccess;  // ovl/core/testing.hpp
   void run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::optional<Plan>& plan,
            cudaStream_t stream);
+  // measure() within `budget_ms` of timed rounds (measure: ContextOptions::tuning_budget_ms).
+  PlanChoice measure(Op op, const TensorRef& a, const TensorRef& b, const TensorRef& c, const std::vector<Plan>& plans,
+                     cudaStream_t stream, double budget_ms);
   std::unique_ptr<Impl> impl_;
 };
 
