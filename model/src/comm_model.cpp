@@ -165,7 +165,7 @@ PerByte per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int cta
 
 CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const Hardware& hw, double hbm_GBps) {
   // nccl-symmetric on no CTA (CtaPolicy::kZero, collective_ctas): NCCL's copy-engine AllGather.
-  const bool copy_engines = algo == CommAlgo::kNcclSymmetric && ctas == 0;
+  const bool copy_engines = priced_algo(algo, ctas) != algo;
   OVL_CHECK(ctas >= 1 || copy_engines, "collective ctas = {} must be at least 1", ctas);
   OVL_CHECK(!copy_engines || c == Collective::kAllGather,
             "nccl-symmetric on 0 CTAs (CTA policy zero) moves an AllGather with the copy engines, not a {}",
@@ -179,16 +179,14 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
     cost.per_byte.shared = 2.0 / hbm_GBps / kBytesPerUsPerGBps;
     return cost;
   }
-  OVL_CHECK(nodes == 1 || (is_nccl(algo) && algo != CommAlgo::kNcclSymmetric),
+  OVL_CHECK(nodes == 1 || !algo_traits(algo).one_node,
             "collective algorithm {} works within one node; world {} spans {} nodes", to_string(algo), world, nodes);
   if (nodes == 1) {
     // Copy engines: ce's copies of an AllGather (the own rows' copy included), between NCCL's ready and completion
     // flags.
-    const CommAlgo priced = copy_engines ? CommAlgo::kCopyEngine : algo;
-    CollCoeffs k = coll_coeffs(c, priced, world, hw.loopback_rank0, hw.link_profile.has_value());
-    if (copy_engines) k.steps = 2;
+    const CollCoeffs k = priced_coeffs(c, algo, ctas, world, hw.loopback_rank0, hw.link_profile.has_value());
     cost.latency_us = k.steps * hw.link_latency_us;
-    cost.per_byte = per_byte_one_node(k, priced, world, ctas, hw, hbm_GBps);
+    cost.per_byte = per_byte_one_node(k, priced_algo(algo, ctas), world, ctas, hw, hbm_GBps);
     return cost;
   }
   // Hierarchical: within each node of g GPUs a reduce-scatter / all-gather over the link, and among the nodes the
@@ -294,7 +292,7 @@ struct MoverPiece {
 }  // namespace
 
 double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas) {
-  OVL_CHECK(algo == CommAlgo::kTmaPush || algo == CommAlgo::kTmaPull,
+  OVL_CHECK(is_tma_mover(algo),
             "tma_mover_link_load: comm_algo {} is not a TMA mover (tma-push or tma-pull)", to_string(algo));
   OVL_CHECK(ctas >= 1, "tma_mover_link_load: ctas = {} must be at least 1", ctas);
   const int w = problem.world;
@@ -350,7 +348,7 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   const std::vector<LoopbackCall> calls = loopback_rank0_calls(problem, plan);
   std::vector<CallAdjust> out(calls.size());
   const bool nccl = is_nccl(plan.comm_algo);
-  const bool mover = plan.comm_algo == CommAlgo::kTmaPush || plan.comm_algo == CommAlgo::kTmaPull;
+  const bool mover = is_tma_mover(plan.comm_algo);
   if (!hw.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
   for (size_t i = 0; i < calls.size(); ++i) {
     out[i].factor = calls[i].factor;

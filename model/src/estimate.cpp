@@ -332,11 +332,10 @@ Contention make_contention(const GemmTiming& gemm, double lost_sms_slowdown, dou
 
 GemmShape shape_of(const Problem& p) { return GemmShape{p.m, p.n, p.k, p.dtype}; }
 
-// The per-byte coefficients of the plan's collective (coll_cost prices nccl-symmetric on no CTA as ce's copies).
+// The per-byte coefficients of the plan's collective, priced as coll_cost prices it.
 detail::CollCoeffs plan_coeffs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw) {
-  const CommAlgo algo = collective_ctas(plan, coll) == 0 ? CommAlgo::kCopyEngine : plan.comm_algo;
-  return detail::coll_coeffs(coll, algo, problem.world, hw.loopback_rank0 && problem.nodes() == 1,
-                             hw.link_profile.has_value());
+  return detail::priced_coeffs(coll, plan.comm_algo, collective_ctas(plan, coll), problem.world,
+                               hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
 }
 
 // Every GEMM an overlap mode runs is timed in the operator regime (Hardware::operator_gemm_factor), sequential's
@@ -392,31 +391,31 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
       detail::gemm_timing(chunk_shape, unsignaled_gemm_impl(problem.dtype), plan.gemm_sms, plan.tile,
                           TileOrder::kSwizzle, hw, kOp);
   // NCCL on a second plain stream takes its CTAs' SMs from cuBLAS while it runs (none on the copy engines).
-  const int conflict = std::max(0, plan.gemm_sms + collective_ctas(plan, coll) - hw.sm_count);
+  const int ctas = collective_ctas(plan, coll);
+  const int conflict = std::max(0, plan.gemm_sms + ctas - hw.sm_count);
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
   const auto [busy, idle] =
-      overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), collective_ctas(plan, coll));
+      overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
   const detail::CollCoeffs k = plan_coeffs(coll, problem, plan, hw);
   const Contention contention =
       make_contention(chunk, cublas_lost_sms_slowdown(chunk.tiles, plan.gemm_sms, conflict), k.hbm_bytes * bytes, hw);
+  const double grid_wait = decomposed_grid_wait_us(chunk, ctas, hw);
   double stretch = 1;
   const PipelineResult r = solve_contention(
       contention, hw,
       [&](double s) {
         return problem.op == Op::kAllGatherGemm
                    ? recurrence_chunks_comm_then_gemm(chunk, s, chunks, chunk_bytes, adj, busy)
-                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, adj, busy, idle,
-                                                      decomposed_grid_wait_us(chunk, collective_ctas(plan, coll), hw));
+                   : recurrence_chunks_gemm_then_comm(chunk, s, chunks, chunk_bytes, adj, busy, idle, grid_wait);
       },
       &stretch);
   ModeEstimate e;
   e.total_us = r.total_us;
   e.gemm_alone_us = chunks * chunk.total_us();
-  e.comm_alone_us = estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo,
-                                        collective_ctas(plan, coll), hw, problem.nodes())
-                        .us;
+  e.comm_alone_us =
+      estimate_collective(coll, problem.comm_bytes(), problem.world, plan.comm_algo, ctas, hw, problem.nodes()).us;
   e.gemm_us = r.gemm_busy_us;
   e.comm_us = r.comm_busy_us;
   e.exposed_comm_us = std::max(0.0, e.total_us - e.gemm_us);

@@ -62,6 +62,18 @@ struct CollCoeffs {
 // paced (with loopback_rank0: Hardware::link_profile): an NCCL-algorithm call's SIMT play counts the ring's link
 // bytes and steps (its peers' bytes cross the paced link) beside the bytes it moves in HBM (cta_bytes).
 CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced = false);
+// The algorithm a call on `ctas` CTAs is priced as: nccl-symmetric on no CTA (CtaPolicy::kZero, collective_ctas) is
+// NCCL's copy-engine AllGather, priced as ce's copies; any other, itself.
+inline CommAlgo priced_algo(CommAlgo algo, int ctas) {
+  return algo == CommAlgo::kNcclSymmetric && ctas == 0 ? CommAlgo::kCopyEngine : algo;
+}
+// coll_coeffs of priced_algo(algo, ctas); the copy-engine AllGather between NCCL's ready and completion flags: 2 steps.
+inline CollCoeffs priced_coeffs(Collective c, CommAlgo algo, int ctas, int world, bool loopback_rank0, bool paced) {
+  const CommAlgo priced = priced_algo(algo, ctas);
+  CollCoeffs k = coll_coeffs(c, priced, world, loopback_rank0, paced);
+  if (priced != algo) k.steps = 2;
+  return k;
+}
 
 // Per buffer byte, in microseconds: the slowest of the rates a call's CTAs move at together (HBM, the link, NCCL's,
 // the CTAs' own) and a paced loopback's link bytes, which each CTA paces itself, at a call's CallAdjust::link_load

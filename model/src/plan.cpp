@@ -362,10 +362,11 @@ bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem, const Hard
     return problem.op == Op::kAllGatherGemm && hw.loopback && problem.world > 1;
   return mode_traits(plan.mode).persistent_comm || problem.op == Op::kAllGatherGemm;
 }
+}  // namespace
+
 bool runs_partitioned(const Plan& plan) {
   return plan.partitioned || mode_traits(plan.mode).partitioning == Partitioning::kAlways;
 }
-}  // namespace
 
 int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw, int partition_sms) {
   OVL_CHECK(mode_signals(plan.mode), "signaled_gemm_grid: mode {} does not run the signaling GEMM",

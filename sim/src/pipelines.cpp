@@ -21,7 +21,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
       options(opt),
       comm_hw(comm_hardware(h, pl.mode)),
       comm_hw_beside(comm_hardware(h, pl.mode, true)) {
-  partitioned = plan.partitioned || mode_traits(plan.mode).partitioning == Partitioning::kAlways;
+  partitioned = runs_partitioned(plan);
   if (mode_signals(plan.mode))
     gemm_sms = signaled_gemm_grid(plan, problem, hw);
   else if (plan.gemm_sms > 0)

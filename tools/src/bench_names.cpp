@@ -179,14 +179,9 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
     return c;
   }
   if (kind == "overlap" && parts.size() >= 6 && starts_with(parts.back(), "dtype:")) {  // the last part, optional
-    bool known = false;
-    for (DType d : {DType::kBF16, DType::kFP16, DType::kE4M3, DType::kE5M2}) {
-      if (parts.back().substr(6) == to_string(d)) {
-        c.dtype = d;
-        known = true;
-      }
-    }
-    if (!known) return std::nullopt;
+    const std::optional<DType> d = find_name(kDTypeNames, parts.back().substr(6));
+    if (!d || *d == DType::kFP32) return std::nullopt;  // the inputs bench_overlap runs: bf16, fp16, e4m3, e5m2
+    c.dtype = *d;
     parts.pop_back();
   }
   if (kind == "overlap" && parts.size() >= 6 && parts.size() <= 8) {

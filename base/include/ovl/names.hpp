@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,11 +36,18 @@ std::string names_list(const Named<E> (&table)[N]) {
   return out;
 }
 
+// The value named `text`, or nullopt.
+template <typename E, std::size_t N>
+constexpr std::optional<E> find_name(const Named<E> (&table)[N], std::string_view text) {
+  for (const Named<E>& n : table)
+    if (n.name == text) return n.value;
+  return std::nullopt;
+}
+
 // The value named `text`, or an ovl::Error: unknown <what> "<text>" (expected a, b or c).
 template <typename E, std::size_t N>
 E parse_name(const Named<E> (&table)[N], std::string_view text, std::string_view what) {
-  for (const Named<E>& n : table)
-    if (n.name == text) return n.value;
+  if (const std::optional<E> v = find_name(table, text)) return *v;
   OVL_FAIL("unknown {} \"{}\" (expected {})", what, text, names_list(table));
 }
 

@@ -115,6 +115,7 @@ inline constexpr AlgoTraits kAlgoTraits[] = {
 
 constexpr const AlgoTraits& algo_traits(CommAlgo algo) { return kAlgoTraits[static_cast<int>(algo)]; }
 constexpr bool is_nccl(CommAlgo algo) { return algo_traits(algo).nccl; }  // kNcclRing, kNcclNvls, kNcclSymmetric
+constexpr bool is_tma_mover(CommAlgo algo) { return (kTmaAlgos & bit_of(algo)) != 0; }  // kTmaPush, kTmaPull
 
 // The rows are in their enums' order (each row's index is its value).
 static_assert([] {

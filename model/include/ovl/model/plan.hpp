@@ -92,6 +92,9 @@ std::string mode_refusal(const Problem& problem, const Plan& plan);
 // band of tiles (modes that signal), 4 chunks (decomposed). The planner searches from here.
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms);
 
+// Whether the plan runs GEMM and communication on green-context partitions (Plan::partitioned, or a mode that
+// always does).
+bool runs_partitioned(const Plan& plan);
 // The profile a mode's collective runs with, in the model and the simulator alike: hw for sequential (the collective
 // runs after the GEMM), hw.overlapped_comm() in the overlapped modes, hw.beside_gemm_comm() there while the GEMM of
 // the operator is still running (`beside_gemm`).
