@@ -340,7 +340,7 @@ void ensure_inputs(Op op, const Shape& sh) {
     if (is_fp8(sh.dtype)) {
       const float half[2] = {0.5f, 0.5f};
       in->scales = std::make_unique<Buffer>(sizeof(half));
-      OVL_CUDA_CHECK(cudaMemcpy(in->scales->ptr, half, sizeof(half), cudaMemcpyHostToDevice));
+      copy_now(in->scales->ptr, half, sizeof(half), cudaMemcpyHostToDevice, r.stream);
       a_scale = static_cast<const float*>(in->scales->ptr);
       b_scale = a_scale + 1;
     }
@@ -426,7 +426,7 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
     }
     // Like with like in loopback: the baseline moves data with this plan's mover (TMA algorithms: the TMA mover;
     // else SIMT). A real world's baseline is always cuBLAS + NCCL.
-    const bool tma_mover = plan.comm_algo == CommAlgo::kTmaPull || plan.comm_algo == CommAlgo::kTmaPush;
+    const bool tma_mover = is_tma_mover(plan.comm_algo);
     const CommAlgo base_algo = tma_mover && !real_world() ? plan.comm_algo : CommAlgo::kNcclRing;
     const double t_seq = baseline_us(op, sh, base_algo);
     // A real world's tma mode writes C into the context's symmetric output, as an application that allocates C
@@ -568,12 +568,16 @@ void register_cases() {
   if (w < 1) return;
   // The /algo: baseline (the tma mode's mover on every SM) only in loopback: a real world's baseline is NCCL's.
   const bool tma_baseline = !real_world();
+  // The overlapped modes the executor runs for an op (kModeTraits: AG+GEMM has no tma mode).
+  const auto overlapped_modes = [](Op op) {
+    std::vector<Mode> modes;
+    for (Mode m : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma})
+      if (mode_traits(m).runs(op)) modes.push_back(m);
+    return modes;
+  };
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
-      // The overlapped modes the executor runs for the op (kModeTraits: AG+GEMM has no tma mode).
-      std::vector<Mode> modes;
-      for (Mode m : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma})
-        if (mode_traits(m).runs(op)) modes.push_back(m);
+      const std::vector<Mode> modes = overlapped_modes(op);
       const Problem p = make_problem(op, sh.m, sh.n, sh.k, w);
       const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
@@ -632,8 +636,7 @@ void register_cases() {
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
       add(fmt::format("overlap/sequential/{}/comm_sms:{}/dtype:e4m3", tail, sms), Mode::kSequential, op, sh, sms,
           CommAlgo::kNcclRing);
-      for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
-        if (!mode_traits(mode).runs(op)) continue;  // mode_refusal: AG+GEMM has no tma mode
+      for (Mode mode : overlapped_modes(op)) {
         add(fmt::format("overlap/{}/{}/comm_sms:16/dtype:e4m3", to_string(mode), tail), mode, op, sh, 16,
             CommAlgo::kNcclRing);
       }

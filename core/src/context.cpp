@@ -729,7 +729,8 @@ Timeline Context::last_timeline() {
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<unsigned long long> slots(size_t(std::max(rec.slots_used, 1)));
-  copy_now(slots.data(), s.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
+  copy_now(slots.data(), s.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+           s.comm_stream);
   const int gpu = s.rank;
   auto add = [&](const std::string& lane, const std::string& name, const std::string& cat, unsigned long long a,
                  unsigned long long b) {
@@ -740,7 +741,8 @@ Timeline Context::last_timeline() {
   if (rec.tile_stamps && rec.gemm_start_slot >= 0 && !rec.group_tiles.empty()) {
     const int64_t count = rec.group_tiles.back().second;
     std::vector<unsigned long long> ts(static_cast<size_t>(count));
-    copy_now(ts.data(), rec.tile_stamp_ptr, ts.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
+    copy_now(ts.data(), rec.tile_stamp_ptr, ts.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+             s.comm_stream);
     unsigned long long prev = slots[size_t(rec.gemm_start_slot)];
     for (size_t g = 0; g < rec.group_tiles.size(); ++g) {
       unsigned long long end = prev;

@@ -59,10 +59,9 @@ struct ShapeState {
   std::vector<DeviceBuffer> peer_src, peer_dst;  // loopback ranks 1..W-1 (peer_dst: kWholeWorld, or kRank0 AR)
   // kRank0 GEMM+AR: peer_dst holds the full AllReduce result (the peers' reduced pieces rank 0 copies), computed
   // from the inputs of the call that made it (A and B pointers below; prepare_loopback_peers says when it is redone).
-  bool peers_reduced = false;
   const void* reduced_a = nullptr;
   const void* reduced_b = nullptr;
-  uint64_t reduced_call = 0;  // the public call (Impl::call_epoch) whose inputs made them
+  uint64_t reduced_call = 0;  // the public call (Impl::call_epoch, from 1) whose inputs made them; 0: not made
   // Mode tma in a real world of more than one rank: the GEMM's output (M x N) and the collective's destination (RS:
   // M/W x N, AR: M x N), peer-mapped on every rank; made (collectively) by the first tma call of the shape.
   SymmetricBuffer sym_partial, sym_out;

@@ -126,10 +126,10 @@ SymmetricBuffer::SymmetricBuffer(const World& world, std::size_t bytes) : state_
       // 16-byte multiple: TMA sizes and the tail handling never read past the allocation.
       alloc_ = round_up(bytes, 16);
       try {
-        for (int r = 0; r < n; ++r) {
-          OVL_CUDA_CHECK(cudaMalloc(&ptrs_[r], alloc_));
-          fill_now(ptrs_[r], 0, alloc_);
-        }
+        for (int r = 0; r < n; ++r) OVL_CUDA_CHECK(cudaMalloc(&ptrs_[r], alloc_));
+        detail::enqueue_and_wait(nullptr, [&](cudaStream_t s) {  // every rank's buffer zeroed, one wait
+          for (void* p : ptrs_) OVL_CUDA_CHECK(cudaMemsetAsync(p, 0, alloc_, s));
+        });
       } catch (...) {
         for (void* p : ptrs_)
           if (p) cudaFree(p);
