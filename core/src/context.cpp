@@ -419,18 +419,25 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
       ps->expected_host.push_back(unsigned(u.tiles));
     }
   }
-  if (!ps->expected_host.empty()) {
-    const size_t groups = ps->expected_host.size();
-    ps->expected = DeviceBuffer(groups * sizeof(unsigned));
-    copy_now(ps->expected.get(), ps->expected_host.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice);
-    std::vector<unsigned> fault = ps->expected_host;
-    fault.back() += 1;
-    ps->expected_fault = DeviceBuffer(groups * sizeof(unsigned));
-    copy_now(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned), cudaMemcpyHostToDevice);
-  }
   ps->units = int(ps->row_begin.size());
+  const size_t groups = ps->expected_host.size();
+  std::vector<unsigned> fault = ps->expected_host;
+  if (groups > 0) {
+    fault.back() += 1;
+    ps->expected = DeviceBuffer(groups * sizeof(unsigned));
+    ps->expected_fault = DeviceBuffer(groups * sizeof(unsigned));
+  }
   ps->ranges = DeviceBuffer(table.size() * sizeof(detail::LoopbackRange));
-  copy_now(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange), cudaMemcpyHostToDevice);
+  detail::enqueue_and_wait(nullptr, [&](cudaStream_t st) {  // the tables, landed before any kernel reads them
+    const auto upload = [&](void* dst, const void* src, size_t bytes) {
+      OVL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
+    };
+    if (groups > 0) {
+      upload(ps->expected.get(), ps->expected_host.data(), groups * sizeof(unsigned));
+      upload(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned));
+    }
+    upload(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange));
+  });
   return *plans.emplace(key, std::move(ps)).first->second;
 }
 
