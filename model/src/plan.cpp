@@ -40,12 +40,7 @@ std::string modes_where(Pred pred) {
   std::vector<std::string_view> names;
   for (const ModeTraits& t : kModeTraits)
     if (pred(t)) names.push_back(to_string(t.mode));
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
-    out += names[i];
-  }
-  return out;
+  return join_or(names.size(), [&](size_t i) { return names[i]; });
 }
 }  // namespace
 

@@ -110,18 +110,18 @@ TimeNs run_decomposed(Context& ctx) {
     // A call launched at its chunk's end while no call runs finds the next chunk's persistent cuBLAS grid on the SMs
     // its CTAs need: it starts once that chunk has done cublas_tiles_before_comm tiles, as the model
     // (recurrence_chunks_gemm_then_comm). A call queued behind a running one takes that call's SMs.
-    std::vector<int64_t> before;  // per chunk: its tiles done before a call launched at its start gets SMs
-    for (const auto& g : gemms)
-      before.push_back(cublas_tiles_before_comm(std::max<int64_t>(1, static_cast<int64_t>(g->tile_count())),
-                                                ctx.gemm_sms, ctx.comm_ctas, ctx.hw.sm_count));
+    // A chunk's tiles done before a call launched at its start gets SMs (chunks are equal: chunks divides M).
+    const int64_t before =
+        cublas_tiles_before_comm(std::max<int64_t>(1, static_cast<int64_t>(gemms.front()->tile_count())),
+                                 ctx.gemm_sms, ctx.comm_ctas, ctx.hw.sm_count);
     int deferred = -1;  // the call waiting for SMs from the running chunk
     for (int i = 0; i < chunks; ++i) {
       const auto chunk = static_cast<size_t>(i);
-      gemms[chunk]->on_wave_done = [&, chunk](int64_t done, TimeNs) {
-        if (deferred >= 0 && done >= before[chunk]) comm.post(make_call(std::exchange(deferred, -1)));
+      gemms[chunk]->on_wave_done = [&](int64_t done, TimeNs) {
+        if (deferred >= 0 && done >= before) comm.post(make_call(std::exchange(deferred, -1)));
       };
       gemms[chunk]->on_finished = [&, i, chunk](TimeNs) {
-        if (i + 1 < chunks && comm.idle() && before[chunk + 1] > 0)
+        if (i + 1 < chunks && comm.idle() && before > 0)
           deferred = i;
         else
           comm.post(make_call(i));

@@ -25,15 +25,21 @@ constexpr std::string_view name_in(const Named<E> (&table)[N], E value) {
   return "?";
 }
 
+// "a, b or c" of the `count` strings get(0), ..., get(count - 1).
+template <typename Get>
+std::string join_or(std::size_t count, Get get) {
+  std::string out;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) out += i + 1 == count ? " or " : ", ";
+    out += get(i);
+  }
+  return out;
+}
+
 // "a, b or c".
 template <typename E, std::size_t N>
 std::string names_list(const Named<E> (&table)[N]) {
-  std::string out;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (i > 0) out += i + 1 == N ? " or " : ", ";
-    out += table[i].name;
-  }
-  return out;
+  return join_or(N, [&](std::size_t i) { return table[i].name; });
 }
 
 // The value named `text`, or nullopt.
