@@ -227,10 +227,11 @@ class Context:
         GEMM+AR/RS their M x N partial products, AG+GEMM their M/W x K rows of A (references for tests)."""
         p = self.problem(op, a, b, c, b_layout)
         f = _framework(a)
+        stream = f.current_stream(a)  # the tensors are the framework's: their copies go in its stream order
         rows, cols = (p.m // p.world, p.k) if p.op == "allgather-gemm" else (p.m, p.n)
         out = []
         for r in range(p.world - 1):
             t = f.empty(a, rows, cols)
-            self._ctx._copy_loopback_peer_input(p, r, t)
+            self._ctx._copy_loopback_peer_input(p, r, t, stream)
             out.append(t)
         return out

@@ -212,10 +212,12 @@ void bind_context(nb::module_& m) {
              return ctx.last_timeline();
            })
       // Loopback: copies rank `index` + 1's input (GEMM+AR/RS: its M x N partial product; AG+GEMM: its A rows) into
-      // the tensor `dst` (same size), for references.
+      // the tensor `dst` (same size), for references. The copy is enqueued on `stream`, the framework's current one:
+      // `dst` comes from its caching allocator, which may hand out memory that earlier work on that stream still
+      // reads, so a copy on any other stream could overwrite it under that work.
       .def(
           "_copy_loopback_peer_input",
-          [](Context& ctx, const Problem& p, int index, nb::handle dst) {
+          [](Context& ctx, const Problem& p, int index, nb::handle dst, uintptr_t stream) {
             const std::vector<const void*> peers = testing::loopback_peer_inputs(ctx, p);
             OVL_CHECK(index >= 0 && size_t(index) < peers.size(), "loopback peer input {} of {}", index, peers.size());
             const TensorRef d = tensor_ref("loopback_peer_inputs", "the destination", dst, ctx.device(), p.b_layout);
@@ -224,9 +226,10 @@ void bind_context(nb::module_& m) {
             OVL_CHECK(d.rows == rows && d.cols == cols && d.dtype == p.dtype,
                       "loopback_peer_inputs: the destination is {} x {} {}, the input is {} x {} {}", d.rows, d.cols,
                       to_string(d.dtype), rows, cols, to_string(p.dtype));
-            copy_now(d.ptr, peers[size_t(index)], size_t(rows * cols * dtype_bytes(p.dtype)), cudaMemcpyDeviceToDevice);
+            OVL_CUDA_CHECK(cudaMemcpyAsync(d.ptr, peers[size_t(index)], size_t(rows * cols * dtype_bytes(p.dtype)),
+                                           cudaMemcpyDeviceToDevice, reinterpret_cast<cudaStream_t>(stream)));
           },
-          "problem"_a, "index"_a, "dst"_a);
+          "problem"_a, "index"_a, "dst"_a, "stream"_a);
 }
 
 }  // namespace ovl::python
