@@ -41,6 +41,12 @@ function(ovl_legacy_stream_violations root out)
   set(${out} "${bad}" PARENT_SCOPE)
 endfunction()
 
+# core/ sources that define a kernel: device code lives in kernels/ (core/ launches it through kernels/'s launchers).
+function(ovl_core_kernel_violations root out)
+  ovl_source_lines_matching(${root} "core" "__global__" bad)
+  set(${out} "${bad}" PARENT_SCOPE)
+endfunction()
+
 if(CMAKE_SCRIPT_MODE_FILE)
   if(NOT OVL_SOURCE_DIR)
     message(FATAL_ERROR "usage: cmake -DOVL_SOURCE_DIR=<source dir> -P OvlLayering.cmake")
@@ -59,6 +65,8 @@ if(CMAKE_SCRIPT_MODE_FILE)
   ovl_legacy_stream_violations(${OVL_SOURCE_DIR} _legacy)
   ovl_report("${_legacy}" "library sources use the legacy default stream (use copy_now / fill_now)"
              "no library source uses the legacy default stream")
+  ovl_core_kernel_violations(${OVL_SOURCE_DIR} _kernels)
+  ovl_report("${_kernels}" "core/ sources define kernels (they belong in kernels/)" "core/ defines no kernel")
   return()
 endif()
 

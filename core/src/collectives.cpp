@@ -127,9 +127,9 @@ Collectives::Collectives(const World& world) : world_(world) {
   OVL_CUDA_CHECK(cudaSetDevice(world.device()));
   kernels::preload_collective_kernels();  // no lazy module load while a collective spins (see the header)
   flags_ = SymmetricBuffer(world, kernels::collective_flag_bytes());  // zeroed, collective
-  OVL_CUDA_CHECK(cudaMalloc(&error_, sizeof(kernels::CollectiveError)));
+  OVL_CUDA_CHECK(cudaMalloc(&error_, sizeof(kernels::DeviceError)));
   try {
-    fill_now(error_, 0, sizeof(kernels::CollectiveError));
+    fill_now(error_, 0, sizeof(kernels::DeviceError));
     world.barrier();
   } catch (...) {
     cudaFree(error_);  // no destructor runs for a constructor that throws
@@ -307,7 +307,7 @@ void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const Sy
 void Collectives::check(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaSetDevice(world_.device()));
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  kernels::CollectiveError e{};
+  kernels::DeviceError e{};
   copy_now(&e, error_, sizeof(e), cudaMemcpyDeviceToHost, stream);
   if (e.code != 0) {
     fill_now(error_, 0, sizeof(e), stream);

@@ -176,14 +176,12 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.comm_stream, cudaStreamNonBlocking, greatest));
   s.counters = DeviceBuffer(sizeof(unsigned) * Impl::kMaxGroups);
   fill_now(s.counters.get(), 0, s.counters.bytes(), s.comm_stream);
-  s.error = DeviceBuffer(sizeof(detail::WaitError));
+  s.error = DeviceBuffer(sizeof(kernels::DeviceError));
   fill_now(s.error.get(), 0, s.error.bytes(), s.comm_stream);
-  s.gemm_wait_error = DeviceBuffer(sizeof(kernels::CounterWaitError));
-  fill_now(s.gemm_wait_error.get(), 0, s.gemm_wait_error.bytes(), s.comm_stream);
   s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
   // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
-  detail::preload_executor_kernels();
-  kernels::preload_wait_kernels();  // AG+GEMM releases its groups with launch_add_counters while the GEMM waits
+  kernels::preload_loopback_kernels();
+  kernels::preload_wait_kernels();  // the counter wait, the stamps; AG+GEMM releases its groups with add_counters
   kernels::preload_sum_kernels();   // comm_algo ce's reduction
 }
 
@@ -377,10 +375,10 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
       const uint64_t seed = options.loopback_seed * 1000003ull + uint64_t(r) * 7919ull;
       st->peer_src.emplace_back(size_t(elems.src * comm_bytes));
       if (p.op == Op::kAllGatherGemm) {
-        detail::launch_fill_random(st->peer_src.back().get(), elems.src, p.dtype, seed, range, st0);
+        kernels::launch_fill_random(st->peer_src.back().get(), elems.src, p.dtype, seed, range, st0);
       } else {
-        detail::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, range, st0);
-        detail::launch_fill_random(b_tmp.get(), b_elems, b_dtype, seed + 1, range, st0);
+        kernels::launch_fill_random(a_tmp.get(), p.m * p.k, p.dtype, seed, range, st0);
+        kernels::launch_fill_random(b_tmp.get(), b_elems, b_dtype, seed + 1, range, st0);
         detail::Call call{p.op,
                           p,
                           Plan{},
@@ -409,7 +407,7 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
   if (it != plans.end()) return *it->second;
   auto ps = std::make_unique<detail::PlanState>();
   const std::vector<UnitRows> units = unit_rows(p, plan);
-  const std::vector<detail::LoopbackRange> table = detail::loopback_range_table(p, units, world);
+  const std::vector<kernels::LoopbackRange> table = detail::loopback_range_table(p, units, world);
   for (const UnitRows& u : units) {
     ps->row_begin.push_back(u.begin);
     ps->row_end.push_back(u.end);
@@ -427,7 +425,7 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
     ps->expected = DeviceBuffer(groups * sizeof(unsigned));
     ps->expected_fault = DeviceBuffer(groups * sizeof(unsigned));
   }
-  ps->ranges = DeviceBuffer(table.size() * sizeof(detail::LoopbackRange));
+  ps->ranges = DeviceBuffer(table.size() * sizeof(kernels::LoopbackRange));
   detail::enqueue_and_wait(nullptr, [&](cudaStream_t st) {  // the tables, landed before any kernel reads them
     const auto upload = [&](void* dst, const void* src, size_t bytes) {
       OVL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
@@ -436,7 +434,7 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
       upload(ps->expected.get(), ps->expected_host.data(), groups * sizeof(unsigned));
       upload(ps->expected_fault.get(), fault.data(), groups * sizeof(unsigned));
     }
-    upload(ps->ranges.get(), table.data(), table.size() * sizeof(detail::LoopbackRange));
+    upload(ps->ranges.get(), table.data(), table.size() * sizeof(kernels::LoopbackRange));
   });
   return *plans.emplace(key, std::move(ps)).first->second;
 }
@@ -699,30 +697,14 @@ void Context::synchronize(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
   if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
-  // Both records are read and cleared before either is reported, so a timeout never surfaces at a later call.
-  kernels::CounterWaitError g{};
-  copy_now(&g, s.gemm_wait_error.get(), sizeof(g), cudaMemcpyDeviceToHost, s.comm_stream);
-  detail::WaitError e{};
+  // The record is read and cleared before it is reported, so a timeout never surfaces at a later call.
+  kernels::DeviceError e{};
   copy_now(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost, s.comm_stream);
-  if (g.code != 0) fill_now(s.gemm_wait_error.get(), 0, sizeof(g), s.comm_stream);
   if (e.code != 0) fill_now(s.error.get(), 0, sizeof(e), s.comm_stream);
-  std::string what;
-  if (g.code != 0) {
-    what = fmt::format(
-        "the GEMM waited for the gathered rows of tile group {} (counter {} of {} expected): the gather did not "
-        "finish (its collective failed or had no SMs to run on); the output is invalid",
-        g.index, g.observed, g.expected);
-  }
+  std::string what = e.code != 0 ? kernels::describe(e) : std::string();
   if (!ce_missing.empty()) {
     if (!what.empty()) what += "; and ";
     what += ce_missing;
-  }
-  if (e.code != 0) {
-    if (!what.empty()) what += "; and ";
-    what += fmt::format(
-        "the {} waited for tile group {} (counter {} of {} expected, CTA {}); the GEMM did not signal it (failed, "
-        "skipped or fewer tiles than the plan) or a peer is missing",
-        e.where == 1 ? "counter wait kernel" : "persistent collective", e.group, e.observed, e.expected, e.cta);
   }
   if (!what.empty()) OVL_FAIL("device-side wait timed out after {} ms: {}", double(s.timeout_ns) * 1e-6, what);
 }

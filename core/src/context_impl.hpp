@@ -13,12 +13,12 @@
 #include <tuple>
 #include <vector>
 
-#include "executor_kernels.hpp"
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/context.hpp"
 #include "ovl/core/nccl_symmetric.hpp"
 #include "ovl/core/sm_partition.hpp"
 #include "ovl/core/testing.hpp"
+#include "ovl/kernels/loopback.hpp"
 #include "ovl/sim/planner.hpp"
 
 namespace ovl {
@@ -185,14 +185,13 @@ struct Context::Impl {
   // (TMA kernels over peer-mapped buffers) and the group counters as a symmetric buffer (their gate).
   std::unique_ptr<Collectives> real_coll;
   SymmetricBuffer sym_counters;  // u32 x kMaxGroups
-  detail::DeviceBuffer error;     // WaitError
-  // AG+GEMM in the signaling modes: where the GEMM's load threads report a wait for gathered rows that timed out
-  // (kernels::CounterWaitError; checked and cleared by synchronize()).
-  detail::DeviceBuffer gemm_wait_error;
+  // The device error record of every wait this Context's kernels do (the counter wait kernel, the loopback movers,
+  // the GEMM's waits for gathered rows; kernels::DeviceError): checked and cleared by synchronize().
+  detail::DeviceBuffer error;
   // comm_algo ce (executor_ce.cpp): arrival flags, written with the call's epoch (a per-context sequence number of ce
   // calls, so nothing is ever reset) and waited for with cuStreamWaitValue32 (GEQ). Loopback and a world of 1: one
   // flag array per played owner (kMaxLoopbackRanks of them); a real world: this rank's array, peer-mapped.
-  static constexpr int kCeFlagWords = 2 * kMaxGroups * detail::kMaxLoopbackRanks + detail::kMaxLoopbackRanks;
+  static constexpr int kCeFlagWords = 2 * kMaxGroups * kernels::kMaxLoopbackRanks + kernels::kMaxLoopbackRanks;
   detail::DeviceBuffer ce_flags;
   SymmetricBuffer ce_flags_sym;
   std::uint32_t ce_epoch = 0;
@@ -244,7 +243,7 @@ struct Context::Impl {
   unsigned* counter_ptr() const {
     return sym_counters.empty() ? counters.as<unsigned>() : static_cast<unsigned*>(sym_counters.local_ptr());
   }
-  detail::WaitError* error_ptr() const { return error.as<detail::WaitError>(); }
+  kernels::DeviceError* error_ptr() const { return error.as<kernels::DeviceError>(); }
 
   // tuning.cpp
   // Reads the plan cache file and the tuning policy (ContextOptions, else the environment); warns once about
@@ -283,7 +282,7 @@ struct Context::Impl {
   void collective_unit(const detail::Call& call, int unit, int ctas, cudaStream_t stream, bool force_kernel = false);
   // The loopback collective's arguments for `call` with `ctas` CTAs: the context's share, the mover the plan's
   // comm_algo names (tma-pull / tma-push: the TMA movers; NCCL algorithms: the SIMT mover, NCCL's stand-in).
-  detail::LoopbackArguments loopback_args(const detail::Call& call, int ctas) const;
+  kernels::LoopbackArguments loopback_args(const detail::Call& call, int ctas) const;
   // kRank0 GEMM+AR in loopback: (re)computes the peers' reduced pieces when missing or when A / B changed pointer.
   void prepare_loopback_peers(const detail::Call& call);
   // Tracing (no-ops returning -1 / null when tracing is off): a span is two stamp slots on one lane.

@@ -44,7 +44,7 @@
 namespace ovl {
 namespace {
 
-constexpr int kFlagRanks = detail::kMaxLoopbackRanks;
+constexpr int kFlagRanks = kernels::kMaxLoopbackRanks;
 
 char* bytes_at(const void* base, int64_t offset) {
   return static_cast<char*>(const_cast<void*>(base)) + offset;

@@ -9,6 +9,7 @@
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
+#include "ovl/kernels/wait.hpp"
 #include "ovl/core/gemm.hpp"
 #include "ovl/model/estimate.hpp"
 
@@ -102,8 +103,8 @@ void Context::Impl::cublas_gemm(const detail::Call& call, const void* a, void* d
   }
 }
 
-detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call, int ctas) const {
-  detail::LoopbackArguments a;
+kernels::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call, int ctas) const {
+  kernels::LoopbackArguments a;
   const Problem& p = call.problem;
   a.op = collective_of(p.op);
   a.dtype = p.comm_dtype();
@@ -123,7 +124,7 @@ detail::LoopbackArguments Context::Impl::loopback_args(const detail::Call& call,
     a.src[r] = call.shape->peer_src[size_t(r - 1)].get();
     a.dst[r] = call.shape->peer_dst.empty() ? nullptr : call.shape->peer_dst[size_t(r - 1)].get();
   }
-  a.ranges = call.ps->ranges.as<detail::LoopbackRange>();
+  a.ranges = call.ps->ranges.as<kernels::LoopbackRange>();
   a.ctas = std::max(1, ctas);
   if (loopback && link && a.play == LoopbackShare::kRank0 && a.world > 1) {
     // The paced loopback: each CTA's share of the link at most, and at most its transport's per-CTA rate (the SIMT
@@ -153,7 +154,7 @@ void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
   OVL_CHECK(st.peer_dst.size() == size_t(world - 1), "loopback: the peers' output buffers of {} are missing",
             call.problem.name());
   cublas_gemm(call, call.a.ptr, st.partial.get(), 0, call.problem.m, call.stream);
-  detail::LoopbackArguments a = loopback_args(call, sms);
+  kernels::LoopbackArguments a = loopback_args(call, sms);
   a.play = LoopbackShare::kWholeWorld;
   a.mover = kernels::CollectiveAlgo::kSimt;
   a.dst[0] = st.peer_dst[0].get();
@@ -161,7 +162,7 @@ void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
   a.pace_latency_ns = 0;
   a.first_group = 0;
   a.num_groups = call.ps->units;
-  detail::launch_loopback_collective(a, call.stream);
+  kernels::launch_loopback_collective(a, call.stream);
   st.reduced_call = call_epoch;
   st.reduced_a = call.a.ptr;
   st.reduced_b = call.b.ptr;
@@ -171,10 +172,10 @@ void Context::Impl::collective_unit(const detail::Call& call, int unit, int ctas
                                     bool force_kernel) {
   const Problem& p = call.problem;
   if (loopback || force_kernel) {
-    detail::LoopbackArguments a = loopback_args(call, ctas);
+    kernels::LoopbackArguments a = loopback_args(call, ctas);
     a.first_group = unit;
     a.num_groups = 1;
-    detail::launch_loopback_collective(a, stream);
+    kernels::launch_loopback_collective(a, stream);
     return;
   }
   // A real world: NCCL on the unit's rows (contiguous in row-major order), on the plan's comm_ctas CTAs when the
@@ -272,7 +273,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
     if (wait_for_gather) {
       g.wait_counters = counter_ptr();
       g.wait_timeout_ns = timeout_ns;
-      g.wait_error = gemm_wait_error.as<kernels::CounterWaitError>();
+      g.wait_error = error_ptr();
     } else {
       g.tile_groups.clear();  // neither waits nor signals: the groups mean nothing to this launch
     }
@@ -297,7 +298,7 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
     record.tile_stamps = true;
     record.tile_stamp_ptr = g.tile_timestamps;
     record.gemm_start_slot = alloc_slots(1);
-    detail::launch_stamp(slot_ptr(record.gemm_start_slot), stream);
+    kernels::launch_stamp(slot_ptr(record.gemm_start_slot), stream);
     int64_t t = 0;
     for (int n : call.plan.tile_groups) {
       record.group_tiles.emplace_back(t, t + n);
@@ -320,7 +321,7 @@ Context::Impl::SignaledLaunch Context::Impl::signaled_launch(const detail::Call&
 }
 
 void Context::Impl::start_signaled(const detail::Call& c, int groups, cudaStream_t gemm_st, cudaStream_t comm_st) {
-  detail::launch_reset_counters(counter_ptr(), groups, c.stream);
+  kernels::launch_reset_counters(counter_ptr(), groups, c.stream);
   cudaEvent_t start = event();
   OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
   if (gemm_st != c.stream) OVL_CUDA_CHECK(cudaStreamWaitEvent(gemm_st, start, 0));
@@ -337,7 +338,7 @@ int Context::Impl::new_span(const std::string& lane, const std::string& name, co
 int Context::Impl::stamp_span(const std::string& lane, const std::string& name, const std::string& category,
                               cudaStream_t stream) {
   const int span = new_span(lane, name, category);
-  if (span >= 0) detail::launch_stamp(start_ptr(span), stream);
+  if (span >= 0) kernels::launch_stamp(start_ptr(span), stream);
   return span;
 }
 
@@ -346,7 +347,7 @@ unsigned long long* Context::Impl::start_ptr(int span) {
 }
 
 void Context::Impl::end_span(int span, cudaStream_t stream) {
-  if (span >= 0) detail::launch_stamp(slot_ptr(record.spans[size_t(span)].end_slot), stream);
+  if (span >= 0) kernels::launch_stamp(slot_ptr(record.spans[size_t(span)].end_slot), stream);
 }
 
 }  // namespace ovl

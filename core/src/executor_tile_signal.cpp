@@ -49,9 +49,9 @@ void Context::Impl::run_tile_signal(const detail::Call& c) {
     if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
     const int span = new_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm");
     if (gemm) {
-      detail::launch_wait_counter(counter_ptr() + g, expected, g, timeout_ns, error_ptr(), start_ptr(span), comm_st);
+      kernels::launch_wait_counter(counter_ptr() + g, expected, g, timeout_ns, error_ptr(), start_ptr(span), comm_st);
     } else if (span >= 0) {
-      detail::launch_stamp(start_ptr(span), comm_st);
+      kernels::launch_stamp(start_ptr(span), comm_st);
     }
     if (plan.output == OutputLayout::kTileMajor) {
       kernels::ReorderArguments r;

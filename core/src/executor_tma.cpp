@@ -47,7 +47,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
   const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
   if (gemm) signaled_gemm(c, grid, gemm_st);
 
-  detail::LoopbackArguments a = loopback_args(c, ctas);
+  kernels::LoopbackArguments a = loopback_args(c, ctas);
   a.first_group = 0;
   a.num_groups = groups;
   if (gemm) {  // gated on the GEMM's counters; alone (kComm) the collective runs ungated
@@ -56,7 +56,7 @@ void Context::Impl::run_tma(const detail::Call& c) {
         fault == testing::Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
   }
   if (record.valid) a.stamps = slot_ptr(record.cta_base);
-  if (coll) detail::launch_loopback_collective(a, comm_st);
+  if (coll) kernels::launch_loopback_collective(a, comm_st);
 
   join_streams(c.stream, gemm_st, comm_st);
 }

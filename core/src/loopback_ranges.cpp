@@ -6,15 +6,15 @@
 
 namespace ovl::detail {
 
-std::vector<LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world) {
+std::vector<kernels::LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world) {
   const int w = world;
   const size_t count = units.size();
-  std::vector<LoopbackRange> table(count * size_t(w), LoopbackRange{0, 0, 0});
+  std::vector<kernels::LoopbackRange> table(count * size_t(w), kernels::LoopbackRange{0, 0, 0});
   for (size_t u = 0; u < count; ++u) {
     for (int r = 0; r < w; ++r) {
       const OwnerRows o = owner_rows(p, units[u].begin, units[u].end, r);
       if (o.rows() == 0) continue;
-      LoopbackRange& e = table[u * size_t(w) + size_t(r)];
+      kernels::LoopbackRange& e = table[u * size_t(w) + size_t(r)];
       switch (p.op) {
         case Op::kGemmAllReduce:
           e = {o.begin * p.n, o.begin * p.n, o.rows() * p.n};
@@ -32,7 +32,7 @@ std::vector<LoopbackRange> loopback_range_table(const Problem& p, const std::vec
   // FP8 elements: an AllGather of FP8 A moves bytes).
   const int64_t vector = 16 / dtype_bytes(p.comm_dtype());
   for (size_t i = 0; i < table.size(); ++i) {
-    const LoopbackRange& e = table[i];
+    const kernels::LoopbackRange& e = table[i];
     OVL_CHECK(e.src_offset % vector == 0 && e.dst_offset % vector == 0 && e.count % vector == 0,
               "{}: loopback range (unit {}, owner {}) = {{src {}, dst {}, count {}}} is not in 16-byte vectors",
               p.name(), i / size_t(w), i % size_t(w), e.src_offset, e.dst_offset, e.count);

@@ -23,25 +23,6 @@ const char* to_string(CollectiveAlgo algo) {
   }
   return "?";
 }
-const char* to_string(WaitKind kind) {
-  switch (kind) {
-    case WaitKind::kNone: return "none";
-    case WaitKind::kStart: return "start flag (peer entered the collective)";
-    case WaitKind::kReduceScatterDone: return "reduce-scatter done flag";
-    case WaitKind::kAllGatherDone: return "all-gather done flag";
-    case WaitKind::kGroupCounter: return "GEMM group counter";
-  }
-  return "?";
-}
-std::string describe(const CollectiveError& e) {
-  if (e.code == 0) return "no error";
-  if (WaitKind(e.wait) == WaitKind::kGroupCounter)
-    return fmt::format("rank {} timed out waiting for {} {} of rank {} (slice {}): saw {}, expected >= {}", e.rank,
-                       to_string(WaitKind(e.wait)), e.group, e.peer, e.slice, e.observed, e.expected);
-  return fmt::format("rank {} timed out waiting for the {} from rank {} (slice {}): saw epoch {}, expected >= {}",
-                     e.rank, to_string(WaitKind(e.wait)), e.peer, e.slice, e.observed, e.expected);
-}
-
 namespace {
 
 using detail::Layout;
@@ -73,21 +54,6 @@ struct Cta {
   int* abort_flag;  // shared memory: set by the thread whose wait timed out
 };
 
-__device__ void record_timeout(const CollectiveArguments& a, WaitKind kind, int rank, int peer, int slice, int group,
-                               std::uint32_t observed, std::uint32_t expected) {
-  CollectiveError* e = a.error;
-  if (atomicCAS_system(&e->code, 0u, 1u) == 0u) {
-    e->wait = std::uint32_t(kind);
-    e->rank = std::uint32_t(rank);
-    e->peer = std::uint32_t(peer);
-    e->slice = std::uint32_t(slice);
-    e->group = std::uint32_t(group);
-    e->observed = observed;
-    e->expected = expected;
-    __threadfence_system();
-  }
-}
-
 // One thread: spin (acquire, system scope) until *word >= target, or time out. Returns false on timeout.
 __device__ bool wait_at_least(const std::uint32_t* word, std::uint32_t target, std::uint64_t timeout_ns,
                               std::uint32_t& seen) {
@@ -110,7 +76,7 @@ __device__ void wait_peers(const Cta& cta, std::uint32_t kind, int me) {
     if (!wait_at_least(a.flags[me] + flag_index(kind, p, cta.slice), a.epoch, a.timeout_ns, seen)) {
       const WaitKind wk = kind == kFlagStart ? WaitKind::kStart : kind == kFlagRs ? WaitKind::kReduceScatterDone
                                                                                     : WaitKind::kAllGatherDone;
-      record_timeout(a, wk, me, p, cta.slice, 0, seen, a.epoch);
+      record_timeout(a.error, wk, me, p, cta.slice, 0, seen, a.epoch);
       *cta.abort_flag = 1;
       return;
     }
@@ -137,7 +103,7 @@ __device__ bool gate_group(const Cta& cta, int g, unsigned mask, int me) {
     if (!(mask & (1u << p))) continue;
     std::uint32_t seen = 0;
     if (!wait_at_least(a.counters[p] + g, target, a.timeout_ns, seen)) {
-      record_timeout(a, WaitKind::kGroupCounter, me, p, cta.slice, g, seen, target);
+      record_timeout(a.error, WaitKind::kGroupCounter, me, p, cta.slice, g, seen, target);
       *cta.abort_flag = 1;
       return false;
     }

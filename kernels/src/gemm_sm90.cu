@@ -75,7 +75,7 @@ struct KernelParams {
   const unsigned int* wait_counters;
   unsigned int wait_value;
   unsigned long long wait_timeout_ns;
-  CounterWaitError* wait_error;
+  DeviceError* wait_error;
   int num_groups;
   const int* group_of_position;  // workspace map when num_groups > kGemmMaxInlineGroups, else nullptr
   unsigned long long* tile_timestamps;

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "ovl/kernels/tma_ptx.cuh"
-#include "ovl/kernels/wait.hpp"
+#include "ovl/kernels/device_error.hpp"
 
 namespace ovl::kernels::detail {
 
@@ -329,15 +329,16 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 // The slow path of wait_for_rows: spin until *counter >= value, or give up after timeout_ns (recording the first
 // timeout in *error) or at once when a timeout is already recorded there.
 __device__ __noinline__ void wait_for_rows_slow(const unsigned int* counter, unsigned int value,
-                                                unsigned long long timeout_ns, CounterWaitError* error, int group) {
+                                                unsigned long long timeout_ns, DeviceError* error, int group) {
   const unsigned long long start = global_timer_ns();
   for (unsigned int spins = 0;; ++spins) {
     const unsigned int seen = ptx::ld_acquire_sys(counter);
     if (seen >= value) return;
     if ((spins & 31u) == 31u) {
-      if (*reinterpret_cast<const volatile unsigned int*>(&error->code) != 0u) return;
+      if (error_code(error) != 0u) return;
       if (global_timer_ns() - start > timeout_ns) {
-        record_counter_timeout(error, static_cast<unsigned int>(group), seen, value);
+        record_timeout(error, WaitKind::kGatheredRows, 0u, 0u, blockIdx.x, static_cast<unsigned int>(group), seen,
+                       value);
         return;
       }
     }
@@ -350,7 +351,7 @@ __device__ __noinline__ void wait_for_rows_slow(const unsigned int* counter, uns
 // were written through the generic proxy (a kernel's stores, a copy, a peer's) and the TMA reads them through the
 // async proxy.
 __device__ __forceinline__ void wait_for_rows(const unsigned int* counter, unsigned int value,
-                                              unsigned long long timeout_ns, CounterWaitError* error, int group) {
+                                              unsigned long long timeout_ns, DeviceError* error, int group) {
   if (ptx::ld_acquire_sys(counter) < value) wait_for_rows_slow(counter, value, timeout_ns, error, group);
   ptx::fence_proxy_async_global();
 }

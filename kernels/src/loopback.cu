@@ -1,4 +1,5 @@
-// Core-private kernels of the executors (see executor_kernels.hpp).
+// The SIMT mover of the loopback collective, its launcher and checks, and the random fill (see
+// ovl/kernels/loopback.hpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -6,17 +7,15 @@
 #include <cstdint>
 #include <utility>
 
-#include "executor_device.hpp"
-#include "executor_kernels.hpp"
+#include "loopback_device.cuh"
 #include "ovl/cuda_check.hpp"
+#include "ovl/kernels/loopback.hpp"
 
-namespace ovl::detail {
+namespace ovl::kernels {
 namespace {
 
-using dev::error_code;
 using dev::global_timer_ns;
 using dev::Vec;
-using dev::wait_at_least;
 
 std::uint64_t __device__ __forceinline__ splitmix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -35,23 +34,6 @@ __global__ void fill_random_kernel(T* data, std::int64_t n, std::uint64_t seed, 
     data[i] = T((2.f * u - 1.f) * scale);
   }
 }
-
-// 1 CTA: zero `count` counters. Runs on the GEMM's stream before the GEMM, after the previous run's consumers.
-__global__ void reset_counters_kernel(unsigned int* counters, int count) {
-  for (int i = threadIdx.x; i < count; i += blockDim.x) counters[i] = 0u;
-}
-
-// 1 CTA of 32 threads; thread 0 waits (acquire, system scope) for the GEMM's release adds. The next kernel on the
-// stream (the collective) starts after this one ends, so it sees the group's tiles.
-__global__ void wait_counter_kernel(const unsigned int* counter, unsigned expected, int group, std::uint64_t timeout_ns,
-                                    WaitError* e, unsigned long long* stamp) {
-  if (threadIdx.x != 0) return;
-  if (error_code(e) == 0u) (void)wait_at_least(counter, expected, timeout_ns, e, 1u, unsigned(group), 0u);
-  __threadfence_system();
-  if (stamp != nullptr) *stamp = global_timer_ns();
-}
-
-__global__ void stamp_kernel(unsigned long long* slot) { *slot = global_timer_ns(); }
 
 // The SIMT mover of the loopback collective.
 // grid: args.ctas CTAs (persistent over the groups), block: args.threads (multiple of 32, <= 512), no shared memory
@@ -80,7 +62,8 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
     if (threadIdx.x == 0) {
       ok = a.expected == nullptr
                ? 1
-               : int(wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x));
+               : int(wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter, unsigned(g),
+                                           blockIdx.x));
       if (ok) __threadfence();
       if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer_ns();
       if (ok && paced) pace_t0 = dev::pace_group_start(a, pace_end);
@@ -186,22 +169,6 @@ void launch_fill_random(void* data, std::int64_t elements, DType dtype, std::uin
   OVL_CUDA_CHECK_LAST();
 }
 
-void launch_reset_counters(unsigned int* counters, int count, cudaStream_t stream) {
-  reset_counters_kernel<<<1, 256, 0, stream>>>(counters, count);
-  OVL_CUDA_CHECK_LAST();
-}
-
-void launch_wait_counter(const unsigned int* counter, unsigned int expected, int group, std::uint64_t timeout_ns,
-                         WaitError* error, unsigned long long* stamp, cudaStream_t stream) {
-  wait_counter_kernel<<<1, 32, 0, stream>>>(counter, expected, group, timeout_ns, error, stamp);
-  OVL_CUDA_CHECK_LAST();
-}
-
-void launch_stamp(unsigned long long* slot, cudaStream_t stream) {
-  stamp_kernel<<<1, 1, 0, stream>>>(slot);
-  OVL_CUDA_CHECK_LAST();
-}
-
 void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream) {
   OVL_CHECK(a.world >= 1 && a.world <= kMaxLoopbackRanks, "loopback collective: world = {} is not in 1..{}", a.world,
             kMaxLoopbackRanks);
@@ -239,12 +206,11 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
   OVL_CUDA_CHECK_LAST();
 }
 
-void preload_executor_kernels() {
+void preload_loopback_kernels() {
   preload_loopback<__nv_bfloat16>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
   preload_loopback<__half>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
   preload_loopback<std::uint8_t>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
-  preload_kernels(wait_counter_kernel, reset_counters_kernel, stamp_kernel);
   preload_tma_movers();
 }
 
-}  // namespace ovl::detail
+}  // namespace ovl::kernels

@@ -1,7 +1,7 @@
-// Device-side helpers shared by the executors' kernels (executor_kernels.cu, executor_tma_kernels.cu): the timeout
-// record, the counter wait and what one (group, owner) piece of the loopback collective means for the played share;
-// the PTX wrappers (global timer, system-scope acquire, bulk copies, 16-byte fp32 sums) are kernels/'s
-// ovl/kernels/tma_ptx.cuh. Device code: include from .cu only.
+// Device-side helpers shared by the loopback movers (loopback.cu, loopback_tma.cu): pacing and what one (group,
+// owner) piece of the loopback collective means for the played share; the timed counter wait is device_error.hpp's,
+// the PTX wrappers (global timer, system-scope acquire, bulk copies, 16-byte fp32 sums) tma_ptx.cuh's. Device code:
+// include from .cu only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,48 +9,15 @@
 
 #include <cstdint>
 
-#include "executor_kernels.hpp"
+#include "ovl/kernels/device_error.hpp"
+#include "ovl/kernels/loopback.hpp"
 #include "ovl/kernels/tma_ptx.cuh"
 
-namespace ovl::detail::dev {
+namespace ovl::kernels::dev {
 
-using kernels::ptx::global_timer_ns;
-using kernels::ptx::ld_acquire_sys;
+using ptx::global_timer_ns;
 template <typename T>
-using Vec = kernels::ptx::Vec16<T>;  // 16 bytes of T summed in fp32
-
-__device__ __forceinline__ unsigned int error_code(const WaitError* e) {
-  return *reinterpret_cast<const volatile unsigned int*>(&e->code);
-}
-
-__device__ inline void record_timeout(WaitError* e, unsigned where, unsigned group, unsigned observed,
-                                      unsigned expected, unsigned cta) {
-  if (atomicCAS(&e->code, 0u, 1u) == 0u) {
-    e->where = where;
-    e->group = group;
-    e->observed = observed;
-    e->expected = expected;
-    e->cta = cta;
-    __threadfence_system();
-  }
-}
-
-// One thread only: spin until *counter >= expected, a timeout, or an error recorded elsewhere. True when ready.
-__device__ inline bool wait_at_least(const unsigned int* counter, unsigned expected, std::uint64_t timeout_ns,
-                                     WaitError* e, unsigned where, unsigned group, unsigned cta) {
-  const unsigned long long start = global_timer_ns();
-  for (unsigned spins = 0;; ++spins) {
-    const unsigned seen = ld_acquire_sys(counter);
-    if (seen >= expected) return true;
-    if ((spins & 63u) == 0u) {
-      if (error_code(e) != 0u) return false;
-      if (global_timer_ns() - start > timeout_ns) {
-        record_timeout(e, where, group, seen, expected, cta);
-        return false;
-      }
-    }
-  }
-}
+using Vec = ptx::Vec16<T>;  // 16 bytes of T summed in fp32
 
 // Pacing (LoopbackArguments::pace_ns_per_byte): spin, holding the SM as a real sender does, until %globaltimer
 // reaches `t` (ns).
@@ -109,4 +76,4 @@ __device__ __forceinline__ bool plan_piece(const LoopbackArguments& a, int r, co
   return false;
 }
 
-}  // namespace ovl::detail::dev
+}  // namespace ovl::kernels::dev

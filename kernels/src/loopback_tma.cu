@@ -1,4 +1,4 @@
-// The TMA movers of the loopback collective (the tma mode's; see executor_kernels.hpp for what is moved).
+// The TMA movers of the loopback collective (the tma mode's; see ovl/kernels/loopback.hpp for what is moved).
 //
 // grid: args.ctas CTAs, persistent over the groups; block: warp 0 plus one warp (tma-push, copies: thread 0 is the
 // producer, thread 32 the consumer, the other lanes exit) or `pull_warps` warps (tma-pull: warp 0 exits, the warps
@@ -27,7 +27,7 @@
 // Why two roles (tma-push, copies): one thread driving both the loads and the stores/adds runs a long dependent
 // instruction chain per unit (the standalone collectives measured about half the bare ring's rate that way,
 // docs/kernels.md); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
-// its counter, timeout -> WaitError, where = 2; fence.proxy.async.global after the acquire, before the group's first
+// its counter, timeout -> DeviceError, WaitKind::kGroupCounter; fence.proxy.async.global after the acquire, before the group's first
 // bulk load), also one with no unit for this CTA. The producer enters a group (finds its run of units) before its
 // gate: the ranges are the host's input, not the GEMM's, so only the data's bulk loads must follow the acquire. Before
 // exit the consumer waits for every bulk group (cp.async.bulk.wait_group 0: every write performed). Stamps
@@ -39,18 +39,16 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "executor_device.hpp"
-#include "executor_kernels.hpp"
+#include "loopback_device.cuh"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/collectives.hpp"
+#include "ovl/kernels/loopback.hpp"
 #include "ovl/kernels/tma_ptx.cuh"
 
-namespace ovl::detail {
+namespace ovl::kernels {
 namespace {
 
 static_assert(kTmaHeaderBytes >= 16 * kTmaMaxStages + 16, "the header holds the full and empty mbarriers");
-
-namespace ptx = kernels::ptx;
 
 enum Kind : int { kPull = 0, kPushAdd = 1, kCopy = 2 };
 
@@ -190,7 +188,8 @@ struct Units {
 // recorded elsewhere.
 __device__ bool gate(const LoopbackArguments& a, int g) {
   if (a.expected == nullptr) return true;
-  if (!dev::wait_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, 2u, unsigned(g), blockIdx.x))
+  if (!wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter,
+                          unsigned(g), blockIdx.x))
     return false;
   ptx::fence_proxy_async_global();
   return true;
@@ -432,24 +431,24 @@ __global__ void zero_pieces_kernel(const __grid_constant__ LoopbackArguments a) 
   }
 }
 
-// The ring: OVL_TMA_RING, else kernels::kDefaultTmaRing, checked against the header and the shared-memory limit.
-kernels::TmaRingShape mover_ring() {
-  static_assert(kTmaMaxStages == 8, "kernels::tma_ring_problem allows 2..8 stages");
-  const kernels::TmaRingShape r = kernels::tma_ring_shape();
-  const std::string why = kernels::tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
+// The ring: OVL_TMA_RING, else kDefaultTmaRing, checked against the header and the shared-memory limit.
+TmaRingShape mover_ring() {
+  static_assert(kTmaMaxStages == 8, "tma_ring_problem allows 2..8 stages");
+  const TmaRingShape r = tma_ring_shape();
+  const std::string why = tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
   OVL_CHECK(why.empty(), "TMA mover: {}", why);
   return r;
 }
 
 template <typename T>
-void launch_typed(const LoopbackArguments& a, const kernels::TmaRingShape& ring, int threads, cudaStream_t stream) {
+void launch_typed(const LoopbackArguments& a, const TmaRingShape& ring, int threads, cudaStream_t stream) {
   // Header and ring, then the pieces table when it fits (else the cursors read the range table in global memory).
   const std::size_t ring_end = kTmaHeaderBytes + std::size_t(ring.stages) * ring.stage_bytes;
   const std::size_t table = std::size_t(a.num_groups) * std::size_t(a.world) * sizeof(PieceInfo);
-  const bool smem_pieces = ring_end + table <= kernels::kMaxSharedBytesPerBlock;  // the mover has no static smem
+  const bool smem_pieces = ring_end + table <= kMaxSharedBytesPerBlock;  // the mover has no static smem
   const std::size_t smem = smem_pieces ? ring_end + table : ring_end;
   // The opt-in limit, not this launch's size (see opt_in_dynamic_shared_memory).
-  opt_in_dynamic_shared_memory(tma_mover_kernel<T>, int(kernels::kMaxSharedBytesPerBlock));
+  opt_in_dynamic_shared_memory(tma_mover_kernel<T>, int(kMaxSharedBytesPerBlock));
   if (a.mover == CollectiveAlgo::kTmaPush && a.op != Collective::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
     OVL_CUDA_CHECK_LAST();
@@ -474,7 +473,7 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
         OVL_CHECK(a.dst[d] == nullptr || a.dst[d] != a.src[p],
                   "TMA push mover: destination of rank {} is the source of rank {} (in place is not supported)", d, p);
   }
-  const kernels::TmaRingShape ring = mover_ring();
+  const TmaRingShape ring = mover_ring();
   const int threads = 32 + (a.mover == CollectiveAlgo::kTmaPull ? 32 * a.pull_warps : 32);  // producer + consumers
   if (is_fp8(a.dtype)) {
     launch_typed<std::uint8_t>(a, ring, threads, stream);
@@ -491,4 +490,4 @@ void preload_tma_movers() {
                   zero_pieces_kernel<__nv_bfloat16>, zero_pieces_kernel<__half>);
 }
 
-}  // namespace ovl::detail
+}  // namespace ovl::kernels

@@ -1,27 +1,22 @@
-// Counter wait / add / reset kernels (see ovl/kernels/wait.hpp).
+// Counter wait / add / reset kernels and the timeline stamp (see ovl/kernels/wait.hpp).
 
-#include "ovl/kernels/tma_ptx.cuh"
 #include "ovl/cuda_check.hpp"
+#include "ovl/kernels/tma_ptx.cuh"
 #include "ovl/kernels/wait.hpp"
 
 namespace ovl::kernels {
 namespace {
 
-// grid 1, block 1. Acquire (system scope) loads; on timeout records the first failing counter and returns.
-__global__ void wait_counters_kernel(const std::uint32_t* counters, int count, std::uint32_t expected,
-                                     std::uint64_t timeout_ns, CounterWaitError* error) {
-  const std::uint64_t start = ptx::global_timer_ns();
-  for (int i = 0; i < count; ++i) {
-    for (;;) {
-      const std::uint32_t seen = ptx::ld_acquire_sys(counters + i);
-      if (seen >= expected) break;
-      if (ptx::global_timer_ns() - start > timeout_ns) {
-        record_counter_timeout(error, std::uint32_t(i), seen, expected);
-        return;
-      }
-    }
-  }
+// grid 1, block 1.
+__global__ void wait_counter_kernel(const std::uint32_t* counter, std::uint32_t expected, std::uint32_t group,
+                                    std::uint64_t timeout_ns, DeviceError* error, unsigned long long* stamp) {
+  if (error_code(error) == 0u) (void)wait_counter_at_least(counter, expected, timeout_ns, error, WaitKind::kCounterWait,
+                                                         group, 0u);
+  __threadfence_system();
+  if (stamp != nullptr) *stamp = ptx::global_timer_ns();
 }
+
+__global__ void stamp_kernel(unsigned long long* slot) { *slot = ptx::global_timer_ns(); }
 
 // grid 1, block min(count, 256): optional delay, then red.release.sys.add.
 __global__ void add_counters_kernel(std::uint32_t* counters, int count, std::uint32_t value, std::uint64_t delay_ns) {
@@ -40,11 +35,16 @@ int block_for(int count) { return count < 1 ? 1 : (count < 256 ? count : 256); }
 
 }  // namespace
 
-void launch_wait_counters(const std::uint32_t* counters, int count, std::uint32_t expected, std::uint64_t timeout_ns,
-                          CounterWaitError* error, cudaStream_t stream) {
-  OVL_CHECK(counters != nullptr && error != nullptr, "wait_counters: counters or error is null");
-  OVL_CHECK(count >= 0, "wait_counters: count = {} < 0", count);
-  wait_counters_kernel<<<1, 1, 0, stream>>>(counters, count, expected, timeout_ns, error);
+void launch_wait_counter(const std::uint32_t* counter, std::uint32_t expected, int group, std::uint64_t timeout_ns,
+                         DeviceError* error, unsigned long long* stamp, cudaStream_t stream) {
+  OVL_CHECK(counter != nullptr && error != nullptr, "wait_counter: counter or error is null");
+  OVL_CHECK(group >= 0, "wait_counter: group = {} < 0", group);
+  wait_counter_kernel<<<1, 1, 0, stream>>>(counter, expected, std::uint32_t(group), timeout_ns, error, stamp);
+  OVL_CUDA_CHECK_LAST();
+}
+
+void launch_stamp(unsigned long long* slot, cudaStream_t stream) {
+  stamp_kernel<<<1, 1, 0, stream>>>(slot);
   OVL_CUDA_CHECK_LAST();
 }
 
@@ -59,7 +59,7 @@ void launch_add_counters_after(std::uint32_t* counters, int count, std::uint32_t
   OVL_CUDA_CHECK_LAST();
 }
 
-void preload_wait_kernels() { preload_kernels(wait_counters_kernel, add_counters_kernel, reset_counters_kernel); }
+void preload_wait_kernels() { preload_kernels(wait_counter_kernel, add_counters_kernel, reset_counters_kernel, stamp_kernel); }
 
 void launch_reset_counters(std::uint32_t* counters, int count, cudaStream_t stream) {
   OVL_CHECK(counters != nullptr && count >= 0, "reset_counters: counters null or count = {} < 0", count);

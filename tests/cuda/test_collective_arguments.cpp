@@ -15,7 +15,7 @@ namespace {
 void* fake(std::uintptr_t at) { return reinterpret_cast<void*>(at); }
 
 // A world-of-2 AllReduce that can_implement accepts: 4 KB per owner, one uniform range each.
-CollectiveArguments good_arguments(CollectiveError* error, std::uint32_t* flags) {
+CollectiveArguments good_arguments(DeviceError* error, std::uint32_t* flags) {
   CollectiveArguments a;
   a.world_size = 2;
   a.num_played_ranks = 2;
@@ -41,13 +41,13 @@ std::string refusal(const LocalRingArguments& a) {
 }
 
 TEST(CollectiveArguments, GoodArgumentsPass) {
-  CollectiveError error{};
+  DeviceError error{};
   std::uint32_t flags[64] = {};
   EXPECT_EQ(CollectiveKernel::can_implement(good_arguments(&error, flags)), "");
 }
 
 TEST(CollectiveArguments, EachBadValueIsNamed) {
-  CollectiveError error{};
+  DeviceError error{};
   std::uint32_t flags[64] = {};
   const auto refused = [&](auto&& change) {
     CollectiveArguments a = good_arguments(&error, flags);

@@ -45,7 +45,7 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
   SCOPED_TRACE(what);
   // The units themselves (in order, covering [0, M)) are checked by Plan.UnitsAndOwnersCoverEveryRowOnce.
   const std::vector<UnitRows> units = unit_rows(p, plan);
-  const std::vector<LoopbackRange> table = loopback_range_table(p, units, w);
+  const std::vector<kernels::LoopbackRange> table = loopback_range_table(p, units, w);
   const size_t count = units.size();
   ASSERT_EQ(table.size(), count * size_t(w));
 
@@ -72,7 +72,7 @@ void check_table(const Problem& p, const Plan& plan, int w, bool whole_world) {
   };
   for (size_t u = 0; u < count; ++u) {
     for (int r = 0; r < w; ++r) {
-      const LoopbackRange& e = table[u * size_t(w) + size_t(r)];
+      const kernels::LoopbackRange& e = table[u * size_t(w) + size_t(r)];
       ASSERT_GE(e.count, 0);
       EXPECT_TRUE(e.src_offset % vector == 0 && e.dst_offset % vector == 0 && e.count % vector == 0)
           << "not 16-byte vectors";

@@ -315,7 +315,7 @@ TEST_F(CollectivesTest, PullReduceWarpCountsInOddWorlds) {
 TEST_F(CollectivesTest, MissingPeerTimesOut) {
   World world = World::loopback(2);
   SymmetricBuffer buf(world, 4096), flags(world, kernels::collective_flag_bytes());
-  kernels::CollectiveError* err = nullptr;
+  kernels::DeviceError* err = nullptr;
   OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
   std::memset(err, 0, sizeof(*err));
   kernels::CollectiveArguments a;
@@ -485,25 +485,42 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   cudaFree(expected);
 }
 
+// The counter wait kernel: times out on a counter below its target (naming the group, the values seen and
+// expected, and stamping when it gave up), passes once the counter is added to, and returns at once (without
+// waiting) when the record already holds a timeout.
 TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
   std::uint32_t* counters = nullptr;
-  kernels::CounterWaitError* err = nullptr;
+  unsigned long long* stamp = nullptr;
+  kernels::DeviceError* err = nullptr;
   OVL_CUDA_CHECK(cudaMalloc(&counters, 4 * sizeof(std::uint32_t)));
   OVL_CUDA_CHECK(cudaMemset(counters, 0, 4 * sizeof(std::uint32_t)));
   OVL_CUDA_CHECK(test::finish_setup());
   OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
+  OVL_CUDA_CHECK(cudaMallocManaged(&stamp, sizeof(*stamp)));
   std::memset(err, 0, sizeof(*err));
-  kernels::launch_wait_counters(counters, 4, 1, 50'000'000, err, stream_);
+  *stamp = 0;
+  kernels::launch_wait_counter(counters + 2, 1, 2, 50'000'000, err, stamp, stream_);
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   EXPECT_EQ(err->code, 1u);
-  EXPECT_EQ(err->index, 0u);
+  EXPECT_EQ(kernels::WaitKind(err->wait), kernels::WaitKind::kCounterWait);
+  EXPECT_EQ(err->group, 2u);
+  EXPECT_EQ(err->observed, 0u);
+  EXPECT_EQ(err->expected, 1u);
+  EXPECT_NE(*stamp, 0ull);
+  EXPECT_NE(kernels::describe(*err).find("counter wait kernel waited for tile group 2"), std::string::npos)
+      << kernels::describe(*err);
+  // A recorded timeout stops later waits at once: this one would otherwise wait 10 s.
+  kernels::launch_wait_counter(counters + 3, 1, 3, 10'000'000'000ull, err, nullptr, stream_);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(err->group, 2u);  // the first timeout's record stays
   std::memset(err, 0, sizeof(*err));
   kernels::launch_add_counters(counters, 4, 2, stream_);
-  kernels::launch_wait_counters(counters, 4, 2, 50'000'000, err, stream_);
+  for (int g = 0; g < 4; ++g) kernels::launch_wait_counter(counters + g, 2, g, 50'000'000, err, nullptr, stream_);
   kernels::launch_reset_counters(counters, 4, stream_);
-  kernels::launch_wait_counters(counters, 4, 0, 50'000'000, err, stream_);
+  kernels::launch_wait_counter(counters, 0, 0, 50'000'000, err, nullptr, stream_);
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  EXPECT_EQ(err->code, 0u);
+  EXPECT_EQ(err->code, 0u) << kernels::describe(*err);
+  cudaFree(stamp);
   cudaFree(err);
   cudaFree(counters);
 }

@@ -1128,7 +1128,7 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
 
         DeviceBuffer<uint16_t> a(in.a.size());
         DeviceBuffer<unsigned int> waits(groups), sleeper(1);
-        DeviceBuffer<CounterWaitError> error(1);
+        DeviceBuffer<DeviceError> error(1);
         CUDA_OK(cudaMemset(a.get(), 0xFF, a.bytes()));
         CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
         CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
@@ -1158,9 +1158,9 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         RunResult got;
         run(in, gated, got);
         ASSERT_TRUE(adjusted && released) << what << ": run() skipped a hook, so nothing was gated";
-        CounterWaitError err{};
+        DeviceError err{};
         CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
-        EXPECT_EQ(err.code, 0u) << what << ": a wait timed out on group " << err.index;
+        EXPECT_EQ(err.code, 0u) << what << ": " << describe(err);
         expect_close(p, OutputLayout::kRowMajor, got.d, ref, what + " gated");
         expect_signalled(opt, got, what + " gated");
         expect_same_bits(plain, got, what + " gated against ungated");
@@ -1175,7 +1175,7 @@ TEST_F(GemmTest, WaitTimesOutAndReports) {
   const Problem p{1024, 1024, 128, DType::kBF16, BLayout::kNxK};  // 8 x 4 tiles
   Inputs in(p, 93);
   DeviceBuffer<unsigned int> waits(4);
-  DeviceBuffer<CounterWaitError> error(1);
+  DeviceBuffer<DeviceError> error(1);
   CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
   CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
   RunOptions opt;
@@ -1190,10 +1190,12 @@ TEST_F(GemmTest, WaitTimesOutAndReports) {
   };
   RunResult r;
   run(in, opt, r);
-  CounterWaitError err{};
+  DeviceError err{};
   CUDA_OK(cudaMemcpy(&err, error.get(), sizeof(err), cudaMemcpyDeviceToHost));
   EXPECT_EQ(err.code, 1u);
-  EXPECT_LT(err.index, 4u);
+  EXPECT_EQ(WaitKind(err.wait), WaitKind::kGatheredRows);
+  EXPECT_LT(err.group, 4u);
+  EXPECT_LT(err.cta, 16u);
   EXPECT_EQ(err.observed, 0u);
   EXPECT_EQ(err.expected, 3u);
 }
@@ -1256,7 +1258,7 @@ TEST(GemmArgumentsTest, CanImplementNamesTheBadValue) {
   refuses(a, "group_counters and wait_counters are both null");
   a.wait_counters = reinterpret_cast<const unsigned int*>(uintptr_t{0x50000});
   refuses(a, "wait_error is a null pointer");
-  a.wait_error = reinterpret_cast<CounterWaitError*>(uintptr_t{0x60000});
+  a.wait_error = reinterpret_cast<DeviceError*>(uintptr_t{0x60000});
   EXPECT_EQ("", gemm_can_implement(a));
   a.wait_timeout_ns = 0;
   refuses(a, "wait_timeout_ns = 0");

@@ -123,7 +123,7 @@ class Collectives {
 
   World world_;
   SymmetricBuffer flags_;
-  kernels::CollectiveError* error_ = nullptr;  // device memory
+  kernels::DeviceError* error_ = nullptr;  // device memory
   std::uint32_t epoch_ = 0;
 };
 

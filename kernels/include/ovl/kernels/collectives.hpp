@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ovl/kernels/device_error.hpp"
 #include "ovl/types.hpp"
 
 namespace ovl::kernels {
@@ -57,24 +58,6 @@ struct DeviceRange {
   std::uint64_t bytes;
   std::uint64_t stream_begin;
 };
-
-// Kinds of cross-rank waits, reported by a timeout.
-enum class WaitKind : std::uint32_t { kNone = 0, kStart = 1, kReduceScatterDone = 2, kAllGatherDone = 3, kGroupCounter = 4 };
-const char* to_string(WaitKind kind);
-
-// Written by the first wait that times out (code != 0); the host turns it into an ovl::Error. Lives in device
-// memory of the launching device (system-scope atomics on it); the host copies it after a synchronization.
-struct CollectiveError {
-  std::uint32_t code;      // 0: no error; 1: timeout
-  std::uint32_t wait;      // WaitKind
-  std::uint32_t rank;      // the rank that waited
-  std::uint32_t peer;      // the rank it waited for
-  std::uint32_t slice;     // CTA slice
-  std::uint32_t group;     // tile group (kGroupCounter), else 0
-  std::uint32_t observed;  // value seen last
-  std::uint32_t expected;  // value waited for
-};
-std::string describe(const CollectiveError& error);
 
 // Flag words per rank (a symmetric buffer of flag_bytes()): [kind 0..2][source rank][slice] epochs.
 inline constexpr std::size_t kCollectiveFlagWords = 3ull * kMaxRanks * kMaxCollectiveCtas;
@@ -123,7 +106,7 @@ struct CollectiveArguments {
                                // issues the loads); the first of them issues the stores
   std::uint32_t epoch = 1;     // strictly increasing per call on a flag buffer, same on every rank
   std::uint64_t timeout_ns = kDefaultTimeoutNs;
-  CollectiveError* error = nullptr;  // device memory, zeroed; required
+  DeviceError* error = nullptr;  // device memory, zeroed; required
 };
 
 // The launcher (CUTLASS-style): can_implement() returns "" or a message naming the bad value.

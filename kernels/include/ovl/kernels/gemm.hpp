@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "ovl/kernels/wait.hpp"
+#include "ovl/kernels/device_error.hpp"
 #include "ovl/types.hpp"
 
 namespace ovl::kernels {
@@ -113,14 +113,14 @@ struct GemmArguments {
   // may be written while the GEMM runs (by a gather on another stream, a copy engine or a peer GPU), as long as the
   // writer moves the counter with release semantics after them and has SMs of its own (the GEMM's CTAs wait in
   // place: a writer that needs their SMs never runs). A wait over wait_timeout_ns gives up: the first one records
-  // itself in *wait_error (code 1, index = the group, observed and expected values), every later wait that finds a
+  // itself in *wait_error (WaitKind::kGatheredRows, the group, observed and expected values), every later wait that finds a
   // code there (in this launch, or in a later one given the same word) gives up at once, and the GEMM finishes on
   // whatever A holds. The caller zeroes *wait_error before the run, reads it after, and treats the output as invalid
   // when its code is not 0. May be combined with group_counters (both follow tile_groups).
   const unsigned int* wait_counters = nullptr;
   unsigned int wait_value = 1;
   unsigned long long wait_timeout_ns = 10'000'000'000ull;  // 10 s
-  CounterWaitError* wait_error = nullptr;                  // required with wait_counters; device-visible
+  DeviceError* wait_error = nullptr;                       // required with wait_counters; device-visible
   unsigned long long* tile_timestamps = nullptr;  // optional, indexed by tile id: %globaltimer (ns) at the signal
   // Optional, one per CTA of the grid (min(sm_count, units of work) <= sm_count entries; size it sm_count):
   // %globaltimer (ns) when the CTA started, before its set-up. With tile_timestamps it splits a measured timeline

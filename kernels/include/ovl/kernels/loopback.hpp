@@ -1,51 +1,32 @@
-// Small kernels the executors need that are not part of kernels/ (core-private): random fill for loopback peers,
-// counter reset, the device-side counter wait, %globaltimer stamps, and the loopback collective with two movers:
-// a SIMT one (executor_kernels.cu; it stands in for NCCL in the NCCL modes in loopback) and a TMA one
-// (executor_tma_kernels.cu; cp.async.bulk / cp.reduce.async.bulk through a shared-memory ring, the tma mode's).
+// The loopback collective: every rank of a world emulated on one GPU (rank p's input and output are buffers on
+// this device), group by group, with two movers: a SIMT one (loopback.cu; it stands in for NCCL in the NCCL modes
+// in loopback) and a TMA one (loopback_tma.cu; cp.async.bulk / cp.reduce.async.bulk through a shared-memory ring,
+// the tma mode's). Also the random fill of the emulated ranks' inputs.
 //
-// The loopback collective exists here rather than in kernels/collectives because the executors need it
-// group-major: the played share of group g is moved as soon as group g is ready (kernels::CollectiveKernel plays
-// the ranks in the outer loop, so in loopback only rank 0's share would overlap with the GEMM).
+// It is group-major: the played share of group g is moved as soon as group g is ready (CollectiveKernel plays the
+// ranks in the outer loop, so in loopback only rank 0's share would overlap with the GEMM).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "ovl/model/problem.hpp"
 #include "ovl/kernels/collectives.hpp"
+#include "ovl/kernels/device_error.hpp"
 #include "ovl/types.hpp"
 
-namespace ovl::detail {
+namespace ovl::kernels {
 
 inline constexpr int kMaxLoopbackRanks = 8;
 
-// Written by the first device-side wait that times out; lives in device memory, read by Context::synchronize().
-struct WaitError {
-  std::uint32_t code;      // 0: none; 1: timeout
-  std::uint32_t where;     // 1: counter wait kernel (tile-signal), 2: persistent collective (tma)
-  std::uint32_t group;     // tile group waited for
-  std::uint32_t observed;  // counter value seen last
-  std::uint32_t expected;  // value waited for
-  std::uint32_t cta;       // CTA that timed out
-};
-
+// Uniform values in [-scale, scale) from a counter-based hash of (seed, index), rounded to `dtype`.
 void launch_fill_random(void* data, std::int64_t elements, DType dtype, std::uint64_t seed, float scale,
                         cudaStream_t stream);
-void launch_reset_counters(unsigned int* counters, int count, cudaStream_t stream);
-// One warp: waits until *counter >= expected (ld.acquire.sys), or records a timeout in `error`; stamps
-// %globaltimer into *stamp (optional) when it stops waiting. Returns at once when `error` already holds one.
-void launch_wait_counter(const unsigned int* counter, unsigned int expected, int group, std::uint64_t timeout_ns,
-                         WaitError* error, unsigned long long* stamp, cudaStream_t stream);
-void launch_stamp(unsigned long long* slot, cudaStream_t stream);
-
-// Which kernel moves the data (kernels::CollectiveAlgo, the movers of the real-world collectives too): kSimt
+// Which kernel moves the data (CollectiveAlgo, the movers of the real-world collectives too): kSimt
 // (16-byte ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources into a shared ring, fp32 sum in rank
 // order by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer and a consumer thread per CTA: the
 // destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
-// deterministic). Copies are a bulk load + bulk store in both TMA movers (executor_tma_kernels.cu).
-using kernels::CollectiveAlgo;
-
+// deterministic). Copies are a bulk load + bulk store in both TMA movers (loopback_tma.cu).
 // One contiguous piece, in elements of LoopbackArguments::dtype: list (group g, owner r) is ranges[g * world + r].
 struct LoopbackRange {
   std::int64_t src_offset;
@@ -78,9 +59,9 @@ struct LoopbackArguments {
   const unsigned int* expected = nullptr;  // device, indexed by group
   int ctas = 16;
   int threads = 512;   // SIMT mover only
-  int pull_warps = 4;  // tma-pull's summing warps (the TMA movers' ring: OVL_TMA_RING, else kernels::kDefaultTmaRing)
+  int pull_warps = 4;  // tma-pull's summing warps (the TMA movers' ring: OVL_TMA_RING, else kDefaultTmaRing)
   std::uint64_t timeout_ns = 10'000'000'000ull;
-  WaitError* error = nullptr;            // required
+  DeviceError* error = nullptr;          // required (WaitKind::kGroupCounter on a timeout)
   unsigned long long* stamps = nullptr;  // optional: [group][cta][start, end]
   // Pacing (a paced loopback, kRank0 only; docs/overlap.md, "Paced loopback"). Each CTA counts its link bytes (the
   // bytes a real rank 0 would move over NVLink: reads of the peers' sources, copies of the peers' pieces, the peers'
@@ -94,20 +75,19 @@ struct LoopbackArguments {
 // Checks the arguments (world, CTAs, pointers present and 16-byte aligned for what the play touches) and launches
 // the mover `args.mover` names.
 void launch_loopback_collective(const LoopbackArguments& args, cudaStream_t stream);
-// The TMA movers (executor_tma_kernels.cu); called by launch_loopback_collective after its checks. tma-push first
+// The TMA movers (loopback_tma.cu); called by launch_loopback_collective after its checks. tma-push first
 // zeroes the destinations of the reduced pieces on the same stream (a small SIMT kernel), then adds every source.
 void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
 // Loads the TMA movers' kernels (no lazy module load while a mover spins on a GEMM counter).
 void preload_tma_movers();
-// Loads every kernel the executors launch beside a running GEMM: the loopback movers, the counter wait and the
-// timeline stamps, and the TMA movers (ovl::preload_kernels says why).
-void preload_executor_kernels();
+// Loads the SIMT and TMA movers (ovl::preload_kernels says why).
+void preload_loopback_kernels();
 
 // The TMA movers' shared memory: a kTmaHeaderBytes header, then the ring (OVL_TMA_RING, else
-// kernels::kDefaultTmaRing, 4 x 48 KiB; checked by kernels::tma_ring_problem), then the played groups' pieces
-// (32 bytes per (group, owner)) when they fit under kernels::kMaxSharedBytesPerBlock (executor_tma_kernels.cu).
+// kDefaultTmaRing, 4 x 48 KiB; checked by tma_ring_problem), then the played groups' pieces
+// (32 bytes per (group, owner)) when they fit under kMaxSharedBytesPerBlock (loopback_tma.cu).
 inline constexpr int kTmaMaxStages = 8;
 inline constexpr int kTmaMaxPullWarps = 8;
 inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word
 
-}  // namespace ovl::detail
+}  // namespace ovl::kernels

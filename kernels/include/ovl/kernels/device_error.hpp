@@ -1,0 +1,86 @@
+// The one record of a device-side wait that gave up. Every kernel that waits on another party (the GEMM for gathered
+// rows, the counter wait kernel, the loopback movers, the TMA collective for its peers' flags and the GEMM's group
+// counters) spins with a timeout and, when it expires, writes this record; the host reads it after a
+// synchronization and turns it into an ovl::Error (describe). The first timeout wins: later ones leave the record
+// as it is, and a waiter that finds a record already written stops waiting (the call has failed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#if defined(__CUDACC__)
+#include "ovl/kernels/tma_ptx.cuh"
+#endif
+
+namespace ovl::kernels {
+
+// What waited, for what.
+enum class WaitKind : std::uint32_t {
+  kNone = 0,
+  kStart = 1,              // a collective for a peer's start flag (the peer entered the collective)
+  kReduceScatterDone = 2,  // a collective for a peer's reduce-scatter done flag
+  kAllGatherDone = 3,      // a collective for a peer's all-gather done flag
+  kGroupCounter = 4,       // a collective kernel (TMA collective, loopback mover) for a GEMM group counter
+  kCounterWait = 5,        // the counter wait kernel before a group's collective, for the GEMM group counter
+  kGatheredRows = 6,       // the GEMM for a group of gathered rows (AllGather+GEMM)
+};
+const char* to_string(WaitKind kind);
+
+// Lives in device memory (or mapped host memory) of the launching device, zeroed before first use; written with
+// system-scope atomics. Fields a kind does not use stay 0.
+struct DeviceError {
+  std::uint32_t code;      // 0: no error; 1: timeout
+  std::uint32_t wait;      // WaitKind
+  std::uint32_t rank;      // the rank that waited (0 in a world of 1 and in loopback)
+  std::uint32_t peer;      // the rank it waited for (flags, a real world's group counters)
+  std::uint32_t cta;       // the waiting CTA (its slice, for the TMA collective)
+  std::uint32_t group;     // the tile group waited for (counters, gathered rows)
+  std::uint32_t observed;  // value seen last
+  std::uint32_t expected;  // value waited for
+};
+// One sentence naming what waited, for what, and what was seen; "no error" when code is 0.
+std::string describe(const DeviceError& error);
+
+#if defined(__CUDACC__)
+__device__ __forceinline__ std::uint32_t error_code(const DeviceError* e) {
+  return *reinterpret_cast<const volatile std::uint32_t*>(&e->code);
+}
+
+// The first timed-out wait records itself; later ones leave the record as it is.
+__device__ inline void record_timeout(DeviceError* e, WaitKind wait, std::uint32_t rank, std::uint32_t peer,
+                                      std::uint32_t cta, std::uint32_t group, std::uint32_t observed,
+                                      std::uint32_t expected) {
+  if (atomicCAS_system(&e->code, 0u, 1u) == 0u) {
+    e->wait = std::uint32_t(wait);
+    e->rank = rank;
+    e->peer = peer;
+    e->cta = cta;
+    e->group = group;
+    e->observed = observed;
+    e->expected = expected;
+    __threadfence_system();
+  }
+}
+
+// One thread: spin (ld.acquire.sys) until *counter >= expected, tile group `group`'s counter; false after
+// timeout_ns (recorded as `what` by CTA `cta`) or as soon as a timeout is recorded elsewhere (checked every 64
+// polls).
+__device__ inline bool wait_counter_at_least(const std::uint32_t* counter, std::uint32_t expected,
+                                             std::uint64_t timeout_ns, DeviceError* e, WaitKind what,
+                                             std::uint32_t group, std::uint32_t cta) {
+  const std::uint64_t start = ptx::global_timer_ns();
+  for (unsigned spins = 0;; ++spins) {
+    const std::uint32_t seen = ptx::ld_acquire_sys(counter);
+    if (seen >= expected) return true;
+    if ((spins & 63u) == 0u) {
+      if (error_code(e) != 0u) return false;
+      if (ptx::global_timer_ns() - start > timeout_ns) {
+        record_timeout(e, what, 0u, 0u, cta, group, seen, expected);
+        return false;
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace ovl::kernels
