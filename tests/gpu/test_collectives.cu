@@ -377,7 +377,8 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   OVL_CUDA_CHECK(test::finish_setup());
   for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
     SCOPED_TRACE(to_string(impl));
-    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_, "GEMM group counter");
+    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
+                        "waited for tile group 0 of rank 0's GEMM");
   }
   cudaFree(expected);
 }
@@ -408,7 +409,7 @@ TEST_F(CollectivesTest, GateTimesOutMidStream) {
     SCOPED_TRACE(to_string(impl));
     for (int r = 0; r < n; ++r) kernels::launch_add_counters(counters.peer<std::uint32_t>(r), groups, 1, stream_);
     expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
-                        "GEMM group counter 3 of rank");
+                        "waited for tile group 3 of rank 0's GEMM");
     for (int r = 0; r < n; ++r) kernels::launch_reset_counters(counters.peer<std::uint32_t>(r), groups, stream_);
   }
   cudaFree(expected);
