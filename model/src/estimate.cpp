@@ -64,6 +64,7 @@ GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const
   e.memory_bound = g.memory_us > g.compute_us;
   e.hbm_bytes = g.hbm_bytes;
   e.wave_us = g.wave_us();
+  e.waves_used = g.waves_used;
   e.l2_miss_factor = g.l2_miss_factor;
   return e;
 }

@@ -16,6 +16,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // fp32 partial (~2 us), the last piece reads each of the tile's partials back (~2.5 us each).
 constexpr double kPieceWriteKBlocks = 2.4;
 constexpr double kPieceReadKBlocks = 3.0;
+// The most k ranges a tile is split into (our stream-K plans; cuBLAS's split-K on fewer tiles than SMs).
+constexpr int64_t kMaxSplits = 16;
 
 // A split stream-K plan's time and SM-time, in tile times (a tile: k_blocks k-blocks on one SM), without the clock:
 // whole rounds of the first tiles, rounds of pieces (a piece's k-blocks and its partial's write), then the last
@@ -120,6 +122,8 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   const HbmBytes hbm = gemm_hbm_bytes(shape, tiles_m, tiles_n, tile, walk, std::min<int64_t>(sms, g.tiles), hw);
   g.hbm_bytes = hbm.operands + hbm.c;
   const double rate = hw.matrix_tflops_per_sm * 1e6 * matrix_rate_scale(shape.dtype);
+  // An FP8 k-block holds twice tile.k elements in the same bytes (ovl::kernels::gemm_tile_shape).
+  const int64_t k_blocks = ceil_div(shape.k, is_fp8(shape.dtype) ? 2 * int64_t(tile.k) : int64_t(tile.k));
   if (impl == GemmImpl::kOvl) {
     // Our persistent kernel: tile i runs in wave i / sms; the last wave costs a full wave however full it is, and
     // the epilogue (store + signal) is not overlapped with the next tile's main loop. The clock follows the mean
@@ -135,9 +139,7 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
                     : stream_k.tiles <= g.tiles && stream_k.splits >= 2,
                 "tail plan of {} stream-K tiles in {} splits, {} half tiles does not fit {} tiles", stream_k.tiles,
                 stream_k.splits, stream_k.half_tiles, g.tiles);
-      // An FP8 k-block holds twice tile.k elements in the same bytes (ovl::kernels::gemm_tile_shape).
-      const int64_t block_k = is_fp8(shape.dtype) ? 2 * int64_t(tile.k) : int64_t(tile.k);
-      const StreamKRounds r = stream_k_rounds(g.tiles, ceil_div(shape.k, block_k), sms, stream_k);
+      const StreamKRounds r = stream_k_rounds(g.tiles, k_blocks, sms, stream_k);
       g.waves_used = r.rounds;
       g.busy_sms = std::min(double(sms), r.work / r.rounds);
     }
@@ -148,17 +150,29 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
     g.l2_miss_factor = 1.0 + hw.gemm_l2_miss_cost * std::clamp(hbm.operands / loads, 0.0, 1.0);
     g.tile_us = tile_flops * g.clock_factor * g.l2_miss_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
   } else {
-    // cuBLAS balances its tail (its heuristics and stream-K), so it scales with tiles / sms, down to one tile, and
-    // keeps every SM of the partition busy. On a partition it may lose a further fixed fraction of its matrix rate
-    // (cublas_partition_penalty, ramping in over the first granule of SMs removed; 0 on the H200 as measured).
+    // cuBLAS balances its tail (its heuristics and stream-K), so from one wave of tiles on it scales with
+    // tiles / sms and keeps every SM of the partition busy. With at most sms / 2 tiles it splits K (split-K) into s
+    // pieces a tile, tiles x s <= sms, priced as our stream-K's pieces (each writes its partial, the last reads
+    // them): the s with the shortest time at the clock of its busy SMs, or one wave of whole tiles where none is
+    // shorter. On a partition it may lose a further fixed fraction of its matrix rate (cublas_partition_penalty,
+    // ramping in over the first granule of SMs removed; 0 on the H200 as measured).
     const double removed = double(hw.sm_count - sms);
     const double penalty =
         partition_penalty ? hw.cublas_partition_penalty * std::min(1.0, removed / hw.sm_granularity) : 0.0;
+    g.waves_used = std::max(1.0, double(g.tiles) / sms);
     g.busy_sms = double(std::min<int64_t>(sms, g.tiles));
     g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
+    for (int64_t s = 2; s <= std::min({int64_t(sms) / g.tiles, k_blocks, kMaxSplits}); ++s) {
+      const double rounds = stream_k_rounds(g.tiles, k_blocks, sms, TailPlan{int(g.tiles), int(s)}).rounds;
+      const double clock = matrix_clock_factor(hw, double(g.tiles * s));
+      if (rounds * clock < g.waves_used * g.clock_factor) {
+        g.waves_used = rounds;
+        g.busy_sms = double(g.tiles * s);
+        g.clock_factor = clock;
+      }
+    }
     g.tile_us =
         tile_flops * g.clock_factor * (1.0 + penalty) / (rate * hw.cublas_efficiency) + hw.cublas_tile_epilogue_us;
-    g.waves_used = std::max(1.0, double(g.tiles) / sms);
   }
   // The power state: inside an operator the SMs clock higher (or lower) than in a sustained stream of GEMMs, which
   // scales the matrix work and the epilogue alike; the HBM floor and the launch do not depend on the SM clock.
@@ -183,7 +197,6 @@ double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
 }
 
 TailPlan choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
-  constexpr int kMaxSplits = 16;
   TailPlan choice;
   if (tiles <= 0 || k_blocks < 2 || sms <= 0 || tiles % sms == 0 || tiles > (int64_t(1) << 30)) return choice;
   // Whole tiles take ceil(tiles / sms) rounds (fewer tiles than SMs: one).
@@ -193,7 +206,7 @@ TailPlan choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
   for (int q = 0; q <= 2; ++q) {
     const int64_t n = tiles % sms + int64_t(q) * sms;
     if (n > tiles) break;
-    for (int s = 2; s <= std::min<int64_t>(k_blocks, kMaxSplits); ++s) {
+    for (int s = 2; s <= std::min<int64_t>(k_blocks, detail::kMaxSplits); ++s) {
       const TailPlan candidate{int(n), s};
       const double rounds = detail::stream_k_rounds(tiles, k_blocks, sms, candidate).rounds;
       if (rounds < best) {

@@ -21,8 +21,9 @@ struct GemmTiming {
   int64_t tiles = 0;
   int64_t waves = 0;        // ceil(tiles / sms)
   double waves_used = 0;    // waves the time is counted in: `waves` (ours; with stream-K whole rounds + rounds
-                            // of pieces + the partials' read), max(1, tiles / sms) (cuBLAS)
-  double busy_sms = 0;      // mean SMs running matrix work: tiles / waves (ours), min(sms, tiles) (cuBLAS)
+                            // of pieces + the partials' read), max(1, tiles / sms) (cuBLAS; on at most sms / 2
+                            // tiles its split-K pieces' rounds)
+  double busy_sms = 0;      // mean SMs running matrix work: tiles / waves (ours), min(sms, tiles x splits) (cuBLAS)
   double clock_factor = 1;  // matrix_clock_factor(hw, busy_sms): <= 1, the matrix time relative to all SMs busy
   double l2_miss_factor = 1;  // ours: 1 + gemm_l2_miss_cost x the operand loads' L2 miss fraction; cuBLAS: 1
   double tile_us = 0;         // one tile: matrix time (x clock factor, x L2 miss factor, x the cuBLAS partition

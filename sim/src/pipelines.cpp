@@ -57,6 +57,7 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     // Our GEMM's main loop waits on its operand loads that miss the L2, as the model prices it (gemm_l2_miss_cost).
     per_sm_flops_per_ns /= g.l2_miss_factor;
     cublas_tiles = std::max<int64_t>(1, g.tiles);
+    cublas_sms = std::min(double(gemm_sms), double(cublas_tiles) / g.waves_used);
   }
 
   // GB/s = bytes per ns.
@@ -81,11 +82,15 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
 // GEMM's HBM demand alone, u_comm that of the communication flows running now (both over hbm_GBps). The terms
 // apply only while the communication runs, which is how the model's overlap fraction f enters.
 // The pool runs the current wave's tiles (a tail wave on as many SMs as it has tiles); cuBLAS (sequential,
-// decomposed) balances its tail over the whole grid, as the model's tiles / sms waves.
+// decomposed) balances its tail over the whole grid, as the model's tiles / sms waves, and on fewer tiles than SMs
+// runs at the rate of the waves the model counts (cublas_sms: one whole wave, or split-K's pieces).
 void Context::update_pool() {
   const double grid = gemm_sms;
   double sms = grid;
-  if (!cublas && wave_tiles > 0) sms = std::min(grid, static_cast<double>(wave_tiles));
+  if (cublas)
+    sms = cublas_sms;
+  else if (wave_tiles > 0)
+    sms = std::min(grid, static_cast<double>(wave_tiles));
   double factor = 1.0;
   if (cublas && !partitioned && comm_sms_active > 0) {
     const double lost = std::clamp(grid + comm_sms_active - hw.sm_count, 0.0, grid - 1.0);

@@ -63,6 +63,8 @@ class Context {
   bool cublas = false;             // sequential / decomposed: cuBLAS balances its tail over the whole grid
   double gemm_hbm_util = 0;        // the GEMM's HBM demand alone over hbm_GBps (as the model's u_gemm), <= 1
   int64_t cublas_tiles = 1;        // cuBLAS's tiles per kernel (one decomposed chunk's): cublas_lost_sms_slowdown
+  double cublas_sms = 0;           // the SMs cuBLAS's kernel runs its tiles on at full rate: its tiles over the
+                                   // waves estimate_gemm counts (the grid; less on fewer tiles than the grid)
   double comm_hbm_util = 0;        // HBM demand of the communication flows running now over hbm_GBps
   int64_t wave_tiles = 0;          // tiles of the GEMM wave running now (0: none)
   // Whether the operator's GEMM is over: every GemmRun (decomposed: one per chunk) finished. Until then collective

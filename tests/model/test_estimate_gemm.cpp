@@ -83,6 +83,38 @@ TEST(EstimateGemm, CublasOnPartitions) {
   EXPECT_NEAR(estimate_gemm({8192, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, penalized).us, full, 1e-9);
 }
 
+TEST(EstimateGemm, CublasSplitsKOnFewerTilesThanSms) {
+  // H100 (constant clock, cuBLAS 0.795, epilogue 0.5 us, launch 4 us). 512 x 4096 x 4096: 4 x 16 = 64 tiles of
+  // 128x256, 64 k-blocks each, on 132 SMs. 132 / 64 = 2 pieces per tile fit the SMs once: one round of pieces of
+  // 32 k-blocks + 2.4 (the partial's write), then the read of 2 partials (3 each): (34.4 + 6) / 64 = 0.63125 of a
+  // wave, where one wave of whole tiles was priced before (1.0) and the simulator's pool had run 64 / 132 = 0.485.
+  // The AllGather+GEMM chunks of 512 rows (bench_autoplan-paced8, 8192x3968x4096 in 16 chunks) measured 0.68.
+  const Hardware hw = builtin_hardware("h100");
+  const double tile_us = 2.0 * 128 * 256 * 4096 / (989.4 / 132 * 1e6 * 0.795) + 0.5;
+  const GemmEstimate split = estimate_gemm({512, 4096, 4096}, GemmImpl::kCublas, 132, TileShape{}, hw);
+  EXPECT_EQ(split.tiles, 64);
+  EXPECT_NEAR(split.waves_used, (32 + 2.4 + 2 * 3.0) / 64, 1e-12);
+  EXPECT_NEAR(split.us, 4 + 0.63125 * tile_us, 1e-6);
+  // 100 tiles (one piece each fits, not two): one wave of whole tiles.
+  const GemmEstimate whole = estimate_gemm({640, 5120, 4096}, GemmImpl::kCublas, 132, TileShape{}, hw);
+  EXPECT_EQ(whole.tiles, 100);
+  EXPECT_NEAR(whole.us, 4 + tile_us, 1e-6);
+  // From one wave on, the balanced tail: 264 tiles are 2 waves.
+  const GemmEstimate two = estimate_gemm({1024, 8448, 4096}, GemmImpl::kCublas, 132, TileShape{}, hw);
+  EXPECT_EQ(two.tiles, 264);
+  EXPECT_NEAR(two.us, 4 + 2 * tile_us, 1e-6);
+  // The shortest split: 8 tiles of K = 16384 (256 k-blocks) may take up to 16 pieces (not 132 / 8); 8 take
+  // (32 + 2.4 + 8 x 3) / 256 = 0.228 of a wave, 16 (16 + 2.4 + 16 x 3) / 256 = 0.259, as the partials' reads grow.
+  // Split-K only where it beats one wave: 4 tiles of K = 256 (4 k-blocks) in 2 would take (2 + 2.4 + 2 x 3) / 4 =
+  // 2.6 waves, so they run as one.
+  const GemmEstimate deep = estimate_gemm({256, 1024, 16384}, GemmImpl::kCublas, 132, TileShape{}, hw);
+  EXPECT_EQ(deep.tiles, 8);
+  EXPECT_NEAR(deep.waves_used, (32 + 2.4 + 8 * 3.0) / 256, 1e-12);
+  const GemmEstimate shallow = estimate_gemm({512, 256, 256}, GemmImpl::kCublas, 132, TileShape{}, hw);
+  EXPECT_EQ(shallow.tiles, 4);
+  EXPECT_DOUBLE_EQ(shallow.waves_used, 1.0);
+}
+
 TEST(EstimateGemm, WaveQuantization) {
   // 132 tiles (12 x 11 of 128x256, a 1536 x 2816 output): one wave on 132 SMs, two on 124 (8 tiles left over).
   const GemmShape s{1536, 2816, 4096};

@@ -316,6 +316,25 @@ TEST(SimulateVsModel, DecomposedCallWaitsForTheNextChunksGrid) {
   EXPECT_GT(sim, 4 * chunk + call + 0.1 * chunk);
 }
 
+TEST(SimulateVsModel, CublasChunksOfFewTilesAsInTheModel) {
+  // AllGather+GEMM 8192 x 3968 x 4096 in 16 decomposed chunks of 512 rows: 64 tiles each, fewer than half the 132
+  // SMs, so cuBLAS splits K in 2 (test_estimate_gemm's CublasSplitsKOnFewerTilesThanSms): each chunk takes 0.63 of a
+  // wave in the simulator as in the model (the pool had run its 64 tiles on every SM, 0.48 of a wave). Without
+  // contention, and with the gathers shorter than the chunks, the operator is the first gather then 16 chunks.
+  Hardware hw = builtin_hardware("h100");
+  hw.hbm_contention = 0;
+  hw.shared_sm_penalty = 0;
+  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 3968, 4096, 8);
+  Plan plan = default_plan(Mode::kDecomposed, p, hw, 24);
+  plan.chunks = 16;
+  const GemmEstimate chunk = estimate_gemm({512, 3968, 4096}, GemmImpl::kCublas, plan.gemm_sms, plan.tile, hw);
+  ASSERT_EQ(chunk.tiles, 64);
+  const double model = estimate(p, plan, hw).total_us;
+  const double sim = simulate(p, plan, hw).total_us;
+  EXPECT_NEAR(sim, model, 0.02 * model);
+  EXPECT_GT(sim, 16 * chunk.us);
+}
+
 TEST(SimulateVsModel, EdgeTilesCostWholeTiles) {
   // 5000 x 8000 x 4096 in 128 x 256 tiles: 40 x 32 tiles, the last row of tiles 8 rows deep and the last column 64
   // wide. wgmma pads them: each costs a whole tile's matrix work, in the simulator as in the model (with the edges

@@ -34,6 +34,9 @@ struct GemmEstimate {
   double hbm_bytes = 0;       // modeled HBM traffic: operand panels re-read past the L2, plus C written
   double l2_miss_factor = 1;  // our GEMM's matrix time over its time with every operand load an L2 hit (cuBLAS: 1)
   double wave_us = 0;         // time of one wave of tiles (the body divided by the waves it takes)
+  double waves_used = 0;      // the waves the body's compute is counted in: `waves` (ours, whole tiles), fewer
+                              // with a tail plan; cuBLAS tiles / sms, at least one wave, or on at most sms / 2
+                              // tiles its split-K pieces' rounds (docs/model.md)
 };
 
 // Where a GEMM runs, which sets its power state: in a sustained stream of back-to-back GEMMs (bench_gemm, what the
