@@ -2,12 +2,13 @@
 """The Python call's host overhead over the C++ call, as JSON.
 
 For each framework present (torch, CuPy) and each plan: the mean host time of one ``ctx.gemm_reduce_scatter(a, b,
-c, plan=plan)`` made from Python (python_us); of the binding alone, ``ctx._ctx._run`` called from Python with the
+c, plan=plan)`` made from Python (python_us); of the binding alone, ``ctx._ctx._op`` called from Python with the
 stream already resolved (binding_us: the tensors read and checked in C++, the GIL released, no Python layer); and of
 the same call made back to back from C++ (native_us: ``_native_call_us``, the tensors read once). A small problem in
 a loopback world of 8, in batches of BATCH calls with the device drained between batches (so a full launch queue
 never stalls a loop). overhead_us = python_us - native_us, the aim being below 5 us; of it, layer_us = python_us -
-binding_us is the Python layer (framework look-up, current stream, keywords) and the rest the binding's.
+binding_us is the Python layer (keywords, the method's frame) with the current stream's look-up, and the rest the
+binding's.
 
     PYTHONPATH=build/python python3 python/bench/call_overhead.py [--calls 2000]
 """
@@ -28,8 +29,8 @@ def measure(ctx, a, b, c, plan, sync, calls):
     for _ in range(BATCH):  # warm: the shape's buffers and plan state exist
         run(a, b, c, plan=plan)
     sync()
-    stream = ovl.context._framework(a).current_stream(a)
-    binding = ctx._ctx._run
+    stream = ovl._ovl._current_stream(a)
+    binding = ctx._ctx._op
     op = "gemm-reducescatter"
     py, bound, native = [], [], []
     for _ in range(max(calls // BATCH, 1)):
@@ -92,7 +93,7 @@ def main():
         pass
     for name, a, b, sync in frameworks:
         problem = ctx.problem("gemm-reducescatter", a, b)
-        c = ovl.context._framework(a).empty(a, args.m // 8, args.n)
+        c = ovl.context._empty(a, args.m // 8, args.n)
         for mode in ("sequential", "decomposed", "tma"):
             plan = ovl.default_plan(mode, problem, ctx.hardware, 16)
             r = measure(ctx, a, b, c, plan, sync, args.calls)

@@ -21,68 +21,46 @@ from ._ovl import Error, Hardware, Plan, Problem, Timeline, World  # noqa: F401
 __all__ = ["Context", "World"]
 
 
-class _Framework:
-    """Per tensor type: which stream is current, how outputs are allocated (the library reads the tensors itself)."""
-
-    __slots__ = ("current_stream", "empty")
-
-    def __init__(self, current_stream, empty):
-        self.current_stream, self.empty = current_stream, empty
-
-
-def _torch_framework(cls):
+def _torch_empty(cls):
     import torch
-
-    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-    def current_stream(t):
-        index = t.get_device()
-        if index < 0:
-            return 0  # a host tensor: the library refuses it, naming it
-        if raw_stream is not None:
-            return raw_stream(index)
-        return torch.cuda.current_stream(t.device).cuda_stream
 
     def empty(t, rows, cols):
         return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
 
-    return _Framework(current_stream, empty)
+    return empty
 
 
-def _cupy_framework(cls):
+def _cupy_empty(cls):
     import cupy
-
-    def current_stream(t):
-        return cupy.cuda.get_current_stream().ptr
 
     def empty(t, rows, cols):
         with cupy.cuda.Device(t.device.id):
             return cupy.empty((rows, cols), dtype=t.dtype)
 
-    return _Framework(current_stream, empty)
+    return empty
 
 
-def _foreign_framework(cls):
-    # __cuda_array_interface__ or DLPack from another framework: its current stream is unknown, and so is how to
-    # allocate its tensors.
+def _foreign_empty(cls):
+    # __cuda_array_interface__ or DLPack from another framework: how to allocate its tensors is unknown.
     def empty(t, rows, cols):
         raise Error(f"no output given and ovl cannot allocate a {cls.__name__}: pass c=")
 
-    return _Framework(lambda t: 0, empty)
+    return empty
 
 
-_MAKERS = {"torch": _torch_framework, "cupy": _cupy_framework, "cuda-array-interface": _foreign_framework,
-           "dlpack": _foreign_framework}
-_FRAMEWORKS: dict = {}
+_MAKERS = {"torch": _torch_empty, "cupy": _cupy_empty, "cuda-array-interface": _foreign_empty,
+           "dlpack": _foreign_empty}
+_EMPTY: dict = {}
 
 
-def _framework(t) -> _Framework:
-    """The framework of ``t``'s type; a TypeError for an object that is no tensor (the library decides)."""
+def _empty(t, rows, cols):
+    """A new rows x cols tensor of ``t``'s framework, dtype and device; a TypeError for an object that is no tensor
+    (the library decides)."""
     cls = type(t)
-    f = _FRAMEWORKS.get(cls)
+    f = _EMPTY.get(cls)
     if f is None:
-        f = _FRAMEWORKS[cls] = _MAKERS[_ovl._tensor_kind(t)](cls)
-    return f
+        f = _EMPTY[cls] = _MAKERS[_ovl._tensor_kind(t)](cls)
+    return f(t, rows, cols)
 
 
 def _stream_handle(stream) -> int:
@@ -141,7 +119,7 @@ class Context:
                                   float(tuning_min_gain),
                                   None if plan_cache is None else str(plan_cache))
         self._world_size = self._ctx.world_size
-        self._run = self._ctx._run
+        self._op = self._ctx._op
 
     # ---- properties ----
     device = property(lambda self: self._ctx.device)
@@ -175,15 +153,14 @@ class Context:
         return rows, n
 
     def _call(self, op, a, b, c, plan, stream, b_layout):
-        # The hot path: one dict look-up, the stream, then the library reads and checks the tensors themselves.
-        f = _FRAMEWORKS.get(type(a)) or _framework(a)
+        # The hot path: C allocated when missing and a stream object turned into its handle; the library reads and
+        # checks the tensors, resolves stream=None to the current stream of A's framework and takes plan= as a Plan
+        # or a PlanResult (its best).
         if c is None:
-            c = f.empty(a, *self._output_shape(op, a, b, b_layout))
-        stream = f.current_stream(a) if stream is None else _stream_handle(stream)
-        if plan is not None and not isinstance(plan, Plan):
-            plan = plan.best  # a PlanResult from ovl.plan()
-        self._run(op, a, b, c, plan, stream, b_layout)
-        return c
+            c = _empty(a, *self._output_shape(op, a, b, b_layout))
+        if stream is not None and type(stream) is not int:
+            stream = _stream_handle(stream)
+        return self._op(op, a, b, c, plan, stream, b_layout)
 
     # ---- planning and state ----
     def problem(self, op: str, a, b, c=None, b_layout: str = "nt") -> Problem:
@@ -191,9 +168,8 @@ class Context:
         from . import _op_name
 
         op = _op_name(op)
-        f = _framework(a)
         if c is None:
-            c = f.empty(a, *self._output_shape(op, a, b, b_layout))
+            c = _empty(a, *self._output_shape(op, a, b, b_layout))
         return self._ctx._problem(op, a, b, c, b_layout)
 
     def plan_choice(self, problem: Problem):
@@ -226,12 +202,11 @@ class Context:
         """Loopback only: ranks 1..W-1's inputs for this call's shape, as new tensors of ``a``'s framework:
         GEMM+AR/RS their M x N partial products, AG+GEMM their M/W x K rows of A (references for tests)."""
         p = self.problem(op, a, b, c, b_layout)
-        f = _framework(a)
-        stream = f.current_stream(a)  # the tensors are the framework's: their copies go in its stream order
+        stream = _ovl._current_stream(a, self.device)  # the tensors are the framework's: copies in its stream order
         rows, cols = (p.m // p.world, p.k) if p.op == "allgather-gemm" else (p.m, p.n)
         out = []
         for r in range(p.world - 1):
-            t = f.empty(a, rows, cols)
+            t = _empty(a, rows, cols)
             self._ctx._copy_loopback_peer_input(p, r, t, stream)
             out.append(t)
         return out

@@ -44,6 +44,16 @@ Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::h
               tensor_ref(api, "C", c, dev, layout), reinterpret_cast<cudaStream_t>(stream)};
 }
 
+// A call's plan= : None (the Context chooses), a Plan, or a PlanResult from ovl.plan() (its best).
+std::optional<Plan> read_plan(nb::handle plan) {
+  if (plan.is_none()) return std::nullopt;
+  if (nb::isinstance<Plan>(plan)) return nb::cast<const Plan&>(plan);
+  if (nb::hasattr(plan, "best")) return nb::cast<Plan>(plan.attr("best"));
+  throw nb::type_error(
+      fmt::format("ovl: plan= takes an ovl.Plan or the result of ovl.plan(); got {}", Py_TYPE(plan.ptr())->tp_name)
+          .c_str());
+}
+
 void enqueue(Context& ctx, const Call& call, const std::optional<Plan>& plan) {
   switch (call.op) {
     case Op::kGemmAllReduce:
@@ -117,6 +127,10 @@ void bind_context(nb::module_& m) {
         return nb::make_tuple(uintptr_t(r.ptr), r.rows, r.cols, std::string(to_string(r.dtype)));
       },
       "t"_a, "name"_a = "A", "device"_a = 0);
+  // The current stream of t's framework on `device` (what a call with stream=None runs on).
+  m.def(
+      "_current_stream", [](nb::handle t, int device) { return current_stream(tensor_kind(t), device); }, "t"_a,
+      "device"_a = 0);
 
   nb::class_<Context>(m, "_Context")
       .def(
@@ -153,16 +167,23 @@ void bind_context(nb::module_& m) {
       .def_prop_ro("sm_count", &Context::sm_count)
       .def_prop_ro("hardware", &Context::hardware)
       .def_prop_ro("planning_hardware", &Context::planning_hardware)
-      // The hot path: one call, the tensors read here, GIL released while enqueueing.
+      // The hot path: one call from Context.gemm_* (which allocated a missing C and turned a stream object into its
+      // handle): the tensors read here, stream None resolved to the current stream of A's framework, the GIL
+      // released while enqueueing. Returns C.
       .def(
-          "_run",
-          [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
-             const std::optional<Plan>& plan, uintptr_t stream, std::string_view b_layout) {
-            const Call call = read_call(ctx, op, a, b, c, stream, b_layout);
-            nb::gil_scoped_release release;
-            enqueue(ctx, call, plan);
+          "_op",
+          [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c, nb::handle plan,
+             std::optional<uintptr_t> stream, std::string_view b_layout) {
+            const std::optional<Plan> chosen = read_plan(plan);
+            const uintptr_t s = stream ? *stream : current_stream(tensor_kind(a), ctx.device());
+            const Call call = read_call(ctx, op, a, b, c, s, b_layout);
+            {
+              nb::gil_scoped_release release;
+              enqueue(ctx, call, chosen);
+            }
+            return nb::borrow(c);
           },
-          "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a, "stream"_a, "b_layout"_a)
+          "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a.none(), "stream"_a.none(), "b_layout"_a)
       // The C++ call's own host time, for python/bench/call_overhead.py: `calls` calls of `op` made back to back
       // from C++ with the tensors read once; the mean host microseconds per call (the device is not waited for).
       .def(

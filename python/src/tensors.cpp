@@ -1,8 +1,11 @@
 // Framework tensors read at the binding's boundary, each kind through its framework's cheapest route, with no
 // description built in Python and nothing allocated: per call, this is most of the host time spent outside the
 // library (python/bench/call_overhead.py).
-//   torch                     data_ptr(), shape, stride(), dtype, is_cuda, get_device()
-//   CuPy                      data.ptr, data.device_id, shape, strides (bytes), dtype.str
+//   torch                     data_ptr(), shape, is_contiguous() (stride() only for the message of a strided
+//                             one), dtype (compared with torch's dtype objects), get_device() (device.type when
+//                             it is negative: not a CUDA tensor)
+//   CuPy                      data.ptr, data.device_id, shape, strides (bytes), dtype (compared with NumPy's
+//                             float16; dtype.str for any other)
 //   __cuda_array_interface__  the dict's data, shape, strides (bytes; None: contiguous) and typestr; it names no
 //                             device, so the Context's own pointer check decides (check_tensor, core/src/context.cpp)
 //   __dlpack__                nb::ndarray (one DLPack export per call)
@@ -30,7 +33,7 @@ struct Names {
   PyObject* stride = PyUnicode_InternFromString("stride");
   PyObject* strides = PyUnicode_InternFromString("strides");
   PyObject* dtype = PyUnicode_InternFromString("dtype");
-  PyObject* is_cuda = PyUnicode_InternFromString("is_cuda");
+  PyObject* is_contiguous = PyUnicode_InternFromString("is_contiguous");
   PyObject* get_device = PyUnicode_InternFromString("get_device");
   PyObject* device = PyUnicode_InternFromString("device");
   PyObject* type = PyUnicode_InternFromString("type");
@@ -53,6 +56,8 @@ struct TorchDTypes {
   PyObject *bf16 = nullptr, *fp16 = nullptr, *fp32 = nullptr;
 };
 TorchDTypes torch_dtypes;
+// NumPy's float16 dtype object (CuPy arrays' dtype), taken when the first CuPy array is met.
+PyObject* numpy_fp16 = nullptr;
 
 nb::object attr(nb::handle o, PyObject* name) {
   PyObject* r = PyObject_GetAttr(o.ptr(), name);
@@ -156,7 +161,9 @@ void read_torch(const char* name, nb::handle t, TensorDesc& d) {
   const Names& s = names();
   d.ptr = as_address(call_method(t, s.data_ptr));
   d.ndim = read_ints(attr(t, s.shape), d.shape.data(), kMaxDims);
-  if (d.ndim == 2) read_strides(name, call_method(t, s.stride), 1, d);
+  // torch's contiguity ignores the stride of an extent-1 dimension, as the check in tensor_ref does.
+  d.strided = call_method(t, s.is_contiguous).ptr() != Py_True;
+  if (d.strided && d.ndim == 2) read_strides(name, call_method(t, s.stride), 1, d);
   const nb::object dtype = attr(t, s.dtype);
   if (dtype.ptr() == torch_dtypes.bf16) {
     d.dtype = DType::kBF16;
@@ -165,8 +172,9 @@ void read_torch(const char* name, nb::handle t, TensorDesc& d) {
   } else {
     d.dtype_name = dtype.ptr() == torch_dtypes.fp32 ? "fp32" : nb::str(dtype).c_str();
   }
-  if (attr(t, s.is_cuda).ptr() == Py_True) {
-    d.device = int(as_int(call_method(t, s.get_device)));
+  const int64_t device = as_int(call_method(t, s.get_device));  // -1: not a CUDA tensor
+  if (device >= 0) {
+    d.device = int(device);
   } else {
     d.device_type = nb::str(attr(attr(t, s.device), s.type)).c_str();
   }
@@ -178,7 +186,13 @@ void read_cupy(const char* name, nb::handle t, TensorDesc& d) {
   d.ptr = as_address(attr(memory, s.ptr));
   d.device = int(as_int(attr(memory, s.device_id)));
   d.ndim = read_ints(attr(t, s.shape), d.shape.data(), kMaxDims);
-  const int64_t itemsize = read_typestr(name, attr(attr(t, s.dtype), s.str), d);
+  const nb::object dtype = attr(t, s.dtype);
+  int64_t itemsize = 2;
+  if (dtype.ptr() == numpy_fp16) {
+    d.dtype = DType::kFP16;
+  } else {
+    itemsize = read_typestr(name, attr(dtype, s.str), d);
+  }
   if (d.ndim == 2) read_strides(name, attr(t, s.strides), itemsize, d);
 }
 
@@ -253,7 +267,15 @@ TensorKind classify(nb::handle t) {
     }
     return TensorKind::kTorch;
   }
-  if (instance_of(t, package, "cupy", "ndarray")) return TensorKind::kCupy;
+  if (instance_of(t, package, "cupy", "ndarray")) {
+    if (numpy_fp16 == nullptr) {
+      try {  // CuPy needs NumPy; without it (a stand-in array) every dtype is read through dtype.str
+        numpy_fp16 = nb::module_::import_("numpy").attr("dtype")("float16").release().ptr();
+      } catch (const nb::python_error&) {
+      }
+    }
+    return TensorKind::kCupy;
+  }
   if (nb::hasattr(t, nb::handle(names().cuda_array_interface))) return TensorKind::kCudaArrayInterface;
   if (nb::hasattr(t, nb::handle(names().dlpack))) return TensorKind::kDLPack;
   throw nb::type_error(fmt::format("ovl: a {}.{} is no tensor (no __cuda_array_interface__ or __dlpack__; torch, "
@@ -328,6 +350,31 @@ TensorRef tensor_ref(std::string_view api, const char* name, nb::handle t, int d
             d.device.value_or(-1), device);
   OVL_CHECK(d.dtype.has_value(), "{}: {} has dtype {}; ovl takes bfloat16 or float16", api, name, d.dtype_name);
   return TensorRef{reinterpret_cast<void*>(d.ptr), rows, cols, *d.dtype, layout};
+}
+
+uintptr_t current_stream(TensorKind kind, int device) {
+  switch (kind) {
+    case TensorKind::kTorch: {
+      // torch._C._cuda_getCurrentRawStream(device) where torch has it, else torch.cuda.current_stream(device)'s.
+      static PyObject* raw = [] {
+        const nb::object c = nb::module_::import_("torch").attr("_C");
+        return nb::hasattr(c, "_cuda_getCurrentRawStream")
+                   ? nb::object(c.attr("_cuda_getCurrentRawStream")).release().ptr()
+                   : nullptr;
+      }();
+      if (raw != nullptr) return as_address(nb::handle(raw)(device));
+      return as_address(nb::module_::import_("torch").attr("cuda").attr("current_stream")(device).attr("cuda_stream"));
+    }
+    case TensorKind::kCupy: {
+      static PyObject* get =
+          nb::object(nb::module_::import_("cupy").attr("cuda").attr("get_current_stream")).release().ptr();
+      return as_address(attr(nb::handle(get)(), names().ptr));
+    }
+    case TensorKind::kCudaArrayInterface:
+    case TensorKind::kDLPack:
+      break;
+  }
+  return 0;
 }
 
 }  // namespace ovl::python

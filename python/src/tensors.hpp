@@ -21,4 +21,8 @@ std::string_view kind_name(TensorKind kind);
 // (`name`: "A", "B", "C") and the value.
 TensorRef tensor_ref(std::string_view api, const char* name, nanobind::handle t, int device, BLayout layout);
 
+// The current stream of the framework of a tensor of kind `kind` on CUDA device `device`: torch's, CuPy's (its
+// current device's); 0, the legacy default stream, for other tensors, whose framework's current stream is unknown.
+uintptr_t current_stream(TensorKind kind, int device);
+
 }  // namespace ovl::python

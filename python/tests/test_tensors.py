@@ -55,10 +55,9 @@ def test_cuda_array_interface_tensors():
     del bad.__cuda_array_interface__["typestr"]
     with pytest.raises(ovl.Error, match=r"A's __cuda_array_interface__ has no \"typestr\""):
         _ovl._tensor_ref(bad)
-    f = context._framework(FakeCai((4, 8)))
-    assert f.current_stream(FakeCai((4, 8))) == 0
+    assert _ovl._current_stream(FakeCai((4, 8))) == 0  # its framework's current stream is unknown: the default
     with pytest.raises(ovl.Error, match="pass c="):
-        f.empty(FakeCai((4, 8)), 4, 8)
+        context._empty(FakeCai((4, 8)), 4, 8)
 
 
 class _Dtype:
@@ -106,7 +105,8 @@ def test_cupy_arrays(monkeypatch):
 
 
 def test_torch_tensors():
-    """torch tensors are read through their attributes; host ones are refused by their device."""
+    """torch tensors are read through their attributes; host ones are refused by their device, strided ones by their
+    strides (read for the message only)."""
     torch = pytest.importorskip("torch")
     from ovl import _ovl
 
@@ -124,7 +124,7 @@ def test_not_a_tensor():
     from ovl import context
 
     with pytest.raises(TypeError, match="a builtins.list is no tensor"):
-        context._framework([1.0, 2.0])
+        context._empty([1.0, 2.0], 1, 1)
     with pytest.raises(TypeError, match="no tensor"):
         context._ovl._tensor_ref(3.0, "B")
 
