@@ -7,8 +7,8 @@ stream already resolved (binding_us: the tensors read and checked in C++, the GI
 the same call made back to back from C++ (native_us: ``_native_call_us``, the tensors read once). A small problem in
 a loopback world of 8, in batches of BATCH calls with the device drained between batches (so a full launch queue
 never stalls a loop). overhead_us = python_us - native_us, the aim being below 5 us; of it, layer_us = python_us -
-binding_us is the Python layer (keywords, the method's frame) with the current stream's look-up, and the rest the
-binding's.
+binding_us is the Python layer (the method's frame and keywords) with the current stream's look-up, and the rest
+the binding's.
 
     PYTHONPATH=build/python python3 python/bench/call_overhead.py [--calls 2000]
 """

@@ -63,19 +63,6 @@ def _empty(t, rows, cols):
     return f(t, rows, cols)
 
 
-def _stream_handle(stream) -> int:
-    if isinstance(stream, int):
-        return stream
-    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        value = getattr(stream, attr, None)
-        if isinstance(value, int):
-            return value
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    raise TypeError(f"ovl: stream= takes an int handle, a torch or CuPy stream, or an object with __cuda_stream__; "
-                    f"got {type(stream).__name__}")
-
-
 def _default_stream() -> int:
     # No tensor to ask: the current stream of whichever framework is loaded, else the legacy default stream.
     torch = sys.modules.get("torch")
@@ -133,34 +120,15 @@ class Context:
     # ---- the three operators ----
     def gemm_all_reduce(self, a, b, c=None, *, plan: Optional[Plan] = None, stream=None, b_layout: str = "nt"):
         """C (M x N) = sum over ranks of A_r (M x K) B_r; B is N x K ("nt", a weight) or K x N ("nn")."""
-        return self._call("gemm-allreduce", a, b, c, plan, stream, b_layout)
+        return self._op("gemm-allreduce", a, b, c, plan, stream, b_layout)
 
     def gemm_reduce_scatter(self, a, b, c=None, *, plan: Optional[Plan] = None, stream=None, b_layout: str = "nt"):
         """C (M/W x N) = this rank's rows of sum over ranks of A_r B_r."""
-        return self._call("gemm-reducescatter", a, b, c, plan, stream, b_layout)
+        return self._op("gemm-reducescatter", a, b, c, plan, stream, b_layout)
 
     def all_gather_gemm(self, a, b, c=None, *, plan: Optional[Plan] = None, stream=None, b_layout: str = "nt"):
         """C (M x N) = gather(A) B, A being this rank's M/W x K rows."""
-        return self._call("allgather-gemm", a, b, c, plan, stream, b_layout)
-
-    def _output_shape(self, op: str, a, b, b_layout: str):
-        n = b.shape[0] if b_layout == "nt" else b.shape[1]
-        rows = a.shape[0]
-        if op == "gemm-reducescatter":
-            rows //= self._world_size
-        elif op == "allgather-gemm":
-            rows *= self._world_size
-        return rows, n
-
-    def _call(self, op, a, b, c, plan, stream, b_layout):
-        # The hot path: C allocated when missing and a stream object turned into its handle; the library reads and
-        # checks the tensors, resolves stream=None to the current stream of A's framework and takes plan= as a Plan
-        # or a PlanResult (its best).
-        if c is None:
-            c = _empty(a, *self._output_shape(op, a, b, b_layout))
-        if stream is not None and type(stream) is not int:
-            stream = _stream_handle(stream)
-        return self._op(op, a, b, c, plan, stream, b_layout)
+        return self._op("allgather-gemm", a, b, c, plan, stream, b_layout)
 
     # ---- planning and state ----
     def problem(self, op: str, a, b, c=None, b_layout: str = "nt") -> Problem:
@@ -168,8 +136,6 @@ class Context:
         from . import _op_name
 
         op = _op_name(op)
-        if c is None:
-            c = _empty(a, *self._output_shape(op, a, b, b_layout))
         return self._ctx._problem(op, a, b, c, b_layout)
 
     def plan_choice(self, problem: Problem):
@@ -185,7 +151,7 @@ class Context:
     def synchronize(self, stream=None) -> None:
         """Waits for ``stream`` (default: the current stream of torch / CuPy) and the context's own streams; a
         device-side wait that timed out raises ovl.Error."""
-        self._ctx.synchronize(_default_stream() if stream is None else _stream_handle(stream))
+        self._ctx.synchronize(_default_stream() if stream is None else _ovl._stream_handle(stream))
 
     def release_caches(self) -> None:
         """Frees every per-shape buffer and cached plan (collective in a real world with mode tma)."""

@@ -31,17 +31,50 @@ namespace {
 struct Call {
   Op op;
   TensorRef a, b, c;
+  nb::object c_object;  // C as given, or as allocated for a call without one
   cudaStream_t stream;
 };
 
-Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::handle b, nb::handle c, uintptr_t stream,
-               std::string_view b_layout) {
+// A new rows x cols tensor of a's framework, dtype and device (ovl.context._empty: the frameworks' allocators).
+nb::object new_output(nb::handle a, int64_t rows, int64_t cols) {
+  static PyObject* empty = nb::object(nb::module_::import_("ovl.context").attr("_empty")).release().ptr();
+  return nb::handle(empty)(a, rows, cols);
+}
+
+// stream= as a handle: an int, a torch or CuPy stream (cuda_stream, ptr), or an object with __cuda_stream__.
+uintptr_t stream_handle(nb::handle stream) {
+  if (PyLong_Check(stream.ptr())) return nb::cast<uintptr_t>(stream);
+  for (const char* name : {"cuda_stream", "ptr"}) {
+    const nb::object value = nb::getattr(stream, name, nb::none());
+    if (PyLong_Check(value.ptr())) return nb::cast<uintptr_t>(value);
+  }
+  if (nb::hasattr(stream, "__cuda_stream__")) return nb::cast<uintptr_t>(stream.attr("__cuda_stream__")()[1]);
+  throw nb::type_error(fmt::format("ovl: stream= takes an int handle, a torch or CuPy stream, or an object with "
+                                   "__cuda_stream__; got {}",
+                                   Py_TYPE(stream.ptr())->tp_name)
+                           .c_str());
+}
+
+// The tensors read and checked; C allocated by A's framework when it is None (M x N, M / W x N or M W x N as the
+// op gives it); `stream` None: the current stream of A's framework.
+Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::handle b, nb::handle c,
+               nb::handle stream, std::string_view b_layout) {
   const Op op = parse_op(op_name);
   const std::string_view api = to_string(op);
   const BLayout layout = parse_b_layout(b_layout);
   const int dev = ctx.device();
-  return Call{op, tensor_ref(api, "A", a, dev, layout), tensor_ref(api, "B", b, dev, layout),
-              tensor_ref(api, "C", c, dev, layout), reinterpret_cast<cudaStream_t>(stream)};
+  Call call{op, tensor_ref(api, "A", a, dev, layout), tensor_ref(api, "B", b, dev, layout), {}, nb::borrow(c), {}};
+  if (c.is_none()) {
+    const int64_t w = ctx.world_size();
+    const int64_t rows = op == Op::kGemmReduceScatter ? call.a.rows / w
+                         : op == Op::kAllGatherGemm   ? call.a.rows * w
+                                                      : call.a.rows;
+    call.c_object = new_output(a, rows, layout == BLayout::kNxK ? call.b.rows : call.b.cols);
+  }
+  call.c = tensor_ref(api, "C", call.c_object, dev, layout);
+  call.stream = reinterpret_cast<cudaStream_t>(stream.is_none() ? current_stream(tensor_kind(a), dev)
+                                                                : stream_handle(stream));
+  return call;
 }
 
 // A call's plan= : None (the Context chooses), a Plan, or a PlanResult from ovl.plan() (its best).
@@ -127,6 +160,7 @@ void bind_context(nb::module_& m) {
         return nb::make_tuple(uintptr_t(r.ptr), r.rows, r.cols, std::string(to_string(r.dtype)));
       },
       "t"_a, "name"_a = "A", "device"_a = 0);
+  m.def("_stream_handle", &stream_handle, "stream"_a);
   // The current stream of t's framework on `device` (what a call with stream=None runs on).
   m.def(
       "_current_stream", [](nb::handle t, int device) { return current_stream(tensor_kind(t), device); }, "t"_a,
@@ -167,29 +201,27 @@ void bind_context(nb::module_& m) {
       .def_prop_ro("sm_count", &Context::sm_count)
       .def_prop_ro("hardware", &Context::hardware)
       .def_prop_ro("planning_hardware", &Context::planning_hardware)
-      // The hot path: one call from Context.gemm_* (which allocated a missing C and turned a stream object into its
-      // handle): the tensors read here, stream None resolved to the current stream of A's framework, the GIL
-      // released while enqueueing. Returns C.
+      // The hot path, Context.gemm_*'s whole call: the tensors read here (C allocated when None), the stream and
+      // the plan resolved (read_call, read_plan), the GIL released while enqueueing. Returns C.
       .def(
           "_op",
           [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c, nb::handle plan,
-             std::optional<uintptr_t> stream, std::string_view b_layout) {
+             nb::handle stream, std::string_view b_layout) {
             const std::optional<Plan> chosen = read_plan(plan);
-            const uintptr_t s = stream ? *stream : current_stream(tensor_kind(a), ctx.device());
-            const Call call = read_call(ctx, op, a, b, c, s, b_layout);
+            const Call call = read_call(ctx, op, a, b, c, stream, b_layout);
             {
               nb::gil_scoped_release release;
               enqueue(ctx, call, chosen);
             }
-            return nb::borrow(c);
+            return call.c_object;
           },
-          "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a.none(), "stream"_a.none(), "b_layout"_a)
+          "op"_a, "a"_a, "b"_a, "c"_a.none(), "plan"_a.none(), "stream"_a.none(), "b_layout"_a)
       // The C++ call's own host time, for python/bench/call_overhead.py: `calls` calls of `op` made back to back
       // from C++ with the tensors read once; the mean host microseconds per call (the device is not waited for).
       .def(
           "_native_call_us",
           [](Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
-             const std::optional<Plan>& plan, uintptr_t stream, std::string_view b_layout, int calls) {
+             const std::optional<Plan>& plan, nb::handle stream, std::string_view b_layout, int calls) {
             const Call call = read_call(ctx, op, a, b, c, stream, b_layout);
             nb::gil_scoped_release release;
             const auto start = std::chrono::steady_clock::now();
@@ -197,15 +229,15 @@ void bind_context(nb::module_& m) {
             const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
             return elapsed.count() / std::max(calls, 1);
           },
-          "op"_a, "a"_a, "b"_a, "c"_a, "plan"_a, "stream"_a, "b_layout"_a, "calls"_a)
+          "op"_a, "a"_a, "b"_a, "c"_a.none(), "plan"_a.none(), "stream"_a.none(), "b_layout"_a, "calls"_a)
       .def(
           "_problem",
           [](const Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
              std::string_view b_layout) {
-            const Call call = read_call(ctx, op, a, b, c, 0, b_layout);
+            const Call call = read_call(ctx, op, a, b, c, nb::int_(0), b_layout);
             return ctx.problem_for(call.op, call.a, call.b, call.c);
           },
-          "op"_a, "a"_a, "b"_a, "c"_a, "b_layout"_a)
+          "op"_a, "a"_a, "b"_a, "c"_a.none(), "b_layout"_a)
       .def(
           "plan_choice",
           [](const Context& ctx, const Problem& p) -> std::optional<PlanChoice> {

@@ -130,7 +130,7 @@ def test_not_a_tensor():
 
 
 def test_stream_handles():
-    from ovl import context
+    from ovl import _ovl
 
     class TorchLike:
         cuda_stream = 123
@@ -142,12 +142,12 @@ def test_stream_handles():
         def __cuda_stream__(self):
             return (0, 789)
 
-    assert context._stream_handle(7) == 7
-    assert context._stream_handle(TorchLike()) == 123
-    assert context._stream_handle(CupyLike()) == 456
-    assert context._stream_handle(Protocol()) == 789
+    assert _ovl._stream_handle(7) == 7
+    assert _ovl._stream_handle(TorchLike()) == 123
+    assert _ovl._stream_handle(CupyLike()) == 456
+    assert _ovl._stream_handle(Protocol()) == 789
     with pytest.raises(TypeError, match="stream="):
-        context._stream_handle("default")
+        _ovl._stream_handle("default")
 
 
 def test_profile_argument(tmp_path):
