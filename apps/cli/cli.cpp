@@ -16,7 +16,7 @@ commands:
              --op gemm-allreduce|gemm-reducescatter|allgather-gemm --m M --n N --k K --world W
              [--gpu h100|h200|a100 | --profile FILE (default: env OVL_PROFILE, else h200)]
              [--loopback rank0|whole-world] [--link-profile nvlink4-node8|h200x2|FILE (paced loopback)]
-             [--dtype bf16|fp16|e4m3|e5m2] [--layout nt|nn] [--gpus-per-node G] [--modes M1,M2] [--min-gain F] [--top N] [--json] [--trace FILE]
+             [--dtype bf16|fp16|e4m3] [--layout nt|nn] [--gpus-per-node G] [--modes M1,M2] [--min-gain F] [--top N] [--json] [--trace FILE]
   tune       on a GPU: a short benchmark sweep, the profile fitted to it, then measured tuning of the shapes:
              [--shapes FILE (lines "OP M N K")] [--op OP --m M --n N --k K] [--world W (loopback, 8)]
              [--profile-out FILE] [--cache-out FILE] [--skip-sweep --profile FILE] [--candidates K]

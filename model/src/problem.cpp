@@ -33,6 +33,13 @@ void Problem::validate() const {
   OVL_CHECK(n % 8 == 0, "problem field \"n\" = {} must be a multiple of 8 (16-byte rows)", n);
   OVL_CHECK(!is_fp8(dtype) || k % 16 == 0, "problem field \"k\" = {} must be a multiple of 16 for dtype {} (16-byte rows)",
             k, to_string(dtype));
+  // FP8: the GEMM runs e4m3 A (x e4m3 or e5m2 B) and reads B K-major only (wgmma), so B is N x K.
+  OVL_CHECK(!is_fp8(dtype) || dtype == DType::kE4M3,
+            "problem field \"dtype\" = {}: FP8 A must be e4m3 (the GEMM runs e4m3 x e4m3 and e4m3 x e5m2)",
+            to_string(dtype));
+  OVL_CHECK(!is_fp8(dtype) || b_layout == BLayout::kNxK,
+            "problem field \"b_layout\" = {} with dtype {}: FP8 wgmma reads B K-major only (B as N x K, nt)",
+            to_string(b_layout), to_string(dtype));
   OVL_CHECK(!is_fp8(dtype) || out_dtype == DType::kBF16 || out_dtype == DType::kFP16,
             "problem field \"out_dtype\" = {} is not bf16 or fp16 (the output of FP8 inputs)", to_string(out_dtype));
   OVL_CHECK(world >= 1, "problem field \"world\" = {} must be at least 1", world);

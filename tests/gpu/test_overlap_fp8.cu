@@ -477,12 +477,12 @@ TEST_F(OverlapFp8Test, RefusalsNameTheValue) {
   // K = 264: a multiple of 8, not of 16 (FP8 rows must be 16-byte multiples).
   const Fp8Matrix a_k(1024, 264, DType::kE4M3, 5), b_k(768, 264, DType::kE4M3, 6);
   expect_error_naming(all_reduce(a_k.ref(), b_k.ref(), c.ref()), "\"k\" = 264 must be a multiple of 16");
-  // Problems given to can_run directly (the planner's vocabulary allows them; the GEMM does not).
+  // Problems given to can_run directly: Problem::validate refuses what the GEMM does not run (for the planner too).
   Problem p = ctx.problem_for(Op::kGemmAllReduce, a.ref(), b.ref(), c.ref());
   const Plan seq = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
   EXPECT_EQ(ctx.can_run(p, seq), "");
   p.dtype = DType::kE5M2;
-  EXPECT_NE(ctx.can_run(p, seq).find("dtype e5m2: FP8 A must be e4m3"), std::string::npos) << ctx.can_run(p, seq);
+  EXPECT_NE(ctx.can_run(p, seq).find("\"dtype\" = e5m2: FP8 A must be e4m3"), std::string::npos) << ctx.can_run(p, seq);
   p.dtype = DType::kE4M3;
   p.b_layout = BLayout::kKxN;
   EXPECT_NE(ctx.can_run(p, seq).find("K-major"), std::string::npos) << ctx.can_run(p, seq);

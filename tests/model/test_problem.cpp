@@ -60,6 +60,13 @@ TEST(Problem, Fp8TrafficAndValidation) {
   ag.k = 8200;  // a multiple of 8, not of 16: FP8 rows of 8200 bytes are not 16-byte multiples
   expect_error_naming([&] { ag.validate(); }, "\"k\" = 8200 must be a multiple of 16 for dtype e5m2");
   ag.k = 8192;
+  // The GEMM runs e4m3 A only, and FP8 B as N x K only.
+  expect_error_naming([&] { ag.validate(); }, "\"dtype\" = e5m2: FP8 A must be e4m3");
+  ag.dtype = DType::kE4M3;
+  ag.b_layout = BLayout::kKxN;
+  expect_error_naming([&] { ag.validate(); }, "\"b_layout\" = nn with dtype e4m3: FP8 wgmma reads B K-major only");
+  ag.b_layout = BLayout::kNxK;
+  EXPECT_NO_THROW(ag.validate());
   ag.out_dtype = DType::kE4M3;
   expect_error_naming([&] { ag.validate(); }, "\"out_dtype\" = e4m3 is not bf16 or fp16");
   // bf16 / fp16 inputs: C is the inputs' type, whatever out_dtype says (it is not in the name or the JSON).
