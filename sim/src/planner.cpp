@@ -50,12 +50,19 @@ std::vector<std::vector<int>> groupings(const Problem& problem, const Plan& plan
   return out;
 }
 
-// `p` with comm_algo nccl-symmetric (NCCL's symmetric kernels, CTA policy efficiency), and for an AllGather also
-// under CTA policy zero (NCCL's copy engines, whatever comm_ctas: offered once, with the first CTA count), each only
-// where Plan::validate takes it (one node, no loopback, and for GEMM+RS / AG+GEMM one unit: NCCL's symmetric kernels
-// run whole-buffer collectives).
-std::vector<Plan> nccl_symmetric_variants(const Plan& p, const Problem& problem, bool first_ctas) {
+// The transports that reach the link with few CTAs (the TMA collective, NCCL's symmetric kernels, the copy engines'
+// sums) are offered on at most this many.
+constexpr int kFewCommCtas = 32;
+
+// `p` (planned on `comm` of `comm_options`) with comm_algo nccl-symmetric (NCCL's symmetric kernels, CTA policy
+// efficiency), and for an AllGather also under CTA policy zero (NCCL's copy engines, whatever comm_ctas: offered once,
+// with the first CTA count); none above kFewCommCtas. The planner's add() keeps those Plan::validate takes (one node,
+// no loopback, and for GEMM+RS / AG+GEMM one unit: NCCL's symmetric kernels run whole-buffer collectives).
+std::vector<Plan> nccl_symmetric_variants(const Plan& p, const Problem& problem, int comm,
+                                          const std::vector<int>& comm_options) {
   std::vector<Plan> out;
+  if (comm > kFewCommCtas) return out;
+  const bool first_ctas = comm == comm_options.front();
   Plan v = p;
   v.comm_algo = CommAlgo::kNcclSymmetric;
   v.cta_policy = CtaPolicy::kEfficiency;
@@ -158,12 +165,9 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
       case Mode::kSequential:
         for (const Plan& p : sequential_candidates(problem, hw)) add(p);
         // NCCL's symmetric kernels after the GEMM, on few CTAs (they reach the link with few).
-        for (int comm : comm_options) {
-          if (comm > 32) continue;
-          for (const Plan& v :
-               nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm == comm_options.front()))
+        for (int comm : comm_options)
+          for (const Plan& v : nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm, comm_options))
             add(v);
-        }
         break;
       case Mode::kDecomposed:
         for (int chunks : {2, 4, 8, 16}) {
@@ -173,10 +177,9 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
           add(p);
           // NCCL's symmetric kernels take fewer SMs from cuBLAS on fewer CTAs.
           for (int comm : comm_options) {
-            if (comm > 32) continue;
             Plan sym = default_plan(mode, problem, hw, comm);
             sym.chunks = chunks;
-            for (const Plan& v : nccl_symmetric_variants(sym, problem, comm == comm_options.front())) add(v);
+            for (const Plan& v : nccl_symmetric_variants(sym, problem, comm, comm_options)) add(v);
           }
         }
         break;
@@ -192,15 +195,12 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
             Plan reserve = base;
             reserve.gemm_sms = hw.sm_count - base.comm_ctas;
             add_grouped(reserve);
-            if (comm <= 32)
-              for (const Plan& v : nccl_symmetric_variants(reserve, problem, comm == comm_options.front()))
-                add_grouped(v);
+            for (const Plan& v : nccl_symmetric_variants(reserve, problem, comm, comm_options)) add_grouped(v);
           }
-          if (comm <= 32)
-            for (const Plan& v : nccl_symmetric_variants(base, problem, comm == comm_options.front())) add_grouped(v);
+          for (const Plan& v : nccl_symmetric_variants(base, problem, comm, comm_options)) add_grouped(v);
           // ce: the GEMM on every SM; comm_ctas run only the owner's sum after it.
           // Or on sm_count - comm_ctas, which leaves the sum SMs beside it: a sum per group (ce_sums_per_group).
-          if (comm <= 32) {
+          if (comm <= kFewCommCtas) {
             Plan ce = base;
             ce.comm_algo = CommAlgo::kCopyEngine;
             ce.gemm_sms = hw.sm_count;
@@ -215,15 +215,13 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
       case Mode::kGreenContext:
         for (int comm : comm_options) {
           add_grouped(default_plan(mode, problem, hw, comm));
-          if (comm <= 32)
-            for (const Plan& v :
-                 nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm == comm_options.front()))
-              add_grouped(v);
+          for (const Plan& v : nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm, comm_options))
+            add_grouped(v);
         }
         break;
       case Mode::kTma:
         for (int comm : comm_options) {
-          if (comm > 32) continue;  // a TMA collective saturates the links with few CTAs
+          if (comm > kFewCommCtas) continue;  // a TMA collective saturates the links with few CTAs
           for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
             for (bool partitioned : {false, true}) {
               Plan p = default_plan(mode, problem, hw, comm);
