@@ -5,7 +5,7 @@
 // every spinning collective CTA are resident at once whatever order the hardware starts them in.
 //
 // The mover is the one plan.comm_algo names (Plan::validate allows only tma-push / tma-pull in this mode): the
-// core-private one-warp TMA movers (executor_tma_kernels.cu: cp.async.bulk loads into a shared-memory ring on
+// loopback collective's TMA movers (kernels/src/loopback_tma.cu: cp.async.bulk loads into a shared-memory ring on
 // mbarriers, bulk stores / cp.reduce.async.bulk adds), group-major over the played share (loopback: rank 0's or
 // the whole world's, ContextOptions::loopback_share; a real world of 1: a copy).
 //

@@ -29,7 +29,7 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
   }
   if (world == 1) return {0.0, 2.0, 2.0, 0.0};  // a local copy: read once, written once
   if (loopback_rank0 && algo == CommAlgo::kTmaPush) {
-    // The loopback emulation of rank 0's share with the push mover (core/src/executor_tma_kernels.cu), all of it in
+    // The loopback emulation of rank 0's share with the push mover (kernels/src/loopback_tma.cu), all of it in
     // rank 0's HBM: rank 0's pieces (1/W of the buffer) zeroed, then each of the W sources read and added into them
     // (a read here, a read-modify-write there: 3 per source byte); AllReduce also copies the W-1 other owners'
     // reduced pieces in (2 f); AllGather copies every owner's rows (2). RS 3 + 1/W, AR 5 - 1/W, AG 2.
@@ -271,7 +271,7 @@ std::vector<LoopbackCall> loopback_rank0_calls(const Problem& problem, const Pla
 
 namespace {
 
-// One owner's piece of a loopback call as the TMA mover cuts it (core/src/executor_tma_kernels.cu, Units): `chunks`
+// One owner's piece of a loopback call as the TMA mover cuts it (kernels/src/loopback_tma.cu, Units): `chunks`
 // chunks of `cap` bytes (the last one shorter), `per_chunk` units each.
 struct MoverPiece {
   double bytes = 0, cap = 0;

@@ -145,7 +145,7 @@ int64_t cublas_tiles_before_comm(int64_t tiles, int gemm_sms, int ctas, int sm_c
 // loopback emulation of rank 0's share (Hardware::loopback_rank0).
 double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0);
 // Bytes (read + written, all in HBM) that the loopback emulation of rank 0's share of an NCCL-algorithm call moves
-// per buffer byte: it is one SIMT kernel with no ring (loopback_kernel in core/src/executor_kernels.cu). RS reduces
+// per buffer byte: it is one SIMT kernel with no ring (loopback_kernel in kernels/src/loopback.cu). RS reduces
 // rank 0's piece, W reads and a write of 1/W of the buffer (1 + 1/W); AR also copies the W-1 other owners' reduced
 // pieces in (+ 2 (W-1)/W); AG copies every owner's piece, its own included (2). The model prices such a call as
 // these bytes at min(ctas x the SIMT per-CTA rate, HBM) after a plain kernel launch (loopback_hardware, kRank0), and
@@ -177,7 +177,7 @@ inline constexpr int64_t kTmaMoverStageBytes = 48 * 1024;
 // How unevenly the loopback's TMA mover of `algo` (tma-push or tma-pull) on `ctas` CTAs deals the link bytes of one
 // call over rows [row_begin, row_end) of `problem` (a tile group, a chunk, or every row) among its CTAs when it plays
 // rank 0's share: ctas x the busiest CTA's link bytes / all the CTAs' (1: even, and for a call without link bytes or
-// a world of one). A paced loopback paces each CTA's own link bytes (core/src/executor_tma_kernels.cu: after each
+// a world of one). A paced loopback paces each CTA's own link bytes (kernels/src/loopback_tma.cu: after each
 // unit the issuing thread waits until the group's start + its link bytes so far / LinkProfile::paced_cta_GBps), so
 // the busiest CTA sets the call's link time: the model and the simulator divide the paced rate by this. The mover's
 // rule: each owner's piece (rank 0's sum; AllReduce: then the peers' sums, copied in; AllGather: every owner's rows)
