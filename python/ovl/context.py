@@ -24,8 +24,11 @@ __all__ = ["Context", "World"]
 def _torch_empty(cls):
     import torch
 
-    def empty(t, rows, cols):
-        return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
+    def empty(t, rows, cols, stream):
+        if stream is None:
+            return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=t.device)):
+            return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
 
     return empty
 
@@ -33,16 +36,19 @@ def _torch_empty(cls):
 def _cupy_empty(cls):
     import cupy
 
-    def empty(t, rows, cols):
+    def empty(t, rows, cols, stream):
         with cupy.cuda.Device(t.device.id):
-            return cupy.empty((rows, cols), dtype=t.dtype)
+            if stream is None:
+                return cupy.empty((rows, cols), dtype=t.dtype)
+            with cupy.cuda.ExternalStream(stream):
+                return cupy.empty((rows, cols), dtype=t.dtype)
 
     return empty
 
 
 def _foreign_empty(cls):
     # __cuda_array_interface__ or DLPack from another framework: how to allocate its tensors is unknown.
-    def empty(t, rows, cols):
+    def empty(t, rows, cols, stream):
         raise Error(f"no output given and ovl cannot allocate a {cls.__name__}: pass c=")
 
     return empty
@@ -53,24 +59,32 @@ _MAKERS = {"torch": _torch_empty, "cupy": _cupy_empty, "cuda-array-interface": _
 _EMPTY: dict = {}
 
 
-def _empty(t, rows, cols):
-    """A new rows x cols tensor of ``t``'s framework, dtype and device; a TypeError for an object that is no tensor
-    (the library decides)."""
+def _empty(t, rows, cols, stream=None):
+    """A new rows x cols tensor of ``t``'s framework, dtype and device, allocated in the order of ``stream`` (a
+    handle; None: the framework's current stream), so that the work on that stream may write it; a TypeError for an
+    object that is no tensor (the library decides)."""
     cls = type(t)
     f = _EMPTY.get(cls)
     if f is None:
         f = _EMPTY[cls] = _MAKERS[_ovl._tensor_kind(t)](cls)
-    return f(t, rows, cols)
+    return f(t, rows, cols, stream)
 
 
-def _default_stream() -> int:
-    # No tensor to ask: the current stream of whichever framework is loaded, else the legacy default stream.
+def _cupy_current_stream(device: int) -> int:
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return cupy.cuda.get_current_stream().ptr
+
+
+def _default_stream(device: int) -> int:
+    # No tensor to ask: the current stream on `device` of whichever framework is loaded, else the legacy default
+    # stream.
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        return torch.cuda.current_stream().cuda_stream
-    cupy = sys.modules.get("cupy")
-    if cupy is not None:
-        return cupy.cuda.get_current_stream().ptr
+        return torch.cuda.current_stream(device).cuda_stream
+    if sys.modules.get("cupy") is not None:
+        return _cupy_current_stream(device)
     return 0
 
 
@@ -151,7 +165,7 @@ class Context:
     def synchronize(self, stream=None) -> None:
         """Waits for ``stream`` (default: the current stream of torch / CuPy) and the context's own streams; a
         device-side wait that timed out raises ovl.Error."""
-        self._ctx.synchronize(_default_stream() if stream is None else _ovl._stream_handle(stream))
+        self._ctx.synchronize(_default_stream(self.device) if stream is None else _ovl._stream_handle(stream))
 
     def release_caches(self) -> None:
         """Frees every per-shape buffer and cached plan (collective in a real world with mode tma)."""

@@ -35,10 +35,11 @@ struct Call {
   cudaStream_t stream;
 };
 
-// A new rows x cols tensor of a's framework, dtype and device (ovl.context._empty: the frameworks' allocators).
-nb::object new_output(nb::handle a, int64_t rows, int64_t cols) {
-  static PyObject* empty = nb::object(nb::module_::import_("ovl.context").attr("_empty")).release().ptr();
-  return nb::handle(empty)(a, rows, cols);
+// A new rows x cols tensor of a's framework, dtype and device, allocated in the order of `stream` (a handle) or,
+// when it is None, of the framework's current stream (ovl.context._empty: the frameworks' allocators).
+nb::object new_output(nb::handle a, int64_t rows, int64_t cols, nb::handle stream) {
+  static PyObject* empty = nullptr;
+  return nb::handle(python_attr(empty, "ovl.context", {"_empty"}))(a, rows, cols, stream);
 }
 
 // stream= as a handle: an int, a torch or CuPy stream (cuda_stream, ptr), or an object with __cuda_stream__.
@@ -64,16 +65,19 @@ Call read_call(const Context& ctx, std::string_view op_name, nb::handle a, nb::h
   const BLayout layout = parse_b_layout(b_layout);
   const int dev = ctx.device();
   Call call{op, tensor_ref(api, "A", a, dev, layout), tensor_ref(api, "B", b, dev, layout), {}, nb::borrow(c), {}};
+  const uintptr_t s = stream.is_none() ? current_stream(tensor_kind(a), dev) : stream_handle(stream);
   if (c.is_none()) {
     const int64_t w = ctx.world_size();
     const int64_t rows = op == Op::kGemmReduceScatter ? call.a.rows / w
                          : op == Op::kAllGatherGemm   ? call.a.rows * w
                                                       : call.a.rows;
-    call.c_object = new_output(a, rows, layout == BLayout::kNxK ? call.b.rows : call.b.cols);
+    // On the call's stream when one is given: C's memory is then the allocator's for that stream, whose work writes
+    // it (memory from the current stream's pool could still be in use by that stream's queued work).
+    call.c_object = new_output(a, rows, layout == BLayout::kNxK ? call.b.rows : call.b.cols,
+                               stream.is_none() ? nb::object(nb::none()) : nb::object(nb::int_(s)));
   }
   call.c = tensor_ref(api, "C", call.c_object, dev, layout);
-  call.stream = reinterpret_cast<cudaStream_t>(stream.is_none() ? current_stream(tensor_kind(a), dev)
-                                                                : stream_handle(stream));
+  call.stream = reinterpret_cast<cudaStream_t>(s);
   return call;
 }
 
@@ -164,15 +168,15 @@ void bind_context(nb::module_& m) {
   // The current stream of t's framework on `device` (what a call with stream=None runs on).
   m.def(
       "_current_stream", [](nb::handle t, int device) { return current_stream(tensor_kind(t), device); }, "t"_a,
-      "device"_a = 0);
+      "device"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(
           "__init__",
           [](Context* self, int loopback_world, int device, std::optional<Hardware> hardware, bool trace,
              std::optional<World> world, std::string_view loopback_share, double wait_timeout_ms,
-             std::optional<std::string> tuning, int tuning_candidates, double tuning_budget_ms,
-             double tuning_min_gain, std::optional<std::string> plan_cache) {
+             std::optional<std::string> tuning, int tuning_candidates, double tuning_budget_ms, double tuning_min_gain,
+             std::optional<std::string> plan_cache) {
             ContextOptions o;
             if (tuning) o.tuning = parse_tuning(*tuning);
             o.tuning_candidates = tuning_candidates;
@@ -234,7 +238,7 @@ void bind_context(nb::module_& m) {
           "_problem",
           [](const Context& ctx, std::string_view op, nb::handle a, nb::handle b, nb::handle c,
              std::string_view b_layout) {
-            const Call call = read_call(ctx, op, a, b, c, nb::int_(0), b_layout);
+            const Call call = read_call(ctx, op, a, b, c, nb::none(), b_layout);
             return ctx.problem_for(call.op, call.a, call.b, call.c);
           },
           "op"_a, "a"_a, "b"_a, "c"_a.none(), "b_layout"_a)

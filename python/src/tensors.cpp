@@ -11,6 +11,7 @@
 //   __dlpack__                nb::ndarray (one DLPack export per call)
 #include "tensors.hpp"
 
+#include <cuda_runtime_api.h>
 #include <nanobind/ndarray.h>
 
 #include <array>
@@ -352,23 +353,32 @@ TensorRef tensor_ref(std::string_view api, const char* name, nb::handle t, int d
   return TensorRef{reinterpret_cast<void*>(d.ptr), rows, cols, *d.dtype, layout};
 }
 
+PyObject* python_attr(PyObject*& slot, const char* module, std::initializer_list<const char*> path) {
+  if (slot == nullptr) {
+    nb::object o = nb::module_::import_(module);
+    for (const char* name : path) o = o.attr(name);
+    slot = o.release().ptr();
+  }
+  return slot;
+}
+
 uintptr_t current_stream(TensorKind kind, int device) {
   switch (kind) {
     case TensorKind::kTorch: {
-      // torch._C._cuda_getCurrentRawStream(device) where torch has it, else torch.cuda.current_stream(device)'s.
-      static PyObject* raw = [] {
-        const nb::object c = nb::module_::import_("torch").attr("_C");
-        return nb::hasattr(c, "_cuda_getCurrentRawStream")
-                   ? nb::object(c.attr("_cuda_getCurrentRawStream")).release().ptr()
-                   : nullptr;
-      }();
-      if (raw != nullptr) return as_address(nb::handle(raw)(device));
-      return as_address(nb::module_::import_("torch").attr("cuda").attr("current_stream")(device).attr("cuda_stream"));
+      // torch._C._cuda_getCurrentRawStream(device): the current stream of `device`, whichever device is current.
+      static PyObject* raw = nullptr;
+      return as_address(nb::handle(python_attr(raw, "torch", {"_C", "_cuda_getCurrentRawStream"}))(device));
     }
     case TensorKind::kCupy: {
-      static PyObject* get =
-          nb::object(nb::module_::import_("cupy").attr("cuda").attr("get_current_stream")).release().ptr();
-      return as_address(attr(nb::handle(get)(), names().ptr));
+      // cupy.cuda.get_current_stream() answers for the current device; for another one, ovl.context's helper asks
+      // inside cupy.cuda.Device(device).
+      int current = -1;
+      if (cudaGetDevice(&current) == cudaSuccess && current == device) {
+        static PyObject* get = nullptr;
+        return as_address(attr(nb::handle(python_attr(get, "cupy", {"cuda", "get_current_stream"}))(), names().ptr));
+      }
+      static PyObject* on_device = nullptr;
+      return as_address(nb::handle(python_attr(on_device, "ovl.context", {"_cupy_current_stream"}))(device));
     }
     case TensorKind::kCudaArrayInterface:
     case TensorKind::kDLPack:

@@ -21,8 +21,14 @@ std::string_view kind_name(TensorKind kind);
 // (`name`: "A", "B", "C") and the value.
 TensorRef tensor_ref(std::string_view api, const char* name, nanobind::handle t, int device, BLayout layout);
 
-// The current stream of the framework of a tensor of kind `kind` on CUDA device `device`: torch's, CuPy's (its
-// current device's); 0, the legacy default stream, for other tensors, whose framework's current stream is unknown.
+// The current stream of the framework of a tensor of kind `kind` on CUDA device `device`: torch's, CuPy's; 0, the
+// legacy default stream, for other tensors, whose framework's current stream is unknown.
 uintptr_t current_stream(TensorKind kind, int device);
+
+// `module`.path[0].path[1]... imported and kept in `slot` (a static of the caller, null at first) for the
+// interpreter's life. Filled under the GIL without a C++ static-initialization guard: an import may let another
+// thread run Python, and a guard held across it could deadlock against that thread; two threads that both fill
+// `slot` leave one reference behind.
+PyObject* python_attr(PyObject*& slot, const char* module, std::initializer_list<const char*> path);
 
 }  // namespace ovl::python
