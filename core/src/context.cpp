@@ -691,8 +691,16 @@ void Context::synchronize(cudaStream_t stream) {
   const std::string ce_missing = s.ce_watchdog();
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
-  if (s.real_coll) s.real_coll->check(s.comm_stream);  // mode tma in a real world: its collective's timeouts
-  // The record is read and cleared before it is reported, so a timeout never surfaces at a later call.
+  // Every record is read and cleared before any is reported, so a timeout never surfaces at a later call: mode
+  // tma's collective in a real world (its own record, Collectives::check), then the Context's.
+  std::string collective;
+  if (s.real_coll) {
+    try {
+      s.real_coll->check(s.comm_stream);
+    } catch (const Error& e) {
+      collective = e.message();
+    }
+  }
   kernels::DeviceError e{};
   copy_now(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost, s.comm_stream);
   if (e.code != 0) fill_now(s.error.get(), 0, sizeof(e), s.comm_stream);
@@ -701,7 +709,11 @@ void Context::synchronize(cudaStream_t stream) {
     if (!what.empty()) what += "; and ";
     what += ce_missing;
   }
-  if (!what.empty()) OVL_FAIL("device-side wait timed out after {} ms: {}", double(s.timeout_ns) * 1e-6, what);
+  if (!collective.empty() && what.empty()) OVL_FAIL("{}", collective);
+  if (!what.empty()) {
+    OVL_FAIL("{}device-side wait timed out after {} ms: {}", collective.empty() ? "" : collective + "; and ",
+             double(s.timeout_ns) * 1e-6, what);
+  }
 }
 
 Timeline Context::last_timeline() {
