@@ -65,6 +65,7 @@ GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const
   e.hbm_bytes = g.hbm_bytes;
   e.wave_us = g.wave_us();
   e.waves_used = g.waves_used;
+  e.busy_sms = g.busy_sms;
   e.l2_miss_factor = g.l2_miss_factor;
   return e;
 }

@@ -56,6 +56,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
     gemm_hbm_util = std::min(1.0, g.hbm_bytes / body_us / 1e3 / hw.hbm_GBps);
     // Our GEMM's main loop waits on its operand loads that miss the L2, as the model prices it (gemm_l2_miss_cost).
     per_sm_flops_per_ns /= g.l2_miss_factor;
+    // cuBLAS's clock follows the SMs its kernel (one chunk's) keeps busy, split-K pieces included, as the model's.
+    if (cublas) per_sm_flops_per_ns *= matrix_clock_factor(hw, busy) / matrix_clock_factor(hw, g.busy_sms);
     cublas_tiles = std::max<int64_t>(1, g.tiles);
     cublas_sms = std::min(double(gemm_sms), double(cublas_tiles) / g.waves_used);
   }

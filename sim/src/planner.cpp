@@ -166,7 +166,8 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         for (const Plan& p : sequential_candidates(problem, hw)) add(p);
         // NCCL's symmetric kernels after the GEMM, on few CTAs (they reach the link with few).
         for (int comm : comm_options)
-          for (const Plan& v : nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm, comm_options))
+          for (const Plan& v :
+               nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm, comm_options))
             add(v);
         break;
       case Mode::kDecomposed:
@@ -215,7 +216,8 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
       case Mode::kGreenContext:
         for (int comm : comm_options) {
           add_grouped(default_plan(mode, problem, hw, comm));
-          for (const Plan& v : nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm, comm_options))
+          for (const Plan& v :
+               nccl_symmetric_variants(default_plan(mode, problem, hw, comm), problem, comm, comm_options))
             add_grouped(v);
         }
         break;

@@ -335,6 +335,21 @@ TEST(SimulateVsModel, CublasChunksOfFewTilesAsInTheModel) {
   EXPECT_GT(sim, 16 * chunk.us);
 }
 
+TEST(SimulateVsModel, CublasChunksClockAsInTheModel) {
+  // The same chunks on the H200's profile, whose clock depends on the busy SMs (its power limit): each chunk's
+  // cuBLAS kernel is clocked for the SMs it keeps busy, in the simulator as in the model (it had taken the whole
+  // problem's tiles, min(grid, 1024) = 132 SMs, for every chunk).
+  Hardware hw = builtin_hardware("h200");
+  hw.hbm_contention = 0;
+  hw.shared_sm_penalty = 0;
+  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 3968, 4096, 8);
+  Plan plan = default_plan(Mode::kDecomposed, p, hw, 24);
+  plan.chunks = 16;
+  const double model = estimate(p, plan, hw).total_us;
+  const double sim = simulate(p, plan, hw).total_us;
+  EXPECT_NEAR(sim, model, 0.02 * model) << "model " << model << " us";
+}
+
 TEST(SimulateVsModel, EdgeTilesCostWholeTiles) {
   // 5000 x 8000 x 4096 in 128 x 256 tiles: 40 x 32 tiles, the last row of tiles 8 rows deep and the last column 64
   // wide. wgmma pads them: each costs a whole tile's matrix work, in the simulator as in the model (with the edges

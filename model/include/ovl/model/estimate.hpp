@@ -37,6 +37,7 @@ struct GemmEstimate {
   double waves_used = 0;      // the waves the body's compute is counted in: `waves` (ours, whole tiles), fewer
                               // with a tail plan; cuBLAS tiles / sms, at least one wave, or on at most sms / 2
                               // tiles its split-K pieces' rounds (docs/model.md)
+  double busy_sms = 0;        // the mean SMs running matrix work, which set the clock (matrix_clock_factor)
 };
 
 // Where a GEMM runs, which sets its power state: in a sustained stream of back-to-back GEMMs (bench_gemm, what the
