@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "context_impl.hpp"
+#include "ovl/core/gemm.hpp"
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/kernels/wait.hpp"
-#include "ovl/core/gemm.hpp"
 #include "ovl/model/estimate.hpp"
 
 namespace ovl {

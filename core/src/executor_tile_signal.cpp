@@ -1,7 +1,7 @@
 // Modes tile-signal (FlashOverlap) and green-context (GCOverlap).
 //
 // Our GEMM adds 1 (release, system scope) to its tile group's counter after each tile; a high-priority
-// communication stream runs, per group, a one-warp counter wait kernel (device side, no host round trip) and then
+// communication stream runs, per group, a one-thread counter wait kernel (device side, no host round trip) and then
 // the group's collective on its rows: NCCL in a real world, the loopback collective in loopback. Groups are whole
 // row bands, so a group is a contiguous block of rows; with tile-major output a reorder pass on the communication
 // stream turns the group's tiles into those rows first.

@@ -6,7 +6,8 @@
 
 namespace ovl::detail {
 
-std::vector<kernels::LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world) {
+std::vector<kernels::LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units,
+                                                         int world) {
   const int w = world;
   const size_t count = units.size();
   std::vector<kernels::LoopbackRange> table(count * size_t(w), kernels::LoopbackRange{0, 0, 0});

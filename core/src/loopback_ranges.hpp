@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "ovl/kernels/loopback.hpp"
 #include "ovl/model/plan.hpp"
 #include "ovl/model/problem.hpp"
-#include "ovl/kernels/loopback.hpp"
 
 namespace ovl::detail {
 
@@ -16,7 +16,8 @@ namespace ovl::detail {
 // (LoopbackArguments::ranges), owner r's rows of the unit as ovl::owner_rows cuts them: RS from the M x N partial
 // products into the owner's M/W x N output, AR the r-th of W near-equal row runs of the unit (M x N to M x N), AG from
 // its M/W x K rows into the M x K gathered A. Throws ovl::Error when a range is not in whole 16-byte vectors.
-std::vector<kernels::LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units, int world);
+std::vector<kernels::LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units,
+                                                         int world);
 
 // Elements of the buffers the range table indexes (LoopbackArguments::src / dst), as Context::Impl::shape allocates
 // the context's own: rank 0's source (GEMM+AR/RS: the partial product, M x N; AG: the caller's A, M/W x K), rank 0's

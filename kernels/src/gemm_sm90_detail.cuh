@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "ovl/kernels/tma_ptx.cuh"
 #include "ovl/kernels/device_error.hpp"
+#include "ovl/kernels/tma_ptx.cuh"
 
 namespace ovl::kernels::detail {
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "loopback_device.cuh"
+#include "loopback_tma.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/loopback.hpp"
 
@@ -60,10 +61,9 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
   for (int gi = 0; gi < a.num_groups; ++gi) {
     const int g = a.first_group + gi;
     if (threadIdx.x == 0) {
-      ok = a.expected == nullptr
-               ? 1
-               : int(wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter, unsigned(g),
-                                           blockIdx.x));
+      ok = a.expected == nullptr ? 1
+                                 : int(wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error,
+                                                             WaitKind::kGroupCounter, unsigned(g), blockIdx.x));
       if (ok) __threadfence();
       if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer_ns();
       if (ok && paced) pace_t0 = dev::pace_group_start(a, pace_end);

@@ -27,12 +27,12 @@
 // Why two roles (tma-push, copies): one thread driving both the loads and the stores/adds runs a long dependent
 // instruction chain per unit (the standalone collectives measured about half the bare ring's rate that way,
 // docs/kernels.md); a producer and a consumer thread overlap theirs. Every group is gated (ld.acquire.sys on
-// its counter, timeout -> DeviceError, WaitKind::kGroupCounter; fence.proxy.async.global after the acquire, before the group's first
-// bulk load), also one with no unit for this CTA. The producer enters a group (finds its run of units) before its
-// gate: the ranges are the host's input, not the GEMM's, so only the data's bulk loads must follow the acquire. Before
-// exit the consumer waits for every bulk group (cp.async.bulk.wait_group 0: every write performed). Stamps
-// (optional): per group and CTA, start = when its counter was acquired, end = when its last unit's stores were issued
-// (start = end for a group with no unit for this CTA).
+// its counter, timeout -> DeviceError, WaitKind::kGroupCounter; fence.proxy.async.global after the acquire, before the
+// group's first bulk load), also one with no unit for this CTA. The producer enters a group (finds its run of units)
+// before its gate: the ranges are the host's input, not the GEMM's, so only the data's bulk loads must follow the
+// acquire. Before exit the consumer waits for every bulk group (cp.async.bulk.wait_group 0: every write performed).
+// Stamps (optional): per group and CTA, start = when its counter was acquired, end = when its last unit's stores were
+// issued (start = end for a group with no unit for this CTA).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "loopback_device.cuh"
+#include "loopback_tma.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/collectives.hpp"
 #include "ovl/kernels/loopback.hpp"
@@ -188,8 +189,8 @@ struct Units {
 // recorded elsewhere.
 __device__ bool gate(const LoopbackArguments& a, int g) {
   if (a.expected == nullptr) return true;
-  if (!wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter,
-                          unsigned(g), blockIdx.x))
+  if (!wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter, unsigned(g),
+                             blockIdx.x))
     return false;
   ptx::fence_proxy_async_global();
   return true;

@@ -7,15 +7,19 @@
 namespace ovl::kernels {
 namespace {
 
-// grid 1, block 1.
+// grid 1, block 1. Acquires the counter at system scope (ld.acquire.sys pairs with the producer's release add), so
+// what the producer wrote before its add is visible to this kernel and, by stream order, to the next kernel on the
+// stream, which starts after this one ends. A timeout or an earlier record lets the next kernel run on whatever the
+// data holds; the host reports the record.
 __global__ void wait_counter_kernel(const std::uint32_t* counter, std::uint32_t expected, std::uint32_t group,
                                     std::uint64_t timeout_ns, DeviceError* error, unsigned long long* stamp) {
-  if (error_code(error) == 0u) (void)wait_counter_at_least(counter, expected, timeout_ns, error, WaitKind::kCounterWait,
-                                                         group, 0u);
+  if (error_code(error) == 0u)
+    (void)wait_counter_at_least(counter, expected, timeout_ns, error, WaitKind::kCounterWait, group, 0u);
   __threadfence_system();
   if (stamp != nullptr) *stamp = ptx::global_timer_ns();
 }
 
+// grid 1, block 1: %globaltimer when the kernel runs, in stream order (no fence: a timestamp, not a signal).
 __global__ void stamp_kernel(unsigned long long* slot) { *slot = ptx::global_timer_ns(); }
 
 // grid 1, block min(count, 256): optional delay, then red.release.sys.add.
@@ -59,7 +63,9 @@ void launch_add_counters_after(std::uint32_t* counters, int count, std::uint32_t
   OVL_CUDA_CHECK_LAST();
 }
 
-void preload_wait_kernels() { preload_kernels(wait_counter_kernel, add_counters_kernel, reset_counters_kernel, stamp_kernel); }
+void preload_wait_kernels() {
+  preload_kernels(wait_counter_kernel, add_counters_kernel, reset_counters_kernel, stamp_kernel);
+}
 
 void launch_reset_counters(std::uint32_t* counters, int count, cudaStream_t stream) {
   OVL_CHECK(counters != nullptr && count >= 0, "reset_counters: counters null or count = {} < 0", count);

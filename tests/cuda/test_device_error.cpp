@@ -29,9 +29,8 @@ void expect_names(const std::string& text, std::initializer_list<const char*> pa
 TEST(DeviceError, ZeroedRecordIsNoError) { EXPECT_EQ(describe(DeviceError{}), "no error"); }
 
 TEST(DeviceError, EveryKindNamesWhatWaitedAndTheValues) {
-  expect_names(describe(timed_out(WaitKind::kStart)),
-               {"rank 3 timed out waiting for the start flag", "from rank 5", "slice 7", "saw epoch 13",
-                "expected >= 17"});
+  expect_names(describe(timed_out(WaitKind::kStart)), {"rank 3 timed out waiting for the start flag", "from rank 5",
+                                                       "slice 7", "saw epoch 13", "expected >= 17"});
   expect_names(describe(timed_out(WaitKind::kReduceScatterDone)), {"reduce-scatter done flag", "from rank 5"});
   expect_names(describe(timed_out(WaitKind::kAllGatherDone)), {"all-gather done flag", "from rank 5"});
   expect_names(describe(timed_out(WaitKind::kGroupCounter)),

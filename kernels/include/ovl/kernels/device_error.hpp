@@ -2,7 +2,10 @@
 // rows, the counter wait kernel, the loopback movers, the TMA collective for its peers' flags and the GEMM's group
 // counters) spins with a timeout and, when it expires, writes this record; the host reads it after a
 // synchronization and turns it into an ovl::Error (describe). The first timeout wins: later ones leave the record
-// as it is, and a waiter that finds a record already written stops waiting (the call has failed).
+// as it is, so describe() names the first. The GEMM's waits, the counter wait kernel and the loopback movers also
+// poll the record and give up at once when it holds a timeout: every call that shares the record (a Context's)
+// after the first timeout, until the host reads and clears it, computes on whatever its inputs hold. The TMA
+// collective stops on a timeout of its own CTA's waits instead (an abort flag in shared memory).
 #pragma once
 
 #include <cstdint>

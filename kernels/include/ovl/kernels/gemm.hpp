@@ -113,9 +113,9 @@ struct GemmArguments {
   // may be written while the GEMM runs (by a gather on another stream, a copy engine or a peer GPU), as long as the
   // writer moves the counter with release semantics after them and has SMs of its own (the GEMM's CTAs wait in
   // place: a writer that needs their SMs never runs). A wait over wait_timeout_ns gives up: the first one records
-  // itself in *wait_error (WaitKind::kGatheredRows, the group, observed and expected values), every later wait that finds a
-  // code there (in this launch, or in a later one given the same word) gives up at once, and the GEMM finishes on
-  // whatever A holds. The caller zeroes *wait_error before the run, reads it after, and treats the output as invalid
+  // itself in *wait_error (WaitKind::kGatheredRows, the group, observed and expected values), every later wait that
+  // finds a code there (in this launch, or in a later one given the same word) gives up at once, and the GEMM finishes
+  // on whatever A holds. The caller zeroes *wait_error before the run, reads it after, and treats the output as invalid
   // when its code is not 0. May be combined with group_counters (both follow tile_groups).
   const unsigned int* wait_counters = nullptr;
   unsigned int wait_value = 1;

@@ -22,11 +22,6 @@ inline constexpr int kMaxLoopbackRanks = 8;
 // Uniform values in [-scale, scale) from a counter-based hash of (seed, index), rounded to `dtype`.
 void launch_fill_random(void* data, std::int64_t elements, DType dtype, std::uint64_t seed, float scale,
                         cudaStream_t stream);
-// Which kernel moves the data (CollectiveAlgo, the movers of the real-world collectives too): kSimt
-// (16-byte ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources into a shared ring, fp32 sum in rank
-// order by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer and a consumer thread per CTA: the
-// destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
-// deterministic). Copies are a bulk load + bulk store in both TMA movers (loopback_tma.cu).
 // One contiguous piece, in elements of LoopbackArguments::dtype: list (group g, owner r) is ranges[g * world + r].
 struct LoopbackRange {
   std::int64_t src_offset;
@@ -49,6 +44,11 @@ struct LoopbackArguments {
   Collective op = Collective::kAllReduce;
   DType dtype = DType::kBF16;  // bf16 or fp16; FP8 (e4m3, e5m2) for AllGather only: moved as bytes, never summed
   LoopbackShare play = LoopbackShare::kWholeWorld;
+  // Which kernel moves the data (CollectiveAlgo, the movers of the real-world collectives too): kSimt (16-byte
+  // ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources into a shared ring, fp32 sum in rank order
+  // by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer and a consumer thread per CTA: the
+  // destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
+  // deterministic). Copies are a bulk load + bulk store in both TMA movers (loopback_tma.cu).
   CollectiveAlgo mover = CollectiveAlgo::kSimt;
   int world = 1;
   const void* src[kMaxLoopbackRanks] = {};
@@ -75,19 +75,7 @@ struct LoopbackArguments {
 // Checks the arguments (world, CTAs, pointers present and 16-byte aligned for what the play touches) and launches
 // the mover `args.mover` names.
 void launch_loopback_collective(const LoopbackArguments& args, cudaStream_t stream);
-// The TMA movers (loopback_tma.cu); called by launch_loopback_collective after its checks. tma-push first
-// zeroes the destinations of the reduced pieces on the same stream (a small SIMT kernel), then adds every source.
-void launch_tma_mover(const LoopbackArguments& args, cudaStream_t stream);
-// Loads the TMA movers' kernels (no lazy module load while a mover spins on a GEMM counter).
-void preload_tma_movers();
 // Loads the SIMT and TMA movers (ovl::preload_kernels says why).
 void preload_loopback_kernels();
-
-// The TMA movers' shared memory: a kTmaHeaderBytes header, then the ring (OVL_TMA_RING, else
-// kDefaultTmaRing, 4 x 48 KiB; checked by tma_ring_problem), then the played groups' pieces
-// (32 bytes per (group, owner)) when they fit under kMaxSharedBytesPerBlock (loopback_tma.cu).
-inline constexpr int kTmaMaxStages = 8;
-inline constexpr int kTmaMaxPullWarps = 8;
-inline constexpr unsigned kTmaHeaderBytes = 1024;  // mbarriers and an abort word
 
 }  // namespace ovl::kernels
