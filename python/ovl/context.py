@@ -27,7 +27,8 @@ def _torch_empty(cls):
     def empty(t, rows, cols, stream):
         if stream is None:
             return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=t.device)):
+        s = torch.cuda.default_stream(t.device) if stream == 0 else torch.cuda.ExternalStream(stream, device=t.device)
+        with torch.cuda.stream(s):
             return torch.empty((rows, cols), dtype=t.dtype, device=t.device)
 
     return empty
@@ -40,7 +41,7 @@ def _cupy_empty(cls):
         with cupy.cuda.Device(t.device.id):
             if stream is None:
                 return cupy.empty((rows, cols), dtype=t.dtype)
-            with cupy.cuda.ExternalStream(stream):
+            with cupy.cuda.Stream.null if stream == 0 else cupy.cuda.ExternalStream(stream):
                 return cupy.empty((rows, cols), dtype=t.dtype)
 
     return empty
