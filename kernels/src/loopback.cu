@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <array>
 #include <cstdint>
 #include <utility>
 
@@ -115,39 +116,22 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
   }
 }
 
+// loopback_kernel<T, W> for W = 1..kMaxLoopbackRanks, at [W - 1]: what a launch picks and what preloading loads.
+template <typename T, int... W>
+constexpr auto loopback_kernels(std::integer_sequence<int, W...>) {
+  return std::array{&loopback_kernel<T, W + 1>...};
+}
+template <typename T>
+constexpr auto kLoopbackKernels = loopback_kernels<T>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
+
 template <typename T>
 void launch_loopback_typed(const LoopbackArguments& a, cudaStream_t stream) {
-  switch (a.world) {
-    case 1:
-      loopback_kernel<T, 1><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    case 2:
-      loopback_kernel<T, 2><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    case 3:
-      loopback_kernel<T, 3><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    case 4:
-      loopback_kernel<T, 4><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    case 5:
-      loopback_kernel<T, 5><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    case 6:
-      loopback_kernel<T, 6><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    case 7:
-      loopback_kernel<T, 7><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-    default:
-      loopback_kernel<T, 8><<<a.ctas, a.threads, 0, stream>>>(a);
-      break;
-  }
+  kLoopbackKernels<T>[size_t(a.world - 1)]<<<a.ctas, a.threads, 0, stream>>>(a);
 }
 
-template <typename T, int... W>
-void preload_loopback(std::integer_sequence<int, W...>) {
-  preload_kernels(loopback_kernel<T, W + 1>...);
+template <typename T>
+void preload_loopback() {
+  for (const auto kernel : kLoopbackKernels<T>) preload_kernels(kernel);
 }
 
 }  // namespace
@@ -207,9 +191,9 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
 }
 
 void preload_loopback_kernels() {
-  preload_loopback<__nv_bfloat16>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
-  preload_loopback<__half>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
-  preload_loopback<std::uint8_t>(std::make_integer_sequence<int, kMaxLoopbackRanks>{});
+  preload_loopback<__nv_bfloat16>();
+  preload_loopback<__half>();
+  preload_loopback<std::uint8_t>();
   preload_tma_movers();
 }
 
