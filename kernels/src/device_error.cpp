@@ -5,26 +5,6 @@
 
 namespace ovl::kernels {
 
-const char* to_string(WaitKind kind) {
-  switch (kind) {
-    case WaitKind::kNone:
-      return "none";
-    case WaitKind::kStart:
-      return "start flag (peer entered the collective)";
-    case WaitKind::kReduceScatterDone:
-      return "reduce-scatter done flag";
-    case WaitKind::kAllGatherDone:
-      return "all-gather done flag";
-    case WaitKind::kGroupCounter:
-      return "GEMM group counter";
-    case WaitKind::kCounterWait:
-      return "GEMM group counter (counter wait kernel)";
-    case WaitKind::kGatheredRows:
-      return "gathered rows";
-  }
-  return "?";
-}
-
 std::string describe(const DeviceError& e) {
   if (e.code == 0) return "no error";
   constexpr const char* kNoSignal =

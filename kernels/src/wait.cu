@@ -13,8 +13,7 @@ namespace {
 // data holds; the host reports the record.
 __global__ void wait_counter_kernel(const std::uint32_t* counter, std::uint32_t expected, std::uint32_t group,
                                     std::uint64_t timeout_ns, DeviceError* error, unsigned long long* stamp) {
-  if (error_code(error) == 0u)
-    (void)wait_counter_at_least(counter, expected, timeout_ns, error, WaitKind::kCounterWait, group, 0u);
+  (void)wait_counter_at_least(counter, expected, timeout_ns, error, WaitKind::kCounterWait, group, 0u);
   __threadfence_system();
   if (stamp != nullptr) *stamp = ptx::global_timer_ns();
 }

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ovl/names.hpp"
+
 #if defined(__CUDACC__)
 #include "ovl/kernels/tma_ptx.cuh"
 #endif
@@ -27,7 +29,15 @@ enum class WaitKind : std::uint32_t {
   kCounterWait = 5,        // the counter wait kernel before a group's collective, for the GEMM group counter
   kGatheredRows = 6,       // the GEMM for a group of gathered rows (AllGather+GEMM)
 };
-const char* to_string(WaitKind kind);
+inline constexpr Named<WaitKind> kWaitKindNames[] = {
+    {WaitKind::kNone, "none"},
+    {WaitKind::kStart, "start flag (peer entered the collective)"},
+    {WaitKind::kReduceScatterDone, "reduce-scatter done flag"},
+    {WaitKind::kAllGatherDone, "all-gather done flag"},
+    {WaitKind::kGroupCounter, "GEMM group counter"},
+    {WaitKind::kCounterWait, "GEMM group counter (counter wait kernel)"},
+    {WaitKind::kGatheredRows, "gathered rows"}};
+inline std::string_view to_string(WaitKind kind) { return name_in(kWaitKindNames, kind); }
 
 // Lives in device memory (or mapped host memory) of the launching device, zeroed before first use; written with
 // system-scope atomics. Fields a kind does not use stay 0.
