@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cublas_v2.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -704,16 +705,16 @@ void Context::synchronize(cudaStream_t stream) {
   kernels::DeviceError e{};
   copy_now(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost, s.comm_stream);
   if (e.code != 0) fill_now(s.error.get(), 0, sizeof(e), s.comm_stream);
-  std::string what = e.code != 0 ? kernels::describe(e) : std::string();
-  if (!ce_missing.empty()) {
-    if (!what.empty()) what += "; and ";
-    what += ce_missing;
+  std::vector<std::string> waits;  // the Context's record, then comm_algo ce's watchdog
+  if (e.code != 0) waits.push_back(kernels::describe(e));
+  if (!ce_missing.empty()) waits.push_back(ce_missing);
+  std::vector<std::string> failures;
+  if (!collective.empty()) failures.push_back(collective);
+  if (!waits.empty()) {
+    failures.push_back(fmt::format("device-side wait timed out after {} ms: {}", double(s.timeout_ns) * 1e-6,
+                                   fmt::join(waits, "; and ")));
   }
-  if (!collective.empty() && what.empty()) OVL_FAIL("{}", collective);
-  if (!what.empty()) {
-    OVL_FAIL("{}device-side wait timed out after {} ms: {}", collective.empty() ? "" : collective + "; and ",
-             double(s.timeout_ns) * 1e-6, what);
-  }
+  if (!failures.empty()) OVL_FAIL("{}", fmt::join(failures, "; and "));
 }
 
 Timeline Context::last_timeline() {
