@@ -319,35 +319,25 @@ TEST(SimulateVsModel, DecomposedCallWaitsForTheNextChunksGrid) {
 TEST(SimulateVsModel, CublasChunksOfFewTilesAsInTheModel) {
   // AllGather+GEMM 8192 x 3968 x 4096 in 16 decomposed chunks of 512 rows: 64 tiles each, fewer than half the 132
   // SMs, so cuBLAS splits K in 2 (test_estimate_gemm's CublasSplitsKOnFewerTilesThanSms): each chunk takes 0.63 of a
-  // wave in the simulator as in the model (the pool had run its 64 tiles on every SM, 0.48 of a wave). Without
+  // wave in the simulator as in the model (the pool had run its 64 tiles on every SM, 0.48 of a wave, 22% apart on
+  // the H100's profile), clocked for the SMs it keeps busy (on the H200's profile, whose clock depends on them, the
+  // simulator had clocked every chunk for the whole problem's min(grid, 1024) = 132 SMs: 2.9% apart). Without
   // contention, and with the gathers shorter than the chunks, the operator is the first gather then 16 chunks.
-  Hardware hw = builtin_hardware("h100");
-  hw.hbm_contention = 0;
-  hw.shared_sm_penalty = 0;
-  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 3968, 4096, 8);
-  Plan plan = default_plan(Mode::kDecomposed, p, hw, 24);
-  plan.chunks = 16;
-  const GemmEstimate chunk = estimate_gemm({512, 3968, 4096}, GemmImpl::kCublas, plan.gemm_sms, plan.tile, hw);
-  ASSERT_EQ(chunk.tiles, 64);
-  const double model = estimate(p, plan, hw).total_us;
-  const double sim = simulate(p, plan, hw).total_us;
-  EXPECT_NEAR(sim, model, 0.02 * model);
-  EXPECT_GT(sim, 16 * chunk.us);
-}
-
-TEST(SimulateVsModel, CublasChunksClockAsInTheModel) {
-  // The same chunks on the H200's profile, whose clock depends on the busy SMs (its power limit): each chunk's
-  // cuBLAS kernel is clocked for the SMs it keeps busy, in the simulator as in the model (it had taken the whole
-  // problem's tiles, min(grid, 1024) = 132 SMs, for every chunk).
-  Hardware hw = builtin_hardware("h200");
-  hw.hbm_contention = 0;
-  hw.shared_sm_penalty = 0;
-  const Problem p = make_problem(Op::kAllGatherGemm, 8192, 3968, 4096, 8);
-  Plan plan = default_plan(Mode::kDecomposed, p, hw, 24);
-  plan.chunks = 16;
-  const double model = estimate(p, plan, hw).total_us;
-  const double sim = simulate(p, plan, hw).total_us;
-  EXPECT_NEAR(sim, model, 0.02 * model) << "model " << model << " us";
+  for (const char* gpu : {"h100", "h200"}) {
+    SCOPED_TRACE(gpu);
+    Hardware hw = builtin_hardware(gpu);
+    hw.hbm_contention = 0;
+    hw.shared_sm_penalty = 0;
+    const Problem p = make_problem(Op::kAllGatherGemm, 8192, 3968, 4096, 8);
+    Plan plan = default_plan(Mode::kDecomposed, p, hw, 24);
+    plan.chunks = 16;
+    const GemmEstimate chunk = estimate_gemm({512, 3968, 4096}, GemmImpl::kCublas, plan.gemm_sms, plan.tile, hw);
+    ASSERT_EQ(chunk.tiles, 64);
+    const double model = estimate(p, plan, hw).total_us;
+    const double sim = simulate(p, plan, hw).total_us;
+    EXPECT_NEAR(sim, model, 0.02 * model);
+    EXPECT_GT(sim, 16 * chunk.us);
+  }
 }
 
 TEST(SimulateVsModel, EdgeTilesCostWholeTiles) {
