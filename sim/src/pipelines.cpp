@@ -32,35 +32,31 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   comm_ctas = collective_ctas(plan, collective_of(problem.op));
   cublas = !mode_signals(plan.mode) && unsignaled_gemm_impl(problem.dtype) == GemmImpl::kCublas;
   const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
+  // The GEMM as the closed-form model estimates it (one decomposed chunk, or the whole GEMM): its HBM demand alone
+  // (for the HBM contention term: its HBM bytes over its body time, over the device's bandwidth), its L2 misses and
+  // the SMs its kernel keeps busy.
+  GemmShape shape{problem.m, problem.n, problem.k, problem.dtype};
+  if (mode_traits(plan.mode).units == ModeUnits::kChunks && plan.chunks > 1)
+    shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
+  const GemmEstimate g = estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl,
+                                       std::clamp(gemm_sms, 1, hw.sm_count), plan.tile, plan.tile_order, hw,
+                                       GemmRegime::kOperator);
+  gemm_hbm_util = std::min(1.0, g.hbm_bytes / std::max(g.us - hw.launch_us, 1e-9) / 1e3 / hw.hbm_GBps);
+  cublas_tiles = std::max<int64_t>(1, g.tiles);
+  cublas_sms = std::min(double(gemm_sms), double(cublas_tiles) / g.waves_used);
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
-  // (the H200's clock under its power limit): the same busy-SM measure as the closed-form model uses.
+  // (the H200's clock under its power limit), the same busy-SM measure as the model's: ours, tiles over waves of the
+  // whole GEMM; cuBLAS, the SMs its kernel keeps busy (one chunk's, split-K pieces included). Our GEMM's main loop
+  // waits on its operand loads that miss the L2, as the model prices it (gemm_l2_miss_cost). Inside an operator the
+  // GEMM's compute (matrix work and epilogues) takes operator_gemm_factor times its time in a sustained stream of
+  // GEMMs (the power state, as the closed-form model's GemmRegime::kOperator).
   const int64_t tiles = std::max<int64_t>(1, plan.tile_count(problem));
   const int64_t waves = (tiles + gemm_sms - 1) / gemm_sms;
-  const double busy = cublas ? double(std::min<int64_t>(gemm_sms, tiles)) : double(tiles) / double(waves);
-  // Inside an operator the GEMM's compute (matrix work and epilogues) takes operator_gemm_factor times its time in
-  // a sustained stream of GEMMs (the power state, as the closed-form model's GemmRegime::kOperator).
+  const double busy = cublas ? g.busy_sms : double(tiles) / double(waves);
   const double regime = gemm_regime_factor(hw, GemmRegime::kOperator);
   per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * matrix_rate_scale(problem.dtype) * efficiency /
-                        (matrix_clock_factor(hw, busy) * regime);
+                        (matrix_clock_factor(hw, busy) * g.l2_miss_factor * regime);
   tile_epilogue_us = (cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us) * regime;
-  // The GEMM's HBM demand alone (one decomposed chunk, or the whole GEMM), as the closed-form model measures it
-  // for its HBM contention term: its HBM bytes over its body time, over the device's bandwidth.
-  {
-    GemmShape shape{problem.m, problem.n, problem.k, problem.dtype};
-    if (mode_traits(plan.mode).units == ModeUnits::kChunks && plan.chunks > 1)
-      shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
-    const GemmEstimate g =
-        estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl, std::clamp(gemm_sms, 1, hw.sm_count),
-                      plan.tile, plan.tile_order, hw, GemmRegime::kOperator);
-    const double body_us = std::max(g.us - hw.launch_us, 1e-9);
-    gemm_hbm_util = std::min(1.0, g.hbm_bytes / body_us / 1e3 / hw.hbm_GBps);
-    // Our GEMM's main loop waits on its operand loads that miss the L2, as the model prices it (gemm_l2_miss_cost).
-    per_sm_flops_per_ns /= g.l2_miss_factor;
-    // cuBLAS's clock follows the SMs its kernel (one chunk's) keeps busy, split-K pieces included, as the model's.
-    if (cublas) per_sm_flops_per_ns *= matrix_clock_factor(hw, busy) / matrix_clock_factor(hw, g.busy_sms);
-    cublas_tiles = std::max<int64_t>(1, g.tiles);
-    cublas_sms = std::min(double(gemm_sms), double(cublas_tiles) / g.waves_used);
-  }
 
   // GB/s = bytes per ns.
   sm = engine.add_resource("gpu0 sm pool", ResourceKind::kSmPool, 0, gemm_sms * per_sm_flops_per_ns);
