@@ -29,7 +29,7 @@ def measure(ctx, a, b, c, plan, sync, calls):
     for _ in range(BATCH):  # warm: the shape's buffers and plan state exist
         run(a, b, c, plan=plan)
     sync()
-    stream = ovl._ovl._current_stream(a, ctx.device)
+    stream = ovl._ovl._current_stream(ovl._ovl._tensor_kind(a), ctx.device)
     binding = ctx._ctx._op
     op = "gemm-reducescatter"
     py, bound, native = [], [], []

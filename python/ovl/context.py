@@ -83,9 +83,9 @@ def _default_stream(device: int) -> int:
     # stream.
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        return torch.cuda.current_stream(device).cuda_stream
+        return _ovl._current_stream("torch", device)
     if sys.modules.get("cupy") is not None:
-        return _cupy_current_stream(device)
+        return _ovl._current_stream("cupy", device)
     return 0
 
 
@@ -183,7 +183,8 @@ class Context:
         """Loopback only: ranks 1..W-1's inputs for this call's shape, as new tensors of ``a``'s framework:
         GEMM+AR/RS their M x N partial products, AG+GEMM their M/W x K rows of A (references for tests)."""
         p = self.problem(op, a, b, c, b_layout)
-        stream = _ovl._current_stream(a, self.device)  # the tensors are the framework's: copies in its stream order
+        # The tensors are the framework's: their copies go in its stream order.
+        stream = _ovl._current_stream(_ovl._tensor_kind(a), self.device)
         rows, cols = (p.m // p.world, p.k) if p.op == "allgather-gemm" else (p.m, p.n)
         out = []
         for r in range(p.world - 1):

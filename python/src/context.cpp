@@ -156,7 +156,7 @@ void bind_context(nb::module_& m) {
   // The tensor readers without a Context (tests): how a tensor's type is read, and the checked TensorRef of a
   // tensor as (pointer, rows, cols, dtype).
   m.def(
-      "_tensor_kind", [](nb::handle t) { return std::string(kind_name(tensor_kind(t))); }, "t"_a);
+      "_tensor_kind", [](nb::handle t) { return std::string(name_in(kTensorKindNames, tensor_kind(t))); }, "t"_a);
   m.def(
       "_tensor_ref",
       [](nb::handle t, const char* name, int device) {
@@ -165,10 +165,14 @@ void bind_context(nb::module_& m) {
       },
       "t"_a, "name"_a = "A", "device"_a = 0);
   m.def("_stream_handle", &stream_handle, "stream"_a);
-  // The current stream of t's framework on `device` (what a call with stream=None runs on).
+  // The current stream on `device` of the framework of tensors of kind `kind` (what _tensor_kind names; a call with
+  // stream=None runs on it).
   m.def(
-      "_current_stream", [](nb::handle t, int device) { return current_stream(tensor_kind(t), device); }, "t"_a,
-      "device"_a);
+      "_current_stream",
+      [](std::string_view kind, int device) {
+        return current_stream(parse_name(kTensorKindNames, kind, "tensor kind"), device);
+      },
+      "kind"_a, "device"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(

@@ -287,20 +287,6 @@ TensorKind classify(nb::handle t) {
 
 }  // namespace
 
-std::string_view kind_name(TensorKind kind) {
-  switch (kind) {
-    case TensorKind::kTorch:
-      return "torch";
-    case TensorKind::kCupy:
-      return "cupy";
-    case TensorKind::kCudaArrayInterface:
-      return "cuda-array-interface";
-    case TensorKind::kDLPack:
-      return "dlpack";
-  }
-  return "?";
-}
-
 TensorKind tensor_kind(nb::handle t) {
   // A few types at most: a linear scan. Each type is held, so its address cannot be reused by another.
   struct Known {

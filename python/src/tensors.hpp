@@ -6,15 +6,19 @@
 #include <string_view>
 
 #include "ovl/core/context.hpp"
+#include "ovl/names.hpp"
 
 namespace ovl::python {
 
 // How a tensor of one Python type is read; found once per type and kept.
 enum class TensorKind { kTorch, kCupy, kCudaArrayInterface, kDLPack };
+inline constexpr Named<TensorKind> kTensorKindNames[] = {{TensorKind::kTorch, "torch"},
+                                                         {TensorKind::kCupy, "cupy"},
+                                                         {TensorKind::kCudaArrayInterface, "cuda-array-interface"},
+                                                         {TensorKind::kDLPack, "dlpack"}};
 
 // The kind of `t`'s type; a TypeError naming the type for an object that is no tensor.
 TensorKind tensor_kind(nanobind::handle t);
-std::string_view kind_name(TensorKind kind);
 
 // `t` as the library's TensorRef, after the checks the Context cannot make: 2-D, contiguous row-major, on the
 // CUDA device `device` (when the framework says which), bf16 or fp16. Errors (ovl::Error) name the API, the tensor

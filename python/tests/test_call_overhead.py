@@ -92,7 +92,7 @@ def test_native_call_us_runs_the_same_call(torch_gpu):
     plan = ovl.default_plan("decomposed", p, ctx.hardware, 16)
     expected = ctx.gemm_reduce_scatter(a, b, plan=plan)
     c = torch.full_like(expected, float("nan"))
-    stream = ovl._ovl._current_stream(a, ctx.device)
+    stream = ovl._ovl._current_stream(ovl._ovl._tensor_kind(a), ctx.device)
     us = ctx._ctx._native_call_us("gemm-reducescatter", a, b, c, plan, stream, "nt", 3)
     torch.cuda.synchronize()
     assert us > 0

@@ -55,7 +55,9 @@ def test_cuda_array_interface_tensors():
     del bad.__cuda_array_interface__["typestr"]
     with pytest.raises(ovl.Error, match=r"A's __cuda_array_interface__ has no \"typestr\""):
         _ovl._tensor_ref(bad)
-    assert _ovl._current_stream(FakeCai((4, 8)), 0) == 0  # its framework's current stream is unknown: the default
+    assert _ovl._current_stream("cuda-array-interface", 0) == 0  # its framework's current stream is unknown: the default
+    with pytest.raises(ovl.Error, match=r"unknown tensor kind \"jax\" \(expected torch, cupy"):
+        _ovl._current_stream("jax", 0)
     with pytest.raises(ovl.Error, match="pass c="):
         context._empty(FakeCai((4, 8)), 4, 8)
 
