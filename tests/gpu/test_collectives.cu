@@ -510,9 +510,16 @@ TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
   EXPECT_NE(*stamp, 0ull);
   EXPECT_NE(kernels::describe(*err).find("counter wait kernel waited for tile group 2"), std::string::npos)
       << kernels::describe(*err);
-  // A recorded timeout stops later waits at once: this one would otherwise wait 10 s.
-  kernels::launch_wait_counter(counters + 3, 1, 3, 10'000'000'000ull, err, nullptr, stream_);
+  // A recorded timeout stops later waits at once: this one would otherwise wait its 10 s timeout (its stamp, taken
+  // when it stops, is compared with one taken just before it; half the timeout separates the two outcomes).
+  const unsigned long long before_stamp = *stamp;
+  kernels::launch_stamp(stamp, stream_);
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const unsigned long long before = *stamp;
+  EXPECT_GT(before, before_stamp);
+  kernels::launch_wait_counter(counters + 3, 1, 3, 10'000'000'000ull, err, stamp, stream_);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_LT(*stamp - before, 5'000'000'000ull) << "the wait did not stop at the recorded timeout";
   EXPECT_EQ(err->group, 2u);  // the first timeout's record stays
   std::memset(err, 0, sizeof(*err));
   kernels::launch_add_counters(counters, 4, 2, stream_);
