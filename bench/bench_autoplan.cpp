@@ -6,7 +6,9 @@
 //   auto_measured_us   the measured time of the plan Tuning::kMeasured chooses (its tuning_ms beside it)
 //   best_measured_us   the fastest of every plan timed: the planner's 8 best, the sequential candidates, both choices
 // all timed together by Context::measure (a warm-up run, then interleaved rounds; the median of each). Also the
-// predicted sequential time, the regret of each choice and whether the predicted choice was the fastest.
+// predicted sequential time, the regret of each choice, whether the predicted choice was the fastest, the times
+// measured tuning saw for its candidates (tuning_candidates), and every plan timed a second time (measured_again_us;
+// repeat_spread, the largest relative difference between the two timings of one plan: the evaluation's own noise).
 //
 //   bench_autoplan [--out FILE.json] [--profile FILE] [--world W] [--quick]
 // Writes {"context": {...}, "problems": [{"problem", "sequential_us", "auto_predicted_us", "auto_measured_us",
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
     pred_o.tuning = Tuning::kPredicted;
     meas_o.tuning = Tuning::kMeasured;
     eval_o.tuning = Tuning::kPredicted;
-    eval_o.tuning_budget_ms = 3000;  // the evaluation's own timing: 5 rounds of every plan
+    eval_o.tuning_budget_ms = 3000;  // the evaluation's own timing: Context::measure's most rounds (15) of every plan
     Context pred(pred_o), meas(meas_o), eval(eval_o);
     cudaStream_t stream = nullptr;
     OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -149,19 +151,26 @@ int main(int argc, char** argv) {
       add(by_prediction.plan, by_prediction.predicted_us);
       add(by_measurement.plan, by_measurement.predicted_us);
       const PlanChoice timed = eval.measure(h.op, ta, tb, tc, plans, stream);
+      const PlanChoice again = eval.measure(h.op, ta, tb, tc, plans, stream);
       auto time_of = [&](const Plan& plan) {
         for (const TunedCandidate& t : timed.candidates)
           if (t.plan == plan) return t.measured_us;
         return std::nan("");
       };
-      double seq = INFINITY;
+      double seq = INFINITY, spread = 0;
       nlohmann::json cands = nlohmann::json::array();
       for (size_t i = 0; i < plans.size(); ++i) {
-        if (plans[i].mode == Mode::kSequential) seq = std::min(seq, timed.candidates[i].measured_us);
+        const double t = timed.candidates[i].measured_us, t2 = again.candidates[i].measured_us;
+        if (plans[i].mode == Mode::kSequential) seq = std::min(seq, t);
+        spread = std::max(spread, std::fabs(t2 / t - 1));
         cands.push_back({{"plan", plans[i].summary()},
                          {"predicted_us", predicted[i]},
-                         {"measured_us", timed.candidates[i].measured_us}});
+                         {"measured_us", t},
+                         {"measured_again_us", t2}});
       }
+      nlohmann::json tuned = nlohmann::json::array();
+      for (const TunedCandidate& t : by_measurement.candidates)
+        tuned.push_back({{"plan", t.plan.summary()}, {"measured_us", t.measured_us}});
       const double t_pred = time_of(by_prediction.plan), t_meas = time_of(by_measurement.plan);
       const double best = timed.measured_us;
       const bool top1 = by_prediction.plan == timed.plan;
@@ -177,7 +186,9 @@ int main(int argc, char** argv) {
                       {"measured_plan", by_measurement.plan.summary()},
                       {"best_plan", timed.plan.summary()},
                       {"top1", top1},
-                      {"candidates", cands}});
+                      {"repeat_spread", spread},
+                      {"candidates", cands},
+                      {"tuning_candidates", tuned}});
       fmt::print("{:<50} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.0f} {:>6.3f}x {:>6.3f}x {:>6} {}\n", p.name(), seq,
                  t_pred, t_meas, best, by_measurement.tuning_ms, seq / t_pred, seq / t_meas, top1 ? "yes" : "no",
                  by_prediction.plan.summary());
@@ -188,7 +199,7 @@ int main(int argc, char** argv) {
     }
     // Summary: the aims' quantities.
     double min_pred = INFINITY, min_meas = INFINITY, regret_sum = 0, regret_max = 0, seq_err_sum = 0,
-           meas_regret_max = 0;
+           meas_regret_max = 0, spread_max = 0;
     int top1 = 0;
     for (const auto& row : rows) {
       const double seq = row["sequential_us"], tp = row["auto_predicted_us"], tm = row["auto_measured_us"],
@@ -200,6 +211,7 @@ int main(int argc, char** argv) {
       meas_regret_max = std::max(meas_regret_max, tm / best - 1);
       seq_err_sum += std::fabs(pseq - seq) / seq;
       top1 += row["top1"].get<bool>() ? 1 : 0;
+      spread_max = std::max(spread_max, row["repeat_spread"].get<double>());
     }
     const double count = double(rows.size());
     const nlohmann::json summary = {{"problems", rows.size()},
@@ -209,7 +221,8 @@ int main(int argc, char** argv) {
                                     {"mean_regret_auto_predicted", regret_sum / count},
                                     {"max_regret_auto_predicted", regret_max},
                                     {"max_regret_auto_measured", meas_regret_max},
-                                    {"mean_sequential_error", seq_err_sum / count}};
+                                    {"mean_sequential_error", seq_err_sum / count},
+                                    {"max_repeat_spread", spread_max}};
     fmt::print("\n{}\n", summary.dump(1));
     const nlohmann::json doc = {{"context",
                                  {{"gpu", prop.name},

@@ -763,6 +763,9 @@ def autoplan_table(path):
              f"auto (measured): at least {s['min_speedup_auto_measured']:.3f}x of sequential, regret at most "
              f"{100 * s['max_regret_auto_measured']:.1f}%",
              f"predicted sequential time: mean error {100 * s['mean_sequential_error']:.1f}%"]
+    if "max_repeat_spread" in s:
+        lines.append(f"every plan timed twice: the two timings of one plan differ by at most "
+                     f"{100 * s['max_repeat_spread']:.1f}%")
     return table, lines
 
 
