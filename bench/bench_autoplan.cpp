@@ -8,7 +8,8 @@
 // all timed together by Context::measure (a warm-up run, then interleaved rounds; the median of each). Also the
 // predicted sequential time, the regret of each choice, whether the predicted choice was the fastest, the times
 // measured tuning saw for its candidates (tuning_candidates), and every plan timed a second time (measured_again_us;
-// repeat_spread, the largest relative difference between the two timings of one plan: the evaluation's own noise).
+// repeat_spread, the largest relative difference between the two timings of one plan: the evaluation's own noise;
+// repeat_top1, whether both timings found the same plan fastest).
 //
 //   bench_autoplan [--out FILE.json] [--profile FILE] [--world W] [--quick]
 // Writes {"context": {...}, "problems": [{"problem", "sequential_us", "auto_predicted_us", "auto_measured_us",
@@ -187,6 +188,9 @@ int main(int argc, char** argv) {
                       {"best_plan", timed.plan.summary()},
                       {"top1", top1},
                       {"repeat_spread", spread},
+                      // Whether the second timing's fastest plan is the first's: how often the measurement agrees
+                      // with itself on top-1 bounds how often any prediction can.
+                      {"repeat_top1", again.plan == timed.plan},
                       {"candidates", cands},
                       {"tuning_candidates", tuned}});
       fmt::print("{:<50} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.0f} {:>6.3f}x {:>6.3f}x {:>6} {}\n", p.name(), seq,
@@ -200,7 +204,7 @@ int main(int argc, char** argv) {
     // Summary: the aims' quantities.
     double min_pred = INFINITY, min_meas = INFINITY, regret_sum = 0, regret_max = 0, seq_err_sum = 0,
            meas_regret_max = 0, spread_max = 0;
-    int top1 = 0;
+    int top1 = 0, repeat_top1 = 0;
     for (const auto& row : rows) {
       const double seq = row["sequential_us"], tp = row["auto_predicted_us"], tm = row["auto_measured_us"],
                    best = row["best_measured_us"], pseq = row["predicted_sequential_us"];
@@ -212,6 +216,7 @@ int main(int argc, char** argv) {
       seq_err_sum += std::fabs(pseq - seq) / seq;
       top1 += row["top1"].get<bool>() ? 1 : 0;
       spread_max = std::max(spread_max, row["repeat_spread"].get<double>());
+      repeat_top1 += row["repeat_top1"].get<bool>() ? 1 : 0;
     }
     const double count = double(rows.size());
     const nlohmann::json summary = {{"problems", rows.size()},
@@ -222,7 +227,8 @@ int main(int argc, char** argv) {
                                     {"max_regret_auto_predicted", regret_max},
                                     {"max_regret_auto_measured", meas_regret_max},
                                     {"mean_sequential_error", seq_err_sum / count},
-                                    {"max_repeat_spread", spread_max}};
+                                    {"max_repeat_spread", spread_max},
+                                    {"repeat_top1", repeat_top1 / count}};
     fmt::print("\n{}\n", summary.dump(1));
     const nlohmann::json doc = {{"context",
                                  {{"gpu", prop.name},
