@@ -186,7 +186,7 @@ def cmd_overlap(argv):
     scripts/results.py overlap A.json --compare B.json [--markdown]
         Case by case over the names both files hold (e.g. a paced loopback run, OVL_LINK_PROFILE=h200x2
         OVL_BENCH_LOOPBACK_WORLD=2, against results/h200x2/bench_overlap.json): each file's time (`us`), A / B, and
-        each file's speedup; then per problem each file's best mode and speedup; last the medians (A / B of the times,
+        each file's speedup; then per problem each file's best mode and speedup among the cases both ran; last the medians (A / B of the times,
         the best speedups) and how many problems pick the same best mode."""
     sys.argv = ['results.py overlap'] + argv
     def print_table(header, rows, markdown):
@@ -298,11 +298,12 @@ def cmd_overlap(argv):
                   f"{med([b for _, b in sel]):>12s}")
 
 
-    def best_per_problem(doc):
+    def best_per_problem(doc, only=None):
+        """Per problem the fastest overlapped case (by speedup), among the names in `only` when given."""
         best = {}
         for name, b in cases(doc):
             parts = name.split("/")
-            if parts[1] == "sequential":
+            if parts[1] == "sequential" or (only is not None and name not in only):
                 continue
             key = (parts[2], parts[3], parts[4])
             if key not in best or b.get("speedup", 0.0) > best[key][1]:
@@ -319,7 +320,8 @@ def cmd_overlap(argv):
             rows.append([n.replace("overlap/", ""), f"{a[n]['us']:.0f}", f"{b[n]['us']:.0f}", f"{r:.3f}",
                          f"{a[n].get('speedup', 0.0):.3f}", f"{b[n].get('speedup', 0.0):.3f}"])
         print_table(["case", "A us", "B us", "A / B", "A speedup", "B speedup"], rows, markdown)
-        ba, bb = best_per_problem(doc), best_per_problem(other)
+        # The best of each problem among the cases both ran, so both pick from the same plans.
+        ba, bb = best_per_problem(doc, set(common)), best_per_problem(other, set(common))
         keys = sorted(k for k in ba if k in bb)
         print()
         print_table(["op", "shape", "world", "A best", "A speedup", "B best", "B speedup"],
