@@ -228,7 +228,9 @@ PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const
   double first_round_us = 0;
   for (size_t i = 0; i < n; ++i) first_round_us += (times[i].emplace_back(run_once(plans[i], true)));
   // More rounds (interleaved, so drift hits every plan alike) while the budget allows: decided from the slowest
-  // rank's first round, so every rank runs as many.
+  // rank's first round, so every rank runs as many. Round r starts at plan r mod n, so no plan always follows the
+  // same one (a plan's time depends on the clock the previous one left: a GEMM runs faster after a memory-bound
+  // collective than after another GEMM, docs/model.md "power state").
   // 15: with at most 5, a 0.4 ms problem's choice was once 5% slower than sequential when timed again
   // (docs/performance.md, "The automatic plan").
   constexpr int kMaxRounds = 15;
@@ -236,7 +238,10 @@ PlanChoice Context::measure(Op op, const TensorRef& a, const TensorRef& b, const
   const double budget_us = budget_ms * 1e3;
   const int rounds = std::clamp(int(budget_us / std::max(slowest_round_us, 1e-3)), 1, kMaxRounds);
   for (int r = 1; r < rounds; ++r)
-    for (size_t i = 0; i < n; ++i) times[i].push_back(run_once(plans[i], true));
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = (j + size_t(r)) % n;
+      times[i].push_back(run_once(plans[i], true));
+    }
   std::vector<double> med(n);
   for (size_t i = 0; i < n; ++i) med[i] = median(times[i]);
   med = s.max_over_ranks(std::move(med));
