@@ -4,7 +4,7 @@
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
 #   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle |
-#                               overlap-symmetric] [mpi]
+#                               overlap-symmetric] [python] [mpi]
 #
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) and NCCL's symmetric kernels (1-32 CTAs;
 #                 AllGather also on the copy engines, CTA policy zero) versus tma-push, tma-pull and simt on 1-32 CTAs,
@@ -21,6 +21,8 @@
 #                 decomposed, tile-signal and green-context GEMM+AR (the /algo:nccl-symmetric cases), each against
 #                 cuBLAS + NCCL
 #                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
+#   python        the Python suite (ctest -L python: ovl.distributed on 2 real ranks, test_distributed.py), then
+#                 examples/python/tp_mlp.py under torchrun on every visible GPU, eager and CUDA Graph replay
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
 #                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun
 # NVLink multicast stays off (device-run.sh exports NCCL_NVLS_ENABLE=0 and the others). JSON and logs go to $OUT.
@@ -30,6 +32,7 @@ cd "$(dirname "$0")/.."
 export OVL_BENCH_WORLD=threads
 benches=()
 cmds=()
+targets='ovl bench_collectives bench_overlap test_collectives test_world test_overlap'
 for what in "$@"; do
   case "$what" in
     collectives) benches+=("bench_collectives") ;;
@@ -53,6 +56,11 @@ for what in "$@"; do
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
+    python)
+      targets+=" _ovl"
+      cmds+=(--cmd "ctest --test-dir build-device -L python --output-on-failure;
+        np=\$(nvidia-smi -L | wc -l);
+        PYTHONPATH=build-device/python timeout -k 10 300 torchrun --nproc_per_node=\$np examples/python/tp_mlp.py --graph") ;;
     mpi)
       cmds+=(--cmd "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; np=\$(nvidia-smi -L | wc -l);
         timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='*.Mpi*';
@@ -60,11 +68,11 @@ for what in "$@"; do
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
         python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, mpi)" >&2
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, python, mpi)" >&2
        exit 2 ;;
   esac
 done
 export OUT=${OUT:-out}
-exec scripts/device-run.sh --targets 'ovl bench_collectives bench_overlap test_collectives test_world test_overlap' \
+exec scripts/device-run.sh --targets "$targets" \
   --tests 'ThreadsWorld|RealWorld' --bench-args '--benchmark_min_time=0.02s' \
   --cmd 'nvidia-smi topo -m; nvidia-smi -L' "${cmds[@]}" "${benches[@]}"
