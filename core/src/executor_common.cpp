@@ -52,6 +52,37 @@ T* offset(T* base, int64_t elements, int64_t element_bytes) {
                               elements * element_bytes);
 }
 
+// Our GEMM's arguments for `rows` rows of A at `a` times the call's B into `d`, on `sms` SMs; FP8: B's and C's types
+// and the scales (of the whole A: AG+GEMM's gathered A included).
+kernels::GemmArguments gemm_arguments(const detail::Call& call, const void* a, void* d, int64_t rows, int sms) {
+  const Problem& p = call.problem;
+  kernels::GemmArguments g;
+  g.m = int(rows);
+  g.n = int(p.n);
+  g.k = int(p.k);
+  g.dtype = p.dtype;
+  if (is_fp8(p.dtype)) {
+    g.b_dtype = call.b.dtype;
+    g.out_dtype = p.output_dtype();
+    g.a_scale = call.a.scale;
+    g.b_scale = call.b.scale;
+  }
+  g.b_layout = p.b_layout;
+  g.a = a;
+  g.b = call.b.ptr;
+  g.d = d;
+  g.sm_count = sms;
+  return g;
+}
+
+// The shape's GEMM workspace, grown to what `g` needs.
+void* gemm_workspace(const detail::Call& call, const kernels::GemmArguments& g) {
+  detail::DeviceBuffer& ws = call.shape->gemm_workspace;
+  const size_t bytes = kernels::gemm_workspace_bytes(g);
+  if (ws.bytes() < bytes) ws = detail::DeviceBuffer(bytes);
+  return ws.get();
+}
+
 }  // namespace
 
 // Row-major D[rows r0..r1) = A[r0..r1) B through cuBLAS' column-major view: D^T (N x rows) = op(B') A'^T, where
@@ -68,25 +99,9 @@ void Context::Impl::cublas_gemm(const detail::Call& call, const void* a, void* d
   const void* a_rows = offset(a, r0 * p.k, eb);
   void* d_rows = offset(d, r0 * p.n, int64_t(dtype_bytes(p.output_dtype())));
   if (unsignaled_gemm_impl(p.dtype) == GemmImpl::kOvl) {
-    kernels::GemmArguments g;
-    g.m = int(rows);
-    g.n = int(p.n);
-    g.k = int(p.k);
-    g.dtype = p.dtype;
-    g.b_dtype = call.b.dtype;
-    g.out_dtype = p.output_dtype();
-    g.a_scale = call.a.scale;
-    g.b_scale = call.b.scale;
-    g.b_layout = p.b_layout;
-    g.a = a_rows;
-    g.b = call.b.ptr;
-    g.d = d_rows;
-    g.sm_count = sms;
+    kernels::GemmArguments g = gemm_arguments(call, a_rows, d_rows, rows, sms);
     tune_gemm(g);
-    detail::ShapeState& st = *call.shape;
-    const size_t ws = kernels::gemm_workspace_bytes(g);
-    if (st.gemm_workspace.bytes() < ws) st.gemm_workspace = detail::DeviceBuffer(ws);
-    kernels::gemm_run(g, st.gemm_workspace.get(), stream);
+    kernels::gemm_run(g, gemm_workspace(call, g), stream);
     return;
   }
   const cudaDataType_t t = p.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -244,25 +259,11 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
                                   bool wait_for_gather, const void* gathered) {
   const Problem& p = call.problem;
   detail::ShapeState& st = *call.shape;
-  kernels::GemmArguments g;
-  g.m = int(p.m);
-  g.n = int(p.n);
-  g.k = int(p.k);
-  g.dtype = p.dtype;
-  if (is_fp8(p.dtype)) {
-    g.b_dtype = call.b.dtype;
-    g.out_dtype = p.output_dtype();
-    g.a_scale = call.a.scale;  // AG+GEMM: the scale of the whole gathered A
-    g.b_scale = call.b.scale;
-  }
-  g.b_layout = p.b_layout;
-  g.a = call.a.ptr;
-  g.b = call.b.ptr;
+  kernels::GemmArguments g = gemm_arguments(call, call.a.ptr, nullptr, p.m, grid);
   // Row bands, or swizzle bands of kSwizzleRows tile rows (can_run: groups of whole bands either way).
   g.tile_order = call.plan.tile_order == TileOrder::kSwizzle ? TileOrder::kSwizzle : TileOrder::kRowBand;
   if (g.tile_order == TileOrder::kSwizzle) g.swizzle = kSwizzleRows;
   g.tile_groups = call.plan.tile_groups;
-  g.sm_count = grid;
   // Whole tiles only (no stream_k_tiles): the model's and the simulator's timelines of the signaled modes count the
   // GEMM in whole waves, and a stream-K tail would move when its groups signal (bench_gemm measures it on its own).
   if (p.op == Op::kAllGatherGemm) {
@@ -305,10 +306,9 @@ void Context::Impl::signaled_gemm(const detail::Call& call, int grid, cudaStream
       t += n;
     }
   }
-  const size_t ws = kernels::gemm_workspace_bytes(g);
-  if (st.gemm_workspace.bytes() < ws) st.gemm_workspace = detail::DeviceBuffer(ws);
+  void* workspace = gemm_workspace(call, g);
   if (fault == testing::Fault::kSkipGemm) return;  // test-only: nothing will ever signal
-  kernels::gemm_run(g, st.gemm_workspace.get(), stream);
+  kernels::gemm_run(g, workspace, stream);
 }
 
 Context::Impl::SignaledLaunch Context::Impl::signaled_launch(const detail::Call& c) {
