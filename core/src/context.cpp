@@ -1,10 +1,9 @@
-// Context: the public entry points. They validate and record the call, then hand it to one mode runner
-// (executor_*.cpp). Caches: SM partitions per comm SM count, buffers per Problem, device tables per (Problem, Plan),
-// planner results per Problem.
+// Context: the public entry points. They validate and record the call, choose its plan, then hand it to the
+// plan's executor (executors.hpp). Caches: buffers per Problem, device tables per (Problem, Plan), plan choices per
+// Problem (tuning.cpp).
 #include "ovl/core/context.hpp"
 
 #include <cmath>
-#include <cublas_v2.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -14,46 +13,13 @@
 #include "context_impl.hpp"
 #include "loopback_ranges.hpp"
 #include "ovl/core/driver_api.hpp"
-#include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/kernels/reduce.hpp"
-#include "ovl/kernels/wait.hpp"
 #include "ovl/sim/planner.hpp"
 #include "ovl/tensor_checks.hpp"
 
 namespace ovl {
-namespace detail {
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t err = cudaMalloc(&ptr_, bytes);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    OVL_FAIL("ovl::Context could not allocate {} bytes ({:.2f} GiB) of device memory for its buffers: {}; "
-             "Context::release_caches() frees the buffers of earlier shapes",
-             bytes, double(bytes) / double(1ull << 30), cudaGetErrorString(err));
-  }
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr && cudaFree(ptr_) != cudaSuccess) {
-    fmt::print(stderr, "ovl: cudaFree failed in ~DeviceBuffer: {}\n", cudaGetErrorString(cudaGetLastError()));
-  }
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-
-}  // namespace detail
-
-
 namespace {
 
 using detail::DeviceBuffer;
@@ -110,116 +76,110 @@ std::string detail::plan_key(const Problem& p, const Plan& plan) {
   return p.name() + "|" + j.dump();
 }
 
-Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
-  Impl& s = *impl_;
-  s.options = options;
-  s.device = options.device;
+namespace {
+
+// What a Context made with `options` is: its device and world, the profiles it plans and checks plans with, its
+// wait timeout. Selects the device.
+detail::ContextIdentity identity_of(const ContextOptions& options) {
+  detail::ContextIdentity id;
+  id.device = options.device;
   OVL_CHECK(options.loopback_share == LoopbackShare::kRank0 || options.loopback_share == LoopbackShare::kWholeWorld,
             "ContextOptions: loopback_share = {} is not kRank0 or kWholeWorld", int(options.loopback_share));
-  s.share = options.loopback_share;
-  s.fixed_inputs = options.loopback_fixed_inputs;
+  id.share = options.loopback_share;
   if (options.world.valid()) {
-    s.device = options.world.device();
+    id.device = options.world.device();
     if (options.world.is_loopback() && options.world.size() > 1) {
-      s.loopback = true;
-      s.world = options.world.size();
+      id.loopback = true;
+      id.world = options.world.size();
     } else {
-      // A real World, or a loopback World of one rank (a one-rank communicator). A World made without NCCL
-      // (WorldOptions::create_nccl = false) runs the tma mode only; nccl() says so.
-      s.world_ref = options.world;
-      if (s.has_nccl_bound(0)) s.comm = options.world.nccl_comm(0);
-      s.rank = options.world.rank();
-      s.world = options.world.size();
+      // A real World, or a loopback World of one rank (a one-rank communicator).
+      id.world_ref = options.world;
+      id.rank = options.world.rank();
+      id.world = options.world.size();
     }
   }
   int count = 0;
   OVL_CUDA_CHECK(cudaGetDeviceCount(&count));
-  OVL_CHECK(s.device >= 0 && s.device < count, "ContextOptions: device = {} is not in [0, {})", s.device, count);
-  OVL_CUDA_CHECK(cudaSetDevice(s.device));
+  OVL_CHECK(id.device >= 0 && id.device < count, "ContextOptions: device = {} is not in [0, {})", id.device, count);
+  OVL_CUDA_CHECK(cudaSetDevice(id.device));
   cudaDeviceProp prop{};
-  OVL_CUDA_CHECK(cudaGetDeviceProperties(&prop, s.device));
-  s.sms = prop.multiProcessorCount;
+  OVL_CUDA_CHECK(cudaGetDeviceProperties(&prop, id.device));
+  id.sms = prop.multiProcessorCount;
 
   if (options.hardware) {
-    s.hw = *options.hardware;
+    id.hw = *options.hardware;
   } else if (const char* profile = std::getenv("OVL_PROFILE"); profile != nullptr && *profile != '\0') {
-    s.hw = load_hardware(profile);  // `ovl tune` writes such a profile
+    id.hw = load_hardware(profile);  // `ovl tune` writes such a profile
   } else {
     try {
-      s.hw = hardware_for_device_name(prop.name);
+      id.hw = hardware_for_device_name(prop.name);
     } catch (const Error&) {
-      s.hw = builtin_hardware("h100");  // an unknown GPU: keep the H100's rates, take the real SM count
-      s.hw.name = prop.name;
+      id.hw = builtin_hardware("h100");  // an unknown GPU: keep the H100's rates, take the real SM count
+      id.hw.name = prop.name;
     }
   }
-  s.gpu_name = prop.name;
-  s.hw.sm_count = s.sms;  // Plan::validate checks SM counts against the device we run on
-  s.hw.validate();
+  id.gpu_name = prop.name;
+  id.hw.sm_count = id.sms;  // Plan::validate checks SM counts against the device we run on
+  id.hw.validate();
   // The paced loopback (docs/overlap.md, "Paced loopback"): the option, else OVL_LINK_PROFILE; a real world has a
   // real link, so the environment is ignored there and the option refused.
-  OVL_CHECK(!options.link_profile || s.loopback,
+  OVL_CHECK(!options.link_profile || id.loopback,
             "ContextOptions::link_profile ({}) paces a loopback world; this context has a real world of {}",
-            options.link_profile ? options.link_profile->name : "", s.world);
-  s.link = options.link_profile ? options.link_profile : s.loopback ? link_profile_from_env() : std::nullopt;
-  s.plan_hw = s.loopback ? loopback_hardware(s.hw, s.world, s.share, s.link) : s.hw;
+            options.link_profile ? options.link_profile->name : "", id.world);
+  id.link = options.link_profile ? options.link_profile : id.loopback ? link_profile_from_env() : std::nullopt;
+  id.plan_hw = id.loopback ? loopback_hardware(id.hw, id.world, id.share, id.link) : id.hw;
   OVL_CHECK(std::isfinite(options.wait_timeout_ms) && options.wait_timeout_ms >= 0 &&
                 options.wait_timeout_ms <= 3.6e6,
             "ContextOptions::wait_timeout_ms = {} must be between 0 (the default) and 3600000 (one hour)",
             options.wait_timeout_ms);
   const double timeout_ms = options.wait_timeout_ms > 0 ? options.wait_timeout_ms : env_timeout_ms();
-  s.timeout_ns = std::max<uint64_t>(1, uint64_t(timeout_ms * 1e6));  // a positive wait (the GEMM's waits refuse 0)
-  s.trace = options.trace;
-  s.init_tuning(options);
-
-  if (cublasCreate(&s.cublas) != CUBLAS_STATUS_SUCCESS) OVL_FAIL("cublasCreate failed on device {}", s.device);
-  int least = 0, greatest = 0;
-  OVL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.comm_stream, cudaStreamNonBlocking, greatest));
-  s.counters = DeviceBuffer(sizeof(unsigned) * Impl::kMaxGroups);
-  fill_now(s.counters.get(), 0, s.counters.bytes(), s.comm_stream);
-  s.error = DeviceBuffer(sizeof(kernels::DeviceError));
-  fill_now(s.error.get(), 0, s.error.bytes(), s.comm_stream);
-  s.stamps = DeviceBuffer(sizeof(unsigned long long) * Impl::kStampSlots);
-  // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
-  kernels::preload_loopback_kernels();
-  kernels::preload_wait_kernels();  // the counter wait, the stamps; AG+GEMM releases its groups with add_counters
-  kernels::preload_sum_kernels();   // comm_algo ce's reduction
+  id.timeout_ns = std::max<uint64_t>(1, uint64_t(timeout_ms * 1e6));  // a positive wait (the GEMM's waits refuse 0)
+  return id;
 }
 
-// The Impl owns every resource, so a constructor that throws half-way (its Impl is destroyed by the unique_ptr)
-// leaks nothing. Destructors log, never throw.
+}  // namespace
+
+Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+
+// Every resource is a member (or a member's), so a constructor that throws half-way leaks nothing.
+Context::Impl::Impl(const ContextOptions& o)
+    : ContextIdentity(identity_of(o)), options(o), fixed_inputs(o.loopback_fixed_inputs), trace(o.trace), res(*this) {
+  init_tuning(o);
+}
+
+// Destructors log, never throw.
 Context::Impl::~Impl() {
   // comm_algo ce waits that were never synchronized: released past the timeout, so the device can drain.
   try {
-    if (cudaSetDevice(device) == cudaSuccess) (void)ce_watchdog();
+    if (cudaSetDevice(device) == cudaSuccess) (void)copy_engine.watchdog();
   } catch (const std::exception& e) {
     fmt::print(stderr, "ovl: ~Context: {}\n", e.what());
   }
   if (cudaSetDevice(device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
     fmt::print(stderr, "ovl: ~Context: device {} reported {}\n", device, cudaGetErrorString(cudaGetLastError()));
   }
-  shapes.clear();
-  nccl_symmetric_comms.clear();  // after the shapes' windows, before the communicator they were split off
+  shapes.clear();  // their nccl-symmetric windows before the communicators (Resources, destroyed last)
   plans.clear();
-  partitions.clear();
-  for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
   if (call_done != nullptr) (void)cudaEventDestroy(call_done);
-  if (comm_stream != nullptr) (void)cudaStreamDestroy(comm_stream);
-  if (watchdog_stream != nullptr) (void)cudaStreamDestroy(watchdog_stream);
-  if (cublas != nullptr) (void)cublasDestroy(cublas);
-  if (own_comm && comm != nullptr) (void)ncclCommDestroy(comm);
 }
 
 Context::~Context() = default;
+
+void Context::Impl::release_caches() {
+  plans.clear();
+  for (detail::Executor* e :
+       std::initializer_list<detail::Executor*>{&sequential, &decomposed, &signaled, &tma, &copy_engine})
+    e->release_shapes();
+  shapes.clear();
+  choices.clear();
+}
 
 void Context::release_caches() {
   Impl& s = *impl_;
   const std::lock_guard lock(s.mutex);  // waits for a call being enqueued on another thread
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use the buffers
-  s.plans.clear();
-  s.shapes.clear();
-  s.choices.clear();
+  s.release_caches();
 }
 
 int Context::device() const { return impl_->device; }
@@ -232,104 +192,23 @@ const Hardware& Context::hardware() const { return impl_->hw; }
 const Hardware& Context::planning_hardware() const { return impl_->plan_hw; }
 const std::optional<LinkProfile>& Context::link_profile() const { return impl_->link; }
 void Context::set_tracing(bool on) { impl_->trace = on; }
+
 // ---- Impl helpers ----
 
-cudaEvent_t Context::Impl::event() {
-  if (next_event == int(events.size())) {
-    cudaEvent_t e = nullptr;
-    OVL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    events.push_back(e);
+detail::Executor& Context::Impl::executor_for(const Plan& plan) {
+  switch (plan.mode) {
+    case Mode::kSequential:
+      return sequential;
+    case Mode::kDecomposed:
+      return decomposed;
+    case Mode::kTileSignal:
+    case Mode::kGreenContext:
+      if (plan.comm_algo == CommAlgo::kCopyEngine) return copy_engine;
+      return signaled;
+    case Mode::kTma:
+      return tma;
   }
-  return events[size_t(next_event++)];
-}
-
-void Context::Impl::join_streams(cudaStream_t caller, cudaStream_t gemm_stream, cudaStream_t comm_stream) {
-  for (cudaStream_t s : {comm_stream, gemm_stream}) {
-    if (s == caller) continue;
-    cudaEvent_t done = event();
-    OVL_CUDA_CHECK(cudaEventRecord(done, s));
-    OVL_CUDA_CHECK(cudaStreamWaitEvent(caller, done, 0));
-  }
-}
-
-int Context::Impl::alloc_slots(int count) {
-  OVL_CHECK(next_slot + count <= kStampSlots, "tracing: {} stamp slots needed, {} available", next_slot + count,
-            kStampSlots);
-  const int first = next_slot;
-  next_slot += count;
-  return first;
-}
-
-bool Context::Impl::has_nccl_bound(int ctas) const {
-  if (!world_ref.valid()) return false;
-  const std::vector<int>& bounds = world_ref.nccl_cta_bounds();
-  return std::find(bounds.begin(), bounds.end(), ctas) != bounds.end();
-}
-
-ncclComm_t Context::Impl::nccl(int ctas) {
-  if (ctas > 0 && has_nccl_bound(ctas)) return world_ref.nccl_comm(ctas);
-  if (comm == nullptr) {
-    OVL_CHECK(!loopback, "NCCL is not used in a loopback world of {} ranks", world);
-    OVL_CHECK(!world_ref.valid() || world == 1,
-              "this Context's World of {} ranks has no NCCL communicator (made with WorldOptions::create_nccl = false "
-              "or without the bound 0): only mode tma runs on it",
-              world);
-    int dev = device;
-    OVL_NCCL_CHECK(ncclCommInitAll(&comm, 1, &dev));
-    own_comm = true;
-  }
-  return comm;
-}
-
-ncclComm_t Context::Impl::nccl_symmetric(const Plan& plan) {
-  const auto key = std::pair(plan.cta_policy, plan.comm_ctas);
-  auto it = nccl_symmetric_comms.find(key);
-  if (it == nccl_symmetric_comms.end()) {
-    // Split off the World's first communicator, or this context's own (a world of 1 without a World).
-    const bool world_comm = world_ref.valid() && !world_ref.nccl_cta_bounds().empty();
-    const ncclComm_t parent = world_comm ? world_ref.nccl_comm(world_ref.nccl_cta_bounds().front()) : nccl(0);
-    it = nccl_symmetric_comms.emplace(key, std::make_unique<NcclSymmetricComm>(parent, plan.cta_policy, plan.comm_ctas))
-             .first;
-  }
-  return it->second->get();
-}
-
-void Context::Impl::bind_buffers(detail::Call& c) {
-  detail::ShapeState& st = *c.shape;
-  c.partial = st.partial.get();
-  c.out = c.c.ptr;
-  c.rows = c.a.ptr;
-  c.gathered = st.gathered_a.get();
-  if (c.plan.comm_algo != CommAlgo::kNcclSymmetric) return;
-  const Problem& p = c.problem;
-  const bool ag = p.op == Op::kAllGatherGemm;
-  const int64_t eb = dtype_bytes(ag ? p.dtype : p.comm_dtype());  // A's rows, or the partial products' type
-  const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / world : p.m;
-  const size_t src_bytes = size_t(ag ? p.m / world * p.k * eb : p.m * p.n * eb);
-  const size_t dst_bytes = size_t(ag ? p.m * p.k * eb : out_rows * p.n * eb);
-  // Every rank makes and registers them in the same order, at its first nccl-symmetric call of the shape (on the
-  // communicator), as it makes the same calls.
-  if (!st.nccl_src) st.nccl_src = std::make_unique<NcclSymmetricBuffer>(world_ref, src_bytes);
-  if (!st.nccl_dst) st.nccl_dst = std::make_unique<NcclSymmetricBuffer>(world_ref, dst_bytes);
-  const ncclComm_t comm = nccl_symmetric(c.plan);
-  st.nccl_src->register_on(comm);
-  st.nccl_dst->register_on(comm);
-  if (ag) {
-    c.rows = st.nccl_src->get();
-    c.gathered = st.nccl_dst->get();
-    // A into its window before any gather: every mode's communication stream follows the call's stream from here.
-    if (part != testing::Part::kGemm)
-      OVL_CUDA_CHECK(cudaMemcpyAsync(st.nccl_src->get(), c.a.ptr, src_bytes, cudaMemcpyDeviceToDevice, c.stream));
-  } else {
-    c.partial = st.nccl_src->get();
-    c.out = st.nccl_dst->get();
-  }
-}
-
-SmPartition& Context::Impl::partition(int comm_sms) {
-  auto it = partitions.find(comm_sms);
-  if (it == partitions.end()) it = partitions.emplace(comm_sms, SmPartition::split(device, comm_sms)).first;
-  return *it->second;
+  OVL_FAIL("plan mode {} has no executor", int(plan.mode));
 }
 
 detail::ShapeState& Context::Impl::shape(const Problem& p) {
@@ -357,7 +236,7 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
     const bool fp8 = is_fp8(p.dtype);
     const DType b_dtype = fp8 ? DType::kE4M3 : p.dtype;
     const float range = fp8 ? 2.0f : 1.0f;
-    cudaStream_t st0 = comm_stream;
+    cudaStream_t st0 = res.comm_stream;
     const int64_t b_elems = p.k * p.n;
     DeviceBuffer a_tmp, b_tmp, scales;
     if (p.op != Op::kAllGatherGemm) {
@@ -390,13 +269,41 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
                           st0,
                           st.get(),
                           nullptr};
-        cublas_gemm(call, a_tmp.get(), st->peer_src.back().get(), 0, p.m, st0);
+        res.cublas_gemm(call, a_tmp.get(), st->peer_src.back().get(), 0, p.m, st0);
       }
       if (peer_outputs) st->peer_dst.emplace_back(size_t(elems.dst * comm_bytes));
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(st0));
   }
   return *shapes.emplace(key, std::move(st)).first->second;
+}
+
+// The peers' reduced pieces for kRank0 GEMM+AR: rank 0's partial product of this call (cuBLAS), then the
+// whole-world AllReduce (SIMT mover, every SM, ungated) into the peers' outputs. Rank 0's own output slot of that
+// launch points at peer 1's buffer: the same thread stores the same value to both, so there is no race and no
+// extra buffer. Enqueued on the call's stream before the executor runs: on every public call (its inputs may have
+// changed in place), once for all candidate runs of measured tuning, and with loopback_fixed_inputs once per shape
+// and A / B pointers.
+void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
+  detail::ShapeState& st = *call.shape;
+  if (!loopback || share != LoopbackShare::kRank0 || call.op != Op::kGemmAllReduce) return;
+  const bool same_pointers = st.reduced_call != 0 && st.reduced_a == call.a.ptr && st.reduced_b == call.b.ptr;
+  if (same_pointers && (fixed_inputs || st.reduced_call == call_epoch)) return;
+  OVL_CHECK(st.peer_dst.size() == size_t(world - 1), "loopback: the peers' output buffers of {} are missing",
+            call.problem.name());
+  res.cublas_gemm(call, call.a.ptr, call.partial, 0, call.problem.m, call.stream);
+  kernels::LoopbackArguments a = res.loopback_args(call, sms);
+  a.play = LoopbackShare::kWholeWorld;
+  a.mover = kernels::CollectiveAlgo::kSimt;
+  a.dst[0] = st.peer_dst[0].get();
+  a.pace_ns_per_byte = 0;  // setup of the emulation, not a collective of rank 0's: never paced
+  a.pace_latency_ns = 0;
+  a.first_group = 0;
+  a.num_groups = call.ps->units;
+  kernels::launch_loopback_collective(a, call.stream);
+  st.reduced_call = call_epoch;
+  st.reduced_a = call.a.ptr;
+  st.reduced_b = call.b.ptr;
 }
 
 // The plan's units and each unit's owners (ovl::unit_rows, ovl::owner_rows: one definition for the executors, the
@@ -539,9 +446,9 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
     if (plan.tile.m != t.m || plan.tile.n != t.n) {
       return fmt::format("plan tile {} x {} differs from the GEMM's tile {} x {}", plan.tile.m, plan.tile.n, t.m, t.n);
     }
-    if (int(plan.tile_groups.size()) > Impl::kMaxGroups) {
+    if (int(plan.tile_groups.size()) > detail::Resources::kMaxGroups) {
       return fmt::format("plan has {} tile groups, more than the {} counters of a context", plan.tile_groups.size(),
-                         Impl::kMaxGroups);
+                         detail::Resources::kMaxGroups);
     }
   }
   if (plan.comm_algo == CommAlgo::kCopyEngine) {
@@ -619,47 +526,26 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
             p.name(), chosen.summary());
   detail::ShapeState& st = s.shape(p);
   detail::PlanState& ps = s.plan_state(p, chosen);
-  detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps};
-  s.next_event = 0;
-  s.next_slot = 0;
-  s.record = detail::TraceRecord{};
-  s.record.valid = s.trace;
-  s.record.comm_name = op == Op::kGemmAllReduce       ? "all-reduce"
-                       : op == Op::kGemmReduceScatter ? "reduce-scatter"
-                                                      : "all-gather";
-  s.last_stream = stream;
+  detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps, s.part, s.fault};
+  call.out = c.ptr;
+  call.rows = a.ptr;
+  detail::Executor& executor = s.executor_for(chosen);
+  s.res.begin_call(op, s.trace);
   if (s.call_done == nullptr) OVL_CUDA_CHECK(cudaEventCreateWithFlags(&s.call_done, cudaEventDisableTiming));
   // Always, not only when the stream differs: a destroyed stream's handle may come back as a new stream's.
   // Not while capturing: a captured call may not depend on an event recorded outside the capture; the caller orders
   // a graph's replays against eager calls.
   if (!capturing && s.call_done_recorded) OVL_CUDA_CHECK(cudaStreamWaitEvent(stream, s.call_done, 0));
-  s.bind_buffers(call);  // after that wait: it may copy A into a buffer the previous call gathers from
+  executor.bind(call);  // after that wait: it may copy A into a buffer the previous call gathers from
   s.prepare_loopback_peers(call);
   // Test-only: AG+GEMM's gathered A full of NaN before each call, so that a GEMM reading a row before its gather
-  // (a missing wait) gives NaN instead of the previous call's identical rows.
-  if (s.fault == testing::Fault::kPoisonGather && op == Op::kAllGatherGemm) {
+  // (a missing wait) gives NaN instead of the previous call's identical rows. In a real world the peers write into it
+  // only after this rank's call has started on the communication stream, which follows this memset.
+  if (call.fault == testing::Fault::kPoisonGather && op == Op::kAllGatherGemm) {
     OVL_CUDA_CHECK(cudaMemsetAsync(call.gathered, 0xFF, size_t(p.m * p.k * dtype_bytes(p.dtype)), stream));
   }
-  switch (chosen.mode) {
-    case Mode::kSequential:
-      s.run_sequential(call);
-      break;
-    case Mode::kDecomposed:
-      s.run_decomposed(call);
-      break;
-    case Mode::kTileSignal:
-    case Mode::kGreenContext:
-      if (chosen.comm_algo == CommAlgo::kCopyEngine) {
-        s.run_copy_engine(call);
-      } else {
-        s.run_tile_signal(call);
-      }
-      break;
-    case Mode::kTma:
-      s.run_tma(call);
-      break;
-  }
-  s.record.slots_used = s.next_slot;
+  executor.run(call);
+  s.res.record.slots_used = s.res.next_slot;
   if (!capturing) {
     OVL_CUDA_CHECK(cudaEventRecord(s.call_done, stream));
     s.call_done_recorded = true;
@@ -678,9 +564,7 @@ void* Context::symmetric_output(const Problem& problem) {
             s.world);
   problem.validate();
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
-  detail::ShapeState& st = s.shape(problem);
-  s.make_symmetric_buffers(problem, st);
-  return st.sym_out.local_ptr();
+  return s.tma.symmetric_output(problem);
 }
 
 void Context::synchronize(cudaStream_t stream) {
@@ -689,22 +573,16 @@ void Context::synchronize(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   // comm_algo ce: its stream memory waits cannot time out; the watchdog releases them past the timeout (before the
   // caller's stream, which joined the communication stream, is waited for).
-  const std::string ce_missing = s.ce_watchdog();
+  const std::string ce_missing = s.copy_engine.watchdog();
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  OVL_CUDA_CHECK(cudaStreamSynchronize(s.comm_stream));
+  OVL_CUDA_CHECK(cudaStreamSynchronize(s.res.comm_stream));
   // Every record is read and cleared before any is reported, so a timeout never surfaces at a later call: mode
   // tma's collective in a real world (its own record, Collectives::check), then the Context's.
-  std::string collective;
-  if (s.real_coll) {
-    try {
-      s.real_coll->check(s.comm_stream);
-    } catch (const Error& e) {
-      collective = e.message();
-    }
-  }
+  cudaStream_t comm_st = s.res.comm_stream;
+  const std::string collective = s.tma.collective_failure(comm_st);
   kernels::DeviceError e{};
-  copy_now(&e, s.error.get(), sizeof(e), cudaMemcpyDeviceToHost, s.comm_stream);
-  if (e.code != 0) fill_now(s.error.get(), 0, sizeof(e), s.comm_stream);
+  copy_now(&e, s.res.error.get(), sizeof(e), cudaMemcpyDeviceToHost, comm_st);
+  if (e.code != 0) fill_now(s.res.error.get(), 0, sizeof(e), comm_st);
   std::vector<std::string> waits;  // the Context's record, then comm_algo ce's watchdog
   if (e.code != 0) waits.push_back(kernels::describe(e));
   if (!ce_missing.empty()) waits.push_back(ce_missing);
@@ -721,13 +599,13 @@ Timeline Context::last_timeline() {
   Impl& s = *impl_;
   Timeline t;
   t.source = "measured";
-  const detail::TraceRecord& rec = s.record;
+  const detail::TraceRecord& rec = s.res.record;
   if (!rec.valid) return t;
   OVL_CUDA_CHECK(cudaSetDevice(s.device));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<unsigned long long> slots(size_t(std::max(rec.slots_used, 1)));
-  copy_now(slots.data(), s.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-           s.comm_stream);
+  copy_now(slots.data(), s.res.stamps.get(), slots.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+           s.res.comm_stream);
   const int gpu = s.rank;
   auto add = [&](const std::string& lane, const std::string& name, const std::string& cat, unsigned long long a,
                  unsigned long long b) {
@@ -739,7 +617,7 @@ Timeline Context::last_timeline() {
     const int64_t count = rec.group_tiles.back().second;
     std::vector<unsigned long long> ts(static_cast<size_t>(count));
     copy_now(ts.data(), rec.tile_stamp_ptr, ts.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-             s.comm_stream);
+             s.res.comm_stream);
     unsigned long long prev = slots[size_t(rec.gemm_start_slot)];
     for (size_t g = 0; g < rec.group_tiles.size(); ++g) {
       unsigned long long end = prev;

@@ -27,8 +27,9 @@
 // kWholeWorld plays every rank's copies and sums; kRank0 plays what rank 0 sends and receives (its ReduceScatter
 // pushes land in scratch slots; its AllGather sends are not played, since the peers' outputs are not kept).
 //
-// Stream memory waits cannot time out: every wait is recorded (ce_gates) and Context::synchronize's watchdog
-// (ce_watchdog) releases the ones not reached after the timeout and reports them (docs/reliability.md).
+// Stream memory waits cannot time out: every wait is recorded (gates_) and Context::synchronize's watchdog
+// (CopyEngineExecutor::watchdog) releases the ones not reached after the timeout and reports them
+// (docs/reliability.md).
 #include <cuda.h>
 #include <fmt/format.h>
 
@@ -36,12 +37,12 @@
 #include <chrono>
 #include <thread>
 
-#include "context_impl.hpp"
+#include "executors.hpp"
 #include "ovl/core/driver_api.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/reduce.hpp"
 
-namespace ovl {
+namespace ovl::detail {
 namespace {
 
 constexpr int kFlagRanks = kernels::kMaxLoopbackRanks;
@@ -52,22 +53,62 @@ char* bytes_at(const void* base, int64_t offset) {
 
 // The flag words of one owner: (group g, source s) at g * kFlagRanks + s; then the AllReduce's gather flags (unit u:
 // a group, or 0 for a whole block; from owner o); then the start barrier (from rank r).
-constexpr int kGroupFlags = Context::Impl::kMaxGroups * kFlagRanks;
+constexpr int kGroupFlags = Resources::kMaxGroups * kFlagRanks;
 unsigned data_flag(int g, int s) { return unsigned(g * kFlagRanks + s); }
 unsigned gather_flag(int u, int o) { return unsigned(kGroupFlags + u * kFlagRanks + o); }
 unsigned barrier_flag(int r) { return unsigned(2 * kGroupFlags + r); }
 
 }  // namespace
 
-void Context::Impl::run_copy_engine(const detail::Call& c) {
+CopyEngineExecutor::~CopyEngineExecutor() {
+  if (watchdog_stream_ != nullptr) (void)cudaStreamDestroy(watchdog_stream_);
+}
+
+CopyEngineExecutor::Shape& CopyEngineExecutor::shape(const Call& c) {
+  const Problem& p = c.problem;
+  const int w = res_.id.world;
+  const bool ag = p.op == Op::kAllGatherGemm;
+  const int64_t eb = dtype_bytes(p.comm_dtype());  // AG: A's type (FP8 moves as bytes); RS / AR: C's
+  const int64_t slot_bytes = (p.m + w - 1) / w * p.n * eb;
+  Shape& sh = shapes_[p.name()];
+  // The flags are zero and epochs start at 1.
+  if (res_.id.real_world()) {
+    const World& world = res_.id.world_ref;
+    if (flags_sym_.empty()) flags_sym_ = SymmetricBuffer(world, sizeof(unsigned) * kFlagWords);
+    if (ag && sh.gathered_sym.empty()) sh.gathered_sym = SymmetricBuffer(world, size_t(p.m * p.k * eb));
+    if (!ag && sh.recv_sym.empty()) sh.recv_sym = SymmetricBuffer(world, size_t(w) * size_t(slot_bytes));
+    if (p.op == Op::kGemmAllReduce && sh.out_sym.empty()) sh.out_sym = SymmetricBuffer(world, size_t(p.m * p.n * eb));
+  } else {
+    if (flags_.bytes() == 0) {
+      flags_ = DeviceBuffer(sizeof(unsigned) * size_t(kFlagWords) * kFlagRanks);
+      fill_now(flags_.get(), 0, flags_.bytes());
+    }
+    if (!ag && sh.recv.bytes() < size_t(w) * size_t(w) * size_t(slot_bytes))
+      sh.recv = DeviceBuffer(size_t(w) * size_t(w) * size_t(slot_bytes));
+  }
+  return sh;
+}
+
+void CopyEngineExecutor::bind(Call& c) {
+  Shape& sh = shape(c);
+  if (res_.id.real_world() && c.op == Op::kAllGatherGemm) {
+    c.gathered = sh.gathered_sym.local_ptr();
+    return;
+  }
+  Executor::bind(c);
+}
+
+void CopyEngineExecutor::run(const Call& c) {
   const DriverApi& api = require_stream_memory_ops();
+  Resources& res = res_;
   const Plan& plan = c.plan;
   const Problem& p = c.problem;
-  detail::ShapeState& st = *c.shape;
-  const detail::PlanState& ps = *c.ps;
-  const int w = world;
-  const bool real = !loopback && w > 1;
-  const bool whole = loopback && share == LoopbackShare::kWholeWorld;
+  const ShapeState& st = *c.shape;
+  const PlanState& ps = *c.ps;
+  const Shape& sh = shape(c);
+  const int w = res.id.world;
+  const bool real = res.id.real_world();
+  const bool whole = res.id.loopback && res.id.share == LoopbackShare::kWholeWorld;
   const bool ag = p.op == Op::kAllGatherGemm, ar = p.op == Op::kGemmAllReduce;
   const int groups = int(plan.tile_groups.size());
   const int64_t eb = dtype_bytes(p.comm_dtype());  // AG: A's type (FP8 moves as bytes); RS / AR: C's
@@ -79,59 +120,45 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   const auto re = [&](int o) { return owner_rows(p, 0, p.m, o).end; };
   const int64_t slot_rows = (p.m + w - 1) / w;
   const int64_t slot_bytes = slot_rows * p.n * eb;
-  const int me = real ? rank : 0;
-  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
-  cudaStream_t gemm_st = c.stream, comm_st = comm_stream;
+  const int me = real ? res.id.rank : 0;
+  const bool gemm = c.runs_gemm(), coll = c.runs_comm();
+  cudaStream_t gemm_st = c.stream, comm_st = res.comm_stream;
 
-  // Buffers (first use). The flags are zero and epochs start at 1.
-  if (real) {
-    if (ce_flags_sym.empty()) ce_flags_sym = SymmetricBuffer(world_ref, sizeof(unsigned) * kCeFlagWords);
-    if (ag && st.ce_gathered_sym.empty()) st.ce_gathered_sym = SymmetricBuffer(world_ref, size_t(p.m * p.k * eb));
-    if (!ag && st.ce_recv_sym.empty()) st.ce_recv_sym = SymmetricBuffer(world_ref, size_t(w) * size_t(slot_bytes));
-    if (ar && st.ce_out_sym.empty()) st.ce_out_sym = SymmetricBuffer(world_ref, size_t(p.m * p.n * eb));
-  } else {
-    if (ce_flags.bytes() == 0) {
-      ce_flags = detail::DeviceBuffer(sizeof(unsigned) * size_t(kCeFlagWords) * kFlagRanks);
-      fill_now(ce_flags.get(), 0, ce_flags.bytes());
-    }
-    if (!ag && st.ce_recv.bytes() < size_t(w) * size_t(w) * size_t(slot_bytes))
-      st.ce_recv = detail::DeviceBuffer(size_t(w) * size_t(w) * size_t(slot_bytes));
-  }
-  if (watchdog_stream == nullptr) {
+  if (watchdog_stream_ == nullptr) {
     int least = 0, greatest = 0;
     OVL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&watchdog_stream, cudaStreamNonBlocking, greatest));
+    OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&watchdog_stream_, cudaStreamNonBlocking, greatest));
     int flush = 0;
-    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&flush, cudaDevAttrCanFlushRemoteWrites, device));
-    ce_flush = flush != 0;
+    OVL_CUDA_CHECK(cudaDeviceGetAttribute(&flush, cudaDevAttrCanFlushRemoteWrites, res.id.device));
+    flush_ = flush != 0;
   }
   // The gates of earlier calls are done once the stream is idle (the watchdog needs only those still pending).
   if (const cudaError_t q = cudaStreamQuery(comm_st); q == cudaSuccess) {
-    ce_gates.clear();
+    gates_.clear();
   } else if (q == cudaErrorNotReady) {
     (void)cudaGetLastError();  // not an error
   }
-  const unsigned epoch = ++ce_epoch;
+  const unsigned epoch = ++epoch_;
 
   // Views of the world: rank r's flags, sources, receive slots and outputs (a real world: peer-mapped pointers).
   const auto flags = [&](int o) -> unsigned* {
-    return real ? ce_flags_sym.peer<unsigned>(o) : ce_flags.as<unsigned>() + size_t(o) * size_t(kCeFlagWords);
+    return real ? flags_sym_.peer<unsigned>(o) : flags_.as<unsigned>() + size_t(o) * size_t(kFlagWords);
   };
   const auto partial_of = [&](int s) -> const void* {
     if (ag) return s == 0 || real ? c.a.ptr : st.peer_src[size_t(s - 1)].get();
-    return s == 0 || real ? st.partial.get() : st.peer_src[size_t(s - 1)].get();
+    return s == 0 || real ? c.partial : st.peer_src[size_t(s - 1)].get();
   };
   const auto recv = [&](int o, int s) -> char* {
-    if (real) return bytes_at(st.ce_recv_sym.peer_ptr(o), int64_t(s) * slot_bytes);
-    return bytes_at(st.ce_recv.get(), (int64_t(o) * w + s) * slot_bytes);
+    if (real) return bytes_at(sh.recv_sym.peer_ptr(o), int64_t(s) * slot_bytes);
+    return bytes_at(sh.recv.get(), (int64_t(o) * w + s) * slot_bytes);
   };
   // The output holding owner o's rows: RS: o's M / W rows; AR: M x N (the result); AG: the gathered A (M x K).
   const auto out = [&](int o) -> void* {
     if (real) {
-      if (ag) return st.ce_gathered_sym.peer_ptr(o);
-      return ar ? st.ce_out_sym.peer_ptr(o) : c.c.ptr;
+      if (ag) return sh.gathered_sym.peer_ptr(o);
+      return ar ? sh.out_sym.peer_ptr(o) : c.c.ptr;
     }
-    if (o == 0) return ag ? st.gathered_a.get() : c.c.ptr;
+    if (o == 0) return ag ? c.gathered : c.c.ptr;
     return st.peer_dst.empty() ? nullptr : st.peer_dst[size_t(o - 1)].get();
   };
   // What this rank (or the emulation) plays: real: its own sends and receives; kWholeWorld: all; kRank0: rank 0's.
@@ -149,29 +176,25 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
     OVL_CU_CHECK(api.cuStreamWriteValue32(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(addr), value,
                                           CU_STREAM_WRITE_VALUE_DEFAULT));
   };
-  const auto wait = [&](const unsigned* addr, unsigned value, bool remote, CeGate::What what, int rank,
-                        int group = -1, int for_rank = -1) {
-    const unsigned flags_word = CU_STREAM_WAIT_VALUE_GEQ | (remote && ce_flush ? CU_STREAM_WAIT_VALUE_FLUSH : 0u);
+  const auto wait = [&](const unsigned* addr, unsigned value, bool remote, Gate::What what, int rank, int group = -1,
+                        int for_rank = -1) {
+    const unsigned flags_word = CU_STREAM_WAIT_VALUE_GEQ | (remote && flush_ ? CU_STREAM_WAIT_VALUE_FLUSH : 0u);
     OVL_CU_CHECK(api.cuStreamWaitValue32(reinterpret_cast<CUstream>(comm_st), reinterpret_cast<CUdeviceptr>(addr),
                                          value, flags_word));
-    ce_gates.push_back(CeGate{addr, value, what, rank, group, for_rank});
+    gates_.push_back(Gate{addr, value, what, rank, group, for_rank});
   };
   // Rows [r0, r1) of the gathered rows cut at owner o's block.
   const auto cut = [&](int64_t r0, int64_t r1, int o) {
     return std::pair<int64_t, int64_t>{std::max(r0, rb(o)), std::min(r1, re(o))};
   };
 
-  // Test-only (testing::Fault::kPoisonGather): a real world's gathered A is NaN before the call (run() poisons the loopback's);
-  // the peers write into it only after this rank's barrier flag, which follows on the communication stream.
-  if (real && ag && fault == testing::Fault::kPoisonGather)
-    OVL_CUDA_CHECK(cudaMemsetAsync(out(me), 0xFF, size_t(p.m * p.k * eb), c.stream));
-  start_signaled(c, groups, gemm_st, comm_st);
+  res.start_signaled(c, groups, gemm_st, comm_st);
   // A real world: the start barrier (each rank's previous call is over once it raises its flag here).
   if (real && coll) {
     for (int r = 0; r < w; ++r)
       if (r != me) write(flags(r) + barrier_flag(me), epoch, comm_st);
     for (int r = 0; r < w; ++r)
-      if (r != me) wait(flags(me) + barrier_flag(r), epoch, true, CeGate::What::kStart, r);
+      if (r != me) wait(flags(me) + barrier_flag(r), epoch, true, Gate::What::kStart, r);
   }
 
   if (ag) {
@@ -181,8 +204,8 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
       copy(bytes_at(out(o), rb(o) * row_bytes), partial_of(o), (re(o) - rb(o)) * row_bytes, gemm_st);
     }
     // Loopback copies are same-device copies on SMs: the GEMM leaves comm_ctas of them (can_run checks it fits).
-    const int grid = signaled_gemm_grid(plan, p, plan_hw);
-    if (gemm) signaled_gemm(c, grid, gemm_st, nullptr, /*wait_for_gather=*/coll, real ? out(me) : nullptr);
+    const int grid = signaled_gemm_grid(plan, p, res.id.plan_hw);
+    if (gemm) res.signaled_gemm(c, grid, gemm_st, /*wait_for_gather=*/coll);
     for (int g = 0; coll && g < groups; ++g) {
       const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
       for (int s = 0; s < w; ++s) {
@@ -198,22 +221,22 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
       // Rank 0's (a real world: this rank's) GEMM: every source's rows of the group, then its counter.
       const int o = me;
       unsigned need = epoch;
-      if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++need;  // a peer that never arrives
+      if (c.fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++need;  // a peer that never arrives
       for (int s = 0; s < w; ++s) {
         const auto [a0, a1] = cut(r0, r1, s);
         if (s == o || a1 <= a0) continue;
-        wait(flags(o) + data_flag(g, s), need, real, CeGate::What::kRows, s, g);
+        wait(flags(o) + data_flag(g, s), need, real, Gate::What::kRows, s, g);
       }
-      if (gemm) write(counter_ptr() + g, 1u, comm_st);  // the GEMM waits for >= GemmArguments::wait_value (1)
+      if (gemm) write(res.counter_ptr() + g, 1u, comm_st);  // the GEMM waits for >= GemmArguments::wait_value (1)
     }
-    join_streams(c.stream, gemm_st, comm_st);
+    res.join_streams(c.stream, gemm_st, comm_st);
     return;
   }
 
-  // GEMM+RS / GEMM+AR: the GEMM on every SM (nothing polls), its partial product in st.partial.
-  if (gemm) signaled_gemm(c, signaled_gemm_grid(plan, p, plan_hw), gemm_st);
+  // GEMM+RS / GEMM+AR: the GEMM on every SM (nothing polls), its partial product in Call::partial.
+  if (gemm) res.signaled_gemm(c, signaled_gemm_grid(plan, p, res.id.plan_hw), gemm_st);
   if (!coll) {
-    join_streams(c.stream, gemm_st, comm_st);
+    res.join_streams(c.stream, gemm_st, comm_st);
     return;
   }
   const int64_t row = p.n * eb;
@@ -235,7 +258,7 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   const auto wait_sources = [&](int o, int g) {
     for (int s = 0; s < w; ++s)
       if (s != o)
-        wait(flags(o) + data_flag(g, s), epoch, real, CeGate::What::kRowsFor, s, g, o);
+        wait(flags(o) + data_flag(g, s), epoch, real, Gate::What::kRowsFor, s, g, o);
   };
   // AR: owner o's summed rows [a0, a1) to every other rank's result, then flag (unit u, o) there. kRank0: rank 0
   // receives the peers' rows from their precomputed results (prepare_loopback_peers).
@@ -249,11 +272,11 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
   };
   // With SMs beside the GEMM for the sum (gemm_sms + comm_ctas <= SMs: ce_sums_per_group), each group is summed (and,
   // for AllReduce, gathered) as soon as its rows are in; else once after the GEMM, which holds every SM until then.
-  const bool per_group = ce_sums_per_group(plan, sms);
+  const bool per_group = ce_sums_per_group(plan, res.id.sms);
   for (int g = 0; g < groups; ++g) {
     unsigned expected = ps.expected_host[size_t(g)];
-    if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
-    if (gemm) wait(counter_ptr() + g, expected, false, CeGate::What::kCounter, -1, g);
+    if (c.fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
+    if (gemm) wait(res.counter_ptr() + g, expected, false, Gate::What::kCounter, -1, g);
     const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
     for (int s = 0; s < w; ++s) {
       for (int o = 0; o < w; ++o) {
@@ -295,16 +318,16 @@ void Context::Impl::run_copy_engine(const detail::Call& c) {
                                           : std::pair<int64_t, int64_t>{rb(o), re(o)};
           if (a1 > a0)
             wait(flags(r) + gather_flag(u, o), epoch, real,
-                 per_group ? CeGate::What::kSummedGroupRows : CeGate::What::kSummedRows, o, u, r);
+                 per_group ? Gate::What::kSummedGroupRows : Gate::What::kSummedRows, o, u, r);
         }
       }
     }
     if (real && c.c.ptr != out(me)) copy(c.c.ptr, out(me), p.m * p.n * eb, comm_st);
   }
-  join_streams(c.stream, gemm_st, comm_st);
+  res.join_streams(c.stream, gemm_st, comm_st);
 }
 
-std::string Context::Impl::CeGate::describe() const {
+std::string CopyEngineExecutor::Gate::describe() const {
   switch (what) {
     case What::kStart: return fmt::format("rank {} at the call's start", rank);
     case What::kRows: return fmt::format("rank {}'s rows of tile group {}", rank, group);
@@ -317,39 +340,40 @@ std::string Context::Impl::CeGate::describe() const {
   return "?";
 }
 
-std::string Context::Impl::ce_watchdog() {
-  if (ce_gates.empty() || comm_stream == nullptr) return "";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+std::string CopyEngineExecutor::watchdog() {
+  if (gates_.empty()) return "";
+  cudaStream_t comm_stream = res_.comm_stream;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(res_.id.timeout_ns);
   cudaError_t q = cudaStreamQuery(comm_stream);
   while (q == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     q = cudaStreamQuery(comm_stream);
   }
   if (q != cudaErrorNotReady) {  // done, or an error, which the caller's stream synchronization reports
-    ce_gates.clear();
+    gates_.clear();
     return "";
   }
   (void)cudaGetLastError();
   // Past the timeout: read every gate (on the watchdog's own stream, which no wait blocks), release the ones not
   // reached, and report the first of them in enqueue order.
   const DriverApi& api = driver_api();
-  std::vector<unsigned> seen(ce_gates.size(), 0);
-  for (size_t i = 0; i < ce_gates.size(); ++i)
-    OVL_CUDA_CHECK(cudaMemcpyAsync(&seen[i], ce_gates[i].addr, sizeof(unsigned), cudaMemcpyDefault, watchdog_stream));
-  OVL_CUDA_CHECK(cudaStreamSynchronize(watchdog_stream));
+  std::vector<unsigned> seen(gates_.size(), 0);
+  for (size_t i = 0; i < gates_.size(); ++i)
+    OVL_CUDA_CHECK(cudaMemcpyAsync(&seen[i], gates_[i].addr, sizeof(unsigned), cudaMemcpyDefault, watchdog_stream_));
+  OVL_CUDA_CHECK(cudaStreamSynchronize(watchdog_stream_));
   std::string what;
   int missing = 0;
-  for (size_t i = 0; i < ce_gates.size(); ++i) {
-    const CeGate& gate = ce_gates[i];
+  for (size_t i = 0; i < gates_.size(); ++i) {
+    const Gate& gate = gates_[i];
     if (int(seen[i] - gate.value) >= 0) continue;  // GEQ, as the wait compares
     if (missing++ == 0) what = fmt::format("{} (flag {} of {} expected)", gate.describe(), seen[i], gate.value);
-    OVL_CU_CHECK(api.cuStreamWriteValue32(reinterpret_cast<CUstream>(watchdog_stream),
+    OVL_CU_CHECK(api.cuStreamWriteValue32(reinterpret_cast<CUstream>(watchdog_stream_),
                                           reinterpret_cast<CUdeviceptr>(gate.addr), gate.value,
                                           CU_STREAM_WRITE_VALUE_DEFAULT));
   }
-  OVL_CUDA_CHECK(cudaStreamSynchronize(watchdog_stream));
+  OVL_CUDA_CHECK(cudaStreamSynchronize(watchdog_stream_));
   OVL_CUDA_CHECK(cudaStreamSynchronize(comm_stream));
-  ce_gates.clear();
+  gates_.clear();
   if (missing == 0) return "";  // reached just now
   return fmt::format(
       "the copy engine's stream waited for {}{}; the host watchdog released the wait after the timeout: the GEMM did "
@@ -357,4 +381,4 @@ std::string Context::Impl::ce_watchdog() {
       what, missing > 1 ? fmt::format(" and {} more", missing - 1) : std::string());
 }
 
-}  // namespace ovl
+}  // namespace ovl::detail

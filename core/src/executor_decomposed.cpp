@@ -4,57 +4,48 @@
 // chunk i on the communication stream, then its GEMM rows on the caller's stream.
 #include <fmt/format.h>
 
-#include "context_impl.hpp"
+#include "executors.hpp"
 #include "ovl/cuda_check.hpp"
 
-namespace ovl {
+namespace ovl::detail {
 
-void Context::Impl::run_decomposed(const detail::Call& c) {
+void DecomposedExecutor::run(const Call& c) {
+  Resources& r = res_;
   const int ctas = c.plan.comm_ctas;
-  const detail::PlanState& ps = *c.ps;
-  cudaEvent_t start = event();
+  const PlanState& ps = *c.ps;
+  cudaStream_t comm_st = r.comm_stream;
+  cudaEvent_t start = r.event();
   OVL_CUDA_CHECK(cudaEventRecord(start, c.stream));
-  OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, start, 0));
-  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm, chain = gemm && coll;
+  OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_st, start, 0));
+  const bool gemm = c.runs_gemm(), coll = c.runs_comm(), chain = gemm && coll;
+  const auto chunk_gemm = [&](const void* a, void* d, int u) {
+    const int sg = r.stamp_span("gemm", fmt::format("chunk {}", u), "gemm", c.stream);
+    r.cublas_gemm(c, a, d, ps.row_begin[size_t(u)], ps.row_end[size_t(u)], c.stream);
+    r.end_span(sg, c.stream);
+  };
+  const auto chunk_comm = [&](int u) {
+    const int sc = r.stamp_span("comm", fmt::format("{} chunk {}", r.record.comm_name, u), "comm", comm_st);
+    r.collective_unit(c, u, ctas, comm_st);
+    r.end_span(sc, comm_st);
+  };
+  // `waiter` waits for what `from` has enqueued so far.
+  const auto follow = [&](cudaStream_t waiter, cudaStream_t from) {
+    cudaEvent_t ready = r.event();
+    OVL_CUDA_CHECK(cudaEventRecord(ready, from));
+    OVL_CUDA_CHECK(cudaStreamWaitEvent(waiter, ready, 0));
+  };
   for (int u = 0; u < ps.units; ++u) {
-    const int64_t r0 = ps.row_begin[size_t(u)], r1 = ps.row_end[size_t(u)];
     if (c.op == Op::kAllGatherGemm) {
-      if (coll) {
-        const int sc = stamp_span("comm", fmt::format("{} chunk {}", record.comm_name, u), "comm", comm_stream);
-        collective_unit(c, u, ctas, comm_stream);
-        end_span(sc, comm_stream);
-      }
-      if (chain) {
-        cudaEvent_t ready = event();
-        OVL_CUDA_CHECK(cudaEventRecord(ready, comm_stream));
-        OVL_CUDA_CHECK(cudaStreamWaitEvent(c.stream, ready, 0));
-      }
-      if (gemm) {
-        const int sg = stamp_span("gemm", fmt::format("chunk {}", u), "gemm", c.stream);
-        cublas_gemm(c, c.gathered, c.c.ptr, r0, r1, c.stream);
-        end_span(sg, c.stream);
-      }
+      if (coll) chunk_comm(u);
+      if (chain) follow(c.stream, comm_st);
+      if (gemm) chunk_gemm(c.gathered, c.c.ptr, u);
     } else {
-      if (gemm) {
-        const int sg = stamp_span("gemm", fmt::format("chunk {}", u), "gemm", c.stream);
-        cublas_gemm(c, c.a.ptr, c.partial, r0, r1, c.stream);
-        end_span(sg, c.stream);
-      }
-      if (chain) {
-        cudaEvent_t ready = event();
-        OVL_CUDA_CHECK(cudaEventRecord(ready, c.stream));
-        OVL_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, ready, 0));
-      }
-      if (coll) {
-        const int sc = stamp_span("comm", fmt::format("{} chunk {}", record.comm_name, u), "comm", comm_stream);
-        collective_unit(c, u, ctas, comm_stream);
-        end_span(sc, comm_stream);
-      }
+      if (gemm) chunk_gemm(c.a.ptr, c.partial, u);
+      if (chain) follow(comm_st, c.stream);
+      if (coll) chunk_comm(u);
     }
   }
-  cudaEvent_t done = event();
-  OVL_CUDA_CHECK(cudaEventRecord(done, comm_stream));
-  OVL_CUDA_CHECK(cudaStreamWaitEvent(c.stream, done, 0));
+  follow(c.stream, comm_st);
 }
 
-}  // namespace ovl
+}  // namespace ovl::detail

@@ -4,37 +4,37 @@
 // default_plan takes NCCL's count whatever c is)), the context's share, and the mover of plan.comm_algo: SIMT for the
 // NCCL algorithms, the TMA movers for tma-pull / tma-push, so a baseline can use the same mover as the tma mode).
 // AG+GEMM: gather, then GEMM.
-#include "context_impl.hpp"
+#include "executors.hpp"
 
-namespace ovl {
+namespace ovl::detail {
 
-void Context::Impl::run_sequential(const detail::Call& c) {
+void SequentialExecutor::run(const Call& c) {
+  Resources& r = res_;
   const int ctas = c.plan.comm_ctas;
-  const std::string comm = record.comm_name;
-  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
+  const std::string comm = r.record.comm_name;
   if (c.op == Op::kAllGatherGemm) {
-    if (coll) {
-      const int s0 = stamp_span("comm", comm, "comm", c.stream);
-      collective_unit(c, 0, ctas, c.stream);
-      end_span(s0, c.stream);
+    if (c.runs_comm()) {
+      const int s0 = r.stamp_span("comm", comm, "comm", c.stream);
+      r.collective_unit(c, 0, ctas, c.stream);
+      r.end_span(s0, c.stream);
     }
-    if (gemm) {
-      const int s1 = stamp_span("gemm", "gemm", "gemm", c.stream);
-      cublas_gemm(c, c.gathered, c.c.ptr, 0, c.problem.m, c.stream);
-      end_span(s1, c.stream);
+    if (c.runs_gemm()) {
+      const int s1 = r.stamp_span("gemm", "gemm", "gemm", c.stream);
+      r.cublas_gemm(c, c.gathered, c.c.ptr, 0, c.problem.m, c.stream);
+      r.end_span(s1, c.stream);
     }
     return;
   }
-  if (gemm) {
-    const int s0 = stamp_span("gemm", "gemm", "gemm", c.stream);
-    cublas_gemm(c, c.a.ptr, c.partial, 0, c.problem.m, c.stream);
-    end_span(s0, c.stream);
+  if (c.runs_gemm()) {
+    const int s0 = r.stamp_span("gemm", "gemm", "gemm", c.stream);
+    r.cublas_gemm(c, c.a.ptr, c.partial, 0, c.problem.m, c.stream);
+    r.end_span(s0, c.stream);
   }
-  if (coll) {
-    const int s1 = stamp_span("comm", comm, "comm", c.stream);
-    collective_unit(c, 0, ctas, c.stream);
-    end_span(s1, c.stream);
+  if (c.runs_comm()) {
+    const int s1 = r.stamp_span("comm", comm, "comm", c.stream);
+    r.collective_unit(c, 0, ctas, c.stream);
+    r.end_span(s1, c.stream);
   }
 }
 
-}  // namespace ovl
+}  // namespace ovl::detail

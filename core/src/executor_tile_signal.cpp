@@ -12,7 +12,7 @@
 // Counters are reset by a one-CTA kernel on the caller's stream before the GEMM (after the previous call's
 // communication, which the caller's stream joined), never by a host memset.
 //
-// AG+GEMM runs the other way round (run_gather_signaled): the communication stream gathers group by group (NCCL
+// AG+GEMM runs the other way round (run_gather): the communication stream gathers group by group (NCCL
 // broadcasts from each owner in a real world, the loopback collective in loopback), releasing each group's counter
 // (red.release.sys) after its rows; the GEMM, launched once, reads the gathered A, and its load thread waits
 // (acquire) for a tile's group counter before loading the tile. Groups gather in row order, the order in which the
@@ -21,70 +21,74 @@
 // it its partition.
 #include <fmt/format.h>
 
-#include <algorithm>
-
-#include "context_impl.hpp"
+#include "executors.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/reorder.hpp"
 #include "ovl/kernels/wait.hpp"
 
-namespace ovl {
+namespace ovl::detail {
 
-void Context::Impl::run_tile_signal(const detail::Call& c) {
+void SignaledExecutor::run(const Call& c) {
+  Resources& r = res_;
   const Plan& plan = c.plan;
-  const detail::PlanState& ps = *c.ps;
-  const auto [gemm_st, comm_st, grid, ctas] = signaled_launch(c);
+  const PlanState& ps = *c.ps;
+  const Resources::SignaledLaunch launch = r.signaled_launch(c);
   if (c.op == Op::kAllGatherGemm) {
-    run_gather_signaled(c, grid, ctas, gemm_st, comm_st);
+    run_gather(c, launch);
     return;
   }
+  const auto [gemm_st, comm_st, grid, ctas] = launch;
   const int groups = int(plan.tile_groups.size());
-  start_signaled(c, groups, gemm_st, comm_st);
+  r.start_signaled(c, groups, gemm_st, comm_st);
 
-  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
-  if (gemm) signaled_gemm(c, grid, gemm_st);
+  // A tile-major output goes to the shape's staging, which the reorder below turns into rows.
+  DeviceBuffer* tile_major = plan.output == OutputLayout::kTileMajor ? &tile_major_[c.problem.name()] : nullptr;
+  const bool gemm = c.runs_gemm();
+  if (gemm) r.signaled_gemm(c, grid, gemm_st, /*wait_for_gather=*/false, tile_major);
 
-  for (int g = 0; coll && g < groups; ++g) {
+  for (int g = 0; c.runs_comm() && g < groups; ++g) {
     unsigned expected = ps.expected_host[size_t(g)];
-    if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
-    const int span = new_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm");
+    if (c.fault == testing::Fault::kCounterTooHigh && g == groups - 1) ++expected;
+    const int span = r.new_span("comm", fmt::format("{} group {}", r.record.comm_name, g), "comm");
     if (gemm) {
-      kernels::launch_wait_counter(counter_ptr() + g, expected, g, timeout_ns, error_ptr(), start_ptr(span), comm_st);
+      kernels::launch_wait_counter(r.counter_ptr() + g, expected, g, r.id.timeout_ns, r.error_ptr(), r.start_ptr(span),
+                                   comm_st);
     } else if (span >= 0) {
-      kernels::launch_stamp(start_ptr(span), comm_st);
+      kernels::launch_stamp(r.start_ptr(span), comm_st);
     }
-    if (plan.output == OutputLayout::kTileMajor) {
-      kernels::ReorderArguments r;
-      r.src = c.shape->tile_major.get();
-      r.dst = c.partial;
-      r.m = c.problem.m;
-      r.n = c.problem.n;
-      r.tile_m = plan.tile.m;
-      r.tile_n = plan.tile.n;
-      r.tile_row_begin = ps.tile_rows_begin[size_t(g)];
-      r.tile_row_end = ps.tile_rows_end[size_t(g)];
-      r.ctas = ctas;
-      kernels::reorder_tile_major_to_row_major(r, comm_st);
+    if (tile_major != nullptr) {
+      kernels::ReorderArguments ro;
+      ro.src = tile_major->get();
+      ro.dst = c.partial;
+      ro.m = c.problem.m;
+      ro.n = c.problem.n;
+      ro.tile_m = plan.tile.m;
+      ro.tile_n = plan.tile.n;
+      ro.tile_row_begin = ps.tile_rows_begin[size_t(g)];
+      ro.tile_row_end = ps.tile_rows_end[size_t(g)];
+      ro.ctas = ctas;
+      kernels::reorder_tile_major_to_row_major(ro, comm_st);
     }
-    collective_unit(c, g, ctas, comm_st);
-    end_span(span, comm_st);
+    r.collective_unit(c, g, ctas, comm_st);
+    r.end_span(span, comm_st);
   }
 
-  join_streams(c.stream, gemm_st, comm_st);
+  r.join_streams(c.stream, gemm_st, comm_st);
 }
 
-void Context::Impl::run_gather_signaled(const detail::Call& c, int grid, int ctas, cudaStream_t gemm_st,
-                                        cudaStream_t comm_st) {
+void SignaledExecutor::run_gather(const Call& c, const Resources::SignaledLaunch& launch) {
+  Resources& r = res_;
+  cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
   const int groups = int(c.plan.tile_groups.size());
-  start_signaled(c, groups, gemm_st, comm_st);
-  const bool gemm = part != testing::Part::kComm, coll = part != testing::Part::kGemm;
+  r.start_signaled(c, groups, gemm_st, comm_st);
+  const bool coll = c.runs_comm();
   auto gather = [&](int g) {
-    const int span = stamp_span("comm", fmt::format("{} group {}", record.comm_name, g), "comm", comm_st);
-    collective_unit(c, g, ctas, comm_st);
-    end_span(span, comm_st);
+    const int span = r.stamp_span("comm", fmt::format("{} group {}", r.record.comm_name, g), "comm", comm_st);
+    r.collective_unit(c, g, launch.ctas, comm_st);
+    r.end_span(span, comm_st);
     // Test-only fault: the last group is never released, so the GEMM's wait for it times out.
-    if (fault == testing::Fault::kCounterTooHigh && g == groups - 1) return;
-    kernels::launch_add_counters(counter_ptr() + g, 1, 1u, comm_st);
+    if (c.fault == testing::Fault::kCounterTooHigh && g == groups - 1) return;
+    kernels::launch_add_counters(r.counter_ptr() + g, 1, 1u, comm_st);
   };
   // Host order: the first group's gather, then the GEMM, then the other groups. Queued behind every group's
   // launches (128-256 with a group per row band), the GEMM started after the GPU had run most of the gather
@@ -93,9 +97,9 @@ void Context::Impl::run_gather_signaled(const detail::Call& c, int grid, int cta
   // waits on device counters.
   if (coll && groups > 0) gather(0);
   // Measured alone (Part::kGemm), the GEMM does not wait: nothing would release its groups.
-  if (gemm) signaled_gemm(c, grid, gemm_st, nullptr, /*wait_for_gather=*/coll);
+  if (c.runs_gemm()) r.signaled_gemm(c, launch.grid, gemm_st, /*wait_for_gather=*/coll);
   for (int g = 1; coll && g < groups; ++g) gather(g);
-  join_streams(c.stream, gemm_st, comm_st);
+  r.join_streams(c.stream, gemm_st, comm_st);
 }
 
-}  // namespace ovl
+}  // namespace ovl::detail
