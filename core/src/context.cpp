@@ -217,15 +217,10 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
   if (it != shapes.end()) return *it->second;
   auto st = std::make_unique<detail::ShapeState>();
   st->problem = p;
-  // A (and FP8 B) in the input type, the GEMM's output in C's, the collective's buffers in what it moves.
-  const int64_t in_bytes = dtype_bytes(p.dtype), out_bytes = dtype_bytes(p.output_dtype());
+  // A (and FP8 B) in the input type, the collective's buffers in what it moves.
+  const int64_t in_bytes = dtype_bytes(p.dtype);
   const int64_t comm_bytes = dtype_bytes(p.comm_dtype());
   const int w = world;
-  if (p.op == Op::kAllGatherGemm) {
-    st->gathered_a = DeviceBuffer(size_t(p.m * p.k * in_bytes));
-  } else {
-    st->partial = DeviceBuffer(size_t(p.m * p.n * out_bytes));
-  }
   if (loopback) {
     // The other ranks' inputs, from their own random data (seeded by rank): partial products made with the
     // sequential mode's GEMM from random A_r and B_r, or their A rows. FP8: e4m3 values in [-2, 2) (A_r and B_r with

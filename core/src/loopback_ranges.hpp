@@ -19,10 +19,10 @@ namespace ovl::detail {
 std::vector<kernels::LoopbackRange> loopback_range_table(const Problem& p, const std::vector<UnitRows>& units,
                                                          int world);
 
-// Elements of the buffers the range table indexes (LoopbackArguments::src / dst), as Context::Impl::shape allocates
-// the context's own: rank 0's source (GEMM+AR/RS: the partial product, M x N; AG: the caller's A, M/W x K), rank 0's
-// destination (RS: the caller's C, M/W x N; AR: C, M x N; AG: the gathered A, M x K), and each peer's (loopback ranks
-// 1..W-1: the same sizes).
+// Elements of the buffers the range table indexes (LoopbackArguments::src / dst), as Context::Impl::shape and
+// Resources::bind_buffers allocate the context's own: rank 0's source (GEMM+AR/RS: the partial product, M x N; AG: the
+// caller's A, M/W x K), rank 0's destination (RS: the caller's C, M/W x N; AR: C, M x N; AG: the gathered A, M x K),
+// and each peer's (loopback ranks 1..W-1: the same sizes).
 struct LoopbackBufferElements {
   int64_t src = 0, dst = 0;
 };

@@ -234,9 +234,17 @@ void Resources::bind_buffers(Call& c) {
   ShapeState& st = *c.shape;
   const Problem& p = c.problem;
   const bool ag = p.op == Op::kAllGatherGemm;
-  c.partial = st.partial.get();
-  c.gathered = st.gathered_a.get();
-  if (c.plan.comm_algo != CommAlgo::kNcclSymmetric) return;
+  if (c.plan.comm_algo != CommAlgo::kNcclSymmetric) {
+    // The gathered A in A's type, the GEMM's output in C's.
+    if (ag) {
+      if (st.gathered_a.get() == nullptr) st.gathered_a = DeviceBuffer(size_t(p.m * p.k * dtype_bytes(p.dtype)));
+      c.gathered = st.gathered_a.get();
+    } else {
+      if (st.partial.get() == nullptr) st.partial = DeviceBuffer(size_t(p.m * p.n * dtype_bytes(p.output_dtype())));
+      c.partial = st.partial.get();
+    }
+    return;
+  }
   const int64_t eb = dtype_bytes(ag ? p.dtype : p.comm_dtype());  // A's rows, or the partial products' type
   const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / id.world : p.m;
   const size_t src_bytes = size_t(ag ? p.m / id.world * p.k * eb : p.m * p.n * eb);

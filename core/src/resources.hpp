@@ -66,10 +66,12 @@ struct ContextIdentity {
   bool has_nccl_bound(int ctas) const;
 };
 
-// The buffers of one Problem (shape) that several executors use: rank 0's partial product or the gathered A, the
-// GEMM's workspace, and in loopback the other ranks' inputs and outputs.
+// The buffers of one Problem (shape) that several executors use, each made by the first call that needs it: rank 0's
+// partial product or the gathered A, the GEMM's workspace, and in loopback the other ranks' inputs and outputs.
 struct ShapeState {
   Problem problem;
+  // Made by Resources::bind_buffers for the plans that read them (not for nccl-symmetric's windows below, nor for an
+  // executor that binds its own: tma and ce in a real world).
   DeviceBuffer partial;     // M x N (GEMM+AR/RS)
   DeviceBuffer gathered_a;  // M x K (AG+GEMM)
   DeviceBuffer gemm_workspace;
@@ -205,8 +207,8 @@ struct Resources {
   void make_symmetric_counters();  // sym_counters on first use (collective), zero-filled
   kernels::DeviceError* error_ptr() const { return error.as<kernels::DeviceError>(); }
 
-  // Executor::bind's default: the shape's partial product (GEMM+AR/RS) or gathered A (AG+GEMM); for comm_algo
-  // nccl-symmetric the shape's windows instead, made and registered on the plan's communicator on first
+  // Executor::bind's default: the shape's partial product (GEMM+AR/RS) or gathered A (AG+GEMM), made on first use;
+  // for comm_algo nccl-symmetric the shape's windows instead, made and registered on the plan's communicator on first
   // use (collective), and A copied into its window on the call's stream (AG+GEMM, unless only the GEMM runs).
   void bind_buffers(Call& call);
   // Rows [row_begin, row_end) of the GEMM on the whole device: cuBLAS, or for FP8 inputs our GEMM on every SM.

@@ -1,7 +1,7 @@
 // The loopback collective's range table against the buffers it indexes, on the CPU: for random problems (M off the
 // 128-row tile, odd worlds, all three operators) and every kind of plan the executor runs (sequential, decomposed
 // chunks, tile groups of whole row bands and swizzle bands, the planner's candidates), every (unit, owner) piece of
-// either played share reads and writes inside its buffers (the sizes Context::Impl::shape allocates, checked here
+// either played share reads and writes inside its buffers (the sizes the Context allocates, checked here
 // against the sizes the operators define), each destination element is written exactly once per call, and the units
 // cover the rows in order. No GPU needed.
 #include <gtest/gtest.h>
