@@ -418,7 +418,7 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
       plan.comm_algo = algo->algo;
       plan.cta_policy = algo->policy;
       // ce: the copy engine, the GEMM on every SM, comm_sms CTAs for the owner's sum.
-      if (algo->algo == CommAlgo::kCopyEngine) plan.gemm_sms = r0.ctx->hardware().sm_count;
+      if (algo->algo == CommAlgo::kCopyEngine) plan.gemm_sms = r0.ctx->hardware().spec.sm_count;
     }
     if (const std::string why = r0.ctx->can_run(p, plan); !why.empty()) {
       state.SkipWithError(why.c_str());
@@ -563,7 +563,7 @@ void register_cases() {
         ->Unit(benchmark::kMicrosecond);
   };
   Hardware hw = builtin_hardware("h200");  // only for the tma mode's default comm_algo (independent of the GPU)
-  hw.sm_count = sms;
+  hw.spec.sm_count = sms;
   const int w = world_size();
   if (w < 1) return;
   // The /algo: baseline (the tma mode's mover on every SM) only in loopback: a real world's baseline is NCCL's.

@@ -250,7 +250,7 @@ std::optional<Plan> random_plan(const Context& ctx, const Problem& p, std::mt199
   const std::vector<Mode> modes = all_modes();
   for (int attempt = 0; attempt < 12; ++attempt) {
     const Mode mode = modes[rng() % modes.size()];
-    const int comm_sms = hw.sm_granularity * int(1 + rng() % 4);
+    const int comm_sms = hw.spec.sm_granularity * int(1 + rng() % 4);
     Plan plan = default_plan(mode, p, hw, comm_sms);
     if (mode_signals(mode)) {
       const int64_t tm = plan.tiles_m(p), tn = plan.tiles_n(p);
@@ -262,14 +262,14 @@ std::optional<Plan> random_plan(const Context& ctx, const Problem& p, std::mt199
         plan.tile_groups = band_groups(tm, tn, groups);
       }
       if (mode == Mode::kTileSignal) {
-        plan.gemm_sms = hw.sm_count - comm_sms;
+        plan.gemm_sms = hw.spec.sm_count - comm_sms;
         if (rng() % 4 == 0) plan.output = OutputLayout::kTileMajor;
       }
       if (mode == Mode::kTma) {
         plan.comm_algo = rng() % 2 ? CommAlgo::kTmaPush : CommAlgo::kTmaPull;
         if (rng() % 3 == 0) {
           plan.partitioned = false;
-          plan.gemm_sms = hw.sm_count - comm_sms;
+          plan.gemm_sms = hw.spec.sm_count - comm_sms;
         }
       }
     }

@@ -136,8 +136,9 @@ python3 scripts/results.py validation "$OV/headline.md" --problems "$OV/validate
 python3 - "$OV" <<'PY'
 import json, sys
 out = sys.argv[1]
-factor = json.load(open(f"{out}/profile-fit-only.json"))["operator_gemm_factor"]
-json.dump({"base": "h200", "operator_gemm_factor": factor}, open(f"{out}/profile-builtin-factor.json", "w"), indent=1)
+factor = json.load(open(f"{out}/profile-fit-only.json"))["fit"]["operator_gemm_factor"]
+json.dump({"base": "h200", "fit": {"operator_gemm_factor": factor}}, open(f"{out}/profile-builtin-factor.json", "w"),
+          indent=1)
 PY
 for name in builtin fit-only builtin+factor; do
   case $name in

@@ -21,7 +21,7 @@ void BM_AllSplitsAllModes(benchmark::State& state) {
   const ovl::Problem p = problem();
   std::vector<ovl::Plan> plans;
   for (ovl::Mode mode : ovl::all_modes()) {
-    for (int comm = hw.sm_granularity; comm < hw.sm_count; comm += hw.sm_granularity) {
+    for (int comm = hw.spec.sm_granularity; comm < hw.spec.sm_count; comm += hw.spec.sm_granularity) {
       plans.push_back(ovl::default_plan(mode, p, hw, comm));
     }
   }
@@ -45,7 +45,7 @@ void BM_AllSplitsAllModesWithPlans(benchmark::State& state) {
   for (auto _ : state) {
     double best = 1e300;
     for (ovl::Mode mode : ovl::all_modes()) {
-      for (int comm = hw.sm_granularity; comm < hw.sm_count; comm += hw.sm_granularity) {
+      for (int comm = hw.spec.sm_granularity; comm < hw.spec.sm_count; comm += hw.spec.sm_granularity) {
         best = std::min(best, ovl::estimate(p, ovl::default_plan(mode, p, hw, comm), hw).total_us);
       }
     }

@@ -136,26 +136,26 @@ PerByte per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int cta
   if (algo == CommAlgo::kCopyEngine) {
     // The copies (at the copy engines' rate, within HBM), then the owner's sum on `ctas` CTAs: one after the other.
     const double copies = k.link_bytes > 0 ? k.link_bytes / copy_engine_GBps(hw) : 0.0;
-    const double sum = k.cta_bytes > 0 ? k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) : 0.0;
+    const double sum = k.cta_bytes > 0 ? k.cta_bytes / std::min(hbm_GBps, ctas * hw.fit.per_cta_copy_GBps) : 0.0;
     t.shared = std::max(t.shared, copies) + sum;
-  } else if (hw.link_profile && world > 1) {
+  } else if (hw.emulation.link_profile && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
     // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
     // paced_cta_GBps, so together min(link, ctas x the transport's per-CTA rate) when the CTAs' shares are even.
-    const double moved = is_nccl(algo) ? hw.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
+    const double moved = is_nccl(algo) ? hw.fit.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
     t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
-    if (k.link_bytes > 0) t.link = k.link_bytes / (ctas * hw.link_profile->paced_cta_GBps(algo, ctas));
+    if (k.link_bytes > 0) t.link = k.link_bytes / (ctas * hw.emulation.link_profile->paced_cta_GBps(algo, ctas));
   } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
     // NCCL's protocol efficiency) caps them.
-    const double rate = std::min(hw.link_GBps * hw.nccl_efficiency, ctas * per_cta_GBps(algo, hw));
+    const double rate = std::min(hw.spec.link_GBps * hw.fit.nccl_efficiency, ctas * per_cta_GBps(algo, hw));
     if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / rate);
   } else {
     // TMA / SIMT: bandwidth = min(ctas x the algorithm's per-CTA rate, link, HBM share), each with its
     // data-movement factor. A world of one is a local copy, at the plain copy's per-CTA rate.
-    const double per_cta = world == 1 ? hw.per_cta_copy_GBps : per_cta_GBps(algo, hw);
+    const double per_cta = world == 1 ? hw.fit.per_cta_copy_GBps : per_cta_GBps(algo, hw);
     t.shared = std::max(t.shared, k.cta_bytes / (ctas * per_cta));
-    if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / hw.link_GBps);
+    if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / hw.spec.link_GBps);
   }
   t.shared /= kBytesPerUsPerGBps;
   t.link /= kBytesPerUsPerGBps;
@@ -173,7 +173,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   OVL_CHECK(nodes >= 1 && world % nodes == 0, "collective nodes = {} must divide world = {}", nodes, world);
   OVL_CHECK(hbm_GBps > 0, "collective HBM bandwidth {} GB/s must be positive", hbm_GBps);
   CollCost cost;
-  cost.launch_us = is_nccl(algo) ? hw.nccl_launch_us : hw.tma_launch_us;
+  cost.launch_us = is_nccl(algo) ? hw.fit.nccl_launch_us : hw.fit.tma_launch_us;
   if (world == 1 && is_nccl(algo)) {
     // NCCL with one rank: a device copy at HBM speed.
     cost.per_byte.shared = 2.0 / hbm_GBps / kBytesPerUsPerGBps;
@@ -184,8 +184,9 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   if (nodes == 1) {
     // Copy engines: ce's copies of an AllGather (the own rows' copy included), between NCCL's ready and completion
     // flags.
-    const CollCoeffs k = priced_coeffs(c, algo, ctas, world, hw.loopback_rank0, hw.link_profile.has_value());
-    cost.latency_us = k.steps * hw.link_latency_us;
+    const CollCoeffs k =
+        priced_coeffs(c, algo, ctas, world, hw.emulation.loopback_rank0, hw.emulation.link_profile.has_value());
+    cost.latency_us = k.steps * hw.fit.link_latency_us;
     cost.per_byte = per_byte_one_node(k, priced_algo(algo, ctas), world, ctas, hw, hbm_GBps);
     return cost;
   }
@@ -197,7 +198,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   // NCCL only (checked above): the loopback rank-0 traffic (TMA push) does not apply.
   const CollCoeffs rs = coll_coeffs(Collective::kReduceScatter, algo, g, /*loopback_rank0=*/false);
   const CollCoeffs ag = coll_coeffs(Collective::kAllGather, algo, g, /*loopback_rank0=*/false);
-  const double net_rate = std::min(hw.net_GBps * hw.nccl_efficiency, ctas * hw.nccl_per_cta_GBps);
+  const double net_rate = std::min(hw.spec.net_GBps * hw.fit.nccl_efficiency, ctas * hw.fit.nccl_per_cta_GBps);
   double intra = 0, net_bytes = 0, net_steps = 0, hbm_bytes = 0;
   switch (c) {
     case Collective::kAllReduce:
@@ -205,25 +206,25 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
               per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps).at();
       net_bytes = 2 * fn / g;
       net_steps = 2 * (n - 1);
-      cost.latency_us = (rs.steps + ag.steps) * hw.link_latency_us;
+      cost.latency_us = (rs.steps + ag.steps) * hw.fit.link_latency_us;
       hbm_bytes = rs.hbm_bytes + ag.hbm_bytes;
       break;
     case Collective::kReduceScatter:
       intra = per_byte_one_node(rs, algo, g, ctas, hw, hbm_GBps).at();
       net_bytes = fn / g;
       net_steps = n - 1;
-      cost.latency_us = rs.steps * hw.link_latency_us;
+      cost.latency_us = rs.steps * hw.fit.link_latency_us;
       hbm_bytes = rs.hbm_bytes;
       break;
     case Collective::kAllGather:
       intra = per_byte_one_node(ag, algo, g, ctas, hw, hbm_GBps).at();
       net_bytes = fn / g;
       net_steps = n - 1;
-      cost.latency_us = ag.steps * hw.link_latency_us;
+      cost.latency_us = ag.steps * hw.fit.link_latency_us;
       hbm_bytes = ag.hbm_bytes;
       break;
   }
-  cost.latency_us += net_steps * hw.net_latency_us;
+  cost.latency_us += net_steps * hw.fit.net_latency_us;
   cost.per_byte.shared =
       std::max(intra + net_bytes / net_rate / kBytesPerUsPerGBps, hbm_bytes / hbm_GBps / kBytesPerUsPerGBps);
   return cost;
@@ -349,12 +350,12 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   std::vector<CallAdjust> out(calls.size());
   const bool nccl = is_nccl(plan.comm_algo);
   const bool mover = is_tma_mover(plan.comm_algo);
-  if (!hw.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
+  if (!hw.emulation.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
   for (size_t i = 0; i < calls.size(); ++i) {
     out[i].factor = calls[i].factor;
-    if (nccl) out[i].extra_us = calls[i].pieces * hw.loopback_piece_us;
+    if (nccl) out[i].extra_us = calls[i].pieces * hw.fit.loopback_piece_us;
   }
-  if (!hw.link_profile || !mover) return out;
+  if (!hw.emulation.link_profile || !mover) return out;
   const int ctas = signaled_comm_ctas(plan, hw);  // the CTAs the executor launches the mover with
   // The load depends on the owners' row counts only: a call whose counts are the previous call's (equal groups, the
   // common case) has its load.
@@ -385,21 +386,21 @@ double per_cta_GBps(CommAlgo algo, const Hardware& hw) {
   switch (algo) {
     case CommAlgo::kNcclRing:
     case CommAlgo::kNcclNvls:
-      return hw.nccl_per_cta_GBps;
+      return hw.fit.nccl_per_cta_GBps;
     case CommAlgo::kTmaPush:
-      return hw.tma_push_per_cta_GBps;
+      return hw.fit.tma_push_per_cta_GBps;
     case CommAlgo::kTmaPull:
-      return hw.tma_pull_per_cta_GBps;
+      return hw.fit.tma_pull_per_cta_GBps;
     case CommAlgo::kCopyEngine:
-      return hw.per_cta_copy_GBps;  // the owner's sum: the only CTA work of ce
+      return hw.fit.per_cta_copy_GBps;  // the owner's sum: the only CTA work of ce
     case CommAlgo::kNcclSymmetric:
-      return hw.nccl_symmetric_per_cta_GBps;
+      return hw.fit.nccl_symmetric_per_cta_GBps;
   }
   OVL_FAIL("unknown collective algorithm");
 }
 
 double copy_engine_GBps(const Hardware& hw) {
-  return hw.copy_engine_GBps > 0 ? std::min(hw.copy_engine_GBps, hw.link_GBps) : hw.link_GBps;
+  return hw.fit.copy_engine_GBps > 0 ? std::min(hw.fit.copy_engine_GBps, hw.spec.link_GBps) : hw.spec.link_GBps;
 }
 
 }  // namespace ovl

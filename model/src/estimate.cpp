@@ -87,13 +87,13 @@ CommEstimate comm_estimate_from(double us, int64_t bytes, Collective c, int worl
 CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlgo algo, int ctas, const Hardware& hw,
                                  int nodes) {
   OVL_CHECK(bytes >= 0, "collective bytes = {} must not be negative", bytes);
-  const CollCost cost = detail::coll_cost(c, algo, world, nodes, ctas, hw, hw.hbm_GBps);
+  const CollCost cost = detail::coll_cost(c, algo, world, nodes, ctas, hw, hw.spec.hbm_GBps);
   return comm_estimate_from(cost.time_us(double(bytes)), bytes, c, world);
 }
 
 CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
   OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
-  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, hw, hw.hbm_GBps);
+  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, hw, hw.spec.hbm_GBps);
   CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
   e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written
   return e;
@@ -295,8 +295,9 @@ struct Contention {
   double stretch(const PipelineResult& r, const Hardware& hw) const {
     const double busy = std::max(r.gemm_busy_us, 1e-9);
     const double f = std::min(1.0, r.overlap_us / busy);
-    const double u_comm =
-        r.comm_busy_us > 0 ? std::min(1.0, comm_hbm_bytes / r.comm_busy_us / kBytesPerUsPerGBps / hw.hbm_GBps) : 0.0;
+    const double u_comm = r.comm_busy_us > 0
+                              ? std::min(1.0, comm_hbm_bytes / r.comm_busy_us / kBytesPerUsPerGBps / hw.spec.hbm_GBps)
+                              : 0.0;
     return 1.0 + (hbm_weight * u_comm + sm_extra) * f;
   }
 };
@@ -318,17 +319,17 @@ double gemm_hbm_GBps(const GemmTiming& g) { return g.hbm_bytes / g.body_us / kBy
 
 // The HBM the communication gets while the GEMM runs: what the GEMM leaves, but at least a fair half.
 double comm_hbm_share(const GemmTiming& g, const Hardware& hw) {
-  return std::max(hw.hbm_GBps - gemm_hbm_GBps(g), hw.hbm_GBps / 2);
+  return std::max(hw.spec.hbm_GBps - gemm_hbm_GBps(g), hw.spec.hbm_GBps / 2);
 }
 
 // `lost_sms_slowdown`: the GEMM's slowdown from SMs a concurrent kernel holds (cublas_lost_sms_slowdown), 0 for none.
 Contention make_contention(const GemmTiming& gemm, double lost_sms_slowdown, double comm_hbm_bytes,
                            const Hardware& hw) {
   Contention c;
-  const double u_gemm = std::min(1.0, gemm_hbm_GBps(gemm) / hw.hbm_GBps);
-  c.hbm_weight = hw.hbm_contention * u_gemm;
+  const double u_gemm = std::min(1.0, gemm_hbm_GBps(gemm) / hw.spec.hbm_GBps);
+  c.hbm_weight = hw.fit.hbm_contention * u_gemm;
   c.comm_hbm_bytes = comm_hbm_bytes;
-  c.sm_extra = hw.shared_sm_penalty * lost_sms_slowdown;
+  c.sm_extra = hw.fit.shared_sm_penalty * lost_sms_slowdown;
   return c;
 }
 
@@ -337,10 +338,11 @@ GemmShape shape_of(const Problem& p) { return GemmShape{p.m, p.n, p.k, p.dtype};
 // The per-byte coefficients of the plan's collective, priced as coll_cost prices it.
 detail::CollCoeffs plan_coeffs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw) {
   return detail::priced_coeffs(coll, plan.comm_algo, collective_ctas(plan, coll), problem.world,
-                               hw.loopback_rank0 && problem.nodes() == 1, hw.link_profile.has_value());
+                               hw.emulation.loopback_rank0 && problem.nodes() == 1,
+                               hw.emulation.link_profile.has_value());
 }
 
-// Every GEMM an overlap mode runs is timed in the operator regime (Hardware::operator_gemm_factor), sequential's
+// Every GEMM an overlap mode runs is timed in the operator regime (ModelParams::operator_gemm_factor), sequential's
 // cuBLAS too, so that the modes are ranked on one footing.
 constexpr GemmRegime kOp = GemmRegime::kOperator;
 
@@ -352,7 +354,7 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   // One call over every row, at its mover's link load (its factor is 1; the loopback's per-piece time is priced in
   // the calls of decomposed and the signaling modes only).
   const CollCost c = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(),
-                                       collective_ctas(plan, coll), hw, hw.hbm_GBps);
+                                       collective_ctas(plan, coll), hw, hw.spec.hbm_GBps);
   ModeEstimate e;
   e.gemm_alone_us = e.gemm_us = g.total_us();
   e.comm_alone_us = e.comm_us = e.exposed_comm_us =
@@ -373,14 +375,14 @@ CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const P
     return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
-  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.hbm_GBps)};
+  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.spec.hbm_GBps)};
 }
 
 // How long into a cuBLAS chunk (from its launch) a collective launched at the chunk's start waits for SMs
 // (cublas_tiles_before_comm), at the chunk's fractional time per tile (estimate_gemm's cuBLAS); -1: no wait. The
 // chunk runs with no collective beside it.
 double decomposed_grid_wait_us(const GemmTiming& chunk, int ctas, const Hardware& hw) {
-  const int64_t before = cublas_tiles_before_comm(chunk.tiles, chunk.sms, ctas, hw.sm_count);
+  const int64_t before = cublas_tiles_before_comm(chunk.tiles, chunk.sms, ctas, hw.spec.sm_count);
   return before == 0 ? -1.0 : chunk.launch_us + chunk.body_us * double(before) / double(chunk.tiles);
 }
 
@@ -394,7 +396,7 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
                           TileOrder::kSwizzle, hw, kOp);
   // NCCL on a second plain stream takes its CTAs' SMs from cuBLAS while it runs (none on the copy engines).
   const int ctas = collective_ctas(plan, coll);
-  const int conflict = std::max(0, plan.gemm_sms + ctas - hw.sm_count);
+  const int conflict = std::max(0, plan.gemm_sms + ctas - hw.spec.sm_count);
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
   const auto [busy, idle] =
@@ -446,7 +448,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   // Tile-major output with NCCL: a reorder kernel on `ctas` CTAs reads and writes each byte (per_cta_copy_GBps counts
   // both), within `hbm_GBps`.
   const auto reorder_per_byte = [&](double hbm_GBps, int ctas) {
-    return 2.0 / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+    return 2.0 / std::min(hbm_GBps, ctas * hw.fit.per_cta_copy_GBps) / kBytesPerUsPerGBps;
   };
   GroupComm gc;
   double comm_hbm_bytes = k.hbm_bytes * bytes;
@@ -464,24 +466,25 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       return std::max(2 * f / hbm_GBps, f / rate) / kBytesPerUsPerGBps;
     };
     // (AG+GEMM there leaves the copies comm_ctas SMs beside the GEMM, which waits for them.)
-    gc.start_at_us = hw.loopback && problem.world > 1 && coll != Collective::kAllGather ? gemm.total_us() : 0.0;
-    gc.fixed_us = problem.world > 1 ? hw.link_latency_us : 0.0;
+    gc.start_at_us =
+        hw.emulation.loopback && problem.world > 1 && coll != Collective::kAllGather ? gemm.total_us() : 0.0;
+    gc.fixed_us = problem.world > 1 ? hw.fit.link_latency_us : 0.0;
     gc.per_byte_busy.shared = copy_per_byte(share);
-    gc.per_byte_idle.shared = copy_per_byte(hw.hbm_GBps);
+    gc.per_byte_idle.shared = copy_per_byte(hw.spec.hbm_GBps);
     if (coll != Collective::kAllGather) {
       const int ctas = std::max(1, plan.comm_ctas);
       const auto sum_per_byte = [&](double hbm_GBps) {
-        return k.cta_bytes / std::min(hbm_GBps, ctas * hw.per_cta_copy_GBps) / kBytesPerUsPerGBps;
+        return k.cta_bytes / std::min(hbm_GBps, ctas * hw.fit.per_cta_copy_GBps) / kBytesPerUsPerGBps;
       };
       const bool ar = coll == Collective::kAllReduce;
-      if (ce_sums_per_group(plan, hw.sm_count)) {
+      if (ce_sums_per_group(plan, hw.spec.sm_count)) {
         // The grid leaves the sum its CTAs: each group's sum (a launch), and AllReduce's copies of it, follow the
         // group's copies, beside the GEMM.
-        gc.fixed_us += hw.launch_us + (ar ? gc.fixed_us : 0.0);
+        gc.fixed_us += hw.fit.launch_us + (ar ? gc.fixed_us : 0.0);
         gc.per_byte_busy.shared = (ar ? 2 : 1) * gc.per_byte_busy.shared + sum_per_byte(share);
-        gc.per_byte_idle.shared = (ar ? 2 : 1) * gc.per_byte_idle.shared + sum_per_byte(hw.hbm_GBps);
+        gc.per_byte_idle.shared = (ar ? 2 : 1) * gc.per_byte_idle.shared + sum_per_byte(hw.spec.hbm_GBps);
       } else {
-        after_us = hw.launch_us + bytes * sum_per_byte(hw.hbm_GBps);
+        after_us = hw.fit.launch_us + bytes * sum_per_byte(hw.spec.hbm_GBps);
         if (ar) after_us += gc.fixed_us + bytes * gc.per_byte_idle.shared;
       }
     }
@@ -492,23 +495,23 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
     gc.per_byte_idle = idle.per_byte;
     if (plan.output == OutputLayout::kTileMajor && problem.op != Op::kAllGatherGemm) {
       // Tile-major output: a reorder kernel makes each group contiguous for NCCL (read + write on the comm CTAs).
-      gc.fixed_us += hw.launch_us;
+      gc.fixed_us += hw.fit.launch_us;
       gc.reorder_per_byte_busy = reorder_per_byte(share, busy_ctas);
-      gc.reorder_per_byte_idle = reorder_per_byte(hw.hbm_GBps, plan.comm_ctas);
+      gc.reorder_per_byte_idle = reorder_per_byte(hw.spec.hbm_GBps, plan.comm_ctas);
       comm_hbm_bytes += 2.0 * bytes;
     }
   } else {
     // A persistent TMA kernel launched beside the GEMM polls the counters: per group the link latencies and the
     // mover's own per-group work (tma_group_us, paid by every CTA, so not divided among them).
     gc.start_at_us = busy.launch_us;
-    gc.fixed_us = busy.latency_us + hw.tma_group_us;
+    gc.fixed_us = busy.latency_us + hw.fit.tma_group_us;
     gc.per_byte_busy = busy.per_byte;
     gc.per_byte_idle = idle.per_byte;
   }
   // The GEMM's last wave: its CTAs without a tile have exited, so a collective starved of SMs beside the grid gets
   // theirs (up to comm_ctas), as the simulator's comm_ctas_now does.
   const int64_t last_wave_first = (gemm.waves - 1) * int64_t(grid);
-  const int tail_ctas = std::clamp(hw.sm_count - int(gemm.tiles - last_wave_first), busy_ctas,
+  const int tail_ctas = std::clamp(hw.spec.sm_count - int(gemm.tiles - last_wave_first), busy_ctas,
                                    std::max(busy_ctas, collective_ctas(plan, coll)));
   if (tail_ctas > busy_ctas && plan.comm_algo != CommAlgo::kCopyEngine) {  // ce's copies take no CTA
     gc.tail_first_tile = last_wave_first;

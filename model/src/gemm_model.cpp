@@ -70,7 +70,7 @@ HbmBytes gemm_hbm_bytes(const GemmShape& s, int64_t tiles_m, int64_t tiles_n, co
   const double e = dtype_bytes(s.dtype);
   const double k_bytes = double(s.k) * e;
   const double tiles = double(tiles_m * tiles_n);
-  const double l2 = hw.l2_bytes * kL2OperandShare;
+  const double l2 = hw.spec.l2_bytes * kL2OperandShare;
   // Largest block that fits the L2 share (bisection: panel bytes grow with the block), unless the tiles in
   // flight alone overflow it.
   double lo = 1;
@@ -105,7 +105,7 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
                        const Hardware& hw, GemmRegime regime, bool partition_penalty, TailPlan stream_k) {
   OVL_CHECK(shape.m > 0 && shape.n > 0 && shape.k > 0, "GEMM shape {}x{}x{} must be positive", shape.m, shape.n,
             shape.k);
-  OVL_CHECK(sms >= 1 && sms <= hw.sm_count, "GEMM sms = {} must be in [1, {}] (sm_count)", sms, hw.sm_count);
+  OVL_CHECK(sms >= 1 && sms <= hw.spec.sm_count, "GEMM sms = {} must be in [1, {}] (sm_count)", sms, hw.spec.sm_count);
   const TileShape tile = impl == GemmImpl::kCublas ? kCublasTile : tile_in;
   OVL_CHECK(tile.m > 0 && tile.n > 0, "GEMM tile {}x{} must be positive", tile.m, tile.n);
   const TileOrder walk = impl == GemmImpl::kCublas ? TileOrder::kSwizzle : order;
@@ -121,7 +121,7 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
   const double tile_flops = 2.0 * tile.m * tile.n * double(shape.k);
   const HbmBytes hbm = gemm_hbm_bytes(shape, tiles_m, tiles_n, tile, walk, std::min<int64_t>(sms, g.tiles), hw);
   g.hbm_bytes = hbm.operands + hbm.c;
-  const double rate = hw.matrix_tflops_per_sm * 1e6 * matrix_rate_scale(shape.dtype);
+  const double rate = hw.spec.matrix_tflops_per_sm * 1e6 * matrix_rate_scale(shape.dtype);
   // An FP8 k-block holds twice tile.k elements in the same bytes (ovl::kernels::gemm_tile_shape).
   const int64_t k_blocks = ceil_div(shape.k, is_fp8(shape.dtype) ? 2 * int64_t(tile.k) : int64_t(tile.k));
   if (impl == GemmImpl::kOvl) {
@@ -147,8 +147,9 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
     // The main loop waits on the operand loads that miss the L2 (gemm_l2_miss_cost): every tile loads its A and B
     // panels through the L2, the HBM reads above are the misses among them.
     const double loads = double(g.tiles) * double(tile.m + tile.n) * double(shape.k) * dtype_bytes(shape.dtype);
-    g.l2_miss_factor = 1.0 + hw.gemm_l2_miss_cost * std::clamp(hbm.operands / loads, 0.0, 1.0);
-    g.tile_us = tile_flops * g.clock_factor * g.l2_miss_factor / (rate * hw.gemm_efficiency) + hw.tile_epilogue_us;
+    g.l2_miss_factor = 1.0 + hw.fit.gemm_l2_miss_cost * std::clamp(hbm.operands / loads, 0.0, 1.0);
+    g.tile_us =
+        tile_flops * g.clock_factor * g.l2_miss_factor / (rate * hw.fit.gemm_efficiency) + hw.fit.tile_epilogue_us;
   } else {
     // cuBLAS balances its tail (its heuristics and stream-K), so from one wave of tiles on it scales with
     // tiles / sms and keeps every SM of the partition busy. With at most sms / 2 tiles it splits K (split-K) into s
@@ -156,9 +157,9 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
     // them): the s with the shortest time at the clock of its busy SMs, or one wave of whole tiles where none is
     // shorter. On a partition it may lose a further fixed fraction of its matrix rate (cublas_partition_penalty,
     // ramping in over the first granule of SMs removed; 0 on the H200 as measured).
-    const double removed = double(hw.sm_count - sms);
+    const double removed = double(hw.spec.sm_count - sms);
     const double penalty =
-        partition_penalty ? hw.cublas_partition_penalty * std::min(1.0, removed / hw.sm_granularity) : 0.0;
+        partition_penalty ? hw.fit.cublas_partition_penalty * std::min(1.0, removed / hw.spec.sm_granularity) : 0.0;
     g.waves_used = std::max(1.0, double(g.tiles) / sms);
     g.busy_sms = double(std::min<int64_t>(sms, g.tiles));
     g.clock_factor = matrix_clock_factor(hw, g.busy_sms);
@@ -171,18 +172,18 @@ GemmTiming gemm_timing(const GemmShape& shape, GemmImpl impl, int sms, const Til
         g.clock_factor = clock;
       }
     }
-    g.tile_us =
-        tile_flops * g.clock_factor * (1.0 + penalty) / (rate * hw.cublas_efficiency) + hw.cublas_tile_epilogue_us;
+    g.tile_us = tile_flops * g.clock_factor * (1.0 + penalty) / (rate * hw.fit.cublas_efficiency) +
+                hw.fit.cublas_tile_epilogue_us;
   }
   // The power state: inside an operator the SMs clock higher (or lower) than in a sustained stream of GEMMs, which
   // scales the matrix work and the epilogue alike; the HBM floor and the launch do not depend on the SM clock.
   g.tile_us *= gemm_regime_factor(hw, regime);
   g.compute_us = g.waves_used * g.tile_us;
   // An SM loads at most what one copy CTA moves: few SMs cannot pull the whole HBM bandwidth.
-  const double bw = std::min(hw.hbm_GBps, sms * hw.per_cta_copy_GBps) * kBytesPerUsPerGBps;
+  const double bw = std::min(hw.spec.hbm_GBps, sms * hw.fit.per_cta_copy_GBps) * kBytesPerUsPerGBps;
   g.memory_us = g.hbm_bytes / bw;
   g.body_us = std::max(g.compute_us, g.memory_us);
-  g.launch_us = hw.launch_us;
+  g.launch_us = hw.fit.launch_us;
   return g;
 }
 
@@ -193,7 +194,7 @@ namespace ovl {
 double matrix_rate_scale(DType dtype) { return dtype == DType::kFP32 ? 0.5 : is_fp8(dtype) ? 2.0 : 1.0; }
 
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime) {
-  return regime == GemmRegime::kOperator ? hw.operator_gemm_factor : 1.0;
+  return regime == GemmRegime::kOperator ? hw.fit.operator_gemm_factor : 1.0;
 }
 
 TailPlan choose_stream_k(int64_t tiles, int64_t k_blocks, int sms) {
@@ -247,9 +248,9 @@ bool choose_split_epilogue(int64_t tiles, int64_t k_blocks, int sms, bool b_mn_m
 }
 
 double matrix_clock_factor(const Hardware& hw, double busy_sms) {
-  if (hw.clock_exponent == 0.0) return 1.0;
-  const double busy = std::clamp(busy_sms, hw.clock_knee_sms, double(hw.sm_count));
-  return std::pow(busy / double(hw.sm_count), hw.clock_exponent);
+  if (hw.fit.clock_exponent == 0.0) return 1.0;
+  const double busy = std::clamp(busy_sms, hw.fit.clock_knee_sms, double(hw.spec.sm_count));
+  return std::pow(busy / double(hw.spec.sm_count), hw.fit.clock_exponent);
 }
 
 }  // namespace ovl

@@ -26,77 +26,119 @@ enum class Rule {
   kUnit,         // [0, 1]
 };
 
+template <typename Part>
 struct DoubleField {
   const char* name;
-  double Hardware::*member;
+  double Part::*member;
   Rule rule;
 };
 struct IntField {
   const char* name;
-  int Hardware::*member;
+  int DeviceSpec::*member;
 };
 
-// Every numeric field of Hardware, in declaration order: JSON I/O, validation and the field-by-field tests all
-// walk this one table, so a new field cannot be forgotten by one of them.
-constexpr IntField kIntFields[] = {
-    {"sm_count", &Hardware::sm_count},
-    {"sm_granularity", &Hardware::sm_granularity},
+// Every numeric field of the two parts JSON carries, in declaration order: JSON I/O, validation and the
+// field-by-field tests all walk these tables, so a new field cannot be forgotten by one of them.
+constexpr IntField kSpecIntFields[] = {
+    {"sm_count", &DeviceSpec::sm_count},
+    {"sm_granularity", &DeviceSpec::sm_granularity},
 };
-constexpr DoubleField kDoubleFields[] = {
-    {"clock_ghz", &Hardware::clock_ghz, Rule::kPositive},
-    {"matrix_tflops_per_sm", &Hardware::matrix_tflops_per_sm, Rule::kPositive},
-    {"hbm_GBps", &Hardware::hbm_GBps, Rule::kPositive},
-    {"l2_bytes", &Hardware::l2_bytes, Rule::kPositive},
-    {"smem_per_sm_bytes", &Hardware::smem_per_sm_bytes, Rule::kPositive},
-    {"link_GBps", &Hardware::link_GBps, Rule::kPositive},
-    {"link_latency_us", &Hardware::link_latency_us, Rule::kNonNegative},
-    {"per_cta_copy_GBps", &Hardware::per_cta_copy_GBps, Rule::kPositive},
-    {"copy_engine_GBps", &Hardware::copy_engine_GBps, Rule::kNonNegative},
-    {"tma_push_per_cta_GBps", &Hardware::tma_push_per_cta_GBps, Rule::kPositive},
-    {"tma_pull_per_cta_GBps", &Hardware::tma_pull_per_cta_GBps, Rule::kPositive},
-    {"simt_per_cta_GBps", &Hardware::simt_per_cta_GBps, Rule::kPositive},
-    {"net_GBps", &Hardware::net_GBps, Rule::kPositive},
-    {"net_latency_us", &Hardware::net_latency_us, Rule::kNonNegative},
-    {"gemm_efficiency", &Hardware::gemm_efficiency, Rule::kFraction},
-    {"gemm_l2_miss_cost", &Hardware::gemm_l2_miss_cost, Rule::kNonNegative},
-    {"cublas_efficiency", &Hardware::cublas_efficiency, Rule::kFraction},
-    {"cublas_partition_penalty", &Hardware::cublas_partition_penalty, Rule::kNonNegative},
-    {"launch_us", &Hardware::launch_us, Rule::kNonNegative},
-    {"tile_epilogue_us", &Hardware::tile_epilogue_us, Rule::kNonNegative},
-    {"cublas_tile_epilogue_us", &Hardware::cublas_tile_epilogue_us, Rule::kNonNegative},
-    {"clock_knee_sms", &Hardware::clock_knee_sms, Rule::kPositive},
-    {"clock_exponent", &Hardware::clock_exponent, Rule::kUnit},
-    {"operator_gemm_factor", &Hardware::operator_gemm_factor, Rule::kPositive},
-    {"nccl_efficiency", &Hardware::nccl_efficiency, Rule::kFraction},
-    {"nccl_per_cta_GBps", &Hardware::nccl_per_cta_GBps, Rule::kPositive},
-    {"nccl_symmetric_per_cta_GBps", &Hardware::nccl_symmetric_per_cta_GBps, Rule::kPositive},
-    {"nccl_launch_us", &Hardware::nccl_launch_us, Rule::kNonNegative},
-    {"tma_launch_us", &Hardware::tma_launch_us, Rule::kNonNegative},
-    {"tma_group_us", &Hardware::tma_group_us, Rule::kNonNegative},
-    {"nccl_group_us", &Hardware::nccl_group_us, Rule::kNonNegative},
-    {"loopback_piece_us", &Hardware::loopback_piece_us, Rule::kNonNegative},
-    {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, Rule::kPositive},
-    {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, Rule::kPositive},
-    {"beside_gemm_rate_factor", &Hardware::beside_gemm_rate_factor, Rule::kPositive},
-    {"hbm_contention", &Hardware::hbm_contention, Rule::kNonNegative},
-    {"shared_sm_penalty", &Hardware::shared_sm_penalty, Rule::kNonNegative},
+constexpr DoubleField<DeviceSpec> kSpecFields[] = {
+    {"clock_ghz", &DeviceSpec::clock_ghz, Rule::kPositive},
+    {"matrix_tflops_per_sm", &DeviceSpec::matrix_tflops_per_sm, Rule::kPositive},
+    {"hbm_GBps", &DeviceSpec::hbm_GBps, Rule::kPositive},
+    {"l2_bytes", &DeviceSpec::l2_bytes, Rule::kPositive},
+    {"smem_per_sm_bytes", &DeviceSpec::smem_per_sm_bytes, Rule::kPositive},
+    {"link_GBps", &DeviceSpec::link_GBps, Rule::kPositive},
+    {"net_GBps", &DeviceSpec::net_GBps, Rule::kPositive},
+};
+constexpr DoubleField<ModelParams> kFitFields[] = {
+    {"link_latency_us", &ModelParams::link_latency_us, Rule::kNonNegative},
+    {"net_latency_us", &ModelParams::net_latency_us, Rule::kNonNegative},
+    {"per_cta_copy_GBps", &ModelParams::per_cta_copy_GBps, Rule::kPositive},
+    {"copy_engine_GBps", &ModelParams::copy_engine_GBps, Rule::kNonNegative},
+    {"tma_push_per_cta_GBps", &ModelParams::tma_push_per_cta_GBps, Rule::kPositive},
+    {"tma_pull_per_cta_GBps", &ModelParams::tma_pull_per_cta_GBps, Rule::kPositive},
+    {"simt_per_cta_GBps", &ModelParams::simt_per_cta_GBps, Rule::kPositive},
+    {"gemm_efficiency", &ModelParams::gemm_efficiency, Rule::kFraction},
+    {"gemm_l2_miss_cost", &ModelParams::gemm_l2_miss_cost, Rule::kNonNegative},
+    {"cublas_efficiency", &ModelParams::cublas_efficiency, Rule::kFraction},
+    {"cublas_partition_penalty", &ModelParams::cublas_partition_penalty, Rule::kNonNegative},
+    {"launch_us", &ModelParams::launch_us, Rule::kNonNegative},
+    {"tile_epilogue_us", &ModelParams::tile_epilogue_us, Rule::kNonNegative},
+    {"cublas_tile_epilogue_us", &ModelParams::cublas_tile_epilogue_us, Rule::kNonNegative},
+    {"clock_knee_sms", &ModelParams::clock_knee_sms, Rule::kPositive},
+    {"clock_exponent", &ModelParams::clock_exponent, Rule::kUnit},
+    {"operator_gemm_factor", &ModelParams::operator_gemm_factor, Rule::kPositive},
+    {"nccl_efficiency", &ModelParams::nccl_efficiency, Rule::kFraction},
+    {"nccl_per_cta_GBps", &ModelParams::nccl_per_cta_GBps, Rule::kPositive},
+    {"nccl_symmetric_per_cta_GBps", &ModelParams::nccl_symmetric_per_cta_GBps, Rule::kPositive},
+    {"nccl_launch_us", &ModelParams::nccl_launch_us, Rule::kNonNegative},
+    {"tma_launch_us", &ModelParams::tma_launch_us, Rule::kNonNegative},
+    {"tma_group_us", &ModelParams::tma_group_us, Rule::kNonNegative},
+    {"nccl_group_us", &ModelParams::nccl_group_us, Rule::kNonNegative},
+    {"loopback_piece_us", &ModelParams::loopback_piece_us, Rule::kNonNegative},
+    {"overlap_nccl_rate_factor", &ModelParams::overlap_nccl_rate_factor, Rule::kPositive},
+    {"overlap_tma_rate_factor", &ModelParams::overlap_tma_rate_factor, Rule::kPositive},
+    {"beside_gemm_rate_factor", &ModelParams::beside_gemm_rate_factor, Rule::kPositive},
+    {"hbm_contention", &ModelParams::hbm_contention, Rule::kNonNegative},
+    {"shared_sm_penalty", &ModelParams::shared_sm_penalty, Rule::kNonNegative},
 };
 
-void check_double(const char* name, double v, Rule rule) {
-  OVL_CHECK(std::isfinite(v), "hardware field \"{}\" = {} must be finite", name, v);
+constexpr std::string_view kSpec = "spec", kFit = "fit";
+
+// The part a field belongs in ("spec" or "fit"), or empty for a name that is no field.
+std::string_view part_of(std::string_view key) {
+  auto named = [&](const auto& fields) {
+    return std::any_of(std::begin(fields), std::end(fields), [&](const auto& f) { return key == f.name; });
+  };
+  if (named(kSpecIntFields) || named(kSpecFields)) return kSpec;
+  if (named(kFitFields)) return kFit;
+  return {};
+}
+
+// Keys starting with "_" are notes for people beside the numbers, e.g. where a value came from.
+bool is_note(std::string_view key) { return !key.empty() && key.front() == '_'; }
+
+void check_double(std::string_view part, const char* name, double v, Rule rule) {
+  OVL_CHECK(std::isfinite(v), "hardware field \"{}.{}\" = {} must be finite", part, name, v);
   switch (rule) {
     case Rule::kPositive:
-      OVL_CHECK(v > 0, "hardware field \"{}\" = {} must be positive", name, v);
+      OVL_CHECK(v > 0, "hardware field \"{}.{}\" = {} must be positive", part, name, v);
       break;
     case Rule::kNonNegative:
-      OVL_CHECK(v >= 0, "hardware field \"{}\" = {} must not be negative", name, v);
+      OVL_CHECK(v >= 0, "hardware field \"{}.{}\" = {} must not be negative", part, name, v);
       break;
     case Rule::kFraction:
-      OVL_CHECK(v > 0 && v <= 1, "hardware field \"{}\" = {} must be in (0, 1]", name, v);
+      OVL_CHECK(v > 0 && v <= 1, "hardware field \"{}.{}\" = {} must be in (0, 1]", part, name, v);
       break;
     case Rule::kUnit:
-      OVL_CHECK(v >= 0 && v <= 1, "hardware field \"{}\" = {} must be in [0, 1]", name, v);
+      OVL_CHECK(v >= 0 && v <= 1, "hardware field \"{}.{}\" = {} must be in [0, 1]", part, name, v);
       break;
+  }
+}
+
+// The keys of one part's JSON object: its fields and notes; another part's field is refused with the part it
+// belongs in.
+void check_part_keys(const nlohmann::json& j, std::string_view part) {
+  OVL_CHECK(j.is_object(), "hardware field \"{}\" = {} is not an object", part, j.dump());
+  for (const auto& [key, value] : j.items()) {
+    if (is_note(key)) continue;
+    const std::string_view belongs = part_of(key);
+    if (belongs == part) continue;
+    OVL_CHECK(belongs.empty(), "hardware field \"{}.{}\" belongs in \"{}\", not in \"{}\"", part, key, belongs, part);
+    OVL_FAIL("hardware field \"{}.{}\" = {} is not a {} field", part, key, value.dump(), part);
+  }
+}
+
+template <typename Part, std::size_t N>
+void read_doubles(const nlohmann::json& j, std::string_view part, const DoubleField<Part> (&fields)[N], Part& out) {
+  for (const auto& f : fields) {
+    if (!j.contains(f.name)) continue;
+    const std::string path = fmt::format("{}.{}", part, f.name);
+    const double v = detail::as_number(j[f.name], path.c_str(), "hardware");
+    check_double(part, f.name, v, f.rule);
+    out.*f.member = v;
   }
 }
 
@@ -117,22 +159,26 @@ Hardware builtin(std::string_view stem) {
 }  // namespace
 
 void Hardware::validate() const {
-  OVL_CHECK(sm_count > 0, "hardware field \"sm_count\" = {} must be positive", sm_count);
-  OVL_CHECK(sm_granularity > 0, "hardware field \"sm_granularity\" = {} must be positive", sm_granularity);
+  OVL_CHECK(spec.sm_count > 0, "hardware field \"spec.sm_count\" = {} must be positive", spec.sm_count);
+  OVL_CHECK(spec.sm_granularity > 0, "hardware field \"spec.sm_granularity\" = {} must be positive",
+            spec.sm_granularity);
   // 132 SMs with 8-SM partitions is the normal Hopper case (16 groups and a remainder of 4), so sm_count need
   // not be a multiple of the granularity; the granularity must fit in the device.
-  OVL_CHECK(sm_granularity <= sm_count, "hardware field \"sm_granularity\" = {} exceeds sm_count = {}", sm_granularity,
-            sm_count);
-  for (const auto& f : kDoubleFields) check_double(f.name, this->*f.member, f.rule);
-  OVL_CHECK(clock_knee_sms <= sm_count, "hardware field \"clock_knee_sms\" = {} exceeds sm_count = {}",
-            clock_knee_sms, sm_count);
+  OVL_CHECK(spec.sm_granularity <= spec.sm_count,
+            "hardware field \"spec.sm_granularity\" = {} exceeds spec.sm_count = {}", spec.sm_granularity,
+            spec.sm_count);
+  for (const auto& f : kSpecFields) check_double(kSpec, f.name, spec.*f.member, f.rule);
+  for (const auto& f : kFitFields) check_double(kFit, f.name, fit.*f.member, f.rule);
+  OVL_CHECK(fit.clock_knee_sms <= spec.sm_count,
+            "hardware field \"fit.clock_knee_sms\" = {} exceeds spec.sm_count = {}", fit.clock_knee_sms, spec.sm_count);
 }
 
 std::string Hardware::summary() const {
   return fmt::format(
       "{}: {} SMs (partitions of {}), {:.3f} TFLOP/s per SM ({:.0f} total) at {:.2f} GHz, HBM {:.0f} GB/s, "
-      "L2 {:.0f} MiB, link {:.0f} GB/s ({:.2f} us), per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), "
-      "net {:.0f} GB/s ({:.1f} us); "
+      "L2 {:.0f} MiB, link {:.0f} GB/s, net {:.0f} GB/s; "
+      "fit: link latency {:.2f} us, net latency {:.1f} us, "
+      "per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), "
       "gemm eff {:.3f} (L2 miss cost {:.2f}), cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / "
       "{})^{:.3f}, "
       "operator GEMM x{:.3f}, "
@@ -142,35 +188,38 @@ std::string Hardware::summary() const {
       "tma launch {:.1f} us (per group {:.2f} us), "
       "overlapped comm rates x{:.3f} (nccl) / x{:.3f} (tma push), x{:.3f} beside the GEMM, hbm contention {:.2f}, "
       "shared-SM penalty {:.2f}",
-      name, sm_count, sm_granularity, matrix_tflops_per_sm, matrix_tflops(), clock_ghz, hbm_GBps, l2_bytes / kMiB,
-      link_GBps, link_latency_us, per_cta_copy_GBps, tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps,
-      net_GBps, net_latency_us, gemm_efficiency, gemm_l2_miss_cost, cublas_efficiency, cublas_partition_penalty,
-      clock_knee_sms, sm_count, clock_exponent, operator_gemm_factor, launch_us, tile_epilogue_us,
-      cublas_tile_epilogue_us, nccl_efficiency, nccl_per_cta_GBps, nccl_symmetric_per_cta_GBps, nccl_launch_us,
-      nccl_group_us, loopback_piece_us, tma_launch_us, tma_group_us, overlap_nccl_rate_factor, overlap_tma_rate_factor,
-      beside_gemm_rate_factor, hbm_contention, shared_sm_penalty);
+      name, spec.sm_count, spec.sm_granularity, spec.matrix_tflops_per_sm, matrix_tflops(), spec.clock_ghz,
+      spec.hbm_GBps, spec.l2_bytes / kMiB, spec.link_GBps, spec.net_GBps, fit.link_latency_us, fit.net_latency_us,
+      fit.per_cta_copy_GBps, fit.tma_push_per_cta_GBps, fit.tma_pull_per_cta_GBps, fit.simt_per_cta_GBps,
+      fit.gemm_efficiency, fit.gemm_l2_miss_cost, fit.cublas_efficiency, fit.cublas_partition_penalty,
+      fit.clock_knee_sms, spec.sm_count, fit.clock_exponent, fit.operator_gemm_factor, fit.launch_us,
+      fit.tile_epilogue_us, fit.cublas_tile_epilogue_us, fit.nccl_efficiency, fit.nccl_per_cta_GBps,
+      fit.nccl_symmetric_per_cta_GBps, fit.nccl_launch_us, fit.nccl_group_us, fit.loopback_piece_us, fit.tma_launch_us,
+      fit.tma_group_us, fit.overlap_nccl_rate_factor, fit.overlap_tma_rate_factor, fit.beside_gemm_rate_factor,
+      fit.hbm_contention, fit.shared_sm_penalty);
 }
 
 Hardware Hardware::overlapped_comm() const {
   Hardware h = *this;
-  h.nccl_per_cta_GBps *= overlap_nccl_rate_factor;
-  h.nccl_symmetric_per_cta_GBps *= overlap_nccl_rate_factor;
-  h.tma_push_per_cta_GBps *= overlap_tma_rate_factor;
+  h.fit.nccl_per_cta_GBps *= fit.overlap_nccl_rate_factor;
+  h.fit.nccl_symmetric_per_cta_GBps *= fit.overlap_nccl_rate_factor;
+  h.fit.tma_push_per_cta_GBps *= fit.overlap_tma_rate_factor;
   return h;
 }
 
 Hardware Hardware::beside_gemm_comm() const {
   Hardware h = overlapped_comm();
-  h.nccl_per_cta_GBps *= beside_gemm_rate_factor;
-  h.nccl_symmetric_per_cta_GBps *= beside_gemm_rate_factor;
-  h.tma_push_per_cta_GBps *= beside_gemm_rate_factor;
+  h.fit.nccl_per_cta_GBps *= fit.beside_gemm_rate_factor;
+  h.fit.nccl_symmetric_per_cta_GBps *= fit.beside_gemm_rate_factor;
+  h.fit.tma_push_per_cta_GBps *= fit.beside_gemm_rate_factor;
   return h;
 }
 
 std::vector<std::string> hardware_field_names() {
   std::vector<std::string> names;
-  for (const auto& f : kIntFields) names.emplace_back(f.name);
-  for (const auto& f : kDoubleFields) names.emplace_back(f.name);
+  for (const auto& f : kSpecIntFields) names.push_back(fmt::format("{}.{}", kSpec, f.name));
+  for (const auto& f : kSpecFields) names.push_back(fmt::format("{}.{}", kSpec, f.name));
+  for (const auto& f : kFitFields) names.push_back(fmt::format("{}.{}", kFit, f.name));
   return names;
 }
 
@@ -213,70 +262,80 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
             to_string(share));
   Hardware h = base;
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
-  h.loopback = true;
-  h.copy_engine_GBps = 0;  // same-device copies (on SMs): the loopback's link rate
+  h.emulation.loopback = true;
+  h.fit.copy_engine_GBps = 0;  // same-device copies (on SMs): the loopback's link rate
   if (share == LoopbackShare::kWholeWorld) {
-    h.hbm_GBps = base.hbm_GBps / world;
-    h.link_GBps = base.hbm_GBps / (2.0 * world);
+    h.spec.hbm_GBps = base.spec.hbm_GBps / world;
+    h.spec.link_GBps = base.spec.hbm_GBps / (2.0 * world);
     // The benchmark's CTA count drives all W ranks' shares at once: each rank's share gets 1/W of every CTA.
-    h.per_cta_copy_GBps = base.per_cta_copy_GBps / world;
-    h.tma_push_per_cta_GBps = base.tma_push_per_cta_GBps / world;
-    h.tma_pull_per_cta_GBps = base.tma_pull_per_cta_GBps / world;
-    h.simt_per_cta_GBps = base.simt_per_cta_GBps / world;
+    h.fit.per_cta_copy_GBps = base.fit.per_cta_copy_GBps / world;
+    h.fit.tma_push_per_cta_GBps = base.fit.tma_push_per_cta_GBps / world;
+    h.fit.tma_pull_per_cta_GBps = base.fit.tma_pull_per_cta_GBps / world;
+    h.fit.simt_per_cta_GBps = base.fit.simt_per_cta_GBps / world;
   } else {
-    h.link_GBps = base.hbm_GBps;
-    h.loopback_rank0 = true;
+    h.spec.link_GBps = base.spec.hbm_GBps;
+    h.emulation.loopback_rank0 = true;
     // An NCCL-algorithm call is the SIMT loopback kernel here (coll_coeffs): its CTAs move bytes at the SIMT
     // kernel's per-CTA rate, and it launches as a plain kernel.
-    h.nccl_per_cta_GBps = base.simt_per_cta_GBps;
-    h.nccl_launch_us = base.tma_launch_us;
+    h.fit.nccl_per_cta_GBps = base.fit.simt_per_cta_GBps;
+    h.fit.nccl_launch_us = base.fit.tma_launch_us;
   }
-  h.link_latency_us = std::min(base.link_latency_us, 0.5);
-  h.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself
+  h.fit.link_latency_us = std::min(base.fit.link_latency_us, 0.5);
+  h.fit.nccl_efficiency = 1.0;  // nothing to lose to a link protocol: the "link" is the memory system itself
   if (link) {
     // Paced: the peers' bytes cross a link of the profile's rate, with its latency per step (comm_model.cpp).
     link->validate();
     h.name = fmt::format("{} loopback x{} (rank0, paced: {})", base.name, world, link->name);
-    h.link_profile = link;
-    h.link_GBps = link->link_GBps;
-    h.link_latency_us = link->latency_us;
+    h.emulation.link_profile = link;
+    h.spec.link_GBps = link->link_GBps;
+    h.fit.link_latency_us = link->latency_us;
   }
   return h;
 }
 
-int nccl_default_ctas(const Hardware& hw) { return hw.link_profile ? hw.link_profile->nccl_ctas : kDefaultNcclCtas; }
+int nccl_default_ctas(const Hardware& hw) {
+  return hw.emulation.link_profile ? hw.emulation.link_profile->nccl_ctas : kDefaultNcclCtas;
+}
 
 void to_json(nlohmann::json& j, const Hardware& h) {
   j = nlohmann::json::object();
   j["name"] = h.name;
-  for (const auto& f : kIntFields) j[f.name] = h.*f.member;
-  for (const auto& f : kDoubleFields) j[f.name] = h.*f.member;
+  nlohmann::json& spec = j[kSpec] = nlohmann::json::object();
+  for (const auto& f : kSpecIntFields) spec[f.name] = h.spec.*f.member;
+  for (const auto& f : kSpecFields) spec[f.name] = h.spec.*f.member;
+  nlohmann::json& fit = j[kFit] = nlohmann::json::object();
+  for (const auto& f : kFitFields) fit[f.name] = h.fit.*f.member;
 }
 
 void from_json(const nlohmann::json& j, Hardware& h) {
   OVL_CHECK(j.is_object(), "hardware JSON must be an object, got {}", j.dump());
+  for (const auto& [key, value] : j.items()) {
+    if (key == "name" || key == "base" || key == "comment" || key == kSpec || key == kFit || is_note(key)) continue;
+    const std::string_view part = part_of(key);
+    // A profile written before the fields were parted names them at the top level.
+    OVL_CHECK(part.empty(),
+              "hardware field \"{}\" is at the top level: move it into \"{}\" ({}); a profile reads "
+              "{{\"name\": ..., \"spec\": {{...}}, \"fit\": {{...}}}}",
+              key, part, part == kSpec ? "the device's facts" : "the model's parameters");
+    OVL_FAIL("hardware field \"{}\" = {} is not a Hardware field", key, value.dump());
+  }
   Hardware out = h;
   if (j.contains("base")) out = builtin_hardware(detail::read_string(j, "base", "hardware"));
   if (j.contains("name")) out.name = detail::read_string(j, "name", "hardware");
-  for (const auto& f : kIntFields) {
-    if (!j.contains(f.name)) continue;
-    const int v = detail::read_int32(j, f.name, "hardware");
-    OVL_CHECK(v > 0, "hardware field \"{}\" = {} must be positive", f.name, v);
-    out.*f.member = v;
+  if (const auto spec = j.find(kSpec); spec != j.end()) {
+    check_part_keys(*spec, kSpec);
+    for (const auto& f : kSpecIntFields) {
+      if (!spec->contains(f.name)) continue;
+      const std::string path = fmt::format("{}.{}", kSpec, f.name);
+      const int v = detail::as_int32((*spec)[f.name], path.c_str(), "hardware");
+      OVL_CHECK(v > 0, "hardware field \"{}\" = {} must be positive", path, v);
+      out.spec.*f.member = v;
+    }
+    read_doubles(*spec, kSpec, kSpecFields, out.spec);
   }
-  for (const auto& f : kDoubleFields) {
-    if (!j.contains(f.name)) continue;
-    const double v = detail::read_number(j, f.name, "hardware");
-    check_double(f.name, v, f.rule);
-    out.*f.member = v;
-  }
-  for (const auto& [key, value] : j.items()) {
-    // Keys starting with "_" (and "comment") are notes for people, e.g. where a calibrated value came from.
-    const bool known =
-        key == "name" || key == "base" || key == "comment" || key.rfind('_', 0) == 0 ||
-        std::any_of(std::begin(kIntFields), std::end(kIntFields), [&](auto& f) { return key == f.name; }) ||
-        std::any_of(std::begin(kDoubleFields), std::end(kDoubleFields), [&](auto& f) { return key == f.name; });
-    OVL_CHECK(known, "hardware field \"{}\" = {} is not a Hardware field", key, value.dump());
+  if (const auto fit = j.find(kFit); fit != j.end()) {
+    check_part_keys(*fit, kFit);
+    read_doubles(*fit, kFit, kFitFields, out.fit);
   }
   out.validate();
   h = out;
@@ -300,8 +359,11 @@ Hardware load_hardware(const std::string& path) {
 void save_hardware(const Hardware& h, const std::string& path) {
   std::ofstream out(path);
   OVL_CHECK(out.good(), "cannot write hardware profile \"{}\"", path);
-  nlohmann::json j = h;
-  out << j.dump(2) << "\n";
+  // The name first, then the device's facts, then the model's parameters (nlohmann::json itself sorts its keys).
+  const nlohmann::json j = h;
+  nlohmann::ordered_json ordered;
+  for (const char* key : {"name", "spec", "fit"}) ordered[key] = j.at(key);
+  out << ordered.dump(2) << "\n";
   OVL_CHECK(out.good(), "writing hardware profile \"{}\" failed", path);
 }
 

@@ -41,7 +41,7 @@ struct GemmTiming {
   double tile_start_us(int64_t i) const { return double(i / sms) * wave_us(); }
 };
 
-// `regime`: kOperator multiplies the compute time (tile_us) by hw.operator_gemm_factor (the GEMM inside an overlap
+// `regime`: kOperator multiplies the compute time (tile_us) by hw.fit.operator_gemm_factor (the GEMM inside an overlap
 // operator); the launch and the HBM floor are the same in both regimes.
 // `partition_penalty`: apply cublas_partition_penalty when cuBLAS runs on fewer than sm_count SMs (a green-context
 // partition); off when a cuBLAS kernel merely loses SMs to a concurrent kernel.
@@ -57,10 +57,10 @@ struct CollCoeffs {
   double hbm_bytes = 0;   // local HBM traffic (read + write) per buffer byte
   double steps = 0;       // dependent link latencies on the critical path
 };
-// loopback_rank0: the bytes the loopback emulation of rank 0's share moves (Hardware::loopback_rank0), which for
+// loopback_rank0: the bytes the loopback emulation of rank 0's share moves (Emulation::loopback_rank0), which for
 // tma-push differ from a real rank's (the emulation zeroes rank 0's pieces and adds all W sources into them, and
 // copies the other owners' pieces in, as rank 0's pull would).
-// paced (with loopback_rank0: Hardware::link_profile): an NCCL-algorithm call's SIMT play counts the ring's link
+// paced (with loopback_rank0: Emulation::link_profile): an NCCL-algorithm call's SIMT play counts the ring's link
 // bytes and steps (its peers' bytes cross the paced link) beside the bytes it moves in HBM (cta_bytes).
 CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced = false);
 // The algorithm a call on `ctas` CTAs is priced as: nccl-symmetric on no CTA (CtaPolicy::kZero, collective_ctas) is

@@ -47,8 +47,8 @@ std::string modes_where(Pred pred) {
 void Plan::validate(const Problem& problem, const Hardware& hw) const {
   problem.validate();
   hw.validate();
-  const int sms = hw.sm_count;
-  const int gran = hw.sm_granularity;
+  const int sms = hw.spec.sm_count;
+  const int gran = hw.spec.sm_granularity;
   const std::string_view mode_name = to_string(mode);
   const ModeTraits& traits = mode_traits(mode);
   const AlgoTraits& algo = algo_traits(comm_algo);
@@ -105,7 +105,7 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
     // NCCL's symmetric kernels: whole-buffer AllReduce, ReduceScatter and AllGather over distinct GPUs of one node,
     // on at most kNcclSymmetricMaxCtas CTAs. The executors cut GEMM+RS and AG+GEMM into units other than the whole
     // buffer with one ncclReduce / ncclBroadcast per owner, which those kernels do not cover.
-    OVL_CHECK(!hw.loopback || problem.world == 1,
+    OVL_CHECK(!hw.emulation.loopback || problem.world == 1,
               "plan field \"comm_algo\" = nccl-symmetric needs NCCL across distinct GPUs; a loopback world of {} ranks "
               "has no NCCL communicator",
               problem.world);
@@ -346,7 +346,7 @@ Hardware comm_hardware(const Hardware& hw, Mode mode, bool beside_gemm) {
   return beside_gemm ? hw.beside_gemm_comm() : hw.overlapped_comm();
 }
 
-double signaled_group_us(const Hardware& hw) { return hw.tma_launch_us + hw.nccl_group_us; }
+double signaled_group_us(const Hardware& hw) { return hw.fit.tma_launch_us + hw.fit.nccl_group_us; }
 
 namespace {
 // The collective runs on SMs of its own beside the whole GEMM: a persistent collective kernel (tma) or AG+GEMM's
@@ -354,7 +354,7 @@ namespace {
 // same-device copies, which run on SMs (core/src/executor_ce.cpp).
 bool comm_beside_whole_gemm(const Plan& plan, const Problem& problem, const Hardware& hw) {
   if (algo_traits(plan.comm_algo).copy_engines)
-    return problem.op == Op::kAllGatherGemm && hw.loopback && problem.world > 1;
+    return problem.op == Op::kAllGatherGemm && hw.emulation.loopback && problem.world > 1;
   return mode_traits(plan.mode).persistent_comm || problem.op == Op::kAllGatherGemm;
 }
 }  // namespace
@@ -366,7 +366,7 @@ bool runs_partitioned(const Plan& plan) {
 int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware& hw, int partition_sms) {
   OVL_CHECK(mode_signals(plan.mode), "signaled_gemm_grid: mode {} does not run the signaling GEMM",
             to_string(plan.mode));
-  const int sms = hw.sm_count;
+  const int sms = hw.spec.sm_count;
   const int gemm_sms = plan.gemm_sms > 0 ? std::min(plan.gemm_sms, sms) : sms;
   if (runs_partitioned(plan)) return partition_sms > 0 ? std::min(gemm_sms, partition_sms) : gemm_sms;
   if (comm_beside_whole_gemm(plan, problem, hw))
@@ -379,7 +379,7 @@ int signaled_gemm_grid(const Plan& plan, const Problem& problem, const Hardware&
 
 int signaled_comm_ctas(const Plan& plan, const Hardware& hw, int partition_sms) {
   if (runs_partitioned(plan)) return partition_sms > 0 ? std::min(plan.comm_ctas, partition_sms) : plan.comm_ctas;
-  if (mode_traits(plan.mode).persistent_comm) return std::min(plan.comm_ctas, hw.sm_count - 1);
+  if (mode_traits(plan.mode).persistent_comm) return std::min(plan.comm_ctas, hw.spec.sm_count - 1);
   return plan.comm_ctas;
 }
 
@@ -397,24 +397,24 @@ int comm_ctas_beside_gemm(const Plan& plan, const Problem& problem, const Hardwa
   const int ctas = collective_ctas(plan, collective_of(problem.op));
   if (ctas == 0) return 0;  // the copy engines
   if (!mode_signals(plan.mode) || runs_partitioned(plan) || comm_beside_whole_gemm(plan, problem, hw)) return ctas;
-  return std::clamp(hw.sm_count - signaled_gemm_grid(plan, problem, hw), 1, ctas);
+  return std::clamp(hw.spec.sm_count - signaled_gemm_grid(plan, problem, hw), 1, ctas);
 }
 
 Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int comm_sms) {
   problem.validate();
   hw.validate();
-  OVL_CHECK(comm_sms >= 0 && comm_sms <= hw.sm_count, "default_plan: comm_sms = {} must be in [0, {}]", comm_sms,
-            hw.sm_count);
+  OVL_CHECK(comm_sms >= 0 && comm_sms <= hw.spec.sm_count, "default_plan: comm_sms = {} must be in [0, {}]", comm_sms,
+            hw.spec.sm_count);
   Plan p;
   p.mode = mode;
-  p.gemm_sms = hw.sm_count;
+  p.gemm_sms = hw.spec.sm_count;
   const int nccl_ctas = nccl_default_ctas(hw);
   // A paced loopback's sequential collective runs on NCCL's CTA count whatever comm_sms says: that is what a node's
   // NCCL does alone after the GEMM (docs/overlap.md, "Paced loopback"); on every SM it would be no node's baseline.
-  const bool nccl_own = comm_sms == 0 || (mode == Mode::kSequential && hw.link_profile.has_value());
+  const bool nccl_own = comm_sms == 0 || (mode == Mode::kSequential && hw.emulation.link_profile.has_value());
   const int ctas = nccl_own ? nccl_ctas : comm_sms;
   p.comm_algo = CommAlgo::kNcclRing;
-  p.comm_ctas = std::min(ctas, hw.sm_count);
+  p.comm_ctas = std::min(ctas, hw.spec.sm_count);
   p.comm_sms = p.comm_ctas;
   const int64_t tm = p.tiles_m(problem);
   const int64_t tn = p.tiles_n(problem);
@@ -436,14 +436,15 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
   if (!nccl_mode) p.comm_algo = CommAlgo::kTmaPush;
   if (traits.partitioning != Partitioning::kNever) {
     // Disjoint partitions: round the communication SMs up to the granularity (at least one group).
-    const int gran = hw.sm_granularity;
+    const int gran = hw.spec.sm_granularity;
     int c = comm_sms > 0 ? comm_sms : (nccl_mode ? nccl_ctas : gran);
     c = std::max(gran, (c + gran - 1) / gran * gran);
-    OVL_CHECK(c < hw.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c, hw.sm_count);
+    OVL_CHECK(c < hw.spec.sm_count, "default_plan: comm_sms = {} leaves no SMs for the GEMM on {} SMs", c,
+              hw.spec.sm_count);
     p.partitioned = true;
     p.comm_sms = c;
     p.comm_ctas = c;
-    p.gemm_sms = hw.sm_count - c;
+    p.gemm_sms = hw.spec.sm_count - c;
   }
   return p;
 }

@@ -20,10 +20,13 @@ if os.environ.get("OVL_IMPORT_TORCH", "1") != "0" and importlib.util.find_spec("
 from . import _ovl
 from ._ovl import (  # noqa: F401  (re-exported)
     CalibrationResult,
+    DeviceSpec,
+    Emulation,
     Error,
     Hardware,
     Interval,
     ModeEstimate,
+    ModelParams,
     Plan,
     PlanAlternative,
     PlannerOptions,

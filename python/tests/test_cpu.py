@@ -92,13 +92,18 @@ def test_estimate():
 def test_hardware_fields_and_round_trip(tmp_path):
     assert "h200" in ovl.Hardware.builtin_names()
     hw = ovl.Hardware.builtin("h200")
-    for name in ovl.Hardware.field_names():
-        assert isinstance(getattr(hw, name), (int, float)), f"Hardware.{name} is not bound (python/src/module.cpp)"
-    hw.hbm_GBps = 4000.0
+    for path in ovl.Hardware.field_names():  # "spec.sm_count", "fit.gemm_efficiency", ...
+        part, name = path.split(".")
+        assert isinstance(getattr(getattr(hw, part), name), (int, float)), f"{path}: not bound (python/src/module.cpp)"
+    hw.spec.hbm_GBps = 4000.0  # the parts are the profile's own, not copies
+    hw.fit.gemm_efficiency = 0.6
+    assert hw.spec.hbm_GBps == 4000.0 and hw.to_dict()["fit"]["gemm_efficiency"] == 0.6
+    assert set(hw.to_dict()) == {"name", "spec", "fit"}
+    assert not hw.emulation.loopback and hw.loopback(8, "rank0").emulation.loopback_rank0
     path = tmp_path / "hw.json"
     hw.save(str(path))
     again = ovl.Hardware.load(str(path))
-    assert again.hbm_GBps == 4000.0 and again.sm_count == hw.sm_count
+    assert again.spec.hbm_GBps == 4000.0 and again.spec.sm_count == hw.spec.sm_count
     assert json.loads(again.to_json()) == json.loads(hw.to_json())
     slower = ovl.plan(**SHAPE, profile=path)
     assert slower.predicted_us > 0
@@ -116,9 +121,11 @@ def test_errors_carry_the_message():
     with pytest.raises(ovl.Error):
         ovl.Hardware.load("/nonexistent/profile.json")
     hw = ovl.Hardware.builtin("h200")
-    hw.gemm_efficiency = 1.5
-    with pytest.raises(ovl.Error, match="gemm_efficiency"):
+    hw.fit.gemm_efficiency = 1.5
+    with pytest.raises(ovl.Error, match="fit.gemm_efficiency"):
         hw.validate()
+    with pytest.raises(ovl.Error, match='"sm_count" is at the top level: move it into "spec"'):
+        ovl.Hardware.from_json({"sm_count": 132})
 
 
 def _bench(name, us):
@@ -143,7 +150,7 @@ def test_validate_and_calibrate(tmp_path):
     c = ovl.calibrate([path], output=out)
     assert c.measurements == 3
     assert isinstance(c.hardware, ovl.Hardware)
-    assert ovl.Hardware.load(str(out)).sm_count == c.hardware.sm_count
+    assert ovl.Hardware.load(str(out)).spec.sm_count == c.hardware.spec.sm_count
     with pytest.raises(ovl.Error, match="missing.json"):
         ovl.validate(tmp_path / "missing.json")
 

@@ -34,11 +34,11 @@ def plans(ctx, problem):
             continue
         plan = ovl.default_plan(mode, problem, hw, 16)
         if mode == "tile-signal":
-            plan.gemm_sms = hw.sm_count - 16
+            plan.gemm_sms = hw.spec.sm_count - 16
         out.append(plan)
     if problem.op != "allgather-gemm":
         shared = ovl.default_plan("tma", problem, hw, 16)
-        shared.partitioned, shared.gemm_sms, shared.comm_algo = False, hw.sm_count - 16, "tma-pull"
+        shared.partitioned, shared.gemm_sms, shared.comm_algo = False, hw.spec.sm_count - 16, "tma-pull"
         out.append(shared)
     return out
 

@@ -159,4 +159,4 @@ def test_profile_argument(tmp_path):
     assert context._profile("h100").name == ovl.Hardware.builtin("h100").name
     path = tmp_path / "p.json"
     ovl.Hardware.builtin("h200").save(str(path))
-    assert context._profile(path).sm_count == ovl.Hardware.builtin("h200").sm_count
+    assert context._profile(path).spec.sm_count == ovl.Hardware.builtin("h200").spec.sm_count

@@ -25,23 +25,23 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   if (mode_signals(plan.mode))
     gemm_sms = signaled_gemm_grid(plan, problem, hw);
   else if (plan.gemm_sms > 0)
-    gemm_sms = std::min(plan.gemm_sms, hw.sm_count);
+    gemm_sms = std::min(plan.gemm_sms, hw.spec.sm_count);
   else
-    gemm_sms = partitioned ? std::max(hw.sm_granularity, hw.sm_count - plan.comm_sms) : hw.sm_count;
+    gemm_sms = partitioned ? std::max(hw.spec.sm_granularity, hw.spec.sm_count - plan.comm_sms) : hw.spec.sm_count;
   // At least 1 in a valid plan, but 0 on the copy engines (nccl-symmetric's AllGather under CTA policy zero).
   comm_ctas = collective_ctas(plan, collective_of(problem.op));
   cublas = !mode_signals(plan.mode) && unsignaled_gemm_impl(problem.dtype) == GemmImpl::kCublas;
-  const double efficiency = cublas ? hw.cublas_efficiency : hw.gemm_efficiency;
+  const double efficiency = cublas ? hw.fit.cublas_efficiency : hw.fit.gemm_efficiency;
   // The GEMM as the closed-form model estimates it (one decomposed chunk, or the whole GEMM): its HBM demand alone
   // (for the HBM contention term: its HBM bytes over its body time, over the device's bandwidth), its L2 misses and
   // the SMs its kernel keeps busy.
   GemmShape shape{problem.m, problem.n, problem.k, problem.dtype};
   if (mode_traits(plan.mode).units == ModeUnits::kChunks && plan.chunks > 1)
     shape.m = std::max<int64_t>(1, problem.m / plan.chunks);
-  const GemmEstimate g = estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl,
-                                       std::clamp(gemm_sms, 1, hw.sm_count), plan.tile, plan.tile_order, hw,
-                                       GemmRegime::kOperator);
-  gemm_hbm_util = std::min(1.0, g.hbm_bytes / std::max(g.us - hw.launch_us, 1e-9) / 1e3 / hw.hbm_GBps);
+  const GemmEstimate g =
+      estimate_gemm(shape, cublas ? GemmImpl::kCublas : GemmImpl::kOvl, std::clamp(gemm_sms, 1, hw.spec.sm_count),
+                    plan.tile, plan.tile_order, hw, GemmRegime::kOperator);
+  gemm_hbm_util = std::min(1.0, g.hbm_bytes / std::max(g.us - hw.fit.launch_us, 1e-9) / 1e3 / hw.spec.hbm_GBps);
   cublas_tiles = std::max<int64_t>(1, g.tiles);
   cublas_sms = std::min(double(gemm_sms), double(cublas_tiles) / g.waves_used);
   // TFLOP/s per SM -> FLOPs per ns: x 1e12 / 1e9. The per-SM rate also depends on how many SMs run matrix work
@@ -54,19 +54,19 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   const int64_t waves = (tiles + gemm_sms - 1) / gemm_sms;
   const double busy = cublas ? g.busy_sms : double(tiles) / double(waves);
   const double regime = gemm_regime_factor(hw, GemmRegime::kOperator);
-  per_sm_flops_per_ns = hw.matrix_tflops_per_sm * 1e3 * matrix_rate_scale(problem.dtype) * efficiency /
+  per_sm_flops_per_ns = hw.spec.matrix_tflops_per_sm * 1e3 * matrix_rate_scale(problem.dtype) * efficiency /
                         (matrix_clock_factor(hw, busy) * g.l2_miss_factor * regime);
-  tile_epilogue_us = (cublas ? hw.cublas_tile_epilogue_us : hw.tile_epilogue_us) * regime;
+  tile_epilogue_us = (cublas ? hw.fit.cublas_tile_epilogue_us : hw.fit.tile_epilogue_us) * regime;
 
   // GB/s = bytes per ns.
   sm = engine.add_resource("gpu0 sm pool", ResourceKind::kSmPool, 0, gemm_sms * per_sm_flops_per_ns);
-  hbm = engine.add_resource("gpu0 hbm", ResourceKind::kHbm, 0, hw.hbm_GBps);
+  hbm = engine.add_resource("gpu0 hbm", ResourceKind::kHbm, 0, hw.spec.hbm_GBps);
   if (problem.world > 1) {
-    tx = engine.add_resource("gpu0 nvlink tx", ResourceKind::kLinkTx, 0, hw.link_GBps);
-    rx = engine.add_resource("gpu0 nvlink rx", ResourceKind::kLinkRx, 0, hw.link_GBps);
+    tx = engine.add_resource("gpu0 nvlink tx", ResourceKind::kLinkTx, 0, hw.spec.link_GBps);
+    rx = engine.add_resource("gpu0 nvlink rx", ResourceKind::kLinkRx, 0, hw.spec.link_GBps);
   }
   // The node's network link, as the representative GPU's share of it (net_GBps per GPU per direction).
-  if (problem.nodes() > 1) net = engine.add_resource("node0 net (gpu0 share)", ResourceKind::kNet, 0, hw.net_GBps);
+  if (problem.nodes() > 1) net = engine.add_resource("node0 net (gpu0 share)", ResourceKind::kNet, 0, hw.spec.net_GBps);
   if (options.record_counters) engine.set_rate_observer([this](TimeNs t) { sample_counters(t); });
 }
 
@@ -91,10 +91,10 @@ void Context::update_pool() {
     sms = std::min(grid, static_cast<double>(wave_tiles));
   double factor = 1.0;
   if (cublas && !partitioned && comm_sms_active > 0) {
-    const double lost = std::clamp(grid + comm_sms_active - hw.sm_count, 0.0, grid - 1.0);
-    factor += hw.shared_sm_penalty * cublas_lost_sms_slowdown(cublas_tiles, gemm_sms, int(lost));
+    const double lost = std::clamp(grid + comm_sms_active - hw.spec.sm_count, 0.0, grid - 1.0);
+    factor += hw.fit.shared_sm_penalty * cublas_lost_sms_slowdown(cublas_tiles, gemm_sms, int(lost));
   }
-  factor += hw.hbm_contention * gemm_hbm_util * std::clamp(comm_hbm_util, 0.0, 1.0);
+  factor += hw.fit.hbm_contention * gemm_hbm_util * std::clamp(comm_hbm_util, 0.0, 1.0);
   engine.set_capacity(sm, sms * per_sm_flops_per_ns / factor);
 }
 
@@ -111,7 +111,7 @@ void Context::comm_rates_changed() {
 
 int Context::comm_ctas_now(bool shared) const {
   if (!shared || partitioned || cublas || comm_ctas == 0) return comm_ctas;
-  return std::clamp(hw.sm_count - gemm_resident, 1, comm_ctas);
+  return std::clamp(hw.spec.sm_count - gemm_resident, 1, comm_ctas);
 }
 
 void Context::comm_hbm_changed(double util) {
@@ -283,7 +283,7 @@ namespace {
 //   TMA push    RS 3 - 1/w, AG 1 + 2/w, AR 4 - 1/w (3 - 1/w + 1)
 //   TMA pull    RS 1 + 1/w, AG 2, AR 1 + 1/w + 2f
 //   NCCL's symmetric kernels   RS 1 + 1/w, AG 1 + 1/w, AR 2 (1 each half)
-// `rank0`: the loopback emulation of rank 0's share (Hardware::loopback_rank0; model/src/comm_model.cpp says what
+// `rank0`: the loopback emulation of rank 0's share (Emulation::loopback_rank0; model/src/comm_model.cpp says what
 // its push mover moves): the reduction zeroes rank 0's pieces and adds all W sources (3 + 1/W), the gather copies
 // the W-1 other pieces in (2 f), an AllGather copies every owner's rows (2).
 double reduce_hbm(CommAlgo algo, int w, bool both, bool rank0) {
@@ -405,13 +405,13 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.hbm_weight = 2;
     // As the model: NCCL's one-rank call is a device copy at HBM speed whatever the CTAs; our kernels copy at
     // per_cta_copy_GBps per CTA, which counts the bytes read and written (two per byte copied).
-    st.cta_rate = st.cta_rate_beside = is_nccl(algo) ? 0.0 : hw.per_cta_copy_GBps / 2;
+    st.cta_rate = st.cta_rate_beside = is_nccl(algo) ? 0.0 : hw.fit.per_cta_copy_GBps / 2;
     st.name = "local copy";
     out.push_back(st);
     return out;
   }
   const int nodes = p.nodes();
-  if (hw.loopback_rank0 && hw.link_profile && is_nccl(algo) && nodes == 1) {
+  if (hw.emulation.loopback_rank0 && hw.emulation.link_profile && is_nccl(algo) && nodes == 1) {
     // The paced loopback play of an NCCL-algorithm call (comm_model.cpp, coll_coeffs' paced case): one SIMT kernel
     // over rank 0's pieces whose peers' bytes (the ring's link bytes) are paced to the link profile, after the
     // ring's steps' latencies. Progress is counted in link bytes: per CTA at most the profile's NCCL channel rate
@@ -419,21 +419,21 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     const double moved = loopback_rank0_nccl_bytes(c, p.world);
     const double link_f = (c == Collective::kAllReduce ? 2.0 : 1.0) * (p.world - 1) / p.world;
     const double steps = link_steps(c, algo, p.world);
-    const LinkProfile& lp = *hw.link_profile;
+    const LinkProfile& lp = *hw.emulation.link_profile;
     Step st;
     st.amount = bytes * link_f;
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = moved / link_f;
-    st.cta_rate = std::min(lp.nccl_per_cta_GBps, hw.nccl_per_cta_GBps * link_f / moved);
-    st.cta_rate_beside = std::min(lp.nccl_per_cta_GBps, ctx.comm_hw_beside.nccl_per_cta_GBps * link_f / moved);
+    st.cta_rate = std::min(lp.nccl_per_cta_GBps, hw.fit.nccl_per_cta_GBps * link_f / moved);
+    st.cta_rate_beside = std::min(lp.nccl_per_cta_GBps, ctx.comm_hw_beside.fit.nccl_per_cta_GBps * link_f / moved);
     st.bound = lp.link_GBps;
-    st.latency = us_to_ns(steps * hw.link_latency_us);
+    st.latency = us_to_ns(steps * hw.fit.link_latency_us);
     st.name = "paced loopback call";
     out.push_back(st);
     return out;
   }
-  if (hw.loopback_rank0 && is_nccl(algo) && nodes == 1) {
+  if (hw.emulation.loopback_rank0 && is_nccl(algo) && nodes == 1) {
     // The loopback emulation of rank 0's share of an NCCL-algorithm call: one SIMT kernel, no ring, all in rank 0's
     // HBM (loopback_rank0_nccl_bytes), at min(ctas x the SIMT per-CTA rate, HBM) (loopback_hardware), as the model.
     Step st;
@@ -441,9 +441,9 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = 1;
-    st.cta_rate = hw.nccl_per_cta_GBps;
-    st.cta_rate_beside = ctx.comm_hw_beside.nccl_per_cta_GBps;
-    st.bound = hw.link_GBps;
+    st.cta_rate = hw.fit.nccl_per_cta_GBps;
+    st.cta_rate_beside = ctx.comm_hw_beside.fit.nccl_per_cta_GBps;
+    st.bound = hw.spec.link_GBps;
     st.name = "loopback call";
     out.push_back(st);
     return out;
@@ -456,7 +456,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.amount = bytes * f;
     st.hbm_weight = (2 * f + 2.0 / p.world) / f;
     st.bound = copy_engine_GBps(hw);
-    st.latency = us_to_ns(2 * hw.link_latency_us);
+    st.latency = us_to_ns(2 * hw.fit.link_latency_us);
     st.name = "copy-engine gather";
     out.push_back(st);
     return out;
@@ -464,44 +464,45 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
   // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
   auto link_rate = [&](const Hardware& h) {
-    const double r = is_nccl(algo)
-                         ? per_cta_GBps(algo, h)
-                         : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.loopback_rank0);
+    const double r =
+        is_nccl(algo) ? per_cta_GBps(algo, h)
+                      : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.emulation.loopback_rank0);
     // A paced loopback: each CTA paces its own link bytes to the profile's rate per CTA for the kernel's CTAs, so the
     // call's busiest CTA, link_load times an even share, sets the rate of them all.
-    return h.link_profile ? std::min(r, h.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / link_load)
-                          : r;
+    return h.emulation.link_profile
+               ? std::min(r, h.emulation.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / link_load)
+               : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);
   link.cta_rate_beside = link_rate(ctx.comm_hw_beside);
-  if (is_nccl(algo)) link.bound = hw.nccl_efficiency * hw.link_GBps;
-  link.latency = us_to_ns(hw.link_latency_us);
+  if (is_nccl(algo)) link.bound = hw.fit.nccl_efficiency * hw.spec.link_GBps;
+  link.latency = us_to_ns(hw.fit.link_latency_us);
   Step netw;
   netw.network = true;
-  netw.cta_rate = hw.nccl_per_cta_GBps;
-  netw.cta_rate_beside = ctx.comm_hw_beside.nccl_per_cta_GBps;
-  netw.bound = hw.nccl_efficiency * hw.net_GBps;
-  netw.latency = us_to_ns(hw.net_latency_us);
+  netw.cta_rate = hw.fit.nccl_per_cta_GBps;
+  netw.cta_rate_beside = ctx.comm_hw_beside.fit.nccl_per_cta_GBps;
+  netw.bound = hw.fit.nccl_efficiency * hw.spec.net_GBps;
+  netw.latency = us_to_ns(hw.fit.net_latency_us);
   // Several nodes: hierarchical (intra-node NVLink phase, ring over the nodes on the network, intra-node phase),
   // as NCCL's tree/ring hybrids move data; the network part is always NCCL's ring.
   switch (c) {
     case Collective::kAllReduce:
-      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, true, hw.loopback_rank0));
+      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, true, hw.emulation.loopback_rank0));
       if (nodes > 1) {
         const double d = bytes / local;  // each GPU holds the node's sum of its 1/local share
         net_ring(out, nodes - 1, d / nodes, netw, 3, "reduce-scatter");
         net_ring(out, nodes - 1, d / nodes, netw, 2, "all-gather");
       }
-      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, true, hw.loopback_rank0));
+      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, true, hw.emulation.loopback_rank0));
       break;
     case Collective::kReduceScatter:
-      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, false, hw.loopback_rank0));
+      reduce_phase(out, algo, bytes, local, link, reduce_hbm(algo, local, false, hw.emulation.loopback_rank0));
       if (nodes > 1) net_ring(out, nodes - 1, bytes / local / nodes, netw, 3, "reduce-scatter");
       break;
     case Collective::kAllGather:
       if (nodes > 1) net_ring(out, nodes - 1, bytes / p.world, netw, 2, "all-gather");
-      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, false, hw.loopback_rank0));
+      gather_phase(out, algo, bytes, local, link, gather_hbm(algo, local, false, hw.emulation.loopback_rank0));
       break;
   }
   // The HBM weights are the traffic the collective moves; hbm_contention is not a traffic multiplier but the
@@ -604,14 +605,14 @@ void CommQueue::run_step(size_t i) {
 
 // per_cta_copy_GBps counts the bytes read and written: a CTA reorders half as many (the model's reorder term).
 double CommQueue::reorder_cap() const {
-  return ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.per_cta_copy_GBps / 2;
+  return ctx_.comm_ctas_now(holds_sms_per_call_) * ctx_.hw.fit.per_cta_copy_GBps / 2;
 }
 
 void CommQueue::set_reorder_rate() {
   if (reorder_flow_ < 0) return;
   const double cap = reorder_cap();
   ctx_.engine.set_flow_cap(reorder_flow_, cap);
-  const double util = std::min(cap, ctx_.hw.hbm_GBps / 2.0) * 2.0 / ctx_.hw.hbm_GBps;
+  const double util = std::min(cap, ctx_.hw.spec.hbm_GBps / 2.0) * 2.0 / ctx_.hw.spec.hbm_GBps;
   ctx_.comm_hbm_changed(util - reorder_util_);
   reorder_util_ = util;
 }
@@ -626,14 +627,14 @@ void CommQueue::set_step_rate() {
   ctx_.engine.set_flow_cap(step_flow_, cap);
   // The step's HBM demand alone (its own rate: cap, link or network, HBM), for the GEMM's contention term.
   double rate = cap > 0 ? cap : std::numeric_limits<double>::infinity();
-  if (s.hbm_weight > 0) rate = std::min(rate, ctx_.hw.hbm_GBps / s.hbm_weight);
+  if (s.hbm_weight > 0) rate = std::min(rate, ctx_.hw.spec.hbm_GBps / s.hbm_weight);
   if (s.network) {
-    rate = std::min(rate, ctx_.hw.net_GBps);
+    rate = std::min(rate, ctx_.hw.spec.net_GBps);
   } else if (!s.local) {
-    rate = std::min(rate, ctx_.hw.link_GBps);
-    if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.link_GBps / s.rx_weight);
+    rate = std::min(rate, ctx_.hw.spec.link_GBps);
+    if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.spec.link_GBps / s.rx_weight);
   }
-  const double util = std::isfinite(rate) ? rate * s.hbm_weight / ctx_.hw.hbm_GBps : 0.0;
+  const double util = std::isfinite(rate) ? rate * s.hbm_weight / ctx_.hw.spec.hbm_GBps : 0.0;
   ctx_.comm_hbm_changed(util - step_util_);
   step_util_ = util;
 }

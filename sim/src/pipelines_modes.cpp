@@ -18,7 +18,7 @@ double tile_bytes(const Problem& p, const std::vector<Tile>& tiles, size_t begin
 
 // A separate collective call: NCCL's per-call overhead, or a TMA kernel's launch.
 TimeNs call_overhead(const Context& ctx) {
-  return us_to_ns(is_nccl(ctx.plan.comm_algo) ? ctx.hw.nccl_launch_us : ctx.hw.tma_launch_us);
+  return us_to_ns(is_nccl(ctx.plan.comm_algo) ? ctx.hw.fit.nccl_launch_us : ctx.hw.fit.tma_launch_us);
 }
 
 std::string call_name(Collective c, const char* what, int index) {
@@ -52,7 +52,7 @@ TimeNs run_sequential(Context& ctx) {
   // One call over every row, at its mover's link load (as the model: its factor is 1, no per-piece time).
   call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()),
                                 call_adjustments(p, ctx.plan, ctx.hw).front().link_load);
-  const TimeNs launch = us_to_ns(ctx.hw.launch_us);
+  const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   if (c == Collective::kAllGather) {
     call.on_done = [&](TimeNs) { gemm.start(launch); };
     comm.post(std::move(call));
@@ -84,7 +84,7 @@ TimeNs run_decomposed(Context& ctx) {
   const std::vector<CallAdjust> adj = call_adjustments(p, ctx.plan, ctx.hw);
   for (int i = 0; i < chunks; ++i) bytes[static_cast<size_t>(i)] *= adj[static_cast<size_t>(i)].factor;
   ctx.groups = chunks;
-  const TimeNs launch = us_to_ns(ctx.hw.launch_us);
+  const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   auto make_call = [&](int i) {
     CommQueue::Call call;
     call.name = call_name(c, "chunk", i);
@@ -112,8 +112,8 @@ TimeNs run_decomposed(Context& ctx) {
     // (recurrence_chunks_gemm_then_comm). A call queued behind a running one takes that call's SMs.
     // A chunk's tiles done before a call launched at its start gets SMs (chunks are equal: chunks divides M).
     const int64_t before =
-        cublas_tiles_before_comm(std::max<int64_t>(1, static_cast<int64_t>(gemms.front()->tile_count())),
-                                 ctx.gemm_sms, ctx.comm_ctas, ctx.hw.sm_count);
+        cublas_tiles_before_comm(std::max<int64_t>(1, static_cast<int64_t>(gemms.front()->tile_count())), ctx.gemm_sms,
+                                 ctx.comm_ctas, ctx.hw.spec.sm_count);
     int deferred = -1;  // the call waiting for SMs from the running chunk
     for (int i = 0; i < chunks; ++i) {
       const auto chunk = static_cast<size_t>(i);
@@ -148,7 +148,7 @@ TimeNs run_copy_engine(Context& ctx) {
   const double w = p.world, f = (w - 1) / w;
   CommQueue comm(ctx, false);  // the copies hold no SM; the sum runs after the GEMM
   std::vector<Tile> tiles = visit_tiles(p, plan, 0, p.m);
-  const TimeNs launch = us_to_ns(ctx.hw.launch_us);
+  const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   GemmRun gemm(ctx, tiles, "");
   std::vector<int64_t> group_end;
   int64_t sum = 0;
@@ -163,7 +163,7 @@ TimeNs run_copy_engine(Context& ctx) {
     st.rx_weight = 1;
     st.hbm_weight = 2;
     st.bound = copy_engine_GBps(ctx.comm_hw);
-    st.latency = us_to_ns(ctx.comm_hw.link_latency_us);
+    st.latency = us_to_ns(ctx.comm_hw.fit.link_latency_us);
     st.name = name;
     steps.push_back(st);
     return steps;
@@ -187,7 +187,7 @@ TimeNs run_copy_engine(Context& ctx) {
     gemm.start(launch);
     return ctx.engine.run();
   }
-  const bool defer = ctx.hw.loopback && p.world > 1;
+  const bool defer = ctx.hw.emulation.loopback && p.world > 1;
   bool gemm_done = false;
   std::vector<CommQueue::Call> deferred;
   auto post = [&](CommQueue::Call call) {
@@ -211,13 +211,13 @@ TimeNs run_copy_engine(Context& ctx) {
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = w + 1;
-    st.cta_rate = ctx.comm_hw.per_cta_copy_GBps / (w + 1);
-    st.cta_rate_beside = ctx.comm_hw_beside.per_cta_copy_GBps / (w + 1);
+    st.cta_rate = ctx.comm_hw.fit.per_cta_copy_GBps / (w + 1);
+    st.cta_rate_beside = ctx.comm_hw_beside.fit.per_cta_copy_GBps / (w + 1);
     st.latency = launch;
     st.name = "sum";
     return st;
   };
-  const bool per_group = ce_sums_per_group(plan, ctx.hw.sm_count);
+  const bool per_group = ce_sums_per_group(plan, ctx.hw.spec.sm_count);
   size_t next_group = 0;
   TimeNs prev_ready = 0;
   gemm.on_wave_done = [&](int64_t done, TimeNs now) {
@@ -264,14 +264,14 @@ TimeNs run_signaled(Context& ctx) {
   const bool nccl = is_nccl(plan.comm_algo);
   CommQueue comm(ctx, !ctx.partitioned && !tma_kernel);
   std::vector<Tile> tiles = visit_tiles(p, plan, 0, p.m);
-  const TimeNs launch = us_to_ns(ctx.hw.launch_us);
+  const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   // Per group: an NCCL call's launch plus the group's counter kernel and gap (signaled_group_us); the persistent TMA
   // kernel pays its steps' link latencies (the counter poll is one of them) and its own per-group work
   // (tma_group_us), as the model's per-group cost.
-  const TimeNs overhead = tma_kernel ? us_to_ns(ctx.hw.tma_group_us)
+  const TimeNs overhead = tma_kernel ? us_to_ns(ctx.hw.fit.tma_group_us)
                                      : call_overhead(ctx) + (nccl ? us_to_ns(signaled_group_us(ctx.hw)) : TimeNs(0));
   // The persistent TMA kernel starts with the GEMM; calls cannot begin before it is up.
-  const TimeNs comm_ready = tma_kernel ? us_to_ns(ctx.hw.tma_launch_us) : 0;
+  const TimeNs comm_ready = tma_kernel ? us_to_ns(ctx.hw.fit.tma_launch_us) : 0;
   const bool holds_sms = tma_kernel && !ctx.partitioned;
   if (holds_sms) ctx.comm_kernel_started(ctx.comm_ctas);
   auto release = [&ctx, holds_sms](TimeNs) {
@@ -331,7 +331,7 @@ TimeNs run_signaled(Context& ctx) {
       // (its launch, as the model's reorder term).
       if (nccl && plan.output == OutputLayout::kTileMajor) {
         call.reorder_bytes = bytes;
-        call.overhead += us_to_ns(ctx.hw.launch_us);
+        call.overhead += us_to_ns(ctx.hw.fit.launch_us);
       }
       call.steps = collective_steps(ctx, c, adj[g].factor * bytes, adj[g].link_load);
       if (g + 1 == group_end.size()) call.on_done = release;

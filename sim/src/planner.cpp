@@ -75,10 +75,10 @@ std::vector<Plan> nccl_symmetric_variants(const Plan& p, const Problem& problem,
 }
 
 std::vector<int> comm_sms_options(const Hardware& hw, const PlannerOptions& o) {
-  const int g = std::max(1, hw.sm_granularity);
+  const int g = std::max(1, hw.spec.sm_granularity);
   std::vector<int> out;
   const int lo = std::max(g, (o.min_comm_sms + g - 1) / g * g);
-  const int hi = std::min(o.max_comm_sms, hw.sm_count / 2);
+  const int hi = std::min(o.max_comm_sms, hw.spec.sm_count / 2);
   for (int c = lo; c <= hi; c += g) out.push_back(c);
   return out;
 }
@@ -90,7 +90,7 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
   const int64_t tiles = plan.tile_count(problem);
   unit = std::clamp<int64_t>(unit, 1, tiles);
   max_groups = std::max(1, max_groups);
-  const int grid = plan.gemm_sms > 0 ? plan.gemm_sms : hw.sm_count;
+  const int grid = plan.gemm_sms > 0 ? plan.gemm_sms : hw.spec.sm_count;
   // GEMM time per tile in a wave (fluid: a wave of `grid` tiles per wave time), as estimate_gemm times the plan's
   // GEMM in the operator regime (clock, HBM floor and power state included).
   const double wave_us = estimate_gemm(GemmShape{problem.m, problem.n, problem.k, problem.dtype}, GemmImpl::kOvl, grid,
@@ -129,8 +129,8 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
 std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& hw) {
   std::vector<Plan> out{default_plan(Mode::kSequential, problem, hw, 0)};
   // A paced loopback link behaves like a node's: the collective on every SM is no node's way of not overlapping.
-  if (hw.loopback && !hw.link_profile && out.front().comm_ctas != hw.sm_count)
-    out.push_back(default_plan(Mode::kSequential, problem, hw, hw.sm_count));
+  if (hw.emulation.loopback && !hw.emulation.link_profile && out.front().comm_ctas != hw.spec.sm_count)
+    out.push_back(default_plan(Mode::kSequential, problem, hw, hw.spec.sm_count));
   return out;
 }
 
@@ -192,9 +192,9 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
           // grid's starvation (signaled_gemm_grid, comm_ctas_beside_gemm).
           const Plan base = default_plan(mode, problem, hw, comm);
           add_grouped(base);
-          if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.sm_count) {  // AG's grid leaves them already
+          if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.spec.sm_count) {  // AG's grid leaves them already
             Plan reserve = base;
-            reserve.gemm_sms = hw.sm_count - base.comm_ctas;
+            reserve.gemm_sms = hw.spec.sm_count - base.comm_ctas;
             add_grouped(reserve);
             for (const Plan& v : nccl_symmetric_variants(reserve, problem, comm, comm_options)) add_grouped(v);
           }
@@ -204,10 +204,10 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
           if (comm <= kFewCommCtas) {
             Plan ce = base;
             ce.comm_algo = CommAlgo::kCopyEngine;
-            ce.gemm_sms = hw.sm_count;
+            ce.gemm_sms = hw.spec.sm_count;
             add_grouped(ce);
-            if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.sm_count) {
-              ce.gemm_sms = hw.sm_count - base.comm_ctas;
+            if (problem.op != Op::kAllGatherGemm && base.comm_ctas < hw.spec.sm_count) {
+              ce.gemm_sms = hw.spec.sm_count - base.comm_ctas;
               add_grouped(ce);
             }
           }
@@ -231,7 +231,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
               if (p.partitioned != partitioned) {
                 // Shared SMs: the GEMM's grid covers the device and the TMA kernel's CTAs take SMs from it.
                 p.partitioned = partitioned;
-                p.gemm_sms = partitioned ? hw.sm_count - comm : hw.sm_count;
+                p.gemm_sms = partitioned ? hw.spec.sm_count - comm : hw.spec.sm_count;
               }
               add_grouped(p);
             }

@@ -71,7 +71,7 @@ std::vector<Plan> runnable_plans(const Context& ctx, const Problem& p) {
   std::vector<Plan> plans;
   for (Mode mode : all_modes()) {
     Plan plan = default_plan(mode, p, ctx.hardware(), 16);
-    if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
+    if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().spec.sm_count - 16;
     if (ctx.can_run(p, plan).empty()) plans.push_back(plan);
   }
   return plans;

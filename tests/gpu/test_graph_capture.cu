@@ -34,13 +34,13 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   for (Mode mode : {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
     if (mode == Mode::kTma && p.op == Op::kAllGatherGemm) continue;
     Plan plan = default_plan(mode, p, hw, 16);
-    if (mode == Mode::kTileSignal) plan.gemm_sms = hw.sm_count - 16;
+    if (mode == Mode::kTileSignal) plan.gemm_sms = hw.spec.sm_count - 16;
     v.push_back(plan);
   }
   if (p.op != Op::kAllGatherGemm) {
     Plan shared = default_plan(Mode::kTma, p, hw, 16);
     shared.partitioned = false;
-    shared.gemm_sms = hw.sm_count - 16;
+    shared.gemm_sms = hw.spec.sm_count - 16;
     shared.comm_algo = CommAlgo::kTmaPull;
     v.push_back(shared);
   }

@@ -81,7 +81,7 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   v.push_back(default_plan(Mode::kSequential, p, hw, 16));
   v.push_back(default_plan(Mode::kDecomposed, p, hw, 16));
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
-  ts.gemm_sms = hw.sm_count - 16;
+  ts.gemm_sms = hw.spec.sm_count - 16;
   v.push_back(ts);
   Plan ce = default_plan(Mode::kTileSignal, p, hw, 16);  // copy engine: the GEMM on every SM, 16 CTAs for the sum
   ce.comm_algo = CommAlgo::kCopyEngine;
@@ -105,7 +105,7 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   v.push_back(tma_pull);
   Plan tma_shared = tma;
   tma_shared.partitioned = false;
-  tma_shared.gemm_sms = hw.sm_count - 16;
+  tma_shared.gemm_sms = hw.spec.sm_count - 16;
   tma_shared.comm_algo = CommAlgo::kTmaPull;
   v.push_back(tma_shared);
   return v;
@@ -288,7 +288,7 @@ void check_tma_movers(int world, Op op, LoopbackShare share) {
       Plan shared = default_plan(Mode::kTma, p, hw, 16);
       shared.comm_algo = algo;
       shared.partitioned = false;
-      shared.gemm_sms = hw.sm_count - 16;
+      shared.gemm_sms = hw.spec.sm_count - 16;
       plans.push_back(shared);
       Plan seq_tma = default_plan(Mode::kSequential, p, hw, 16);
       seq_tma.comm_algo = algo;
@@ -331,7 +331,7 @@ void check_swizzled_groups(int world, Op op, LoopbackShare share) {
     if (op != Op::kAllGatherGemm) modes.push_back(Mode::kTma);
     for (Mode mode : modes) {
       Plan plan = default_plan(mode, p, hw, 16);
-      if (mode == Mode::kTileSignal) plan.gemm_sms = hw.sm_count - 16;
+      if (mode == Mode::kTileSignal) plan.gemm_sms = hw.spec.sm_count - 16;
       plan.tile_order = TileOrder::kSwizzle;
       plan.tile_groups = swizzle_band_groups(plan.tiles_m(p), plan.tiles_n(p), 2);  // 16 tile rows: two bands
       plans.push_back(plan);
@@ -360,7 +360,7 @@ void check_copy_engine(int world, Op op, LoopbackShare share) {
       plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), groups);
       plans.push_back(plan);
       if (groups == 1 || groups == 3) continue;
-      plan.gemm_sms = hw.sm_count - plan.comm_ctas;  // ce_sums_per_group
+      plan.gemm_sms = hw.spec.sm_count - plan.comm_ctas;  // ce_sums_per_group
       plans.push_back(plan);
     }
     return plans;
@@ -383,7 +383,7 @@ std::vector<Plan> nccl_symmetric_plans(const Problem& p, const Hardware& hw) {
     plans.push_back(symmetric(Mode::kSequential, policy));
   Plan decomposed = symmetric(Mode::kDecomposed);
   Plan ts = symmetric(Mode::kTileSignal);
-  ts.gemm_sms = hw.sm_count - 16;
+  ts.gemm_sms = hw.spec.sm_count - 16;
   if (p.op == Op::kGemmAllReduce) {
     ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 4);
     plans.push_back(decomposed);
@@ -578,7 +578,7 @@ void check_paced(Op op) {
   options.link_profile = slow;
   Context ctx(options);
   ASSERT_TRUE(ctx.link_profile().has_value());
-  ASSERT_TRUE(ctx.planning_hardware().link_profile.has_value());
+  ASSERT_TRUE(ctx.planning_hardware().emulation.link_profile.has_value());
   const int w = ctx.world_size();
   const int64_t m = 4096, n = 4096, k = 256;
   DeviceMatrix a(m, k, 31), b(n, k, 32);
@@ -599,7 +599,7 @@ void check_paced(Op op) {
   }
   plans.push_back(default_plan(Mode::kTma, p, hw, 16));
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
-  ts.gemm_sms = hw.sm_count - 16;
+  ts.gemm_sms = hw.spec.sm_count - 16;
   ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 4);
   plans.push_back(ts);
 
@@ -750,7 +750,7 @@ TEST_F(OverlapTest, RealWorldTmaBackToBackCalls) {
       // NCCL's symmetric kernels on their windows, each result copied into C.
       Plan nccl_sym = op == Op::kGemmAllReduce ? ce : seq_plan;
       nccl_sym.comm_algo = CommAlgo::kNcclSymmetric;
-      if (op == Op::kGemmAllReduce) nccl_sym.gemm_sms = ctx.hardware().sm_count - 16;
+      if (op == Op::kGemmAllReduce) nccl_sym.gemm_sms = ctx.hardware().spec.sm_count - 16;
       for (int i = 0; i < 4; ++i)
         run_op(ctx, op, a.ref(), (i % 2 ? b1 : b0).ref(), seq[size_t(i)]->ref(), seq_plan, stream);
       ctx.synchronize(stream);
@@ -837,12 +837,12 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
       },
       {"tile-major", "allgather-gemm"});
   Plan no_sms_ag = default_plan(Mode::kTileSignal, pag, ctx.hardware(), 16);
-  no_sms_ag.comm_ctas = ctx.hardware().sm_count;
+  no_sms_ag.comm_ctas = ctx.hardware().spec.sm_count;
   expect_error_naming_all(
       [&] {
         ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), no_sms_ag, stream);
       },
-      {"comm_ctas", std::to_string(ctx.hardware().sm_count)});
+      {"comm_ctas", std::to_string(ctx.hardware().spec.sm_count)});
   // Host pointer.
   std::vector<uint16_t> host(1024 * 256);
   TensorRef host_a{host.data(), 1024, 256};
@@ -868,9 +868,9 @@ void expect_timeout(testing::Fault fault, Mode mode, CommAlgo tma_algo = CommAlg
   run_op(ctx, op, a.ref(), b.ref(), c_seq.ref(), default_plan(Mode::kSequential, p, ctx.hardware(), 16), stream);
   ctx.synchronize(stream);
   Plan plan = default_plan(mode, p, ctx.hardware(), 16);
-  if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().sm_count - 16;
+  if (mode == Mode::kTileSignal) plan.gemm_sms = ctx.hardware().spec.sm_count - 16;
   if (mode == Mode::kTma || tma_algo == CommAlgo::kCopyEngine) plan.comm_algo = tma_algo;
-  if (tma_algo == CommAlgo::kCopyEngine) plan.gemm_sms = ctx.hardware().sm_count;
+  if (tma_algo == CommAlgo::kCopyEngine) plan.gemm_sms = ctx.hardware().spec.sm_count;
   testing::set_fault(ctx, fault);
   run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
   expect_error_naming_all([&] { ctx.synchronize(stream); }, {"timed out after 300 ms", "tile group"});

@@ -245,7 +245,7 @@ std::vector<Plan> fp8_plans(const Context& ctx, const Problem& p) {
   }
   v.push_back(default_plan(Mode::kDecomposed, p, hw, 16));
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
-  ts.gemm_sms = hw.sm_count - 16;
+  ts.gemm_sms = hw.spec.sm_count - 16;
   v.push_back(ts);
   Plan ce = default_plan(Mode::kTileSignal, p, hw, 16);
   ce.comm_algo = CommAlgo::kCopyEngine;
@@ -267,7 +267,7 @@ std::vector<Plan> fp8_plans(const Context& ctx, const Problem& p) {
     v.push_back(tma);
     Plan shared = tma;
     shared.partitioned = false;
-    shared.gemm_sms = hw.sm_count - 16;
+    shared.gemm_sms = hw.spec.sm_count - 16;
     v.push_back(shared);
   }
   return v;

@@ -52,7 +52,7 @@ TEST_F(Tuning, MeasureKeepsTheFastestAndNotTheSlowCandidate) {
   Plan slow = default_plan(Mode::kSequential, t.p, hw, 0);
   slow.comm_ctas = 1;  // the whole collective on one CTA: several times slower than on every SM
   slow.comm_sms = 1;
-  const Plan all_sms = default_plan(Mode::kSequential, t.p, hw, hw.sm_count);
+  const Plan all_sms = default_plan(Mode::kSequential, t.p, hw, hw.spec.sm_count);
   const Plan decomposed = default_plan(Mode::kDecomposed, t.p, hw, 0);
   const PlanChoice r =
       ctx.measure(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), {slow, all_sms, decomposed}, stream);

@@ -15,7 +15,7 @@ const Hardware kH200 = builtin_hardware("h200");
 // The H200 profile with the push rate these closed forms are written for (56 GB/s per CTA), whatever the default.
 Hardware push56() {
   Hardware h = kH200;
-  h.tma_push_per_cta_GBps = 56;
+  h.fit.tma_push_per_cta_GBps = 56;
   return h;
 }
 constexpr int64_t kMiB = int64_t(1) << 20;
@@ -112,7 +112,7 @@ TEST(EstimateComm, NcclSymmetricClosedForm) {
   EXPECT_NEAR(estimate_collective(Collective::kAllGather, 128 * kMiB, 8, sym, 0, kH200).us,
               8.0 + 2 * 0.7 + 0.875 * s / 450e3, 1e-6);
   Hardware slow = kH200;
-  slow.copy_engine_GBps = 100;
+  slow.fit.copy_engine_GBps = 100;
   EXPECT_NEAR(estimate_collective(Collective::kAllGather, 128 * kMiB, 8, sym, 0, slow).us,
               8.0 + 2 * 0.7 + 0.875 * s / 100e3, 1e-6);
   // Only an AllGather goes to the copy engines; other algorithms need a CTA; several nodes are refused.
@@ -181,13 +181,13 @@ TEST(EstimateComm, Loopback) {
   // (1792 GB/s per rank): HBM 2.75 x S / 1050 GB/s binds (the four ranks together move 11 S through the device's
   // 4200 GB/s: the same time). With 32 CTAs (448 GB/s per rank) the CTAs bind.
   const Hardware lb = loopback_hardware(push56(), 4);
-  EXPECT_DOUBLE_EQ(lb.tma_push_per_cta_GBps, 14.0);
+  EXPECT_DOUBLE_EQ(lb.fit.tma_push_per_cta_GBps, 14.0);
   const double s = 64.0 * kMiB;
   const CommEstimate e = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 128, lb);
-  EXPECT_NEAR(e.us, lb.tma_launch_us + lb.link_latency_us + 2.75 * s / 1050e3, 1e-6);
+  EXPECT_NEAR(e.us, lb.fit.tma_launch_us + lb.fit.link_latency_us + 2.75 * s / 1050e3, 1e-6);
   EXPECT_NEAR(2.75 * s / 1050e3, 4 * 2.75 * s / 4200e3, 1e-9);
   const CommEstimate e32 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 4, CommAlgo::kTmaPush, 32, lb);
-  EXPECT_NEAR(e32.us, lb.tma_launch_us + lb.link_latency_us + 2.75 * s / 448e3, 1e-6);
+  EXPECT_NEAR(e32.us, lb.fit.tma_launch_us + lb.fit.link_latency_us + 2.75 * s / 448e3, 1e-6);
 }
 
 TEST(EstimateComm, LoopbackRankZeroPushCountsTheEmulationsBytes) {
@@ -197,14 +197,14 @@ TEST(EstimateComm, LoopbackRankZeroPushCountsTheEmulationsBytes) {
   // GB/s (896 GB/s) bind: the "link" is HBM (4200 GB/s) and so is the HBM share, both far faster.
   const double s = 64.0 * kMiB;
   const Hardware lb = loopback_hardware(push56(), 8, LoopbackShare::kRank0);
-  ASSERT_TRUE(lb.loopback_rank0);
+  ASSERT_TRUE(lb.emulation.loopback_rank0);
   const CommEstimate rs = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, lb);
-  EXPECT_NEAR(rs.us, lb.tma_launch_us + lb.link_latency_us + 3.125 * s / 896e3, 1e-6);
+  EXPECT_NEAR(rs.us, lb.fit.tma_launch_us + lb.fit.link_latency_us + 3.125 * s / 896e3, 1e-6);
   const CommEstimate ar = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kTmaPush, 16, lb);
-  EXPECT_NEAR(ar.us, lb.tma_launch_us + 2 * lb.link_latency_us + 4.875 * s / 896e3, 1e-6);
+  EXPECT_NEAR(ar.us, lb.fit.tma_launch_us + 2 * lb.fit.link_latency_us + 4.875 * s / 896e3, 1e-6);
   // tma-pull already counts what the emulation moves: AR (1 + 1/8) + 2 x 7/8 = 2.875 CTA bytes per 1.75 link bytes.
   EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPull, 8, true), 2.875 / 1.75, 1e-12);
-  EXPECT_FALSE(loopback_hardware(push56(), 8, LoopbackShare::kWholeWorld).loopback_rank0);
+  EXPECT_FALSE(loopback_hardware(push56(), 8, LoopbackShare::kWholeWorld).emulation.loopback_rank0);
   // What the simulator scales its caps by: CTA bytes per link byte, 4.875 / (2 x 7/8) for the rank-0 AllReduce.
   EXPECT_NEAR(cta_bytes_per_link_byte(Collective::kAllReduce, CommAlgo::kTmaPush, 8, true), 4.875 / 1.75, 1e-12);
 }
@@ -219,20 +219,20 @@ TEST(EstimateComm, LoopbackRankZeroNcclCallIsTheSimtKernel) {
   EXPECT_DOUBLE_EQ(loopback_rank0_nccl_bytes(Collective::kAllGather, 8), 2.0);
   const Hardware h200 = builtin_hardware("h200");
   const Hardware lb = loopback_hardware(h200, 8, LoopbackShare::kRank0);
-  EXPECT_DOUBLE_EQ(lb.nccl_per_cta_GBps, h200.simt_per_cta_GBps);
-  EXPECT_DOUBLE_EQ(lb.nccl_launch_us, h200.tma_launch_us);
+  EXPECT_DOUBLE_EQ(lb.fit.nccl_per_cta_GBps, h200.fit.simt_per_cta_GBps);
+  EXPECT_DOUBLE_EQ(lb.fit.nccl_launch_us, h200.fit.tma_launch_us);
   const double s = 64.0 * kMiB;
   for (const auto& [c, bytes] : {std::pair{Collective::kReduceScatter, 1.125}, std::pair{Collective::kAllReduce, 2.875},
                                  std::pair{Collective::kAllGather, 2.0}}) {
     const CommEstimate e16 = estimate_collective(c, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb);
-    EXPECT_NEAR(e16.us, h200.tma_launch_us + bytes * s / (16 * 32e3), 1e-6) << to_string(c);
+    EXPECT_NEAR(e16.us, h200.fit.tma_launch_us + bytes * s / (16 * 32e3), 1e-6) << to_string(c);
     const CommEstimate e132 = estimate_collective(c, 64 * kMiB, 8, CommAlgo::kNcclRing, 132, lb);
-    EXPECT_NEAR(e132.us, h200.tma_launch_us + bytes * s / 4200e3, 1e-6) << to_string(c);
+    EXPECT_NEAR(e132.us, h200.fit.tma_launch_us + bytes * s / 4200e3, 1e-6) << to_string(c);
   }
   // A real rank's call is still the ring: NCCL's launch, 14 steps of link latency, 1.75 link bytes per buffer byte at
   // min(16 x 20, 450 x 0.8) = 320 GB/s (HBM's 3.75 bytes at 4200 GB/s are faster).
   const CommEstimate real = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, h200);
-  EXPECT_NEAR(real.us, h200.nccl_launch_us + 14 * h200.link_latency_us + 1.75 * s / 320e3, 1e-6);
+  EXPECT_NEAR(real.us, h200.fit.nccl_launch_us + 14 * h200.fit.link_latency_us + 1.75 * s / 320e3, 1e-6);
   // A loopback profile's call that spans nodes (2 of 4 GPUs) is not the SIMT kernel either: NCCL's hierarchical ring,
   // whose network half alone (2 x 1/2 x 1/4 of the buffer at 16 x 20 = 320 GB/s) is longer than the SIMT price.
   const CommEstimate nodes = estimate_collective(Collective::kAllReduce, 64 * kMiB, 8, CommAlgo::kNcclRing, 16, lb, 2);
@@ -278,7 +278,7 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
   // loopback_piece_us), the factor alone with a TMA mover (it plays rank 0's pieces too, in a kernel with no per-piece
   // term), nothing on a real GPU's profile.
   Hardware lb = loopback_hardware(hw, 8, LoopbackShare::kRank0);
-  lb.loopback_piece_us = 0.5;
+  lb.fit.loopback_piece_us = 0.5;
   const std::vector<CallAdjust> adj = call_adjustments(rs, chunks, lb);
   ASSERT_EQ(adj.size(), 4u);
   EXPECT_DOUBLE_EQ(adj[0].factor, 4.0);

@@ -41,7 +41,7 @@ TEST(EstimateGemm, ClockFactor) {
   EXPECT_NEAR(matrix_clock_factor(kH200, 74), 0.7530, 1e-4);
   EXPECT_NEAR(matrix_clock_factor(kH200, 100), std::pow(100.0 / 132.0, 0.49), 1e-12);
   Hardware flat = kH200;
-  flat.clock_exponent = 0;
+  flat.fit.clock_exponent = 0;
   EXPECT_DOUBLE_EQ(matrix_clock_factor(flat, 8), 1.0);
 }
 
@@ -54,7 +54,7 @@ TEST(EstimateGemm, ClosedFormHalfDevice) {
   EXPECT_NEAR(half.us, 1.53 + 32 * tile_us, 1e-6);
   // With a constant clock it is exactly twice the 132-SM time (16 waves).
   Hardware flat = kH200;
-  flat.clock_exponent = 0;
+  flat.fit.clock_exponent = 0;
   const GemmEstimate f132 = estimate_gemm({8192, 8192, 8192}, GemmImpl::kOvl, 132, TileShape{}, flat);
   const GemmEstimate f66 = estimate_gemm({8192, 8192, 8192}, GemmImpl::kOvl, 66, TileShape{}, flat);
   EXPECT_NEAR(f66.us - 1.53, 2.0 * (f132.us - 1.53), 1e-6);
@@ -77,7 +77,7 @@ TEST(EstimateGemm, CublasOnPartitions) {
   EXPECT_NEAR(on116, 1698.6, 1698.6 * 0.03);
   // A penalty, where a profile sets one, multiplies the matrix part on a partition (ramping over one granule).
   Hardware penalized = kH200;
-  penalized.cublas_partition_penalty = 0.06;
+  penalized.fit.cublas_partition_penalty = 0.06;
   const double p124 = estimate_gemm({8192, 8192, 8192}, GemmImpl::kCublas, 124, TileShape{}, penalized).us;
   EXPECT_NEAR(p124, 1.53 + 2048.0 / 124 * (f * std::pow(124 / 132.0, 0.49) * 1.06 + 1.48), 1e-6);
   EXPECT_NEAR(estimate_gemm({8192, 8192, 8192}, GemmImpl::kCublas, 132, TileShape{}, penalized).us, full, 1e-9);
@@ -136,8 +136,8 @@ TEST(EstimateGemm, MemoryFloor) {
   // bound. (With the H200's calibrated 0.702 and 2.91 us epilogue the tiles' own time dominates: the measured
   // epilogue is where the store cost shows.)
   Hardware cheap = kH200;
-  cheap.gemm_efficiency = 0.8;
-  cheap.tile_epilogue_us = 0.5;
+  cheap.fit.gemm_efficiency = 0.8;
+  cheap.fit.tile_epilogue_us = 0.5;
   const GemmEstimate e = estimate_gemm({16384, 16384, 128}, GemmImpl::kOvl, 132, TileShape{}, cheap);
   EXPECT_TRUE(e.memory_bound);
   EXPECT_GE(e.hbm_bytes, 16384.0 * 16384 * 2);
@@ -148,12 +148,12 @@ TEST(EstimateGemm, MemoryFloor) {
 }
 
 TEST(EstimateGemm, OperatorRegimeScalesTheComputeTime) {
-  // The power state (Hardware::operator_gemm_factor): inside an operator the compute time (matrix work and
+  // The power state (ModelParams::operator_gemm_factor): inside an operator the compute time (matrix work and
   // epilogues) is the factor times the sustained one; the launch and the HBM floor are not scaled. 8192^3 on 132
   // SMs (ClosedFormFullDevice: 1.53 + 16 x 103.42 = 1656.2 us sustained) with factor 0.9:
   // 1.53 + 0.9 x 16 x 103.42 = 1490.7 us. A GEMM estimated alone stays in the sustained regime (1656.2 us).
   Hardware hw = kH200;
-  hw.operator_gemm_factor = 0.9;
+  hw.fit.operator_gemm_factor = 0.9;
   const GemmShape s{8192, 8192, 8192};
   const double tile_us = 2.0 * 128 * 256 * 8192 / (989.4 / 132 * 1e6 * 0.702) * std::pow(128.0 / 132.0, 0.49) + 2.91;
   const GemmEstimate op =
@@ -171,8 +171,8 @@ TEST(EstimateGemm, OperatorRegimeScalesTheComputeTime) {
   EXPECT_DOUBLE_EQ(gemm_regime_factor(hw, GemmRegime::kSustained), 1.0);
   // At the HBM floor (MemoryFloor's case) a faster clock changes nothing: 1.53 + bytes / 4.2 TB/s either way.
   Hardware cheap = hw;
-  cheap.gemm_efficiency = 0.8;
-  cheap.tile_epilogue_us = 0.5;
+  cheap.fit.gemm_efficiency = 0.8;
+  cheap.fit.tile_epilogue_us = 0.5;
   const GemmEstimate floor = estimate_gemm({16384, 16384, 128}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kSwizzle,
                                            cheap, GemmRegime::kOperator);
   EXPECT_TRUE(floor.memory_bound);
@@ -201,22 +201,22 @@ TEST(EstimateGemm, L2MissCostSlowsTheWalkThatMisses) {
   const GemmShape s{8192, 8192, 2048};
   const double loads = 2048.0 * (128 + 256) * 2048 * 2, c_bytes = 8192.0 * 8192 * 2;
   for (double cost : {0.0, 1.0, 2.5}) {
-    hw.gemm_l2_miss_cost = cost;
+    hw.fit.gemm_l2_miss_cost = cost;
     for (TileOrder order : {TileOrder::kRowBand, TileOrder::kSwizzle}) {
       const GemmEstimate e = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, order, hw);
       EXPECT_NEAR(e.l2_miss_factor, 1 + cost * (e.hbm_bytes - c_bytes) / loads, 1e-12);
       EXPECT_EQ(estimate_gemm(s, GemmImpl::kCublas, 132, TileShape{}, order, hw).l2_miss_factor, 1.0);
     }
   }
-  hw.gemm_l2_miss_cost = 1.0;
+  hw.fit.gemm_l2_miss_cost = 1.0;
   const GemmEstimate band = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw);
   const GemmEstimate swz = estimate_gemm(s, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kSwizzle, hw);
   EXPECT_NEAR(band.l2_miss_factor, 1.172, 0.001);
   EXPECT_NEAR(swz.l2_miss_factor, 1.053, 0.001);
   // The wave time (matrix work at the miss factor, + the epilogue) follows; the HBM floor (235 us) does not bind.
-  const double matrix_us = 2.0 * 128 * 256 * 2048 / (989.4 / 132 * 1e6 * hw.gemm_efficiency);
-  EXPECT_NEAR(band.wave_us, matrix_us * band.l2_miss_factor + hw.tile_epilogue_us, 1e-9);
-  EXPECT_NEAR(swz.wave_us, matrix_us * swz.l2_miss_factor + hw.tile_epilogue_us, 1e-9);
+  const double matrix_us = 2.0 * 128 * 256 * 2048 / (989.4 / 132 * 1e6 * hw.fit.gemm_efficiency);
+  EXPECT_NEAR(band.wave_us, matrix_us * band.l2_miss_factor + hw.fit.tile_epilogue_us, 1e-9);
+  EXPECT_NEAR(swz.wave_us, matrix_us * swz.l2_miss_factor + hw.fit.tile_epilogue_us, 1e-9);
   EXPECT_FALSE(band.memory_bound);
 }
 

@@ -16,8 +16,8 @@ const Hardware kH200 = builtin_hardware("h200");
 
 Hardware no_contention() {
   Hardware h = kH200;
-  h.hbm_contention = 0;
-  h.shared_sm_penalty = 0;
+  h.fit.hbm_contention = 0;
+  h.fit.shared_sm_penalty = 0;
   return h;
 }
 
@@ -25,7 +25,7 @@ Hardware no_contention() {
 // their GEMM follows gemm_efficiency and not cublas_efficiency; bf16 keeps cuBLAS's.
 TEST(EstimateModes, Fp8SequentialAndDecomposedArePricedAsOurKernel) {
   Hardware slow_cublas = kH200;
-  slow_cublas.cublas_efficiency *= 0.5;
+  slow_cublas.fit.cublas_efficiency *= 0.5;
   Problem fp8 = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);
   fp8.dtype = DType::kE4M3;
   const Problem bf16 = make_problem(Op::kGemmReduceScatter, 8192, 8192, 4096, 8);
@@ -79,7 +79,7 @@ TEST(EstimateModes, NcclSymmetricRunsOnThePolicysCtas) {
   EXPECT_LT(estimate(ar, sym, hw).total_us, estimate(ar, ring, hw).total_us);
   // Tile-signal GEMM+AR leaving the collective its 16 CTAs: priced as NCCL calls per group, at the symmetric rate.
   Plan ts = default_plan(Mode::kTileSignal, ar, hw, 16);
-  ts.gemm_sms = hw.sm_count - 16;
+  ts.gemm_sms = hw.spec.sm_count - 16;
   ts.tile_groups = band_groups(ts.tiles_m(ar), ts.tiles_n(ar), 4);
   Plan ts_sym = ts;
   ts_sym.comm_algo = CommAlgo::kNcclSymmetric;
@@ -95,7 +95,7 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
   const Hardware hw = no_contention();
   const Problem p = make_problem(Op::kGemmAllReduce, 2048, 6912, 8192, 8);
   Plan plan = default_plan(Mode::kTileSignal, p, hw, 24);
-  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+  plan.gemm_sms = hw.spec.sm_count - plan.comm_ctas;
   ASSERT_EQ(plan.gemm_sms, 108);
   plan.tile_groups = band_groups(16, 27, 4);
   ASSERT_EQ(plan.tile_groups, std::vector<int>(4, 108));
@@ -120,7 +120,7 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
   // of 131 and 39 tiles). Then the 92 CTAs without a tile have exited and the collective runs on its 24 CTAs, but
   // more than one call's worth of it is still left after the GEMM (less than two: with the collective on one CTA to
   // the GEMM's end, it was more).
-  plan.gemm_sms = hw.sm_count;
+  plan.gemm_sms = hw.spec.sm_count;
   ASSERT_EQ(signaled_gemm_grid(plan, p, hw), 131);
   ASSERT_EQ(comm_ctas_beside_gemm(plan, p, hw), 1);
   const ModeEstimate starved = estimate(p, plan, hw);
@@ -133,7 +133,7 @@ TEST(EstimateModes, TileSignalPipelineClosedForm) {
 
 TEST(EstimateModes, CopyEngineLeavesTheGemmEverySmAndSumsAtTheEnd) {
   // comm_algo ce: the GEMM runs on all 132 SMs; each group's copies take no SM (f = 7/8 of its bytes at the copy
-  // engines' rate, Hardware::copy_engine_GBps, 0: the link's); the owner's sum (1 + 1/8 bytes per buffer byte on
+  // engines' rate, ModelParams::copy_engine_GBps, 0: the link's); the owner's sum (1 + 1/8 bytes per buffer byte on
   // comm_ctas CTAs) follows the GEMM's last group. With one group the copies and the sum are all exposed.
   const Hardware hw = no_contention();
   const Problem p = make_problem(Op::kGemmReduceScatter, 2048, 6912, 8192, 8);
@@ -146,8 +146,9 @@ TEST(EstimateModes, CopyEngineLeavesTheGemmEverySmAndSumsAtTheEnd) {
       estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 132, TileShape{}, TileOrder::kRowBand, hw);
   EXPECT_NEAR(one.gemm_us, gemm.us, 1e-9);
   const double bytes = double(p.comm_bytes());
-  const double copies = hw.link_latency_us + bytes * std::max(2 * 0.875 / hw.hbm_GBps, 0.875 / hw.link_GBps) / 1e3;
-  const double sum = hw.launch_us + bytes * 1.125 / std::min(hw.hbm_GBps, 8 * hw.per_cta_copy_GBps) / 1e3;
+  const double copies =
+      hw.fit.link_latency_us + bytes * std::max(2 * 0.875 / hw.spec.hbm_GBps, 0.875 / hw.spec.link_GBps) / 1e3;
+  const double sum = hw.fit.launch_us + bytes * 1.125 / std::min(hw.spec.hbm_GBps, 8 * hw.fit.per_cta_copy_GBps) / 1e3;
   EXPECT_NEAR(one.total_us, gemm.us + copies + sum, 1e-6);
   // More groups hide the copies behind the GEMM, never the sum.
   plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 8);
@@ -156,16 +157,16 @@ TEST(EstimateModes, CopyEngineLeavesTheGemmEverySmAndSumsAtTheEnd) {
   EXPECT_GT(eight.total_us, gemm.us + sum - 1e-6);
   // A slower copy engine costs more; AllReduce adds the gather of the sums after the sum.
   Hardware slow = hw;
-  slow.copy_engine_GBps = hw.link_GBps / 4;
+  slow.fit.copy_engine_GBps = hw.spec.link_GBps / 4;
   EXPECT_GT(estimate(p, plan, slow).total_us, eight.total_us);
   const Problem ar = make_problem(Op::kGemmAllReduce, 2048, 6912, 8192, 8);
   Plan plan_ar = plan;
   EXPECT_GT(estimate(ar, plan_ar, hw).total_us, eight.total_us);
   // A grid of 132 - 8 leaves the sum its 8 CTAs: each group is summed beside the GEMM, so only the last group's
   // copies and sum follow the (slower) GEMM.
-  ASSERT_FALSE(ce_sums_per_group(plan, hw.sm_count));
-  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
-  ASSERT_TRUE(ce_sums_per_group(plan, hw.sm_count));
+  ASSERT_FALSE(ce_sums_per_group(plan, hw.spec.sm_count));
+  plan.gemm_sms = hw.spec.sm_count - plan.comm_ctas;
+  ASSERT_TRUE(ce_sums_per_group(plan, hw.spec.sm_count));
   const ModeEstimate per_group = estimate(p, plan, hw);
   const GemmEstimate gemm124 =
       estimate_gemm({2048, 6912, 8192}, GemmImpl::kOvl, 124, TileShape{}, TileOrder::kRowBand, hw);
@@ -180,7 +181,7 @@ TEST(EstimateModes, SharedSmsLeaveTheTmaKernelItsSms) {
   // SMs. A 132-tile GEMM (1536 x 2816) then takes two waves of 108, whatever shared_sm_penalty says (it weighs only
   // cuBLAS's SM conflicts, in the decomposed mode).
   Hardware hw = kH200;
-  hw.hbm_contention = 0;
+  hw.fit.hbm_contention = 0;
   const Problem p = make_problem(Op::kGemmAllReduce, 1536, 2816, 4096, 8);
   Plan plan = default_plan(Mode::kTma, p, hw, 24);
   plan.partitioned = false;
@@ -191,7 +192,7 @@ TEST(EstimateModes, SharedSmsLeaveTheTmaKernelItsSms) {
       estimate_gemm({1536, 2816, 4096}, GemmImpl::kOvl, 108, TileShape{}, TileOrder::kRowBand, hw);
   EXPECT_EQ(on_108.waves, 2);
   EXPECT_NEAR(estimate(p, plan, hw).gemm_us, on_108.us, 1e-6);
-  hw.shared_sm_penalty = 0;
+  hw.fit.shared_sm_penalty = 0;
   EXPECT_NEAR(estimate(p, plan, hw).gemm_us, on_108.us, 1e-6);
 }
 
@@ -220,8 +221,8 @@ TEST(EstimateModes, AllGatherWaitsForTheFirstWavesRows) {
   ASSERT_EQ(plan.gemm_sms, 116);
   ASSERT_EQ(plan.tile_groups.size(), 64u);
   const ModeEstimate e = estimate(p, plan, hw);
-  const double gather = 0.7 + hw.tma_group_us + 7.0 / 8 * (2 << 20) / 450e3;
-  const double late = hw.tma_launch_us - hw.launch_us + 4 * gather;
+  const double gather = 0.7 + hw.fit.tma_group_us + 7.0 / 8 * (2 << 20) / 450e3;
+  const double late = hw.fit.tma_launch_us - hw.fit.launch_us + 4 * gather;
   EXPECT_NEAR(e.total_us, e.gemm_alone_us + late, 1e-6);
   EXPECT_NEAR(e.exposed_comm_us, late, 1e-6);
 }
@@ -241,7 +242,7 @@ TEST(EstimateModes, DecomposedClosedForm) {
   const double call =
       estimate_collective(Collective::kAllReduce, p.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
   ASSERT_EQ(cublas_tiles_before_comm(512, 132, 16, 132), 396);
-  const double w = hw.launch_us + (chunk - hw.launch_us) * 396.0 / 512.0;
+  const double w = hw.fit.launch_us + (chunk - hw.fit.launch_us) * 396.0 / 512.0;
   EXPECT_LT(call, chunk);
   EXPECT_GT(w + call, chunk);  // so call 1 is still waiting behind call 0 when chunk 1 ends
   EXPECT_NEAR(e.total_us, 3 * chunk + w + 2 * call, 1e-6);
@@ -282,7 +283,7 @@ TEST(EstimateModes, CublasLosingSmsRunsWholeWavesOnTheRest) {
   // slower by that fraction of the time the collective runs beside it, so between the unconflicted plan and the
   // whole chunks' slowdown.
   Hardware hw = no_contention();
-  hw.shared_sm_penalty = 1;
+  hw.fit.shared_sm_penalty = 1;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kDecomposed, p, hw, 16);
   const ModeEstimate conflicted = estimate(p, plan, hw);
@@ -293,7 +294,7 @@ TEST(EstimateModes, CublasLosingSmsRunsWholeWavesOnTheRest) {
 }
 
 TEST(EstimateModes, OperatorGemmFactorScalesEveryModesGemm) {
-  // Every mode times its GEMM in the operator regime (Hardware::operator_gemm_factor, here 0.85), so the
+  // Every mode times its GEMM in the operator regime (ModelParams::operator_gemm_factor, here 0.85), so the
   // comparison between modes stays on one footing. Without contention:
   //   sequential: cuBLAS 8192^3 on 132 SMs: 1.53 + 0.85 x (1589.7 - 1.53) = 1351.5 us, + the same 670.3 us ring;
   //   decomposed: 4 chunks of 1.53 + 0.85 x (chunk - 1.53) (gemm_alone_us);
@@ -301,7 +302,7 @@ TEST(EstimateModes, OperatorGemmFactorScalesEveryModesGemm) {
   // Tolerance 1e-6 us (rounding).
   const Hardware base = no_contention();
   Hardware hw = base;
-  hw.operator_gemm_factor = 0.85;
+  hw.fit.operator_gemm_factor = 0.85;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const ModeEstimate seq = estimate(p, default_plan(Mode::kSequential, p, hw, 0), hw);
   const ModeEstimate seq1 = estimate(p, default_plan(Mode::kSequential, p, base, 0), base);
@@ -339,7 +340,8 @@ TEST(EstimateModes, BoundsHoldEverywhere) {
         const ModeEstimate e = estimate(p, plan, kH200);
         const double slack = 1e-6 * e.total_us;
         EXPECT_GE(e.total_us + slack, std::max(e.gemm_alone_us, e.comm_alone_us)) << p.name() << " " << plan.summary();
-        EXPECT_LE(e.total_us, e.gemm_us + e.comm_us + kH200.tma_launch_us + slack) << p.name() << " " << plan.summary();
+        EXPECT_LE(e.total_us, e.gemm_us + e.comm_us + kH200.fit.tma_launch_us + slack)
+            << p.name() << " " << plan.summary();
         EXPECT_GE(e.gemm_us + slack, e.gemm_alone_us);
         EXPECT_NEAR(e.exposed_comm_us, e.total_us - e.gemm_us, slack);
         EXPECT_TRUE(std::isfinite(e.total_us));
@@ -368,11 +370,11 @@ TEST(EstimateModes, TheMoversPerGroupWorkAddsAtMostOncePerGroup) {
   // groups x d and at most groups x d (each group pays it once, one after the other).
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
   Hardware hw = no_contention();
-  hw.tma_group_us = 0;
+  hw.fit.tma_group_us = 0;
   const Plan plan = default_plan(Mode::kTma, p, hw, 8);
   const double groups = double(plan.tile_groups.size());
   const double base = estimate(p, plan, hw).total_us;
-  hw.tma_group_us = 5;
+  hw.fit.tma_group_us = 5;
   const double more = estimate(p, plan, hw).total_us;
   EXPECT_GT(more - base, 0.5 * groups * 5);
   EXPECT_LE(more - base, groups * 5 + 1e-6);
@@ -390,7 +392,7 @@ TEST(EstimateModes, TheNcclGroupGapAddsPerGroupToTheSignalingModesOnly) {
   const double groups = double(gc.tile_groups.size());
   const double base = estimate(p, gc, hw).total_us, base_dec = estimate(p, dec, hw).total_us;
   const double base_tma = estimate(p, tma, hw).total_us;
-  hw.nccl_group_us = 5;
+  hw.fit.nccl_group_us = 5;
   const double more = estimate(p, gc, hw).total_us;
   EXPECT_GT(more - base, 0.5 * groups * 5);
   EXPECT_LE(more - base, groups * 5 + 1e-6);

@@ -1,9 +1,12 @@
-// Hardware: built-in profiles, device-name lookup, validation and JSON (every field rejected by name).
+// Hardware: built-in profiles, device-name lookup, validation and JSON (every field rejected by name, a field out of
+// its part named with the part it belongs in).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -15,36 +18,59 @@ namespace ovl {
 namespace {
 
 using test::expect_error_naming;
+using test::expect_error_naming_all;
+
+// A field's part and name: "spec.sm_count" -> {"spec", "sm_count"}.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const size_t dot = path.find('.');
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
 
 TEST(Hardware, BuiltinProfiles) {
   const Hardware h200 = builtin_hardware("h200");
   EXPECT_EQ(h200.name, "H200 SXM");
-  EXPECT_EQ(h200.sm_count, 132);
-  EXPECT_EQ(h200.sm_granularity, 8);
-  EXPECT_DOUBLE_EQ(h200.l2_bytes, 60.0 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(h200.hbm_GBps, 4200);
+  EXPECT_EQ(h200.spec.sm_count, 132);
+  EXPECT_EQ(h200.spec.sm_granularity, 8);
+  EXPECT_DOUBLE_EQ(h200.spec.l2_bytes, 60.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(h200.spec.hbm_GBps, 4200);
   EXPECT_NEAR(h200.matrix_tflops(), 989.4, 1e-9);  // datasheet dense bf16
-  EXPECT_DOUBLE_EQ(h200.link_GBps, 450);
-  EXPECT_DOUBLE_EQ(h200.per_cta_copy_GBps, 100);
+  EXPECT_DOUBLE_EQ(h200.spec.link_GBps, 450);
+  EXPECT_DOUBLE_EQ(h200.fit.per_cta_copy_GBps, 100);
+  EXPECT_FALSE(h200.emulation.loopback || h200.emulation.loopback_rank0 || h200.emulation.link_profile);
   const Hardware h100 = builtin_hardware("H100-SXM");
-  EXPECT_DOUBLE_EQ(h100.l2_bytes, 50.0 * 1024 * 1024);
-  EXPECT_LT(h100.hbm_GBps, h200.hbm_GBps);
+  EXPECT_DOUBLE_EQ(h100.spec.l2_bytes, 50.0 * 1024 * 1024);
+  EXPECT_LT(h100.spec.hbm_GBps, h200.spec.hbm_GBps);
   const Hardware a100 = builtin_hardware("A100");
-  EXPECT_EQ(a100.sm_count, 108);
+  EXPECT_EQ(a100.spec.sm_count, 108);
   EXPECT_NEAR(a100.matrix_tflops(), 312.0, 1e-9);
   for (const auto& name : builtin_hardware_names()) EXPECT_NO_THROW(builtin_hardware(name).validate()) << name;
   expect_error_naming([] { builtin_hardware("b200"); }, "b200");
 }
 
-// The built-in profiles are the files of model/profiles/ (embedded at build time): each names every field, so none
-// is left at the struct's default without a line in its file saying so.
+// The built-in profiles are the files of model/profiles/ (embedded at build time): each names every field in its
+// part, so none is left at the struct's default without a line in its file saying so.
 TEST(Hardware, ShippedProfilesNameEveryField) {
   for (const auto& name : builtin_hardware_names()) {
     std::ifstream in(std::string(OVL_PROFILES_DIR) + "/" + name + ".json");
     ASSERT_TRUE(in.good()) << name;
     const nlohmann::json j = nlohmann::json::parse(in);
-    for (const std::string& f : hardware_field_names()) EXPECT_TRUE(j.contains(f)) << name << ": " << f;
+    for (const std::string& path : hardware_field_names()) {
+      const auto [part, field] = split_path(path);
+      EXPECT_TRUE(j.at(part).contains(field)) << name << ": " << path;
+    }
   }
+}
+
+TEST(Hardware, FieldNames) {
+  const std::vector<std::string> names = hardware_field_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "spec.sm_count");
+  for (const std::string& path : names) {
+    const std::string part = split_path(path).first;
+    EXPECT_TRUE(part == "spec" || part == "fit") << path;
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "spec.link_GBps"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "fit.gemm_efficiency"), names.end());
 }
 
 TEST(Hardware, DeviceNames) {
@@ -55,81 +81,136 @@ TEST(Hardware, DeviceNames) {
   expect_error_naming([] { hardware_for_device_name("NVIDIA H100 PCIe"); }, "PCIe");
 }
 
-TEST(Hardware, JsonRoundTrip) {
+// Every built-in profile through JSON and through a file comes back the same, and its JSON holds exactly the numbers
+// of its file (the file without its notes): nothing is lost or invented on the way.
+TEST(Hardware, BuiltinProfilesRoundTrip) {
   for (const auto& name : builtin_hardware_names()) {
     const Hardware h = builtin_hardware(name);
     const nlohmann::json j = h;
+    EXPECT_EQ(j.size(), 3u) << name;  // name, spec, fit
+    EXPECT_EQ(j["spec"].size() + j["fit"].size(), hardware_field_names().size()) << name;
     Hardware back;
     from_json(j, back);
     EXPECT_EQ(nlohmann::json(back), j) << name;
-    EXPECT_EQ(j.size(), hardware_field_names().size() + 1);  // every numeric field and the name
+
+    const std::string path = ::testing::TempDir() + "ovl_hw_roundtrip_" + name + ".json";
+    save_hardware(h, path);
+    EXPECT_EQ(nlohmann::json(load_hardware(path)), j) << name;
+    std::remove(path.c_str());
+
+    std::ifstream in(std::string(OVL_PROFILES_DIR) + "/" + name + ".json");
+    nlohmann::json file = nlohmann::json::parse(in);
+    for (const char* part : {"spec", "fit"}) {
+      for (auto it = file[part].begin(); it != file[part].end();) {
+        it = it.key().front() == '_' ? file[part].erase(it) : std::next(it);
+      }
+      EXPECT_EQ(j[part], file[part]) << name << ": " << part;
+    }
   }
 }
 
 TEST(Hardware, MissingFieldsKeepTheBase) {
   Hardware h = builtin_hardware("h100");
-  from_json(nlohmann::json{{"hbm_GBps", 3000.0}, {"name", "my H100"}}, h);
-  EXPECT_DOUBLE_EQ(h.hbm_GBps, 3000);
+  from_json(nlohmann::json{{"spec", {{"hbm_GBps", 3000.0}}}, {"name", "my H100"}}, h);
+  EXPECT_DOUBLE_EQ(h.spec.hbm_GBps, 3000);
   EXPECT_EQ(h.name, "my H100");
-  EXPECT_DOUBLE_EQ(h.l2_bytes, builtin_hardware("h100").l2_bytes);
+  EXPECT_DOUBLE_EQ(h.spec.l2_bytes, builtin_hardware("h100").spec.l2_bytes);
   Hardware g = builtin_hardware("h200");
-  from_json(nlohmann::json{{"base", "a100"}, {"launch_us", 3.0}, {"_source", "notes are allowed"}}, g);
-  EXPECT_EQ(g.sm_count, 108);
-  EXPECT_DOUBLE_EQ(g.launch_us, 3.0);
+  from_json(nlohmann::json{{"base", "a100"},
+                           {"fit", {{"launch_us", 3.0}, {"_launch_us", "notes are allowed beside a field"}}},
+                           {"_source", "and at the top level"}},
+            g);
+  EXPECT_EQ(g.spec.sm_count, 108);
+  EXPECT_DOUBLE_EQ(g.fit.launch_us, 3.0);
 }
 
 TEST(Hardware, EveryBadFieldIsRejectedByName) {
   const nlohmann::json good = builtin_hardware("h200");
-  for (const auto& field : hardware_field_names()) {
+  for (const auto& path : hardware_field_names()) {
+    const auto [part, field] = split_path(path);
     for (const nlohmann::json& bad : {nlohmann::json(-1), nlohmann::json("abc"), nlohmann::json(nullptr)}) {
       nlohmann::json j = good;
-      j[field] = bad;
+      j[part][field] = bad;
       Hardware h = builtin_hardware("h200");
-      expect_error_naming([&] { from_json(j, h); }, "\"" + field + "\"");
+      expect_error_naming([&] { from_json(j, h); }, "\"" + path + "\"");
       EXPECT_EQ(nlohmann::json(h), good) << "a failed load must leave the profile unchanged";
     }
   }
   // Inconsistent or out-of-range values.
   Hardware h = builtin_hardware("h200");
-  expect_error_naming([&] { from_json(nlohmann::json{{"gemm_efficiency", 1.5}}, h); }, "gemm_efficiency");
-  expect_error_naming([&] { from_json(nlohmann::json{{"nccl_efficiency", 0}}, h); }, "nccl_efficiency");
-  expect_error_naming([&] { from_json(nlohmann::json{{"sm_granularity", 256}}, h); }, "sm_granularity");
-  expect_error_naming([&] { from_json(nlohmann::json{{"sm_count", 13.5}}, h); }, "sm_count");
-  expect_error_naming([&] { from_json(nlohmann::json{{"hbm_gbps", 1.0}}, h); }, "hbm_gbps");  // a typo
+  expect_error_naming(
+      [&] {
+        from_json(nlohmann::json{{"fit", {{"gemm_efficiency", 1.5}}}}, h);
+      },
+      "\"fit.gemm_efficiency\"");
+  expect_error_naming([&] { from_json(nlohmann::json{{"fit", {{"nccl_efficiency", 0}}}}, h); }, "nccl_efficiency");
+  expect_error_naming([&] { from_json(nlohmann::json{{"spec", {{"sm_granularity", 256}}}}, h); }, "sm_granularity");
+  expect_error_naming([&] { from_json(nlohmann::json{{"spec", {{"sm_count", 13.5}}}}, h); }, "\"spec.sm_count\"");
+  expect_error_naming([&] { from_json(nlohmann::json{{"spec", {{"hbm_gbps", 1.0}}}}, h); }, "hbm_gbps");  // a typo
+  expect_error_naming([&] { from_json(nlohmann::json{{"spec", 5}}, h); }, "\"spec\"");
+  expect_error_naming([&] { from_json(nlohmann::json{{"fit", nlohmann::json::array()}}, h); }, "\"fit\"");
   expect_error_naming([&] { from_json(nlohmann::json{{"name", 5}}, h); }, "name");
   expect_error_naming([&] { from_json(nlohmann::json{{"base", "z80"}}, h); }, "z80");
+  expect_error_naming([&] { from_json(nlohmann::json{{"emulation", {{"loopback", true}}}}, h); }, "emulation");
   Hardware direct = builtin_hardware("h200");
-  direct.sm_count = -4;
-  expect_error_naming([&] { direct.validate(); }, "\"sm_count\" = -4");
+  direct.spec.sm_count = -4;
+  expect_error_naming([&] { direct.validate(); }, "\"spec.sm_count\" = -4");
+}
+
+// A field in the other part, or at the top level (a profile written before the parts), is refused with the part it
+// belongs in; nothing of the profile changes.
+TEST(Hardware, MisplacedFieldsNameTheirPart) {
+  const nlohmann::json good = builtin_hardware("h200");
+  for (const auto& path : hardware_field_names()) {
+    const auto [part, field] = split_path(path);
+    const std::string other = part == "spec" ? "fit" : "spec";
+    Hardware h = builtin_hardware("h200");
+    expect_error_naming_all(
+        [&] {
+          from_json(nlohmann::json{{field, good[part][field]}}, h);
+        },
+        {"\"" + field + "\" is at the top level", "move it into \"" + part + "\""});
+    expect_error_naming_all(
+        [&] {
+          from_json(nlohmann::json{{other, {{field, good[part][field]}}}}, h);
+        },
+        {"\"" + other + "." + field + "\"", "belongs in \"" + part + "\""});
+    EXPECT_EQ(nlohmann::json(h), good) << path;
+  }
+  // A whole flat profile (the form before the parts) fails on its first field, in a file as well.
+  const std::string path = ::testing::TempDir() + "ovl_hw_flat.json";
+  std::ofstream(path) << R"({"name": "old", "sm_count": 132, "gemm_efficiency": 0.8})";
+  expect_error_naming_all([&] { load_hardware(path); }, {path, "\"gemm_efficiency\" is at the top level", "\"fit\""});
+  std::remove(path.c_str());
 }
 
 TEST(Hardware, OperatorGemmFactor) {
   // The power-state factor: optional (absent = the base's, 1 on every built-in profile), carried through JSON,
   // and refused by name when it is not a positive finite number.
-  for (const auto& name : builtin_hardware_names()) EXPECT_EQ(builtin_hardware(name).operator_gemm_factor, 1.0);
+  for (const auto& name : builtin_hardware_names()) EXPECT_EQ(builtin_hardware(name).fit.operator_gemm_factor, 1.0);
   Hardware h = builtin_hardware("h200");
-  from_json(nlohmann::json{{"operator_gemm_factor", 0.9}}, h);
-  EXPECT_DOUBLE_EQ(h.operator_gemm_factor, 0.9);
+  from_json(nlohmann::json{{"fit", {{"operator_gemm_factor", 0.9}}}}, h);
+  EXPECT_DOUBLE_EQ(h.fit.operator_gemm_factor, 0.9);
   const nlohmann::json j = h;
-  ASSERT_TRUE(j.contains("operator_gemm_factor"));
-  EXPECT_DOUBLE_EQ(j["operator_gemm_factor"].get<double>(), 0.9);
+  ASSERT_TRUE(j["fit"].contains("operator_gemm_factor"));
+  EXPECT_DOUBLE_EQ(j["fit"]["operator_gemm_factor"].get<double>(), 0.9);
   Hardware back = builtin_hardware("h200");
   from_json(j, back);
-  EXPECT_DOUBLE_EQ(back.operator_gemm_factor, 0.9);
+  EXPECT_DOUBLE_EQ(back.fit.operator_gemm_factor, 0.9);
   Hardware kept = h;
-  from_json(nlohmann::json{{"launch_us", 2.0}}, kept);
-  EXPECT_DOUBLE_EQ(kept.operator_gemm_factor, 0.9);
+  from_json(nlohmann::json{{"fit", {{"launch_us", 2.0}}}}, kept);
+  EXPECT_DOUBLE_EQ(kept.fit.operator_gemm_factor, 0.9);
   for (double bad : {0.0, -0.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
     Hardware g = builtin_hardware("h200");
     expect_error_naming(
         [&] {
-          from_json(nlohmann::json{{"operator_gemm_factor", bad}}, g);
+          from_json(nlohmann::json{{"fit", {{"operator_gemm_factor", bad}}}}, g);
         },
-        "\"operator_gemm_factor\"");
-    EXPECT_EQ(g.operator_gemm_factor, 1.0) << "a failed load must leave the profile unchanged";
+        "\"fit.operator_gemm_factor\"");
+    EXPECT_EQ(g.fit.operator_gemm_factor, 1.0) << "a failed load must leave the profile unchanged";
     Hardware direct = builtin_hardware("h200");
-    direct.operator_gemm_factor = bad;
-    expect_error_naming([&] { direct.validate(); }, "\"operator_gemm_factor\"");
+    direct.fit.operator_gemm_factor = bad;
+    expect_error_naming([&] { direct.validate(); }, "\"fit.operator_gemm_factor\"");
   }
   EXPECT_NE(fmt::format("{}", h).find("operator GEMM x0.900"), std::string::npos);
 }
@@ -137,18 +218,12 @@ TEST(Hardware, OperatorGemmFactor) {
 TEST(Hardware, FilesAndPrinting) {
   const std::string path = ::testing::TempDir() + "ovl_hw_test.json";
   Hardware h = builtin_hardware("h100");
-  h.gemm_efficiency = 0.7;
+  h.fit.gemm_efficiency = 0.7;
   save_hardware(h, path);
   const Hardware back = load_hardware(path);
   EXPECT_EQ(nlohmann::json(back), nlohmann::json(h));
-  std::ofstream(path) << "{\"base\": \"h200\", \"link_GBps\": \"fast\"}";
-  try {
-    load_hardware(path);
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("link_GBps"), std::string::npos);
-  }
+  std::ofstream(path) << "{\"base\": \"h200\", \"spec\": {\"link_GBps\": \"fast\"}}";
+  expect_error_naming_all([&] { load_hardware(path); }, {path, "spec.link_GBps"});
   std::remove(path.c_str());
   const std::string s = fmt::format("{}", builtin_hardware("h200"));
   EXPECT_NE(s.find("H200 SXM"), std::string::npos);
@@ -158,9 +233,16 @@ TEST(Hardware, FilesAndPrinting) {
 TEST(Hardware, Loopback) {
   // 4 virtual ranks on one H200: each gets 4200 / 4 = 1050 GB/s of HBM; its link is a copy: 4200 / 8 = 525 GB/s.
   const Hardware lb = loopback_hardware(builtin_hardware("h200"), 4);
-  EXPECT_DOUBLE_EQ(lb.hbm_GBps, 1050);
-  EXPECT_DOUBLE_EQ(lb.link_GBps, 525);
+  EXPECT_DOUBLE_EQ(lb.spec.hbm_GBps, 1050);
+  EXPECT_DOUBLE_EQ(lb.spec.link_GBps, 525);
+  EXPECT_TRUE(lb.emulation.loopback);
+  EXPECT_FALSE(lb.emulation.loopback_rank0);
   EXPECT_NO_THROW(lb.validate());
+  // The emulation is never written: a loopback profile saved and loaded is a plain one with the emulated numbers.
+  Hardware back = builtin_hardware("h200");
+  from_json(nlohmann::json(lb), back);
+  EXPECT_FALSE(back.emulation.loopback);
+  EXPECT_DOUBLE_EQ(back.spec.hbm_GBps, 1050);
   EXPECT_THROW(loopback_hardware(builtin_hardware("h200"), 0), Error);
 }
 

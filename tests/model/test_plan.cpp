@@ -55,12 +55,12 @@ TEST(Plan, CopyEngineGoesWithTileSignalOnly) {
     ce.comm_algo = CommAlgo::kCopyEngine;
     EXPECT_NO_THROW(ce.validate(p, hw)) << to_string(op);
     EXPECT_NE(ce.summary().find("algo=ce"), std::string::npos) << ce.summary();
-    EXPECT_EQ(signaled_gemm_grid(ce, p, hw), hw.sm_count) << "nothing polls: the GEMM keeps every SM";
-    EXPECT_FALSE(ce_sums_per_group(ce, hw.sm_count)) << "the sum waits for the GEMM's SMs";
+    EXPECT_EQ(signaled_gemm_grid(ce, p, hw), hw.spec.sm_count) << "nothing polls: the GEMM keeps every SM";
+    EXPECT_FALSE(ce_sums_per_group(ce, hw.spec.sm_count)) << "the sum waits for the GEMM's SMs";
     Plan beside = ce;
-    beside.gemm_sms = hw.sm_count - ce.comm_ctas;
-    EXPECT_TRUE(ce_sums_per_group(beside, hw.sm_count)) << "the grid leaves the sum its CTAs";
-    EXPECT_EQ(signaled_gemm_grid(beside, p, hw), hw.sm_count - ce.comm_ctas);
+    beside.gemm_sms = hw.spec.sm_count - ce.comm_ctas;
+    EXPECT_TRUE(ce_sums_per_group(beside, hw.spec.sm_count)) << "the grid leaves the sum its CTAs";
+    EXPECT_EQ(signaled_gemm_grid(beside, p, hw), hw.spec.sm_count - ce.comm_ctas);
     Plan tile_major = ce;
     tile_major.output = OutputLayout::kTileMajor;
     expect_error_naming([&] { tile_major.validate(p, hw); }, "tile-major");

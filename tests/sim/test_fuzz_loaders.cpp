@@ -140,7 +140,15 @@ TEST(FuzzLoaders, MutatedProblemsAndHardwareThroughThePlanner) {
   Outcome parse, planned;
   for (int i = 0; i < 400; ++i) {
     nlohmann::json pj = problem_json, hj = hw_json;
-    for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) mutate(rng() % 2 ? pj : hj, rng);
+    for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) {
+      // The profile's fields sit in its parts ("spec", "fit"): half of its mutations start in one of them.
+      nlohmann::json* target = rng() % 2 ? &pj : &hj;
+      if (target == &hj && rng() % 2) {
+        const char* part = rng() % 2 ? "spec" : "fit";
+        if (hj.contains(part) && hj[part].is_object()) target = &hj[part];
+      }
+      mutate(*target, rng);
+    }
     Problem p;
     Hardware hw = h200;
     bool loaded = false;
@@ -201,10 +209,10 @@ TEST(FuzzLoaders, ExtremeButTypedValuesInTheApi) {
     p.k = sizes[rng() % 6] / 8 * 8;
     p.world = static_cast<int>(1u << (rng() % 14));
     Hardware hw = h200;
-    hw.link_GBps = rates[rng() % 5];
-    hw.matrix_tflops_per_sm = rates[rng() % 5];
-    hw.launch_us = rates[rng() % 5];
-    hw.hbm_GBps = rates[rng() % 5];
+    hw.spec.link_GBps = rates[rng() % 5];
+    hw.spec.matrix_tflops_per_sm = rates[rng() % 5];
+    hw.fit.launch_us = rates[rng() % 5];
+    hw.spec.hbm_GBps = rates[rng() % 5];
     PlannerOptions o;
     o.simulate_top = 1;
     run_guarded(out, [&] { (void)plan(p, hw, o); });
@@ -239,8 +247,10 @@ TEST(FuzzLoaders, MutatedProfileAndPlanFilesLoadOrThrowOvlError) {
   const Hardware h200 = builtin_hardware("h200");
   const Problem p = base_problem();
   std::vector<std::string> profiles = {nlohmann::json(h200).dump(2),
-                                       R"({"base": "h100", "_measured": "by ovl calibrate", "hbm_GBps": 3000.5,
-                                           "link_GBps": 410, "sm_count": 132, "launch_us": 4.5})"};
+                                       R"({"base": "h100", "_measured": "by ovl calibrate",
+                                           "spec": {"hbm_GBps": 3000.5, "link_GBps": 410, "sm_count": 132},
+                                           "fit": {"launch_us": 4.5, "_launch_us": "a note"}})"};
+  for (const std::string& text : profiles) EXPECT_NO_THROW((void)load_hardware(write_temp(text))) << text;
   std::vector<std::string> plans;
   for (Mode mode : all_modes()) plans.push_back(nlohmann::json(default_plan(mode, p, h200, 16)).dump(2));
   std::mt19937 rng(31337);

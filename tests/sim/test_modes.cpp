@@ -82,7 +82,7 @@ TEST(Modes, ValidateFollowsPartitioningAndSignals) {
       Plan p = plan_of(t.mode, CommAlgo(std::countr_zero(t.algos)), problem, hw);
       p.partitioned = partitioned;
       p.comm_sms = p.comm_ctas = 16;
-      p.gemm_sms = partitioned ? hw.sm_count - 16 : hw.sm_count;
+      p.gemm_sms = partitioned ? hw.spec.sm_count - 16 : hw.spec.sm_count;
       const bool allowed =
           partitioned ? t.partitioning != Partitioning::kNever : t.partitioning != Partitioning::kAlways;
       const std::string why = validation(p, problem, hw);
@@ -175,7 +175,7 @@ TEST(Modes, PlannerCandidatesFollowTheTable) {
 // SMs bound them.
 TEST(Modes, SignaledGridFollowsTheTable) {
   const Hardware hw = builtin_hardware("h200");
-  const int sms = hw.sm_count;
+  const int sms = hw.spec.sm_count;
   for (Op op : kOps) {
     const Problem problem = make_problem(op, 8192, 8192, 4096, 8);
     for (const ModeTraits& t : kModeTraits) {

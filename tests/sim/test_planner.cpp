@@ -84,12 +84,12 @@ Hardware random_profile(std::mt19937& rng, int world) {
   const std::vector<std::string> names = builtin_hardware_names();
   Hardware hw = builtin_hardware(names[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng)]);
   std::uniform_real_distribution<double> factor(0.5, 2.0);
-  for (double* f : {&hw.link_GBps, &hw.hbm_GBps, &hw.matrix_tflops_per_sm, &hw.nccl_per_cta_GBps,
-                    &hw.tma_push_per_cta_GBps, &hw.tma_pull_per_cta_GBps, &hw.simt_per_cta_GBps, &hw.launch_us,
-                    &hw.nccl_launch_us, &hw.tma_launch_us, &hw.hbm_contention, &hw.shared_sm_penalty,
-                    &hw.link_latency_us})
+  for (double* f : {&hw.spec.link_GBps, &hw.spec.hbm_GBps, &hw.spec.matrix_tflops_per_sm, &hw.fit.nccl_per_cta_GBps,
+                    &hw.fit.tma_push_per_cta_GBps, &hw.fit.tma_pull_per_cta_GBps, &hw.fit.simt_per_cta_GBps,
+                    &hw.fit.launch_us, &hw.fit.nccl_launch_us, &hw.fit.tma_launch_us, &hw.fit.hbm_contention,
+                    &hw.fit.shared_sm_penalty, &hw.fit.link_latency_us})
     *f *= factor(rng);
-  hw.beside_gemm_rate_factor = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+  hw.fit.beside_gemm_rate_factor = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
   hw.validate();
   switch (std::uniform_int_distribution<int>(0, 2)(rng)) {
     case 0:
@@ -153,11 +153,11 @@ TEST(Planner, LoopbackBaselineRunsTheCollectiveOnEverySm) {
   const Hardware loop = loopback_hardware(hw, 8, LoopbackShare::kRank0);
   const std::vector<Plan> emulated = sequential_candidates(p, loop);
   ASSERT_EQ(emulated.size(), 2u);
-  EXPECT_EQ(emulated[1].comm_ctas, hw.sm_count);
+  EXPECT_EQ(emulated[1].comm_ctas, hw.spec.sm_count);
   const PlanResult r = plan(p, loop);
   // More SMs for the collective alone are never predicted slower there.
   EXPECT_LE(simulate(p, emulated[1], loop).total_us, simulate(p, emulated[0], loop).total_us);
-  EXPECT_EQ(r.sequential.comm_ctas, hw.sm_count);
+  EXPECT_EQ(r.sequential.comm_ctas, hw.spec.sm_count);
 }
 
 TEST(Planner, PacedLoopbackBaselineRunsTheCollectiveOnNcclsCtaCountOnly) {
@@ -245,8 +245,8 @@ TEST(Planner, TileSignalAlsoLeavesTheCollectiveItsSms) {
     for (const auto& [comm, gemm] : grids) comms.insert(comm);
     ASSERT_FALSE(comms.empty());
     for (int comm : comms) {
-      EXPECT_EQ(grids.count({comm, hw.sm_count}), 1u) << comm;
-      EXPECT_EQ(grids.count({comm, hw.sm_count - comm}), op == Op::kAllGatherGemm ? 0u : 1u) << comm;
+      EXPECT_EQ(grids.count({comm, hw.spec.sm_count}), 1u) << comm;
+      EXPECT_EQ(grids.count({comm, hw.spec.sm_count - comm}), op == Op::kAllGatherGemm ? 0u : 1u) << comm;
     }
   }
 }
@@ -263,11 +263,11 @@ TEST(Planner, CopyEngineCandidatesKeepEverySmAndArePriced) {
     int at_end = 0, per_group = 0;
     for (const Plan& c : candidate_plans(p, hw, o)) {
       if (c.comm_algo != CommAlgo::kCopyEngine) continue;
-      if (c.gemm_sms == hw.sm_count) {
+      if (c.gemm_sms == hw.spec.sm_count) {
         ++at_end;
       } else {
-        EXPECT_EQ(c.gemm_sms, hw.sm_count - c.comm_ctas);
-        EXPECT_TRUE(ce_sums_per_group(c, hw.sm_count));
+        EXPECT_EQ(c.gemm_sms, hw.spec.sm_count - c.comm_ctas);
+        EXPECT_TRUE(ce_sums_per_group(c, hw.spec.sm_count));
         ++per_group;
       }
       EXPECT_NO_THROW(c.validate(p, hw));
@@ -340,8 +340,8 @@ TEST(Planner, ModesCanBeRestricted) {
   for (const PlanAlternative& a : r.alternatives) {
     EXPECT_EQ(a.plan.mode, Mode::kGreenContext);
     EXPECT_TRUE(a.plan.partitioned);
-    EXPECT_EQ(a.plan.comm_sms % hw.sm_granularity, 0);
-    EXPECT_LE(a.plan.gemm_sms + a.plan.comm_sms, hw.sm_count);
+    EXPECT_EQ(a.plan.comm_sms % hw.spec.sm_granularity, 0);
+    EXPECT_LE(a.plan.gemm_sms + a.plan.comm_sms, hw.spec.sm_count);
   }
 }
 
@@ -363,7 +363,7 @@ TEST(Planner, BadInputsRejected) {
   EXPECT_THROW(plan(make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 0), hw), Error);
   EXPECT_THROW(plan(make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 12), hw), Error);  // 12 GPUs, 8 per node
   Hardware bad = hw;
-  bad.sm_count = 0;
+  bad.spec.sm_count = 0;
   EXPECT_THROW(plan(make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8), bad), Error);
   PlannerOptions o;
   o.simulate_top = 0;

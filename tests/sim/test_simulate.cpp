@@ -73,7 +73,8 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   // launch), and the overlapped modes' operators agree within 10%, the tile-signal grid that starves its collective
   // (gemm_sms 132) included.
   Hardware hw = loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0);
-  hw.loopback_piece_us = 0.5;  // and each call's pieces cost as much in both (loopback_rank0_calls, call_adjustments)
+  hw.fit.loopback_piece_us =
+      0.5;  // and each call's pieces cost as much in both (loopback_rank0_calls, call_adjustments)
   for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter}) {
     const Problem p = make_problem(op, 8192, 8192, 2048, 8);
     const Plan seq = default_plan(Mode::kSequential, p, hw, 16);
@@ -84,9 +85,10 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
     const Plan wide = default_plan(Mode::kSequential, p, hw, 132);
     const CommEstimate w =
         estimate_collective(collective_of(op), p.comm_bytes(), 8, wide.comm_algo, wide.comm_ctas, hw, p.nodes());
-    EXPECT_NEAR(
-        w.us, hw.tma_launch_us + loopback_rank0_nccl_bytes(collective_of(op), 8) * p.comm_bytes() / (hw.hbm_GBps * 1e3),
-        1e-6);
+    EXPECT_NEAR(w.us,
+                hw.fit.tma_launch_us +
+                    loopback_rank0_nccl_bytes(collective_of(op), 8) * p.comm_bytes() / (hw.spec.hbm_GBps * 1e3),
+                1e-6);
     EXPECT_NEAR(simulate(p, wide, hw).comm_us, w.us, 1e-3 * w.us) << p.name() << " on 132 CTAs";
     // Across nodes (2 of 4 GPUs) the simulator runs NCCL's hierarchical ring, as the model.
     Problem nodes = p;
@@ -98,7 +100,7 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
       for (bool reserve : {false, true}) {
         Plan plan = default_plan(mode, p, hw, 16);
         if (reserve && mode != Mode::kTileSignal) continue;
-        if (reserve) plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+        if (reserve) plan.gemm_sms = hw.spec.sm_count - plan.comm_ctas;
         SCOPED_TRACE(plan.summary());
         const double model = estimate(p, plan, hw).total_us;
         EXPECT_NEAR(simulate(p, plan, hw).total_us, model, 0.10 * model);
@@ -110,7 +112,7 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   {
     const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 2048, 8);
     Plan rm = default_plan(Mode::kTileSignal, rs, hw, 16);
-    rm.gemm_sms = hw.sm_count - rm.comm_ctas;
+    rm.gemm_sms = hw.spec.sm_count - rm.comm_ctas;
     Plan tm = rm;
     tm.output = OutputLayout::kTileMajor;
     const double d_model = estimate(rs, tm, hw).total_us - estimate(rs, rm, hw).total_us;
@@ -120,10 +122,10 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
   }
   // The piece cost is in both predictors: 64 AllReduce calls of 8 pieces, 4 us more each, lengthen the operator.
   Hardware free = hw;
-  free.loopback_piece_us = 0;
+  free.fit.loopback_piece_us = 0;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
   Plan plan = default_plan(Mode::kTileSignal, p, hw, 16);
-  plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+  plan.gemm_sms = hw.spec.sm_count - plan.comm_ctas;
   EXPECT_GT(estimate(p, plan, hw).total_us, estimate(p, plan, free).total_us + 100);
   EXPECT_GT(simulate(p, plan, hw).total_us, simulate(p, plan, free).total_us + 100);
 }
@@ -143,7 +145,7 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   seq.comm_ctas = 16;
   const double load = tma_mover_link_load(p, 0, p.m, CommAlgo::kTmaPush, 16);
   EXPECT_NEAR(load, 1.0725, 1e-4);
-  const double call = hw.tma_launch_us + 2 * 0.7 + 1.75 * s * load / (16 * 23e3);
+  const double call = hw.fit.tma_launch_us + 2 * 0.7 + 1.75 * s * load / (16 * 23e3);
   EXPECT_NEAR(estimate(p, seq, hw).comm_us, call, 1e-9 * call);
   EXPECT_NEAR(simulate(p, seq, hw).comm_us, call, 1e-3 * call);
   // Mode tma, one group per 128-row band: each of the 64 groups pays its 2 steps' latency and the mover's per-group
@@ -151,13 +153,13 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   Plan tma = default_plan(Mode::kTma, p, hw, 16);
   tma.tile_order = TileOrder::kRowBand;
   ASSERT_EQ(tma.tile_groups.size(), 64u);
-  const double group = 2 * 0.7 + hw.tma_group_us + 1.75 * (s / 64) * (9.0 / 7) / (16 * 23e3);
+  const double group = 2 * 0.7 + hw.fit.tma_group_us + 1.75 * (s / 64) * (9.0 / 7) / (16 * 23e3);
   EXPECT_NEAR(estimate(p, tma, hw).comm_us, 64 * group, 1e-9 * 64 * group);
   EXPECT_NEAR(simulate(p, tma, hw).comm_us, 64 * group, 1e-3 * 64 * group);
   // GEMM+RS: rank 0's play sums only its own rows, [0, 1024): the first 8 groups move 8 x their share each (factor 8,
   // 7/8 of it over the link; the busiest CTA 15/14 of an even share), the other 56 pay their step and work only.
   const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 8);
-  const double fixed = 0.7 + hw.tma_group_us;
+  const double fixed = 0.7 + hw.fit.tma_group_us;
   const double rs_comm = 64 * fixed + 8 * 0.875 * (8 * s / 64) * (15.0 / 14) / (16 * 23e3);
   EXPECT_NEAR(estimate(rs, tma, hw).comm_us, rs_comm, 1e-9 * rs_comm);
   EXPECT_NEAR(simulate(rs, tma, hw).comm_us, rs_comm, 1e-3 * rs_comm);
@@ -176,7 +178,7 @@ TEST(SimulateVsModel, StarvedCollectiveGetsTheLastWave) {
       for (OutputLayout out : {OutputLayout::kRowMajor, OutputLayout::kTileMajor}) {
         const Problem p = make_problem(op, 2048, 6912, 8192, 8);
         Plan plan = default_plan(Mode::kTileSignal, p, hw, comm);
-        plan.gemm_sms = hw.sm_count;
+        plan.gemm_sms = hw.spec.sm_count;
         plan.output = out;
         plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), 4);
         ASSERT_EQ(comm_ctas_beside_gemm(plan, p, hw), 1);
@@ -192,7 +194,7 @@ TEST(SimulateVsModel, StarvedCollectiveGetsTheLastWave) {
   // model's 906).
   const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 2048, 8);
   Plan plan = default_plan(Mode::kTileSignal, rs, hw, 24);
-  plan.gemm_sms = hw.sm_count;
+  plan.gemm_sms = hw.spec.sm_count;
   plan.output = OutputLayout::kTileMajor;
   plan.tile_groups = band_groups(plan.tiles_m(rs), plan.tiles_n(rs), 4);
   const double model = estimate(rs, plan, hw).total_us;
@@ -258,7 +260,7 @@ TEST(SimulateVsModel, NcclGroupGapAddsPerGroupAsInTheModel) {
     EXPECT_EQ(sim.groups, 64);
     const double base = sim.total_us, base_model = estimate(p, gc, hw).total_us;
     Hardware more_hw = hw;
-    more_hw.nccl_group_us = 5;
+    more_hw.fit.nccl_group_us = 5;
     const double more = simulate(p, gc, more_hw).total_us, more_model = estimate(p, gc, more_hw).total_us;
     EXPECT_GT(more - base, 0.5 * groups * 5);
     EXPECT_LE(more - base, groups * 5 + 1.0);
@@ -272,18 +274,18 @@ TEST(SimulateVsModel, NcclGroupGapAddsPerGroupAsInTheModel) {
 }
 
 TEST(SimulateVsModel, OperatorGemmFactorScalesTheGemmAsInTheModel) {
-  // Hardware::operator_gemm_factor 0.8: the simulator's GEMM compute (the SM pool's rate and the epilogues) takes
+  // ModelParams::operator_gemm_factor 0.8: the simulator's GEMM compute (the SM pool's rate and the epilogues) takes
   // 0.8 of its time, as the model's does; the launch is not scaled. Sequential 8192^3 (compute-bound, so the HBM
   // side does not bind): sim GEMM(0.8) - launch = 0.8 x (sim GEMM(1) - launch), to the engine's nanosecond
   // rounding of each event (16 waves with their epilogues: within 20 ns; measured 6 ns). Every mode's total falls
   // with a factor below 1 and rises with one above.
   const Hardware base = builtin_hardware("h200");
   Hardware hw = base;
-  hw.operator_gemm_factor = 0.8;
+  hw.fit.operator_gemm_factor = 0.8;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan seq = default_plan(Mode::kSequential, p, base, 0);
   const SimResult fast = simulate(p, seq, hw), slow = simulate(p, seq, base);
-  EXPECT_NEAR(fast.gemm_us - base.launch_us, 0.8 * (slow.gemm_us - base.launch_us), 0.02);
+  EXPECT_NEAR(fast.gemm_us - base.fit.launch_us, 0.8 * (slow.gemm_us - base.fit.launch_us), 0.02);
   EXPECT_NEAR(fast.comm_us, slow.comm_us, 0.02);
   // The model's GEMM in the same regime, as SequentialAgreesWithinTenPercent compares them.
   const double model_gemm = estimate(p, seq, hw).gemm_alone_us;
@@ -292,7 +294,7 @@ TEST(SimulateVsModel, OperatorGemmFactorScalesTheGemmAsInTheModel) {
     const Plan plan = default_plan(mode, p, base, 16);
     EXPECT_LT(simulate(p, plan, hw).total_us, simulate(p, plan, base).total_us) << to_string(mode);
     Hardware slower = base;
-    slower.operator_gemm_factor = 1.25;  // a GEMM slower inside the operator: the GEMM-bound operator slower too
+    slower.fit.operator_gemm_factor = 1.25;  // a GEMM slower inside the operator: the GEMM-bound operator slower too
     EXPECT_GT(simulate(p, plan, slower).total_us, simulate(p, plan, base).total_us) << to_string(mode);
   }
 }
@@ -303,8 +305,8 @@ TEST(SimulateVsModel, DecomposedCallWaitsForTheNextChunksGrid) {
   // (396 of its 512 tiles) before it gets SMs, in the simulator as in the model: they agree within 3%, and both are
   // later than if the calls started at once (4 chunks + the last call).
   Hardware hw = builtin_hardware("h200");
-  hw.hbm_contention = 0;
-  hw.shared_sm_penalty = 0;
+  hw.fit.hbm_contention = 0;
+  hw.fit.shared_sm_penalty = 0;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kDecomposed, p, hw, 16);
   const double model = estimate(p, plan, hw).total_us;
@@ -326,8 +328,8 @@ TEST(SimulateVsModel, CublasChunksOfFewTilesAsInTheModel) {
   for (const char* gpu : {"h100", "h200"}) {
     SCOPED_TRACE(gpu);
     Hardware hw = builtin_hardware(gpu);
-    hw.hbm_contention = 0;
-    hw.shared_sm_penalty = 0;
+    hw.fit.hbm_contention = 0;
+    hw.fit.shared_sm_penalty = 0;
     const Problem p = make_problem(Op::kAllGatherGemm, 8192, 3968, 4096, 8);
     Plan plan = default_plan(Mode::kDecomposed, p, hw, 24);
     plan.chunks = 16;
@@ -571,14 +573,14 @@ void expect_sequential_and_alone_unchanged(const Problem& p, const Hardware& hw,
 }
 
 TEST(SimulateVsModel, OverlapRateFactorsSlowOnlyTheOverlappedCollectives) {
-  // Hardware::overlap_nccl_rate_factor / overlap_tma_rate_factor 0.25: the collective of every overlapped mode runs
+  // ModelParams::overlap_nccl_rate_factor / overlap_tma_rate_factor 0.25: the collective of every overlapped mode runs
   // at a quarter of its per-CTA rate, in the simulator as in the model, so their totals rise on a comm-heavy problem
   // (GEMM+AR 8192x8192x1024 on 8 GPUs, 16 comm CTAs: the collective is the longer part); sequential's collective
   // (after the GEMM, alone) and a collective estimated alone do not change, nor does the model's comm_alone_us.
   const Hardware base = builtin_hardware("h200");
   Hardware hw = base;
-  hw.overlap_nccl_rate_factor = 0.25;
-  hw.overlap_tma_rate_factor = 0.25;
+  hw.fit.overlap_nccl_rate_factor = 0.25;
+  hw.fit.overlap_tma_rate_factor = 0.25;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
   expect_sequential_and_alone_unchanged(p, hw, base);
   for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
@@ -591,7 +593,7 @@ TEST(SimulateVsModel, OverlapRateFactorsSlowOnlyTheOverlappedCollectives) {
 }
 
 TEST(SimulateVsModel, BesideGemmFactorSlowsOnlyTheCollectiveBesideTheGemm) {
-  // Hardware::beside_gemm_rate_factor 0.25: an overlapped mode's collective moves at a quarter of its per-CTA rate
+  // ModelParams::beside_gemm_rate_factor 0.25: an overlapped mode's collective moves at a quarter of its per-CTA rate
   // until the operator's GEMM is over, and at its full rate after it. So on GEMM+AR 8192x8192x2048 on 8 GPUs with 16
   // comm CTAs (the collective, about 4x the GEMM, runs mostly after it):
   // - sequential (the collective after the GEMM, alone) and a collective estimated alone do not change;
@@ -605,10 +607,10 @@ TEST(SimulateVsModel, BesideGemmFactorSlowsOnlyTheCollectiveBesideTheGemm) {
   //   (overlap_nccl_rate_factor 0.25).
   const Hardware base = builtin_hardware("h200");
   Hardware hw = base;
-  hw.beside_gemm_rate_factor = 0.25;
+  hw.fit.beside_gemm_rate_factor = 0.25;
   Hardware throughout = base;
-  throughout.overlap_nccl_rate_factor = 0.25;
-  throughout.overlap_tma_rate_factor = 0.25;
+  throughout.fit.overlap_nccl_rate_factor = 0.25;
+  throughout.fit.overlap_tma_rate_factor = 0.25;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
   expect_sequential_and_alone_unchanged(p, hw, base);
   Plan one = default_plan(Mode::kTileSignal, p, base, 16);
@@ -617,7 +619,7 @@ TEST(SimulateVsModel, BesideGemmFactorSlowsOnlyTheCollectiveBesideTheGemm) {
   EXPECT_DOUBLE_EQ(estimate(p, one, hw).total_us, estimate(p, one, base).total_us);
   for (Mode mode : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
     Plan plan = default_plan(mode, p, base, 16);
-    if (mode == Mode::kTileSignal) plan.gemm_sms = base.sm_count - plan.comm_ctas;
+    if (mode == Mode::kTileSignal) plan.gemm_sms = base.spec.sm_count - plan.comm_ctas;
     SCOPED_TRACE(plan.summary());
     const SimResult sim = simulate(p, plan, hw), sim_base = simulate(p, plan, base);
     const ModeEstimate model = estimate(p, plan, hw), model_base = estimate(p, plan, base);
@@ -635,7 +637,7 @@ TEST(SimulateVsModel, BesideGemmFactorAgreesWhenACallStraddlesTheGemmsEnd) {
   // then, and the rest at the after-GEMM rate, in the model as in the simulator (which lifts the running step's
   // cap). GEMM+AR 8192x8192x2048 on 8 GPUs, 16 comm CTAs, beside_gemm_rate_factor 0.4: the two agree within 5%.
   Hardware hw = builtin_hardware("h200");
-  hw.beside_gemm_rate_factor = 0.4;
+  hw.fit.beside_gemm_rate_factor = 0.4;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 2048, 8);
   std::vector<Plan> plans;
   for (Mode mode : {Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {

@@ -70,9 +70,9 @@ const FittedParameter* find(const CalibrationResult& r, const std::string& name)
 }
 
 // `name` was fitted on the overlap cases to `value` within `tol` (absolute).
-void expect_overlap_fit(const CalibrationResult& r, double Hardware::*field, const char* name, double value,
+void expect_overlap_fit(const CalibrationResult& r, double ModelParams::*field, const char* name, double value,
                         double tol) {
-  EXPECT_NEAR(r.hardware.*field, value, tol) << name;
+  EXPECT_NEAR(r.hardware.fit.*field, value, tol) << name;
   const FittedParameter* p = find(r, name);
   ASSERT_TRUE(p) << name;
   EXPECT_EQ(p->subset, "overlap") << name;
@@ -125,12 +125,12 @@ TEST(BenchNames, Parse) {
   ASSERT_EQ(gp.tile_groups.size(), 4u);
   EXPECT_EQ(gp.tile_groups[0], gp.tile_groups[3]);                            // 64 bands of 32 tiles: 16 each
   EXPECT_EQ(gp.tile_groups[0] % gp.tiles_n(og->problem()), 0);                // whole bands
-  EXPECT_EQ(gp.gemm_sms, h200.sm_count - 16);
+  EXPECT_EQ(gp.gemm_sms, h200.spec.sm_count - 16);
   EXPECT_NO_THROW(gp.validate(og->problem(), h200));
   const Plan gc = parse_bench_name("overlap/green-context/reducescatter/8192x8192x4096/world:2/comm_sms:16/groups:3")
                       ->plan(h200);
   EXPECT_EQ(gc.tile_groups.size(), 3u);  // 64 bands: 22, 21, 21
-  EXPECT_EQ(gc.gemm_sms, h200.sm_count - 16);  // the partition's, as default_plan
+  EXPECT_EQ(gc.gemm_sms, h200.spec.sm_count - 16);  // the partition's, as default_plan
   EXPECT_THROW(parse_bench_name("overlap/tma/allreduce/256x256x256/world:2/comm_sms:8/groups:9")->plan(h200), Error);
   // order:swizzle (after groups:<g>): g groups of whole swizzle bands, in swizzle order; 64 tile rows = 8 swizzle
   // bands, so at most 8 groups.
@@ -290,14 +290,14 @@ TEST(Calibrate, OverlapCasesTakeTheRecordedProblemAndPlan) {
 TEST(Calibrate, RecoversGemmParameters) {
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.gemm_efficiency = 0.72;
-  truth.tile_epilogue_us = 0.8;
-  truth.launch_us = 6.0;
-  truth.cublas_efficiency = 0.83;
-  truth.cublas_partition_penalty = 0.09;
-  truth.cublas_tile_epilogue_us = 1.2;
-  truth.clock_knee_sms = 60;
-  truth.clock_exponent = 0.4;
+  truth.fit.gemm_efficiency = 0.72;
+  truth.fit.tile_epilogue_us = 0.8;
+  truth.fit.launch_us = 6.0;
+  truth.fit.cublas_efficiency = 0.83;
+  truth.fit.cublas_partition_penalty = 0.09;
+  truth.fit.cublas_tile_epilogue_us = 1.2;
+  truth.fit.clock_knee_sms = 60;
+  truth.fit.clock_exponent = 0.4;
   std::vector<BenchCase> cases;
   const int64_t shapes[][3] = {{8192, 8192, 8192}, {4096, 4096, 4096},  {2048, 8192, 4096},  {8192, 2048, 16384},
                                {1024, 1024, 8192}, {4096, 14336, 4096}, {16384, 4096, 2048}, {1024, 4096, 512}};
@@ -312,38 +312,38 @@ TEST(Calibrate, RecoversGemmParameters) {
   EXPECT_NEAR(eff->value, 0.72, 0.72 * 0.015);
   EXPECT_GT(eff->points, 50);
   EXPECT_LT(eff->rms_rel_error, 0.01);  // 0.5% noise
-  EXPECT_NEAR(r.hardware.cublas_efficiency, 0.83, 0.83 * 0.015);
-  EXPECT_NEAR(r.hardware.cublas_partition_penalty, 0.09, 0.015);
-  EXPECT_NEAR(r.hardware.launch_us, 6.0, 3.0);
-  EXPECT_NEAR(r.hardware.tile_epilogue_us, 0.8, 0.6);
-  EXPECT_NEAR(r.hardware.cublas_tile_epilogue_us, 1.2, 0.6);
-  EXPECT_NEAR(r.hardware.clock_knee_sms, 60, 6);
-  EXPECT_NEAR(r.hardware.clock_exponent, 0.4, 0.04);
+  EXPECT_NEAR(r.hardware.fit.cublas_efficiency, 0.83, 0.83 * 0.015);
+  EXPECT_NEAR(r.hardware.fit.cublas_partition_penalty, 0.09, 0.015);
+  EXPECT_NEAR(r.hardware.fit.launch_us, 6.0, 3.0);
+  EXPECT_NEAR(r.hardware.fit.tile_epilogue_us, 0.8, 0.6);
+  EXPECT_NEAR(r.hardware.fit.cublas_tile_epilogue_us, 1.2, 0.6);
+  EXPECT_NEAR(r.hardware.fit.clock_knee_sms, 60, 6);
+  EXPECT_NEAR(r.hardware.fit.clock_exponent, 0.4, 0.04);
   EXPECT_NE(r.summary().find("cublas_partition_penalty"), std::string::npos);
   ASSERT_TRUE(find(r, "clock_exponent"));
   // The same data without a partition penalty in the truth: the fit finds ~0 (not the base value) and says so
   // when it is pushed below 0.
   Hardware no_penalty = truth;
-  no_penalty.cublas_partition_penalty = 0;
+  no_penalty.fit.cublas_partition_penalty = 0;
   const CalibrationResult r0 = calibrate({synthetic(cases, no_penalty, 0.005)}, base);
-  EXPECT_NEAR(r0.hardware.cublas_partition_penalty, 0.0, 0.015);
+  EXPECT_NEAR(r0.hardware.fit.cublas_partition_penalty, 0.0, 0.015);
   ASSERT_TRUE(find(r0, "cublas_partition_penalty"));
   // Parameters no GEMM case informs are left alone.
-  EXPECT_DOUBLE_EQ(r.hardware.link_GBps, base.link_GBps);
+  EXPECT_DOUBLE_EQ(r.hardware.spec.link_GBps, base.spec.link_GBps);
   EXPECT_EQ(find(r, "link_GBps"), nullptr);
 }
 
 TEST(Calibrate, RecoversCommParameters) {
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.link_GBps = 400;
-  truth.nccl_efficiency = 0.85;
-  truth.nccl_per_cta_GBps = 25;
-  truth.per_cta_copy_GBps = 90;
-  truth.hbm_GBps = 4000;
-  truth.link_latency_us = 1.0;
-  truth.nccl_launch_us = 12;
-  truth.tma_launch_us = 3;
+  truth.spec.link_GBps = 400;
+  truth.fit.nccl_efficiency = 0.85;
+  truth.fit.nccl_per_cta_GBps = 25;
+  truth.fit.per_cta_copy_GBps = 90;
+  truth.spec.hbm_GBps = 4000;
+  truth.fit.link_latency_us = 1.0;
+  truth.fit.nccl_launch_us = 12;
+  truth.fit.tma_launch_us = 3;
   std::vector<BenchCase> cases;
   for (const char* op : {"allreduce", "reducescatter", "allgather"}) {
     for (int64_t bytes = 1024; bytes <= (int64_t(1) << 30); bytes *= 4) {
@@ -363,14 +363,14 @@ TEST(Calibrate, RecoversCommParameters) {
   }
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.01)}, base);
   const Hardware& h = r.hardware;
-  EXPECT_NEAR(h.link_GBps, 400, 400 * 0.03);
-  EXPECT_NEAR(h.nccl_efficiency, 0.85, 0.85 * 0.03);
-  EXPECT_NEAR(h.nccl_per_cta_GBps, 25, 25 * 0.03);
-  EXPECT_NEAR(h.per_cta_copy_GBps, 90, 90 * 0.03);
-  EXPECT_NEAR(h.hbm_GBps, 4000, 4000 * 0.03);
-  EXPECT_NEAR(h.link_latency_us, 1.0, 0.2);
-  EXPECT_NEAR(h.nccl_launch_us, 12, 1.0);
-  EXPECT_NEAR(h.tma_launch_us, 3, 0.5);
+  EXPECT_NEAR(h.spec.link_GBps, 400, 400 * 0.03);
+  EXPECT_NEAR(h.fit.nccl_efficiency, 0.85, 0.85 * 0.03);
+  EXPECT_NEAR(h.fit.nccl_per_cta_GBps, 25, 25 * 0.03);
+  EXPECT_NEAR(h.fit.per_cta_copy_GBps, 90, 90 * 0.03);
+  EXPECT_NEAR(h.spec.hbm_GBps, 4000, 4000 * 0.03);
+  EXPECT_NEAR(h.fit.link_latency_us, 1.0, 0.2);
+  EXPECT_NEAR(h.fit.nccl_launch_us, 12, 1.0);
+  EXPECT_NEAR(h.fit.tma_launch_us, 3, 0.5);
   for (const auto& p : r.parameters) {
     EXPECT_EQ(p.subset, "comm");
     EXPECT_GT(p.points, 0) << p.name;
@@ -383,14 +383,14 @@ TEST(Calibrate, RecoversCommParameters) {
 TEST(Calibrate, RecoversContentionWeights) {
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.hbm_contention = 2.0;
-  truth.shared_sm_penalty = 0.5;
+  truth.fit.hbm_contention = 2.0;
+  truth.fit.shared_sm_penalty = 0.5;
   const std::vector<BenchCase> cases =
       overlap_cases({"tile-signal", "green-context", "tma", "decomposed"}, {"allreduce", "reducescatter"},
                     {"8192x8192x8192", "4096x8192x8192", "8192x8192x2048"});
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
-  EXPECT_NEAR(r.hardware.hbm_contention, 2.0, 0.2);
-  EXPECT_NEAR(r.hardware.shared_sm_penalty, 0.5, 0.05);
+  EXPECT_NEAR(r.hardware.fit.hbm_contention, 2.0, 0.2);
+  EXPECT_NEAR(r.hardware.fit.shared_sm_penalty, 0.5, 0.05);
   ASSERT_TRUE(find(r, "shared_sm_penalty"));
   EXPECT_LT(find(r, "shared_sm_penalty")->rms_rel_error, 0.005);
 }
@@ -403,8 +403,8 @@ TEST(Calibrate, RecoversContentionWeights) {
 TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.nccl_per_cta_GBps = 25;
-  truth.overlap_nccl_rate_factor = 0.6;
+  truth.fit.nccl_per_cta_GBps = 25;
+  truth.fit.overlap_nccl_rate_factor = 0.6;
   std::vector<BenchCase> cases = overlap_cases({"tile-signal", "green-context", "decomposed"},
                                                {"allreduce", "reducescatter"}, {"8192x8192x1024", "8192x8192x2048"});
   for (const char* op : {"allreduce", "reducescatter"})
@@ -412,8 +412,8 @@ TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
       for (int ctas : {4, 8, 16, 32})
         cases.push_back(*parse_bench_name(fmt::format("coll/nccl/{}/{}/world:8/ctas:{}", op, bytes, ctas)));
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
-  EXPECT_NEAR(r.hardware.nccl_per_cta_GBps, 25, 25 * 0.03);
-  expect_overlap_fit(r, &Hardware::overlap_nccl_rate_factor, "overlap_nccl_rate_factor", 0.6, 0.6 * 0.05);
+  EXPECT_NEAR(r.hardware.fit.nccl_per_cta_GBps, 25, 25 * 0.03);
+  expect_overlap_fit(r, &ModelParams::overlap_nccl_rate_factor, "overlap_nccl_rate_factor", 0.6, 0.6 * 0.05);
 }
 
 // The overlap fit tells a collective slowed only beside the GEMM (beside_gemm_rate_factor) from one slowed throughout
@@ -422,13 +422,13 @@ TEST(Calibrate, OverlapFitLeavesTheStandaloneRates) {
 TEST(Calibrate, OverlapFitRecoversTheRateBesideTheGemm) {
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.beside_gemm_rate_factor = 0.4;
+  truth.fit.beside_gemm_rate_factor = 0.4;
   const std::vector<BenchCase> cases =
       overlap_cases({"tile-signal", "green-context", "decomposed"}, {"allreduce", "reducescatter"},
                     {"8192x8192x1024", "8192x8192x4096", "8192x8192x8192"});
   const CalibrationResult r = calibrate({synthetic(cases, truth, 0.002)}, base);
-  expect_overlap_fit(r, &Hardware::beside_gemm_rate_factor, "beside_gemm_rate_factor", 0.4, 0.4 * 0.05);
-  expect_overlap_fit(r, &Hardware::overlap_nccl_rate_factor, "overlap_nccl_rate_factor", 1.0, 0.05);
+  expect_overlap_fit(r, &ModelParams::beside_gemm_rate_factor, "beside_gemm_rate_factor", 0.4, 0.4 * 0.05);
+  expect_overlap_fit(r, &ModelParams::overlap_nccl_rate_factor, "overlap_nccl_rate_factor", 1.0, 0.05);
 }
 
 TEST(Calibrate, RecoversTheOperatorGemmFactor) {
@@ -438,9 +438,9 @@ TEST(Calibrate, RecoversTheOperatorGemmFactor) {
   // to within 0.5%, whatever the base factor; the contention weights are then fitted on top of it.
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.operator_gemm_factor = 0.88;
-  truth.hbm_contention = 2.0;
-  truth.shared_sm_penalty = 0.5;
+  truth.fit.operator_gemm_factor = 0.88;
+  truth.fit.hbm_contention = 2.0;
+  truth.fit.shared_sm_penalty = 0.5;
   Noise noise{777, 0.002};
   auto overlap_file = [&](bool with_t_gemm, int sustain_ms = 0) {
     nlohmann::json doc{{"benchmarks", nlohmann::json::array()}};
@@ -465,27 +465,27 @@ TEST(Calibrate, RecoversTheOperatorGemmFactor) {
   };
   for (double start : {1.0, 0.7, 1.3}) {
     Hardware b = base;
-    b.operator_gemm_factor = start;
+    b.fit.operator_gemm_factor = start;
     const CalibrationResult r = calibrate({overlap_file(true)}, b);
     const auto* f = find(r, "operator_gemm_factor");
     ASSERT_TRUE(f) << start;
     EXPECT_NEAR(f->value, 0.88, 0.88 * 0.005) << start;
-    EXPECT_DOUBLE_EQ(r.hardware.operator_gemm_factor, f->value);
+    EXPECT_DOUBLE_EQ(r.hardware.fit.operator_gemm_factor, f->value);
     EXPECT_EQ(f->points, 3 + 4 * 3 * 4);  // 3 sequential cases, 48 others
     EXPECT_LT(f->rms_rel_error, 0.004);
-    EXPECT_NEAR(r.hardware.hbm_contention, 2.0, 0.2) << start;
-    EXPECT_NEAR(r.hardware.shared_sm_penalty, 0.5, 0.05) << start;
+    EXPECT_NEAR(r.hardware.fit.hbm_contention, 2.0, 0.2) << start;
+    EXPECT_NEAR(r.hardware.fit.shared_sm_penalty, 0.5, 0.05) << start;
   }
   // Without the counter nothing informs it: the base value stays, and a note says so.
   const CalibrationResult none = calibrate({overlap_file(false)}, base);
   EXPECT_EQ(find(none, "operator_gemm_factor"), nullptr);
-  EXPECT_EQ(none.hardware.operator_gemm_factor, 1.0);
+  EXPECT_EQ(none.hardware.fit.operator_gemm_factor, 1.0);
   EXPECT_NE(none.summary().find("operator_gemm_factor held at the base value"), std::string::npos);
   // Cases timed in bench_overlap's sustained regime (counter sustain_ms > 0) time their GEMM back to back, not in
   // the operator's regime: they are left out, with a note.
   const CalibrationResult sustained = calibrate({overlap_file(true, 20)}, base);
   EXPECT_EQ(find(sustained, "operator_gemm_factor"), nullptr);
-  EXPECT_EQ(sustained.hardware.operator_gemm_factor, 1.0);
+  EXPECT_EQ(sustained.hardware.fit.operator_gemm_factor, 1.0);
   EXPECT_NE(sustained.summary().find("51 overlap cases timed in the sustained regime"), std::string::npos)
       << sustained.summary();
 }
@@ -495,9 +495,9 @@ TEST(Calibrate, HeldOutGemmValidation) {
   // shapes on partitions of 8 to 128 SMs. Here the "measurements" come from a model with other parameters.
   const Hardware base = builtin_hardware("h200");
   Hardware truth = base;
-  truth.gemm_efficiency = 0.75;
-  truth.tile_epilogue_us = 0.3;
-  truth.launch_us = 5;
+  truth.fit.gemm_efficiency = 0.75;
+  truth.fit.tile_epilogue_us = 0.3;
+  truth.fit.launch_us = 5;
   std::vector<BenchCase> fit, held_out;
   for (const auto& s : {std::array<int64_t, 3>{8192, 8192, 8192},
                         {4096, 4096, 4096},

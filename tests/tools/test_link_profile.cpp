@@ -93,13 +93,13 @@ TEST(PacedLoopback, HardwareTakesTheLinkAndNcclsCtaCount) {
   const Hardware h200 = builtin_hardware("h200");
   const LinkProfile link = builtin_link_profile("nvlink4-node8");
   const Hardware paced = loopback_hardware(h200, 8, LoopbackShare::kRank0, link);
-  ASSERT_TRUE(paced.link_profile.has_value());
-  EXPECT_DOUBLE_EQ(paced.link_GBps, 450);
-  EXPECT_DOUBLE_EQ(paced.link_latency_us, 0.7);
-  EXPECT_TRUE(paced.loopback_rank0);
+  ASSERT_TRUE(paced.emulation.link_profile.has_value());
+  EXPECT_DOUBLE_EQ(paced.spec.link_GBps, 450);
+  EXPECT_DOUBLE_EQ(paced.fit.link_latency_us, 0.7);
+  EXPECT_TRUE(paced.emulation.loopback_rank0);
   EXPECT_EQ(nccl_default_ctas(paced), 24);
   EXPECT_EQ(nccl_default_ctas(h200), kDefaultNcclCtas);
-  EXPECT_FALSE(loopback_hardware(h200, 8, LoopbackShare::kRank0).link_profile.has_value());
+  EXPECT_FALSE(loopback_hardware(h200, 8, LoopbackShare::kRank0).emulation.link_profile.has_value());
   test::expect_error_naming([&] { loopback_hardware(h200, 8, LoopbackShare::kWholeWorld, link); }, "whole-world");
   // JSON never carries it (a measurement's context does).
   EXPECT_FALSE(nlohmann::json(paced).contains("link_profile"));
@@ -115,19 +115,19 @@ TEST(PacedLoopback, CollectiveIsPricedOnTheLink) {
   // plain kernel launch.
   const CommEstimate rs =
       estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kNcclRing, 24, paced);
-  EXPECT_NEAR(rs.us, h200.tma_launch_us + 7 * 0.7 + 0.875 * s / 370e3, 1e-6);
+  EXPECT_NEAR(rs.us, h200.fit.tma_launch_us + 7 * 0.7 + 0.875 * s / 370e3, 1e-6);
   // AllReduce: 2 x 7/8 of the buffer, 14 steps.
   const CommEstimate ar = estimate_collective(Collective::kAllReduce, int64_t(s), 8, CommAlgo::kNcclRing, 24, paced);
-  EXPECT_NEAR(ar.us, h200.tma_launch_us + 14 * 0.7 + 1.75 * s / 370e3, 1e-6);
+  EXPECT_NEAR(ar.us, h200.fit.tma_launch_us + 14 * 0.7 + 1.75 * s / 370e3, 1e-6);
   // tma-push RS on 8 CTAs: 7/8 S on the link at 8 x 23 = 184 GB/s binds (the mover's 3.125 S at 8 x 95 = 760 is
   // faster); one step.
   const CommEstimate push =
       estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kTmaPush, 8, paced);
-  EXPECT_NEAR(push.us, h200.tma_launch_us + 0.7 + 0.875 * s / 184e3, 1e-6);
+  EXPECT_NEAR(push.us, h200.fit.tma_launch_us + 0.7 + 0.875 * s / 184e3, 1e-6);
   // On 132 CTAs the link's 450 GB/s binds, not 132 x 23.
   const CommEstimate wide =
       estimate_collective(Collective::kReduceScatter, int64_t(s), 8, CommAlgo::kTmaPush, 132, paced);
-  EXPECT_NEAR(wide.us, h200.tma_launch_us + 0.7 + 0.875 * s / 450e3, 1e-6);
+  EXPECT_NEAR(wide.us, h200.fit.tma_launch_us + 0.7 + 0.875 * s / 450e3, 1e-6);
   // The unpaced loopback runs at HBM speed: several times faster.
   const Hardware free = loopback_hardware(h200, 8, LoopbackShare::kRank0);
   EXPECT_GT(rs.us,
@@ -167,8 +167,8 @@ TEST(PacedLoopback, CalibrationReadsTheLinkFromTheContext) {
   ASSERT_TRUE(ms[0].link_profile.has_value());
   EXPECT_EQ(ms[0].link_profile->name, "h200x2");
   const Hardware h = measurement_hardware(ms[0], builtin_hardware("h200"));
-  ASSERT_TRUE(h.link_profile.has_value());
-  EXPECT_DOUBLE_EQ(h.link_GBps, link.link_GBps);
+  ASSERT_TRUE(h.emulation.link_profile.has_value());
+  EXPECT_DOUBLE_EQ(h.spec.link_GBps, link.link_GBps);
   // The baseline is predicted with its collective on NCCL's CTA count.
   const auto predicted = predict_us(ms[0].bench, h);
   ASSERT_TRUE(predicted.has_value());

@@ -264,7 +264,7 @@ Plan BenchCase::plan(const Hardware& hw) const {
       plan.tile_groups = band_groups(tm, plan.tiles_n(p), groups);
     }
     // tile-signal: the GEMM leaves the communication's SMs free (plain streams, no partition).
-    if (mode == Mode::kTileSignal) plan.gemm_sms = hw.sm_count - plan.comm_ctas;
+    if (mode == Mode::kTileSignal) plan.gemm_sms = hw.spec.sm_count - plan.comm_ctas;
   }
   return plan;
 }

@@ -105,10 +105,10 @@ std::vector<bool> solve_held(const LinearProblem& p, Eigen::VectorXd& x, std::ve
   return free;
 }
 
-// A Hardware field a Gauss-Newton fit moves, within [lo, hi].
+// A ModelParams field a Gauss-Newton fit moves, within [lo, hi].
 struct FitParam {
   const char* name;
-  double Hardware::*field;
+  double ModelParams::*field;
   double lo, hi;
 };
 
@@ -125,7 +125,7 @@ std::pair<Hardware, std::array<int, P>> gauss_newton(const Hardware& start, cons
   auto with = [&](const Vec& log_th) {
     Hardware h = start;
     for (int c = 0; c < kP; ++c)
-      h.*(params[size_t(c)].field) = std::clamp(std::exp(log_th(c)), params[size_t(c)].lo, params[size_t(c)].hi);
+      h.fit.*(params[size_t(c)].field) = std::clamp(std::exp(log_th(c)), params[size_t(c)].lo, params[size_t(c)].hi);
     return h;
   };
   auto residuals = [&](const Hardware& h, Eigen::VectorXd& r) {
@@ -133,7 +133,7 @@ std::pair<Hardware, std::array<int, P>> gauss_newton(const Hardware& start, cons
     for (std::size_t i = 0; i < cases; ++i) r(Eigen::Index(i)) = residual(h, i);
   };
   Vec th;
-  for (int c = 0; c < kP; ++c) th(c) = std::log(std::max(start.*(params[size_t(c)].field), params[size_t(c)].lo));
+  for (int c = 0; c < kP; ++c) th(c) = std::log(std::max(start.fit.*(params[size_t(c)].field), params[size_t(c)].lo));
   Eigen::VectorXd r;
   residuals(with(th), r);
   std::array<int, P> informed{};
@@ -187,7 +187,7 @@ std::pair<Hardware, std::array<int, P>> gauss_newton(const Hardware& start, cons
   }
   Hardware fitted = with(th);
   for (int c = 0; c < kP; ++c)
-    if (informed[size_t(c)] == 0) fitted.*(params[size_t(c)].field) = start.*(params[size_t(c)].field);
+    if (informed[size_t(c)] == 0) fitted.fit.*(params[size_t(c)].field) = start.fit.*(params[size_t(c)].field);
   return {fitted, informed};
 }
 
@@ -250,10 +250,10 @@ struct Fitter {
                                          GemmRegime::kSustained);
       const TileShape t = cublas ? detail::kCublasTile : TileShape{};
       const double f =
-          2.0 * t.m * t.n * double(b.k) / (h.matrix_tflops_per_sm * 1e6) * g.clock_factor * g.l2_miss_factor;
+          2.0 * t.m * t.n * double(b.k) / (h.spec.matrix_tflops_per_sm * 1e6) * g.clock_factor * g.l2_miss_factor;
       p.a(r, kLaunch) = 1.0;
       if (cublas) {
-        const double removed = std::min(1.0, double(h.sm_count - b.sms) / h.sm_granularity);
+        const double removed = std::min(1.0, double(h.spec.sm_count - b.sms) / h.spec.sm_granularity);
         p.a(r, kInvEffC) = g.waves_used * f;
         p.a(r, kPenC) = g.waves_used * f * removed;
         p.a(r, kEpiC) = g.waves_used;
@@ -287,11 +287,12 @@ struct Fitter {
     if (ms.empty()) return;
     const Hardware base = hw;
     int partitioned = 0;
-    for (const Measurement* m : cublas) partitioned += m->bench.sms < hw.sm_count;
+    for (const Measurement* m : cublas) partitioned += m->bench.sms < hw.spec.sm_count;
     Eigen::VectorXd x0(kGemmCols);
     // A penalty the data pushes below 0 is held at 0 (its bound), not at the base value.
-    x0 << 1.0 / hw.gemm_efficiency, hw.tile_epilogue_us, hw.launch_us, 1.0 / hw.cublas_efficiency,
-        partitioned > 0 ? 0.0 : hw.cublas_partition_penalty / hw.cublas_efficiency, hw.cublas_tile_epilogue_us;
+    x0 << 1.0 / hw.fit.gemm_efficiency, hw.fit.tile_epilogue_us, hw.fit.launch_us, 1.0 / hw.fit.cublas_efficiency,
+        partitioned > 0 ? 0.0 : hw.fit.cublas_partition_penalty / hw.fit.cublas_efficiency,
+        hw.fit.cublas_tile_epilogue_us;
 
     // The clock curve: informative when the busy-SM counts take at least 3 values spanning a factor 1.5.
     std::set<int> busy;
@@ -303,25 +304,25 @@ struct Fitter {
     const bool clock_informed = busy.size() >= 3 && *busy.rbegin() >= 1.5 * *busy.begin();
     GemmFit best = solve_gemm(ms, hw, x0);
     if (clock_informed) {
-      const double lo = std::max(1.0, double(*busy.begin())), hi = double(hw.sm_count);
+      const double lo = std::max(1.0, double(*busy.begin())), hi = double(hw.spec.sm_count);
       auto search = [&](double k0, double k1, double kstep, double e0, double e1, double estep) {
         for (double knee = k0; knee <= k1 + 1e-9; knee += kstep) {
           for (double ex = e0; ex <= e1 + 1e-9; ex += estep) {
             Hardware h = hw;
-            h.clock_knee_sms = std::clamp(knee, 1.0, hi);
-            h.clock_exponent = std::clamp(ex, 0.0, 1.0);
+            h.fit.clock_knee_sms = std::clamp(knee, 1.0, hi);
+            h.fit.clock_exponent = std::clamp(ex, 0.0, 1.0);
             const GemmFit f = solve_gemm(ms, h, x0);
             if (f.rms < best.rms * (1 - 1e-9)) {
               best = f;
-              hw.clock_knee_sms = h.clock_knee_sms, hw.clock_exponent = h.clock_exponent;
+              hw.fit.clock_knee_sms = h.fit.clock_knee_sms, hw.fit.clock_exponent = h.fit.clock_exponent;
             }
           }
         }
       };
       const Hardware start = hw;
-      hw.clock_knee_sms = start.clock_knee_sms, hw.clock_exponent = start.clock_exponent;
+      hw.fit.clock_knee_sms = start.fit.clock_knee_sms, hw.fit.clock_exponent = start.fit.clock_exponent;
       search(lo, hi, 4, 0, 1, 0.05);
-      const double k = hw.clock_knee_sms, e = hw.clock_exponent;
+      const double k = hw.fit.clock_knee_sms, e = hw.fit.clock_exponent;
       search(std::max(lo, k - 4), std::min(hi, k + 4), 1, std::max(0.0, e - 0.05), std::min(1.0, e + 0.05), 0.005);
     } else {
       note(
@@ -333,16 +334,16 @@ struct Fitter {
     double eff = 1.0 / x(kInvEff), eff_c = 1.0 / x(kInvEffC);
     if (free[kInvEff]) {
       if (eff > 1.0) note(fmt::format("gemm_efficiency fitted {:.3f} > 1: clamped to 1", eff));
-      hw.gemm_efficiency = std::min(1.0, eff);
+      hw.fit.gemm_efficiency = std::min(1.0, eff);
     }
-    if (free[kEpi]) hw.tile_epilogue_us = x(kEpi);
-    if (free[kLaunch]) hw.launch_us = x(kLaunch);
+    if (free[kEpi]) hw.fit.tile_epilogue_us = x(kEpi);
+    if (free[kLaunch]) hw.fit.launch_us = x(kLaunch);
     if (free[kInvEffC]) {
       if (eff_c > 1.0) note(fmt::format("cublas_efficiency fitted {:.3f} > 1: clamped to 1", eff_c));
-      hw.cublas_efficiency = std::min(1.0, eff_c);
-      hw.cublas_partition_penalty = std::max(0.0, x(kPenC) / x(kInvEffC));
+      hw.fit.cublas_efficiency = std::min(1.0, eff_c);
+      hw.fit.cublas_partition_penalty = std::max(0.0, x(kPenC) / x(kInvEffC));
     }
-    if (free[kEpiC]) hw.cublas_tile_epilogue_us = x(kEpiC);
+    if (free[kEpiC]) hw.fit.cublas_tile_epilogue_us = x(kEpiC);
 
     const double rms_ovl = rms_rel(ovl, hw), rms_cublas = rms_rel(cublas, hw), rms_all = rms_rel(ms, hw);
     const int n_ovl = int(ovl.size()), n_cublas = int(cublas.size()), n = int(ms.size());
@@ -354,40 +355,42 @@ struct Fitter {
       note(fmt::format("{} held at the base value ({})", name, why));
     };
     if (n_ovl > 0) {
-      if (free[kInvEff]) rec("gemm_efficiency", base.gemm_efficiency, hw.gemm_efficiency, n_ovl, "gemm/ovl", rms_ovl);
+      if (free[kInvEff])
+        rec("gemm_efficiency", base.fit.gemm_efficiency, hw.fit.gemm_efficiency, n_ovl, "gemm/ovl", rms_ovl);
       if (free[kEpi])
-        rec("tile_epilogue_us", base.tile_epilogue_us, hw.tile_epilogue_us, n_ovl, "gemm/ovl", rms_ovl);
+        rec("tile_epilogue_us", base.fit.tile_epilogue_us, hw.fit.tile_epilogue_us, n_ovl, "gemm/ovl", rms_ovl);
       else
         held("tile_epilogue_us", "the gemm/ovl data cannot separate it");
     }
     if (n_cublas > 0) {
       if (free[kInvEffC])
-        rec("cublas_efficiency", base.cublas_efficiency, hw.cublas_efficiency, n_cublas, "gemm/cublas", rms_cublas);
+        rec("cublas_efficiency", base.fit.cublas_efficiency, hw.fit.cublas_efficiency, n_cublas, "gemm/cublas",
+            rms_cublas);
       if (free[kEpiC])
-        rec("cublas_tile_epilogue_us", base.cublas_tile_epilogue_us, hw.cublas_tile_epilogue_us, n_cublas,
+        rec("cublas_tile_epilogue_us", base.fit.cublas_tile_epilogue_us, hw.fit.cublas_tile_epilogue_us, n_cublas,
             "gemm/cublas", rms_cublas);
       else
         held("cublas_tile_epilogue_us", "the gemm/cublas data cannot separate it");
       if (partitioned == 0) {
         held("cublas_partition_penalty", "no cuBLAS case on a partition");
       } else if (free[kPenC]) {
-        rec("cublas_partition_penalty", base.cublas_partition_penalty, hw.cublas_partition_penalty, partitioned,
+        rec("cublas_partition_penalty", base.fit.cublas_partition_penalty, hw.fit.cublas_partition_penalty, partitioned,
             "gemm/cublas", rms_cublas);
       } else {
-        hw.cublas_partition_penalty = 0.0;
-        rec("cublas_partition_penalty", base.cublas_partition_penalty, 0.0, partitioned, "gemm/cublas", rms_cublas);
+        hw.fit.cublas_partition_penalty = 0.0;
+        rec("cublas_partition_penalty", base.fit.cublas_partition_penalty, 0.0, partitioned, "gemm/cublas", rms_cublas);
         note(
             "cublas_partition_penalty fitted below 0 (cuBLAS on partitions is no slower than its clock-scaled "
             "full-device rate): held at its bound 0");
       }
     }
     if (free[kLaunch])
-      rec("launch_us", base.launch_us, hw.launch_us, n, "gemm", rms_all);
+      rec("launch_us", base.fit.launch_us, hw.fit.launch_us, n, "gemm", rms_all);
     else
       held("launch_us", "the GEMM data cannot separate it");
     if (clock_informed) {
-      rec("clock_knee_sms", base.clock_knee_sms, hw.clock_knee_sms, n, "gemm", rms_all);
-      rec("clock_exponent", base.clock_exponent, hw.clock_exponent, n, "gemm", rms_all);
+      rec("clock_knee_sms", base.fit.clock_knee_sms, hw.fit.clock_knee_sms, n, "gemm", rms_all);
+      rec("clock_exponent", base.fit.clock_exponent, hw.fit.clock_exponent, n, "gemm", rms_all);
     }
   }
 
@@ -425,28 +428,29 @@ struct Fitter {
         p.b(Eigen::Index(i)) = ms[i]->us - offset;
         p.t(Eigen::Index(i)) = ms[i]->us;
       }
-      x << hw.nccl_launch_us, hw.tma_launch_us, hw.link_latency_us, 1 / hw.per_cta_copy_GBps,
-          1 / hw.tma_push_per_cta_GBps, 1 / hw.tma_pull_per_cta_GBps, 1 / hw.simt_per_cta_GBps, 1 / hw.hbm_GBps,
-          1 / hw.link_GBps, 1 / (hw.link_GBps * hw.nccl_efficiency), 1 / hw.nccl_per_cta_GBps;
+      x << hw.fit.nccl_launch_us, hw.fit.tma_launch_us, hw.fit.link_latency_us, 1 / hw.fit.per_cta_copy_GBps,
+          1 / hw.fit.tma_push_per_cta_GBps, 1 / hw.fit.tma_pull_per_cta_GBps, 1 / hw.fit.simt_per_cta_GBps,
+          1 / hw.spec.hbm_GBps, 1 / hw.spec.link_GBps, 1 / (hw.spec.link_GBps * hw.fit.nccl_efficiency),
+          1 / hw.fit.nccl_per_cta_GBps;
       free = solve_held(p, x, std::vector<bool>(kCommCols, true),
                         {0, 0, 0, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12},
                         {kLatency, kTmaLaunch, kNcclLaunch});
       // Only what the data informed changes (a held nccl_efficiency stays put even when link_GBps moves).
-      if (free[kNcclLaunch]) hw.nccl_launch_us = x(kNcclLaunch);
-      if (free[kTmaLaunch]) hw.tma_launch_us = x(kTmaLaunch);
-      if (free[kLatency]) hw.link_latency_us = x(kLatency);
-      if (free[kInvCopy]) hw.per_cta_copy_GBps = 1 / x(kInvCopy);
-      if (free[kInvPush]) hw.tma_push_per_cta_GBps = 1 / x(kInvPush);
-      if (free[kInvPull]) hw.tma_pull_per_cta_GBps = 1 / x(kInvPull);
-      if (free[kInvSimt]) hw.simt_per_cta_GBps = 1 / x(kInvSimt);
-      if (free[kInvHbm]) hw.hbm_GBps = 1 / x(kInvHbm);
-      if (free[kInvLink]) hw.link_GBps = 1 / x(kInvLink);
-      if (free[kInvNcclLink]) hw.nccl_efficiency = std::min(1.0, 1 / x(kInvNcclLink) / hw.link_GBps);
-      if (free[kInvNcclPerCta]) hw.nccl_per_cta_GBps = 1 / x(kInvNcclPerCta);
+      if (free[kNcclLaunch]) hw.fit.nccl_launch_us = x(kNcclLaunch);
+      if (free[kTmaLaunch]) hw.fit.tma_launch_us = x(kTmaLaunch);
+      if (free[kLatency]) hw.fit.link_latency_us = x(kLatency);
+      if (free[kInvCopy]) hw.fit.per_cta_copy_GBps = 1 / x(kInvCopy);
+      if (free[kInvPush]) hw.fit.tma_push_per_cta_GBps = 1 / x(kInvPush);
+      if (free[kInvPull]) hw.fit.tma_pull_per_cta_GBps = 1 / x(kInvPull);
+      if (free[kInvSimt]) hw.fit.simt_per_cta_GBps = 1 / x(kInvSimt);
+      if (free[kInvHbm]) hw.spec.hbm_GBps = 1 / x(kInvHbm);
+      if (free[kInvLink]) hw.spec.link_GBps = 1 / x(kInvLink);
+      if (free[kInvNcclLink]) hw.fit.nccl_efficiency = std::min(1.0, 1 / x(kInvNcclLink) / hw.spec.link_GBps);
+      if (free[kInvNcclPerCta]) hw.fit.nccl_per_cta_GBps = 1 / x(kInvNcclPerCta);
     }
-    if (free[kInvNcclLink] && 1 / x(kInvNcclLink) > hw.link_GBps) {
+    if (free[kInvNcclLink] && 1 / x(kInvNcclLink) > hw.spec.link_GBps) {
       note(fmt::format("NCCL reached {:.0f} GB/s, above link_GBps = {:.0f}: nccl_efficiency clamped to 1",
-                       1 / x(kInvNcclLink), hw.link_GBps));
+                       1 / x(kInvNcclLink), hw.spec.link_GBps));
     }
     const double rms = rms_rel(ms, hw);
     struct Out {
@@ -454,17 +458,18 @@ struct Fitter {
       int col;
       double base, value;
     };
-    const Out outs[] = {{"nccl_launch_us", kNcclLaunch, base.nccl_launch_us, hw.nccl_launch_us},
-                        {"tma_launch_us", kTmaLaunch, base.tma_launch_us, hw.tma_launch_us},
-                        {"link_latency_us", kLatency, base.link_latency_us, hw.link_latency_us},
-                        {"per_cta_copy_GBps", kInvCopy, base.per_cta_copy_GBps, hw.per_cta_copy_GBps},
-                        {"tma_push_per_cta_GBps", kInvPush, base.tma_push_per_cta_GBps, hw.tma_push_per_cta_GBps},
-                        {"tma_pull_per_cta_GBps", kInvPull, base.tma_pull_per_cta_GBps, hw.tma_pull_per_cta_GBps},
-                        {"simt_per_cta_GBps", kInvSimt, base.simt_per_cta_GBps, hw.simt_per_cta_GBps},
-                        {"hbm_GBps", kInvHbm, base.hbm_GBps, hw.hbm_GBps},
-                        {"link_GBps", kInvLink, base.link_GBps, hw.link_GBps},
-                        {"nccl_efficiency", kInvNcclLink, base.nccl_efficiency, hw.nccl_efficiency},
-                        {"nccl_per_cta_GBps", kInvNcclPerCta, base.nccl_per_cta_GBps, hw.nccl_per_cta_GBps}};
+    const Out outs[] = {
+        {"nccl_launch_us", kNcclLaunch, base.fit.nccl_launch_us, hw.fit.nccl_launch_us},
+        {"tma_launch_us", kTmaLaunch, base.fit.tma_launch_us, hw.fit.tma_launch_us},
+        {"link_latency_us", kLatency, base.fit.link_latency_us, hw.fit.link_latency_us},
+        {"per_cta_copy_GBps", kInvCopy, base.fit.per_cta_copy_GBps, hw.fit.per_cta_copy_GBps},
+        {"tma_push_per_cta_GBps", kInvPush, base.fit.tma_push_per_cta_GBps, hw.fit.tma_push_per_cta_GBps},
+        {"tma_pull_per_cta_GBps", kInvPull, base.fit.tma_pull_per_cta_GBps, hw.fit.tma_pull_per_cta_GBps},
+        {"simt_per_cta_GBps", kInvSimt, base.fit.simt_per_cta_GBps, hw.fit.simt_per_cta_GBps},
+        {"hbm_GBps", kInvHbm, base.spec.hbm_GBps, hw.spec.hbm_GBps},
+        {"link_GBps", kInvLink, base.spec.link_GBps, hw.spec.link_GBps},
+        {"nccl_efficiency", kInvNcclLink, base.fit.nccl_efficiency, hw.fit.nccl_efficiency},
+        {"nccl_per_cta_GBps", kInvNcclPerCta, base.fit.nccl_per_cta_GBps, hw.fit.nccl_per_cta_GBps}};
     for (const auto& o : outs) {
       if (free[size_t(o.col)]) {
         record(o.name, o.base, o.value, count_nonzero(p.a, o.col), "comm");
@@ -485,14 +490,14 @@ struct Fitter {
     const CommAlgo algo = copy ? CommAlgo::kTmaPush : b.comm_algo();
     const int world = copy ? 1 : b.world;
     const detail::CollCoeffs k =
-        detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world, h.loopback_rank0);
+        detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world, h.emulation.loopback_rank0);
     const double s = double(b.bytes) / detail::kBytesPerUsPerGBps;  // bytes x (1/GBps) -> us
     const double ctas = b.ctas;
     // x holds the base profile's inverse rates; the case's rate is base / scale, so its coefficient is x scale.
-    const double hbm_scale = hw.hbm_GBps / h.hbm_GBps;
+    const double hbm_scale = hw.spec.hbm_GBps / h.spec.hbm_GBps;
     double offset = 0;
     if (m.loopback) {
-      offset = k.steps * h.link_latency_us;
+      offset = k.steps * h.fit.link_latency_us;
     } else {
       row(kLatency) = k.steps;
     }
@@ -502,34 +507,34 @@ struct Fitter {
         row(kInvHbm) = 2 * s * hbm_scale;
         return 0;
       }
-      const double link_rate = std::min(h.link_GBps * h.nccl_efficiency, ctas * h.nccl_per_cta_GBps);
-      if (k.hbm_bytes / h.hbm_GBps > k.link_bytes / link_rate) {
+      const double link_rate = std::min(h.spec.link_GBps * h.fit.nccl_efficiency, ctas * h.fit.nccl_per_cta_GBps);
+      if (k.hbm_bytes / h.spec.hbm_GBps > k.link_bytes / link_rate) {
         row(kInvHbm) = k.hbm_bytes * s * hbm_scale;
-      } else if (h.link_GBps * h.nccl_efficiency <= ctas * h.nccl_per_cta_GBps) {
-        row(kInvNcclLink) = k.link_bytes * s * (hw.link_GBps / h.link_GBps);
+      } else if (h.spec.link_GBps * h.fit.nccl_efficiency <= ctas * h.fit.nccl_per_cta_GBps) {
+        row(kInvNcclLink) = k.link_bytes * s * (hw.spec.link_GBps / h.spec.link_GBps);
       } else {
-        row(kInvNcclPerCta) = k.link_bytes * s / ctas * (hw.nccl_per_cta_GBps / h.nccl_per_cta_GBps);
+        row(kInvNcclPerCta) = k.link_bytes * s / ctas * (hw.fit.nccl_per_cta_GBps / h.fit.nccl_per_cta_GBps);
       }
       return offset;
     }
     row(kTmaLaunch) = 1;
     const bool simt = b.impl == "simt";
     int cta_col = kInvCopy;
-    double base_rate = hw.per_cta_copy_GBps, case_rate = h.per_cta_copy_GBps;
+    double base_rate = hw.fit.per_cta_copy_GBps, case_rate = h.fit.per_cta_copy_GBps;
     if (world > 1) {
       cta_col = simt ? kInvSimt : algo == CommAlgo::kTmaPull ? kInvPull : kInvPush;
-      base_rate = simt ? hw.simt_per_cta_GBps : per_cta_GBps(algo, hw);
-      case_rate = simt ? h.simt_per_cta_GBps : per_cta_GBps(algo, h);
+      base_rate = simt ? hw.fit.simt_per_cta_GBps : per_cta_GBps(algo, hw);
+      case_rate = simt ? h.fit.simt_per_cta_GBps : per_cta_GBps(algo, h);
     }
-    const double t_hbm = k.hbm_bytes / h.hbm_GBps;
+    const double t_hbm = k.hbm_bytes / h.spec.hbm_GBps;
     const double t_cta = k.cta_bytes / (ctas * case_rate);
-    const double t_link = k.link_bytes / h.link_GBps;
+    const double t_link = k.link_bytes / h.spec.link_GBps;
     if (t_hbm >= t_cta && t_hbm >= t_link) {
       row(kInvHbm) = k.hbm_bytes * s * hbm_scale;
     } else if (t_cta >= t_link) {
       row(cta_col) = k.cta_bytes * s / ctas * (base_rate / case_rate);
     } else if (m.loopback) {
-      row(kInvHbm) = k.link_bytes * s * (hw.hbm_GBps / h.link_GBps);  // the loopback "link" is HBM
+      row(kInvHbm) = k.link_bytes * s * (hw.spec.hbm_GBps / h.spec.link_GBps);  // the loopback "link" is HBM
     } else {
       row(kInvLink) = k.link_bytes * s;
     }
@@ -561,15 +566,15 @@ struct Fitter {
       }
     };
     const std::array<FitParam, 1> param{
-        {{"operator_gemm_factor", &Hardware::operator_gemm_factor, kRegimeLo, kRegimeHi}}};
+        {{"operator_gemm_factor", &ModelParams::operator_gemm_factor, kRegimeLo, kRegimeHi}}};
     Hardware start = hw;
-    start.operator_gemm_factor = std::clamp(hw.operator_gemm_factor, kRegimeLo, kRegimeHi);
+    start.fit.operator_gemm_factor = std::clamp(hw.fit.operator_gemm_factor, kRegimeLo, kRegimeHi);
     const auto [fitted, informed] = gauss_newton(start, param, ms.size(), [&](const Hardware& h, std::size_t i) {
       const double e = residual(h, i);
       return std::isfinite(e) ? e : 0.0;
     });
     RegimeFit out;
-    out.factor = fitted.operator_gemm_factor;
+    out.factor = fitted.fit.operator_gemm_factor;
     out.informed = informed[0] > 0;
     double ss = 0;
     for (std::size_t i = 0; i < ms.size(); ++i) {
@@ -617,7 +622,7 @@ struct Fitter {
     if (fit.factor == kRegimeLo || fit.factor == kRegimeHi)
       note(fmt::format("operator_gemm_factor stopped at its bound {} (the fit wants a value outside [{}, {}])",
                        fit.factor, kRegimeLo, kRegimeHi));
-    const double base = hw.operator_gemm_factor;
+    const double base = hw.fit.operator_gemm_factor;
     if (!cublas.empty() && !ours.empty()) {
       const RegimeFit c = solve_regime(cublas), o = solve_regime(ours);
       note(
@@ -625,7 +630,7 @@ struct Fitter {
                       "{:.4f} ({} cases, RMS {:.2f}%)",
                       c.factor, c.points, 100 * c.rms, o.factor, o.points, 100 * o.rms));
     }
-    hw.operator_gemm_factor = fit.factor;
+    hw.fit.operator_gemm_factor = fit.factor;
     record("operator_gemm_factor", base, fit.factor, fit.points, "overlap/t_gemm");
     out->parameters.back().rms_rel_error = fit.rms;
   }
@@ -639,26 +644,27 @@ struct Fitter {
   void fit_overlap(const std::vector<const Measurement*>& ms) {
     if (ms.empty()) return;
     const std::array<FitParam, 8> params = {
-        {{"hbm_contention", &Hardware::hbm_contention, 1e-3, 10.0},
-         {"shared_sm_penalty", &Hardware::shared_sm_penalty, 1e-3, 10.0},
-         {"overlap_tma_rate_factor", &Hardware::overlap_tma_rate_factor, 0.02, 4.0},
-         {"overlap_nccl_rate_factor", &Hardware::overlap_nccl_rate_factor, 0.02, 4.0},
-         {"beside_gemm_rate_factor", &Hardware::beside_gemm_rate_factor, 0.02, 4.0},
-         {"tma_group_us", &Hardware::tma_group_us, 1e-2, 100.0},
-         {"nccl_group_us", &Hardware::nccl_group_us, 1e-2, 100.0},
-         {"loopback_piece_us", &Hardware::loopback_piece_us, 1e-3, 20.0}}};
+        {{"hbm_contention", &ModelParams::hbm_contention, 1e-3, 10.0},
+         {"shared_sm_penalty", &ModelParams::shared_sm_penalty, 1e-3, 10.0},
+         {"overlap_tma_rate_factor", &ModelParams::overlap_tma_rate_factor, 0.02, 4.0},
+         {"overlap_nccl_rate_factor", &ModelParams::overlap_nccl_rate_factor, 0.02, 4.0},
+         {"beside_gemm_rate_factor", &ModelParams::beside_gemm_rate_factor, 0.02, 4.0},
+         {"tma_group_us", &ModelParams::tma_group_us, 1e-2, 100.0},
+         {"nccl_group_us", &ModelParams::nccl_group_us, 1e-2, 100.0},
+         {"loopback_piece_us", &ModelParams::loopback_piece_us, 1e-3, 20.0}}};
     const Hardware base = hw;
     // The per-call and per-group costs first, one at a time on a coarse grid (the base value among the points): from
     // the base alone Gauss-Newton stopped at nccl_group_us 0.2 us on paced-loopback data whose calls cost about 8 us
     // more than priced, with the contention terms bent to make up for it (docs/performance.md, "Prediction accuracy").
-    for (double Hardware::*field : {&Hardware::nccl_group_us, &Hardware::tma_group_us, &Hardware::loopback_piece_us}) {
-      const double start = hw.*field;
+    for (double ModelParams::*field :
+         {&ModelParams::nccl_group_us, &ModelParams::tma_group_us, &ModelParams::loopback_piece_us}) {
+      const double start = hw.fit.*field;
       double best = start, best_rms = rms_rel(ms, hw);
       for (double v : {0.5, 1.0, 2.0, 4.0, 8.0, 16.0}) {
-        hw.*field = v;
+        hw.fit.*field = v;
         if (const double r = rms_rel(ms, hw); r < best_rms) best = v, best_rms = r;
       }
-      hw.*field = best;
+      hw.fit.*field = best;
     }
     const auto [fitted, informed] = gauss_newton(hw, params, ms.size(), [&](const Hardware& h, std::size_t i) {
       const auto pred = predict_us(ms[i]->bench, measurement_hardware(*ms[i], h));
@@ -669,7 +675,7 @@ struct Fitter {
     for (std::size_t c = 0; c < params.size(); ++c) {
       const FitParam& p = params[c];
       if (informed[c] > 0) {
-        record(p.name, base.*(p.field), hw.*(p.field), informed[c], "overlap");
+        record(p.name, base.fit.*(p.field), hw.fit.*(p.field), informed[c], "overlap");
         out->parameters.back().rms_rel_error = rms;
       } else {
         note(fmt::format("{} held at the base value (no overlap case is sensitive to it)", p.name));
@@ -843,14 +849,14 @@ std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
   try {
     switch (b.kind) {
       case BenchKind::kGemm:
-        if (b.sms > hw.sm_count) return std::nullopt;
+        if (b.sms > hw.spec.sm_count) return std::nullopt;
         return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw,
                              GemmRegime::kSustained, b.stream_k)
             .us;
       case BenchKind::kCollective: {
         // The SIMT kernel runs the pull protocol with plain loads, at its own per-CTA rate.
         Hardware h = hw;
-        if (b.impl == "simt") h.tma_pull_per_cta_GBps = hw.simt_per_cta_GBps;
+        if (b.impl == "simt") h.fit.tma_pull_per_cta_GBps = hw.fit.simt_per_cta_GBps;
         return estimate_collective(b.collective, b.bytes, b.world, b.comm_algo(), b.ctas, h).us;
       }
       case BenchKind::kCopy:
@@ -873,9 +879,9 @@ CalibrationResult calibrate_measurements(const std::vector<Measurement>& measure
   for (const auto& m : measurements) {
     switch (m.bench.kind) {
       case BenchKind::kGemm:
-        if (m.bench.sms > base.sm_count) {
+        if (m.bench.sms > base.spec.sm_count) {
           result.notes.push_back(
-              fmt::format("{}: {} SMs exceed the profile's {}, skipped", m.name, m.bench.sms, base.sm_count));
+              fmt::format("{}: {} SMs exceed the profile's {}, skipped", m.name, m.bench.sms, base.spec.sm_count));
         } else if (m.bench.stream_k.tiles > 0 || m.bench.stream_k.half_tiles > 0) {
           result.notes.push_back(fmt::format("{}: a stream-K or half-tile plan, validated but not fitted", m.name));
         } else {

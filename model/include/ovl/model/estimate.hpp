@@ -42,11 +42,11 @@ struct GemmEstimate {
 
 // Where a GEMM runs, which sets its power state: in a sustained stream of back-to-back GEMMs (bench_gemm, what the
 // GEMM parameters are fitted on) or inside an overlap operator, between memory-bound collectives, where its compute
-// time is Hardware::operator_gemm_factor times the sustained one (docs/model.md, "power state").
+// time is ModelParams::operator_gemm_factor times the sustained one (docs/model.md, "power state").
 enum class GemmRegime { kSustained, kOperator };
-// The factor on a GEMM's compute time (matrix work and epilogues) in `regime`: 1, or hw.operator_gemm_factor.
+// The factor on a GEMM's compute time (matrix work and epilogues) in `regime`: 1, or hw.fit.operator_gemm_factor.
 double gemm_regime_factor(const Hardware& hw, GemmRegime regime);
-// The matrix rate for inputs of `dtype` over Hardware::matrix_tflops_per_sm (a bf16 rate): 1 for bf16 and fp16, 0.5
+// The matrix rate for inputs of `dtype` over DeviceSpec::matrix_tflops_per_sm (a bf16 rate): 1 for bf16 and fp16, 0.5
 // for fp32 (TF32), 2 for FP8 (e4m3, e5m2).
 double matrix_rate_scale(DType dtype);
 
@@ -143,7 +143,7 @@ int64_t cublas_tiles_before_comm(int64_t tiles, int gemm_sms, int ctas, int sm_c
 // Bytes the CTAs of a TMA or SIMT collective read and write per byte a rank sends over its link (push-reduce reads
 // its partial and read-modify-writes the owner's chunk; pull reads W chunks per chunk written). The simulator
 // scales its per-CTA caps by it so that both price a CTA's work alike. 1 for NCCL algorithms. loopback_rank0: the
-// loopback emulation of rank 0's share (Hardware::loopback_rank0).
+// loopback emulation of rank 0's share (Emulation::loopback_rank0).
 double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loopback_rank0);
 // Bytes (read + written, all in HBM) that the loopback emulation of rank 0's share of an NCCL-algorithm call moves
 // per buffer byte: it is one SIMT kernel with no ring (loopback_kernel in kernels/src/loopback.cu). RS reduces
@@ -152,13 +152,13 @@ double cta_bytes_per_link_byte(Collective c, CommAlgo algo, int world, bool loop
 // these bytes at min(ctas x the SIMT per-CTA rate, HBM) after a plain kernel launch (loopback_hardware, kRank0), and
 // the simulator as one step of these bytes. Per buffer byte of the whole collective: a ReduceScatter in several calls
 // (chunks, tile groups) works only in the calls that hold rank 0's rows (call_adjustments below, which both predictors
-// apply, with each call's pieces at Hardware::loopback_piece_us).
+// apply, with each call's pieces at ModelParams::loopback_piece_us).
 double loopback_rank0_nccl_bytes(Collective c, int world);
 // The dependent link latencies of one call of `algo` among `world` ranks of one node, as the model counts them
 // (NCCL ring AR 2(W-1), RS / AG W-1; tma-push 2 / 1; tma-pull 4 / 2): a paced loopback waits that many
 // LinkProfile::latency_us at the start of every call or tile group, and the model and the simulator price them.
 double link_steps(Collective c, CommAlgo algo, int world);
-// What the loopback emulation of rank 0's share (Hardware::loopback_rank0) does in each call of a plan (decomposed:
+// What the loopback emulation of rank 0's share (Emulation::loopback_rank0) does in each call of a plan (decomposed:
 // its row chunks; the signaling modes: its tile groups, whole tile rows as the executor's range table counts them;
 // sequential: one call):
 // - factor: on the bytes a call over those rows moves per rank. ReduceScatter reduces only the rows rank 0 owns,
@@ -194,7 +194,7 @@ double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t ro
 // Per call of the plan, what the model and the simulator both apply: where `hw` plays rank 0's share on one node
 // (loopback_rank0_calls), the factor on the collective's bytes for an NCCL-algorithm call (the SIMT loopback kernel)
 // and a TMA mover's alike (both play rank 0's pieces only: dev::plan_piece), and the fixed time the SIMT kernel adds
-// (pieces x Hardware::loopback_piece_us), elsewhere factor 1 and no extra time; and where a paced loopback's TMA
+// (pieces x ModelParams::loopback_piece_us), elsewhere factor 1 and no extra time; and where a paced loopback's TMA
 // mover moves the call, its tma_mover_link_load on the plan's comm_ctas (mode tma off a
 // partition: at most sm_count - 1, as the executor launches it), elsewhere 1 (unpaced, no timer holds a CTA to its
 // share, and the even share stays: docs/model.md, "The TMA movers' units").
@@ -208,7 +208,8 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
 // collective's CTA work at this rate (a world of one, a local copy, runs at per_cta_copy_GBps instead).
 double per_cta_GBps(CommAlgo algo, const Hardware& hw);
-// The rate comm_algo ce's copies move link bytes: Hardware::copy_engine_GBps (0: link_GBps), at most link_GBps.
+// The rate comm_algo ce's copies move link bytes: ModelParams::copy_engine_GBps (0: DeviceSpec::link_GBps), at most
+// link_GBps.
 double copy_engine_GBps(const Hardware& hw);
 
 // A local copy of `bytes` bytes (read once, written once) by `ctas` CTAs (bench_collectives' copy/ cases).

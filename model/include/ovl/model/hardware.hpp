@@ -1,5 +1,6 @@
-// Hardware: what the model and simulator know about one GPU and its links. Built-in profiles carry datasheet
-// or measured values (each with its source in hardware.cpp); `ovl calibrate` fits the rest from benchmarks.
+// Hardware: what the model and simulator know about one GPU and its links, in three parts: the device's spec (its
+// datasheet and measured facts), the model's parameters (what `ovl calibrate` fits; guesses until it does) and the
+// loopback emulation's settings. Built-in profiles carry each value with its source (model/profiles/*.json).
 #pragma once
 
 #include <fmt/format.h>
@@ -16,32 +17,37 @@
 
 namespace ovl {
 
-struct Hardware {
-  std::string name;                 // "H200 SXM"
-  // Device
+// The device and its interconnect as the datasheet or a measurement of the machine gives them; set by the profile
+// (JSON "spec").
+struct DeviceSpec {
   int sm_count = 0;                 // SMs on the device
   int sm_granularity = 8;           // green-context partition size and alignment (minSmPartitionSize)
   double clock_ghz = 0;             // sustained SM clock under matrix load
   double matrix_tflops_per_sm = 0;  // dense bf16 wgmma peak per SM at clock_ghz, TFLOP/s
-  double hbm_GBps = 0;              // achievable device-memory bandwidth, read + write, GB/s
+  double hbm_GBps = 0;              // achievable device-memory bandwidth, read + write, GB/s (a device copy)
   double l2_bytes = 0;
   double smem_per_sm_bytes = 0;
-  // Communication
   double link_GBps = 0;             // NVLink bandwidth per direction per GPU (through the NVSwitch), GB/s
-  double link_latency_us = 0;       // one-way small-message latency over the link
+  double net_GBps = 0;              // per-GPU inter-node bandwidth per direction (several nodes), GB/s
+};
+
+// The model's parameters: our kernels' rates and costs, efficiencies, the clock curve and the contention weights.
+// Set by the profile (JSON "fit"): fitted by `ovl calibrate`, educated guesses until then.
+struct ModelParams {
+  // Per step of a collective over the link (a ring step, a flag round trip) and over the network: the link's
+  // latency with the kernels' synchronisation in it (no datasheet gives it; fitted from small collectives).
+  double link_latency_us = 0;
+  double net_latency_us = 0;
   double per_cta_copy_GBps = 0;     // bytes (read + written) one CTA of a plain local copy moves per second, GB/s
-  // Bytes per second one GPU's copy engines push to its peers, per direction (comm_algo ce). 0: link_GBps, an
+  // Bytes per second one GPU's copy engines push to its peers, per direction (comm_algo ce). 0: the link's rate, an
   // assumption (unmeasured: the copy engines keep up with the link; no SM takes part). In loopback the "peer" copies
-  // are same-device copies, which run on SMs: link_GBps there as well (loopback_hardware).
+  // are same-device copies, which run on SMs: the link's rate there as well (loopback_hardware).
   double copy_engine_GBps = 0;
   // Bytes (read + written, as each collective's CTA work counts them, docs/model.md) one CTA of our collective
   // kernels moves per second, per algorithm: a reduction costs far more per byte than a copy (per_cta_GBps()).
   double tma_push_per_cta_GBps = 56.0;  // tma-push (bulk reduce at the owner; push all-gather)
   double tma_pull_per_cta_GBps = 15.0;  // tma-pull (read W chunks, fp32 sums on the consumer warps)
   double simt_per_cta_GBps = 32.0;      // the SIMT comparison kernel (the pull protocol, 16-byte loads)
-  double net_GBps = 0;              // per-GPU inter-node bandwidth per direction (several nodes), GB/s
-  double net_latency_us = 0;
-  // Fitted efficiencies and overheads (defaults are educated guesses until `ovl calibrate` replaces them)
   double gemm_efficiency = 0.85;         // fraction of matrix peak our persistent GEMM reaches with every SM busy
   // Our GEMM's main loop stalls on operand loads that miss the L2: its matrix time is 1 + gemm_l2_miss_cost x (the
   // fraction of its operand bytes read from HBM, as the model's L2 reuse counts them) times the all-hit time; the HBM
@@ -102,24 +108,36 @@ struct Hardware {
   double beside_gemm_rate_factor = 1.0;
   double hbm_contention = 1.0;           // weight of the shared-HBM slowdown when GEMM and comm overlap
   double shared_sm_penalty = 1.0;        // weight of the wave disruption when NCCL takes SMs from cuBLAS (decomposed)
-  // Set by loopback_hardware(..., kRank0) only, never read from or written to JSON: the collective is rank 0's
-  // share as the loopback emulation plays it, so the TMA movers' bytes are what the emulation moves (coll_coeffs).
-  bool loopback_rank0 = false;
-  // Set by loopback_hardware() (either share), never read from or written to JSON: the world's peers are buffers on
-  // this device, so a collective that runs alone (the sequential mode's) may use every SM.
-  bool loopback = false;
-  // Set by loopback_hardware(..., kRank0, link) only, never read from or written to JSON: the loopback's peer traffic
-  // is paced to this link (docs/overlap.md, "Paced loopback"); link_GBps and link_latency_us are the profile's, the
-  // collectives' link bytes move at most at LinkProfile::paced_cta_GBps per CTA, and NCCL-algorithm collectives
-  // that a plan leaves to NCCL's choice run on its nccl_ctas (nccl_default_ctas).
-  std::optional<LinkProfile> link_profile;
+};
 
-  // Throws ovl::Error naming the field and value: non-positive sizes or rates, a granularity larger than the
-  // device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a multiple of the
-  // granularity: Hopper's 132 SMs split into 16 groups of 8 and a remainder of 4.)
+// How a loopback run plays the world's peers on this one device; set by loopback_hardware() only, never read from
+// or written to JSON. All off: a real device.
+struct Emulation {
+  // The world's peers are buffers on this device (either share), so a collective that runs alone (the sequential
+  // mode's) may use every SM.
+  bool loopback = false;
+  // kRank0 only: the collective is rank 0's share as the loopback emulation plays it, so the TMA movers' bytes are
+  // what the emulation moves (coll_coeffs).
+  bool loopback_rank0 = false;
+  // kRank0 with a link profile only: the loopback's peer traffic is paced to this link (docs/overlap.md, "Paced
+  // loopback"); the spec's link_GBps and the fit's link_latency_us are the profile's, the collectives' link bytes move
+  // at most at LinkProfile::paced_cta_GBps per CTA, and NCCL-algorithm collectives that a plan leaves to NCCL's
+  // choice run on its nccl_ctas (nccl_default_ctas).
+  std::optional<LinkProfile> link_profile;
+};
+
+struct Hardware {
+  std::string name;  // the profile's name: "H200 SXM", "H200 SXM loopback x8 (rank0)"
+  DeviceSpec spec;
+  ModelParams fit;
+  Emulation emulation;
+
+  // Throws ovl::Error naming the field ("spec.sm_count") and value: non-positive sizes or rates, a granularity
+  // larger than the device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a
+  // multiple of the granularity: Hopper's 132 SMs split into 16 groups of 8 and a remainder of 4.)
   void validate() const;
 
-  double matrix_tflops() const { return matrix_tflops_per_sm * sm_count; }
+  double matrix_tflops() const { return spec.matrix_tflops_per_sm * spec.sm_count; }
   // The profile an overlapped mode's collective runs with: nccl_per_cta_GBps (and nccl_symmetric_per_cta_GBps) and
   // tma_push_per_cta_GBps scaled by overlap_nccl_rate_factor and overlap_tma_rate_factor (the model and the simulator
   // alike).
@@ -129,7 +147,7 @@ struct Hardware {
   std::string summary() const;  // one line with every field
 };
 
-// The JSON names of every numeric field (all but "name"), in declaration order.
+// The JSON path of every numeric field, "spec.<field>" then "fit.<field>", each part in declaration order.
 std::vector<std::string> hardware_field_names();
 
 // LoopbackShare: ovl/types.hpp.
@@ -137,6 +155,7 @@ std::string_view to_string(LoopbackShare share);  // "rank0", "whole-world"
 LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error naming the text
 
 // A profile for loopback runs: `world` virtual ranks on one GPU of profile `base`.
+// The spec and the fit are the emulated device's; `emulation` says how it is played.
 //   kWholeWorld: all W ranks run at once and share the device: each gets hbm_GBps / world of HBM, and its "link"
 //     is a local copy (a read and a write), so link_GBps = hbm_GBps / (2 world). bench_collectives' loopback cases.
 //   kRank0: only rank 0's share runs (the overlap executor's default emulation): the GEMM has the whole HBM, and a
@@ -161,11 +180,15 @@ std::vector<std::string> builtin_hardware_names();
 // Picks the built-in profile for a device name as the GPU reports it ("NVIDIA H200" -> h200); throws if none.
 Hardware hardware_for_device_name(std::string_view device_name);
 
+// The JSON form: {"name": ..., "spec": {DeviceSpec's fields}, "fit": {ModelParams' fields}}; the emulation is
+// never written or read.
 void to_json(nlohmann::json& j, const Hardware& h);
 // Every field is optional on input (missing ones keep the value already in h, so a profile can override a
 // built-in one field by field); a present field that is not a number, is negative, or breaks validate()
-// throws ovl::Error naming it. A "base" field ("h200") starts from that built-in profile. Unknown keys are
-// errors (typos would otherwise be ignored) except "comment" and keys starting with "_".
+// throws ovl::Error naming it ("spec.hbm_GBps"). A "base" field ("h200") starts from that built-in profile.
+// Unknown keys are errors (typos would otherwise be ignored) except "comment" at the top level and keys starting
+// with "_" (notes, at the top level and beside a field in its part); so is a field in the wrong part, or at the top
+// level (the form before the parts), named with the part it belongs in.
 void from_json(const nlohmann::json& j, Hardware& h);
 // Reads a JSON file, starting from the H200 profile unless the file names a "base"; errors name the file and the
 // field.

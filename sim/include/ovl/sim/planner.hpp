@@ -1,6 +1,6 @@
 // plan(): chooses the Plan for a Problem on a Hardware profile.
 //
-// Search space: mode x communication SMs (multiples of hw.sm_granularity) x tile grouping x tile order x
+// Search space: mode x communication SMs (multiples of hw.spec.sm_granularity) x tile grouping x tile order x
 // collective algorithm (NCCL ring and NCCL's symmetric kernels for the NCCL modes, ce for tile-signal, TMA push/pull
 // for tma) x partitioning (tma) x chunks (decomposed). Tile groupings are bounded: whole row bands times {1, 2, 4,
 // ...}, and FlashOverlap's predictive grouping (each group's collective about as long as the GEMM of the next group).
@@ -30,7 +30,7 @@ struct PlannerOptions {
   // The modes `best` may come from; empty = all. The sequential candidates are priced as the baseline whatever this
   // says; with kSequential among the modes (the default) `best` is never predicted slower than them.
   std::vector<Mode> modes;
-  int min_comm_sms = 8;  // communication SMs searched: multiples of hw.sm_granularity in [min, max]
+  int min_comm_sms = 8;  // communication SMs searched: multiples of hw.spec.sm_granularity in [min, max]
   int max_comm_sms = 64;
   int simulate_top = 8;       // candidates (best by the model) the simulator ranks, plus the best of each mode
   int max_groups = 64;        // upper bound on tile groups per plan
@@ -82,7 +82,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
 
 // The ways of not overlapping that the executor runs, in the order plan() lists them: cuBLAS on the whole device,
 // then the collective on NCCL's own CTA count (nccl_default_ctas: kDefaultNcclCtas, or a link profile's); in an
-// unpaced loopback (Hardware::loopback without a link_profile) also the collective on every SM, since nothing else
+// unpaced loopback (Emulation::loopback without a link_profile) also the collective on every SM, since nothing else
 // runs beside it there. A paced loopback's link behaves like a node's: NCCL's CTA count only.
 std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& hw);
 
