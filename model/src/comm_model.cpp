@@ -148,14 +148,14 @@ PerByte per_byte_one_node(const CollCoeffs& k, CommAlgo algo, int world, int cta
   } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
     // NCCL's protocol efficiency) caps them.
-    const double rate = std::min(hw.spec.link_GBps * hw.fit.nccl_efficiency, ctas * per_cta_GBps(algo, hw));
+    const double rate = std::min(hw.effective_link_GBps() * hw.fit.nccl_efficiency, ctas * per_cta_GBps(algo, hw));
     if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / rate);
   } else {
     // TMA / SIMT: bandwidth = min(ctas x the algorithm's per-CTA rate, link, HBM share), each with its
     // data-movement factor. A world of one is a local copy, at the plain copy's per-CTA rate.
     const double per_cta = world == 1 ? hw.fit.per_cta_copy_GBps : per_cta_GBps(algo, hw);
     t.shared = std::max(t.shared, k.cta_bytes / (ctas * per_cta));
-    if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / hw.spec.link_GBps);
+    if (k.link_bytes > 0) t.shared = std::max(t.shared, k.link_bytes / hw.effective_link_GBps());
   }
   t.shared /= kBytesPerUsPerGBps;
   t.link /= kBytesPerUsPerGBps;
@@ -400,7 +400,8 @@ double per_cta_GBps(CommAlgo algo, const Hardware& hw) {
 }
 
 double copy_engine_GBps(const Hardware& hw) {
-  return hw.fit.copy_engine_GBps > 0 ? std::min(hw.fit.copy_engine_GBps, hw.spec.link_GBps) : hw.spec.link_GBps;
+  return hw.fit.copy_engine_GBps > 0 ? std::min(hw.fit.copy_engine_GBps, hw.effective_link_GBps())
+                                     : hw.effective_link_GBps();
 }
 
 }  // namespace ovl

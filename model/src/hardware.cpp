@@ -53,6 +53,7 @@ constexpr DoubleField<DeviceSpec> kSpecFields[] = {
     {"net_GBps", &DeviceSpec::net_GBps, Rule::kPositive},
 };
 constexpr DoubleField<ModelParams> kFitFields[] = {
+    {"link_efficiency", &ModelParams::link_efficiency, Rule::kFraction},
     {"link_latency_us", &ModelParams::link_latency_us, Rule::kNonNegative},
     {"net_latency_us", &ModelParams::net_latency_us, Rule::kNonNegative},
     {"per_cta_copy_GBps", &ModelParams::per_cta_copy_GBps, Rule::kPositive},
@@ -177,8 +178,7 @@ std::string Hardware::summary() const {
   return fmt::format(
       "{}: {} SMs (partitions of {}), {:.3f} TFLOP/s per SM ({:.0f} total) at {:.2f} GHz, HBM {:.0f} GB/s, "
       "L2 {:.0f} MiB, link {:.0f} GB/s, net {:.0f} GB/s; "
-      "fit: link latency {:.2f} us, net latency {:.1f} us, "
-      "per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), "
+      "fit: link x{:.3f} ({:.2f} us), net {:.1f} us, per-CTA copy {:.0f} GB/s (push {:.0f}, pull {:.0f}, simt {:.0f}), "
       "gemm eff {:.3f} (L2 miss cost {:.2f}), cublas eff {:.3f} (partition penalty {:.3f}), clock (max(busy, {:.0f}) / "
       "{})^{:.3f}, "
       "operator GEMM x{:.3f}, "
@@ -189,11 +189,11 @@ std::string Hardware::summary() const {
       "overlapped comm rates x{:.3f} (nccl) / x{:.3f} (tma push), x{:.3f} beside the GEMM, hbm contention {:.2f}, "
       "shared-SM penalty {:.2f}",
       name, spec.sm_count, spec.sm_granularity, spec.matrix_tflops_per_sm, matrix_tflops(), spec.clock_ghz,
-      spec.hbm_GBps, spec.l2_bytes / kMiB, spec.link_GBps, spec.net_GBps, fit.link_latency_us, fit.net_latency_us,
-      fit.per_cta_copy_GBps, fit.tma_push_per_cta_GBps, fit.tma_pull_per_cta_GBps, fit.simt_per_cta_GBps,
-      fit.gemm_efficiency, fit.gemm_l2_miss_cost, fit.cublas_efficiency, fit.cublas_partition_penalty,
-      fit.clock_knee_sms, spec.sm_count, fit.clock_exponent, fit.operator_gemm_factor, fit.launch_us,
-      fit.tile_epilogue_us, fit.cublas_tile_epilogue_us, fit.nccl_efficiency, fit.nccl_per_cta_GBps,
+      spec.hbm_GBps, spec.l2_bytes / kMiB, spec.link_GBps, spec.net_GBps, fit.link_efficiency, fit.link_latency_us,
+      fit.net_latency_us, fit.per_cta_copy_GBps, fit.tma_push_per_cta_GBps, fit.tma_pull_per_cta_GBps,
+      fit.simt_per_cta_GBps, fit.gemm_efficiency, fit.gemm_l2_miss_cost, fit.cublas_efficiency,
+      fit.cublas_partition_penalty, fit.clock_knee_sms, spec.sm_count, fit.clock_exponent, fit.operator_gemm_factor,
+      fit.launch_us, fit.tile_epilogue_us, fit.cublas_tile_epilogue_us, fit.nccl_efficiency, fit.nccl_per_cta_GBps,
       fit.nccl_symmetric_per_cta_GBps, fit.nccl_launch_us, fit.nccl_group_us, fit.loopback_piece_us, fit.tma_launch_us,
       fit.tma_group_us, fit.overlap_nccl_rate_factor, fit.overlap_tma_rate_factor, fit.beside_gemm_rate_factor,
       fit.hbm_contention, fit.shared_sm_penalty);
@@ -264,6 +264,7 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
   h.emulation.loopback = true;
   h.fit.copy_engine_GBps = 0;  // same-device copies (on SMs): the loopback's link rate
+  h.fit.link_efficiency = 1;   // the "link" is the memory system (or the paced link), at its rate
   if (share == LoopbackShare::kWholeWorld) {
     h.spec.hbm_GBps = base.spec.hbm_GBps / world;
     h.spec.link_GBps = base.spec.hbm_GBps / (2.0 * world);

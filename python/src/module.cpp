@@ -148,6 +148,7 @@ void bind_hardware(nb::module_& m) {
       .def_rw("net_GBps", &DeviceSpec::net_GBps);
   nb::class_<ModelParams>(m, "ModelParams")
       .def(nb::init<>())
+      .def_rw("link_efficiency", &ModelParams::link_efficiency)
       .def_rw("link_latency_us", &ModelParams::link_latency_us)
       .def_rw("net_latency_us", &ModelParams::net_latency_us)
       .def_rw("per_cta_copy_GBps", &ModelParams::per_cta_copy_GBps)
@@ -190,6 +191,7 @@ void bind_hardware(nb::module_& m) {
       .def("validate", &Hardware::validate)
       .def("summary", &Hardware::summary)
       .def_prop_ro("matrix_tflops", &Hardware::matrix_tflops)
+      .def_prop_ro("effective_link_GBps", &Hardware::effective_link_GBps)
       .def(
           "save", [](const Hardware& h, const std::string& path) { save_hardware(h, path); }, "path"_a)
       .def_static("load", &load_hardware, "path"_a)

@@ -62,8 +62,8 @@ Context::Context(const Problem& p, const Plan& pl, const Hardware& h, const SimO
   sm = engine.add_resource("gpu0 sm pool", ResourceKind::kSmPool, 0, gemm_sms * per_sm_flops_per_ns);
   hbm = engine.add_resource("gpu0 hbm", ResourceKind::kHbm, 0, hw.spec.hbm_GBps);
   if (problem.world > 1) {
-    tx = engine.add_resource("gpu0 nvlink tx", ResourceKind::kLinkTx, 0, hw.spec.link_GBps);
-    rx = engine.add_resource("gpu0 nvlink rx", ResourceKind::kLinkRx, 0, hw.spec.link_GBps);
+    tx = engine.add_resource("gpu0 nvlink tx", ResourceKind::kLinkTx, 0, hw.effective_link_GBps());
+    rx = engine.add_resource("gpu0 nvlink rx", ResourceKind::kLinkRx, 0, hw.effective_link_GBps());
   }
   // The node's network link, as the representative GPU's share of it (net_GBps per GPU per direction).
   if (problem.nodes() > 1) net = engine.add_resource("node0 net (gpu0 share)", ResourceKind::kNet, 0, hw.spec.net_GBps);
@@ -443,7 +443,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.hbm_weight = 1;
     st.cta_rate = hw.fit.nccl_per_cta_GBps;
     st.cta_rate_beside = ctx.comm_hw_beside.fit.nccl_per_cta_GBps;
-    st.bound = hw.spec.link_GBps;
+    st.bound = hw.effective_link_GBps();
     st.name = "loopback call";
     out.push_back(st);
     return out;
@@ -476,7 +476,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   Step link;
   link.cta_rate = link_rate(hw);
   link.cta_rate_beside = link_rate(ctx.comm_hw_beside);
-  if (is_nccl(algo)) link.bound = hw.fit.nccl_efficiency * hw.spec.link_GBps;
+  if (is_nccl(algo)) link.bound = hw.fit.nccl_efficiency * hw.effective_link_GBps();
   link.latency = us_to_ns(hw.fit.link_latency_us);
   Step netw;
   netw.network = true;
@@ -631,8 +631,8 @@ void CommQueue::set_step_rate() {
   if (s.network) {
     rate = std::min(rate, ctx_.hw.spec.net_GBps);
   } else if (!s.local) {
-    rate = std::min(rate, ctx_.hw.spec.link_GBps);
-    if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.spec.link_GBps / s.rx_weight);
+    rate = std::min(rate, ctx_.hw.effective_link_GBps());
+    if (s.rx_weight > 0) rate = std::min(rate, ctx_.hw.effective_link_GBps() / s.rx_weight);
   }
   const double util = std::isfinite(rate) ? rate * s.hbm_weight / ctx_.hw.spec.hbm_GBps : 0.0;
   ctx_.comm_hbm_changed(util - step_util_);

@@ -35,6 +35,7 @@ TEST(Hardware, BuiltinProfiles) {
   EXPECT_DOUBLE_EQ(h200.spec.hbm_GBps, 4200);
   EXPECT_NEAR(h200.matrix_tflops(), 989.4, 1e-9);  // datasheet dense bf16
   EXPECT_DOUBLE_EQ(h200.spec.link_GBps, 450);
+  EXPECT_DOUBLE_EQ(h200.effective_link_GBps(), 450);  // link_efficiency 1
   EXPECT_DOUBLE_EQ(h200.fit.per_cta_copy_GBps, 100);
   EXPECT_FALSE(h200.emulation.loopback || h200.emulation.loopback_rank0 || h200.emulation.link_profile);
   const Hardware h100 = builtin_hardware("H100-SXM");
@@ -70,7 +71,7 @@ TEST(Hardware, FieldNames) {
     EXPECT_TRUE(part == "spec" || part == "fit") << path;
   }
   EXPECT_NE(std::find(names.begin(), names.end(), "spec.link_GBps"), names.end());
-  EXPECT_NE(std::find(names.begin(), names.end(), "fit.gemm_efficiency"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "fit.link_efficiency"), names.end());
 }
 
 TEST(Hardware, DeviceNames) {
@@ -144,6 +145,7 @@ TEST(Hardware, EveryBadFieldIsRejectedByName) {
       },
       "\"fit.gemm_efficiency\"");
   expect_error_naming([&] { from_json(nlohmann::json{{"fit", {{"nccl_efficiency", 0}}}}, h); }, "nccl_efficiency");
+  expect_error_naming([&] { from_json(nlohmann::json{{"fit", {{"link_efficiency", 1.2}}}}, h); }, "link_efficiency");
   expect_error_naming([&] { from_json(nlohmann::json{{"spec", {{"sm_granularity", 256}}}}, h); }, "sm_granularity");
   expect_error_naming([&] { from_json(nlohmann::json{{"spec", {{"sm_count", 13.5}}}}, h); }, "\"spec.sm_count\"");
   expect_error_naming([&] { from_json(nlohmann::json{{"spec", {{"hbm_gbps", 1.0}}}}, h); }, "hbm_gbps");  // a typo
@@ -232,9 +234,12 @@ TEST(Hardware, FilesAndPrinting) {
 
 TEST(Hardware, Loopback) {
   // 4 virtual ranks on one H200: each gets 4200 / 4 = 1050 GB/s of HBM; its link is a copy: 4200 / 8 = 525 GB/s.
-  const Hardware lb = loopback_hardware(builtin_hardware("h200"), 4);
+  Hardware base = builtin_hardware("h200");
+  base.fit.link_efficiency = 0.5;  // a real link's; the loopback's "link" is the memory system, at its rate
+  const Hardware lb = loopback_hardware(base, 4);
   EXPECT_DOUBLE_EQ(lb.spec.hbm_GBps, 1050);
   EXPECT_DOUBLE_EQ(lb.spec.link_GBps, 525);
+  EXPECT_DOUBLE_EQ(lb.effective_link_GBps(), 525);
   EXPECT_TRUE(lb.emulation.loopback);
   EXPECT_FALSE(lb.emulation.loopback_rank0);
   EXPECT_NO_THROW(lb.validate());

@@ -399,6 +399,8 @@ struct Fitter {
   // rate (copy, tma-push, tma-pull, simt). Loopback cases run on loopback_hardware(): their rates are the base
   // rates scaled (HBM / W, link = HBM / 2W, per-CTA / W), so a row's coefficient carries that scale, and their
   // latency (a flag round trip in L2, not the link's) is a known offset, not a row of the link latency column.
+  // The HBM bandwidth is the device's (spec.hbm_GBps, never fitted): a case bound by it, or by a loopback "link"
+  // (HBM), is known time. The link column is the effective link (spec.link_GBps x link_efficiency).
   // Unknowns, in x:
   enum {
     kNcclLaunch,
@@ -408,7 +410,6 @@ struct Fitter {
     kInvPush,
     kInvPull,
     kInvSimt,
-    kInvHbm,
     kInvLink,
     kInvNcclLink,
     kInvNcclPerCta,
@@ -424,18 +425,18 @@ struct Fitter {
       const auto rows = Eigen::Index(ms.size());
       p = LinearProblem{Eigen::MatrixXd::Zero(rows, kCommCols), Eigen::VectorXd(rows), Eigen::VectorXd(rows)};
       for (size_t i = 0; i < ms.size(); ++i) {
-        const double offset = comm_row(*ms[i], p.a.row(Eigen::Index(i)));
-        p.b(Eigen::Index(i)) = ms[i]->us - offset;
+        const double known = comm_row(*ms[i], p.a.row(Eigen::Index(i)));
+        p.b(Eigen::Index(i)) = ms[i]->us - known;
         p.t(Eigen::Index(i)) = ms[i]->us;
       }
       x << hw.fit.nccl_launch_us, hw.fit.tma_launch_us, hw.fit.link_latency_us, 1 / hw.fit.per_cta_copy_GBps,
           1 / hw.fit.tma_push_per_cta_GBps, 1 / hw.fit.tma_pull_per_cta_GBps, 1 / hw.fit.simt_per_cta_GBps,
-          1 / hw.spec.hbm_GBps, 1 / hw.spec.link_GBps, 1 / (hw.spec.link_GBps * hw.fit.nccl_efficiency),
+          1 / hw.effective_link_GBps(), 1 / (hw.effective_link_GBps() * hw.fit.nccl_efficiency),
           1 / hw.fit.nccl_per_cta_GBps;
-      free = solve_held(p, x, std::vector<bool>(kCommCols, true),
-                        {0, 0, 0, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12},
-                        {kLatency, kTmaLaunch, kNcclLaunch});
-      // Only what the data informed changes (a held nccl_efficiency stays put even when link_GBps moves).
+      free =
+          solve_held(p, x, std::vector<bool>(kCommCols, true),
+                     {0, 0, 0, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12}, {kLatency, kTmaLaunch, kNcclLaunch});
+      // Only what the data informed changes (a held nccl_efficiency stays put even when the link's rate moves).
       if (free[kNcclLaunch]) hw.fit.nccl_launch_us = x(kNcclLaunch);
       if (free[kTmaLaunch]) hw.fit.tma_launch_us = x(kTmaLaunch);
       if (free[kLatency]) hw.fit.link_latency_us = x(kLatency);
@@ -443,14 +444,17 @@ struct Fitter {
       if (free[kInvPush]) hw.fit.tma_push_per_cta_GBps = 1 / x(kInvPush);
       if (free[kInvPull]) hw.fit.tma_pull_per_cta_GBps = 1 / x(kInvPull);
       if (free[kInvSimt]) hw.fit.simt_per_cta_GBps = 1 / x(kInvSimt);
-      if (free[kInvHbm]) hw.spec.hbm_GBps = 1 / x(kInvHbm);
-      if (free[kInvLink]) hw.spec.link_GBps = 1 / x(kInvLink);
-      if (free[kInvNcclLink]) hw.fit.nccl_efficiency = std::min(1.0, 1 / x(kInvNcclLink) / hw.spec.link_GBps);
+      if (free[kInvLink]) hw.fit.link_efficiency = std::min(1.0, 1 / x(kInvLink) / hw.spec.link_GBps);
+      if (free[kInvNcclLink]) hw.fit.nccl_efficiency = std::min(1.0, 1 / x(kInvNcclLink) / hw.effective_link_GBps());
       if (free[kInvNcclPerCta]) hw.fit.nccl_per_cta_GBps = 1 / x(kInvNcclPerCta);
     }
-    if (free[kInvNcclLink] && 1 / x(kInvNcclLink) > hw.spec.link_GBps) {
-      note(fmt::format("NCCL reached {:.0f} GB/s, above link_GBps = {:.0f}: nccl_efficiency clamped to 1",
-                       1 / x(kInvNcclLink), hw.spec.link_GBps));
+    if (free[kInvLink] && 1 / x(kInvLink) > hw.spec.link_GBps) {
+      note(fmt::format("link bytes moved at {:.0f} GB/s, above spec.link_GBps = {:.0f}: link_efficiency clamped to 1",
+                       1 / x(kInvLink), hw.spec.link_GBps));
+    }
+    if (free[kInvNcclLink] && 1 / x(kInvNcclLink) > hw.effective_link_GBps()) {
+      note(fmt::format("NCCL reached {:.0f} GB/s, above the link's {:.0f}: nccl_efficiency clamped to 1",
+                       1 / x(kInvNcclLink), hw.effective_link_GBps()));
     }
     const double rms = rms_rel(ms, hw);
     struct Out {
@@ -466,8 +470,7 @@ struct Fitter {
         {"tma_push_per_cta_GBps", kInvPush, base.fit.tma_push_per_cta_GBps, hw.fit.tma_push_per_cta_GBps},
         {"tma_pull_per_cta_GBps", kInvPull, base.fit.tma_pull_per_cta_GBps, hw.fit.tma_pull_per_cta_GBps},
         {"simt_per_cta_GBps", kInvSimt, base.fit.simt_per_cta_GBps, hw.fit.simt_per_cta_GBps},
-        {"hbm_GBps", kInvHbm, base.spec.hbm_GBps, hw.spec.hbm_GBps},
-        {"link_GBps", kInvLink, base.spec.link_GBps, hw.spec.link_GBps},
+        {"link_efficiency", kInvLink, base.fit.link_efficiency, hw.fit.link_efficiency},
         {"nccl_efficiency", kInvNcclLink, base.fit.nccl_efficiency, hw.fit.nccl_efficiency},
         {"nccl_per_cta_GBps", kInvNcclPerCta, base.fit.nccl_per_cta_GBps, hw.fit.nccl_per_cta_GBps}};
     for (const auto& o : outs) {
@@ -481,7 +484,7 @@ struct Fitter {
   }
 
   // One row of the comm fit for the current `hw`; returns the part of the time that is known (subtracted from the
-  // measurement): a loopback case's latency.
+  // measurement): a loopback case's latency, and the time of a case bound by HBM.
   template <typename Row>
   double comm_row(const Measurement& m, Row row) const {
     const BenchCase& b = m.bench;
@@ -493,29 +496,25 @@ struct Fitter {
         detail::coll_coeffs(copy ? Collective::kAllGather : b.collective, algo, world, h.emulation.loopback_rank0);
     const double s = double(b.bytes) / detail::kBytesPerUsPerGBps;  // bytes x (1/GBps) -> us
     const double ctas = b.ctas;
-    // x holds the base profile's inverse rates; the case's rate is base / scale, so its coefficient is x scale.
-    const double hbm_scale = hw.spec.hbm_GBps / h.spec.hbm_GBps;
-    double offset = 0;
+    double known = 0;
     if (m.loopback) {
-      offset = k.steps * h.fit.link_latency_us;
+      known = k.steps * h.fit.link_latency_us;
     } else {
       row(kLatency) = k.steps;
     }
     if (is_nccl(algo)) {
       row(kNcclLaunch) = 1;
-      if (world == 1) {
-        row(kInvHbm) = 2 * s * hbm_scale;
-        return 0;
-      }
-      const double link_rate = std::min(h.spec.link_GBps * h.fit.nccl_efficiency, ctas * h.fit.nccl_per_cta_GBps);
+      if (world == 1) return 2 * s / h.spec.hbm_GBps;
+      const double link_rate =
+          std::min(h.effective_link_GBps() * h.fit.nccl_efficiency, ctas * h.fit.nccl_per_cta_GBps);
       if (k.hbm_bytes / h.spec.hbm_GBps > k.link_bytes / link_rate) {
-        row(kInvHbm) = k.hbm_bytes * s * hbm_scale;
-      } else if (h.spec.link_GBps * h.fit.nccl_efficiency <= ctas * h.fit.nccl_per_cta_GBps) {
-        row(kInvNcclLink) = k.link_bytes * s * (hw.spec.link_GBps / h.spec.link_GBps);
+        known += k.hbm_bytes * s / h.spec.hbm_GBps;
+      } else if (h.effective_link_GBps() * h.fit.nccl_efficiency <= ctas * h.fit.nccl_per_cta_GBps) {
+        row(kInvNcclLink) = k.link_bytes * s * (hw.effective_link_GBps() / h.effective_link_GBps());
       } else {
         row(kInvNcclPerCta) = k.link_bytes * s / ctas * (hw.fit.nccl_per_cta_GBps / h.fit.nccl_per_cta_GBps);
       }
-      return offset;
+      return known;
     }
     row(kTmaLaunch) = 1;
     const bool simt = b.impl == "simt";
@@ -528,17 +527,17 @@ struct Fitter {
     }
     const double t_hbm = k.hbm_bytes / h.spec.hbm_GBps;
     const double t_cta = k.cta_bytes / (ctas * case_rate);
-    const double t_link = k.link_bytes / h.spec.link_GBps;
+    const double t_link = k.link_bytes / h.effective_link_GBps();
     if (t_hbm >= t_cta && t_hbm >= t_link) {
-      row(kInvHbm) = k.hbm_bytes * s * hbm_scale;
+      known += k.hbm_bytes * s / h.spec.hbm_GBps;
     } else if (t_cta >= t_link) {
       row(cta_col) = k.cta_bytes * s / ctas * (base_rate / case_rate);
     } else if (m.loopback) {
-      row(kInvHbm) = k.link_bytes * s * (hw.spec.hbm_GBps / h.spec.link_GBps);  // the loopback "link" is HBM
+      known += k.link_bytes * s / h.effective_link_GBps();  // the loopback "link" is HBM
     } else {
       row(kInvLink) = k.link_bytes * s;
     }
-    return offset;
+    return known;
   }
 
   // The operator regime: the overlap cases' GEMM-alone times (counter t_gemm_us: the plan's GEMM on its SMs, timed
@@ -912,7 +911,8 @@ CalibrationResult calibrate_measurements(const std::vector<Measurement>& measure
   fit.fit_operator_gemm(overlap);  // on the GEMM parameters just fitted; before the contention, which it shifts
   fit.fit_overlap(overlap);
   fit.hw.validate();
-  result.hardware = fit.hw;
+  result.hardware = base;  // the device's spec is the base's: a fit writes the model's parameters only
+  result.hardware.fit = fit.hw.fit;
   return result;
 }
 

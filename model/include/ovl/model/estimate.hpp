@@ -208,8 +208,8 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
 // or nccl_per_cta_GBps (an NCCL channel, counted in link bytes). The model and the simulator both price a TMA
 // collective's CTA work at this rate (a world of one, a local copy, runs at per_cta_copy_GBps instead).
 double per_cta_GBps(CommAlgo algo, const Hardware& hw);
-// The rate comm_algo ce's copies move link bytes: ModelParams::copy_engine_GBps (0: DeviceSpec::link_GBps), at most
-// link_GBps.
+// The rate comm_algo ce's copies move link bytes: ModelParams::copy_engine_GBps (0: the link's,
+// Hardware::effective_link_GBps()), at most the link's.
 double copy_engine_GBps(const Hardware& hw);
 
 // A local copy of `bytes` bytes (read once, written once) by `ctas` CTAs (bench_collectives' copy/ cases).

@@ -18,7 +18,7 @@
 namespace ovl {
 
 // The device and its interconnect as the datasheet or a measurement of the machine gives them; set by the profile
-// (JSON "spec").
+// (JSON "spec"), never by `ovl calibrate`.
 struct DeviceSpec {
   int sm_count = 0;                 // SMs on the device
   int sm_granularity = 8;           // green-context partition size and alignment (minSmPartitionSize)
@@ -32,8 +32,11 @@ struct DeviceSpec {
 };
 
 // The model's parameters: our kernels' rates and costs, efficiencies, the clock curve and the contention weights.
-// Set by the profile (JSON "fit"): fitted by `ovl calibrate`, educated guesses until then.
+// Set by the profile (JSON "fit"): fitted by `ovl calibrate` (the only part it writes), educated guesses until then.
 struct ModelParams {
+  // The fraction of spec.link_GBps our collectives' link traffic reaches (Hardware::effective_link_GBps(); NCCL
+  // reaches a further nccl_efficiency of it). 1 in the built-in profiles; fitted from collectives over a real link.
+  double link_efficiency = 1.0;
   // Per step of a collective over the link (a ring step, a flag round trip) and over the network: the link's
   // latency with the kernels' synchronisation in it (no datasheet gives it; fitted from small collectives).
   double link_latency_us = 0;
@@ -71,7 +74,7 @@ struct ModelParams {
   // estimated alone (estimate_gemm) does not. 1: no difference. Fitted by `ovl calibrate` from the overlap cases'
   // GEMM-alone times (t_gemm_us).
   double operator_gemm_factor = 1.0;
-  double nccl_efficiency = 0.80;         // NCCL ring's fraction of link bandwidth at large sizes
+  double nccl_efficiency = 0.80;         // NCCL ring's fraction of the link's rate (effective_link_GBps())
   double nccl_per_cta_GBps = 20.0;       // NCCL throughput per CTA (channel) before the link caps it
   // Link bytes per second one CTA of NCCL's symmetric kernels (comm_algo nccl-symmetric) moves before the link caps
   // it (at nccl_efficiency, as the ring). Unmeasured: NCCL's own model of those kernels (the profiles say which).
@@ -138,6 +141,8 @@ struct Hardware {
   void validate() const;
 
   double matrix_tflops() const { return spec.matrix_tflops_per_sm * spec.sm_count; }
+  // The link bandwidth per direction our collectives reach: spec.link_GBps x fit.link_efficiency, GB/s.
+  double effective_link_GBps() const { return spec.link_GBps * fit.link_efficiency; }
   // The profile an overlapped mode's collective runs with: nccl_per_cta_GBps (and nccl_symmetric_per_cta_GBps) and
   // tma_push_per_cta_GBps scaled by overlap_nccl_rate_factor and overlap_tma_rate_factor (the model and the simulator
   // alike).
@@ -163,7 +168,8 @@ LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error
 //     tells the collective model to count the bytes the emulation's movers move (see coll_coeffs). An
 //     NCCL-algorithm call is the SIMT loopback kernel there (loopback_rank0_nccl_bytes): nccl_per_cta_GBps and
 //     nccl_launch_us become simt_per_cta_GBps and tma_launch_us (a plain kernel launch).
-// Link latency is a flag round trip through L2 rather than NVLink; NCCL's protocol losses do not apply.
+// Link latency is a flag round trip through L2 rather than NVLink; NCCL's protocol losses do not apply, and the
+// "link" runs at its rate (link_efficiency 1).
 // With a link profile (kRank0 only: the pacing counts rank 0's link bytes): the paced loopback: link_GBps and
 // link_latency_us become the profile's, link_profile is set (the collective model and the simulator then cap the
 // link bytes per CTA at the profile's rates and count the ring's steps), and NCCL's CTA count is the profile's.

@@ -1,5 +1,5 @@
-// Calibration: fit a Hardware profile's parameters to Google Benchmark JSON by least squares, and validation:
-// predict each measured case and report the error. `ovl calibrate` and `ovl validate` are built on these.
+// Calibration: fit a Hardware profile's model parameters (its `fit`) to Google Benchmark JSON by least squares, and
+// validation: predict each measured case and report the error. `ovl calibrate` and `ovl validate` are built on these.
 // docs/model.md lists the benchmark names and counters read and which parameters each subset fits.
 #pragma once
 
@@ -48,7 +48,7 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& be
 std::optional<double> predict_us(const BenchCase& bench, const Hardware& hw);
 
 struct FittedParameter {
-  std::string name;          // the Hardware field
+  std::string name;          // the ModelParams field
   double value = 0;          // fitted
   double base_value = 0;     // before the fit
   int points = 0;            // measurements that informed it
@@ -57,14 +57,15 @@ struct FittedParameter {
 };
 
 struct CalibrationResult {
-  Hardware hardware;                        // `base` with the fitted parameters replaced
+  Hardware hardware;                        // `base` with fitted parameters replaced (its spec is base's)
   std::vector<FittedParameter> parameters;  // only the parameters some data informed
   std::vector<std::string> notes;           // skipped cases, parameters held at the base value, clamps
   int measurements = 0;                     // cases read
   std::string summary() const;              // a table: parameter, base, fitted, points, RMS rel. error, subset
 };
 
-// Fits what each subset of the measurements can inform (see docs/model.md):
+// Fits what each subset of the measurements can inform (see docs/model.md), in the profile's `fit` only: the
+// device's spec (HBM and link bandwidth among it) is the base's and holds in every fit.
 //   gemm/ovl*  : gemm_efficiency, tile_epilogue_us                  (time = launch + waves x (flops_per_tile x
 //                                                                    clock / (rate x eff) + epilogue))
 //   gemm/cublas: cublas_efficiency, cublas_tile_epilogue_us, cublas_partition_penalty
@@ -72,7 +73,7 @@ struct CalibrationResult {
 //                                                                    over the clock curve)
 //   coll, copy : nccl_launch_us, tma_launch_us, link_latency_us, per_cta_copy_GBps (copies),
 //                tma_push_per_cta_GBps, tma_pull_per_cta_GBps, simt_per_cta_GBps (each impl's coll cases),
-//                hbm_GBps, link_GBps, nccl_efficiency, nccl_per_cta_GBps
+//                link_efficiency, nccl_efficiency, nccl_per_cta_GBps
 //                                                                    (time = launch + latency x steps + bytes x
 //                                                                    factor / bandwidth of the binding resource;
 //                                                                    loopback cases on their scaled profile)
