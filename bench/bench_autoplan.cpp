@@ -13,7 +13,8 @@
 //
 //   bench_autoplan [--out FILE.json] [--profile FILE] [--world W] [--quick]
 // Writes {"context": {...}, "problems": [{"problem", "sequential_us", "auto_predicted_us", "auto_measured_us",
-// "best_measured_us", "tuning_ms", ...}], "summary": {...}} and prints a table. Exit 1 when no GPU.
+// "best_measured_us", "tuning_ms", ...}], "summary": {...}} and prints a table. Each problem and each plan timed is
+// written as its JSON too (problem_json, plan_json: what ovl simulate --plan reads). Exit 1 when no GPU.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {
         if (plans[i].mode == Mode::kSequential) seq = std::min(seq, us[i]);
         spread = std::max(spread, std::fabs(t2 / t - 1));
         cands.push_back({{"plan", plans[i].summary()},
+                         {"plan_json", plans[i]},  // the Plan itself, so no tool rebuilds it from the summary
                          {"predicted_us", predicted[i]},
                          {"measured_us", us[i]},
                          {"first_us", t},
@@ -177,11 +179,12 @@ int main(int argc, char** argv) {
       };
       nlohmann::json tuned = nlohmann::json::array();
       for (const TunedCandidate& t : by_measurement.candidates)
-        tuned.push_back({{"plan", t.plan.summary()}, {"measured_us", t.measured_us}});
+        tuned.push_back({{"plan", t.plan.summary()}, {"plan_json", t.plan}, {"measured_us", t.measured_us}});
       const double t_pred = time_of(by_prediction.plan), t_meas = time_of(by_measurement.plan);
       const double best = us[fastest];
       const bool top1 = by_prediction.plan == plans[fastest];
       rows.push_back({{"problem", p.name()},
+                      {"problem_json", p},
                       {"sequential_us", seq},
                       {"auto_predicted_us", t_pred},
                       {"auto_measured_us", t_meas},
