@@ -17,6 +17,7 @@
 #include "ovl/tools/calibrate.hpp"
 #include "ovl/model/estimate.hpp"
 #include "ovl/model/hardware.hpp"
+#include "ovl/model/hardware_fields.hpp"
 #include "ovl/model/plan.hpp"
 #include "ovl/model/plan_cache.hpp"
 #include "ovl/model/problem.hpp"
@@ -134,51 +135,14 @@ void bind_plan(nb::module_& m) {
 }
 
 void bind_hardware(nb::module_& m) {
-  // One line per field; tests/test_cpu.py checks that every JSON field of the profile is an attribute of its part.
-  nb::class_<DeviceSpec>(m, "DeviceSpec")
-      .def(nb::init<>())
-      .def_rw("sm_count", &DeviceSpec::sm_count)
-      .def_rw("sm_granularity", &DeviceSpec::sm_granularity)
-      .def_rw("clock_ghz", &DeviceSpec::clock_ghz)
-      .def_rw("matrix_tflops_per_sm", &DeviceSpec::matrix_tflops_per_sm)
-      .def_rw("hbm_GBps", &DeviceSpec::hbm_GBps)
-      .def_rw("l2_bytes", &DeviceSpec::l2_bytes)
-      .def_rw("smem_per_sm_bytes", &DeviceSpec::smem_per_sm_bytes)
-      .def_rw("link_GBps", &DeviceSpec::link_GBps)
-      .def_rw("net_GBps", &DeviceSpec::net_GBps);
-  nb::class_<ModelParams>(m, "ModelParams")
-      .def(nb::init<>())
-      .def_rw("link_efficiency", &ModelParams::link_efficiency)
-      .def_rw("link_latency_us", &ModelParams::link_latency_us)
-      .def_rw("net_latency_us", &ModelParams::net_latency_us)
-      .def_rw("per_cta_copy_GBps", &ModelParams::per_cta_copy_GBps)
-      .def_rw("copy_engine_GBps", &ModelParams::copy_engine_GBps)
-      .def_rw("tma_push_per_cta_GBps", &ModelParams::tma_push_per_cta_GBps)
-      .def_rw("tma_pull_per_cta_GBps", &ModelParams::tma_pull_per_cta_GBps)
-      .def_rw("simt_per_cta_GBps", &ModelParams::simt_per_cta_GBps)
-      .def_rw("gemm_efficiency", &ModelParams::gemm_efficiency)
-      .def_rw("gemm_l2_miss_cost", &ModelParams::gemm_l2_miss_cost)
-      .def_rw("cublas_efficiency", &ModelParams::cublas_efficiency)
-      .def_rw("cublas_partition_penalty", &ModelParams::cublas_partition_penalty)
-      .def_rw("launch_us", &ModelParams::launch_us)
-      .def_rw("tile_epilogue_us", &ModelParams::tile_epilogue_us)
-      .def_rw("cublas_tile_epilogue_us", &ModelParams::cublas_tile_epilogue_us)
-      .def_rw("clock_knee_sms", &ModelParams::clock_knee_sms)
-      .def_rw("clock_exponent", &ModelParams::clock_exponent)
-      .def_rw("operator_gemm_factor", &ModelParams::operator_gemm_factor)
-      .def_rw("nccl_efficiency", &ModelParams::nccl_efficiency)
-      .def_rw("nccl_per_cta_GBps", &ModelParams::nccl_per_cta_GBps)
-      .def_rw("nccl_symmetric_per_cta_GBps", &ModelParams::nccl_symmetric_per_cta_GBps)
-      .def_rw("nccl_launch_us", &ModelParams::nccl_launch_us)
-      .def_rw("tma_launch_us", &ModelParams::tma_launch_us)
-      .def_rw("tma_group_us", &ModelParams::tma_group_us)
-      .def_rw("nccl_group_us", &ModelParams::nccl_group_us)
-      .def_rw("loopback_piece_us", &ModelParams::loopback_piece_us)
-      .def_rw("overlap_nccl_rate_factor", &ModelParams::overlap_nccl_rate_factor)
-      .def_rw("overlap_tma_rate_factor", &ModelParams::overlap_tma_rate_factor)
-      .def_rw("beside_gemm_rate_factor", &ModelParams::beside_gemm_rate_factor)
-      .def_rw("hbm_contention", &ModelParams::hbm_contention)
-      .def_rw("shared_sm_penalty", &ModelParams::shared_sm_penalty);
+  // The fields of each part from the model's own tables (hardware_fields.hpp), so none is listed twice.
+  nb::class_<DeviceSpec> spec(m, "DeviceSpec");
+  spec.def(nb::init<>());
+  for (const auto& f : hardware_fields::kSpecIntFields) spec.def_rw(f.name, f.member);
+  for (const auto& f : hardware_fields::kSpecFields) spec.def_rw(f.name, f.member);
+  nb::class_<ModelParams> fit(m, "ModelParams");
+  fit.def(nb::init<>());
+  for (const auto& f : hardware_fields::kFitFields) fit.def_rw(f.name, f.member);
   nb::class_<Emulation>(m, "Emulation")
       .def_ro("loopback", &Emulation::loopback)
       .def_ro("loopback_rank0", &Emulation::loopback_rank0);
