@@ -321,7 +321,8 @@ def cmd_overlap(argv):
                          f"{a[n].get('speedup', 0.0):.3f}", f"{b[n].get('speedup', 0.0):.3f}"])
         print_table(["case", "A us", "B us", "A / B", "A speedup", "B speedup"], rows, markdown)
         # The best of each problem among the cases both ran, so both pick from the same plans.
-        ba, bb = best_per_problem(doc, set(common)), best_per_problem(other, set(common))
+        both = set(common)
+        ba, bb = best_per_problem(doc, both), best_per_problem(other, both)
         keys = sorted(k for k in ba if k in bb)
         print()
         print_table(["op", "shape", "world", "A best", "A speedup", "B best", "B speedup"],
