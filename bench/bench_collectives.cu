@@ -1,7 +1,7 @@
 // Collective bandwidth: NCCL, NCCL's symmetric kernels, TMA push-reduce, TMA pull-reduce and the SIMT comparison
 // kernel, plus local copies.
 //
-//   coll/<impl>/<op>/<bytes>/world:<W>/ctas:<c>   impl nccl|tma-push|tma-pull|simt (a real world also nccl-symmetric,
+//   coll/<algo>/<op>/<bytes>/world:<W>/ctas:<c>   algo nccl|tma-push|tma-pull|simt (a real world also nccl-symmetric,
 //                                                 below), op allreduce|reducescatter|allgather
 //   copy/<impl>/<bytes>/ctas:<c>                  impl tma (the TMA ring: thread 0 loads, thread 32 stores, pieces
 //                                                 dealt round-robin), tma-slices (the same, a contiguous slice per
@@ -54,7 +54,7 @@
 
 namespace {
 
-using ovl::CollectiveImpl;
+using ovl::CommAlgo;
 using ovl::Collective;
 
 // OVL_BENCH_PULL_WARPS, else the library's default.
@@ -126,14 +126,6 @@ const std::vector<int>& nccl_bounds() {
   static const std::vector<int> bounds{0, 1, 2, 4, 8, 16, 32};
   return bounds;
 }
-
-// An implementation of the coll/ cases: one of the Collectives', or NCCL's symmetric kernels (its own buffers and
-// communicators, real worlds only).
-struct CollImpl {
-  CollectiveImpl impl = CollectiveImpl::kNccl;
-  bool symmetric = false;
-  std::string name() const { return symmetric ? "nccl-symmetric" : ovl::to_string(impl); }
-};
 
 // Timed iterations of a case in an MPI world (fixed: Google Benchmark's own choice could differ between processes).
 constexpr int kMpiIterations = 10;
@@ -261,9 +253,9 @@ cudaStream_t bench_stream() {
 // Bytes the kernel reads plus writes in one call, all ranks together (loopback: all on one GPU), with
 // c = bytes / n the per-owner chunk, out of place. A bulk reduce counts a read of the source, plus a read and a
 // write of the destination. This is the per-CTA data movement to set beside the plain copy's GB/s per CTA.
-double moved_bytes(CollectiveImpl impl, Collective op, double bytes, int n) {
+double moved_bytes(CommAlgo algo, Collective op, double bytes, int n) {
   const double c = bytes / n;
-  const bool push = impl == CollectiveImpl::kTmaPush;
+  const bool push = algo == CommAlgo::kTmaPush;
   double per_rank = 0;
   const bool rs = op != Collective::kAllGather, ag = op != Collective::kReduceScatter;
   if (rs) per_rank += push ? 2 * c + 3 * (n - 1) * c  // own copy, then n-1 bulk reduces
@@ -293,13 +285,13 @@ CollSizes coll_sizes(Collective op, std::size_t bytes, int n) {
 // One collective call of op on `bytes` of bf16 over n ranks (bytes as in nccl-tests: the AllReduce buffer, the
 // ReduceScatter input, the AllGather output).
 void call_collective(ovl::Collectives& coll, Collective op, const ovl::SymmetricBuffer& send,
-                     const ovl::SymmetricBuffer& recv, std::size_t bytes, int n, CollectiveImpl impl,
+                     const ovl::SymmetricBuffer& recv, std::size_t bytes, int n, CommAlgo algo,
                      const ovl::CollectiveOptions& opt, cudaStream_t stream) {
   const std::size_t elems = bytes / 2, chunk = coll_sizes(op, bytes, n).chunk;
   switch (op) {
-    case Collective::kAllReduce: coll.all_reduce(send, recv, elems, ovl::DType::kBF16, impl, opt, stream); break;
-    case Collective::kReduceScatter: coll.reduce_scatter(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
-    case Collective::kAllGather: coll.all_gather(send, recv, chunk, ovl::DType::kBF16, impl, opt, stream); break;
+    case Collective::kAllReduce: coll.all_reduce(send, recv, elems, ovl::DType::kBF16, algo, opt, stream); break;
+    case Collective::kReduceScatter: coll.reduce_scatter(send, recv, chunk, ovl::DType::kBF16, algo, opt, stream); break;
+    case Collective::kAllGather: coll.all_gather(send, recv, chunk, ovl::DType::kBF16, algo, opt, stream); break;
   }
 }
 
@@ -349,7 +341,7 @@ ncclComm_t symmetric_slot(RealWorld& w, const ovl::World& world, int ctas, std::
 }
 
 // The counters every coll/ case reports (see the file comment).
-void set_collective_counters(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int n,
+void set_collective_counters(benchmark::State& state, CommAlgo algo, Collective op, std::size_t bytes, int n,
                              int ctas, double wrong, const ovl::CollectiveOptions& opt) {
   using benchmark::Counter;
   const double factor = op == Collective::kAllReduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
@@ -358,12 +350,12 @@ void set_collective_counters(benchmark::State& state, CollectiveImpl impl, Colle
   state.counters["wrong"] = wrong;
   state.counters["ctas"] = ctas;
   state.counters["world"] = n;
-  if (impl == CollectiveImpl::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
+  if (algo == CommAlgo::kTmaPull) state.counters["pull_warps"] = opt.pull_warps;
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
 }
 
-void bench_collective(benchmark::State& state, CollectiveImpl impl, Collective op, std::size_t bytes, int n, int ctas) {
-  if (impl == CollectiveImpl::kNccl) {
+void bench_collective(benchmark::State& state, CommAlgo algo, Collective op, std::size_t bytes, int n, int ctas) {
+  if (algo == CommAlgo::kNcclRing) {
     state.SkipWithError("NCCL needs distinct GPUs: loopback world (run with a threads/MPI world of real GPUs)");
     return;
   }
@@ -378,7 +370,7 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, Collective o
     opt.num_ctas = ctas;
     opt.simt_threads = 512;
     opt.pull_warps = pull_warps();
-    auto run = [&] { call_collective(*s.coll, op, s.send, s.recv, bytes, n, impl, opt, stream); };
+    auto run = [&] { call_collective(*s.coll, op, s.send, s.recv, bytes, n, algo, opt, stream); };
     run();  // warm-up and the one checked run
     s.coll->check(stream);
     unsigned long long* wrong = nullptr;
@@ -394,8 +386,8 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, Collective o
       run();
     }
     s.coll->check(stream);
-    set_collective_counters(state, impl, op, bytes, n, ctas, wrong_count, opt);
-    const double moved = moved_bytes(impl, op, double(bytes), n);
+    set_collective_counters(state, algo, op, bytes, n, ctas, wrong_count, opt);
+    const double moved = moved_bytes(algo, op, double(bytes), n);
     state.counters["moved_GBps"] = benchmark::Counter(moved * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["moved_GBps_per_cta"] = benchmark::Counter(moved * 1e-9 / ctas, benchmark::Counter::kIsIterationInvariantRate);
   } catch (const std::exception& e) {
@@ -404,10 +396,12 @@ void bench_collective(benchmark::State& state, CollectiveImpl impl, Collective o
 }
 
 // A coll/ case on the real World (see the file comment).
-void bench_collective_real(benchmark::State& state, CollImpl ci, Collective op, std::size_t bytes, int ctas) {
-  const CollectiveImpl impl = ci.impl;
+// algo: one of the Collectives' (nccl, tma-push, tma-pull, simt), or nccl-symmetric: NCCL's symmetric kernels (their own
+// buffers and communicators).
+void bench_collective_real(benchmark::State& state, CommAlgo algo, Collective op, std::size_t bytes, int ctas) {
+  const bool symmetric = algo == CommAlgo::kNcclSymmetric;
   try {
-    if (ci.symmetric) {
+    if (symmetric) {
       const std::string why =
           ovl::nccl_symmetric_refusal(ctas == 0 ? ovl::CtaPolicy::kZero : ovl::CtaPolicy::kEfficiency);
       if (!why.empty()) {
@@ -424,22 +418,22 @@ void bench_collective_real(benchmark::State& state, CollImpl ci, Collective op, 
     opt.num_ctas = std::max(ctas, 1);
     opt.simt_threads = 512;
     opt.pull_warps = pull_warps();
-    opt.nccl_cta_bound = impl == CollectiveImpl::kNccl && !ci.symmetric ? ctas : 0;
+    opt.nccl_cta_bound = algo == CommAlgo::kNcclRing ? ctas : 0;
     // nccl-symmetric: each rank's communicator and windows (collective, first use).
     std::vector<ncclComm_t> symmetric_comm(w.worlds.size(), nullptr);
-    if (ci.symmetric) {
+    if (symmetric) {
       ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
         symmetric_comm[w.local(world)] = symmetric_slot(w, world, ctas, z.send_bytes, recv_bytes);
       });
     }
     // This rank's input and output buffers.
-    auto send_ptr = [&](std::size_t i) { return ci.symmetric ? w.symmetric[i].send->get() : w.send[i].local_ptr(); };
-    auto recv_ptr = [&](std::size_t i) { return ci.symmetric ? w.symmetric[i].recv->get() : w.recv[i].local_ptr(); };
+    auto send_ptr = [&](std::size_t i) { return symmetric ? w.symmetric[i].send->get() : w.send[i].local_ptr(); };
+    auto recv_ptr = [&](std::size_t i) { return symmetric ? w.symmetric[i].recv->get() : w.recv[i].local_ptr(); };
     auto call = [&](std::size_t i) {
-      if (ci.symmetric) {
+      if (symmetric) {
         call_nccl_symmetric(op, send_ptr(i), recv_ptr(i), bytes, n, symmetric_comm[i], w.streams[i]);
       } else {
-        call_collective(*w.coll[i], op, w.send[i], w.recv[i], bytes, n, impl, opt, w.streams[i]);
+        call_collective(*w.coll[i], op, w.send[i], w.recv[i], bytes, n, algo, opt, w.streams[i]);
       }
     };
     // Each rank fills its own input, runs once into a poisoned output and checks its own output.
@@ -472,7 +466,7 @@ void bench_collective_real(benchmark::State& state, CollImpl ci, Collective op, 
         OVL_CUDA_CHECK(cudaEventRecord(w.start[i], stream));
         for (int k = 0; k < reps; ++k) call(i);
         OVL_CUDA_CHECK(cudaEventRecord(w.stop[i], stream));
-        if (impl != CollectiveImpl::kNccl) w.coll[i]->check(stream);
+        if (!ovl::is_nccl(algo)) w.coll[i]->check(stream);
         OVL_CUDA_CHECK(cudaEventSynchronize(w.stop[i]));
         float ms = 0;
         OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, w.start[i], w.stop[i]));
@@ -480,7 +474,7 @@ void bench_collective_real(benchmark::State& state, CollImpl ci, Collective op, 
       });
       state.SetIterationTime(w.across_ranks(w.ms, true) * 1e-3 / reps);
     }
-    set_collective_counters(state, impl, op, bytes, n, ctas, wrong_count, opt);
+    set_collective_counters(state, algo, op, bytes, n, ctas, wrong_count, opt);
     state.counters["reps"] = reps;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -592,25 +586,24 @@ void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t by
 }
 
 void register_all() {
-  const CollectiveImpl impls[] = {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
+  const CommAlgo algos[] = {CommAlgo::kNcclRing, CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt};
   const Collective ops[] = {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather};
   if (real_world()) {
     const int n = real_world_size();
-    std::vector<CollImpl> real_impls;
-    for (CollectiveImpl impl : impls) real_impls.push_back({impl, false});
-    real_impls.push_back({CollectiveImpl::kNccl, true});  // nccl-symmetric
-    for (const CollImpl& ci : real_impls)
+    std::vector<CommAlgo> real_algos(std::begin(algos), std::end(algos));
+    real_algos.push_back(CommAlgo::kNcclSymmetric);
+    for (CommAlgo algo : real_algos)
       for (Collective op : ops)
         for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4) {
           std::vector<int> ctas_list{1, 2, 4, 8, 16, 32};
-          if (ci.impl == CollectiveImpl::kNccl && !ci.symmetric) ctas_list = nccl_bounds();
+          if (algo == CommAlgo::kNcclRing) ctas_list = nccl_bounds();
           // nccl-symmetric's ctas:0: CTA policy zero, which moves an AllGather on the copy engines.
-          if (ci.symmetric && op == Collective::kAllGather) ctas_list.insert(ctas_list.begin(), 0);
+          if (algo == CommAlgo::kNcclSymmetric && op == Collective::kAllGather) ctas_list.insert(ctas_list.begin(), 0);
           for (int ctas : ctas_list) {
             const std::string name =
-                fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ci.name(), ovl::to_string(op), bytes, n, ctas);
+                fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(algo), ovl::to_string(op), bytes, n, ctas);
             auto* b = benchmark::RegisterBenchmark(
-                name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, ci, op, bytes, ctas); });
+                name.c_str(), [=](benchmark::State& st) { bench_collective_real(st, algo, op, bytes, ctas); });
             b->UseManualTime()->Unit(benchmark::kMicrosecond);
             // A process per rank: every process must run the same number of iterations (each is collective).
             if (mpi_world()) b->Iterations(kMpiIterations);
@@ -618,13 +611,13 @@ void register_all() {
         }
     return;
   }
-  for (CollectiveImpl impl : impls)
+  for (CommAlgo algo : algos)
     for (Collective op : ops)
       for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4)
         for (int n : {2, 4, 8})
           for (int ctas : {1, 2, 4, 8, 16, 32, 64}) {
-            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(impl), ovl::to_string(op), bytes, n, ctas);
-            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective(st, impl, op, bytes, n, ctas); })
+            const std::string name = fmt::format("coll/{}/{}/{}/world:{}/ctas:{}", ovl::to_string(algo), ovl::to_string(op), bytes, n, ctas);
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { bench_collective(st, algo, op, bytes, n, ctas); })
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
           }

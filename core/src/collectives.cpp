@@ -12,21 +12,7 @@
 
 namespace ovl {
 
-const char* to_string(CollectiveImpl impl) { return name_in(kCollectiveImplNames, impl).data(); }
-CollectiveImpl parse_collective_impl(std::string_view name) {
-  return parse_name(kCollectiveImplNames, name, "collective implementation");
-}
-
 namespace {
-kernels::CollectiveAlgo algo_of(CollectiveImpl impl) {
-  switch (impl) {
-    case CollectiveImpl::kTmaPush: return kernels::CollectiveAlgo::kTmaPush;
-    case CollectiveImpl::kTmaPull: return kernels::CollectiveAlgo::kTmaPull;
-    case CollectiveImpl::kSimt: return kernels::CollectiveAlgo::kSimt;
-    case CollectiveImpl::kNccl: break;
-  }
-  OVL_FAIL("implementation {} is not a kernel of ours", to_string(impl));
-}
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
     case DType::kBF16: return ncclBfloat16;
@@ -157,12 +143,13 @@ void Collectives::nccl(Collective op, const void* send, void* recv, std::size_t 
 }
 
 kernels::CollectiveArguments Collectives::base_args(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
-                                                    DType dtype, CollectiveImpl impl, const CollectiveOptions& options) const {
+                                                    DType dtype, CommAlgo algo, const CollectiveOptions& options) const {
   const int n = world_.size();
   OVL_CHECK(src.size() == n && dst.size() == n, "buffers of {} / {} ranks on a world of {}", src.size(), dst.size(), n);
   kernels::CollectiveArguments a;
   a.op = op;
-  a.algo = algo_of(impl);
+  OVL_CHECK(kernels::is_kernel_algo(algo), "{}: the collectives run nccl, tma-push, tma-pull or simt", to_string(algo));
+  a.algo = algo;
   a.dtype = dtype;
   a.world_size = n;
   a.first_rank = world_.first_local_rank();
@@ -186,7 +173,7 @@ kernels::CollectiveArguments Collectives::base_args(Collective op, const Symmetr
 void Collectives::launch(kernels::CollectiveArguments& args, cudaStream_t stream) {
   args.epoch = epoch_ + 1;
   const std::string why = kernels::CollectiveKernel::can_implement(args);
-  OVL_CHECK(why.empty(), "{} {} on rank {} of {}: {}", kernels::to_string(args.algo), to_string(args.op),
+  OVL_CHECK(why.empty(), "{} {} on rank {} of {}: {}", to_string(args.algo), to_string(args.op),
             world_.rank(), world_.size(), why);
   OVL_CUDA_CHECK(cudaSetDevice(world_.device()));
   kernels::CollectiveKernel::run(args, nullptr, stream);
@@ -194,16 +181,16 @@ void Collectives::launch(kernels::CollectiveArguments& args, cudaStream_t stream
 }
 
 void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t count, DType dtype,
-                             CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
+                             CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream) {
   const std::size_t es = size_t(dtype_bytes(dtype));
   OVL_CHECK(count > 0, "all_reduce: count = 0");
   OVL_CHECK(count <= std::numeric_limits<std::size_t>::max() / es, "all_reduce: count = {} overflows a byte count", count);
   OVL_CHECK(send.bytes() >= count * es && recv.bytes() >= count * es, "all_reduce: count = {} ({} bytes) exceeds send {} / recv {} bytes",
             count, count * es, send.bytes(), recv.bytes());
-  if (impl == CollectiveImpl::kNccl) return nccl(Collective::kAllReduce, send.local_ptr(), recv.local_ptr(), count, dtype, options, stream);
+  if (algo == CommAlgo::kNcclRing) return nccl(Collective::kAllReduce, send.local_ptr(), recv.local_ptr(), count, dtype, options, stream);
   // Owner r reduces elements [r*c, (r+1)*c) with c = ceil(count/n) rounded to 16 bytes; the last owner takes the
   // rest (possibly less, possibly nothing): the uniform layout needs equal chunks, so the tail goes in a table.
-  kernels::CollectiveArguments a = base_args(Collective::kAllReduce, send, recv, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(Collective::kAllReduce, send, recv, dtype, algo, options);
   const int n = world_.size();
   const std::uint64_t total = count * es;
   if (total % (std::uint64_t(n) * 16) == 0) {
@@ -222,12 +209,12 @@ void Collectives::all_reduce(const SymmetricBuffer& send, const SymmetricBuffer&
     if (e > b) ranges.push_back(TileRange{r, 0, b * es, b * es, (e - b) * es});
   }
   RangeTable table(world_, ranges, 1);
-  run_ranges(Collective::kAllReduce, send, recv, table, dtype, impl, options, stream);
+  run_ranges(Collective::kAllReduce, send, recv, table, dtype, algo, options, stream);
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));  // the table is freed on return
 }
 
 void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t recv_count,
-                                 DType dtype, CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
+                                 DType dtype, CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream) {
   const std::size_t es = size_t(dtype_bytes(dtype));
   const int n = world_.size();
   const bool in_place = &send == &recv;
@@ -238,11 +225,11 @@ void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuf
             send.bytes(), n, recv_count, es);
   OVL_CHECK(in_place || recv.bytes() >= recv_count * es, "reduce_scatter: recv has {} bytes < recv_count {} x {} B",
             recv.bytes(), recv_count, es);
-  if (impl == CollectiveImpl::kNccl) {
+  if (algo == CommAlgo::kNcclRing) {
     void* out = static_cast<char*>(recv.local_ptr()) + (in_place ? std::size_t(world_.rank()) * recv_count * es : 0);
     return nccl(Collective::kReduceScatter, send.local_ptr(), out, recv_count, dtype, options, stream);
   }
-  kernels::CollectiveArguments a = base_args(Collective::kReduceScatter, send, recv, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(Collective::kReduceScatter, send, recv, dtype, algo, options);
   a.chunk_bytes = recv_count * es;
   a.src_owner_stride = a.chunk_bytes;
   a.dst_owner_stride = in_place ? a.chunk_bytes : 0;
@@ -254,7 +241,7 @@ void Collectives::reduce_scatter(const SymmetricBuffer& send, const SymmetricBuf
 }
 
 void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t send_count, DType dtype,
-                             CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream) {
+                             CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream) {
   const std::size_t es = size_t(dtype_bytes(dtype));
   const int n = world_.size();
   const bool in_place = &send == &recv;
@@ -265,11 +252,11 @@ void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer&
             n, send_count, es);
   OVL_CHECK(in_place || send.bytes() >= send_count * es, "all_gather: send has {} bytes < send_count {} x {} B", send.bytes(),
             send_count, es);
-  if (impl == CollectiveImpl::kNccl) {
+  if (algo == CommAlgo::kNcclRing) {
     const void* in = static_cast<const char*>(send.local_ptr()) + (in_place ? std::size_t(world_.rank()) * send_count * es : 0);
     return nccl(Collective::kAllGather, in, recv.local_ptr(), send_count, dtype, options, stream);
   }
-  kernels::CollectiveArguments a = base_args(Collective::kAllGather, send, recv, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(Collective::kAllGather, send, recv, dtype, algo, options);
   a.chunk_bytes = send_count * es;
   a.src_owner_stride = in_place ? a.chunk_bytes : 0;
   a.dst_owner_stride = a.chunk_bytes;
@@ -281,16 +268,16 @@ void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer&
 }
 
 void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
-                             DType dtype, CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream,
+                             DType dtype, CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream,
                              const GroupGate* gate) {
-  OVL_CHECK(impl != CollectiveImpl::kNccl, "run_ranges: tile-addressed collectives are TMA/SIMT only (NCCL needs contiguous data)");
+  OVL_CHECK(algo != CommAlgo::kNcclRing, "run_ranges: tile-addressed collectives are TMA/SIMT only (NCCL needs contiguous data)");
   OVL_CHECK(table.world_size() == world_.size(), "run_ranges: table for {} ranks on a world of {}", table.world_size(), world_.size());
   const std::size_t es = size_t(dtype_bytes(dtype));
   const std::uint64_t bad = table.bytes_gcd_check(es);
   OVL_CHECK(bad == 0, "run_ranges: a range of {} bytes is not a multiple of the {}-byte {} element", bad, es, to_string(dtype));
   OVL_CHECK(table.src_end() <= src.bytes(), "run_ranges: ranges reach src byte {} > src size {}", table.src_end(), src.bytes());
   OVL_CHECK(table.dst_end() <= dst.bytes(), "run_ranges: ranges reach dst byte {} > dst size {}", table.dst_end(), dst.bytes());
-  kernels::CollectiveArguments a = base_args(op, src, dst, dtype, impl, options);
+  kernels::CollectiveArguments a = base_args(op, src, dst, dtype, algo, options);
   a.ranges = table.device_ranges();
   a.list_begin = table.device_list_begin();
   a.num_groups = table.num_groups();

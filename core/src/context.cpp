@@ -289,7 +289,7 @@ void Context::Impl::prepare_loopback_peers(const detail::Call& call) {
   res.cublas_gemm(call, call.a.ptr, call.partial, 0, call.problem.m, call.stream);
   kernels::LoopbackArguments a = res.loopback_args(call, sms);
   a.play = LoopbackShare::kWholeWorld;
-  a.mover = kernels::CollectiveAlgo::kSimt;
+  a.mover = CommAlgo::kSimt;
   a.dst[0] = st.peer_dst[0].get();
   a.pace_ns_per_byte = 0;  // setup of the emulation, not a collective of rank 0's: never paced
   a.pace_latency_ns = 0;

@@ -140,7 +140,7 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
     OVL_CUDA_CHECK(cudaMemsetAsync(c.out, 0, out_bytes, comm_st));
     o.dst_zeroed = true;
     // Alone (kComm) the collective runs ungated, on whatever `partial` holds.
-    coll_->run_ranges(op, rs.partial, rs.out, table->second, p.output_dtype(), CollectiveImpl::kTmaPush, o, comm_st,
+    coll_->run_ranges(op, rs.partial, rs.out, table->second, p.output_dtype(), CommAlgo::kTmaPush, o, comm_st,
                       gemm ? &gate : nullptr);
     // C is the symmetric output itself (Context::symmetric_output): no copy.
     if (c.c.ptr != c.out) OVL_CUDA_CHECK(cudaMemcpyAsync(c.c.ptr, c.out, out_bytes, cudaMemcpyDeviceToDevice, comm_st));

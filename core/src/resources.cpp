@@ -307,9 +307,7 @@ kernels::LoopbackArguments Resources::loopback_args(const Call& call, int ctas) 
   a.dtype = p.comm_dtype();
   a.world = id.loopback ? id.world : 1;
   a.play = id.share;
-  a.mover = call.plan.comm_algo == CommAlgo::kTmaPull   ? kernels::CollectiveAlgo::kTmaPull
-            : call.plan.comm_algo == CommAlgo::kTmaPush ? kernels::CollectiveAlgo::kTmaPush
-                                                        : kernels::CollectiveAlgo::kSimt;
+  a.mover = is_tma_mover(call.plan.comm_algo) ? call.plan.comm_algo : CommAlgo::kSimt;
   if (p.op == Op::kAllGatherGemm) {
     a.src[0] = call.rows;
     a.dst[0] = call.gathered;

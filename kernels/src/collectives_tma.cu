@@ -15,14 +15,6 @@
 
 namespace ovl::kernels {
 
-const char* to_string(CollectiveAlgo algo) {
-  switch (algo) {
-    case CollectiveAlgo::kTmaPush: return "tma-push";
-    case CollectiveAlgo::kTmaPull: return "tma-pull";
-    case CollectiveAlgo::kSimt: return "simt";
-  }
-  return "?";
-}
 namespace {
 
 using detail::Layout;
@@ -606,8 +598,8 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   // abort_flag as thread 0 saw it at the last phase boundary: written only between a boundary's two barriers and read
   // only after them, so no thread reads it while thread 0 may write it (abort_flag itself is written during phases).
   __shared__ int abort_seen;
-  const bool tma = a.algo != CollectiveAlgo::kSimt;
-  const bool push = a.algo == CollectiveAlgo::kTmaPush;
+  const bool tma = a.algo != CommAlgo::kSimt;
+  const bool push = a.algo == CommAlgo::kTmaPush;
   if (threadIdx.x == 0) abort_flag = abort_seen = 0;
   Cta cta{&a, int(blockIdx.x), &abort_flag};
   const TmaRing ring = TmaRing::in_header(smem, std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp);
@@ -671,13 +663,13 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
 
 // The ring of every TMA phase (a pull-reduce unit splits a stage into W slots); {0, 0} for SIMT.
 TmaRingShape ring_shape(const CollectiveArguments& a) {
-  return a.algo == CollectiveAlgo::kSimt ? TmaRingShape{0, 0} : tma_ring_shape();
+  return a.algo == CommAlgo::kSimt ? TmaRingShape{0, 0} : tma_ring_shape();
 }
 
 // Threads per CTA (collective_kernel's block): warp 0 and the consumer warps for TMA.
 int block_threads(const CollectiveArguments& a) {
-  if (a.algo == CollectiveAlgo::kSimt) return a.simt_threads;
-  const bool sums = a.algo == CollectiveAlgo::kTmaPull && a.op != Collective::kAllGather;
+  if (a.algo == CommAlgo::kSimt) return a.simt_threads;
+  const bool sums = a.algo == CommAlgo::kTmaPull && a.op != Collective::kAllGather;
   return int(kWarp) * (1 + (sums ? a.pull_warps : 1));
 }
 
@@ -694,12 +686,13 @@ void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
 }  // namespace
 
 std::size_t CollectiveKernel::shared_bytes(const CollectiveArguments& args) {
-  if (args.algo == CollectiveAlgo::kSimt) return 0;
+  if (args.algo == CommAlgo::kSimt) return 0;
   const TmaRingShape shape = ring_shape(args);
   return kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
 }
 
 std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
+  if (!is_kernel_algo(a.algo)) return fmt::format("algo = {}: the kernels run tma-push, tma-pull or simt", to_string(a.algo));
   if (a.dtype != DType::kBF16 && a.dtype != DType::kFP16 && a.dtype != DType::kFP32)
     return fmt::format("dtype = {}: the collectives move bf16, fp16 or fp32", to_string(a.dtype));
   const std::size_t es = dtype_bytes(a.dtype);
@@ -709,9 +702,9 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
                        a.first_rank + a.num_played_ranks, a.world_size);
   if (a.num_ctas < 1 || a.num_ctas > kMaxCollectiveCtas) return fmt::format("num_ctas = {} is not in 1..{}", a.num_ctas, kMaxCollectiveCtas);
   // 512: the collective kernel needs about 100 registers per thread.
-  if (a.algo == CollectiveAlgo::kSimt && (a.simt_threads < 32 || a.simt_threads > 512 || a.simt_threads % 32 != 0))
+  if (a.algo == CommAlgo::kSimt && (a.simt_threads < 32 || a.simt_threads > 512 || a.simt_threads % 32 != 0))
     return fmt::format("simt_threads = {} is not a multiple of 32 in 32..512", a.simt_threads);
-  if (a.algo == CollectiveAlgo::kTmaPull && (a.pull_warps < 1 || a.pull_warps > 8))
+  if (a.algo == CommAlgo::kTmaPull && (a.pull_warps < 1 || a.pull_warps > 8))
     return fmt::format("pull_warps = {} is not in 1..8", a.pull_warps);
   if (a.error == nullptr) return "error = null: the collective needs a device-visible error record";
   if (a.timeout_ns == 0) return "timeout_ns = 0";
@@ -719,7 +712,7 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
   if (a.num_groups < 1) return fmt::format("num_groups = {} < 1", a.num_groups);
   if (a.ranges == nullptr && a.num_groups != 1) return fmt::format("num_groups = {} needs a range table", a.num_groups);
   if (a.ranges != nullptr && a.list_begin == nullptr) return "ranges given without list_begin";
-  if (a.dst_zeroed && (a.algo != CollectiveAlgo::kTmaPush || a.op == Collective::kAllGather || a.src[0] == a.dst[0]))
+  if (a.dst_zeroed && (a.algo != CommAlgo::kTmaPush || a.op == Collective::kAllGather || a.src[0] == a.dst[0]))
     return fmt::format("dst_zeroed = true needs tma-push ReduceScatter or AllReduce out of place (got {} {}{})",
                        to_string(a.algo), to_string(a.op), a.src[0] == a.dst[0] ? " in place" : "");
   for (int r = 0; r < a.world_size; ++r) {

@@ -176,7 +176,7 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
     }
   }
   if (a.num_groups <= 0) return;
-  if (a.mover != CollectiveAlgo::kSimt) {
+  if (a.mover != CommAlgo::kSimt) {
     launch_tma_mover(a, stream);
     return;
   }

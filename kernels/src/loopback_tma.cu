@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   const unsigned tid = threadIdx.x;
   const int w = a.world;
   const std::uint32_t S = std::uint32_t(stages);
-  const bool pull = a.mover == CollectiveAlgo::kTmaPull;
+  const bool pull = a.mover == CommAlgo::kTmaPull;
   PieceInfo* pieces = smem_pieces ? reinterpret_cast<PieceInfo*>(ring + S * stage_bytes) : nullptr;
 
   if (pieces != nullptr) {  // every thread, once: the played groups' pieces (the ranges copied, then completed)
@@ -450,7 +450,7 @@ void launch_typed(const LoopbackArguments& a, const TmaRingShape& ring, int thre
   const std::size_t smem = smem_pieces ? ring_end + table : ring_end;
   // The opt-in limit, not this launch's size (see opt_in_dynamic_shared_memory).
   opt_in_dynamic_shared_memory(tma_mover_kernel<T>, int(kMaxSharedBytesPerBlock));
-  if (a.mover == CollectiveAlgo::kTmaPush && a.op != Collective::kAllGather) {
+  if (a.mover == CommAlgo::kTmaPush && a.op != Collective::kAllGather) {
     zero_pieces_kernel<T><<<a.ctas, 512, 0, stream>>>(a);
     OVL_CUDA_CHECK_LAST();
   }
@@ -460,12 +460,12 @@ void launch_typed(const LoopbackArguments& a, const TmaRingShape& ring, int thre
 }  // namespace
 
 void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
-  OVL_CHECK(a.mover == CollectiveAlgo::kTmaPull || a.mover == CollectiveAlgo::kTmaPush,
+  OVL_CHECK(a.mover == CommAlgo::kTmaPull || a.mover == CommAlgo::kTmaPush,
             "launch_tma_mover: mover {} is not a TMA mover", int(a.mover));
   OVL_CHECK(a.pull_warps >= 1 && a.pull_warps <= kTmaMaxPullWarps, "TMA mover: pull_warps = {} is not in 1..{}",
             a.pull_warps, kTmaMaxPullWarps);
   if (a.num_groups <= 0) return;
-  if (a.mover == CollectiveAlgo::kTmaPush) {
+  if (a.mover == CommAlgo::kTmaPush) {
     // The push mover zeroes its destinations first; a destination that is also a source would lose its data. Only
     // whole buffers are compared: overlapping ranges inside one allocation are the caller's to avoid (the executor
     // never makes them).
@@ -475,7 +475,7 @@ void launch_tma_mover(const LoopbackArguments& a, cudaStream_t stream) {
                   "TMA push mover: destination of rank {} is the source of rank {} (in place is not supported)", d, p);
   }
   const TmaRingShape ring = mover_ring();
-  const int threads = 32 + (a.mover == CollectiveAlgo::kTmaPull ? 32 * a.pull_warps : 32);  // producer + consumers
+  const int threads = 32 + (a.mover == CommAlgo::kTmaPull ? 32 * a.pull_warps : 32);  // producer + consumers
   if (is_fp8(a.dtype)) {
     launch_typed<std::uint8_t>(a, ring, threads, stream);
   } else if (a.dtype == DType::kBF16) {

@@ -50,6 +50,7 @@ double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas) const {
   double per_cta = nccl_per_cta_GBps;
   if (algo == CommAlgo::kTmaPush) per_cta = tma_push_per_cta_GBps;
   if (algo == CommAlgo::kTmaPull) per_cta = tma_pull_per_cta_GBps;
+  if (algo == CommAlgo::kSimt) per_cta = simt_per_cta_GBps;
   return std::min(link_GBps / ctas, per_cta);
 }
 

@@ -14,7 +14,6 @@
 namespace ovl {
 
 std::string_view to_string(Mode mode) { return name_in(kModeNames, mode); }
-std::string_view to_string(CommAlgo algo) { return name_in(kCommAlgoNames, algo); }
 std::string_view to_string(CtaPolicy policy) { return name_in(kCtaPolicyNames, policy); }
 std::string_view to_string(TileOrder order) { return name_in(kTileOrderNames, order); }
 std::string_view to_string(OutputLayout layout) { return name_in(kOutputLayoutNames, layout); }

@@ -1,5 +1,6 @@
 // The TMA collectives' and the local ring's argument checks, which need no GPU: each bad value is refused by name
 // before anything touches a device (CollectiveKernel::can_implement, launch_local_ring's checks).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -56,8 +57,11 @@ TEST(CollectiveArguments, EachBadValueIsNamed) {
   };
   EXPECT_NE(refused([](CollectiveArguments& a) { a.world_size = 9; }).find("world_size = 9"), std::string::npos);
   EXPECT_NE(refused([](CollectiveArguments& a) { a.num_ctas = 0; }).find("num_ctas = 0"), std::string::npos);
+  for (CommAlgo algo : {CommAlgo::kNcclRing, CommAlgo::kCopyEngine, CommAlgo::kNcclSymmetric})
+    EXPECT_NE(refused([&](CollectiveArguments& a) { a.algo = algo; }).find(fmt::format("algo = {}", to_string(algo))),
+              std::string::npos);
   EXPECT_NE(refused([](CollectiveArguments& a) {
-              a.algo = CollectiveAlgo::kTmaPull;
+              a.algo = CommAlgo::kTmaPull;
               a.pull_warps = 9;
             }).find("pull_warps = 9"),
             std::string::npos);

@@ -76,7 +76,7 @@ std::vector<unsigned char> random_data(DType t, std::size_t elems, std::uint32_t
 
 struct Case {
   Collective op;
-  CollectiveImpl impl;
+  CommAlgo impl;
   DType dtype;
   std::size_t count;  // AR: count; RS: recv_count; AG: send_count
   int ctas;
@@ -186,9 +186,9 @@ class CollectivesTest : public HopperTest {
   // Every implementation the World can run (NCCL needs distinct GPUs) x dtype x op x size, out of place and in place.
   static void sweep(const World& world, Collectives& coll, cudaStream_t stream) {
     const int n = world.size();
-    std::vector<CollectiveImpl> impls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
-    if (n == 1 || !world.is_loopback()) impls.push_back(CollectiveImpl::kNccl);
-    for (CollectiveImpl impl : impls)
+    std::vector<CommAlgo> impls{CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt};
+    if (n == 1 || !world.is_loopback()) impls.push_back(CommAlgo::kNcclRing);
+    for (CommAlgo impl : impls)
       for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32})
         for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
           // Not multiples of the 32 KB piece; RS/AG chunks of more than one rank must be 16-byte multiples.
@@ -213,7 +213,7 @@ class CollectivesTest : public HopperTest {
           SCOPED_TRACE(name(c, n));
           EXPECT_EQ(run_case(world, coll, c, stream), 0u) << name(c, n);
           // Push onto zeroed destinations (every rank adds its own piece too): two sizes, 1 and 5 CTAs.
-          if (impl == CollectiveImpl::kTmaPush && op != Collective::kAllGather)
+          if (impl == CommAlgo::kTmaPush && op != Collective::kAllGather)
             for (const auto& [count, ctas] : {std::pair<std::size_t, int>{4096 + align, 1}, {(1u << 20) + 24, 5}}) {
               const Case z{op, impl, dtype, count, ctas, false, true};
               SCOPED_TRACE(name(z, n));
@@ -234,11 +234,11 @@ TEST_F(CollectivesTest, SanitizerSized) {
   for (int n : {2, 4}) {
     World world = World::loopback(n);
     Collectives coll(world);
-    for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt})
+    for (CommAlgo impl : {CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt})
       for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
         const Case c{op, impl, DType::kBF16, op == Collective::kAllReduce ? 20001u : 20008u, 3, false};
         EXPECT_EQ(run_case(world, coll, c, stream_), 0u) << name(c, n);
-        if (impl == CollectiveImpl::kTmaPull) EXPECT_EQ(run_case(world, coll, c, stream_, nullptr, 1), 0u) << name(c, n) << " 1 pull warp";
+        if (impl == CommAlgo::kTmaPull) EXPECT_EQ(run_case(world, coll, c, stream_, nullptr, 1), 0u) << name(c, n) << " 1 pull warp";
       }
   }
 }
@@ -247,7 +247,7 @@ TEST_F(CollectivesTest, ThreadsWorldOf1) {
   std::vector<World> worlds = World::threads({0});
   run_per_rank(worlds, [&](World& w) {
     Collectives coll(w);
-    for (CollectiveImpl impl : {CollectiveImpl::kNccl, CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull})
+    for (CommAlgo impl : {CommAlgo::kNcclRing, CommAlgo::kTmaPush, CommAlgo::kTmaPull})
       for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
         const Case c{op, impl, DType::kBF16, 4097, 4, false};
         EXPECT_EQ(run_case(w, coll, c, stream_), 0u) << name(c, 1);
@@ -272,7 +272,7 @@ TEST_F(CollectivesTest, ThreadsWorldOfEveryGpu) {
 TEST_F(CollectivesTest, PullReduceIsDeterministic) {
   World world = World::loopback(8);
   Collectives coll(world);
-  const Case c{Collective::kAllReduce, CollectiveImpl::kTmaPull, DType::kBF16, (1u << 20) + 24, 16, false};
+  const Case c{Collective::kAllReduce, CommAlgo::kTmaPull, DType::kBF16, (1u << 20) + 24, 16, false};
   std::vector<unsigned char> first, again;
   ASSERT_EQ(run_case(world, coll, c, stream_, &first), 0u);
   for (int i = 0; i < 9; ++i) {
@@ -299,7 +299,7 @@ TEST_F(CollectivesTest, PullReduceWarpCountsInOddWorlds) {
       for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter})
         for (int ctas : {1, 7}) {
           const std::size_t count = op == Collective::kAllReduce ? (1u << 17) + 5 : 3 * 4096 + 8;
-          const Case c{op, CollectiveImpl::kTmaPull, dtype, count, ctas, false};
+          const Case c{op, CommAlgo::kTmaPull, dtype, count, ctas, false};
           SCOPED_TRACE(name(c, n));
           std::vector<unsigned char> four, other;
           ASSERT_EQ(run_case(world, coll, c, stream_, &four, 4), 0u);
@@ -320,7 +320,7 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
   std::memset(err, 0, sizeof(*err));
   kernels::CollectiveArguments a;
   a.op = Collective::kAllReduce;
-  a.algo = kernels::CollectiveAlgo::kTmaPush;
+  a.algo = CommAlgo::kTmaPush;
   a.world_size = 2;
   a.first_rank = 0;
   a.num_played_ranks = 1;  // rank 1 never runs
@@ -347,7 +347,7 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
 // A gated reduce-scatter over `table` whose gate never opens (2 CTAs, 50 ms timeout): check() throws an ovl::Error
 // whose message contains `needle`, and the World still runs a collective afterwards.
 void expect_gate_timeout(const World& world, Collectives& coll, SymmetricBuffer& buf, const RangeTable& table,
-                         GroupGate gate, CollectiveImpl impl, cudaStream_t stream, const std::string& needle) {
+                         GroupGate gate, CommAlgo impl, cudaStream_t stream, const std::string& needle) {
   CollectiveOptions opt;
   opt.num_ctas = 2;
   opt.timeout_ns = 50'000'000;
@@ -375,7 +375,7 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   const std::uint32_t one = 1;
   OVL_CUDA_CHECK(cudaMemcpy(expected, &one, sizeof(one), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
-  for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt}) {
+  for (CommAlgo impl : {CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt}) {
     SCOPED_TRACE(to_string(impl));
     expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
                         "waited for tile group 0 of rank 0's GEMM");
@@ -405,7 +405,7 @@ TEST_F(CollectivesTest, GateTimesOutMidStream) {
   const std::vector<std::uint32_t> want{1, 1, 1, 2};
   OVL_CUDA_CHECK(cudaMemcpy(expected, want.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
-  for (CollectiveImpl impl : {CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull}) {
+  for (CommAlgo impl : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
     SCOPED_TRACE(to_string(impl));
     for (int r = 0; r < n; ++r) kernels::launch_add_counters(counters.peer<std::uint32_t>(r), groups, 1, stream_);
     expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
@@ -444,8 +444,8 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   SymmetricBuffer out(world, tiles * tile_bytes);
   for (int pass = 0; pass < 4; ++pass) {
     const bool zeroed = pass == 3;
-    constexpr std::array kImpls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
-    const CollectiveImpl impl = zeroed ? CollectiveImpl::kTmaPush : kImpls[std::size_t(pass)];
+    constexpr std::array kImpls{CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt};
+    const CommAlgo impl = zeroed ? CommAlgo::kTmaPush : kImpls[std::size_t(pass)];
     SCOPED_TRACE(fmt::format("{}{}", to_string(impl), zeroed ? " dst-zeroed" : ""));
     std::vector<std::vector<unsigned char>> in(n);
     for (int r = 0; r < n; ++r) {
@@ -611,18 +611,18 @@ TEST_F(CollectivesTest, BadArgumentsAreRejectedByName) {
     return "no error";
   };
   opt.num_ctas = 0;
-  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CollectiveImpl::kTmaPush, opt, stream_); }).find("num_ctas = 0"),
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CommAlgo::kTmaPush, opt, stream_); }).find("num_ctas = 0"),
             std::string::npos);
   opt.num_ctas = 4;
   opt.simt_threads = 1000;
-  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CollectiveImpl::kSimt, opt, stream_); }).find("simt_threads = 1000"),
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CommAlgo::kSimt, opt, stream_); }).find("simt_threads = 1000"),
             std::string::npos);
   opt.simt_threads = 512;
-  EXPECT_NE(message([&] { coll.reduce_scatter(buf, buf, 3, DType::kBF16, CollectiveImpl::kTmaPull, opt, stream_); }).find("recv_count = 3"),
+  EXPECT_NE(message([&] { coll.reduce_scatter(buf, buf, 3, DType::kBF16, CommAlgo::kTmaPull, opt, stream_); }).find("recv_count = 3"),
             std::string::npos);
-  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1 << 20, DType::kBF16, CollectiveImpl::kTmaPush, opt, stream_); }).find("count = 1048576"),
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1 << 20, DType::kBF16, CommAlgo::kTmaPush, opt, stream_); }).find("count = 1048576"),
             std::string::npos);
-  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CollectiveImpl::kNccl, opt, stream_); })
+  EXPECT_NE(message([&] { coll.all_reduce(buf, buf, 1024, DType::kBF16, CommAlgo::kNcclRing, opt, stream_); })
                 .find("NCCL needs distinct GPUs: loopback world of 4 ranks"),
             std::string::npos);
   std::vector<TileRange> bad{{0, 0, 8, 0, 32}};

@@ -154,7 +154,7 @@ TEST_F(GpuTest, ThreadsWorldOfOneDevice) {
   SymmetricBuffer a(w, 4096), b(w, 4096);
   CollectiveOptions opt;
   opt.nccl_cta_bound = 2;
-  coll.all_reduce(a, b, 1024, DType::kFP32, CollectiveImpl::kNccl, opt, nullptr);
+  coll.all_reduce(a, b, 1024, DType::kFP32, CommAlgo::kNcclRing, opt, nullptr);
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_NE(error_of([] { World::threads({0, 0}); }).find("not distinct"), std::string::npos);
 }
@@ -244,7 +244,7 @@ TEST_F(GpuTest, MpiWorldOfOneRank) {
     SymmetricBuffer a(w, 1 << 20), b(w, 1 << 20);
     CollectiveOptions opt;
     opt.num_ctas = 4;
-    coll.all_reduce(a, b, 4097, DType::kBF16, CollectiveImpl::kTmaPull, opt, nullptr);
+    coll.all_reduce(a, b, 4097, DType::kBF16, CommAlgo::kTmaPull, opt, nullptr);
     coll.check(nullptr);
   }
 }
@@ -271,19 +271,19 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
   std::vector<float> mine(total), out(total);
   for (std::size_t i = 0; i < total; ++i) mine[i] = mpi_input(i, me);
   OVL_CUDA_CHECK(cudaMemcpy(send.local_ptr(), mine.data(), total * 4, cudaMemcpyHostToDevice));
-  std::vector<CollectiveImpl> impls{CollectiveImpl::kTmaPush, CollectiveImpl::kTmaPull, CollectiveImpl::kSimt};
-  if (!w.nccl_cta_bounds().empty()) impls.push_back(CollectiveImpl::kNccl);
+  std::vector<CommAlgo> impls{CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt};
+  if (!w.nccl_cta_bounds().empty()) impls.push_back(CommAlgo::kNcclRing);
   struct Run {
-    CollectiveImpl impl;
+    CommAlgo impl;
     Collective op;
     bool zeroed;
   };
   std::vector<Run> runs;
-  for (CollectiveImpl impl : impls)
+  for (CommAlgo impl : impls)
     for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather})
       runs.push_back({impl, op, false});
-  runs.push_back({CollectiveImpl::kTmaPush, Collective::kAllReduce, true});
-  runs.push_back({CollectiveImpl::kTmaPush, Collective::kReduceScatter, true});
+  runs.push_back({CommAlgo::kTmaPush, Collective::kAllReduce, true});
+  runs.push_back({CommAlgo::kTmaPush, Collective::kReduceScatter, true});
   for (const Run& run : runs) {
     SCOPED_TRACE(fmt::format("rank {} of {}: {} {}{}", me, n, to_string(run.impl), to_string(run.op),
                              run.zeroed ? " dst-zeroed" : ""));

@@ -28,6 +28,29 @@ enum class LoopbackShare {
 inline constexpr Named<LoopbackShare> kLoopbackShareNames[] = {{LoopbackShare::kRank0, "rank0"},
                                                                {LoopbackShare::kWholeWorld, "whole-world"}};
 
+// How a collective moves its data: a plan's comm algorithm (model/modes.hpp's kAlgoTraits says which modes take
+// which), the implementation a Collectives call runs (core/collectives.hpp) and the mover a kernel runs
+// (kernels/collectives.hpp, kernels/loopback.hpp).
+//   kNcclRing ("nccl")           NCCL, with its own choice of algorithm and CTAs (a bound on them by CtaPolicy).
+//   kNcclNvls ("nccl-nvls")      NCCL's NVLink SHARP algorithm (priced; never run: NVLink multicast stays off).
+//   kTmaPush ("tma-push")        reduce by cp.reduce.async.bulk .add into the owner's buffer; gather by TMA stores to
+//                                every peer.
+//   kTmaPull ("tma-pull")        the owner TMA-loads every rank's piece and adds in fp32 in rank order (deterministic);
+//                                gather by TMA loads from every owner.
+//   kCopyEngine ("ce")           the GEMM's group counters gate stream memory operations, which copy each group's rows
+//                                with the copy engines (docs/overlap.md, "Copy engine").
+//   kNcclSymmetric               NCCL's symmetric kernels (NCCL 2.27+) on buffers registered as symmetric windows, and
+//     ("nccl-symmetric")         under CtaPolicy::kZero NCCL's copy-engine AllGather (2.28+).
+//   kSimt ("simt")               the pull protocol with plain 16-byte loads and stores by a whole block: the loopback's
+//                                stand-in for NCCL and a comparison in bench_collectives; no mode takes it in a plan.
+enum class CommAlgo : std::uint8_t { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine, kNcclSymmetric, kSimt };
+inline constexpr Named<CommAlgo> kCommAlgoNames[] = {
+    {CommAlgo::kNcclRing, "nccl"},         {CommAlgo::kNcclNvls, "nccl-nvls"},
+    {CommAlgo::kTmaPush, "tma-push"},      {CommAlgo::kTmaPull, "tma-pull"},
+    {CommAlgo::kCopyEngine, "ce"},         {CommAlgo::kNcclSymmetric, "nccl-symmetric"},
+    {CommAlgo::kSimt, "simt"}};
+constexpr std::string_view to_string(CommAlgo algo) { return name_in(kCommAlgoNames, algo); }
+
 // Element types. The GEMM takes bf16 and fp16 (A, B and D alike) or FP8 inputs (e4m3 A, e4m3 or e5m2 B) with a bf16 or
 // fp16 output; the collectives move bf16, fp16 or fp32. One byte wide, as it travels in device argument structs.
 enum class DType : std::uint8_t { kBF16, kFP16, kFP32, kE4M3, kE5M2 };

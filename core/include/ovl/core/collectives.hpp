@@ -26,13 +26,7 @@
 
 namespace ovl {
 
-enum class CollectiveImpl { kNccl, kTmaPush, kTmaPull, kSimt };
-inline constexpr Named<CollectiveImpl> kCollectiveImplNames[] = {{CollectiveImpl::kNccl, "nccl"},
-                                                                 {CollectiveImpl::kTmaPush, "tma-push"},
-                                                                 {CollectiveImpl::kTmaPull, "tma-pull"},
-                                                                 {CollectiveImpl::kSimt, "simt"}};
-const char* to_string(CollectiveImpl impl);
-CollectiveImpl parse_collective_impl(std::string_view name);  // "nccl", "tma-push", "tma-pull", "simt"
+// Each call takes a CommAlgo (ovl/types.hpp): kNcclRing (NCCL), kTmaPush, kTmaPull or kSimt; another is refused.
 
 struct CollectiveOptions {
   int num_ctas = 8;                // TMA/SIMT: CTAs (slices) per launch, 1..256 and at most the SMs given
@@ -99,14 +93,14 @@ class Collectives {
   Collectives& operator=(const Collectives&) = delete;
 
   void all_reduce(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t count, DType dtype,
-                  CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream);
+                  CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream);
   void reduce_scatter(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t recv_count, DType dtype,
-                      CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream);
+                      CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream);
   void all_gather(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t send_count, DType dtype,
-                  CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream);
+                  CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream);
   // Tile-addressed (TMA/SIMT only), optionally gated by GEMM group counters.
   void run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
-                  DType dtype, CollectiveImpl impl, const CollectiveOptions& options, cudaStream_t stream,
+                  DType dtype, CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream,
                   const GroupGate* gate = nullptr);
 
   // Synchronizes `stream` and throws ovl::Error if a wait of an earlier call timed out (then clears the record).
@@ -116,7 +110,7 @@ class Collectives {
 
  private:
   kernels::CollectiveArguments base_args(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
-                                         DType dtype, CollectiveImpl impl, const CollectiveOptions& options) const;
+                                         DType dtype, CommAlgo algo, const CollectiveOptions& options) const;
   void launch(kernels::CollectiveArguments& args, cudaStream_t stream);
   void nccl(Collective op, const void* send, void* recv, std::size_t count, DType dtype, const CollectiveOptions& options,
             cudaStream_t stream) const;

@@ -33,13 +33,10 @@ inline constexpr int kMaxRanks = 8;
 inline constexpr int kMaxCollectiveCtas = 256;  // slices, hence flag slots per (kind, peer)
 inline constexpr std::uint64_t kDefaultTimeoutNs = 5'000'000'000ull;
 
-// kTmaPush: reduce by cp.reduce.async.bulk .add into the owner's buffer; gather by TMA stores to every peer.
-// kTmaPull: the owner TMA-loads every rank's chunk and adds in fp32 in rank order 0..N-1 (deterministic);
-//           gather by TMA loads from every owner.
-// kSimt:    the pull protocol with plain 16-byte loads/stores by a whole block (the comparison kernel).
-enum class CollectiveAlgo : std::uint8_t { kTmaPush, kTmaPull, kSimt };
-
-const char* to_string(CollectiveAlgo algo);
+// The kernels run CommAlgo (ovl/types.hpp) kTmaPush, kTmaPull and kSimt.
+inline constexpr bool is_kernel_algo(CommAlgo algo) {
+  return algo == CommAlgo::kTmaPush || algo == CommAlgo::kTmaPull || algo == CommAlgo::kSimt;
+}
 
 // One contiguous piece of an op: bytes at src_offset in the source buffer, bytes at dst_offset in the
 // destination. Offsets must be multiples of 16 bytes (TMA); bytes a multiple of the element size (a final
@@ -66,7 +63,7 @@ inline constexpr std::size_t collective_flag_bytes() { return kCollectiveFlagWor
 // Everything one launch needs. Pointers are addresses valid on the launching device (peer-mapped or local).
 struct CollectiveArguments {
   Collective op = Collective::kAllReduce;
-  CollectiveAlgo algo = CollectiveAlgo::kTmaPush;
+  CommAlgo algo = CommAlgo::kTmaPush;
   DType dtype = DType::kBF16;
   int world_size = 1;
   int first_rank = 0;        // first rank this launch plays

@@ -44,12 +44,12 @@ struct LoopbackArguments {
   Collective op = Collective::kAllReduce;
   DType dtype = DType::kBF16;  // bf16 or fp16; FP8 (e4m3, e5m2) for AllGather only: moved as bytes, never summed
   LoopbackShare play = LoopbackShare::kWholeWorld;
-  // Which kernel moves the data (CollectiveAlgo, the movers of the real-world collectives too): kSimt (16-byte
+  // Which kernel moves the data (CommAlgo, the movers of the real-world collectives too): kSimt (16-byte
   // ld/st, 512 threads per CTA), kTmaPull (bulk loads of the W sources into a shared ring, fp32 sum in rank order
   // by `pull_warps` warps, bulk store: deterministic), kTmaPush (a producer and a consumer thread per CTA: the
   // destinations zeroed first, then one cp.reduce.async.bulk .add per source: bf16/f16 adds in arrival order, not
   // deterministic). Copies are a bulk load + bulk store in both TMA movers (loopback_tma.cu).
-  CollectiveAlgo mover = CollectiveAlgo::kSimt;
+  CommAlgo mover = CommAlgo::kSimt;
   int world = 1;
   const void* src[kMaxLoopbackRanks] = {};
   void* dst[kMaxLoopbackRanks] = {};

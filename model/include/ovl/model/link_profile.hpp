@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-namespace ovl {
+#include "ovl/types.hpp"
 
-enum class CommAlgo;
+namespace ovl {
 
 // Rates count link bytes: the bytes that cross one direction of a GPU's links (what busbw measures: busbw = algbw x
 // 2(W-1)/W for AllReduce, x (W-1)/W for ReduceScatter / AllGather, nccl-tests' rule).
@@ -30,7 +30,8 @@ struct LinkProfile {
   // Throws ovl::Error naming the field: rates must be positive and finite, nccl_ctas >= 1, latency >= 0, a name.
   void validate() const;
   // The link bytes per second one CTA of `algo` may move when `ctas` CTAs share the link: min(link_GBps / ctas,
-  // the algorithm's per-CTA rate; NCCL algorithms: nccl_per_cta_GBps). The paced movers and the model use this one.
+  // the algorithm's per-CTA rate; NCCL algorithms and the copy engine: nccl_per_cta_GBps). The paced movers and the
+  // model use this one.
   double paced_cta_GBps(CommAlgo algo, int ctas) const;
   std::string summary() const;  // one line
 };

@@ -25,15 +25,8 @@ inline constexpr Named<Mode> kModeNames[] = {{Mode::kSequential, "sequential"},
                                              {Mode::kTileSignal, "tile-signal"},
                                              {Mode::kGreenContext, "green-context"},
                                              {Mode::kTma, "tma"}};
-// kCopyEngine ("ce"): mode tile-signal only; the GEMM's group counters gate stream memory operations on the
-// communication stream, which then copy each group's rows with the copy engines (docs/overlap.md, "Copy engine").
-// kNcclSymmetric ("nccl-symmetric"): NCCL's symmetric kernels (NCCL 2.27+) on buffers registered as symmetric windows,
-// and under CtaPolicy::kZero NCCL's copy-engine AllGather (2.28+), in the NCCL modes (docs/overlap.md, "NCCL's
-// symmetric kernels").
-enum class CommAlgo { kNcclRing, kNcclNvls, kTmaPush, kTmaPull, kCopyEngine, kNcclSymmetric };
-inline constexpr Named<CommAlgo> kCommAlgoNames[] = {
-    {CommAlgo::kNcclRing, "nccl"},    {CommAlgo::kNcclNvls, "nccl-nvls"}, {CommAlgo::kTmaPush, "tma-push"},
-    {CommAlgo::kTmaPull, "tma-pull"}, {CommAlgo::kCopyEngine, "ce"},      {CommAlgo::kNcclSymmetric, "nccl-symmetric"}};
+// CommAlgo and its names: ovl/types.hpp. kCopyEngine runs in mode tile-signal only (docs/overlap.md, "Copy engine");
+// kNcclSymmetric in the NCCL modes (docs/overlap.md, "NCCL's symmetric kernels"); kSimt in none.
 
 template <typename E>
 constexpr unsigned bit_of(E value) {
@@ -111,6 +104,7 @@ inline constexpr AlgoTraits kAlgoTraits[] = {
     {CommAlgo::kTmaPull, false, true, false, false, ""},
     {CommAlgo::kCopyEngine, false, true, true, true, "(the copy engine runs in mode tile-signal)"},
     {CommAlgo::kNcclSymmetric, true, true, true, false, ""},
+    {CommAlgo::kSimt, false, true, false, false, "(simt is the loopback's stand-in for NCCL, not a plan's algorithm)"},
 };
 
 constexpr const AlgoTraits& algo_traits(CommAlgo algo) { return kAlgoTraits[static_cast<int>(algo)]; }

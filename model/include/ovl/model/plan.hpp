@@ -31,7 +31,6 @@ inline constexpr int kSwizzleRows = 8;
 // TileOrder, OutputLayout: ovl/types.hpp.
 
 std::string_view to_string(Mode mode);  // "sequential", "decomposed", "tile-signal", "green-context", "tma"
-std::string_view to_string(CommAlgo algo);     // "nccl", "nccl-nvls", "tma-push", "tma-pull", "ce", "nccl-symmetric"
 std::string_view to_string(CtaPolicy policy);  // "default", "efficiency", "zero" (NCCL_CTA_POLICY_DEFAULT, ...)
 std::string_view to_string(TileOrder order);  // "row-band", "swizzle", "explicit"
 std::string_view to_string(OutputLayout layout);  // "row-major", "tile-major"
