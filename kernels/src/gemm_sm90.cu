@@ -102,6 +102,11 @@ struct KernelParams {
   const float* b_scale;
 };
 
+// ---- the tile scheduler ---------------------------------------------------------------------------------------------
+// Which units of work a CTA runs, in which order: every role of the CTA walks the same list (work_begin, work_next),
+// so that the producer's loads, the consumers' k-loops and the store thread's stores meet unit for unit. Tile order,
+// tile groups, half tiles and the stream-K pieces (and their fixup, stream_k_piece) live here.
+
 __device__ __forceinline__ int tile_at(const KernelParams& p, int position) {
   if (p.tile_order == kOrderRowBand) return position;
   if (p.tile_order == kOrderExplicit) return __ldg(p.explicit_order + position);
@@ -237,6 +242,8 @@ __device__ __forceinline__ bool stream_k_piece(const KernelParams& p, const Work
   return true;
 }
 
+// ---- the kernel -----------------------------------------------------------------------------------------------------
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float x, float y) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -288,9 +295,7 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 //     into the staging chunks with stmatrix (16 x4 per thread, no shuffles; the 128-byte swizzle keeps the 8 rows
 //     of each 8 x 8 matrix in distinct banks), fence.proxy.async.shared::cta, arrive on `stored`, and go on to the
 //     next tile while the store thread's TMA stores drain (TMA clips the boxes at M x N; tile-major output is the
-//     2-D tensor [tiles * 128, 256], so edge tiles get their zeros). Registers epilogue: convert, transpose words
-//     inside each lane quad and store 16 bytes per lane straight from registers (row-major: bounds-checked;
-//     tile-major: the whole slot, zeros outside M x N), then, when signalling, arrive on `stored`.
+//     2-D tensor [tiles * 128, 256], so edge tiles get their zeros).
 //   Half tiles: a unit that is half a tile loads A as usual and only its 128 B columns into the first half
 //     of the B slot (K-major: a 128-row box; MN-major: two 2-D 64-column boxes), runs m64n128k16 (the first
 //     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
