@@ -242,7 +242,7 @@ __device__ __forceinline__ bool stream_k_piece(const KernelParams& p, const Work
   return true;
 }
 
-// ---- the kernel -----------------------------------------------------------------------------------------------------
+// ---- helpers of the mainloop (wgmma_step) and the epilogue (pack2) --------------------------------------------------
 
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float x, float y) {
@@ -273,7 +273,387 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
   }
 }
 
-// Persistent warp-specialized GEMM, D = A x B with fp32 accumulation.
+// ---- the mainloop ---------------------------------------------------------------------------------------------------
+// The ring of kStages slots in shared memory, each one k-block of A (128 x kBlockK, 16 KB) and of B (256 x kBlockK,
+// 32 KB), 128-byte swizzle (the layout wgmma's descriptors name); its full / empty barriers; the producer thread's
+// TMA loads into it and the consumers' wgmmas out of it. Each thread that walks the ring (the producer thread, every
+// consumer thread) keeps its own place in it: `stage` and the parity `phase` of that slot's barriers.
+// Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
+// wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
+// before overwriting it.
+//
+// FP8 (TA = __nv_fp8_e4m3, TB = e4m3 or e5m2): k-blocks of 128 elements (the same 128-byte rows, so the same tiles,
+// swizzle, descriptors and their 32-byte k-step advance), k32 wgmma, K-major B only (kTransB = 0), and the
+// accumulators multiplied by a_scale[0] * b_scale[0] after the k-loop (before a stream-K piece is written, so the
+// pieces sum scaled partials).
+template <typename TA, typename TB, int kTransB, int kStages>
+struct Mainloop {
+  uint8_t* smem_a;  // kStages A slots
+  uint8_t* smem_b;  // kStages B slots
+  uint64_t* full;   // kStages barriers
+  uint64_t* empty;  // kStages barriers
+  const CUtensorMap* tmap_a;
+  const CUtensorMap* tmap_b;
+  const CUtensorMap* tmap_b_half;
+  int stage = 0;
+  uint32_t phase = 0;
+
+  __device__ __forceinline__ void init_barriers() const {
+    for (int s = 0; s < kStages; ++s) {
+      detail::mbarrier_init(&full[s], 1);
+      detail::mbarrier_init(&empty[s], kConsumerWarps);
+    }
+  }
+
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+
+  // Producer thread: the TMA loads of unit w's k-blocks, A (128 x 64) and B (256 x 64 K-major; MN-major 64 x 256 as
+  // four 64 x 64 chunks: one 3-D box when N % 64 == 0, else four 2-D boxes). Per k-block, step 0: wait until the
+  // slot is empty, step 1: arm the slot's full barrier with the byte count, step 2: issue the copies.
+  __device__ __forceinline__ void load(const KernelParams& p, const Work& w) {
+    const int tile = tile_at(p, w.position);
+    const int m0 = (tile / p.tiles_n) * kTileM;
+    // A half tile loads A as usual and the 128 B columns (rows, K-major) of its half into the first half of the B
+    // slot (K-major: a 128-row box; MN-major: two 2-D 64-column boxes).
+    const int n0 = (tile % p.tiles_n) * kTileN + (w.half > 0 ? kTileN / 2 : 0);
+    const int b_bytes = w.half < 0 ? kStageBytesB : kStageBytesB / 2;
+    for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+      detail::mbarrier_wait(&empty[stage], phase ^ 1);
+      detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
+      const int k0 = kb * kBlockK<TA>;
+      detail::tma_load_2d(smem_a + stage * kStageBytesA, tmap_a, &full[stage], k0, m0);
+      if constexpr (kTransB == 0) {
+        detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? tmap_b : tmap_b_half, &full[stage], k0, n0);
+      } else if (p.b_chunked && w.half < 0) {
+        detail::tma_load_3d(smem_b + stage * kStageBytesB, tmap_b_half, &full[stage], 0, k0, n0 / 64);
+      } else {
+        for (int c = 0; c < b_bytes / kChunkBytesB; ++c) {
+          detail::tma_load_2d(smem_b + stage * kStageBytesB + c * kChunkBytesB, tmap_b, &full[stage], n0 + 64 * c, k0);
+        }
+      }
+      advance();
+    }
+  }
+
+  // Releases ring slot s: one arrival per consumer warp.
+  __device__ __forceinline__ void release(int s, int lane) const {
+    if (lane == 0) detail::mbarrier_arrive(&empty[s]);
+  }
+
+  // Consumers (warpgroup `consumer` owns 64 rows of the tile and their 64 x 256 fp32 accumulators in registers): unit
+  // w's k-loop. Per k-block: wait full, 4 x wgmma m64n256k16 (a half tile: m64n128k16 on the first 64 accumulators),
+  // keep one wgmma group in flight and release the previous slot. kDefers (an epilogue that defers its staging):
+  // under_first_kblock() runs while the unit's first k-block is on the tensor cores.
+  template <bool kDefers, typename F>
+  __device__ __forceinline__ void mma(const KernelParams& p, const Work& w, float (&acc)[128], int consumer,
+                                      int lane, F&& under_first_kblock) {
+    int previous_stage = 0;
+    // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
+    const auto k_loop = [&](auto half_tile) {
+      // Waits for k-block kb's slot and issues its wgmmas (one group).
+      const auto issue = [&](int kb) {
+        detail::mbarrier_wait(&full[stage], phase);
+        const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
+        const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
+        detail::wgmma_fence();
+        // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k-step (k16; FP8: k32) is 32 bytes along the
+        // row.
+        // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
+        // a k16 step is 16 rows of 128 bytes. Built once per k-block, moved on per step (an add, not a rebuild).
+        const uint64_t desc_a0 = detail::make_smem_desc(a_base, 16, 1024);
+        const uint64_t desc_b0 = detail::make_smem_desc(b_base, kTransB ? kChunkBytesB : 16, 1024);
+#pragma unroll
+        for (int kk = 0; kk < kTileK / 16; ++kk) {
+          const uint64_t desc_a = detail::smem_desc_advance(desc_a0, kk * 32);
+          const uint64_t desc_b = detail::smem_desc_advance(desc_b0, kTransB ? kk * 2048 : kk * 32);
+          const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
+          wgmma_step<TA, TB, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
+        }
+        detail::wgmma_commit();
+      };
+      // Keeps one group in flight: waits for k-block kb - 1's and releases its slot.
+      const auto retire = [&](int kb) {
+        detail::wgmma_wait<1>();
+        if (kb > w.kb_begin) release(previous_stage, lane);
+        previous_stage = stage;
+        advance();
+      };
+      int kb = w.kb_begin;
+      if constexpr (kDefers) {
+        issue(kb);
+        under_first_kblock();
+        retire(kb);
+        ++kb;
+      }
+      for (; kb < w.kb_end; ++kb) {
+        issue(kb);
+        retire(kb);
+      }
+    };
+    if (w.half < 0) {
+      k_loop(std::false_type{});
+    } else {
+      k_loop(std::true_type{});
+    }
+    detail::wgmma_wait<0>();
+    detail::fence_accumulators(acc);
+    release(previous_stage, lane);
+    if constexpr (sizeof(TA) == 1) {
+      // The scales are read per unit (two cached loads) rather than held in a register across the k-loop: the
+      // consumers are at their register limit.
+      const float scale = __ldg(p.a_scale) * __ldg(p.b_scale);
+#pragma unroll
+      for (int i = 0; i < 128; ++i) acc[i] *= scale;
+    }
+  }
+};
+
+// ---- the epilogue ---------------------------------------------------------------------------------------------------
+// The consumers convert a unit's accumulators to T and stage them in shared memory; the store-and-signal thread
+// (thread 32) TMA-stores the staging to D, stamps the tile and releases its group counter. The staging is four
+// 128-row x 64-column chunks of the tile (128-byte rows, 128-byte swizzle), each stored by one TMA box; kSplit: two
+// chunks (32 KB), which leaves room for a 4th ring stage. Two barriers pass it between the roles, one phase per
+// unit (kSplit: two): `stored` (all 256 consumer threads staged the unit; a stream-K piece that is not its tile's
+// last stages nothing and still arrives) and `staging_free` (the TMA stores read the staging; at once for a unit
+// that stored nothing). Each role counts the phases it passed in `ph`.
+//   kTmaStore: at the unit's end the consumers wait until the previous unit's staging was read (`staging_free`),
+//     convert and write the 64 x 256 block into the staging chunks with stmatrix (16 x4 per thread, no shuffles; the
+//     128-byte swizzle keeps the 8 rows of each 8 x 8 matrix in distinct banks), fence.proxy.async.shared::cta,
+//     arrive on `stored`, and go on to the next unit while the store thread's TMA stores drain (TMA clips the boxes
+//     at M x N; tile-major output is the 2-D tensor [tiles * 128, 256], so edge tiles get their zeros). A half tile
+//     stages chunks 0 and 1, which the store thread stores at the half's columns.
+//   Split (kSplit, GemmEpilogue::kTmaStoreSplit; on the H200 0.996x kTmaStore over all rows, ~1% faster on short
+//     GEMMs, which ovl::choose_split_epilogue gives it): at the unit's end the consumers stage columns 0 .. 127 (a
+//     half tile: its 128 columns) and keep columns 128 .. 255 converted in 32 registers; during the next unit's
+//     first k-block (its wgmmas in flight) or after the last unit, they wait until the store thread has read the
+//     first phase and stage those (nothing for a half tile or a piece that stores nothing). The store thread stores
+//     each phase's two chunks, and stamps and signals after the second.
+//   Deferred (kDefer, GemmEpilogue::kTmaStoreDeferred; not with kSplit): the staging is kTmaStore's (64 KB, 3
+//     stages) and each unit takes one phase, as there; but at the unit's end the consumers only convert the
+//     accumulators into 64 packed registers (pk) and go on; the unit's 16 stmatrix x4, the proxy fence and its
+//     `stored` arrival come during the next unit's first k-block (after waiting for the previous unit's
+//     `staging_free`) or after the last unit. The store thread is kTmaStore's.
+// Memory ordering: each consumer thread's stmatrix stores are ordered before the TMA store by its
+// fence.proxy.async.shared::cta and its `stored` arrival (release.cta), acquired by the store thread; the store
+// thread's wait_group.read 0 precedes its `staging_free` arrival, which the consumers acquire before writing the
+// staging again. Signal: the store thread's wait_group 0 (the TMA stores' writes are performed), then
+// red.release.sys.global.add.u32 on the group counter (a release pattern, cumulative, so it covers the tile's
+// stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a relaxed read) sees
+// the tile.
+template <typename T, bool kSplit, bool kDefer>
+struct Epilogue {
+  static_assert(!kDefer || !kSplit, "the deferred epilogue is not a split one");
+  // The consumers' staging of a unit waits for the next unit's first k-block (Mainloop::mma).
+  static constexpr bool kDefers = kSplit || kDefer;
+
+  uint8_t* staging;
+  uint64_t* stored;
+  uint64_t* handback;  // `staging_free`
+  const CUtensorMap* tmap_d;
+  // The phases of `stored` / `staging_free` this thread passed so far (one per unit; kSplit: two).
+  uint32_t ph = 0;
+  // Consumers: this lane's staging address (bind_consumer).
+  uint32_t row_base = 0;
+  int r8 = 0, lane_half = 0;
+  // Staging that waits for the CTA's next unit, where it runs under that unit's first k-block on the tensor cores
+  // (or after the last unit): one `stored` phase, owed while `deferred`:
+  // - kSplit: the unit's columns 128 .. 255 (pk: their packed pairs, matrices j = 16, 18, ..., 30 at pk[2 (j - 16)]);
+  // - kDefer: the whole unit (pk: matrices j = 0, 2, ..., 30 at pk[2 j]; a half tile's first 16).
+  // A phase with nothing to stage (a half tile's right half under kSplit, a stream-K piece that stores nothing)
+  // still arrives. `deferred_store`: the phase stages; `deferred_half`: kDefer, the unit was a half tile.
+  // (A variant that also deferred kSplit's left half, under the next unit's second k-block, measured 1% slower;
+  // docs/performance.md, "Tried and not kept". With pk[64], ptxas is at its register limit: that variant's
+  // bookkeeping, an int count of owed phases in place of `deferred`, made it serialize kDefer's wgmmas for MN-major B
+  // (ptxas -v: C7511), 10% slower. Check ptxas -v for C7511 after changing anything here.)
+  uint32_t pk[kDefer ? 64 : 32];
+  bool deferred = false, deferred_store = false, deferred_half = false;
+
+  __device__ __forceinline__ void init_barriers() const {
+    detail::mbarrier_init(stored, 256);
+    detail::mbarrier_init(handback, 1);
+  }
+
+  // ---- the store-and-signal thread
+
+  // Stores unit w once the consumers staged it, off the consumers' critical path (waiting for the stores and the
+  // system-scope fence take microseconds): per phase, wait on `stored`, TMA-store the staged chunks, wait until the
+  // stores have read shared memory, arrive on `staging_free`; then signal. `last`: the unit's stream-K flag
+  // (sk_last), read after the unit's first `stored` phase.
+  __device__ __forceinline__ void store(const KernelParams& p, const Work& w, const int* last) {
+    detail::mbarrier_wait(stored, ph & 1);
+    const int tile = tile_at(p, w.position);
+    if (w.piece >= 0 && !*last) {          // a piece whose tile another CTA's last piece stores
+      detail::mbarrier_arrive(handback);  // staging_free (the consumers did not write it)
+      ++ph;
+      if constexpr (kSplit) {  // its second phase, empty too
+        detail::mbarrier_wait(stored, ph & 1);
+        detail::mbarrier_arrive(handback);
+        ++ph;
+      }
+      return;
+    }
+    const int m0 = (tile / p.tiles_n) * kTileM;
+    const int column = w.half > 0 ? kTileN / 2 : 0;  // of the tile: a half stores its 2 chunks there
+    const int tile_n0 = (tile % p.tiles_n) * kTileN;
+    // Staging chunk c to the tile's columns [col, col + 64) (TMA clips at M x N; nothing past N).
+    const auto store_chunk = [&](int c, int col) {
+      if (p.tile_major) {
+        detail::tma_store_2d(tmap_d, staging + c * kStagingChunkBytes, col, tile * kTileM);
+      } else if (tile_n0 + col < p.n) {
+        detail::tma_store_2d(tmap_d, staging + c * kStagingChunkBytes, tile_n0 + col, m0);
+      }
+    };
+    if constexpr (kSplit) {
+      // Columns [column, column + 128) are staged first; a whole tile's columns 128 .. 255 follow in the
+      // consumers' next phase (an empty one for a half tile).
+      for (int c = 0; c < 2; ++c) store_chunk(c, column + 64 * c);
+      detail::bulk_commit();
+      detail::bulk_wait_read_all();
+      detail::mbarrier_arrive(handback);  // staging_free
+      ++ph;
+      detail::mbarrier_wait(stored, ph & 1);
+      if (w.half < 0) {
+        for (int c = 0; c < 2; ++c) store_chunk(c, kTileN / 2 + 64 * c);
+        detail::bulk_commit();
+        detail::bulk_wait_read_all();
+      }
+      detail::mbarrier_arrive(handback);
+      ++ph;
+    } else {
+      const int chunks = w.half < 0 ? 4 : 2;
+      for (int c = 0; c < chunks; ++c) store_chunk(c, column + 64 * c);
+      detail::bulk_commit();
+      detail::bulk_wait_read_all();
+      detail::mbarrier_arrive(handback);  // staging_free
+      ++ph;
+    }
+    signal(p, w, tile);
+  }
+
+  // When signalling, waits until unit w's stores are written, then writes the tile's timestamp and publishes it on
+  // its group counter. Half tiles: after its stores are performed each half counts itself on the tile's half counter
+  // (detail::second_of_two_arrivals: an exchange, acq_rel at GPU scope); the second stamps and signals the tile, then
+  // clears the counter; the first does none of these.
+  __device__ __forceinline__ void signal(const KernelParams& p, const Work& w, int tile) const {
+    unsigned long long* half_word = nullptr;  // the second half's arrival word, cleared once the tile is signalled
+    if (p.signal) {
+      detail::bulk_wait_all();
+      // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
+      // acquires the first's arrival (made after its stores were performed), so its release covers both. The
+      // second clears the word after signalling, so that the signal's release does not wait for the clear.
+      if (w.half >= 0) {
+        unsigned long long* word = p.half_counters + (w.position - p.half_first);
+        if (!detail::second_of_two_arrivals(word, p.epoch)) return;
+        half_word = word;
+      }
+    }
+    if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
+    if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, w.position));
+    if (half_word != nullptr) detail::clear_arrivals(half_word);
+  }
+
+  // ---- the consumers
+
+  // Staging layout shared by the stmatrix stores below: lane l addresses row l % 8 of matrix l / 8 of each x4; kSplit
+  // stages columns 0 .. 127 and 128 .. 255 of a tile in turn, both into chunks 0 and 1.
+  __device__ __forceinline__ void bind_consumer(int consumer, int warp, int lane) {
+    r8 = lane % 8;
+    lane_half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
+    row_base = detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
+  }
+
+  // Stages matrices j, j + 1 (columns 8j .. 8j + 15, j < 16, of the staged half or whole) from four packed words.
+  __device__ __forceinline__ void stage_x4(int j, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) const {
+    const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
+    detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, w0, w1, w2, w3);
+  }
+
+  // The owed phase, if any (kSplit, kDefer).
+  __device__ __forceinline__ void stage_deferred() {
+    if (!deferred) return;
+    // The previous phase's TMA stores have read the staging (kSplit: the unit's first half; kDefer: the previous
+    // unit's, if any).
+    if (!kDefer || ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);
+    if (deferred_store) {
+      if constexpr (kDefer) {
+#pragma unroll
+        for (int j = 0; j < 32; j += 2) {
+          if (j >= 16 && deferred_half) break;
+          stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
+        }
+      } else {  // kSplit: the right half, into chunks 0 and 1
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
+      }
+      detail::fence_proxy_async_shared();
+    }
+    detail::mbarrier_arrive(stored);
+    ++ph;
+    deferred = false;
+  }
+
+  // Unit w's accumulators, at the end of its k-loop; `store`: false for a stream-K piece that is not its tile's last,
+  // which stores nothing and still passes both barriers, so that every role counts the same units.
+  // Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i, column
+  // 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
+  // Registers 4j + 2i, +1 of every lane form the 8 x 8 matrix (rows 8i.., columns 8j..) stmatrix takes, so
+  // one x4 stores columns 8j .. 8j + 15 of the warp's 16 rows: matrices (j, 0), (j, 1), (j + 1, 0), (j + 1, 1).
+  // Lane l gives the address of row l % 8 of matrix l / 8: tile row R = 64 consumer + 16 warp + 8 (l / 8 % 2) +
+  // l % 8, 16-byte unit u = column / 8 of the row's 64-column chunk, stored at unit u ^ (R % 8) (128B swizzle).
+  __device__ __forceinline__ void stage(const Work& w, const float (&acc)[128], bool store) {
+    if constexpr (kDefer) {
+      // Only the conversion holds the tensor cores up: the stmatrix stores wait for the next unit's first
+      // k-block (stage_deferred).
+      deferred = true;
+      deferred_store = store;
+      deferred_half = w.half >= 0;
+      if (store) {
+#pragma unroll
+        for (int j = 0; j < 32; j += 2) {
+          if (j >= 16 && w.half >= 0) break;
+#pragma unroll
+          for (int x = 0; x < 4; ++x) pk[2 * j + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+        }
+      }
+      return;
+    }
+    if (ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);  // the previous phase's staging was read
+    if (store) {
+#pragma unroll
+      for (int j = 0; j < 32; j += 2) {
+        // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
+        // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
+        if (j >= 16 && (kSplit || w.half >= 0)) break;
+        stage_x4(j, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                 pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+      }
+      detail::fence_proxy_async_shared();
+    }
+    detail::mbarrier_arrive(stored);
+    ++ph;
+    if constexpr (kSplit) {
+      deferred = true;
+      deferred_store = store && w.half < 0;
+      if (deferred_store) {
+#pragma unroll
+        for (int j = 16; j < 32; j += 2) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) pk[2 * (j - 16) + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
+        }
+      }
+    }
+  }
+};
+
+// ---- the kernel -----------------------------------------------------------------------------------------------------
+
+// Persistent warp-specialized GEMM, D = A x B with fp32 accumulation: the tile scheduler's units, each through the
+// Mainloop and the Epilogue above.
 //
 // Grid: at most sm_count CTAs, fewer when there are fewer units of work (at most one per SM: __launch_bounds__(384,
 // 1) and 209 KB (kTmaStore, kTmaStoreDeferred) / 225 KB (split) of shared memory). CTA b visits
@@ -281,71 +661,28 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[128], uint64_t desc_a, u
 // stream-K it then computes its pieces of the last tiles (WorkCursor). Each role below walks this same list of
 // units.
 // Block: 384 threads = 3 warpgroups.
-//   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads of A (128 x 64) and B (256 x 64
-//     K-major; MN-major 64 x 256 as four 64 x 64 chunks: one 3-D box when N % 64 == 0, else
-//     four 2-D boxes) into the S-stage ring; step 0: wait until the slot is
-//     empty, step 1: arm the slot's full barrier with the byte count, step 2: issue the copies. Thread 32 is the
-//     store-and-signal thread: per tile, wait on `stored`, TMA-store the staged tile, wait until the stores have
-//     read shared memory, arrive on `staging_free`, and when signalling wait until they are written, write the
-//     timestamp, publish. The other producer warps exit.
+//   warpgroup 0, producer (setmaxnreg.dec to 40): thread 0 issues the TMA loads into the ring (Mainloop::load),
+//     thread 32 is the store-and-signal thread (Epilogue::store). The other producer warps exit.
 //   warpgroups 1 and 2, consumers (setmaxnreg.inc to 232): each owns 64 rows of the tile and a 64 x 256 fp32
-//     accumulator in registers; per k-block: wait full, 4 x wgmma m64n256k16, keep one wgmma group in flight and
-//     release the previous slot (one arrival per consumer warp on its empty barrier). Epilogue: wait until
-//     the previous tile's staging was read (`staging_free`), convert to the output type and write the 64 x 256 block
-//     into the staging chunks with stmatrix (16 x4 per thread, no shuffles; the 128-byte swizzle keeps the 8 rows
-//     of each 8 x 8 matrix in distinct banks), fence.proxy.async.shared::cta, arrive on `stored`, and go on to the
-//     next tile while the store thread's TMA stores drain (TMA clips the boxes at M x N; tile-major output is the
-//     2-D tensor [tiles * 128, 256], so edge tiles get their zeros).
-//   Half tiles: a unit that is half a tile loads A as usual and only its 128 B columns into the first half
-//     of the B slot (K-major: a 128-row box; MN-major: two 2-D 64-column boxes), runs m64n128k16 (the first
-//     64 accumulators), stages chunks 0 and 1, and the store thread stores those two at the half's columns. With
-//     signals, after its stores are performed each half counts itself on the tile's half counter
-//     (detail::second_of_two_arrivals: an exchange, acq_rel at GPU scope); the second stamps and signals the tile,
-//     then clears the counter; the first does none of these.
-//   Split epilogue (kSplit, GemmEpilogue::kTmaStoreSplit; on the H200 0.996x kTmaStore over all rows, ~1% faster on
-//     short GEMMs, which ovl::choose_split_epilogue gives it): the staging holds chunks 0 and 1 only (32 KB), which
-//     leaves room for a 4th ring stage. Each unit takes two `stored` / `staging_free` phases: at the unit's end the
-//     consumers stage columns 0 .. 127 (a half tile: its 128 columns) and keep columns 128 .. 255 converted in 32
-//     registers; during the next unit's first k-block (its wgmmas in flight) or after the last unit, they wait until
-//     the store thread has read the first phase and stage those (nothing for a half tile or a piece that stores
-//     nothing). The store thread stores each phase's two chunks, and stamps and signals after the second.
-//   Deferred epilogue (kDefer, GemmEpilogue::kTmaStoreDeferred; not with kSplit): the staging
-//     is kTmaStore's (64 KB, 3 stages) and each unit takes one phase, as there; but at the unit's end the consumers
-//     only convert the accumulators into 64 packed registers (pk) and go on; the unit's 16 stmatrix x4, the proxy
-//     fence and its `stored` arrival come during the next unit's first k-block (after waiting for the previous
-//     unit's `staging_free`) or after the last unit. The store thread is kTmaStore's.
+//     accumulator in registers; per unit the k-loop (Mainloop::mma), then the staging (Epilogue::stage).
 //   Stream-K pieces: after the mainloop the consumers write their fp32 accumulators to the piece's
 //     workspace slot, and one thread counts the piece (detail::count_arrival); the piece that completes the count
 //     clears the counter, sums the tile's partials in piece order and goes on as above; the others skip the staging,
-//     arrive on `stored`, and the store thread only hands the staging back.
-// Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages (128-byte swizzle, the layout
-//   wgmma's descriptors name), the 64 KB staging tile (kSplit: 32 KB), then S full, S empty, 1 stored and
-//   1 staging_free mbarriers. S = stages_of(kSplit). Static: the two stream-K flags sk_last[2].
+//     arrive on `stored`, and the store thread only hands the staging back. Memory ordering: each consumer thread's
+//     st.global.cg of its partial, then a named barrier over the 256 consumers, then one thread's
+//     atom.acq_rel.gpu.cas on the tile's counter; the thread that sees the last count has acquired every piece's
+//     release, and a second named barrier orders the other consumers' ld.global.cg of the partials after it.
+// Shared memory (dynamic, 1024-byte aligned): S x 16 KB A stages, S x 32 KB B stages, the 64 KB staging tile (kSplit:
+//   32 KB), then S full, S empty, 1 stored and 1 staging_free mbarriers. S = stages_of(kSplit). Static: the two
+//   stream-K flags sk_last[2].
 // Architecture: sm_90a (TMA, wgmma, setmaxnreg, stmatrix).
-// Memory ordering: a slot's TMA writes are acquired through its full barrier (complete_tx) before wgmma reads it;
-//   wgmma's reads of a slot finish (wgmma.wait_group) before the slot's empty arrival, which the producer acquires
-//   before overwriting it. Staging: each consumer thread's stmatrix stores are ordered before the TMA store by its
-//   fence.proxy.async.shared::cta and its `stored` arrival (release.cta), acquired by the store thread; the store
-//   thread's wait_group.read 0 precedes its `staging_free` arrival, which the consumers acquire before writing the
-//   staging again. Signal: the store thread's wait_group 0 (the TMA stores' writes are
-//   performed). Then red.release.sys.global.add.u32 on the group counter (a release pattern, cumulative, so it
-//   covers the tile's stores): a reader that acquires the counter at system scope (ld.acquire.sys, or a fence after a
-//   relaxed read) sees the tile. Stream-K: each consumer thread's st.global.cg of its partial, then a named barrier
-//   over the 256 consumers, then one thread's atom.acq_rel.gpu.cas on the tile's counter; the
-//   thread that sees the last count has acquired every piece's release, and a second named barrier orders the
-//   other consumers' ld.global.cg of the partials after it.
-//
-// FP8 (TA = __nv_fp8_e4m3, TB = e4m3 or e5m2; T, the output, bf16 or fp16): the same kernel with k-blocks of 128
-// elements (the same 128-byte rows, so the same tiles, swizzle, descriptors and their 32-byte k-step advance), k32
-// wgmma, K-major B only (kTransB = 0), and the accumulators multiplied by a_scale[0] * b_scale[0] after the k-loop
-// (before a stream-K piece is written, so the pieces sum scaled partials).
+// FP8 (TA = __nv_fp8_e4m3, TB = e4m3 or e5m2; T, the output, bf16 or fp16): the same kernel (see Mainloop).
 template <typename T, int kTransB, bool kSplit = false, bool kDefer = false, typename TA = T, typename TB = T>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                      const __grid_constant__ CUtensorMap tmap_b_half, const __grid_constant__ CUtensorMap tmap_d,
                      const __grid_constant__ KernelParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  static_assert(!kDefer || !kSplit, "the deferred epilogue is not a split one");
   // FP8 is sizeof(TA) == 1, spelled out rather than held in local constants: those changed the bf16 kernels' PTX.
   static_assert(sizeof(TA) == 2 || kTransB == 0, "FP8: K-major B");
   constexpr int kStages = stages_of(kSplit);
@@ -356,12 +693,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* staging = smem_b + kStages * kStageBytesB;
   uint64_t* full = reinterpret_cast<uint64_t*>(staging + staging_bytes_of(kSplit));
   uint64_t* empty = full + kStages;
-  // Phase t completes when all 256 consumer threads stored their t-th unit (a stream-K piece that is not its tile's
-  // last stores nothing and still arrives).
-  uint64_t* stored = empty + kStages;
-  // `staging_free`: phase t completes when the TMA stores of the t-th unit have read the staging (at once for a
-  // unit that stored nothing).
-  uint64_t* handback = stored + 1;
+  Mainloop<TA, TB, kTransB, kStages> mainloop{smem_a, smem_b, full, empty, &tmap_a, &tmap_b, &tmap_b_half};
+  using Epi = Epilogue<T, kSplit, kDefer>;
+  Epi epilogue{staging, empty + kStages, empty + kStages + 1, &tmap_d};
   // Stream-K: whether unit t's piece was its tile's last, written by a consumer before its `stored` arrival for unit
   // t and read by the store thread after that phase; two entries, so unit t + 1 never overwrites unit t's. Unit t + 2
   // writes entry t & 1 again only after its consumers passed unit t's `staging_free` phase (the epilogue's wait, or
@@ -374,12 +708,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // before any global-memory access (a no-op otherwise).
   const unsigned long long cta_start = threadIdx.x == 0 && p.cta_timestamps != nullptr ? detail::global_timer_ns() : 0;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      detail::mbarrier_init(&full[s], 1);
-      detail::mbarrier_init(&empty[s], kConsumerWarps);
-    }
-    detail::mbarrier_init(stored, 256);
-    detail::mbarrier_init(handback, 1);
+    mainloop.init_barriers();
+    epilogue.init_barriers();
     // Make the initialized barriers visible to the async proxy (TMA complete_tx) as well.
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     detail::prefetch_tensor_map(&tmap_a);
@@ -396,8 +726,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warpgroup == 0) {
     detail::setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
       WorkCursor cursor = work_begin(p);
       Work w;
       int waited = -1;  // the group this thread last waited for (its units' groups come in runs)
@@ -409,113 +737,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             waited = g;
           }
         }
-        const int tile = tile_at(p, w.position);
-        const int m0 = (tile / p.tiles_n) * kTileM;
-        // A half tile loads the 128 B columns (rows, K-major) of its half into the first half of the B slot.
-        const int n0 = (tile % p.tiles_n) * kTileN + (w.half > 0 ? kTileN / 2 : 0);
-        const int b_bytes = w.half < 0 ? kStageBytesB : kStageBytesB / 2;
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-          detail::mbarrier_wait(&empty[stage], phase ^ 1);
-          detail::mbarrier_arrive_expect_tx(&full[stage], kStageBytesA + b_bytes);
-          const int k0 = kb * kBlockK<TA>;
-          detail::tma_load_2d(smem_a + stage * kStageBytesA, &tmap_a, &full[stage], k0, m0);
-          if constexpr (kTransB == 0) {
-            detail::tma_load_2d(smem_b + stage * kStageBytesB, w.half < 0 ? &tmap_b : &tmap_b_half, &full[stage], k0,
-                                n0);
-          } else if (p.b_chunked && w.half < 0) {
-            detail::tma_load_3d(smem_b + stage * kStageBytesB, &tmap_b_half, &full[stage], 0, k0, n0 / 64);
-          } else {
-            for (int c = 0; c < b_bytes / kChunkBytesB; ++c) {
-              detail::tma_load_2d(smem_b + stage * kStageBytesB + c * kChunkBytesB, &tmap_b, &full[stage], n0 + 64 * c,
-                                  k0);
-            }
-          }
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
+        mainloop.load(p, w);
       }
       // This CTA loads nothing more: the next kernel on the stream may launch (with programmatic dependent launch)
       // once every CTA got here, so its CTAs take the SMs as ours exit instead of after a launch gap.
       detail::launch_dependent_grids();
     } else if (threadIdx.x == 32) {
-      // Store-and-signal thread: stores and publishes each tile once the consumers finished it, off the consumers'
-      // critical path (waiting for the stores and the system-scope fence take microseconds).
+      // Store-and-signal thread: stores and publishes each unit once the consumers staged it.
       WorkCursor cursor = work_begin(p);
       Work w;
-      // ph: the phases of `stored` / `staging_free` passed so far, one per unit (kSplit: two, one per half of the
-      // staged columns).
-      uint32_t ph = 0;
-      for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
-        unsigned long long* half_word = nullptr;  // the second half's arrival word, cleared once the tile is signalled
-        detail::mbarrier_wait(stored, ph & 1);
-        const int position = w.position;
-        const int tile = tile_at(p, position);
-        if (w.piece >= 0 && !sk_last[t & 1]) {  // a piece whose tile another CTA's last piece stores
-          detail::mbarrier_arrive(handback);    // staging_free (the consumers did not write it)
-          ++ph;
-          if constexpr (kSplit) {  // its second phase, empty too
-            detail::mbarrier_wait(stored, ph & 1);
-            detail::mbarrier_arrive(handback);
-            ++ph;
-          }
-          continue;
-        }
-        const int m0 = (tile / p.tiles_n) * kTileM;
-        const int column = w.half > 0 ? kTileN / 2 : 0;  // of the tile: a half stores its 2 chunks there
-        const int tile_n0 = (tile % p.tiles_n) * kTileN;
-        // Staging chunk c to the tile's columns [col, col + 64) (TMA clips at M x N; nothing past N).
-        const auto store_chunk = [&](int c, int col) {
-          if (p.tile_major) {
-            detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, col, tile * kTileM);
-          } else if (tile_n0 + col < p.n) {
-            detail::tma_store_2d(&tmap_d, staging + c * kStagingChunkBytes, tile_n0 + col, m0);
-          }
-        };
-        if constexpr (kSplit) {
-          // Columns [column, column + 128) are staged first; a whole tile's columns 128 .. 255 follow in the
-          // consumers' next phase (an empty one for a half tile).
-          for (int c = 0; c < 2; ++c) store_chunk(c, column + 64 * c);
-          detail::bulk_commit();
-          detail::bulk_wait_read_all();
-          detail::mbarrier_arrive(handback);  // staging_free
-          ++ph;
-          detail::mbarrier_wait(stored, ph & 1);
-          if (w.half < 0) {
-            for (int c = 0; c < 2; ++c) store_chunk(c, kTileN / 2 + 64 * c);
-            detail::bulk_commit();
-            detail::bulk_wait_read_all();
-          }
-          detail::mbarrier_arrive(handback);
-          ++ph;
-        } else {
-          const int chunks = w.half < 0 ? 4 : 2;
-          for (int c = 0; c < chunks; ++c) store_chunk(c, column + 64 * c);
-          detail::bulk_commit();
-          detail::bulk_wait_read_all();
-          detail::mbarrier_arrive(handback);  // staging_free
-          ++ph;
-        }
-        if (p.signal) {
-          detail::bulk_wait_all();
-          // The first of a tile's two halves to be stored leaves the stamp and the signal to the second, which
-          // acquires the first's arrival (made after its stores were performed), so its release covers both. The
-          // second clears the word after signalling, so that the signal's release does not wait for the clear.
-          if (w.half >= 0) {
-            unsigned long long* word = p.half_counters + (position - p.half_first);
-            if (!detail::second_of_two_arrivals(word, p.epoch)) continue;
-            half_word = word;
-          }
-        }
-      
-        if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
-        if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, position));
-        if (half_word != nullptr) {
-          detail::clear_arrivals(half_word);
-          half_word = nullptr;
-        }
-      }
+      for (uint32_t t = 0; work_next(p, cursor, w); ++t) epilogue.store(p, w, &sk_last[t & 1]);
       detail::bulk_wait_all();  // every write performed before the CTA exits
     }
   } else {
@@ -524,179 +755,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int warp = (threadIdx.x % 128) / 32;
     const int lane = threadIdx.x % 32;
     float acc[128];
-    int stage = 0;
-    uint32_t phase = 0;
-    // The phases of `stored` / `staging_free` passed so far (one per unit; kSplit: two).
-    uint32_t ph = 0;
-    // Staging layout shared by the stmatrix stores below (see the epilogue): lane l addresses row l % 8 of matrix
-    // l / 8 of each x4; kSplit stages columns 0 .. 127 and 128 .. 255 of a tile in turn, both into chunks 0 and 1.
-    const int r8 = lane % 8;
-    const int lane_half = lane / 16;  // matrices 2, 3: columns 8 (j + 1)
-    const uint32_t row_base =
-        detail::smem_addr(staging) + uint32_t(consumer * 64 + warp * 16 + 8 * ((lane / 8) % 2) + r8) * 128;
-    // Stages matrices j, j + 1 (columns 8j .. 8j + 15, j < 16, of the staged half or whole) from four packed words.
-    const auto stage_x4 = [&](int j, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
-      const uint32_t unit = uint32_t(((j % 8) + lane_half) ^ r8);
-      detail::stmatrix_x4(row_base + uint32_t(j / 8) * kStagingChunkBytes + unit * 16, w0, w1, w2, w3);
-    };
-    // Staging that waits for the CTA's next unit, where it runs under that unit's first k-block on the tensor cores
-    // (or after the last unit): one `stored` phase, owed while `deferred`:
-    // - kSplit: the unit's columns 128 .. 255 (pk: their packed pairs, matrices j = 16, 18, ..., 30 at pk[2 (j - 16)]);
-    // - kDefer: the whole unit (pk: matrices j = 0, 2, ..., 30 at pk[2 j]; a half tile's first 16).
-    // A phase with nothing to stage (a half tile's right half under kSplit, a stream-K piece that stores nothing)
-    // still arrives. `deferred_store`: the phase stages; `deferred_half`: kDefer, the unit was a half tile.
-    // (A variant that also deferred kSplit's left half, under the next unit's second k-block, measured 1% slower;
-    // docs/performance.md, "Tried and not kept". With pk[64], ptxas is at its register limit: that variant's bookkeeping, an
-    // int count of owed phases in place of `deferred`, made it serialize kDefer's wgmmas for MN-major B (ptxas -v:
-    // C7511), 10% slower. Check ptxas -v for C7511 after changing anything here.)
-    uint32_t pk[kDefer ? 64 : 32];
-    bool deferred = false, deferred_store = false, deferred_half = false;
-    const auto stage_deferred = [&] {
-      // The previous phase's TMA stores have read the staging (kSplit: the unit's first half; kDefer: the previous
-      // unit's, if any).
-      if (!kDefer || ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);
-      if (deferred_store) {
-        if constexpr (kDefer) {
-#pragma unroll
-          for (int j = 0; j < 32; j += 2) {
-            if (j >= 16 && deferred_half) break;
-            stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
-          }
-        } else {  // kSplit: the right half, into chunks 0 and 1
-#pragma unroll
-          for (int j = 0; j < 16; j += 2) stage_x4(j, pk[2 * j], pk[2 * j + 1], pk[2 * j + 2], pk[2 * j + 3]);
-        }
-        detail::fence_proxy_async_shared();
-      }
-      detail::mbarrier_arrive(stored);
-      ++ph;
-      deferred = false;
-    };
+    epilogue.bind_consumer(consumer, warp, lane);
     WorkCursor cursor = work_begin(p);
     Work w;
     for (uint32_t t = 0; work_next(p, cursor, w); ++t) {
-      // Releases ring slot s: one arrival per consumer warp.
-      const auto release = [&](int s) {
-        if (lane == 0) detail::mbarrier_arrive(&empty[s]);
-      };
-      int previous_stage = 0;
-      // The k-loop, once per unit shape (a branch inside it would make ptxas serialize the wgmmas).
-      const auto mainloop = [&](auto half_tile) {
-        // Waits for k-block kb's slot and issues its wgmmas (one group).
-        const auto issue = [&](int kb) {
-          detail::mbarrier_wait(&full[stage], phase);
-          const uint32_t a_base = detail::smem_addr(smem_a + stage * kStageBytesA + consumer * 64 * 128);
-          const uint32_t b_base = detail::smem_addr(smem_b + stage * kStageBytesB);
-          detail::wgmma_fence();
-          // K-major, 128-byte swizzle: 8-row groups 1024 bytes apart; a k-step (k16; FP8: k32) is 32 bytes along the
-          // row.
-          // MN-major B: 64-column chunks kChunkBytesB apart (leading), 8-k-row groups 1024 bytes apart (stride);
-          // a k16 step is 16 rows of 128 bytes. Built once per k-block, moved on per step (an add, not a rebuild).
-          const uint64_t desc_a0 = detail::make_smem_desc(a_base, 16, 1024);
-          const uint64_t desc_b0 = detail::make_smem_desc(b_base, kTransB ? kChunkBytesB : 16, 1024);
-#pragma unroll
-          for (int kk = 0; kk < kTileK / 16; ++kk) {
-            const uint64_t desc_a = detail::smem_desc_advance(desc_a0, kk * 32);
-            const uint64_t desc_b = detail::smem_desc_advance(desc_b0, kTransB ? kk * 2048 : kk * 32);
-            const int scale_d = (kb > w.kb_begin || kk > 0) ? 1 : 0;
-            wgmma_step<TA, TB, kTransB, decltype(half_tile)::value>(acc, desc_a, desc_b, scale_d);
-          }
-          detail::wgmma_commit();
-        };
-        // Keeps one group in flight: waits for k-block kb - 1's and releases its slot.
-        const auto retire = [&](int kb) {
-          detail::wgmma_wait<1>();
-          if (kb > w.kb_begin) release(previous_stage);
-          previous_stage = stage;
-          if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-          }
-        };
-        int kb = w.kb_begin;
-        if constexpr (kSplit || kDefer) {
-          // The previous unit's deferred staging runs while this unit's first k-block is on the tensor cores.
-          issue(kb);
-          if (deferred) stage_deferred();
-          retire(kb);
-          ++kb;
-        }
-        for (; kb < w.kb_end; ++kb) {
-          issue(kb);
-          retire(kb);
-        }
-      };
-      if (w.half < 0) {
-        mainloop(std::false_type{});
-      } else {
-        mainloop(std::true_type{});
-      }
-      detail::wgmma_wait<0>();
-      detail::fence_accumulators(acc);
-      release(previous_stage);
-      if constexpr (sizeof(TA) == 1) {
-        // The scales are read per unit (two cached loads) rather than held in a register across the k-loop: the
-        // consumers are at their register limit.
-        const float scale = __ldg(p.a_scale) * __ldg(p.b_scale);
-#pragma unroll
-        for (int i = 0; i < 128; ++i) acc[i] *= scale;
-      }
-
-      // Accumulator fragment of m64nNk16: register 4j + 2i + c holds row 16 * warp + lane / 4 + 8i, column
-      // 8j + 2 (lane % 4) + c of this warpgroup's 64 x 256 block.
-      // Registers 4j + 2i, +1 of every lane form the 8 x 8 matrix (rows 8i.., columns 8j..) stmatrix takes, so
-      // one x4 stores columns 8j .. 8j + 15 of the warp's 16 rows: matrices (j, 0), (j, 1), (j + 1, 0), (j + 1, 1).
-      // Lane l gives the address of row l % 8 of matrix l / 8: tile row R = 64 consumer + 16 warp + 8 (l / 8 % 2) +
-      // l % 8, 16-byte unit u = column / 8 of the row's 64-column chunk, stored at unit u ^ (R % 8) (128B swizzle).
-      // A stream-K piece that is not its tile's last stores nothing; it still passes both barriers, so that
-      // every role counts the same units.
+      mainloop.template mma<Epi::kDefers>(p, w, acc, consumer, lane, [&] { epilogue.stage_deferred(); });
+      // A stream-K piece that is not its tile's last stores nothing (and still stages its empty phase).
       const bool store = w.piece < 0 || stream_k_piece(p, w, acc, &sk_last[t & 1]);
-      if constexpr (kDefer) {
-        // Only the conversion holds the tensor cores up: the stmatrix stores wait for the next unit's first
-        // k-block (stage_deferred).
-        deferred = true;
-        deferred_store = store;
-        deferred_half = w.half >= 0;
-        if (store) {
-#pragma unroll
-          for (int j = 0; j < 32; j += 2) {
-            if (j >= 16 && w.half >= 0) break;
-#pragma unroll
-            for (int x = 0; x < 4; ++x) pk[2 * j + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-          }
-        }
-        continue;
-      }
-      if (ph > 0) detail::mbarrier_wait(handback, (ph - 1) & 1);  // the previous phase's staging was read
-      if (store) {
-#pragma unroll
-        for (int j = 0; j < 32; j += 2) {
-          // A half tile: columns 0 .. 127 of its accumulators, chunks 0 and 1. kSplit: the same for every unit
-          // now; a whole tile's columns 128 .. 255 wait in pk for the second phase.
-          if (j >= 16 && (kSplit || w.half >= 0)) break;
-          stage_x4(j, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
-                   pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
-        }
-        detail::fence_proxy_async_shared();
-      }
-      detail::mbarrier_arrive(stored);
-      ++ph;
-      if constexpr (kSplit) {
-        deferred = true;
-        deferred_store = store && w.half < 0;
-        if (deferred_store) {
-#pragma unroll
-          for (int j = 16; j < 32; j += 2) {
-#pragma unroll
-            for (int x = 0; x < 4; ++x) pk[2 * (j - 16) + x] = pack2<T>(acc[4 * j + 2 * x], acc[4 * j + 2 * x + 1]);
-          }
-        }
-      }
-    
+      epilogue.stage(w, acc, store);
     }
-    if constexpr (kSplit || kDefer) {
-      if (deferred) stage_deferred();  // the last unit's deferred phase
-    }
+    if constexpr (Epi::kDefers) epilogue.stage_deferred();  // the last unit's deferred phase
   }
 #endif
 }
