@@ -11,9 +11,8 @@
 #    op and comm SMs) (validation/fit.json, heldout.json);
 # 2. calibrates a profile (base: the built-in H100) on the GEMM sweep plus the fit side (profile.json);
 # 3. validates it and the built-in profile on the held-out side, and the built-in one on every case;
-# 4. ranks the measured candidates of each bench_autoplan problem by the simulator on both profiles (the plans are
-#    the planner's own where its alternatives hold them, else rebuilt from the recorded summary with even groups of
-#    whole units) and takes the pick's measured time;
+# 4. ranks the measured candidates of each bench_autoplan problem (each with its plan's JSON) by the simulator on
+#    both profiles and takes the pick's measured time;
 # 5. writes headline.md. Everything goes to results/h100/validation/.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
@@ -66,30 +65,8 @@ for label, path in (("calibrated on the fit shapes", "validate.json"), ("built-i
                      f"{round(rk['top1'] * rk['problems'])} of {rk['problems']} | regret mean "
                      f"{rk['regret_mean'] * 100:.1f}% | max {rk['regret_max'] * 100:.1f}% | |")
 
-# bench_autoplan: the measured candidates ranked by the simulator.
+# bench_autoplan: the measured candidates (each with its plan's JSON) ranked by the simulator.
 d = json.load(open(autoplan))
-def summary(p):
-    s = (f"{p['mode']} gemm_sms={p['gemm_sms']} comm_sms={p['comm_sms']}{' partitioned' if p['partitioned'] else ''} "
-         f"tile={p['tile']['m']}x{p['tile']['n']}x{p['tile']['k']} order={p['tile_order']} output={p['output']}")
-    if p["tile_groups"]: s += f" groups={len(p['tile_groups'])}"
-    if p["mode"] == "decomposed": s += f" chunks={p['chunks']}"
-    return s + f" algo={p['comm_algo']} ctas={p['comm_ctas']}"
-def even(n, g):
-    return [n // g + (i < n % g) for i in range(g)]
-def rebuild(s, m, n):
-    f = dict(kv.split("=", 1) for kv in s.split()[1:] if "=" in kv)
-    tm, tn, tk = map(int, f["tile"].split("x"))
-    tiles_m, tiles_n = -(-m // tm), -(-n // tn)
-    band = 8 if f["order"] == "swizzle" else 1
-    units = -(-tiles_m // band)
-    groups, b = [], 0
-    for u in even(units, int(f.get("groups", 0))) if "groups" in f else []:
-        groups.append((min(tiles_m, (b + u) * band) - b * band) * tiles_n)
-        b += u
-    return {"mode": s.split()[0], "gemm_sms": int(f["gemm_sms"]), "comm_sms": int(f["comm_sms"]),
-            "partitioned": " partitioned " in s, "tile": {"m": tm, "n": tn, "k": tk}, "tile_order": f["order"],
-            "output": f["output"], "tile_groups": groups, "chunks": int(f.get("chunks", 1)),
-            "comm_algo": f["algo"], "comm_ctas": int(f["ctas"]), "explicit_order": []}
 alines = ["| profile | problem | candidates | pick (measured us) | best measured us | regret % | pick |",
           "|---|---|---:|---:|---:|---:|---|"]
 totals = []
@@ -99,14 +76,10 @@ for label, prof in (("calibrated", ["--profile", f"{out}/profile.json"]), ("buil
         op, m, n, k, dt, lay, w = re.match(r"([a-z-]+)/(\d+)x(\d+)x(\d+)/(\w+)/(\w+)/world:(\d+)", pr["problem"]).groups()
         args = ["--op", op, "--m", m, "--n", n, "--k", k, "--world", w, "--dtype", dt, "--layout", lay,
                 "--loopback", "rank0", "--link-profile", d["context"]["link_profile"]] + prof
-        plan = json.loads(subprocess.run([ovl, "plan", *args, "--top", "1000", "--json"], check=True,
-                                         capture_output=True, text=True).stdout)
-        known = {summary(p): p for p in [a["plan"] for a in plan["alternatives"]] + [plan["sequential"], plan["plan"]]}
         ranked = []
         for c in pr["candidates"]:
-            p = known.get(c["plan"]) or rebuild(c["plan"], int(m), int(n))
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                json.dump(p, f)
+                json.dump(c["plan_json"], f)
             sim = json.loads(subprocess.run([ovl, "simulate", "--plan", f.name, *args, "--json"], check=True,
                                             capture_output=True, text=True).stdout)
             os.unlink(f.name)
