@@ -13,7 +13,9 @@
 # Those runs see OVL_UNDER_SANITIZER=1: tests that check kernels overlapping skip that check there (the sanitizer
 # serializes kernels).
 # racecheck also reports hazards inside cuBLAS's own kernels (nvjet_*) in tests that call cuBLAS: read the kernel
-# names in run.log before taking its exit status as ours.
+# names in run.log before taking its exit status as ours. API errors are not reported (--report-api-errors no):
+# ncclCommInitAll probes kernel images with cudaFuncGetAttributes and handles the cudaErrorNoKernelImageForDevice it
+# gets (12 such reports in a memcheck run of three world-1 tests), and every CUDA call of ovl is checked anyway.
 # OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call.
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
@@ -107,7 +109,7 @@ if [[ -n "$sanitize" ]]; then
       [[ $name =~ $sanitize ]] || continue
       section "compute-sanitizer --tool $tool $name"
       OVL_UNDER_SANITIZER=1 timeout -k 30 "${OVL_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool \
-        --error-exitcode 9 "$exe" \
+        --report-api-errors no --error-exitcode 9 "$exe" \
         --gtest_filter="${OVL_SANITIZE_FILTER:-*}" >>"$log" 2>&1
       rc=$?
       summary+=("sanitizer $tool $name: rc $rc$([[ $rc == 124 ]] && echo ' (timed out)')")
