@@ -112,6 +112,7 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
       }
       break;
     case CommAlgo::kTmaPull:
+    case CommAlgo::kSimt:  // the pull protocol with plain loads and stores, at its own per-CTA rate
       // Pull-reduce: rank r reads chunk r from all W ranks (W chunks per output chunk, W-1 over the link), sums
       // them on chip, writes one chunk: 1 + 1/W bytes per buffer byte; ready flag then read = 2 latencies.
       // AllGather: the own chunk's copy (2/W) plus a read and a write of each of the W-1 other chunks: 2.
@@ -395,6 +396,8 @@ double per_cta_GBps(CommAlgo algo, const Hardware& hw) {
       return hw.fit.per_cta_copy_GBps;  // the owner's sum: the only CTA work of ce
     case CommAlgo::kNcclSymmetric:
       return hw.fit.nccl_symmetric_per_cta_GBps;
+    case CommAlgo::kSimt:
+      return hw.fit.simt_per_cta_GBps;
   }
   OVL_FAIL("unknown collective algorithm");
 }

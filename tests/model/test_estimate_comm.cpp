@@ -78,6 +78,9 @@ TEST(EstimateComm, TmaClosedForm) {
   const CommEstimate pull64 =
       estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kTmaPull, 64, kH200);
   EXPECT_NEAR(pull64.us, 4.0 + 2 * 0.7 + 7.0 / 8 * s / 450e3, 1e-6);
+  // The SIMT kernel runs the pull protocol at its own per-CTA rate (32 GB/s): 1.125 x 67.1 MB / 256 GB/s.
+  const CommEstimate simt8 = estimate_collective(Collective::kReduceScatter, 64 * kMiB, 8, CommAlgo::kSimt, 8, kH200);
+  EXPECT_NEAR(simt8.us, 4.0 + 2 * 0.7 + 1.125 * s / (8 * kH200.fit.simt_per_cta_GBps * 1e3), 1e-6);
   // More CTAs help until the link caps: 1, 2, 4 ... 64 CTAs never slower, and 32 = 64.
   double prev = 1e300;
   for (int c = 1; c <= 64; c *= 2) {

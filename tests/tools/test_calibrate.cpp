@@ -103,7 +103,8 @@ TEST(BenchNames, Parse) {
   EXPECT_EQ(c->bytes, 67108864);
   EXPECT_EQ(c->world, 8);
   EXPECT_EQ(c->ctas, 16);
-  EXPECT_EQ(parse_bench_name("coll/simt/allgather/1024/world:2/ctas:4")->comm_algo(), CommAlgo::kTmaPull);
+  EXPECT_EQ(parse_bench_name("coll/simt/allgather/1024/world:2/ctas:4")->comm_algo(), CommAlgo::kSimt);
+  EXPECT_FALSE(parse_bench_name("coll/ce/allgather/1024/world:2/ctas:4"));  // not a bench_collectives case
   auto cp = parse_bench_name("copy/tma/1073741824/ctas:32/iterations:20");
   ASSERT_TRUE(cp);
   EXPECT_EQ(cp->kind, BenchKind::kCopy);

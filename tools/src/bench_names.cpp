@@ -80,12 +80,7 @@ GemmImpl BenchCase::gemm_impl() const {
   return impl == "cublas" || impl == "cublas-fp16" ? GemmImpl::kCublas : GemmImpl::kOvl;
 }
 
-CommAlgo BenchCase::comm_algo() const {
-  if (impl == "nccl") return CommAlgo::kNcclRing;
-  if (impl == "nccl-nvls") return CommAlgo::kNcclNvls;
-  if (impl == "tma-pull" || impl == "simt") return CommAlgo::kTmaPull;  // simt: the pull protocol, SIMT loads
-  return CommAlgo::kTmaPush;
-}
+CommAlgo BenchCase::comm_algo() const { return find_name(kCommAlgoNames, impl).value_or(CommAlgo::kTmaPush); }
 
 std::string BenchCase::name() const {
   switch (kind) {
@@ -152,7 +147,9 @@ std::optional<BenchCase> parse_bench_name(std::string_view name) {
   if (kind == "coll" && parts.size() == 6) {
     c.kind = BenchKind::kCollective;
     c.impl = std::string(parts[1]);
-    if (c.impl != "nccl" && c.impl != "nccl-nvls" && c.impl != "tma-push" && c.impl != "tma-pull" && c.impl != "simt") {
+    const std::optional<CommAlgo> algo = find_name(kCommAlgoNames, c.impl);
+    if (!algo || (*algo != CommAlgo::kNcclRing && *algo != CommAlgo::kNcclNvls && *algo != CommAlgo::kTmaPush &&
+                  *algo != CommAlgo::kTmaPull && *algo != CommAlgo::kSimt)) {
       return std::nullopt;
     }
     const auto coll = parse_collective(parts[2]);

@@ -517,13 +517,12 @@ struct Fitter {
       return known;
     }
     row(kTmaLaunch) = 1;
-    const bool simt = b.impl == "simt";
     int cta_col = kInvCopy;
     double base_rate = hw.fit.per_cta_copy_GBps, case_rate = h.fit.per_cta_copy_GBps;
     if (world > 1) {
-      cta_col = simt ? kInvSimt : algo == CommAlgo::kTmaPull ? kInvPull : kInvPush;
-      base_rate = simt ? hw.fit.simt_per_cta_GBps : per_cta_GBps(algo, hw);
-      case_rate = simt ? h.fit.simt_per_cta_GBps : per_cta_GBps(algo, h);
+      cta_col = algo == CommAlgo::kSimt ? kInvSimt : algo == CommAlgo::kTmaPull ? kInvPull : kInvPush;
+      base_rate = per_cta_GBps(algo, hw);
+      case_rate = per_cta_GBps(algo, h);
     }
     const double t_hbm = k.hbm_bytes / h.spec.hbm_GBps;
     const double t_cta = k.cta_bytes / (ctas * case_rate);
@@ -852,12 +851,8 @@ std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
         return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw,
                              GemmRegime::kSustained, b.stream_k)
             .us;
-      case BenchKind::kCollective: {
-        // The SIMT kernel runs the pull protocol with plain loads, at its own per-CTA rate.
-        Hardware h = hw;
-        if (b.impl == "simt") h.fit.tma_pull_per_cta_GBps = hw.fit.simt_per_cta_GBps;
-        return estimate_collective(b.collective, b.bytes, b.world, b.comm_algo(), b.ctas, h).us;
-      }
+      case BenchKind::kCollective:
+        return estimate_collective(b.collective, b.bytes, b.world, b.comm_algo(), b.ctas, hw).us;
       case BenchKind::kCopy:
         return estimate_copy(b.bytes, b.ctas, hw).us;
       case BenchKind::kOverlap:

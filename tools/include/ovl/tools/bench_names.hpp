@@ -54,7 +54,7 @@ struct BenchCase {
   // ovl, ovl-nosignal, ovl-nosk and ovl-fp16 -> kOvl; cublas and cublas-fp16 -> kCublas. The model has one rate for
   // bf16 and fp16 (the same tensor-core rate and element size), so an fp16 case is timed like its bf16 twin.
   GemmImpl gemm_impl() const;
-  CommAlgo comm_algo() const;  // nccl -> ring, nccl-nvls, tma-push, tma-pull; simt moves data like tma-pull
+  CommAlgo comm_algo() const;  // coll: the CommAlgo named by impl (nccl, nccl-nvls, tma-push, tma-pull, simt)
   // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
   // Overlap cases: the problem and the plan the benchmark ran. bench_overlap records both in the case's label (JSON
