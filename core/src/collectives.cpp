@@ -148,7 +148,6 @@ kernels::CollectiveArguments Collectives::base_args(Collective op, const Symmetr
   OVL_CHECK(src.size() == n && dst.size() == n, "buffers of {} / {} ranks on a world of {}", src.size(), dst.size(), n);
   kernels::CollectiveArguments a;
   a.op = op;
-  OVL_CHECK(kernels::is_kernel_algo(algo), "{}: the collectives run nccl, tma-push, tma-pull or simt", to_string(algo));
   a.algo = algo;
   a.dtype = dtype;
   a.world_size = n;

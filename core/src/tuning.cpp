@@ -312,7 +312,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // Two thirds of the budget for the candidates, the rest for the confirmation.
     const double budget_ms = s.options.tuning_budget_ms;
     choice = measure(op, a, b, c, plans, stream, budget_ms * 2 / 3);
-    const double keep = 1.0 - s.options.tuning_min_gain;
+    const double keep = 1.0 - s.options.tuning_min_gain, keep_again = 1.0 - s.options.tuning_min_gain / 2;
     const TunedCandidate* best_sequential = nullptr;
     for (const TunedCandidate& t : choice.candidates)
       if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) best_sequential = &t;
@@ -325,7 +325,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
       bool overlap = choice.measured_us <= choice.sequential_us * keep;
       if (overlap) {
         const PlanChoice again = measure(op, a, b, c, {choice.plan, best_sequential->plan}, stream, budget_ms / 3);
-        overlap = again.candidates[0].measured_us <= again.candidates[1].measured_us * (1.0 - s.options.tuning_min_gain / 2);
+        overlap = again.candidates[0].measured_us <= again.candidates[1].measured_us * keep_again;
       }
       if (!overlap) {
         choice.plan = best_sequential->plan;
