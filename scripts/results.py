@@ -16,13 +16,16 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   autoplan    the automatic plan against sequential and the best measured plan (bench_autoplan JSON)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
   links       check the relative links and images of README.md, results/README.md and docs/*.md
+  in-doc      check that the last table another command prints stands row for row in a document
   link-profile  a link profile (model/profiles/*.json) fitted from a real world's bench_collectives JSON
 """
 import argparse
 import collections
+import contextlib
 import datetime
 import glob
 import gzip
+import io
 import json
 import math
 import os
@@ -858,6 +861,41 @@ def cmd_links(argv):
     return 1 if broken else 0
 
 
+def cmd_in_doc(argv):
+    """Fails unless the last markdown table COMMAND prints stands in DOC, every data row verbatim: a table of
+    docs/performance.md made from a committed result file stays the one that file gives.
+    usage: scripts/results.py in-doc DOC COMMAND ARGS...
+    e.g.   scripts/results.py in-doc docs/performance.md autoplan results/h100/bench_autoplan-paced8.json"""
+    if len(argv) < 2 or argv[1] not in COMMANDS:
+        print(cmd_in_doc.__doc__)
+        return 2
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = COMMANDS[argv[1]](argv[2:]) or 0
+    if rc != 0:
+        print(out.getvalue())
+        return rc
+    tables, current = [], []
+    for line in out.getvalue().splitlines():
+        if line.startswith("|"):
+            current.append(line.rstrip())
+        elif current:
+            tables.append(current)
+            current = []
+    if current:
+        tables.append(current)
+    if not tables or len(tables[-1]) < 3:
+        print(f"in-doc: {' '.join(argv[1:])} printed no markdown table")
+        return 1
+    rows = tables[-1][2:]  # below the header and its separator
+    doc = {line.rstrip() for line in open(argv[0])}
+    missing = [r for r in rows if r not in doc]
+    for r in missing:
+        print(f"not in {argv[0]}: {r}")
+    print(f"{len(rows) - len(missing)} of {len(rows)} rows in {argv[0]}")
+    return 1 if missing else 0
+
+
 def cmd_link_profile(argv):
     """A link profile (LinkProfile JSON, model/profiles/) fitted from a real world's bench_collectives JSON.
 
@@ -920,7 +958,7 @@ def cmd_link_profile(argv):
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
             "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab,
             "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links,
-            "link-profile": cmd_link_profile}
+            "link-profile": cmd_link_profile, "in-doc": cmd_in_doc}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] not in COMMANDS:
