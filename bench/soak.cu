@@ -2,7 +2,7 @@
 //
 //   ovl_soak [--duration-s 300] [--seed 1] [--out soak.json] [--wait-timeout-ms 10000] [--max-dim 8192]
 //            [--threads 2] [--only-thread ID] [--calls N] [--problem NAME]... [--share rank0|whole-world]
-//            [--plan random|auto|candidate:I|file:PATH]
+//            [--plan random|auto|candidate:I|file:PATH] [--pool N]
 //
 // To narrow a failure down: --threads 1 (one host thread; a run is then repeatable from its --seed), --problem NAME
 // (Problem::name(), e.g. gemm-reducescatter/2040x1024x8192/fp16/nt/world:5; repeatable, one world) instead of random
@@ -27,10 +27,15 @@
 // row band or rank is >= 0.1 off (tests/gpu/test_overlap.cu uses the same bound).
 //
 // At the end of each epoch the thread calls release_caches() (on the shared Context, while the other thread may be
-// calling it) and records the device memory it freed (cudaMemGetInfo) and the process RSS. The JSON written to
-// --out: calls, distinct problems, calls per mode / op / dtype / world, wrong results (the first 20 described),
-// errors by kind (timeout, other), memory at start and end (device used with every Context released, RSS) and its
-// growth, the longest call (enqueue to synchronize) and what it ran. A Context reports a device-side timeout at the
+// calling it) and records the device memory it freed (cudaMemGetInfo) and the process RSS. Memory is read three
+// times with every Context released (the threads joined): at the start, at half the duration and at the end. The
+// first half pays what a process sets up once (CUDA modules, green contexts per SM partition, cuBLAS's and NCCL's
+// state); growth over the second half is what the calls keep. --pool N draws each world's problems from N fixed
+// random ones (the same for both threads) instead of a new one per call, so that per-shape state outside ovl
+// (cuBLAS's heuristics for each new GEMM shape) stops growing too. The JSON written to --out: calls, distinct
+// problems, calls per mode / op / dtype / world, wrong results (the first 20 described), errors by kind (timeout,
+// other), memory at start, half and end (device used, RSS) and the growth over the whole run and over its second
+// half, the longest call (enqueue to synchronize) and what it ran. A Context reports a device-side timeout at the
 // next synchronize() of any thread, so on the shared Context a mismatch after a timeout there is counted apart
 // (wrong_after_shared_timeout), not as a wrong result. Exit status: 0; 1 on a wrong result; 2 on an
 // error that is not a device-side timeout, and at once, with the JSON's "fatal" saying what, when a sticky CUDA
@@ -87,6 +92,7 @@ struct Options {
   PlanKind plan = PlanKind::kRandom;
   int candidate = 0;  // PlanKind::kCandidate: index into Context::tuning_candidates
   Plan plan_file;     // PlanKind::kFile: the plan of --plan file:PATH
+  int pool = 0;       // > 0: each world's random problems come from this many fixed ones
 };
 
 // ---- device helpers: random fill and comparison ----
@@ -361,9 +367,20 @@ class Worker {
     }
   }
 
+  // A random problem for `world` ranks: a new one, or (--pool N) one of the world's N, made from the seed and the
+  // world alone so that both threads draw from the same N.
+  Problem next_problem(int world) {
+    if (o_.pool == 0) return random_problem(rng_, world, o_.max_dim);
+    std::vector<Problem>& pool = pool_[world];
+    if (pool.empty()) {
+      std::mt19937_64 rng(o_.seed * 104729 + uint64_t(world));
+      for (int i = 0; i < o_.pool; ++i) pool.push_back(random_problem(rng, world, o_.max_dim));
+    }
+    return pool[rng_() % pool.size()];
+  }
+
   void one_call(Context& ctx, const std::string& context_kind) {
-    const Problem p = o_.problems.empty() ? random_problem(rng_, ctx.world_size(), o_.max_dim)
-                                          : o_.problems[rng_() % o_.problems.size()];
+    const Problem p = o_.problems.empty() ? next_problem(ctx.world_size()) : o_.problems[rng_() % o_.problems.size()];
     ++calls_;
     const int w = p.world;
     const int64_t a_rows = p.op == Op::kAllGatherGemm ? p.m / w : p.m;
@@ -494,6 +511,7 @@ class Worker {
   Context& shared_;
   std::mt19937_64 rng_;
   std::unique_ptr<Buffer> a_, b_, c_, ref_, sums_;
+  std::map<int, std::vector<Problem>> pool_;  // --pool: each world's problems
   int64_t calls_ = 0;
   cudaStream_t streams_[2] = {};
 };
@@ -511,6 +529,7 @@ nlohmann::json report(const Options& o, Record& r, double elapsed_s, const nlohm
                                                : fmt::format("candidate:{}", o.candidate)},
           {"requested_duration_s", o.duration_s},
           {"seed", o.seed},
+          {"pool", o.pool},
           {"tolerance", kTolerance},
           {"wait_timeout_ms", o.wait_timeout_ms},
           {"calls", r.calls},
@@ -545,7 +564,7 @@ Options parse(int argc, char** argv) {
     const std::string flag = argv[i];
     OVL_CHECK(i + 1 < argc,
               "ovl_soak: {} needs a value (flags: --duration-s, --seed, --out, --wait-timeout-ms, --max-dim, "
-              "--threads, --only-thread, --calls, --problem, --share, --plan)",
+              "--threads, --only-thread, --calls, --problem, --share, --plan, --pool)",
               flag);
     const std::string v = argv[++i];
     if (flag == "--duration-s") {
@@ -566,6 +585,8 @@ Options parse(int argc, char** argv) {
       o.calls = std::stoll(v);
     } else if (flag == "--problem") {
       o.problems.push_back(parse_problem_name(v));
+    } else if (flag == "--pool") {
+      o.pool = std::stoi(v);
     } else if (flag == "--share") {
       o.share = parse_loopback_share(v);
     } else if (flag == "--plan") {
@@ -592,6 +613,8 @@ Options parse(int argc, char** argv) {
   OVL_CHECK(o.only_thread < 2, "ovl_soak: --only-thread {} is not 0 or 1", o.only_thread);
   if (o.only_thread >= 0) o.threads = 1;
   OVL_CHECK(o.calls >= 0, "ovl_soak: --calls {} is negative", o.calls);
+  OVL_CHECK(o.pool >= 0 && o.pool <= 100000, "ovl_soak: --pool {} is not in [0, 100000]", o.pool);
+  OVL_CHECK(o.pool == 0 || o.problems.empty(), "ovl_soak: --pool draws random problems; it cannot go with --problem");
   for (const Problem& p : o.problems) {
     OVL_CHECK(p.world == o.problems.front().world, "ovl_soak: --problem {} and {} have different worlds", p.name(),
               o.problems.front().name());
@@ -648,35 +671,50 @@ int main_impl(int argc, char** argv) {
         workers.push_back(std::make_unique<Worker>(id, o, record, shared));
     memory["device_used_start_mib"] = device_used_mib();
     memory["rss_start_mib"] = rss_mib();
-    std::vector<std::thread> threads;
-    for (auto& w : workers) threads.emplace_back([&w, end] { w->run(end); });
-    for (std::thread& t : threads) t.join();
-    if (record.stop.load()) {
-      // The device is lost: report what the run saw and stop (the Contexts' destructors only log).
-      finished.store(true);
-      watchdog.join();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      write(o.out, report(o, record, s, memory, false));
-      fmt::print(stderr, "ovl_soak: stopped after a sticky CUDA error: {}\n", record.fatal);
-      std::_Exit(2);  // the Contexts cannot be torn down on a lost device
+    // Two halves; between them and after them every Context is released (the threads' own ones are gone with their
+    // epochs) and memory is read.
+    const auto mid = start + (end - start) / 2;
+    const std::pair<std::chrono::steady_clock::time_point, const char*> halves[] = {{mid, "mid"}, {end, "end"}};
+    for (const auto& half : halves) {
+      const auto until = half.first;
+      const char* label = half.second;
+      std::vector<std::thread> threads;
+      for (auto& w : workers) threads.emplace_back([&w, until] { w->run(until); });
+      for (std::thread& t : threads) t.join();
+      if (record.stop.load()) {
+        // The device is lost: report what the run saw and stop (the Contexts' destructors only log).
+        finished.store(true);
+        watchdog.join();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        write(o.out, report(o, record, s, memory, false));
+        fmt::print(stderr, "ovl_soak: stopped after a sticky CUDA error: {}\n", record.fatal);
+        std::_Exit(2);  // the Contexts cannot be torn down on a lost device
+      }
+      shared.release_caches();
+      memory[fmt::format("device_used_{}_mib", label)] = device_used_mib();
+      memory[fmt::format("rss_{}_mib", label)] = rss_mib();
     }
-    shared.release_caches();
-    memory["device_used_end_mib"] = device_used_mib();
-    memory["rss_end_mib"] = rss_mib();
   }
   finished.store(true);
   watchdog.join();
-  memory["device_growth_mib"] =
-      memory["device_used_end_mib"].get<double>() - memory["device_used_start_mib"].get<double>();
-  memory["rss_growth_mib"] = memory["rss_end_mib"].get<double>() - memory["rss_start_mib"].get<double>();
+  const auto growth = [&](const char* what, const char* from) {
+    return memory[fmt::format("{}_end_mib", what)].get<double>() -
+           memory[fmt::format("{}_{}_mib", what, from)].get<double>();
+  };
+  memory["device_growth_mib"] = growth("device_used", "start");
+  memory["rss_growth_mib"] = growth("rss", "start");
+  memory["device_growth_second_half_mib"] = growth("device_used", "mid");
+  memory["rss_growth_second_half_mib"] = growth("rss", "mid");
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const nlohmann::json j = report(o, record, elapsed, memory, false);
   write(o.out, j);
   fmt::print(
-      "ovl_soak: {} calls, {} problems, {} wrong, {} timeouts, {} other errors, device memory growth {:.1f} "
-      "MiB, RSS growth {:.1f} MiB, longest call {:.1f} ms; {}\n",
+      "ovl_soak: {} calls, {} problems, {} wrong, {} timeouts, {} other errors, memory growth (whole run / second "
+      "half) device {:.1f} / {:.1f} MiB, RSS {:.1f} / {:.1f} MiB, longest call {:.1f} ms; {}\n",
       record.calls, record.problems.size(), record.wrong, record.timeouts, record.other_errors,
-      memory["device_growth_mib"].get<double>(), memory["rss_growth_mib"].get<double>(), record.longest_ms, o.out);
+      memory["device_growth_mib"].get<double>(), memory["device_growth_second_half_mib"].get<double>(),
+      memory["rss_growth_mib"].get<double>(), memory["rss_growth_second_half_mib"].get<double>(), record.longest_ms,
+      o.out);
   if (record.wrong > 0) return 1;
   if (record.other_errors > 0) return 2;
   return 0;
