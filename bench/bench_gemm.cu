@@ -37,6 +37,13 @@
 // tile's stamp after the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles
 // a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start, tail,
 // launch), which cuBLAS's tl_total_us bounds from the other side.
+// OVL_BENCH_GEMM_BESIDE=ce|d2d runs traffic on other streams through the timed loop, to measure what it costs the
+// GEMM: ce copies device -> pinned host and pinned host -> device (32 MiB each, on two streams of the primary context:
+// the copy engines, no SM), d2d device -> device copies of the same size on one stream (a same-device copy runs on
+// SMs). Up to 4 copies are queued per stream, topped up before every iteration, so the copies run through the whole
+// loop. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes the copies moved over their streams' span (summed
+// over the streams). The GEMM's us against the same case without it is its slowdown; the copy-engine transport
+// (comm_algo ce) leaves the GEMM every SM on this premise.
 // OVL_BENCH_GEMM_SHAPES="MxNxK[,MxNxK...]" registers these shapes too, beside the fixed list (e.g. 8192x7936x2048:
 // 1984 = 16 x 124 of our 128 x 256 tiles, whole rounds on 124 SMs); a malformed entry stops the program, named.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json
@@ -306,6 +313,105 @@ struct Case {
   DType dtype = DType::kBF16;
 };
 
+// OVL_BENCH_GEMM_BESIDE's traffic (the file comment says what). Made in the primary context, before a partitioned
+// case switches to its green context.
+class BesideTraffic {
+ public:
+  static constexpr size_t kChunk = size_t(32) << 20;
+  static constexpr size_t kQueued = 4;
+
+  BesideTraffic() {
+    const char* v = std::getenv("OVL_BENCH_GEMM_BESIDE");
+    const std::string kind = v == nullptr ? "" : v;
+    OVL_CHECK(kind.empty() || kind == "ce" || kind == "d2d", "OVL_BENCH_GEMM_BESIDE = \"{}\" is not ce or d2d", kind);
+    if (kind.empty()) return;
+    kind_ = kind == "ce" ? 1 : 2;
+    context_ = current_context();
+    OVL_CUDA_CHECK(cudaMalloc(&device_, 2 * kChunk));
+    if (kind_ == 1) OVL_CUDA_CHECK(cudaMallocHost(&host_, 2 * kChunk));
+    lanes_.resize(kind_ == 1 ? 2 : 1);
+    for (Lane& l : lanes_) {
+      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+      OVL_CUDA_CHECK(cudaEventCreate(&l.first));
+      OVL_CUDA_CHECK(cudaEventCreate(&l.last));
+    }
+  }
+  ~BesideTraffic() {
+    for (Lane& l : lanes_) {
+      (void)cudaStreamSynchronize(l.stream);
+      for (cudaEvent_t e : l.queued) (void)cudaEventDestroy(e);
+      (void)cudaEventDestroy(l.first);
+      (void)cudaEventDestroy(l.last);
+      (void)cudaStreamDestroy(l.stream);
+    }
+    if (device_ != nullptr) (void)cudaFree(device_);
+    if (host_ != nullptr) (void)cudaFreeHost(host_);
+  }
+  BesideTraffic(const BesideTraffic&) = delete;
+  BesideTraffic& operator=(const BesideTraffic&) = delete;
+
+  bool on() const { return kind_ != 0; }
+  // Tops every stream up to kQueued copies in flight.
+  void feed() {
+    const CUcontext saved = current_context();  // a partitioned case runs in its green context
+    set_current_context(context_);
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      Lane& l = lanes_[i];
+      while (!l.queued.empty() && cudaEventQuery(l.queued.front()) == cudaSuccess) {
+        OVL_CUDA_CHECK(cudaEventDestroy(l.queued.front()));
+        l.queued.erase(l.queued.begin());
+      }
+      if (l.bytes == 0) OVL_CUDA_CHECK(cudaEventRecord(l.first, l.stream));
+      while (l.queued.size() < kQueued) {
+        char* dev = static_cast<char*>(device_);
+        if (kind_ == 2) {
+          OVL_CUDA_CHECK(cudaMemcpyAsync(dev + kChunk, dev, kChunk, cudaMemcpyDeviceToDevice, l.stream));
+        } else if (i == 0) {
+          OVL_CUDA_CHECK(cudaMemcpyAsync(host_, dev, kChunk, cudaMemcpyDeviceToHost, l.stream));
+        } else {
+          OVL_CUDA_CHECK(cudaMemcpyAsync(dev + kChunk, static_cast<char*>(host_) + kChunk, kChunk,
+                                         cudaMemcpyHostToDevice, l.stream));
+        }
+        cudaEvent_t done = nullptr;
+        OVL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        OVL_CUDA_CHECK(cudaEventRecord(done, l.stream));
+        l.queued.push_back(done);
+        l.bytes += kChunk;
+      }
+    }
+    set_current_context(saved);
+  }
+  // Waits for the copies and sets the counters.
+  void finish(benchmark::State& state) {
+    const CUcontext saved = current_context();
+    set_current_context(context_);
+    double rate = 0;
+    for (Lane& l : lanes_) {
+      OVL_CUDA_CHECK(cudaEventRecord(l.last, l.stream));
+      OVL_CUDA_CHECK(cudaEventSynchronize(l.last));
+      float ms = 0;
+      OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, l.first, l.last));
+      if (ms > 0) rate += double(l.bytes) / (double(ms) * 1e6);
+    }
+    set_current_context(saved);
+    state.counters["beside"] = kind_;
+    state.counters["beside_GBps"] = rate;
+  }
+
+ private:
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t first = nullptr, last = nullptr;
+    std::vector<cudaEvent_t> queued;
+    size_t bytes = 0;
+  };
+  int kind_ = 0;
+  CUcontext context_{};
+  void* device_ = nullptr;
+  void* host_ = nullptr;
+  std::vector<Lane> lanes_;
+};
+
 cublasHandle_t cublas_handle() {
   static cublasHandle_t handle = [] {
     cublasHandle_t h;
@@ -562,6 +668,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     const int reps =
         ovl::bench::env_int("OVL_BENCH_GEMM_REPS", 1, 1 << 20, std::max(1, int(std::ceil(1e-3 / (flops / 700e12)))));
 
+    BesideTraffic beside;  // in the primary context
     const bool partitioned = c.sms < device_sms;
     cudaStream_t stream = nullptr;
     CUcontext saved = current_context();
@@ -596,6 +703,7 @@ void bench_gemm(benchmark::State& state, Case c) {
         ovl::kernels::gemm_run(args[set], workspace, stream);
       }
     };
+    if (beside.on()) beside.feed();
     for (int w = 0; w < 2; ++w) run_gemm(w % sets);
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
 
@@ -603,6 +711,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     const int gap_us = ovl::bench::env_int("OVL_BENCH_GEMM_GAP_US", 0, 1000000, 0);
     ovl::bench::ClockSampler clocks(0);
     for (auto _ : state) {
+      if (beside.on()) beside.feed();
       {
         ovl::bench::CudaEventTimer timer(state, stream);
         for (int r = 0; r < reps; ++r) {
@@ -614,6 +723,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     }
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
     clocks.add_counters(state);
+    if (beside.on()) beside.finish(state);
     if (ovl::bench::env_int("OVL_BENCH_GEMM_TIMELINE", 0, 1, 0) == 1 &&
         (c.impl == Impl::kCublas || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlSplit)) {
       timeline(state, c, args.empty() ? nullptr : &args[0], workspace, run_gemm, stream);
