@@ -13,6 +13,7 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   smi         per-section SM clock and power from nvidia-smi samples (scripts/device-run.sh's summary)
   ab-merge    merge the per-process bench_gemm files of an A/B into one file (scripts/gemm-ab.sh)
   ab          B / A per row of two bench_gemm impls (scripts/gemm-ab.sh)
+  beside      the GEMM's time beside copy traffic (bench_gemm with OVL_BENCH_GEMM_BESIDE) against alone
   autoplan    the automatic plan against sequential and the best measured plan (bench_autoplan JSON)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
   links       check the relative links and images of README.md, results/README.md and docs/*.md
@@ -535,6 +536,47 @@ def cmd_ab(argv):
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
 
+def cmd_beside(argv):
+    """The GEMM beside copy traffic: per bench_gemm row (impl, shape, layout, SMs) the mean time alone, then for each
+    traffic kind the runs had (OVL_BENCH_GEMM_BESIDE: ce, the copy engines; d2d, same-device copies on SMs) the mean
+    time beside it, that time / alone (the GEMM's slowdown) and the copies' rate beside the GEMM (beside_GBps); then the
+    largest slowdown per kind. Rows without the `beside` counter are the GEMM alone. Several files are pooled.
+        scripts/results.py beside bench_gemm-beside.json [MORE.json ...]"""
+    sys.argv = ['results.py beside'] + argv
+    KINDS = {1: "ce", 2: "d2d"}
+    us = collections.defaultdict(list)
+    rate = collections.defaultdict(list)
+    for path in sys.argv[1:]:
+        for key, entries in gemm_runs(path).items():
+            for b in entries:
+                kind = KINDS.get(int(b.get("beside", 0)), "alone")
+                us[key + (kind,)].append(b["us"])
+                if kind != "alone":
+                    rate[key + (kind,)].append(b["beside_GBps"])
+    kinds = [k for k in ("ce", "d2d") if any(key[-1] == k for key in us)]
+    print("| impl | shape | B | SMs | alone us | " +
+          " | ".join(f"beside {k} us | x alone | {k} GB/s" for k in kinds) + " |")
+    print("|---|---|---|---|---:|" + "---:|---:|---:|" * len(kinds))
+    worst = collections.defaultdict(float)
+    for shape, layout, sms, impl in sorted({key[:4] for key in us}):
+        row = (shape, layout, sms, impl)
+        alone = us.get(row + ("alone",))
+        if not alone:
+            continue
+        cells = []
+        for k in kinds:
+            beside = us.get(row + (k,))
+            if not beside:
+                cells.append(" | | ")
+                continue
+            ratio = statistics.mean(beside) / statistics.mean(alone)
+            worst[k] = max(worst[k], ratio)
+            cells.append(f"{statistics.mean(beside):.1f} | {ratio:.3f} | {statistics.mean(rate[row + (k,)]):.1f}")
+        print(f"| {impl} | {shape} | {layout} | {sms} | {statistics.mean(alone):.1f} | " + " | ".join(cells) + " |")
+    for k in kinds:
+        print(f"beside {k}: the GEMM's time at most {worst[k]:.3f}x of alone")
+
+
 def svg_lines(path, title, xlabel, ylabel, series, xs=None, logx=False, ymin=None, ymax=None, hline=None):
     """A line plot: series is [(label, [(x, y), ...])]; xs the tick values (default: every x)."""
     W, H, L, R, T, B = 760, 440, 70, 190, 40, 50
@@ -956,7 +998,7 @@ def cmd_link_profile(argv):
 
 
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
-            "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab,
+            "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab, "beside": cmd_beside,
             "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links,
             "link-profile": cmd_link_profile, "in-doc": cmd_in_doc}
 
