@@ -337,6 +337,14 @@ def cmd_overlap(argv):
                   f"(min {min(ratios):.3f}, max {max(ratios):.3f}); {len(keys)} problems: best speedup median "
                   f"A {statistics.median([ba[k][1] for k in keys]):.3f}, B {statistics.median([bb[k][1] for k in keys]):.3f}; "
                   f"same best mode in {same}")
+            within = lambda rs: sum(abs(r - 1) <= 0.15 for r in rs)
+            print(f"within 15%: {within(ratios)} of {len(ratios)} cases")
+            by_mode = collections.defaultdict(list)
+            for n, r in zip(common, ratios):
+                by_mode[n.split("/")[1]].append(r)
+            for mode, rs in by_mode.items():
+                print(f"  {mode}: A / B median {statistics.median(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f}), "
+                      f"within 15% {within(rs)} of {len(rs)}")
         else:
             print("no case name in common")
 
