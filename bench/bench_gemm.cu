@@ -41,8 +41,8 @@
 // GEMM: ce copies device -> pinned host and pinned host -> device (32 MiB each, on two streams of the primary context:
 // the copy engines, no SM), d2d device -> device copies of the same size on one stream (a same-device copy runs on
 // SMs). Up to 4 copies are queued per stream, topped up before every iteration, so the copies run through the whole
-// loop. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes the copies moved over their streams' span (summed
-// over the streams). The GEMM's us against the same case without it is its slowdown; the copy-engine transport
+// loop. Whole-device cases only. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes of the copies that ended
+// inside the timed loop over its time (summed over the streams; the first copy may have started before it). The GEMM's us against the same case without it is its slowdown; the copy-engine transport
 // (comm_algo ce) leaves the GEMM every SM on this premise.
 // OVL_BENCH_GEMM_SHAPES="MxNxK[,MxNxK...]" registers these shapes too, beside the fixed list (e.g. 8192x7936x2048:
 // 1984 = 16 x 124 of our 128 x 256 tiles, whole rounds on 124 SMs); a malformed entry stops the program, named.
@@ -313,8 +313,7 @@ struct Case {
   DType dtype = DType::kBF16;
 };
 
-// OVL_BENCH_GEMM_BESIDE's traffic (the file comment says what). Made in the primary context, before a partitioned
-// case switches to its green context.
+// OVL_BENCH_GEMM_BESIDE's traffic (the file comment says what), in the primary context: whole-device cases only.
 class BesideTraffic {
  public:
   static constexpr size_t kChunk = size_t(32) << 20;
@@ -326,24 +325,20 @@ class BesideTraffic {
     OVL_CHECK(kind.empty() || kind == "ce" || kind == "d2d", "OVL_BENCH_GEMM_BESIDE = \"{}\" is not ce or d2d", kind);
     if (kind.empty()) return;
     kind_ = kind == "ce" ? 1 : 2;
-    context_ = current_context();
     OVL_CUDA_CHECK(cudaMalloc(&device_, 2 * kChunk));
     if (kind_ == 1) OVL_CUDA_CHECK(cudaMallocHost(&host_, 2 * kChunk));
     lanes_.resize(kind_ == 1 ? 2 : 1);
-    for (Lane& l : lanes_) {
-      OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
-      OVL_CUDA_CHECK(cudaEventCreate(&l.first));
-      OVL_CUDA_CHECK(cudaEventCreate(&l.last));
-    }
+    for (Lane& l : lanes_) OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : window_) OVL_CUDA_CHECK(cudaEventCreate(&e));
   }
   ~BesideTraffic() {
     for (Lane& l : lanes_) {
       (void)cudaStreamSynchronize(l.stream);
-      for (cudaEvent_t e : l.queued) (void)cudaEventDestroy(e);
-      (void)cudaEventDestroy(l.first);
-      (void)cudaEventDestroy(l.last);
+      for (cudaEvent_t e : l.copies) (void)cudaEventDestroy(e);
       (void)cudaStreamDestroy(l.stream);
     }
+    for (cudaEvent_t e : window_)
+      if (e != nullptr) (void)cudaEventDestroy(e);
     if (device_ != nullptr) (void)cudaFree(device_);
     if (host_ != nullptr) (void)cudaFreeHost(host_);
   }
@@ -351,18 +346,12 @@ class BesideTraffic {
   BesideTraffic& operator=(const BesideTraffic&) = delete;
 
   bool on() const { return kind_ != 0; }
-  // Tops every stream up to kQueued copies in flight.
+  // Tops every stream up to kQueued copies in flight (each copy's end is an event, kept for finish()).
   void feed() {
-    const CUcontext saved = current_context();  // a partitioned case runs in its green context
-    set_current_context(context_);
     for (size_t i = 0; i < lanes_.size(); ++i) {
       Lane& l = lanes_[i];
-      while (!l.queued.empty() && cudaEventQuery(l.queued.front()) == cudaSuccess) {
-        OVL_CUDA_CHECK(cudaEventDestroy(l.queued.front()));
-        l.queued.erase(l.queued.begin());
-      }
-      if (l.bytes == 0) OVL_CUDA_CHECK(cudaEventRecord(l.first, l.stream));
-      while (l.queued.size() < kQueued) {
+      while (l.front < l.copies.size() && cudaEventQuery(l.copies[l.front]) == cudaSuccess) ++l.front;
+      while (l.copies.size() - l.front < kQueued) {
         char* dev = static_cast<char*>(device_);
         if (kind_ == 2) {
           OVL_CUDA_CHECK(cudaMemcpyAsync(dev + kChunk, dev, kChunk, cudaMemcpyDeviceToDevice, l.stream));
@@ -373,43 +362,44 @@ class BesideTraffic {
                                          cudaMemcpyHostToDevice, l.stream));
         }
         cudaEvent_t done = nullptr;
-        OVL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        OVL_CUDA_CHECK(cudaEventCreate(&done));
         OVL_CUDA_CHECK(cudaEventRecord(done, l.stream));
-        l.queued.push_back(done);
-        l.bytes += kChunk;
+        l.copies.push_back(done);
       }
     }
-    set_current_context(saved);
   }
-  // Waits for the copies and sets the counters.
+  // The timed loop's start and end on the GEMM's stream: the copies that end between them count.
+  void mark(int which, cudaStream_t stream) { OVL_CUDA_CHECK(cudaEventRecord(window_[which], stream)); }
+  // Waits for the copies and sets the counters: beside_GBps = the bytes of the copies that ended inside the timed
+  // loop over the loop's time, summed over the streams.
   void finish(benchmark::State& state) {
-    const CUcontext saved = current_context();
-    set_current_context(context_);
-    double rate = 0;
+    OVL_CUDA_CHECK(cudaEventSynchronize(window_[1]));
+    float window_ms = 0;
+    OVL_CUDA_CHECK(cudaEventElapsedTime(&window_ms, window_[0], window_[1]));
+    double bytes = 0;
     for (Lane& l : lanes_) {
-      OVL_CUDA_CHECK(cudaEventRecord(l.last, l.stream));
-      OVL_CUDA_CHECK(cudaEventSynchronize(l.last));
-      float ms = 0;
-      OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, l.first, l.last));
-      if (ms > 0) rate += double(l.bytes) / (double(ms) * 1e6);
+      OVL_CUDA_CHECK(cudaStreamSynchronize(l.stream));
+      for (cudaEvent_t e : l.copies) {
+        float at = 0;
+        OVL_CUDA_CHECK(cudaEventElapsedTime(&at, window_[0], e));
+        if (at > 0 && at <= window_ms) bytes += double(kChunk);
+      }
     }
-    set_current_context(saved);
     state.counters["beside"] = kind_;
-    state.counters["beside_GBps"] = rate;
+    state.counters["beside_GBps"] = window_ms > 0 ? bytes / (double(window_ms) * 1e6) : 0.0;
   }
 
  private:
   struct Lane {
     cudaStream_t stream = nullptr;
-    cudaEvent_t first = nullptr, last = nullptr;
-    std::vector<cudaEvent_t> queued;
-    size_t bytes = 0;
+    std::vector<cudaEvent_t> copies;  // one per copy, in order; [front, end) not yet seen done
+    size_t front = 0;
   };
   int kind_ = 0;
-  CUcontext context_{};
   void* device_ = nullptr;
   void* host_ = nullptr;
   std::vector<Lane> lanes_;
+  cudaEvent_t window_[2] = {};
 };
 
 cublasHandle_t cublas_handle() {
@@ -668,8 +658,13 @@ void bench_gemm(benchmark::State& state, Case c) {
     const int reps =
         ovl::bench::env_int("OVL_BENCH_GEMM_REPS", 1, 1 << 20, std::max(1, int(std::ceil(1e-3 / (flops / 700e12)))));
 
-    BesideTraffic beside;  // in the primary context
     const bool partitioned = c.sms < device_sms;
+    BesideTraffic beside;
+    if (beside.on() && partitioned) {
+      state.SkipWithError(("OVL_BENCH_GEMM_BESIDE runs beside whole-device cases only (sms:" +
+                           std::to_string(device_sms) + ")").c_str());
+      return;
+    }
     cudaStream_t stream = nullptr;
     CUcontext saved = current_context();
     if (partitioned) {
@@ -708,6 +703,7 @@ void bench_gemm(benchmark::State& state, Case c) {
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
 
     int set = 0;
+    if (beside.on()) beside.mark(0, stream);
     const int gap_us = ovl::bench::env_int("OVL_BENCH_GEMM_GAP_US", 0, 1000000, 0);
     ovl::bench::ClockSampler clocks(0);
     for (auto _ : state) {
@@ -721,6 +717,7 @@ void bench_gemm(benchmark::State& state, Case c) {
       }
       if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // the GPU idles, untimed
     }
+    if (beside.on()) beside.mark(1, stream);
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
     clocks.add_counters(state);
     if (beside.on()) beside.finish(state);
