@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "expect_error.hpp"
 #include "gpu_test.hpp"
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/nccl_check.hpp"
@@ -462,6 +463,53 @@ TEST_F(HopperTest, MpiWorldMeasuredTuningKeepsOnePlanOnEveryRank) {
   ctx.synchronize(stream);
   const std::vector<double> rank_rows(ref.begin() + me * (m / n) * cols, ref.begin() + (me + 1) * (m / n) * cols);
   EXPECT_LT(test::rel_error(dc.read(), rank_rows), 1e-2) << "rank " << me;
+}
+// A rank that never makes a call, as processes of mpirun -np 2..8: mode tma's collective on every other rank times
+// out naming it (ContextOptions::wait_timeout_ms), and the Context's next synchronize is clean. The last rank makes
+// the first call and skips the second; then the ranks meet at an MPI barrier, so none is left waiting. (A process that
+// exits instead ends the job: mpirun stops every process when one ends without MPI_Finalize. After the timeout the
+// World's tma collective is out of step, as docs/reliability.md says, so no tma call follows.)
+TEST_F(HopperTest, MpiRankThatNeverCallsTimesOutNamingIt) {
+  const int size = mpi_world_size();
+  if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
+  World world = mpi_world_of_every_rank();
+  const int me = world.rank(), n = world.size(), missing = n - 1;
+  ContextOptions copt;
+  copt.world = world;
+  copt.wait_timeout_ms = 500;
+  Context ctx(copt);
+  const int64_t m = 512, cols = 256, k = 128;
+  std::vector<std::vector<uint16_t>> a(n), b(n);
+  for (int r = 0; r < n; ++r) {
+    a[r] = mpi_matrix(std::size_t(m * k), 5, r);
+    b[r] = mpi_matrix(std::size_t(cols * k), 6, r);
+  }
+  std::vector<double> ref(std::size_t(m * cols), 0.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> product = test::cpu_gemm(a[r], b[r], 0, m, cols, k);
+    for (std::size_t e = 0; e < ref.size(); ++e) ref[e] += product[e];
+  }
+  const test::DeviceMatrix da(m, k, a[me]), db(cols, k, b[me]);
+  test::DeviceMatrix dc(m / n, cols, 0);
+  test::Stream stream;
+  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
+  Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
+  plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
+  ASSERT_EQ(ctx.can_run(p, plan), "");
+  dc.poison(stream);
+  ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream);
+  ctx.synchronize(stream);
+  const std::vector<double> rank_rows(ref.begin() + me * (m / n) * cols, ref.begin() + (me + 1) * (m / n) * cols);
+  EXPECT_LT(test::rel_error(dc.read(), rank_rows), 1e-2) << "rank " << me << " before the fault";
+  world.barrier();
+  if (me != missing) {
+    ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream);
+    test::expect_error_naming_all([&] { ctx.synchronize(stream); },
+                                  {fmt::format("collective wait timed out: rank {} timed out waiting for", me),
+                                   fmt::format("from rank {}", missing)});
+    EXPECT_NO_THROW(ctx.synchronize(stream)) << "rank " << me << ": the error is reported once";
+  }
+  world.barrier();
 }
 #endif
 
