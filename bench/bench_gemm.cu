@@ -40,8 +40,10 @@
 // OVL_BENCH_GEMM_BESIDE=ce|d2d runs traffic on other streams through the timed loop, to measure what it costs the
 // GEMM: ce copies device -> pinned host and pinned host -> device (32 MiB each, on two streams of the primary context:
 // the copy engines, no SM), d2d device -> device copies of the same size on one stream (a same-device copy runs on
-// SMs). Up to 4 copies are queued per stream, topped up before every iteration, so the copies run through the whole
-// loop. Whole-device cases only. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes of the copies that ended
+// SMs). A host thread of its own keeps up to 4 copies queued per stream (it looks every 20 us), from before the warm-up
+// to the end of the timed loop, so the copies run through the whole loop and the timing thread does nothing more than
+// without them (work between the iterations lets the GPU cool: the clock rises, see OVL_BENCH_GEMM_GAP_US).
+// Whole-device cases only. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes of the copies that ended
 // inside the timed loop over its time (summed over the streams; the first copy may have started before it). The GEMM's us against the same case without it is its slowdown; the copy-engine transport
 // (comm_algo ce) leaves the GEMM every SM on this premise.
 // OVL_BENCH_GEMM_SHAPES="MxNxK[,MxNxK...]" registers these shapes too, beside the fixed list (e.g. 8192x7936x2048:
@@ -59,6 +61,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -332,6 +335,7 @@ class BesideTraffic {
     for (cudaEvent_t& e : window_) OVL_CUDA_CHECK(cudaEventCreate(&e));
   }
   ~BesideTraffic() {
+    stop();
     for (Lane& l : lanes_) {
       (void)cudaStreamSynchronize(l.stream);
       for (cudaEvent_t e : l.copies) (void)cudaEventDestroy(e);
@@ -346,6 +350,51 @@ class BesideTraffic {
   BesideTraffic& operator=(const BesideTraffic&) = delete;
 
   bool on() const { return kind_ != 0; }
+  // The feeding thread, from start() to stop().
+  void start() {
+    int device = 0;
+    OVL_CUDA_CHECK(cudaGetDevice(&device));
+    feeder_ = std::thread([this, device] {
+      try {
+        OVL_CUDA_CHECK(cudaSetDevice(device));
+        while (!stopping_.load()) {
+          feed();
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+    });
+  }
+  void stop() {
+    stopping_.store(true);
+    if (feeder_.joinable()) feeder_.join();
+  }
+
+  // The timed loop's start and end on the GEMM's stream: the copies that end between them count.
+  void mark(int which, cudaStream_t stream) { OVL_CUDA_CHECK(cudaEventRecord(window_[which], stream)); }
+  // Waits for the copies and sets the counters: beside_GBps = the bytes of the copies that ended inside the timed
+  // loop over the loop's time, summed over the streams.
+  void finish(benchmark::State& state) {
+    stop();
+    OVL_CHECK(error_.empty(), "OVL_BENCH_GEMM_BESIDE's feeding thread: {}", error_);
+    OVL_CUDA_CHECK(cudaEventSynchronize(window_[1]));
+    float window_ms = 0;
+    OVL_CUDA_CHECK(cudaEventElapsedTime(&window_ms, window_[0], window_[1]));
+    double bytes = 0;
+    for (Lane& l : lanes_) {
+      OVL_CUDA_CHECK(cudaStreamSynchronize(l.stream));
+      for (cudaEvent_t e : l.copies) {
+        float at = 0;
+        OVL_CUDA_CHECK(cudaEventElapsedTime(&at, window_[0], e));
+        if (at > 0 && at <= window_ms) bytes += double(kChunk);
+      }
+    }
+    state.counters["beside"] = kind_;
+    state.counters["beside_GBps"] = window_ms > 0 ? bytes / (double(window_ms) * 1e6) : 0.0;
+  }
+
+ private:
   // Tops every stream up to kQueued copies in flight (each copy's end is an event, kept for finish()).
   void feed() {
     for (size_t i = 0; i < lanes_.size(); ++i) {
@@ -368,28 +417,7 @@ class BesideTraffic {
       }
     }
   }
-  // The timed loop's start and end on the GEMM's stream: the copies that end between them count.
-  void mark(int which, cudaStream_t stream) { OVL_CUDA_CHECK(cudaEventRecord(window_[which], stream)); }
-  // Waits for the copies and sets the counters: beside_GBps = the bytes of the copies that ended inside the timed
-  // loop over the loop's time, summed over the streams.
-  void finish(benchmark::State& state) {
-    OVL_CUDA_CHECK(cudaEventSynchronize(window_[1]));
-    float window_ms = 0;
-    OVL_CUDA_CHECK(cudaEventElapsedTime(&window_ms, window_[0], window_[1]));
-    double bytes = 0;
-    for (Lane& l : lanes_) {
-      OVL_CUDA_CHECK(cudaStreamSynchronize(l.stream));
-      for (cudaEvent_t e : l.copies) {
-        float at = 0;
-        OVL_CUDA_CHECK(cudaEventElapsedTime(&at, window_[0], e));
-        if (at > 0 && at <= window_ms) bytes += double(kChunk);
-      }
-    }
-    state.counters["beside"] = kind_;
-    state.counters["beside_GBps"] = window_ms > 0 ? bytes / (double(window_ms) * 1e6) : 0.0;
-  }
 
- private:
   struct Lane {
     cudaStream_t stream = nullptr;
     std::vector<cudaEvent_t> copies;  // one per copy, in order; [front, end) not yet seen done
@@ -400,6 +428,9 @@ class BesideTraffic {
   void* host_ = nullptr;
   std::vector<Lane> lanes_;
   cudaEvent_t window_[2] = {};
+  std::thread feeder_;
+  std::atomic<bool> stopping_{false};
+  std::string error_;  // what stopped the feeding thread, read after it joined
 };
 
 cublasHandle_t cublas_handle() {
@@ -698,7 +729,7 @@ void bench_gemm(benchmark::State& state, Case c) {
         ovl::kernels::gemm_run(args[set], workspace, stream);
       }
     };
-    if (beside.on()) beside.feed();
+    if (beside.on()) beside.start();
     for (int w = 0; w < 2; ++w) run_gemm(w % sets);
     OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
 
@@ -707,7 +738,6 @@ void bench_gemm(benchmark::State& state, Case c) {
     const int gap_us = ovl::bench::env_int("OVL_BENCH_GEMM_GAP_US", 0, 1000000, 0);
     ovl::bench::ClockSampler clocks(0);
     for (auto _ : state) {
-      if (beside.on()) beside.feed();
       {
         ovl::bench::CudaEventTimer timer(state, stream);
         for (int r = 0; r < reps; ++r) {
