@@ -44,8 +44,9 @@
 // to the end of the timed loop, so the copies run through the whole loop and the timing thread does nothing more than
 // without them (work between the iterations lets the GPU cool: the clock rises, see OVL_BENCH_GEMM_GAP_US).
 // Whole-device cases only. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes of the copies that ended
-// inside the timed loop over its time (summed over the streams; the first copy may have started before it). The GEMM's us against the same case without it is its slowdown; the copy-engine transport
-// (comm_algo ce) leaves the GEMM every SM on this premise.
+// inside the timed loop over its time (summed over the streams; the first copy may have started before it). The
+// GEMM's us against the same case without it is its slowdown (scripts/results.py beside); the copy-engine transport
+// (comm_algo ce) leaves the GEMM every SM on the premise that this slowdown is small.
 // OVL_BENCH_GEMM_SHAPES="MxNxK[,MxNxK...]" registers these shapes too, beside the fixed list (e.g. 8192x7936x2048:
 // 1984 = 16 x 124 of our 128 x 256 tiles, whole rounds on 124 SMs); a malformed entry stops the program, named.
 // Example: bench_gemm --benchmark_filter='gemm/.*/8192x8192x8192/.*' --benchmark_out=gemm.json

@@ -31,8 +31,8 @@
 // times with every Context released (the threads joined): at the start, at half the duration and at the end. The
 // first half pays what a process sets up once (CUDA modules, green contexts per SM partition, cuBLAS's and NCCL's
 // state); growth over the second half is what the calls keep. --pool N draws each world's problems from N fixed
-// random ones (the same for both threads) instead of a new one per call, so that per-shape state outside ovl
-// (cuBLAS's heuristics for each new GEMM shape) stops growing too. The JSON written to --out: calls, distinct
+// random ones (the same for both threads) instead of a new one per call, so that state kept per shape outside ovl
+// (by cuBLAS or the driver) stops growing too. The JSON written to --out: calls, distinct
 // problems, calls per mode / op / dtype / world, wrong results (the first 20 described), errors by kind (timeout,
 // other), memory at start, half and end (device used, RSS) and the growth over the whole run and over its second
 // half, the longest call (enqueue to synchronize) and what it ran. A Context reports a device-side timeout at the
