@@ -42,7 +42,8 @@
 // the copy engines, no SM), d2d device -> device copies of the same size on one stream (a same-device copy runs on
 // SMs). A host thread of its own keeps up to 4 copies queued per stream (it looks every 20 us), from before the warm-up
 // to the end of the timed loop, so the copies run through the whole loop and the timing thread does nothing more than
-// without them (work between the iterations lets the GPU cool: the clock rises, see OVL_BENCH_GEMM_GAP_US).
+// without them (host work between the iterations leaves the GPU idle gaps, which change its clock: see
+// OVL_BENCH_GEMM_GAP_US).
 // Whole-device cases only. Counters: beside (1 ce, 2 d2d) and beside_GBps, the bytes of the copies that ended
 // inside the timed loop over its time (summed over the streams; the first copy may have started before it). The
 // GEMM's us against the same case without it is its slowdown (scripts/results.py beside); the copy-engine transport

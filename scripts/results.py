@@ -548,23 +548,29 @@ def cmd_beside(argv):
     """The GEMM beside copy traffic: per bench_gemm row (impl, shape, layout, SMs) the mean time alone, then for each
     traffic kind the runs had (OVL_BENCH_GEMM_BESIDE: ce, the copy engines; d2d, same-device copies on SMs) the mean
     time beside it, that time / alone (the GEMM's slowdown) and the copies' rate beside the GEMM (beside_GBps); then the
-    largest slowdown per kind. Rows without the `beside` counter are the GEMM alone. Several files are pooled.
+    largest slowdown per kind. Rows without the `beside` counter are the GEMM alone. Several files are pooled. With
+    NVML's sm_mhz counter, each column group ends with the mean SM clock (the GPU runs at its power limit, so a
+    slowdown at another clock is not the traffic's alone).
         scripts/results.py beside bench_gemm-beside.json [MORE.json ...]"""
     sys.argv = ['results.py beside'] + argv
     KINDS = {1: "ce", 2: "d2d"}
     us = collections.defaultdict(list)
     rate = collections.defaultdict(list)
+    mhz = collections.defaultdict(list)
     for path in sys.argv[1:]:
         for key, entries in gemm_runs(path).items():
             for b in entries:
                 kind = KINDS.get(int(b.get("beside", 0)), "alone")
                 us[key + (kind,)].append(b["us"])
+                if "sm_mhz" in b:
+                    mhz[key + (kind,)].append(b["sm_mhz"])
                 if kind != "alone":
                     rate[key + (kind,)].append(b["beside_GBps"])
     kinds = [k for k in ("ce", "d2d") if any(key[-1] == k for key in us)]
-    print("| impl | shape | B | SMs | alone us | " +
-          " | ".join(f"beside {k} us | x alone | {k} GB/s" for k in kinds) + " |")
-    print("|---|---|---|---|---:|" + "---:|---:|---:|" * len(kinds))
+    clock = lambda key: f" | {statistics.mean(mhz[key]):.0f}" if mhz.get(key) else " | "
+    print("| impl | shape | B | SMs | alone us | MHz | " +
+          " | ".join(f"beside {k} us | x alone | {k} GB/s | MHz" for k in kinds) + " |")
+    print("|---|---|---|---|---:|---:|" + "---:|---:|---:|---:|" * len(kinds))
     worst = collections.defaultdict(float)
     for shape, layout, sms, impl in sorted({key[:4] for key in us}):
         row = (shape, layout, sms, impl)
@@ -575,12 +581,14 @@ def cmd_beside(argv):
         for k in kinds:
             beside = us.get(row + (k,))
             if not beside:
-                cells.append(" | | ")
+                cells.append(" |  |  | ")
                 continue
             ratio = statistics.mean(beside) / statistics.mean(alone)
             worst[k] = max(worst[k], ratio)
-            cells.append(f"{statistics.mean(beside):.1f} | {ratio:.3f} | {statistics.mean(rate[row + (k,)]):.1f}")
-        print(f"| {impl} | {shape} | {layout} | {sms} | {statistics.mean(alone):.1f} | " + " | ".join(cells) + " |")
+            cells.append(f"{statistics.mean(beside):.1f} | {ratio:.3f} | {statistics.mean(rate[row + (k,)]):.1f}" +
+                         clock(row + (k,)))
+        print(f"| {impl} | {shape} | {layout} | {sms} | {statistics.mean(alone):.1f}" + clock(row + ("alone",)) +
+              " | " + " | ".join(cells) + " |")
     for k in kinds:
         print(f"beside {k}: the GEMM's time at most {worst[k]:.3f}x of alone")
 
