@@ -4,7 +4,7 @@
 # short table is printed last.
 #
 #   scripts/device-run.sh [--out DIR] [--targets 'T1 T2'] [--tests REGEX|none] [--sanitize REGEX] \
-#                         [--cmd 'shell command'] [--bench-args 'ARGS'] [BENCH[:FILTER]]...
+#                         [--mpi NP[:FILTER]] [--cmd 'shell command'] [--bench-args 'ARGS'] [BENCH[:FILTER]]...
 # FILTER is everything after the first ':' (filters may hold ':', as in 'world:8'); --bench-args go to every
 # benchmark (e.g. '--benchmark_min_time=0.05s').
 # --targets builds only those targets (and what they need) instead of everything; --sanitize runs
@@ -16,6 +16,8 @@
 # names in run.log before taking its exit status as ours. API errors are not reported (--report-api-errors no):
 # ncclCommInitAll probes kernel images with cudaFuncGetAttributes and handles the cudaErrorNoKernelImageForDevice it
 # gets (12 such reports in a memcheck run of three world-1 tests), and every CUDA call of ovl is checked anyway.
+# --mpi runs test_world as NP processes of mpirun on this machine's GPUs (they share a GPU when there are fewer),
+# gtest FILTER (default *.Mpi*), its whole output in run.log (Open MPI as root: OMPI_ALLOW_RUN_AS_ROOT).
 # OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call.
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
@@ -31,6 +33,7 @@ out=${OUT:-out}
 tests=""
 targets=""
 sanitize=""
+mpi=""
 cmds=()
 bench_args=""
 benches=()
@@ -40,6 +43,7 @@ while [[ $# -gt 0 ]]; do
     --tests) tests=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
     --sanitize) sanitize=$2; shift 2 ;;
+    --mpi) mpi=$2; shift 2 ;;
     --cmd) cmds+=("$2"); shift 2 ;;
     --bench-args) bench_args=$2; shift 2 ;;
     *) benches+=("$1"); shift ;;
@@ -115,6 +119,23 @@ if [[ -n "$sanitize" ]]; then
       summary+=("sanitizer $tool $name: rc $rc$([[ $rc == 124 ]] && echo ' (timed out)')")
     done
   done
+fi
+
+if [[ -n "$mpi" ]]; then
+  np=${mpi%%:*}
+  filter='*.Mpi*'
+  [[ $mpi == *:* ]] && filter=${mpi#*:}
+  section "mpirun -np $np test_world --gtest_filter=$filter"
+  if ! command -v mpirun >/dev/null 2>&1; then
+    summary+=("mpi: no mpirun on this machine")
+  else
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 10 "${OVL_TEST_TIMEOUT:-300}" \
+      mpirun -np "$np" $build/tests/test_world --gtest_filter="$filter" --gtest_color=no >"$out/mpi.log" 2>&1
+    rc=$?
+    cat "$out/mpi.log" >>"$log"
+    summary+=("mpi np $np: rc $rc, $(grep -c '^\[       OK \]' "$out/mpi.log") OK, $(grep -c '^\[  FAILED  \] [A-Z]' "$out/mpi.log") FAILED lines, $(grep -c '^\[  SKIPPED \] [A-Z]' "$out/mpi.log") SKIPPED lines (all ranks)")
+    grep -E '^\[  FAILED  \] [A-Z]|Failure' "$out/mpi.log" | head -20 | sed 's/^/  /' >>"$out/failed.txt"
+  fi
 fi
 
 for c in "${cmds[@]}"; do
