@@ -27,20 +27,19 @@
 // row band or rank is >= 0.1 off (tests/gpu/test_overlap.cu uses the same bound).
 //
 // At the end of each epoch the thread calls release_caches() (on the shared Context, while the other thread may be
-// calling it) and records the device memory it freed (cudaMemGetInfo) and the process RSS. Memory is read three
-// times with every Context released (the threads joined): at the start, at half the duration and at the end. The
-// first half pays what a process sets up once (CUDA modules, green contexts per SM partition, cuBLAS's and NCCL's
-// state); growth over the second half is what the calls keep. --pool N draws each world's problems from N fixed
-// random ones (the same for both threads) instead of a new one per call, so that state kept per shape outside ovl
-// (by cuBLAS or the driver) stops growing too. The JSON written to --out: calls, distinct
-// problems, calls per mode / op / dtype / world, wrong results (the first 20 described), errors by kind (timeout,
-// other), memory at start, half and end (device used, RSS) and the growth over the whole run and over its second
-// half, the longest call (enqueue to synchronize) and what it ran. A Context reports a device-side timeout at the
-// next synchronize() of any thread, so on the shared Context a mismatch after a timeout there is counted apart
-// (wrong_after_shared_timeout), not as a wrong result. Exit status: 0; 1 on a wrong result; 2 on an
-// error that is not a device-side timeout, and at once, with the JSON's "fatal" saying what, when a sticky CUDA
-// error (an illegal address) left the device unusable; 3 when a call made no progress for 3 x the wait timeout +
-// 60 s (a hang: the JSON is written with "hung": true first).
+// calling it) and records the device memory it freed (cudaMemGetInfo) and the process RSS. Memory is read three times
+// with every Context released (the threads joined): at the start, at half the duration and at the end. The first half
+// pays what a process sets up once (CUDA modules, green contexts per SM partition, cuBLAS's and NCCL's state); growth
+// over the second half is what the calls keep. --pool N draws each world's problems from N fixed random ones (the same
+// for both threads) instead of a new one per call, so that state kept per shape outside ovl (by cuBLAS or the driver)
+// stops growing too. The JSON written to --out: calls, distinct problems, calls per mode / op / dtype / world, wrong
+// results (the first 20 described), errors by kind (timeout, other) and timeouts by the wait that timed out, memory at
+// start, half and end (device used, RSS) and the growth over the whole run and over its second half, the longest call
+// (enqueue to synchronize) and what it ran. A Context reports a device-side timeout at the next synchronize() of any
+// thread, so on the shared Context a mismatch after a timeout there is counted apart (wrong_after_shared_timeout), not
+// as a wrong result. Exit status: 0; 1 on a wrong result; 2 on an error that is not a device-side timeout, and at once,
+// with the JSON's "fatal" saying what, when a sticky CUDA error (an illegal address) left the device unusable; 3 when a
+// call made no progress for 3 x the wait timeout + 60 s (a hang: the JSON is written with "hung": true first).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -167,6 +166,7 @@ struct Record {
   int64_t calls = 0, wrong = 0, timeouts = 0, other_errors = 0;
   std::set<std::string> problems;
   std::map<std::string, int64_t> modes, ops, dtypes, worlds, contexts, errors_by_kind;
+  std::map<std::string, int64_t> timeouts_by_wait;  // which wait timed out (timeout_wait)
   std::vector<std::string> wrong_examples, error_examples;
   double longest_ms = 0;
   std::string longest_what;
@@ -186,6 +186,19 @@ struct Record {
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// Which wait a timeout's message names (kernels::describe's and the ce watchdog's wording).
+std::string timeout_wait(const std::string& text) {
+  const std::pair<const char*, const char*> waits[] = {
+      {"the GEMM waited for the gathered rows", "the GEMM waited for a gather"},
+      {"the persistent collective", "the persistent collective waited for the GEMM"},
+      {"the counter wait kernel", "the counter wait kernel waited for the GEMM"},
+      {"the copy engine's stream", "the copy engine's stream waited"},
+      {"timed out waiting for the", "a rank waited for a peer's flag"}};
+  for (const auto& [needle, name] : waits)
+    if (text.find(needle) != std::string::npos) return name;
+  return "another wait";
 }
 
 // ---- random problems and plans ----
@@ -445,6 +458,7 @@ class Worker {
       count(p, mode, w, context_kind);
       ++(timeout ? record_.timeouts : record_.other_errors);
       ++record_.errors_by_kind[timeout ? "timeout" : "other"];
+      if (timeout) ++record_.timeouts_by_wait[timeout_wait(text)];
       if (record_.error_examples.size() < 20) record_.error_examples.push_back(what + ": " + text);
       fmt::print(stderr, "error: {}: {}\n", what, text);
       // A sticky error shows in every later CUDA call: the device is lost for this process.
@@ -544,6 +558,7 @@ nlohmann::json report(const Options& o, Record& r, double elapsed_s, const nlohm
           {"wrong_after_shared_timeout", r.wrong_after_shared_timeout},
           {"timeouts", r.timeouts},
           {"errors_by_kind", r.errors_by_kind},
+          {"timeouts_by_wait", r.timeouts_by_wait},
           {"error_examples", r.error_examples},
           {"memory", memory},
           {"releases", r.releases},
