@@ -61,6 +61,12 @@ TEST(Plan, CopyEngineGoesWithTileSignalOnly) {
     beside.gemm_sms = hw.spec.sm_count - ce.comm_ctas;
     EXPECT_TRUE(ce_sums_per_group(beside, hw.spec.sm_count)) << "the grid leaves the sum its CTAs";
     EXPECT_EQ(signaled_gemm_grid(beside, p, hw), hw.spec.sm_count - ce.comm_ctas);
+    // In a loopback world the copies are same-device copies on SMs: AllGather+GEMM's grid leaves them comm_ctas, as
+    // the executor sizes it (executor_ce.cpp reads the same function).
+    const Hardware lb = loopback_hardware(hw, p.world, LoopbackShare::kRank0);
+    EXPECT_EQ(signaled_gemm_grid(ce, p, lb),
+              op == Op::kAllGatherGemm ? lb.spec.sm_count - ce.comm_ctas : lb.spec.sm_count)
+        << to_string(op) << " in a loopback world";
     Plan tile_major = ce;
     tile_major.output = OutputLayout::kTileMajor;
     expect_error_naming([&] { tile_major.validate(p, hw); }, "tile-major");
