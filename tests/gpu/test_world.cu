@@ -320,7 +320,7 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
   }
 }
 
-// bf16 values of rank r's matrix `which` (0: A, 1 and 2: the two Bs), uniform in [-1, 1): every process can make
+// bf16 values of rank r's matrix `which` (each test its own numbers), uniform in [-1, 1): every process can make
 // every rank's.
 std::vector<uint16_t> mpi_matrix(std::size_t elems, int which, int r) {
   std::mt19937 gen(1000u + 10u * unsigned(r) + unsigned(which));
@@ -328,6 +328,18 @@ std::vector<uint16_t> mpi_matrix(std::size_t elems, int which, int r) {
   std::vector<uint16_t> v(elems);
   for (auto& x : v) x = test::to_bf16(dist(gen));
   return v;
+}
+
+// sum over the n ranks r of A_r B_r^T in fp64, A_r = mpi_matrix(m x k, which_a, r), B_r = mpi_matrix(cols x k, which_b,
+// r) (B is N x K): the reference every rank can make of every rank's inputs.
+std::vector<double> mpi_product_sum(int n, int64_t m, int64_t cols, int64_t k, int which_a, int which_b) {
+  std::vector<double> sum(std::size_t(m * cols), 0.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> product = test::cpu_gemm(mpi_matrix(std::size_t(m * k), which_a, r),
+                                                       mpi_matrix(std::size_t(cols * k), which_b, r), 0, m, cols, k);
+    for (std::size_t e = 0; e < sum.size(); ++e) sum[e] += product[e];
+  }
+  return sum;
 }
 
 // A plan (`mode` and `algo`; the signaling modes in 4 tile groups: tma, or tile-signal with comm_algo ce; sequential
@@ -347,23 +359,9 @@ void check_mpi_world_plan(Mode mode, CommAlgo algo) {
   copt.world = world;
   Context ctx(copt);
   const int64_t m = 512, cols = 256, k = 128;
-  std::vector<std::vector<uint16_t>> a(n), b0(n), b1(n);
-  for (int r = 0; r < n; ++r) {
-    a[r] = mpi_matrix(std::size_t(m * k), 0, r);
-    b0[r] = mpi_matrix(std::size_t(cols * k), 1, r);
-    b1[r] = mpi_matrix(std::size_t(cols * k), 2, r);
-  }
-  // sum_r A_r B_r^T (B is N x K), fp64.
-  auto reference = [&](const std::vector<std::vector<uint16_t>>& b) {
-    std::vector<double> c(std::size_t(m * cols), 0.0);
-    for (int r = 0; r < n; ++r) {
-      const std::vector<double> product = test::cpu_gemm(a[r], b[r], 0, m, cols, k);
-      for (std::size_t e = 0; e < c.size(); ++e) c[e] += product[e];
-    }
-    return c;
-  };
-  const std::vector<double> ref0 = reference(b0), ref1 = reference(b1);
-  const test::DeviceMatrix da(m, k, a[me]), db0(cols, k, b0[me]), db1(cols, k, b1[me]);
+  const std::vector<double> ref0 = mpi_product_sum(n, m, cols, k, 0, 1), ref1 = mpi_product_sum(n, m, cols, k, 0, 2);
+  const test::DeviceMatrix da(m, k, mpi_matrix(std::size_t(m * k), 0, me)),
+      db0(cols, k, mpi_matrix(std::size_t(cols * k), 1, me)), db1(cols, k, mpi_matrix(std::size_t(cols * k), 2, me));
   test::Stream stream;
   const TensorRef ta = da.ref(), tb0 = db0.ref(), tb1 = db1.ref();
   for (Op op : {Op::kGemmReduceScatter, Op::kGemmAllReduce}) {
@@ -428,17 +426,9 @@ TEST_F(HopperTest, MpiWorldMeasuredTuningKeepsOnePlanOnEveryRank) {
   copt.plan_cache = "";
   Context ctx(copt);
   const int64_t m = 512, cols = 256, k = 128;
-  std::vector<std::vector<uint16_t>> a(n), b(n);
-  for (int r = 0; r < n; ++r) {
-    a[r] = mpi_matrix(std::size_t(m * k), 3, r);
-    b[r] = mpi_matrix(std::size_t(cols * k), 4, r);
-  }
-  std::vector<double> ref(std::size_t(m * cols), 0.0);
-  for (int r = 0; r < n; ++r) {
-    const std::vector<double> product = test::cpu_gemm(a[r], b[r], 0, m, cols, k);
-    for (std::size_t e = 0; e < ref.size(); ++e) ref[e] += product[e];
-  }
-  const test::DeviceMatrix da(m, k, a[me]), db(cols, k, b[me]);
+  const std::vector<double> ref = mpi_product_sum(n, m, cols, k, 3, 4);
+  const test::DeviceMatrix da(m, k, mpi_matrix(std::size_t(m * k), 3, me)),
+      db(cols, k, mpi_matrix(std::size_t(cols * k), 4, me));
   test::DeviceMatrix dc(m / n, cols, 0);
   test::Stream stream;
   const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
@@ -479,17 +469,9 @@ TEST_F(HopperTest, MpiRankThatNeverCallsTimesOutNamingIt) {
   copt.wait_timeout_ms = 500;
   Context ctx(copt);
   const int64_t m = 512, cols = 256, k = 128;
-  std::vector<std::vector<uint16_t>> a(n), b(n);
-  for (int r = 0; r < n; ++r) {
-    a[r] = mpi_matrix(std::size_t(m * k), 5, r);
-    b[r] = mpi_matrix(std::size_t(cols * k), 6, r);
-  }
-  std::vector<double> ref(std::size_t(m * cols), 0.0);
-  for (int r = 0; r < n; ++r) {
-    const std::vector<double> product = test::cpu_gemm(a[r], b[r], 0, m, cols, k);
-    for (std::size_t e = 0; e < ref.size(); ++e) ref[e] += product[e];
-  }
-  const test::DeviceMatrix da(m, k, a[me]), db(cols, k, b[me]);
+  const std::vector<double> ref = mpi_product_sum(n, m, cols, k, 5, 6);
+  const test::DeviceMatrix da(m, k, mpi_matrix(std::size_t(m * k), 5, me)),
+      db(cols, k, mpi_matrix(std::size_t(cols * k), 6, me));
   test::DeviceMatrix dc(m / n, cols, 0);
   test::Stream stream;
   const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
