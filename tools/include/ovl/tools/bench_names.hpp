@@ -55,7 +55,6 @@ struct BenchCase {
   // bf16 and fp16 (the same tensor-core rate and element size), so an fp16 case is timed like its bf16 twin.
   GemmImpl gemm_impl() const;
   CommAlgo comm_algo() const;  // coll: the CommAlgo named by impl (nccl, nccl-nvls, tma-push, tma-pull, simt)
-  // (at simt_per_cta_GBps: comm_hardware())
   std::string name() const;  // the canonical name (parse_bench_name(name()) gives the case back)
   // Overlap cases: the problem and the plan the benchmark ran. bench_overlap records both in the case's label (JSON
   // {"problem", "plan", ...}; read_measurements sets `ran`), and they are taken from there. A file without them
