@@ -47,10 +47,11 @@ __global__ void fill_random_kernel(T* data, std::int64_t n, std::uint64_t seed, 
 // stores the result to the piece's destinations (dev::plan_piece). Sources are read with ld.global.cg (L2), so no
 // stale L1 line of a GEMM tile is ever used. T: bf16 or fp16; or std::uint8_t, FP8 moved as bytes, which only copies
 // (launch_loopback_collective allows FP8 for AllGather only).
-// Paced (a.pace_ns_per_byte > 0): thread 0 waits the group's link latency after its gate (dev::pace_group_start);
+// Paced (a.pace_ns_per_byte > 0): a group starts at max(its gate, the previous group's end) (dev::pace_group_start);
 // the slice is moved in chunks of kPaceChunkPasses passes of the block, and after each chunk every thread spins
 // until t0 + (link bytes of the group's chunks so far) x pace_ns_per_byte. Link bytes per 16-byte vector: a
-// reduction reads W-1 peers' sources; a copy from a peer (r > 0) 1; rank 0's own copy 0.
+// reduction reads W-1 peers' sources; a copy from a peer (r > 0) 1; rank 0's own copy 0. After the last group thread 0
+// waits the call's link latency (dev::pace_finish).
 constexpr int kPaceChunkPasses = 4;  // a paced chunk: 4 passes of the block over the slice (32 KiB at 512 threads)
 
 template <typename T, int W>
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
                                                              WaitKind::kGroupCounter, unsigned(g), blockIdx.x));
       if (ok) __threadfence();
       if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer_ns();
-      if (ok && paced) pace_t0 = dev::pace_group_start(a, pace_end);
+      if (ok && paced) pace_t0 = dev::pace_group_start(pace_end);
     }
     __syncthreads();
     if (!ok) return;
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
     if (threadIdx.x == 0 && a.stamps != nullptr)
       a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer_ns();
   }
+  if (threadIdx.x == 0 && paced) dev::pace_finish(a, pace_end);
 }
 
 // loopback_kernel<T, W> for W = 1..kMaxLoopbackRanks, at [W - 1]: what a launch picks and what preloading loads.

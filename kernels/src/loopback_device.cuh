@@ -26,13 +26,17 @@ __device__ __forceinline__ void pace_until(unsigned long long t) {
   }
 }
 
-// The start of a paced group: max(now, the previous group's end) + the call's link latency, waited for.
-__device__ __forceinline__ unsigned long long pace_group_start(const LoopbackArguments& a,
-                                                               unsigned long long prev_end) {
+// The start of a paced group: max(now, the previous group's end), the CTA's link being free again (a real sender
+// streams the groups: a group's latency overlaps the next group's bytes). The call's link latency is paid once, at
+// its end (pace_finish).
+__device__ __forceinline__ unsigned long long pace_group_start(unsigned long long prev_end) {
   const unsigned long long now = global_timer_ns();
-  const unsigned long long t0 = (now > prev_end ? now : prev_end) + a.pace_latency_ns;
-  pace_until(t0);
-  return t0;
+  return now > prev_end ? now : prev_end;
+}
+
+// The end of a paced launch: the last group's bytes arrive pace_latency_ns (the call's link steps) after its end.
+__device__ __forceinline__ void pace_finish(const LoopbackArguments& a, unsigned long long last_end) {
+  pace_until(last_end + a.pace_latency_ns);
 }
 
 // What piece (group g, owner r) of the range table asks of the played share (see LoopbackArguments):

@@ -256,9 +256,10 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
 // (wait_group.read 1) and refills that stage with the unit S - 1 ahead. The barrier orders every consumer's reads of
 // a stage before the leader's next bulk load into it, which is what a block-level race checker can see.
 // A thread that times out at a gate publishes how many units were issued (`issued_on_abort`); consumers stop there.
-// Paced (LoopbackArguments::pace_ns_per_byte > 0): the issuing thread waits each group's link latency after its gate
-// (dev::pace_group_start) and, after issuing a unit, until t0 + the group's link bytes so far (link_bytes()) x
-// pace_ns_per_byte; the consumers follow it through the full barriers.
+// Paced (LoopbackArguments::pace_ns_per_byte > 0): the issuing thread starts each group at max(its gate, the previous
+// group's end) (dev::pace_group_start) and, after issuing a unit, waits until t0 + the group's link bytes so far
+// (link_bytes()) x pace_ns_per_byte; the consumers follow it through the full barriers. After the last group it
+// waits the call's link latency (dev::pace_finish).
 template <typename T>
 __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes,
@@ -315,8 +316,8 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       }
       stamp(a, g, 0);
       if (!prod.any()) stamp(a, g, 1);  // no unit of group g for this CTA
-      if (paced) {  // every group pays its link latency, as the model prices it (also one with no unit here)
-        pace_t0 = pace_end = dev::pace_group_start(a, pace_end);
+      if (paced) {
+        pace_t0 = pace_end = dev::pace_group_start(pace_end);
         paced_bytes = 0;
       }
     }
@@ -333,9 +334,14 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     return true;
   };
 
+  // The issuing thread, once every group is issued (none timed out): the last group's latency.
+  auto finish_pacing = [&] {
+    if (paced && *issued_on_abort == 0xffffffffu) dev::pace_finish(a, pace_end);
+  };
   if (tid == 0) {  // ---- producer (tma-push, copies) ----
     while (produce()) {
     }
+    finish_pacing();
     return;
   }
 
@@ -411,6 +417,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     ++tail;
   }
   if (leader) ptx::bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
+  if (pull && leader) finish_pacing();
 }
 
 // grid-stride over every reduce piece of the played share: its destinations become zero (tma-push adds onto them).

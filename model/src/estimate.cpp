@@ -153,7 +153,10 @@ double call_us(double start, double fixed_us, double bytes, double busy, double 
 // CallAdjust::factor x its bytes at its CallAdjust::link_load; a tile-major output's reorder moves all of them.
 struct GroupComm {
   double start_at_us = 0;  // earliest start: a persistent TMA kernel's own launch
-  double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or a TMA signal's latencies, + reorder launch
+  double fixed_us = 0;     // per group: an NCCL call (launch + latencies) or the TMA mover's work, + reorder launch
+  // The persistent TMA kernel's link latencies: it streams the groups, each group's latency hidden behind the next
+  // group's bytes, so a group's data arrive end_us after its bytes are sent and only the last group's shows.
+  double end_us = 0;
   detail::PerByte per_byte_busy, per_byte_idle;                 // the collective
   double reorder_per_byte_busy = 0, reorder_per_byte_idle = 0;  // the reorder (tile-major output with NCCL)
   // The GEMM's last wave, from its first tile on (-1: none differs): the collective's rates then.
@@ -197,7 +200,7 @@ PipelineResult recurrence_gemm_then_comm(const GemmTiming& gt, double stretch, c
     r.overlap_us += clipped(start, end, gemm_start, r.gemm_end_us);
     comm_free = end;
   }
-  r.total_us = std::max(r.gemm_end_us, comm_free);
+  r.total_us = std::max(r.gemm_end_us, comm_free + gc.end_us);
   return r;
 }
 
@@ -222,13 +225,14 @@ PipelineResult recurrence_comm_then_gemm(const GemmTiming& gt, double stretch, c
     comm.emplace_back(start, end);
     r.comm_busy_us += end - start;
     comm_free = end;
-    delay = std::max(delay, end - (gemm_start + stretch * gt.tile_start_us(first)));
+    // The rows arrive end_us after the group's bytes are sent (a streamed gather's latency).
+    delay = std::max(delay, end + gc.end_us - (gemm_start + stretch * gt.tile_start_us(first)));
     first += tiles;
   }
   r.gemm_end_us = nominal_end + delay;
   r.gemm_busy_us = nominal_end;
   for (const auto& [a, b] : comm) r.overlap_us += clipped(a, b, gemm_start, r.gemm_end_us);
-  r.total_us = std::max(r.gemm_end_us, comm_free);
+  r.total_us = std::max(r.gemm_end_us, comm_free + gc.end_us);
   return r;
 }
 
@@ -501,10 +505,11 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
       comm_hbm_bytes += 2.0 * bytes;
     }
   } else {
-    // A persistent TMA kernel launched beside the GEMM polls the counters: per group the link latencies and the
-    // mover's own per-group work (tma_group_us, paid by every CTA, so not divided among them).
+    // A persistent TMA kernel launched beside the GEMM polls the counters: per group the mover's own work
+    // (tma_group_us, paid by every CTA, so not divided among them); the link latencies once, after the last group.
     gc.start_at_us = busy.launch_us;
-    gc.fixed_us = busy.latency_us + hw.fit.tma_group_us;
+    gc.fixed_us = hw.fit.tma_group_us;
+    gc.end_us = busy.latency_us;
     gc.per_byte_busy = busy.per_byte;
     gc.per_byte_idle = idle.per_byte;
   }

@@ -37,6 +37,13 @@ void each_ready_group(Context& ctx, const std::vector<int64_t>& group_end, size_
   }
 }
 
+// A persistent kernel's call: its steps' link latencies, taken out of the steps (paid once the bytes are sent).
+TimeNs stream_latency(std::vector<Step>& steps) {
+  TimeNs latency = 0;
+  for (Step& st : steps) latency += std::exchange(st.latency, TimeNs(0));
+  return latency;
+}
+
 }  // namespace
 
 // Sequential: the whole GEMM, then one collective (AllGather+GEMM: the gather first).
@@ -253,7 +260,8 @@ TimeNs run_copy_engine(Context& ctx) {
 // groups; each group's collective starts when the group's last tile is stored and the previous group's call is
 // done. tile-signal: an NCCL call per group on shared SMs (its CTAs take SMs while it runs); green-context: the
 // same calls on their own partition; tma: one persistent TMA kernel launched with the GEMM polls the group
-// counters (a signal latency per group, no per-call launch) and holds its SMs from launch to the last group.
+// counters (its own work per group, no per-call launch, the link latencies once after the last group) and holds its
+// SMs from launch to the end.
 // AllGather+GEMM: a gather call per tile group from the start; a wave starts once the rows it reads have arrived.
 TimeNs run_signaled(Context& ctx) {
   if (ctx.plan.comm_algo == CommAlgo::kCopyEngine) return run_copy_engine(ctx);
@@ -266,8 +274,7 @@ TimeNs run_signaled(Context& ctx) {
   std::vector<Tile> tiles = visit_tiles(p, plan, 0, p.m);
   const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   // Per group: an NCCL call's launch plus the group's counter kernel and gap (signaled_group_us); the persistent TMA
-  // kernel pays its steps' link latencies (the counter poll is one of them) and its own per-group work
-  // (tma_group_us), as the model's per-group cost.
+  // kernel its own per-group work (tma_group_us), as the model's per-group cost.
   const TimeNs overhead = tma_kernel ? us_to_ns(ctx.hw.fit.tma_group_us)
                                      : call_overhead(ctx) + (nccl ? us_to_ns(signaled_group_us(ctx.hw)) : TimeNs(0));
   // The persistent TMA kernel starts with the GEMM; calls cannot begin before it is up.
@@ -305,10 +312,16 @@ TimeNs run_signaled(Context& ctx) {
       call.overhead = overhead + us_to_ns(adj[g].extra_us);
       call.steps =
           collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), adj[g].link_load);
-      call.on_done = [&gemm, &arrived, &rows_done, g, last = g + 1 == group_end.size(), release](TimeNs t) {
-        arrived = rows_done[g];
-        gemm.data_arrived();
-        if (last) release(t);
+      // The persistent kernel streams the groups: a group's rows arrive its link latencies after its bytes are sent,
+      // while the next group's bytes move (the model's GroupComm::end_us).
+      const TimeNs latency = tma_kernel ? stream_latency(call.steps) : TimeNs(0);
+      call.on_done = [&ctx, &gemm, &arrived, &rows_done, g, last = g + 1 == group_end.size(), release,
+                      latency](TimeNs) {
+        ctx.engine.after(latency, [&ctx, &gemm, &arrived, &rows_done, g, last, release] {
+          arrived = std::max(arrived, rows_done[g]);
+          gemm.data_arrived();
+          if (last) release(ctx.engine.now());
+        });
       };
     }
     // Every call is queued at once, in group order, when the communication can begin.
@@ -334,7 +347,17 @@ TimeNs run_signaled(Context& ctx) {
         call.overhead += us_to_ns(ctx.hw.fit.launch_us);
       }
       call.steps = collective_steps(ctx, c, adj[g].factor * bytes, adj[g].link_load);
-      if (g + 1 == group_end.size()) call.on_done = release;
+      const bool last = g + 1 == group_end.size();
+      if (tma_kernel) {
+        // The persistent kernel streams the groups: each group's link latencies hide behind the next group's bytes,
+        // and the kernel ends (and frees its SMs) the last group's latencies after its bytes (the model's
+        // GroupComm::end_us).
+        const TimeNs latency = stream_latency(call.steps);
+        if (last) call.on_done = [&ctx, latency, release](TimeNs) { ctx.engine.after(latency, [&ctx, release] {
+          release(ctx.engine.now()); }); };
+      } else if (last) {
+        call.on_done = release;
+      }
       const TimeNs at = std::max(now, comm_ready);
       ctx.engine.at(at, [&comm, call = std::move(call)]() mutable { comm.post(std::move(call)); });
     });

@@ -210,19 +210,19 @@ TEST(EstimateModes, GreenContextHasNoSmConflict) {
 
 TEST(EstimateModes, AllGatherWaitsForTheFirstWavesRows) {
   // AllGather-GEMM 8192^3 on 8 GPUs, tma mode, 16 CTAs (push), GEMM on 116 SMs: 2048 tiles in 64 groups of one
-  // band (32 tiles, 2 MiB of A each), 18 waves. Each group's gather: 0.7 us + the mover's tma_group_us (3.4) +
-  // 7/8 x 2 MiB / 450 GB/s = 8.18 us (the link binds; the CTAs would take 2 x 2 MiB / 1600 GB/s = 2.62 us), after
-  // the TMA kernel's 4 us launch. The first wave (tiles 0-115) needs groups 0-3, nominally starting after the GEMM's
-  // own launch (1.53 us): the GEMM starts 4 - 1.53 + 4 x 8.18 us late, and nothing later waits (a wave takes
-  // ~100 us, 4 groups' gathers 33 us).
+  // band (32 tiles, 2 MiB of A each), 18 waves. Each group's gather: the mover's tma_group_us (3.4) + 7/8 x 2 MiB /
+  // 450 GB/s = 7.48 us (the link binds; the CTAs would take 2 x 2 MiB / 1600 GB/s = 2.62 us), after the TMA kernel's
+  // 4 us launch; its rows arrive the link's 0.7 us later (streamed: only the latency of the group waited for shows).
+  // The first wave (tiles 0-115) needs groups 0-3, nominally starting after the GEMM's own launch (1.53 us): the GEMM
+  // starts 4 - 1.53 + 4 x 7.48 + 0.7 us late, and nothing later waits (a wave takes ~100 us, 4 groups' gathers 30 us).
   const Hardware hw = no_contention();
   const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   const Plan plan = default_plan(Mode::kTma, p, hw, 16);
   ASSERT_EQ(plan.gemm_sms, 116);
   ASSERT_EQ(plan.tile_groups.size(), 64u);
   const ModeEstimate e = estimate(p, plan, hw);
-  const double gather = 0.7 + hw.fit.tma_group_us + 7.0 / 8 * (2 << 20) / 450e3;
-  const double late = hw.fit.tma_launch_us - hw.fit.launch_us + 4 * gather;
+  const double gather = hw.fit.tma_group_us + 7.0 / 8 * (2 << 20) / 450e3;
+  const double late = hw.fit.tma_launch_us - hw.fit.launch_us + 4 * gather + 0.7;
   EXPECT_NEAR(e.total_us, e.gemm_alone_us + late, 1e-6);
   EXPECT_NEAR(e.exposed_comm_us, late, 1e-6);
 }

@@ -148,18 +148,28 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   const double call = hw.fit.tma_launch_us + 2 * 0.7 + 1.75 * s * load / (16 * 23e3);
   EXPECT_NEAR(estimate(p, seq, hw).comm_us, call, 1e-9 * call);
   EXPECT_NEAR(simulate(p, seq, hw).comm_us, call, 1e-3 * call);
-  // Mode tma, one group per 128-row band: each of the 64 groups pays its 2 steps' latency and the mover's per-group
-  // work, and its busiest CTA paces 9/7 of an even share of its 2 MiB x 1.75.
+  // Mode tma, one group per 128-row band: each of the 64 groups pays the mover's per-group work, and its busiest CTA
+  // paces 9/7 of an even share of its 2 MiB x 1.75; the 2 steps' latency comes once, after the last group (not part
+  // of comm_us, the groups' busy time; the total below).
   Plan tma = default_plan(Mode::kTma, p, hw, 16);
   tma.tile_order = TileOrder::kRowBand;
   ASSERT_EQ(tma.tile_groups.size(), 64u);
-  const double group = 2 * 0.7 + hw.fit.tma_group_us + 1.75 * (s / 64) * (9.0 / 7) / (16 * 23e3);
-  EXPECT_NEAR(estimate(p, tma, hw).comm_us, 64 * group, 1e-9 * 64 * group);
-  EXPECT_NEAR(simulate(p, tma, hw).comm_us, 64 * group, 1e-3 * 64 * group);
+  const double group = hw.fit.tma_group_us + 1.75 * (s / 64) * (9.0 / 7) / (16 * 23e3);
+  const ModeEstimate est = estimate(p, tma, hw);
+  const SimResult sim = simulate(p, tma, hw);
+  EXPECT_NEAR(est.comm_us, 64 * group, 1e-9 * 64 * group);
+  EXPECT_NEAR(sim.comm_us, 64 * group, 1e-3 * 64 * group);
+  // The collective outlasts the GEMM here, so 1 us more per link step lengthens the operator by the 2 steps once,
+  // not once per group.
+  ASSERT_GT(64 * group, est.gemm_us);
+  Hardware later = hw;
+  later.fit.link_latency_us += 1;
+  EXPECT_NEAR(estimate(p, tma, later).total_us - est.total_us, 2.0, 1e-6);
+  EXPECT_NEAR(simulate(p, tma, later).total_us - sim.total_us, 2.0, 0.05);
   // GEMM+RS: rank 0's play sums only its own rows, [0, 1024): the first 8 groups move 8 x their share each (factor 8,
-  // 7/8 of it over the link; the busiest CTA 15/14 of an even share), the other 56 pay their step and work only.
+  // 7/8 of it over the link; the busiest CTA 15/14 of an even share), the other 56 pay their work only.
   const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 8);
-  const double fixed = 0.7 + hw.fit.tma_group_us;
+  const double fixed = hw.fit.tma_group_us;
   const double rs_comm = 64 * fixed + 8 * 0.875 * (8 * s / 64) * (15.0 / 14) / (16 * 23e3);
   EXPECT_NEAR(estimate(rs, tma, hw).comm_us, rs_comm, 1e-9 * rs_comm);
   EXPECT_NEAR(simulate(rs, tma, hw).comm_us, rs_comm, 1e-3 * rs_comm);
