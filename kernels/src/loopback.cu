@@ -51,7 +51,7 @@ __global__ void fill_random_kernel(T* data, std::int64_t n, std::uint64_t seed, 
 // the slice is moved in chunks of kPaceChunkPasses passes of the block, and after each chunk every thread spins
 // until t0 + (link bytes of the group's chunks so far) x pace_ns_per_byte. Link bytes per 16-byte vector: a
 // reduction reads W-1 peers' sources; a copy from a peer (r > 0) 1; rank 0's own copy 0. After the last group thread 0
-// waits the call's link latency (dev::pace_finish).
+// waits the call's link latency from then (dev::pace_finish).
 constexpr int kPaceChunkPasses = 4;  // a paced chunk: 4 passes of the block over the slice (32 KiB at 512 threads)
 
 template <typename T, int W>
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
     if (threadIdx.x == 0 && a.stamps != nullptr)
       a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer_ns();
   }
-  if (threadIdx.x == 0 && paced) dev::pace_finish(a, pace_end);
+  if (threadIdx.x == 0 && paced) dev::pace_finish(a);  // after the last group (its __syncthreads)
 }
 
 // loopback_kernel<T, W> for W = 1..kMaxLoopbackRanks, at [W - 1]: what a launch picks and what preloading loads.

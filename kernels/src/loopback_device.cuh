@@ -34,9 +34,11 @@ __device__ __forceinline__ unsigned long long pace_group_start(unsigned long lon
   return now > prev_end ? now : prev_end;
 }
 
-// The end of a paced launch: the last group's bytes arrive pace_latency_ns (the call's link steps) after its end.
-__device__ __forceinline__ void pace_finish(const LoopbackArguments& a, unsigned long long last_end) {
-  pace_until(last_end + a.pace_latency_ns);
+// The end of a paced launch, called by a thread once its CTA's last byte is moved and its pace waited for: that byte
+// arrives pace_latency_ns (the call's link steps) later. (From now, not from the paced end: where the mover's own rate
+// binds, the bytes end after their paced time.)
+__device__ __forceinline__ void pace_finish(const LoopbackArguments& a) {
+  pace_until(global_timer_ns() + a.pace_latency_ns);
 }
 
 // What piece (group g, owner r) of the range table asks of the played share (see LoopbackArguments):

@@ -258,8 +258,8 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
 // A thread that times out at a gate publishes how many units were issued (`issued_on_abort`); consumers stop there.
 // Paced (LoopbackArguments::pace_ns_per_byte > 0): the issuing thread starts each group at max(its gate, the previous
 // group's end) (dev::pace_group_start) and, after issuing a unit, waits until t0 + the group's link bytes so far
-// (link_bytes()) x pace_ns_per_byte; the consumers follow it through the full barriers. After the last group it
-// waits the call's link latency (dev::pace_finish).
+// (link_bytes()) x pace_ns_per_byte; the consumers follow it through the full barriers. After the last group the
+// issuing thread and the leader (after its last store) wait the call's link latency (dev::pace_finish).
 template <typename T>
 __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes,
@@ -334,9 +334,10 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     return true;
   };
 
-  // The issuing thread, once every group is issued (none timed out): the last group's latency.
+  // The last group's latency, once every group is issued (none timed out): after the issuing thread's last paced
+  // wait, and after the leader's last store (the CTA ends when both have).
   auto finish_pacing = [&] {
-    if (paced && *issued_on_abort == 0xffffffffu) dev::pace_finish(a, pace_end);
+    if (paced && *issued_on_abort == 0xffffffffu) dev::pace_finish(a);
   };
   if (tid == 0) {  // ---- producer (tma-push, copies) ----
     while (produce()) {
@@ -416,8 +417,10 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     if (pull) __syncwarp();
     ++tail;
   }
-  if (leader) ptx::bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
-  if (pull && leader) finish_pacing();
+  if (leader) {
+    ptx::bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
+    finish_pacing();
+  }
 }
 
 // grid-stride over every reduce piece of the played share: its destinations become zero (tma-push adds onto them).
