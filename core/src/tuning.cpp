@@ -317,15 +317,37 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     for (const TunedCandidate& t : choice.candidates)
       if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) best_sequential = &t;
     // An overlapped plan must beat the best sequential one by tuning_min_gain among the candidates, and again, by
-    // half of it, when the two alone are timed in fresh interleaved rounds. A difference within the timing's
+    // half of it, when the finalists are timed in fresh interleaved rounds. A difference within the timing's
     // run-to-run noise, or a plan whose times vary from one timing to the next, is no reason to overlap. Half: the
     // second timing runs on a GPU busy for longer, nearer the power limit, where an overlapped plan gains less than
-    // on the fresher GPU of the first (docs/overlap.md, "Choosing a plan").
+    // on the fresher GPU of the first (docs/overlap.md, "Choosing a plan"). The finalists: the best overlapped plan,
+    // the (at most 2) others within half the margin of it, which one timing cannot tell from it, and the best
+    // sequential one; the overlapped plan kept is the one with the lowest sum of its two times.
     if (choice.plan.mode != Mode::kSequential && best_sequential != nullptr) {
       bool overlap = choice.measured_us <= choice.sequential_us * keep;
       if (overlap) {
-        const PlanChoice again = measure(op, a, b, c, {choice.plan, best_sequential->plan}, stream, budget_ms / 3);
-        overlap = again.candidates[0].measured_us <= again.candidates[1].measured_us * keep_again;
+        std::vector<const TunedCandidate*> finalists;
+        for (const TunedCandidate& t : choice.candidates)
+          if (t.plan.mode != Mode::kSequential && t.measured_us <= choice.measured_us * (2.0 - keep_again))
+            finalists.push_back(&t);
+        std::stable_sort(finalists.begin(), finalists.end(), [](const TunedCandidate* x, const TunedCandidate* y) {
+          return x->measured_us < y->measured_us;
+        });
+        if (finalists.size() > 3) finalists.resize(3);
+        std::vector<Plan> again_plans;
+        for (const TunedCandidate* t : finalists) again_plans.push_back(t->plan);
+        again_plans.push_back(best_sequential->plan);
+        const PlanChoice again = measure(op, a, b, c, again_plans, stream, budget_ms / 3);
+        size_t pick = 0;
+        for (size_t i = 1; i < finalists.size(); ++i)
+          if (finalists[i]->measured_us + again.candidates[i].measured_us <
+              finalists[pick]->measured_us + again.candidates[pick].measured_us)
+            pick = i;
+        overlap = again.candidates[pick].measured_us <= again.candidates.back().measured_us * keep_again;
+        if (overlap) {
+          choice.plan = finalists[pick]->plan;
+          choice.measured_us = finalists[pick]->measured_us;
+        }
       }
       if (!overlap) {
         choice.plan = best_sequential->plan;

@@ -96,7 +96,8 @@ TEST_F(Tuning, MeasuredAutoPlanIsNoSlowerThanSequentialAndCorrect) {
   EXPECT_FALSE(choice->from_cache);
   EXPECT_GE(choice->candidates.size(), 2u);
   // The fastest candidate is kept, unless it is an overlapped plan within tuning_min_gain (2%) of the best
-  // sequential one: then that sequential plan is.
+  // sequential one: then that sequential plan is; an overlapped plan kept may be a finalist within half the margin
+  // (1%) of the fastest, which the confirmation's second timing put ahead.
   bool has_sequential = false;
   double fastest = choice->candidates.front().measured_us;
   for (const TunedCandidate& c : choice->candidates) {
@@ -110,8 +111,8 @@ TEST_F(Tuning, MeasuredAutoPlanIsNoSlowerThanSequentialAndCorrect) {
     EXPECT_DOUBLE_EQ(choice->measured_us, choice->sequential_us);
     EXPECT_GE(fastest, choice->sequential_us * 0.98);
   } else {
-    EXPECT_DOUBLE_EQ(choice->measured_us, fastest);
-    EXPECT_LT(choice->measured_us, choice->sequential_us * 0.98);
+    EXPECT_LE(choice->measured_us, fastest * 1.01);
+    EXPECT_LT(fastest, choice->sequential_us * 0.98);
   }
   EXPECT_GT(choice->tuning_ms, 0);
   EXPECT_LT(rel_error(t.c.read(), t.ref.read()), kTolerance) << choice->plan.summary();
