@@ -353,8 +353,11 @@ TimeNs run_signaled(Context& ctx) {
         // and the kernel ends (and frees its SMs) the last group's latencies after its bytes (the model's
         // GroupComm::end_us).
         const TimeNs latency = stream_latency(call.steps);
-        if (last) call.on_done = [&ctx, latency, release](TimeNs) { ctx.engine.after(latency, [&ctx, release] {
-          release(ctx.engine.now()); }); };
+        if (last) {
+          call.on_done = [&ctx, latency, release](TimeNs) {
+            ctx.engine.after(latency, [&ctx, release] { release(ctx.engine.now()); });
+          };
+        }
       } else if (last) {
         call.on_done = release;
       }

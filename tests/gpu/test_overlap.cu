@@ -21,9 +21,9 @@
 // Paced loopback (ContextOptions::link_profile): with a slow link (50 GB/s, so pacing dominates), each mover (SIMT as
 // NCCL's stand-in, tma-push, tma-pull) in sequential, and the tma and tile-signal modes, must still equal the float64
 // reference on random data; the collective alone (testing::run_part) must take within [0.8, 1.5] x its link bytes /
-// 50 GB/s (times the TMA movers' busiest CTA's share, tma_mover_link_load) plus its steps' latency (20 us a step): a correctness-and-sanity check of the pacing, not a speed claim
-// (the lower bound says pacing holds; the upper one that little else binds at that rate: the movers' HBM rates are
-// ~100x higher). The tma mode's collective, 32 tile groups in one launch, pays the latency once, not per group
+// 50 GB/s (times the TMA movers' busiest CTA's share, tma_mover_link_load) plus its steps' latency (20 us a step):
+// a correctness-and-sanity check of the pacing, not a speed claim (the lower bound says pacing holds; the upper one
+// that little else binds at that rate: the movers' HBM rates are ~100x higher). The tma mode's collective, 32 tile groups in one launch, pays the latency once, not per group
 // (which would add 31 x 40 us to AllReduce's ~1000 us and break the upper bound).
 //
 // Copy engine (comm_algo ce, tile-signal): in plans_for (so every check_all_modes world and share, and the real

@@ -69,8 +69,8 @@ struct LoopbackArguments {
   // the group's start t0, spins on %globaltimer until t0 + b x pace_ns_per_byte. t0 = max(now after the group's
   // gate, the CTA's previous group's end); after its last group (its paced end, or its last byte where the mover's
   // own rate binds) the CTA spins pace_latency_ns more (the call's link steps: a real sender streams its groups,
-  // and the last one arrives a latency after it is sent). 0: unpaced
-  // (checked once per chunk of work, so the unpaced kernels are unchanged).
+  // and the last one arrives a latency after it is sent). 0: unpaced (checked once per chunk of work, so the unpaced
+  // kernels are unchanged).
   double pace_ns_per_byte = 0;
   std::uint32_t pace_latency_ns = 0;
 };
