@@ -312,7 +312,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // Two thirds of the budget for the candidates, the rest for the confirmation.
     const double budget_ms = s.options.tuning_budget_ms;
     choice = measure(op, a, b, c, plans, stream, budget_ms * 2 / 3);
-    const double keep = 1.0 - s.options.tuning_min_gain, keep_again = 1.0 - s.options.tuning_min_gain / 2;
+    const double keep = 1.0 - s.options.tuning_min_gain;
     const TunedCandidate* best_sequential = nullptr;
     for (const TunedCandidate& t : choice.candidates)
       if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) best_sequential = &t;
@@ -320,33 +320,25 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // half of it, when the finalists are timed in fresh interleaved rounds. A difference within the timing's
     // run-to-run noise, or a plan whose times vary from one timing to the next, is no reason to overlap. Half: the
     // second timing runs on a GPU busy for longer, nearer the power limit, where an overlapped plan gains less than
-    // on the fresher GPU of the first (docs/overlap.md, "Choosing a plan"). The finalists: the best overlapped plan,
-    // the (at most 2) others within half the margin of it, which one timing cannot tell from it, and the best
-    // sequential one; the overlapped plan kept is the one with the lowest sum of its two times.
+    // on the fresher GPU of the first (docs/overlap.md, "Choosing a plan"). The finalists (tuning_finalists,
+    // tuning_pick): the best overlapped plan, up to 2 others within half the margin of it, which one timing cannot
+    // tell from it, and the best sequential one; the overlapped plan kept has the lowest sum of its two times.
     if (choice.plan.mode != Mode::kSequential && best_sequential != nullptr) {
       bool overlap = choice.measured_us <= choice.sequential_us * keep;
       if (overlap) {
-        std::vector<const TunedCandidate*> finalists;
-        for (const TunedCandidate& t : choice.candidates)
-          if (t.plan.mode != Mode::kSequential && t.measured_us <= choice.measured_us * (2.0 - keep_again))
-            finalists.push_back(&t);
-        std::stable_sort(finalists.begin(), finalists.end(), [](const TunedCandidate* x, const TunedCandidate* y) {
-          return x->measured_us < y->measured_us;
-        });
-        if (finalists.size() > 3) finalists.resize(3);
+        const std::vector<size_t> finalists = tuning_finalists(choice.candidates, s.options.tuning_min_gain);
         std::vector<Plan> again_plans;
-        for (const TunedCandidate* t : finalists) again_plans.push_back(t->plan);
+        for (size_t f : finalists) again_plans.push_back(choice.candidates[f].plan);
         again_plans.push_back(best_sequential->plan);
         const PlanChoice again = measure(op, a, b, c, again_plans, stream, budget_ms / 3);
-        size_t pick = 0;
-        for (size_t i = 1; i < finalists.size(); ++i)
-          if (finalists[i]->measured_us + again.candidates[i].measured_us <
-              finalists[pick]->measured_us + again.candidates[pick].measured_us)
-            pick = i;
-        overlap = again.candidates[pick].measured_us <= again.candidates.back().measured_us * keep_again;
+        std::vector<double> second_us;
+        for (const TunedCandidate& t : again.candidates) second_us.push_back(t.measured_us);
+        const int pick = tuning_pick(choice.candidates, finalists, second_us, s.options.tuning_min_gain);
+        overlap = pick >= 0;
         if (overlap) {
-          choice.plan = finalists[pick]->plan;
-          choice.measured_us = finalists[pick]->measured_us;
+          const TunedCandidate& kept = choice.candidates[finalists[size_t(pick)]];
+          choice.plan = kept.plan;
+          choice.measured_us = kept.measured_us;
         }
       }
       if (!overlap) {

@@ -1,5 +1,7 @@
 #include "ovl/model/plan_cache.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -165,6 +167,40 @@ void PlanCache::save(const std::string& path) const {
     std::remove(tmp.c_str());
     OVL_FAIL("plan cache \"{}\": cannot replace it with \"{}\"", path, tmp);
   }
+}
+
+std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain) {
+  OVL_CHECK(std::isfinite(min_gain) && min_gain >= 0 && min_gain < 1, "tuning_finalists: min_gain = {}", min_gain);
+  std::vector<size_t> out;
+  double fastest = 0;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].plan.mode != Mode::kSequential && (out.empty() || candidates[i].measured_us < fastest)) {
+      fastest = candidates[i].measured_us;
+      out.assign(1, i);
+    }
+  if (out.empty()) return out;
+  out.clear();
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].plan.mode != Mode::kSequential && candidates[i].measured_us <= fastest * (1 + min_gain / 2))
+      out.push_back(i);
+  std::stable_sort(out.begin(), out.end(),
+                   [&](size_t x, size_t y) { return candidates[x].measured_us < candidates[y].measured_us; });
+  if (out.size() > 3) out.resize(3);
+  return out;
+}
+
+int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists,
+                const std::vector<double>& second_us, double min_gain) {
+  OVL_CHECK(!finalists.empty() && second_us.size() == finalists.size() + 1,
+            "tuning_pick: {} finalists need {} second times, got {}", finalists.size(), finalists.size() + 1,
+            second_us.size());
+  for (size_t f : finalists)
+    OVL_CHECK(f < candidates.size(), "tuning_pick: finalist {} of {} candidates", f, candidates.size());
+  size_t pick = 0;
+  for (size_t i = 1; i < finalists.size(); ++i)
+    if (candidates[finalists[i]].measured_us + second_us[i] < candidates[finalists[pick]].measured_us + second_us[pick])
+      pick = i;
+  return second_us[pick] <= second_us.back() * (1 - min_gain / 2) ? int(pick) : -1;
 }
 
 }  // namespace ovl

@@ -154,5 +154,67 @@ TEST(PlanCache, ChosenByNames) {
   EXPECT_FALSE(library_version().empty());
 }
 
+// Measured tuning's confirmation on random candidate times (no GPU): the finalists are the overlapped plans within
+// half the margin of the fastest overlapped one, fastest first, at most 3, never a sequential plan; the pick is the
+// finalist with the lowest sum of its two times, kept only when its second time beats the sequential plan's by half
+// the margin.
+TEST(TuningChoice, FinalistsAndPickOnRandomTimes) {
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<double> time_us(100.0, 104.0);
+  const Problem p = make_problem(Op::kGemmAllReduce, 4096, 4096, 4096, 8);
+  const Hardware hw = builtin_hardware("h200");
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<TunedCandidate> c;
+    const int n = 1 + int(rng() % 8);
+    for (int i = 0; i < n; ++i) {
+      const Mode mode = rng() % 3 == 0 ? Mode::kSequential : (rng() % 2 ? Mode::kTma : Mode::kDecomposed);
+      c.push_back({default_plan(mode, p, hw, 16), 0.0, time_us(rng)});
+    }
+    const std::vector<size_t> f = tuning_finalists(c, 0.02);
+    double fastest = 1e300;
+    for (const TunedCandidate& t : c)
+      if (t.plan.mode != Mode::kSequential) fastest = std::min(fastest, t.measured_us);
+    if (fastest == 1e300) {
+      EXPECT_TRUE(f.empty());
+      continue;
+    }
+    ASSERT_FALSE(f.empty());
+    ASSERT_LE(f.size(), 3u);
+    EXPECT_EQ(c[f[0]].measured_us, fastest);
+    size_t within = 0;
+    for (const TunedCandidate& t : c) within += t.plan.mode != Mode::kSequential && t.measured_us <= fastest * 1.01;
+    EXPECT_EQ(f.size(), std::min<size_t>(within, 3));
+    for (size_t i = 0; i < f.size(); ++i) {
+      EXPECT_NE(c[f[i]].plan.mode, Mode::kSequential);
+      EXPECT_LE(c[f[i]].measured_us, fastest * 1.01);
+      if (i > 0) EXPECT_LE(c[f[i - 1]].measured_us, c[f[i]].measured_us);
+    }
+    std::vector<double> second;
+    for (size_t i = 0; i <= f.size(); ++i) second.push_back(time_us(rng));
+    const int pick = tuning_pick(c, f, second, 0.02);
+    size_t lowest = 0;
+    for (size_t i = 1; i < f.size(); ++i)
+      if (c[f[i]].measured_us + second[i] < c[f[lowest]].measured_us + second[lowest]) lowest = i;
+    EXPECT_EQ(pick, second[lowest] <= second.back() * 0.99 ? int(lowest) : -1);
+  }
+}
+
+// The pick follows the second timing where the first cannot tell two plans apart, and the sequential plan wins when
+// the confirmation does not show the margin.
+TEST(TuningChoice, PickFollowsBothTimings) {
+  const Problem p = make_problem(Op::kGemmAllReduce, 4096, 4096, 4096, 8);
+  const Hardware hw = builtin_hardware("h200");
+  const std::vector<TunedCandidate> c = {{default_plan(Mode::kSequential, p, hw, 16), 0.0, 110.0},
+                                         {default_plan(Mode::kTma, p, hw, 16), 0.0, 100.0},
+                                         {default_plan(Mode::kDecomposed, p, hw, 16), 0.0, 100.5},
+                                         {default_plan(Mode::kTileSignal, p, hw, 16), 0.0, 103.0}};
+  const std::vector<size_t> f = tuning_finalists(c, 0.02);
+  ASSERT_EQ(f, (std::vector<size_t>{1, 2}));                      // tile-signal is 3% behind: not a finalist
+  EXPECT_EQ(tuning_pick(c, f, {102.0, 100.0, 110.0}, 0.02), 1);   // decomposed: 200.5 against tma's 202
+  EXPECT_EQ(tuning_pick(c, f, {100.0, 100.0, 110.0}, 0.02), 0);   // tma: 200 against 200.5
+  EXPECT_EQ(tuning_pick(c, f, {100.0, 100.0, 100.9}, 0.02), -1);  // 0.9% ahead of sequential: under half the margin
+  test::expect_error_naming([&] { tuning_pick(c, f, {100.0, 110.0}, 0.02); }, "second times");
+}
+
 }  // namespace
 }  // namespace ovl

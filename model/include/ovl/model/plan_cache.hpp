@@ -10,6 +10,7 @@
 // "measured_us"}]}]}.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,19 @@ struct PlanChoice {
   bool from_cache = false;   // read from a plan cache file rather than chosen in this process
   std::vector<TunedCandidate> candidates;  // kMeasured: every plan timed, in the order they were tried
 };
+
+// Measured tuning's confirmation (Context::plan_for): after every candidate is timed once, an overlapped winner is
+// timed again beside the best sequential plan, with the overlapped plans one timing cannot tell from it.
+// The finalists: indices into `candidates` of the overlapped plans (mode not sequential) whose time is within
+// min_gain / 2 of the fastest overlapped one, fastest first (ties in candidate order), at most 3. Empty when no
+// candidate is overlapped.
+std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain);
+// The finalist kept, as an index into `finalists`: the lowest sum of its two times (candidates[f].measured_us and
+// second_us[i]; ties keep the earlier finalist), if in the second timing it is faster than the best sequential plan
+// (second_us.back(), timed in the same rounds) by min_gain / 2; else -1 (keep the sequential plan). second_us holds
+// the finalists' times in their order, then the sequential plan's. Throws ovl::Error when the sizes disagree.
+int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists,
+                const std::vector<double>& second_us, double min_gain);
 
 struct PlanCacheKey {
   std::string problem;  // Problem::name()
