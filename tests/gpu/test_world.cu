@@ -342,6 +342,21 @@ std::vector<double> mpi_product_sum(int n, int64_t m, int64_t cols, int64_t k, i
   return sum;
 }
 
+// GEMM+RS 512 x 256 x 128 over an MPI World of n ranks, seen from rank `me`: its inputs (A = mpi_matrix which_a, B =
+// mpi_matrix which_b), its output C (its m / n rows) and those rows of the fp64 reference over every rank's inputs.
+struct MpiReduceScatter {
+  static constexpr int64_t m = 512, cols = 256, k = 128;
+  test::DeviceMatrix a, b, c;
+  std::vector<double> rank_rows;
+  MpiReduceScatter(int n, int me, int which_a, int which_b)
+      : a(m, k, mpi_matrix(std::size_t(m * k), which_a, me)),
+        b(cols, k, mpi_matrix(std::size_t(cols * k), which_b, me)),
+        c(m / n, cols, 0) {
+    const std::vector<double> ref = mpi_product_sum(n, m, cols, k, which_a, which_b);
+    rank_rows.assign(ref.begin() + me * (m / n) * cols, ref.begin() + (me + 1) * (m / n) * cols);
+  }
+};
+
 // A plan (`mode` and `algo`; the signaling modes in 4 tile groups: tma, or tile-signal with comm_algo ce; sequential
 // with comm_algo nccl-symmetric) over an MPI World of every rank of mpirun -np 2..8, through Context: four calls back
 // to back with B alternating between two inputs, then (tma) two calls whose C is Context::symmetric_output, each
@@ -425,13 +440,9 @@ TEST_F(HopperTest, MpiWorldMeasuredTuningKeepsOnePlanOnEveryRank) {
   copt.world = world;
   copt.plan_cache = "";
   Context ctx(copt);
-  const int64_t m = 512, cols = 256, k = 128;
-  const std::vector<double> ref = mpi_product_sum(n, m, cols, k, 3, 4);
-  const test::DeviceMatrix da(m, k, mpi_matrix(std::size_t(m * k), 3, me)),
-      db(cols, k, mpi_matrix(std::size_t(cols * k), 4, me));
-  test::DeviceMatrix dc(m / n, cols, 0);
+  MpiReduceScatter t(n, me, 3, 4);
   test::Stream stream;
-  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
+  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref());
   std::vector<Plan> plans;
   for (int groups : {2, 4}) {
     Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
@@ -439,7 +450,7 @@ TEST_F(HopperTest, MpiWorldMeasuredTuningKeepsOnePlanOnEveryRank) {
     ASSERT_EQ(ctx.can_run(p, plan), "");
     plans.push_back(plan);
   }
-  const PlanChoice choice = ctx.measure(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref(), plans, stream);
+  const PlanChoice choice = ctx.measure(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref(), plans, stream);
   // Every rank's view of the times and the choice, gathered: all equal.
   std::vector<double> mine{choice.candidates[0].measured_us, choice.candidates[1].measured_us,
                            double(choice.plan.tile_groups.size())};
@@ -449,10 +460,9 @@ TEST_F(HopperTest, MpiWorldMeasuredTuningKeepsOnePlanOnEveryRank) {
     std::memcpy(theirs.data(), all[r].data(), all[r].size());
     EXPECT_EQ(theirs, mine) << "rank " << r << " kept another plan or other times than rank " << me;
   }
-  ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), choice.plan, stream);
+  ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), choice.plan, stream);
   ctx.synchronize(stream);
-  const std::vector<double> rank_rows(ref.begin() + me * (m / n) * cols, ref.begin() + (me + 1) * (m / n) * cols);
-  EXPECT_LT(test::rel_error(dc.read(), rank_rows), 1e-2) << "rank " << me;
+  EXPECT_LT(test::rel_error(t.c.read(), t.rank_rows), 1e-2) << "rank " << me;
 }
 // A rank that never makes a call, as processes of mpirun -np 2..8: mode tma's collective on every other rank times
 // out naming it (ContextOptions::wait_timeout_ms), and the Context's next synchronize is clean. The last rank makes
@@ -468,24 +478,19 @@ TEST_F(HopperTest, MpiRankThatNeverCallsTimesOutNamingIt) {
   copt.world = world;
   copt.wait_timeout_ms = 500;
   Context ctx(copt);
-  const int64_t m = 512, cols = 256, k = 128;
-  const std::vector<double> ref = mpi_product_sum(n, m, cols, k, 5, 6);
-  const test::DeviceMatrix da(m, k, mpi_matrix(std::size_t(m * k), 5, me)),
-      db(cols, k, mpi_matrix(std::size_t(cols * k), 6, me));
-  test::DeviceMatrix dc(m / n, cols, 0);
+  MpiReduceScatter t(n, me, 5, 6);
   test::Stream stream;
-  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
+  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, t.a.ref(), t.b.ref(), t.c.ref());
   Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
   plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
   ASSERT_EQ(ctx.can_run(p, plan), "");
-  dc.poison(stream);
-  ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream);
+  t.c.poison(stream);
+  ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), plan, stream);
   ctx.synchronize(stream);
-  const std::vector<double> rank_rows(ref.begin() + me * (m / n) * cols, ref.begin() + (me + 1) * (m / n) * cols);
-  EXPECT_LT(test::rel_error(dc.read(), rank_rows), 1e-2) << "rank " << me << " before the fault";
+  EXPECT_LT(test::rel_error(t.c.read(), t.rank_rows), 1e-2) << "rank " << me << " before the fault";
   world.barrier();
   if (me != missing) {
-    ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream);
+    ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), plan, stream);
     test::expect_error_naming_all([&] { ctx.synchronize(stream); },
                                   {fmt::format("collective wait timed out: rank {} timed out waiting for", me),
                                    fmt::format("from rank {}", missing)});
