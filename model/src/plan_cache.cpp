@@ -172,19 +172,13 @@ void PlanCache::save(const std::string& path) const {
 std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain) {
   OVL_CHECK(std::isfinite(min_gain) && min_gain >= 0 && min_gain < 1, "tuning_finalists: min_gain = {}", min_gain);
   std::vector<size_t> out;
-  double fastest = 0;
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i].plan.mode != Mode::kSequential && (out.empty() || candidates[i].measured_us < fastest)) {
-      fastest = candidates[i].measured_us;
-      out.assign(1, i);
-    }
-  if (out.empty()) return out;
-  out.clear();
-  for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i].plan.mode != Mode::kSequential && candidates[i].measured_us <= fastest * (1 + min_gain / 2))
-      out.push_back(i);
-  std::stable_sort(out.begin(), out.end(),
-                   [&](size_t x, size_t y) { return candidates[x].measured_us < candidates[y].measured_us; });
+    if (candidates[i].plan.mode != Mode::kSequential) out.push_back(i);
+  const auto us = [&](size_t i) { return candidates[i].measured_us; };
+  std::stable_sort(out.begin(), out.end(), [&](size_t x, size_t y) { return us(x) < us(y); });
+  const auto beyond = std::find_if(out.begin(), out.end(),
+                                   [&](size_t i) { return us(i) > us(out.front()) * (1 + min_gain / 2); });
+  out.erase(beyond, out.end());
   if (out.size() > 3) out.resize(3);
   return out;
 }
