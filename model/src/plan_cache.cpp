@@ -176,8 +176,8 @@ std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidat
     if (candidates[i].plan.mode != Mode::kSequential) out.push_back(i);
   const auto us = [&](size_t i) { return candidates[i].measured_us; };
   std::stable_sort(out.begin(), out.end(), [&](size_t x, size_t y) { return us(x) < us(y); });
-  const auto beyond = std::find_if(out.begin(), out.end(),
-                                   [&](size_t i) { return us(i) > us(out.front()) * (1 + min_gain / 2); });
+  const auto beyond =
+      std::find_if(out.begin(), out.end(), [&](size_t i) { return us(i) > us(out.front()) * (1 + min_gain / 2); });
   out.erase(beyond, out.end());
   if (out.size() > 3) out.resize(3);
   return out;
