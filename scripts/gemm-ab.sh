@@ -3,6 +3,8 @@
 # in alternating order, repetitions randomly interleaved inside each process. Run on a GPU machine after
 # scripts/device-run.sh built build-device, e.g.
 #   scripts/device-run.sh --tests none --targets bench_gemm --cmd 'bash scripts/gemm-ab.sh build exp-base FILTER'
+# AB_BENCH=bench_overlap runs the overlap benchmark's cases instead (build mode only; the sides are told apart by the
+# rows' "ab_side" and compared case by case on the `us` counter: results.py ab FILE base device).
 #
 #   scripts/gemm-ab.sh build BASE_DIR FILTER   A = the tree in BASE_DIR (built here in build-base), B = this tree.
 #       BASE_DIR is made from a base commit by
@@ -18,6 +20,8 @@ set -u
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 3 ]] && { usage; [[ $# -ge 1 && $1 == -* ]]; exit $?; }
 out=${OUT:-out}
+bench=${AB_BENCH:-bench_gemm}
+[[ $bench == bench_gemm || $bench == bench_overlap ]] || { echo "gemm-ab.sh: AB_BENCH=$bench is not bench_gemm or bench_overlap"; exit 2; }
 tmp=$(mktemp -d)
 run() {  # binary file [env...]
   local bin=$1 file=$2; shift 2
@@ -30,21 +34,28 @@ case $1 in
     base=$2 filter=$3
     extra=()
     [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
+    [[ $base == - && $bench == bench_overlap ]] && { echo "gemm-ab.sh: BASE_DIR - compares with cuBLAS: bench_gemm only"; exit 2; }
     if [[ $base == - ]]; then sides=(device) reference=cublas; else
       sides=(base device) reference=ovl-base
       if ! cmake -S "$base" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$out/ab-build.log" 2>&1 ||
-         ! cmake --build build-base -j "$(nproc)" --target bench_gemm >>"$out/ab-build.log" 2>&1; then
+         ! cmake --build build-base -j "$(nproc)" --target "$bench" >>"$out/ab-build.log" 2>&1; then
         echo "base build failed"; tail -n 30 "$out/ab-build.log"; exit 1
       fi
     fi
     for r in $(seq 1 "${AB_ROUNDS:-3}"); do
       order=("${sides[@]}")
       (( r % 2 == 0 )) && order=($(printf '%s\n' "${sides[@]}" | tac))  # alternate which side runs first
-      for side in "${order[@]}"; do run "build-$side/bench/bench_gemm" "$tmp/$side-$r.json"; echo "round $r $side rc $?"; done
+      for side in "${order[@]}"; do run "build-$side/bench/$bench" "$tmp/$side-$r.json"; echo "round $r $side rc $?"; done
     done
-    python3 scripts/results.py ab-merge "$tmp" "$out/ab.json" --suffix base=-base
-    python3 scripts/results.py ab "$out/ab.json" "$reference" ovl | tail -n 45 ;;
+    if [[ $bench == bench_overlap ]]; then
+      python3 scripts/results.py ab-merge "$tmp" "$out/ab.json" --tag-key ab_side
+      python3 scripts/results.py ab "$out/ab.json" base device | tail -n 12
+    else
+      python3 scripts/results.py ab-merge "$tmp" "$out/ab.json" --suffix base=-base
+      python3 scripts/results.py ab "$out/ab.json" "$reference" ovl | tail -n 45
+    fi ;;
   env)
+    [[ $bench == bench_gemm ]] || { echo "gemm-ab.sh env: bench_gemm only"; exit 2; }
     var=$2 filter=$4
     read -r -a values <<<"$3"
     n=${#values[@]}

@@ -11,8 +11,8 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   split       split benchmark JSON into fit and held-out sets by a regular expression on the names
   validation  markdown table of `ovl validate --json` results (model and simulator error, ranking)
   smi         per-section SM clock and power from nvidia-smi samples (scripts/device-run.sh's summary)
-  ab-merge    merge the per-process bench_gemm files of an A/B into one file (scripts/gemm-ab.sh)
-  ab          B / A per row of two bench_gemm impls (scripts/gemm-ab.sh)
+  ab-merge    merge the per-process benchmark files of an A/B into one file (scripts/gemm-ab.sh)
+  ab          B / A per row of two bench_gemm impls, or per bench_overlap case of two sides (scripts/gemm-ab.sh)
   beside      the GEMM's time beside copy traffic (bench_gemm with OVL_BENCH_GEMM_BESIDE) against alone
   autoplan    the automatic plan against sequential and the best measured plan (bench_autoplan JSON)
   performance the tables and SVG plots of docs/performance.md, from results/<gpu>/
@@ -461,7 +461,7 @@ def cmd_smi(argv):
 
 
 def cmd_ab_merge(argv):
-    """Merges the bench_gemm JSON files of an A/B (DIR/<tag>-<round>.json, one per process) into one file whose rows
+    """Merges the benchmark JSON files of an A/B (DIR/<tag>-<round>.json, one per process) into one file whose rows
     carry their process: every row gets "ab_round" (and, with --tag-key KEY, its tag under KEY), and the impl of each row
     gets the suffix its tag maps to, so the sides stay apart (gemm/ovl-base/...).
         scripts/results.py ab-merge DIR OUT [--suffix TAG=SUFFIX ...] [--keep IMPL ...] [--tag-key KEY]
@@ -508,8 +508,14 @@ def cmd_ab(argv):
     """An A/B of two bench_gemm impls per row (shape, layout, SMs): B / A in TFLOP/s from the means over repetitions, the
     range of the per-repetition ratios, and both impls' mean SM clock; then the geomean and the rows where B is faster,
     over all rows and per SM count.
-        scripts/results.py ab bench_gemm.json A B      e.g. ovl-tmastore ovl-deferred"""
+        scripts/results.py ab bench_gemm.json A B      e.g. ovl-tmastore ovl-deferred
+    A file of bench_overlap rows (scripts/gemm-ab.sh with AB_BENCH=bench_overlap) pairs each case's rows by their
+    "ab_side" (A, B: e.g. base device): per case A's time / B's (the `us` counter's mean over the processes; above 1:
+    B faster), then per mode and over all the geomean, the range and how many cases are within 3%.
+        scripts/results.py ab ab.json base device"""
     sys.argv = ['results.py ab'] + argv
+    if overlap_ab(*sys.argv[1:4]):
+        return
     runs = gemm_runs(sys.argv[1])
     a_name, b_name = sys.argv[2], sys.argv[3]
 
@@ -537,6 +543,35 @@ def cmd_ab(argv):
         faster = sum(r > 1 for r in values)
         print(f"sms {key}: {b_name}/{a_name} geomean {geomean:.4f}, min {min(values):.3f}, max {max(values):.3f}, "
               f"{b_name} faster on {faster}/{len(values)}")
+
+
+def overlap_ab(path, a_name, b_name):
+    """cmd_ab on bench_overlap rows tagged with "ab_side"; False when the file has none."""
+    times = collections.defaultdict(list)
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("run_type") == "iteration" and b["name"].startswith("overlap/") and "ab_side" in b \
+                and not b.get("error_occurred"):
+            case = re.sub(r"/iterations:.*$", "", b["name"])
+            times[(case, b["ab_side"])].append(b["us"])
+    if not times:
+        return False
+    print(f"| case | {a_name} us | {b_name} us | {a_name} / {b_name} |")
+    print("|---|---:|---:|---:|")
+    ratios = collections.defaultdict(list)
+    for case in sorted({k[0] for k in times}):
+        a, b = times.get((case, a_name)), times.get((case, b_name))
+        if not a or not b:
+            continue
+        ratio = statistics.mean(a) / statistics.mean(b)
+        ratios[case.split("/")[1]].append(ratio)
+        ratios["all"].append(ratio)
+        print(f"| {case} | {statistics.mean(a):.1f} | {statistics.mean(b):.1f} | {ratio:.3f} |")
+    for key, values in sorted(ratios.items()):
+        geomean = math.exp(statistics.mean(math.log(r) for r in values))
+        within = sum(abs(r - 1) <= 0.03 for r in values)
+        print(f"{key}: {a_name}/{b_name} time geomean {geomean:.4f}, min {min(values):.3f}, max {max(values):.3f}, "
+              f"within 3% on {within}/{len(values)}")
+    return True
 
 
 # ---- performance: the tables and plots of docs/performance.md ----------------------------------------------------
