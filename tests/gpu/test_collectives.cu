@@ -74,6 +74,25 @@ std::vector<unsigned char> random_data(DType t, std::size_t elems, std::uint32_t
   return out;
 }
 
+// The reference of a reduction at element j of every rank's input `in` (their sum rounded once to the dtype) and
+// the tolerance of a result there (see the top of this file).
+struct SumReference {
+  double value, tolerance;
+  bool accepts(double got) const { return std::fabs(got - value) <= tolerance; }
+};
+SumReference sum_reference(DType t, const std::vector<std::vector<unsigned char>>& in, std::size_t j) {
+  const std::size_t es = std::size_t(dtype_bytes(t));
+  double sum = 0, abs_sum = 0;
+  for (const std::vector<unsigned char>& x_p : in) {
+    const double x = to_double(t, x_p.data() + j * es);
+    sum += x;
+    abs_sum += std::fabs(x);
+  }
+  unsigned char bits[4];
+  from_double(t, sum, bits);
+  return {to_double(t, bits), double(in.size() + 1) * eps_of(t) * abs_sum};
+}
+
 struct Case {
   Collective op;
   CommAlgo impl;
@@ -127,7 +146,6 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
   }
   coll.check(stream);
   std::size_t wrong = 0;
-  const double eps = eps_of(c.dtype);
   std::vector<unsigned char> got(out_elems * es);
   for (int r = first; r < last; ++r) {
     // Where rank r's result is: in-place RS leaves it at element r*count.
@@ -148,17 +166,10 @@ std::size_t run_case(const World& world, Collectives& coll, const Case& c, cudaS
         continue;
       }
       const std::size_t j = c.op == Collective::kReduceScatter ? r * c.count + i : i;
-      double sum = 0, abs_sum = 0;
-      for (int p = 0; p < n; ++p) {
-        const double x = to_double(c.dtype, in[p].data() + j * es);
-        sum += x;
-        abs_sum += std::fabs(x);
-      }
-      unsigned char ref_bits[4];
-      from_double(c.dtype, sum, ref_bits);
-      const double ref = to_double(c.dtype, ref_bits);
-      if (!(std::fabs(g - ref) <= (n + 1) * eps * abs_sum)) {
-        if (wrong < 3) ADD_FAILURE() << name(c, n) << ": rank " << r << " element " << i << " got " << g << " want " << ref;
+      const SumReference ref = sum_reference(c.dtype, in, j);
+      if (!ref.accepts(g)) {
+        if (wrong < 3)
+          ADD_FAILURE() << name(c, n) << ": rank " << r << " element " << i << " got " << g << " want " << ref.value;
         ++wrong;
       }
     }
@@ -471,13 +482,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
       for (int t = r; t < tiles; t += n)
         for (std::size_t i = 0; i < tile_elems; ++i) {
           const std::size_t j = t * tile_elems + i;
-          double sum = 0, abs_sum = 0;
-          for (int p = 0; p < n; ++p) {
-            const double x = to_double(DType::kBF16, in[p].data() + j * 2);
-            sum += x;
-            abs_sum += std::fabs(x);
-          }
-          if (!(std::fabs(to_double(DType::kBF16, got.data() + j * 2) - sum) <= (n + 1) * eps_of(DType::kBF16) * abs_sum)) ++wrong;
+          if (!sum_reference(DType::kBF16, in, j).accepts(to_double(DType::kBF16, got.data() + j * 2))) ++wrong;
         }
     }
     EXPECT_EQ(wrong, 0u);
