@@ -49,16 +49,23 @@ struct Layout {
   }
 };
 
-// Walks the pieces of slice `slice` of `num_slices`, for the owners owners[0..num_owners) within each group,
-// groups in order. Every thread that takes part runs its own copy with the same inputs, so all see the same walk.
+// Tile groups [begin, end) of a layout.
+struct GroupRange {
+  int begin, end;
+};
+
+// Walks the pieces of slice `slice` of `num_slices`, for the owners owners[0..num_owners) within each group of
+// `groups`, groups in order (a piece keeps its group's index in the layout). Every thread that takes part runs its
+// own copy with the same inputs, so all see the same walk.
 struct SliceCursor {
   Layout layout;
   const int* owners;
   int num_owners;
   int slice, num_slices;
   std::uint32_t piece_bytes;
+  GroupRange groups;
   // position
-  int group = 0, k = -1, ri = 0, rn = 0;
+  int group = groups.begin, k = -1, ri = 0, rn = 0;
   std::uint64_t pos = 0, end = 0;
 
   __host__ __device__ void open_list() {
@@ -83,12 +90,12 @@ struct SliceCursor {
   }
 
   __host__ __device__ bool next(Piece& p) {
-    if (num_owners == 0) return false;
+    if (num_owners == 0 || group >= groups.end) return false;
     for (;;) {
       if (k < 0 || ri >= rn || pos >= end) {
         if (++k >= num_owners) {
           k = 0;
-          if (++group >= layout.num_groups) return false;
+          if (++group >= groups.end) return false;
         }
         open_list();
         continue;

@@ -17,11 +17,13 @@ namespace ovl::kernels {
 
 namespace {
 
+using detail::GroupRange;
 using detail::Layout;
 using detail::Piece;
 using detail::SliceCursor;
 
-constexpr std::uint32_t kFlagStart = 0, kFlagRs = 1, kFlagAg = 2;
+constexpr CollectiveFlag kFlagStart = CollectiveFlag::kStart, kFlagRs = CollectiveFlag::kReduceScatter,
+                         kFlagAg = CollectiveFlag::kAllGather;
 // A TMA launch's block: warp 0, then the consumer warps (one; tma-pull with a reduce phase: pull_warps). Thread 0
 // waits and signals the flags and produces every phase; thread 32 (kLead, warp 1's first) consumes the copy and push
 // phases and stores pull-reduce's sums (see the TMA phases below).
@@ -35,10 +37,6 @@ static_assert(2 * kMaxStages * sizeof(std::uint64_t) + (1 + kMaxStages) * sizeof
 
 enum class MoveKind { kOwnCopy, kPushReduce, kPullSum, kPushBcast, kPullCopy };
 
-__host__ __device__ inline std::uint32_t flag_index(std::uint32_t kind, int src, int slice) {
-  return (kind * kMaxRanks + std::uint32_t(src)) * kMaxCollectiveCtas + std::uint32_t(slice);
-}
-
 // Per-CTA state shared by the phases.
 struct Cta {
   const CollectiveArguments* a;
@@ -47,8 +45,8 @@ struct Cta {
 };
 
 // One thread: spin (acquire, system scope) until *word >= target, or time out. Returns false on timeout.
-__device__ bool wait_at_least(const std::uint32_t* word, std::uint32_t target, std::uint64_t timeout_ns,
-                              std::uint32_t& seen) {
+template <typename Word>
+__device__ bool wait_at_least(const Word* word, Word target, std::uint64_t timeout_ns, Word& seen) {
   const std::uint64_t start = ptx::global_timer_ns();
   for (;;) {
     seen = ptx::ld_acquire_sys(word);
@@ -57,33 +55,71 @@ __device__ bool wait_at_least(const std::uint32_t* word, std::uint32_t target, s
   }
 }
 
-// Thread 0: wait for flag `kind` from every peer of `me` (all ranks except me). Sets the abort flag on timeout.
-__device__ void wait_peers(const Cta& cta, std::uint32_t kind, int me) {
+// Thread 0: wait until the flag word_of(p) of every peer p of `me` (all ranks except me) is >= target, then
+// fence.proxy.async.global (the data these flags publish may be read by TMA next). On a timeout: report(p, seen),
+// the abort flag set. Waits for nothing after an abort.
+template <typename Word, typename WordOf, typename Report>
+__device__ void wait_peer_words(const Cta& cta, int me, WordOf word_of, Word target, Report report) {
   const CollectiveArguments& a = *cta.a;
   if (*cta.abort_flag) return;
   const int n = a.world_size;
   for (int i = 1; i < n; ++i) {
     const int p = (me + i) % n;
-    std::uint32_t seen = 0;
-    if (!wait_at_least(a.flags[me] + flag_index(kind, p, cta.slice), a.epoch, a.timeout_ns, seen)) {
-      const WaitKind wk = kind == kFlagStart ? WaitKind::kStart : kind == kFlagRs ? WaitKind::kReduceScatterDone
-                                                                                    : WaitKind::kAllGatherDone;
-      record_timeout(a.error, wk, me, p, cta.slice, 0, seen, a.epoch);
+    Word seen = 0;
+    if (!wait_at_least(word_of(p), target, a.timeout_ns, seen)) {
+      report(p, seen);
       *cta.abort_flag = 1;
       return;
     }
   }
-  ptx::fence_proxy_async_global();  // the data these flags publish may be read by TMA next
+  ptx::fence_proxy_async_global();
 }
 
-// Thread 0: tell every peer of `me` that `kind` is done for this slice (after all our writes completed).
-__device__ void signal_peers(const Cta& cta, std::uint32_t kind, int me) {
+// Thread 0: wait for phase flag `kind` from every peer of `me`.
+__device__ void wait_peers(const Cta& cta, CollectiveFlag kind, int me) {
   const CollectiveArguments& a = *cta.a;
-  const int n = a.world_size;
-  for (int i = 1; i < n; ++i) {
-    const int q = (me + i) % n;
-    ptx::st_release_sys(a.flags[q] + flag_index(kind, me, cta.slice), a.epoch);
-  }
+  const WaitKind wk = kind == kFlagStart ? WaitKind::kStart
+                      : kind == kFlagRs  ? WaitKind::kReduceScatterDone
+                                         : WaitKind::kAllGatherDone;
+  wait_peer_words(
+      cta, me, [&](int p) { return a.flags[me] + collective_flag_index(kind, p, cta.slice); }, a.epoch,
+      [&](int p, std::uint32_t seen) { record_timeout(a.error, wk, me, p, cta.slice, 0, seen, a.epoch); });
+}
+
+// Thread 0, the tma-push AllReduce: wait until every peer of `me` has reduce-scattered groups 0..g of this slice (its
+// group flag >= (epoch << 32) | (g + 1)). A timeout records group g and the groups of this call seen done.
+__device__ void wait_peers_group(const Cta& cta, int g, int me) {
+  const CollectiveArguments& a = *cta.a;
+  const std::uint64_t target = collective_group_flag(a.epoch, std::uint32_t(g) + 1);
+  wait_peer_words(
+      cta, me, [&](int p) { return collective_group_flags(a.flags[me]) + collective_group_flag_index(p, cta.slice); },
+      target,
+      [&](int p, std::uint64_t seen) {
+        const std::uint32_t done = seen >> 32 == a.epoch ? std::uint32_t(seen) : 0u;  // an older call's: none
+        record_timeout(a.error, WaitKind::kGroupReduceScatterDone, me, p, cta.slice, g, done, g + 1);
+      });
+}
+
+// Thread 0: release `value` into the flag word_of(q) of every peer q of `me` (after all our writes completed).
+template <typename Word, typename WordOf>
+__device__ void signal_peer_words(const Cta& cta, int me, WordOf word_of, Word value) {
+  const int n = cta.a->world_size;
+  for (int i = 1; i < n; ++i) ptx::st_release_sys(word_of((me + i) % n), value);
+}
+
+// Thread 0: tell every peer of `me` that phase `kind` is done for this slice.
+__device__ void signal_peers(const Cta& cta, CollectiveFlag kind, int me) {
+  const CollectiveArguments& a = *cta.a;
+  signal_peer_words(
+      cta, me, [&](int q) { return a.flags[q] + collective_flag_index(kind, me, cta.slice); }, a.epoch);
+}
+
+// Thread 0, the tma-push AllReduce: tell every peer of `me` that groups 0..g of this slice are reduce-scattered.
+__device__ void signal_peers_group(const Cta& cta, int g, int me) {
+  const CollectiveArguments& a = *cta.a;
+  signal_peer_words(
+      cta, me, [&](int q) { return collective_group_flags(a.flags[q]) + collective_group_flag_index(me, cta.slice); },
+      collective_group_flag(a.epoch, std::uint32_t(g) + 1));
 }
 
 // The issuing thread: the counter gate of group g for the ranks in `mask`. Returns false on timeout (abort flag set).
@@ -192,8 +228,9 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
 }
 
 // ---- the TMA phases ----
-// A phase (step 0, 1 or 2 of collective_kernel) runs the moves of every played rank back to back on one ring, so the
-// pipeline drains only where the flags need it: at the phase's end. Roles:
+// A phase (step 0, 1 or 2 of collective_kernel, or one tile group of the push AllReduce's steps 1 and 2) runs the
+// moves of every played rank back to back on one ring, so the pipeline drains only where the flags need it: at the
+// phase's end. Roles:
 //   copy and push phases: warp-specialized. Thread 0 is the producer: per piece, the counter gate of its group (when
 //     gated; blocking, the consumer drains what is in flight meanwhile), a tail (< 16 bytes) with plain loads/stores,
 //     else wait empty[s] (the stage's previous use), arrive.expect_tx on full[s], the bulk load. Thread 32 is the
@@ -289,19 +326,21 @@ struct TmaRing {
   }
 };
 
-// The pieces of one phase for this CTA: the moves of the played ranks r0..r1 in turn, cut into pieces of at most
-// piece_bytes. Every role walks its own copy, so all see the same pieces in the same order. Not copyable: the cursor
-// points into `move`.
+// The pieces of one phase for this CTA: the moves of the played ranks r0..r1 in turn, each over the tile groups
+// `groups`, cut into pieces of at most piece_bytes. Every role walks its own copy, so all see the same pieces in the
+// same order. Not copyable: the cursor points into `move`.
 struct PhaseWalk {
   const CollectiveArguments& a;
   MoveKind kind;
   int slice, me, end;
+  GroupRange groups;
   std::uint32_t piece_bytes;
   Move move;  // the move of the piece next() returned last
   SliceCursor cur;
 
-  __device__ PhaseWalk(const CollectiveArguments& args, MoveKind k, int r0, int r1, int s, std::uint32_t bytes)
-      : a(args), kind(k), slice(s), me(r0), end(r1), piece_bytes(bytes) {
+  __device__ PhaseWalk(const CollectiveArguments& args, MoveKind k, int r0, int r1, GroupRange g, int s,
+                       std::uint32_t bytes)
+      : a(args), kind(k), slice(s), me(r0), end(r1), groups(g), piece_bytes(bytes) {
     open();
   }
   PhaseWalk(const PhaseWalk&) = delete;
@@ -320,7 +359,7 @@ struct PhaseWalk {
     move = make_move(a, kind, me);
     const Layout layout{a.ranges,      a.list_begin,       a.num_groups,      a.world_size,
                         a.chunk_bytes, a.src_owner_stride, a.dst_owner_stride};
-    cur = SliceCursor{layout, move.owners, move.num_owners, slice, a.num_ctas, piece_bytes};
+    cur = SliceCursor{layout, move.owners, move.num_owners, slice, a.num_ctas, piece_bytes, groups};
   }
 };
 
@@ -415,11 +454,12 @@ __device__ void produce_phase(const Cta& cta, const TmaRing& ring, PhaseWalk& wa
 
 // A copy or push phase (see above): thread 0 produces, thread 32 consumes; units first.. of the ring.
 template <typename T>
-__device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, std::uint32_t first) {
+__device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, GroupRange groups,
+                            std::uint32_t first) {
   const unsigned tid = threadIdx.x;
   if (tid != 0 && tid != kLead) return;  // the other lanes wait at the phase's end
   const CollectiveArguments& a = *cta.a;
-  PhaseWalk walk(a, kind, r0, r1, cta.slice, ring.stage_bytes);
+  PhaseWalk walk(a, kind, r0, r1, groups, cta.slice, ring.stage_bytes);
   if (tid == 0) {
     produce_phase<T>(cta, ring, walk, first);
     return;
@@ -447,14 +487,15 @@ __device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_bar
 
 // A pull-reduce phase (see above): thread 0 produces, warps 1.. sum, thread 32 stores; units first.. of the ring.
 template <typename T>
-__device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int r1, std::uint32_t first) {
+__device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int r1, GroupRange groups,
+                               std::uint32_t first) {
   const unsigned tid = threadIdx.x;
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
   const std::uint32_t slot = pull_slot(ring, n);
   if (tid < kWarp) {  // ---- producer ----
     if (tid == 0) {
-      PhaseWalk feed(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);
+      PhaseWalk feed(a, MoveKind::kPullSum, r0, r1, groups, cta.slice, slot);
       produce_phase<T>(cta, ring, feed, first);
     }
     __syncwarp();  // warp 0's other lanes wait for thread 0 here, not at the phase's end beside it
@@ -463,7 +504,7 @@ __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int 
   // ---- consumers; the leader stores ----
   const bool leader = tid == kLead;
   const unsigned consumers = blockDim.x - kWarp;
-  PhaseWalk walk(a, MoveKind::kPullSum, r0, r1, cta.slice, slot);
+  PhaseWalk walk(a, MoveKind::kPullSum, r0, r1, groups, cta.slice, slot);
   if (leader) ptx::fence_proxy_async_global();  // our bulk stores come after the flags thread 0 acquired
   constexpr int kIlp = 4;  // vectors per thread at a time: independent shared loads in flight
   const int step = int(consumers);
@@ -510,21 +551,22 @@ __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int 
 }
 
 template <typename T>
-__device__ void tma_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, std::uint32_t first) {
+__device__ void tma_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, GroupRange groups,
+                          std::uint32_t first) {
   if (kind == MoveKind::kPullSum) {
-    pull_sum_phase<T>(cta, ring, r0, r1, first);
+    pull_sum_phase<T>(cta, ring, r0, r1, groups, first);
   } else {
-    split_phase<T>(cta, ring, kind, r0, r1, first);
+    split_phase<T>(cta, ring, kind, r0, r1, groups, first);
   }
 }
 
 // ---- the SIMT mover: the whole block, 16-byte loads/stores through L2 (peer data is never cached in L1) ----
 template <typename T>
-__device__ void simt_move(const Cta& cta, const Move& m) {
+__device__ void simt_move(const Cta& cta, const Move& m, GroupRange groups) {
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
   const Layout layout{a.ranges, a.list_begin, a.num_groups, n, a.chunk_bytes, a.src_owner_stride, a.dst_owner_stride};
-  SliceCursor cur{layout, m.owners, m.num_owners, cta.slice, a.num_ctas, 1u << 30};
+  SliceCursor cur{layout, m.owners, m.num_owners, cta.slice, a.num_ctas, 1u << 30, groups};
   int gated_group = -1, gated_owner = -1;
   Piece p{};
   constexpr int kE = ptx::Vec16<T>::kElems;
@@ -578,17 +620,24 @@ __device__ void simt_move(const Cta& cta, const Move& m) {
 // shared: kHeaderBytes + stages * stage_bytes (TMA), none (SIMT).
 // arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
 // Ordering: each phase ends with cp.async.bulk.wait_group 0 by the thread that issued its bulk writes (writes
-// performed) and a fence, a barrier, then thread 0's st.release.sys of the epoch into every peer's flag slot
-// [kind][me][slice]; a waiter (thread 0) does ld.acquire.sys until >= epoch, then fence.proxy.async.global, and so
-// does every other thread that issues TMA ops, after the barrier, before its first. Steps (per slice; a phase runs
-// the played ranks' moves back to back):
+// performed) and a fence, a barrier, then thread 0's st.release.sys into every peer's flags (collectives.hpp): the
+// epoch into the phase flag [kind][me][slice], or (epoch << 32) | (g + 1) into the group flag [me][slice] once
+// group g is reduce-scattered; a waiter (thread 0) does ld.acquire.sys until >= the value it needs, then
+// fence.proxy.async.global, and so does every other thread that issues TMA ops, after the barrier, before its first.
+// Steps (per slice; a phase runs the played ranks' moves back to back):
 //   step 0: out-of-place push reduce / gather: copy our own chunk to dst (not for a push onto zeroed destinations,
 //           dst_zeroed: step 1 adds it); signal START (our buffers are ready).
-//   step 1 (RS, push): wait START of every owner; cp.reduce.async.bulk our src[R_r] into dst_r[R_r]; signal RS.
+//   step 1 (RS, push; ReduceScatter): wait START of every owner; cp.reduce.async.bulk our src[R_r] into dst_r[R_r];
+//                      signal RS.
 //   step 1 (RS, pull): wait START of every rank; load src_p[R_me] for p = 0..N-1, add in fp32 in that order,
 //                      store dst_me[R_me]; signal RS (we are done reading your src). Wait RS from every peer.
-//   step 2 (AG, push): (AllGather: wait START of every peer) store our R_me to every peer; signal AG.
+//   step 2 (AG, push; AllGather): wait START of every peer; store our R_me to every peer; signal AG.
 //   step 2 (AG, pull): (AllGather: wait START of every owner) load R_r of every owner into dst_me; signal AG.
+//   steps 1 and 2 (push AllReduce), tile group by tile group: wait START of every peer; then for g = 0..G: (g < G)
+//                      push-reduce group g as step 1 does and signal its group flag; (g > 0) wait until every peer's
+//                      group flag says group g - 1 is done (its adds into our R_me(g - 1) performed, its reads of
+//                      its src there done) and store our R_me(g - 1) to every peer. The gather runs one group behind
+//                      the reduce-scatter, so its wait is usually met by then. Then signal AG.
 //   exit: wait the last phase's flag from every peer (no peer still touches our buffers).
 template <typename T>
 __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a, int num_stages,
@@ -610,53 +659,79 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const bool has_rs = a.op != Collective::kAllGather;
   const bool has_ag = a.op != Collective::kReduceScatter;
   const int r0 = a.first_rank, r1 = a.first_rank + a.num_played_ranks;
+  const int num_groups = a.num_groups;
+  const GroupRange all_groups{0, num_groups};
 
   std::uint32_t units = 0;  // ring units of the phases so far: every thread's copy of *ring.consumed
-  // One phase: every played rank's move. Called right after a phase boundary (see abort_seen).
-  auto run_phase = [&](MoveKind kind) {
+  // One phase over the tile groups `groups`: every played rank's move. Called right after a phase boundary (see
+  // abort_seen).
+  auto run_phase = [&](MoveKind kind, GroupRange groups) {
     if (abort_seen) return;
     if (tma) {
-      tma_phase<T>(cta, ring, kind, r0, r1, units);
+      tma_phase<T>(cta, ring, kind, r0, r1, groups, units);
     } else {
-      for (int me = r0; me < r1; ++me) simt_move<T>(cta, make_move(a, kind, me));
+      for (int me = r0; me < r1; ++me) simt_move<T>(cta, make_move(a, kind, me), groups);
     }
   };
-  // End of a phase: all writes performed, then release to the peers; then (optionally) wait for theirs.
-  auto finish_phase = [&](std::uint32_t kind, bool wait) {
-    __syncthreads();  // every thread's part of the phase is done (SIMT: stored and fenced; TMA: end_phase)
+  // A phase boundary: every thread's part of the phase done (SIMT: stored and fenced; TMA: end_phase), then thread
+  // 0's signals and waits (`flags`) and its note of the abort flag for the next phase.
+  auto boundary = [&](auto&& flags) {
+    __syncthreads();
     if (tma) units = *ring.consumed;
     if (threadIdx.x == 0) {
+      flags();
+      abort_seen = abort_flag;
+    }
+    __syncthreads();
+  };
+  // End of a phase: all writes performed, then release to the peers; then (optionally) wait for theirs.
+  auto finish_phase = [&](CollectiveFlag kind, bool wait) {
+    boundary([&] {
       if (!abort_flag)
         for (int me = r0; me < r1; ++me) signal_peers(cta, kind, me);
       if (wait)
         for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
-      abort_seen = abort_flag;
-    }
-    __syncthreads();
+    });
   };
-  auto wait_all = [&](std::uint32_t kind) {
-    if (threadIdx.x == 0) {
+  auto wait_all = [&](CollectiveFlag kind) {
+    boundary([&] {
       for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
-      abort_seen = abort_flag;
-    }
-    __syncthreads();
+    });
   };
 
   // step 0 (dst_zeroed: a push adds our own piece in step 1 instead)
   if (!in_place && ((push && has_rs && !a.dst_zeroed) || a.op == Collective::kAllGather))
-    run_phase(MoveKind::kOwnCopy);
+    run_phase(MoveKind::kOwnCopy, all_groups);
   finish_phase(kFlagStart, false);
 
+  // steps 1 and 2 of the push AllReduce, group by group
+  if (push && a.op == Collective::kAllReduce) {
+    wait_all(kFlagStart);
+    for (int g = 0; g <= num_groups; ++g) {
+      if (g < num_groups) run_phase(MoveKind::kPushReduce, GroupRange{g, g + 1});
+      boundary([&] {
+        if (g < num_groups && !abort_flag)
+          for (int me = r0; me < r1; ++me) signal_peers_group(cta, g, me);
+        if (g > 0)
+          for (int me = r0; me < r1; ++me) wait_peers_group(cta, g - 1, me);
+      });
+      if (g == 0) continue;
+      run_phase(MoveKind::kPushBcast, GroupRange{g - 1, g});
+      if (g < num_groups) boundary([] {});  // the last gather's is finish_phase's
+    }
+    finish_phase(kFlagAg, true);
+    return;
+  }
   // step 1
   if (has_rs) {
     wait_all(kFlagStart);
-    run_phase(push ? MoveKind::kPushReduce : MoveKind::kPullSum);
+    run_phase(push ? MoveKind::kPushReduce : MoveKind::kPullSum, all_groups);
     finish_phase(kFlagRs, true);
   }
   // step 2
   if (has_ag) {
     if (!has_rs) wait_all(kFlagStart);
-    run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy);
+    run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, all_groups);
     finish_phase(kFlagAg, true);
   }
 }
@@ -718,6 +793,9 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
   for (int r = 0; r < a.world_size; ++r) {
     if (a.src[r] == nullptr || a.dst[r] == nullptr || a.flags[r] == nullptr)
       return fmt::format("src, dst or flags pointer of rank {} is null", r);
+    if (reinterpret_cast<std::uintptr_t>(a.flags[r]) % alignof(std::uint64_t) != 0)
+      return fmt::format("flags of rank {} ({}) are not 8-byte aligned (the group flags are 64-bit words)", r,
+                         fmt::ptr(a.flags[r]));
     if (reinterpret_cast<std::uintptr_t>(a.src[r]) % 16 != 0 || reinterpret_cast<std::uintptr_t>(a.dst[r]) % 16 != 0)
       return fmt::format("src or dst of rank {} is not 16-byte aligned (TMA)", r);
     if ((a.src[r] == a.dst[r]) != (a.src[0] == a.dst[0])) return fmt::format("rank {} is in place but rank 0 is not (or the reverse)", r);

@@ -15,6 +15,11 @@ std::string describe(const DeviceError& e) {
     case WaitKind::kAllGatherDone:
       return fmt::format("rank {} timed out waiting for the {} from rank {} (slice {}): saw epoch {}, expected >= {}",
                          e.rank, to_string(WaitKind(e.wait)), e.peer, e.cta, e.observed, e.expected);
+    case WaitKind::kGroupReduceScatterDone:
+      return fmt::format(
+          "rank {} timed out waiting for rank {} to reduce-scatter tile group {} (slice {}, its group flag): it had "
+          "done {} groups of this call, expected >= {}",
+          e.rank, e.peer, e.group, e.cta, e.observed, e.expected);
     case WaitKind::kGroupCounter:
       return fmt::format(
           "the persistent collective (rank {}, CTA {}) waited for tile group {} of rank {}'s GEMM (counter {} of {} "

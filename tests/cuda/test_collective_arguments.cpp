@@ -43,13 +43,13 @@ std::string refusal(const LocalRingArguments& a) {
 
 TEST(CollectiveArguments, GoodArgumentsPass) {
   DeviceError error{};
-  std::uint32_t flags[64] = {};
+  alignas(8) std::uint32_t flags[64] = {};
   EXPECT_EQ(CollectiveKernel::can_implement(good_arguments(&error, flags)), "");
 }
 
 TEST(CollectiveArguments, EachBadValueIsNamed) {
   DeviceError error{};
-  std::uint32_t flags[64] = {};
+  alignas(8) std::uint32_t flags[64] = {};
   const auto refused = [&](auto&& change) {
     CollectiveArguments a = good_arguments(&error, flags);
     change(a);
@@ -70,6 +70,10 @@ TEST(CollectiveArguments, EachBadValueIsNamed) {
   EXPECT_NE(refused([](CollectiveArguments& a) {
               a.src[1] = fake(0x110008);
             }).find("src or dst of rank 1 is not 16-byte aligned"),
+            std::string::npos);
+  EXPECT_NE(refused([](CollectiveArguments& a) {
+              a.flags[1] = static_cast<std::uint32_t*>(fake(0x300004));
+            }).find("flags of rank 1 (0x300004) are not 8-byte aligned"),
             std::string::npos);
   EXPECT_NE(refused([](CollectiveArguments& a) { a.dst_bytes = 4096; }).find("dst_bytes = 4096"), std::string::npos);
 }

@@ -33,6 +33,9 @@ TEST(DeviceError, EveryKindNamesWhatWaitedAndTheValues) {
                                                        "slice 7", "saw epoch 13", "expected >= 17"});
   expect_names(describe(timed_out(WaitKind::kReduceScatterDone)), {"reduce-scatter done flag", "from rank 5"});
   expect_names(describe(timed_out(WaitKind::kAllGatherDone)), {"all-gather done flag", "from rank 5"});
+  expect_names(describe(timed_out(WaitKind::kGroupReduceScatterDone)),
+               {"rank 3 timed out waiting for rank 5 to reduce-scatter tile group 11", "slice 7",
+                "done 13 groups of this call, expected >= 17"});
   expect_names(describe(timed_out(WaitKind::kGroupCounter)),
                {"persistent collective (rank 3, CTA 7)", "tile group 11 of rank 5's GEMM", "counter 13 of 17",
                 "the GEMM did not signal it"});

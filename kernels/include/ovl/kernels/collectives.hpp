@@ -9,6 +9,8 @@
 //   ReduceScatter  dst_r[range.dst_offset]  = sum over ranks p of src_p[range.src_offset]     (ranges of owner r)
 //   AllGather      dst_p[range.dst_offset]  = src_r[range.src_offset]           for every p   (ranges of owner r)
 //   AllReduce      reduce-scatter as above, then dst_p[range.dst_offset] = dst_r[range.dst_offset] for every p
+//                  (tma-push: tile group by tile group, each group's gather one group behind its reduce-scatter;
+//                  tma-pull and SIMT: the gather after every group's reduce-scatter)
 // src == dst (in place) is allowed; NCCL-shaped calls are one range per owner (uniform layout), tile-addressed
 // calls pass a table of ranges grouped by GEMM tile group (RangeTable), optionally gated by GEMM group counters.
 //
@@ -56,9 +58,33 @@ struct DeviceRange {
   std::uint64_t stream_begin;
 };
 
-// Flag words per rank (a symmetric buffer of flag_bytes()): [kind 0..2][source rank][slice] epochs.
+// A rank's flags (a symmetric buffer of collective_flag_bytes(), zeroed once; epochs grow per call, so nothing resets
+// them between calls), written by its peers with st.release.sys and polled by the rank with ld.acquire.sys:
+//   phase flags: kCollectiveFlagWords u32 words [kind][source rank][slice] (collective_flag_index), the epoch of the
+//     source's latest call that finished that phase of that slice;
+//   group flags, after them: kCollectiveGroupFlagWords u64 words [source rank][slice] (collective_group_flags,
+//     collective_group_flag_index), (epoch << 32) | the number of tile groups the source's call of that epoch has
+//     reduce-scattered in that slice (the tma-push AllReduce, which gathers group by group behind them).
+enum class CollectiveFlag : std::uint32_t { kStart = 0, kReduceScatter = 1, kAllGather = 2 };
 inline constexpr std::size_t kCollectiveFlagWords = 3ull * kMaxRanks * kMaxCollectiveCtas;
-inline constexpr std::size_t collective_flag_bytes() { return kCollectiveFlagWords * sizeof(std::uint32_t); }
+inline constexpr std::size_t kCollectiveGroupFlagWords = std::size_t(kMaxRanks) * kMaxCollectiveCtas;
+inline constexpr std::size_t collective_flag_bytes() {
+  return kCollectiveFlagWords * sizeof(std::uint32_t) + kCollectiveGroupFlagWords * sizeof(std::uint64_t);
+}
+inline constexpr std::size_t collective_flag_index(CollectiveFlag kind, int source, int slice) {
+  return (std::size_t(kind) * kMaxRanks + std::size_t(source)) * kMaxCollectiveCtas + std::size_t(slice);
+}
+inline constexpr std::size_t collective_group_flag_index(int source, int slice) {
+  return std::size_t(source) * kMaxCollectiveCtas + std::size_t(slice);
+}
+// The group flags of a rank's flags (8-byte aligned when the flags are: can_implement checks).
+__host__ __device__ inline std::uint64_t* collective_group_flags(std::uint32_t* flags) {
+  return reinterpret_cast<std::uint64_t*>(flags + kCollectiveFlagWords);
+}
+// The value of a group flag: `groups` tile groups of the call of `epoch` done.
+inline constexpr std::uint64_t collective_group_flag(std::uint32_t epoch, std::uint32_t groups) {
+  return std::uint64_t(epoch) << 32 | groups;
+}
 
 // Everything one launch needs. Pointers are addresses valid on the launching device (peer-mapped or local).
 struct CollectiveArguments {
@@ -70,7 +96,7 @@ struct CollectiveArguments {
   int num_played_ranks = 1;  // world_size in loopback, 1 when each device/process launches for its own rank
   const void* src[kMaxRanks] = {};  // every rank's source buffer
   void* dst[kMaxRanks] = {};        // every rank's destination buffer (may equal src)
-  std::uint32_t* flags[kMaxRanks] = {};  // every rank's flag words (collective_flag_bytes(), zeroed once)
+  std::uint32_t* flags[kMaxRanks] = {};  // every rank's flags (collective_flag_bytes(), zeroed once, 8-byte aligned)
   std::uint64_t src_bytes = 0;  // size of each rank's source buffer (bounds check in can_implement)
   std::uint64_t dst_bytes = 0;
 

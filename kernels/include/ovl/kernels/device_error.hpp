@@ -28,6 +28,8 @@ enum class WaitKind : std::uint32_t {
   kGroupCounter = 4,       // a collective kernel (TMA collective, loopback mover) for a GEMM group counter
   kCounterWait = 5,        // the counter wait kernel before a group's collective, for the GEMM group counter
   kGatheredRows = 6,       // the GEMM for a group of gathered rows (AllGather+GEMM)
+  // the tma-push AllReduce for a peer's group flag (the peer reduce-scattered a tile group)
+  kGroupReduceScatterDone = 7,
 };
 inline constexpr Named<WaitKind> kWaitKindNames[] = {
     {WaitKind::kNone, "none"},
@@ -36,7 +38,8 @@ inline constexpr Named<WaitKind> kWaitKindNames[] = {
     {WaitKind::kAllGatherDone, "all-gather done flag"},
     {WaitKind::kGroupCounter, "GEMM group counter"},
     {WaitKind::kCounterWait, "GEMM group counter (counter wait kernel)"},
-    {WaitKind::kGatheredRows, "gathered rows"}};
+    {WaitKind::kGatheredRows, "gathered rows"},
+    {WaitKind::kGroupReduceScatterDone, "reduce-scatter done flag of a tile group"}};
 inline std::string_view to_string(WaitKind kind) { return name_in(kWaitKindNames, kind); }
 
 // Lives in device memory (or mapped host memory) of the launching device, zeroed before first use; written with
@@ -47,7 +50,7 @@ struct DeviceError {
   std::uint32_t rank;      // the rank that waited (0 in a world of 1 and in loopback)
   std::uint32_t peer;      // the rank it waited for (flags, a real world's group counters)
   std::uint32_t cta;       // the waiting CTA (its slice, for the TMA collective)
-  std::uint32_t group;     // the tile group waited for (counters, gathered rows)
+  std::uint32_t group;     // the tile group waited for (counters, gathered rows, group flags)
   std::uint32_t observed;  // value seen last
   std::uint32_t expected;  // value waited for
 };
