@@ -322,13 +322,10 @@ TEST_F(CollectivesTest, PullReduceWarpCountsInOddWorlds) {
   }
 }
 
-// A peer that never arrives: rank 0 of a world of 2 launched alone waits for rank 1's start flag and times out.
-TEST_F(CollectivesTest, MissingPeerTimesOut) {
-  World world = World::loopback(2);
-  SymmetricBuffer buf(world, 4096), flags(world, kernels::collective_flag_bytes());
-  kernels::DeviceError* err = nullptr;
-  OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
-  std::memset(err, 0, sizeof(*err));
+// Rank 0 of a loopback world of 2 launched alone (rank 1 never runs): a tma-push AllReduce in place on `buf`, one
+// range of half of it per owner, 2 CTAs, a 50 ms timeout, epoch 1, recording into `err`.
+kernels::CollectiveArguments lone_rank0(const SymmetricBuffer& buf, const SymmetricBuffer& flags,
+                                        kernels::DeviceError* err) {
   kernels::CollectiveArguments a;
   a.op = Collective::kAllReduce;
   a.algo = CommAlgo::kTmaPush;
@@ -339,19 +336,71 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
     a.src[r] = a.dst[r] = buf.peer_ptr(r);
     a.flags[r] = flags.peer<std::uint32_t>(r);
   }
-  a.src_bytes = a.dst_bytes = 4096;
-  a.chunk_bytes = 2048;
-  a.src_owner_stride = a.dst_owner_stride = 2048;
+  a.src_bytes = a.dst_bytes = buf.bytes();
+  a.chunk_bytes = buf.bytes() / 2;
+  a.src_owner_stride = a.dst_owner_stride = a.chunk_bytes;
   a.num_ctas = 2;
   a.timeout_ns = 50'000'000;
   a.error = err;
-  kernels::CollectiveKernel::run(a, nullptr, stream_);
+  return a;
+}
+
+// A peer that never arrives: rank 0 of a world of 2 launched alone waits for rank 1's start flag and times out.
+TEST_F(CollectivesTest, MissingPeerTimesOut) {
+  World world = World::loopback(2);
+  SymmetricBuffer buf(world, 4096), flags(world, kernels::collective_flag_bytes());
+  kernels::DeviceError* err = nullptr;
+  OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
+  std::memset(err, 0, sizeof(*err));
+  kernels::CollectiveKernel::run(lone_rank0(buf, flags, err), nullptr, stream_);
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   EXPECT_EQ(err->code, 1u);
   EXPECT_EQ(err->rank, 0u);
   EXPECT_EQ(err->peer, 1u);
   EXPECT_EQ(kernels::WaitKind(err->wait), kernels::WaitKind::kStart);
   EXPECT_NE(kernels::describe(*err).find("rank 0 timed out"), std::string::npos) << kernels::describe(*err);
+  cudaFree(err);
+}
+
+// A peer that stops between groups: rank 0 of a world of 2 launched alone on 3 tile groups, where rank 1's flags
+// (written here) say it entered the call and reduce-scattered group 0 of every slice, nothing more. Rank 0 gathers
+// group 0, then times out waiting for rank 1's group 1: the record names the group and the groups seen done.
+TEST_F(CollectivesTest, MissingGroupFlagTimesOut) {
+  const int groups = 3;
+  World world = World::loopback(2);
+  SymmetricBuffer buf(world, groups * 4096), flags(world, kernels::collective_flag_bytes());
+  std::vector<TileRange> ranges;
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < 2; ++r) ranges.push_back(TileRange{r, g, g * 4096u + r * 2048u, g * 4096u + r * 2048u, 2048});
+  RangeTable table(world, ranges, groups);
+  kernels::DeviceError* err = nullptr;
+  OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
+  std::memset(err, 0, sizeof(*err));
+  kernels::CollectiveArguments a = lone_rank0(buf, flags, err);
+  a.ranges = table.device_ranges();
+  a.list_begin = table.device_list_begin();
+  a.num_groups = groups;
+  const std::uint32_t start = a.epoch;
+  const std::uint64_t group0_done = kernels::collective_group_flag(a.epoch, 1);
+  for (int s = 0; s < a.num_ctas; ++s) {
+    OVL_CUDA_CHECK(cudaMemcpy(a.flags[0] + kernels::collective_flag_index(kernels::CollectiveFlag::kStart, 1, s),
+                              &start, sizeof(start), cudaMemcpyHostToDevice));
+    OVL_CUDA_CHECK(cudaMemcpy(kernels::collective_group_flags(a.flags[0]) + kernels::collective_group_flag_index(1, s),
+                              &group0_done, sizeof(group0_done), cudaMemcpyHostToDevice));
+  }
+  OVL_CUDA_CHECK(test::finish_setup());
+  kernels::CollectiveKernel::run(a, nullptr, stream_);
+  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(err->code, 1u);
+  EXPECT_EQ(kernels::WaitKind(err->wait), kernels::WaitKind::kGroupReduceScatterDone);
+  EXPECT_EQ(err->rank, 0u);
+  EXPECT_EQ(err->peer, 1u);
+  EXPECT_EQ(err->group, 1u);
+  EXPECT_EQ(err->observed, 1u);
+  EXPECT_EQ(err->expected, 2u);
+  EXPECT_NE(kernels::describe(*err).find("rank 0 timed out waiting for rank 1 to reduce-scatter tile group 1"),
+            std::string::npos)
+      << kernels::describe(*err);
   cudaFree(err);
 }
 
@@ -489,6 +538,161 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   }
   OVL_CUDA_CHECK(cudaStreamSynchronize(producer));
   cudaFree(expected);
+}
+
+// Where a GatedAllReduce writes: a zeroed destination (CollectiveOptions::dst_zeroed, the real-world tma mode's
+// call), a destination of NaNs (bf16 0xffff: every element the AllReduce leaves unwritten shows), or its source.
+enum class ArDst { kZeroed, kNaNs, kInPlace };
+std::string_view dst_name(ArDst d) {
+  return d == ArDst::kZeroed ? "dst-zeroed" : d == ArDst::kNaNs ? "dst of NaNs" : "in-place";
+}
+
+// A gated tma-push AllReduce over a range table in a loopback world of n ranks (one launch plays every rank). Group g
+// holds group_elems[g] bf16 elements from a 16-byte aligned start, dealt to the owners in near-equal runs of whole
+// 16-byte units (the last owners may get less or none); every rank's input is fresh random data. One launch per
+// object (in place, the launch consumes the input).
+class GatedAllReduce {
+ public:
+  GatedAllReduce(int n, const std::vector<std::size_t>& group_elems, std::uint32_t seed, ArDst where = ArDst::kZeroed)
+      : where_(where),
+        world_(World::loopback(n)),
+        coll_(world_),
+        ranges_(owner_runs(n, group_elems)),
+        table_(world_, ranges_, int(group_elems.size())),
+        src_(world_, table_.src_end()),
+        dst_(where == ArDst::kInPlace ? SymmetricBuffer() : SymmetricBuffer(world_, table_.dst_end())),
+        counters_(world_, group_elems.size() * sizeof(std::uint32_t)),
+        in_(std::size_t(n)) {
+    OVL_CUDA_CHECK(cudaMalloc(&expected_, group_elems.size() * sizeof(std::uint32_t)));
+    for (int r = 0; r < n; ++r) {
+      in_[std::size_t(r)] = random_data(DType::kBF16, table_.src_end() / 2, seed + 101u * std::uint32_t(r));
+      OVL_CUDA_CHECK(
+          cudaMemcpy(src_.peer_ptr(r), in_[std::size_t(r)].data(), table_.src_end(), cudaMemcpyHostToDevice));
+    }
+    OVL_CUDA_CHECK(test::finish_setup());
+  }
+  ~GatedAllReduce() { cudaFree(expected_); }
+  GatedAllReduce(const GatedAllReduce&) = delete;
+  GatedAllReduce& operator=(const GatedAllReduce&) = delete;
+
+  Collectives& coll() { return coll_; }
+  // Fills every rank's destination on `stream` (ArDst), then launches the AllReduce there, group g gated on every
+  // rank's counter g reaching expected[g].
+  void launch(int ctas, const std::vector<std::uint32_t>& expected, std::uint64_t timeout_ns, cudaStream_t stream) {
+    OVL_CUDA_CHECK(
+        cudaMemcpy(expected_, expected.data(), expected.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+    if (where_ != ArDst::kInPlace)
+      for (int r = 0; r < world_.size(); ++r)
+        OVL_CUDA_CHECK(cudaMemsetAsync(dst_.peer_ptr(r), where_ == ArDst::kZeroed ? 0 : 0xff, dst_.bytes(), stream));
+    CollectiveOptions opt;
+    opt.num_ctas = ctas;
+    opt.timeout_ns = timeout_ns;
+    opt.dst_zeroed = where_ == ArDst::kZeroed;
+    const GroupGate gate{&counters_, expected_};
+    coll_.run_ranges(Collective::kAllReduce, src_, out(), table_, DType::kBF16, CommAlgo::kTmaPush, opt, stream, &gate);
+  }
+  // Adds 1 to counter g of every rank for g in [g0, g1) on `stream`, group after group, each group delay_ns after
+  // the one before (a stand-in GEMM finishing its groups in order).
+  void release(int g0, int g1, std::uint64_t delay_ns, cudaStream_t stream) {
+    for (int g = g0; g < g1; ++g)
+      for (int r = 0; r < world_.size(); ++r)
+        kernels::launch_add_counters_after(counters_.peer<std::uint32_t>(r) + g, 1, 1, r == 0 ? delay_ns : 0, stream);
+  }
+  void reset_counters(cudaStream_t stream) {
+    for (int r = 0; r < world_.size(); ++r)
+      kernels::launch_reset_counters(counters_.peer<std::uint32_t>(r), table_.num_groups(), stream);
+  }
+  // Elements of the groups [g0, g1) on any rank that are not the AllReduce's result (sum_reference; the first few
+  // reported).
+  std::size_t wrong(int g0, int g1) const {
+    std::size_t wrong = 0;
+    std::vector<unsigned char> got(table_.dst_end());
+    for (int r = 0; r < world_.size(); ++r) {
+      OVL_CUDA_CHECK(cudaMemcpy(got.data(), out().peer_ptr(r), got.size(), cudaMemcpyDeviceToHost));
+      for (const TileRange& t : ranges_) {
+        if (t.group < g0 || t.group >= g1) continue;
+        for (std::size_t j = t.dst_offset / 2; j < (t.dst_offset + t.bytes) / 2; ++j) {
+          const double g = to_double(DType::kBF16, got.data() + j * 2);
+          const SumReference ref = sum_reference(DType::kBF16, in_, j);
+          if (ref.accepts(g)) continue;
+          if (wrong < 3)
+            ADD_FAILURE() << "rank " << r << " group " << t.group << " owner " << t.owner << " element " << j << " got "
+                          << g << " want " << ref.value;
+          ++wrong;
+        }
+      }
+    }
+    return wrong;
+  }
+
+ private:
+  static std::vector<TileRange> owner_runs(int n, const std::vector<std::size_t>& group_elems) {
+    std::vector<TileRange> ranges;
+    std::uint64_t at = 0;
+    for (int g = 0; g < int(group_elems.size()); ++g) {
+      const std::uint64_t bytes = group_elems[std::size_t(g)] * 2, unit = 16 * std::uint64_t(n);
+      const std::uint64_t run = (bytes + unit - 1) / unit * 16;
+      for (int r = 0; r < n; ++r) {
+        const std::uint64_t b = std::min(bytes, r * run), e = std::min(bytes, (r + 1) * run);
+        if (e > b) ranges.push_back(TileRange{r, g, at + b, at + b, e - b});
+      }
+      at += (bytes + 15) / 16 * 16;
+    }
+    return ranges;
+  }
+
+  const SymmetricBuffer& out() const { return where_ == ArDst::kInPlace ? src_ : dst_; }
+
+  ArDst where_;
+  World world_;
+  Collectives coll_;
+  std::vector<TileRange> ranges_;
+  RangeTable table_;
+  SymmetricBuffer src_, dst_, counters_;  // dst_: empty in place
+  std::vector<std::vector<unsigned char>> in_;
+  std::uint32_t* expected_ = nullptr;
+};
+
+// The tma-push AllReduce gathers group by group behind its reduce-scatter: 5 groups of uneven sizes (smaller and
+// larger than a ring stage, tails, owners without a run), released by a stand-in GEMM one group at a time 0.2 ms
+// apart; worlds of 2, 4 and 8 played by one launch, 1, 3 and 8 CTAs; onto zeroed destinations, other destinations
+// and in place; every rank's whole result against the CPU reference (sum_reference's tolerance).
+TEST_F(CollectivesTest, PushAllReduceGathersGroupByGroup) {
+  const std::vector<std::size_t> group_elems{100'003, 4'096, 257'005, 24, 61'443};
+  const int groups = int(group_elems.size());
+  test::Stream producer;
+  for (ArDst where : {ArDst::kZeroed, ArDst::kNaNs, ArDst::kInPlace})
+    for (int n : {2, 4, 8})
+      for (int ctas : {1, 3, 8}) {
+        SCOPED_TRACE(fmt::format("{}, world of {}, {} CTAs", dst_name(where), n, ctas));
+        GatedAllReduce ar(n, group_elems, 1000u * std::uint32_t(n) + std::uint32_t(ctas), where);
+        ar.launch(ctas, std::vector<std::uint32_t>(std::size_t(groups), 1), kernels::kDefaultTimeoutNs, stream_);
+        ar.release(0, groups, 200'000, producer);
+        ar.coll().check(stream_);
+        OVL_CUDA_CHECK(cudaStreamSynchronize(producer));
+        ar.reset_counters(stream_);
+        EXPECT_EQ(ar.wrong(0, groups), 0u);
+      }
+}
+
+// The gather of group g - 1 runs right after the reduce-scatter of group g, not after every group's: with groups
+// 0..2 released and group 3's gate never opening, the AllReduce has gathered groups 0 and 1 on every rank when the
+// gate times out (a gather after every group's reduce-scatter would have gathered none). The error names group 3.
+TEST_F(CollectivesTest, PushAllReduceGathersReleasedGroupsBeforeAGateTimesOut) {
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(fmt::format("world of {}", n));
+    GatedAllReduce ar(n, {40'000, 30'008, 50'003, 20'000}, 77u + std::uint32_t(n));
+    ar.release(0, 4, 0, stream_);
+    ar.launch(3, {1, 1, 1, 2}, 50'000'000, stream_);
+    try {
+      ar.coll().check(stream_);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("waited for tile group 3"), std::string::npos) << e.what();
+    }
+    ar.reset_counters(stream_);
+    EXPECT_EQ(ar.wrong(0, 2), 0u);
+  }
 }
 
 // The counter wait kernel: times out on a counter below its target (naming the group, the values seen and
