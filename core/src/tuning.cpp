@@ -312,7 +312,6 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // Two thirds of the budget for the candidates, the rest for the confirmation.
     const double budget_ms = s.options.tuning_budget_ms;
     choice = measure(op, a, b, c, plans, stream, budget_ms * 2 / 3);
-    const double keep = 1.0 - s.options.tuning_min_gain;
     const TunedCandidate* best_sequential = nullptr;
     for (const TunedCandidate& t : choice.candidates)
       if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) best_sequential = &t;
@@ -321,30 +320,23 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // run-to-run noise, or a plan whose times vary from one timing to the next, is no reason to overlap. Half: the
     // second timing runs on a GPU busy for longer, nearer the power limit, where an overlapped plan gains less than
     // on the fresher GPU of the first (docs/overlap.md, "Choosing a plan"). The finalists (tuning_finalists,
-    // tuning_pick): the best overlapped plan, up to 2 others within half the margin of it, which one timing cannot
-    // tell from it, and the best sequential one; the overlapped plan kept has the lowest sum of its two times.
+    // tuning_pick): up to 3 overlapped plans that beat the sequential one by the margin, timed again with it; of
+    // those confirmed, the one with the lowest sum of its two times is kept.
     if (choice.plan.mode != Mode::kSequential && best_sequential != nullptr) {
-      bool overlap = choice.measured_us <= choice.sequential_us * keep;
-      if (overlap) {
-        const std::vector<size_t> finalists = tuning_finalists(choice.candidates, s.options.tuning_min_gain);
+      const std::vector<size_t> finalists = tuning_finalists(choice.candidates, s.options.tuning_min_gain);
+      int pick = -1;
+      if (!finalists.empty()) {
         std::vector<Plan> again_plans;
         for (size_t f : finalists) again_plans.push_back(choice.candidates[f].plan);
         again_plans.push_back(best_sequential->plan);
         const PlanChoice again = measure(op, a, b, c, again_plans, stream, budget_ms / 3);
         std::vector<double> second_us;
         for (const TunedCandidate& t : again.candidates) second_us.push_back(t.measured_us);
-        const int pick = tuning_pick(choice.candidates, finalists, second_us, s.options.tuning_min_gain);
-        overlap = pick >= 0;
-        if (overlap) {
-          const TunedCandidate& kept = choice.candidates[finalists[size_t(pick)]];
-          choice.plan = kept.plan;
-          choice.measured_us = kept.measured_us;
-        }
+        pick = tuning_pick(choice.candidates, finalists, second_us, s.options.tuning_min_gain);
       }
-      if (!overlap) {
-        choice.plan = best_sequential->plan;
-        choice.measured_us = best_sequential->measured_us;
-      }
+      const TunedCandidate& kept = pick >= 0 ? choice.candidates[finalists[size_t(pick)]] : *best_sequential;
+      choice.plan = kept.plan;
+      choice.measured_us = kept.measured_us;
     }
     for (size_t i = 0; i < plans.size(); ++i) choice.candidates[i].predicted_us = predicted[i];
     for (size_t i = 0; i < plans.size(); ++i)

@@ -171,14 +171,17 @@ void PlanCache::save(const std::string& path) const {
 
 std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain) {
   OVL_CHECK(std::isfinite(min_gain) && min_gain >= 0 && min_gain < 1, "tuning_finalists: min_gain = {}", min_gain);
+  double sequential_us = INFINITY;
+  for (const TunedCandidate& t : candidates)
+    if (t.plan.mode == Mode::kSequential) sequential_us = std::min(sequential_us, t.measured_us);
+  OVL_CHECK(std::isfinite(sequential_us), "tuning_finalists: none of the {} candidates is sequential",
+            candidates.size());
   std::vector<size_t> out;
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i].plan.mode != Mode::kSequential) out.push_back(i);
-  const auto us = [&](size_t i) { return candidates[i].measured_us; };
-  std::stable_sort(out.begin(), out.end(), [&](size_t x, size_t y) { return us(x) < us(y); });
-  const auto beyond =
-      std::find_if(out.begin(), out.end(), [&](size_t i) { return us(i) > us(out.front()) * (1 + min_gain / 2); });
-  out.erase(beyond, out.end());
+    if (candidates[i].plan.mode != Mode::kSequential && candidates[i].measured_us <= sequential_us * (1 - min_gain))
+      out.push_back(i);
+  std::stable_sort(out.begin(), out.end(),
+                   [&](size_t x, size_t y) { return candidates[x].measured_us < candidates[y].measured_us; });
   if (out.size() > 3) out.resize(3);
   return out;
 }
@@ -190,11 +193,17 @@ int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector
             second_us.size());
   for (size_t f : finalists)
     OVL_CHECK(f < candidates.size(), "tuning_pick: finalist {} of {} candidates", f, candidates.size());
-  size_t pick = 0;
-  for (size_t i = 1; i < finalists.size(); ++i)
-    if (candidates[finalists[i]].measured_us + second_us[i] < candidates[finalists[pick]].measured_us + second_us[pick])
-      pick = i;
-  return second_us[pick] <= second_us.back() * (1 - min_gain / 2) ? int(pick) : -1;
+  int pick = -1;
+  double pick_sum = INFINITY;
+  for (size_t i = 0; i < finalists.size(); ++i) {
+    if (second_us[i] > second_us.back() * (1 - min_gain / 2)) continue;  // not confirmed
+    const double sum = candidates[finalists[i]].measured_us + second_us[i];
+    if (sum < pick_sum) {
+      pick = int(i);
+      pick_sum = sum;
+    }
+  }
+  return pick;
 }
 
 }  // namespace ovl

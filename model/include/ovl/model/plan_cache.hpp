@@ -51,14 +51,16 @@ struct PlanChoice {
 
 // Measured tuning's confirmation (Context::plan_for): after every candidate is timed once, an overlapped winner is
 // timed again beside the best sequential plan, with the overlapped plans one timing cannot tell from it.
-// The finalists: indices into `candidates` of the overlapped plans (mode not sequential) whose time is within
-// min_gain / 2 of the fastest overlapped one, fastest first (ties in candidate order), at most 3. Empty when no
-// candidate is overlapped.
+// The finalists: indices into `candidates` of the overlapped plans (mode not sequential) that beat the fastest
+// sequential candidate by min_gain, fastest first (ties in candidate order), at most 3. Empty when none does; throws
+// ovl::Error when no candidate is sequential. Not only the plans near the fastest: a plan timed too fast once (an
+// outlier the confirmation then rejects) leaves the next ones to be confirmed instead of the sequential plan.
 std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain);
-// The finalist kept, as an index into `finalists`: the lowest sum of its two times (candidates[f].measured_us and
-// second_us[i]; ties keep the earlier finalist), if in the second timing it is faster than the best sequential plan
-// (second_us.back(), timed in the same rounds) by min_gain / 2; else -1 (keep the sequential plan). second_us holds
-// the finalists' times in their order, then the sequential plan's. Throws ovl::Error when the sizes disagree.
+// The finalist kept, as an index into `finalists`: among those that in the second timing are faster than the best
+// sequential plan (second_us.back(), timed in the same rounds) by min_gain / 2, the lowest sum of its two times
+// (candidates[f].measured_us and second_us[i]; ties keep the earlier finalist); -1 when none is (keep the sequential
+// plan). second_us holds the finalists' times in their order, then the sequential plan's. Throws ovl::Error when the
+// sizes disagree.
 int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists,
                 const std::vector<double>& second_us, double min_gain);
 
