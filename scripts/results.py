@@ -866,6 +866,19 @@ def autoplan_table(path):
         lines.append(f"every plan timed twice: the two timings of one plan differ by at most "
                      f"{100 * s['max_repeat_spread']:.1f}%, and find the same plan fastest on "
                      f"{100 * s['repeat_top1']:.0f}% of the problems")
+    # A choice this evaluation cannot tell from the best: the range of its two timings reaches the best plan's.
+    def tied(r, key):
+        c = {x["plan"]: x for x in r.get("candidates", [])}
+        pick, best = c.get(r[key]), c.get(r["best_plan"])
+        if not pick or not best or "first_us" not in pick:
+            return None
+        return min(pick["first_us"], pick["second_us"]) <= max(best["first_us"], best["second_us"])
+    ties = {key: [tied(r, key) for r in doc["problems"]] for key in ("predicted_plan", "measured_plan")}
+    if all(t is not None for v in ties.values() for t in v):
+        n = len(doc["problems"])
+        lines.append(f"a choice the two timings cannot tell from the best measured plan (its range of two times reaches "
+                     f"the best's): predicted {sum(ties['predicted_plan'])} of {n}, measured "
+                     f"{sum(ties['measured_plan'])} of {n}")
     return table, lines
 
 
