@@ -322,7 +322,7 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // on the fresher GPU of the first (docs/overlap.md, "Choosing a plan"). The finalists (tuning_finalists,
     // tuning_pick): up to 3 overlapped plans that beat the sequential one by the margin, timed again with it; of
     // those confirmed, the one with the lowest sum of its two times is kept.
-    if (choice.plan.mode != Mode::kSequential && best_sequential != nullptr) {
+    if (best_sequential != nullptr) {
       const std::vector<size_t> finalists = tuning_finalists(choice.candidates, s.options.tuning_min_gain);
       int pick = -1;
       if (!finalists.empty()) {

@@ -117,10 +117,10 @@ struct ContextOptions {
   double tuning_min_gain = 0.02;
   // kMeasured: the wall time the timed runs of one shape may take, in ms. Two thirds go to the candidates (each runs
   // once to warm up and at least once timed, then rounds of one run each follow, at most 15 timed runs, while that
-  // share allows); when an overlapped plan wins by tuning_min_gain, the rest times it, up to two other overlapped
-  // plans within half of tuning_min_gain of it, and the best sequential plan again, alone; the overlapped finalist
-  // with the lowest sum of its two times is kept only if it wins there too, by half of tuning_min_gain (that timing
-  // follows the candidates' on a GPU that has been busy longer, where overlap gains less: docs/overlap.md).
+  // share allows); when overlapped plans win by tuning_min_gain, the rest times the fastest 3 of them and the best
+  // sequential plan again, alone; of those that win there too, by half of tuning_min_gain (that timing follows the
+  // candidates' on a GPU that has been busy longer, where overlap gains less: docs/overlap.md), the one with the
+  // lowest sum of its two times is kept, else the sequential plan.
   double tuning_budget_ms = 300;
   // A plan cache file (model/plan_cache.hpp): read when the context is made, written after each new choice (in a
   // real world by rank 0 only). Default: env OVL_PLAN_CACHE; empty: no file.

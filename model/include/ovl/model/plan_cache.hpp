@@ -49,8 +49,8 @@ struct PlanChoice {
   std::vector<TunedCandidate> candidates;  // kMeasured: every plan timed, in the order they were tried
 };
 
-// Measured tuning's confirmation (Context::plan_for): after every candidate is timed once, an overlapped winner is
-// timed again beside the best sequential plan, with the overlapped plans one timing cannot tell from it.
+// Measured tuning's confirmation (Context::plan_for): after every candidate is timed once, the overlapped plans that
+// won are timed again beside the best sequential plan.
 // The finalists: indices into `candidates` of the overlapped plans (mode not sequential) that beat the fastest
 // sequential candidate by min_gain, fastest first (ties in candidate order), at most 3. Empty when none does; throws
 // ovl::Error when no candidate is sequential. Not only the plans near the fastest: a plan timed too fast once (an
