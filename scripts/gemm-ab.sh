@@ -49,7 +49,7 @@ case $1 in
     done
     if [[ $bench == bench_overlap ]]; then
       python3 scripts/results.py ab-merge "$tmp" "$out/ab.json" --tag-key ab_side
-      python3 scripts/results.py ab "$out/ab.json" base device | tail -n 12
+      python3 scripts/results.py ab "$out/ab.json" base device | tail -n 14
     else
       python3 scripts/results.py ab-merge "$tmp" "$out/ab.json" --suffix base=-base
       python3 scripts/results.py ab "$out/ab.json" "$reference" ovl | tail -n 45

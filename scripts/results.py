@@ -250,6 +250,24 @@ def cmd_overlap(argv):
         if best_speedups:
             print(f"\nmedian over {len(best_speedups)} problems of the best mode's speedup: "
                   f"{statistics.median(best_speedups):.3f} (min {min(best_speedups):.3f}, max {max(best_speedups):.3f})")
+        # The tma mode's efficiency ((t_gemm + t_comm - us) / min(t_gemm, t_comm)) where the collective alone takes at
+        # least 20% of the GEMM's time, default plans (no /groups) and all; each mode's default plans' speedups; the
+        # most wrong elements of one case.
+        tma = [(name, b) for name, b in cases(doc) if name.split("/")[1] == "tma" and "efficiency" in b
+               and b.get("t_comm_us", 0) >= 0.2 * b.get("t_gemm_us", 0)]
+        for label, sel in (("default plans", [b for n, b in tma if "/groups:" not in n]), ("all plans", [b for _, b in tma])):
+            e = [b["efficiency"] for b in sel]
+            if e:
+                print(f"tma efficiency, collective >= 20% of the GEMM, {label}: median {statistics.median(e):.2f} "
+                      f"({min(e):.2f}-{max(e):.2f}), at least 0.8 in {sum(x >= 0.8 for x in e)} of {len(e)}")
+        for m in ["decomposed", "tile-signal", "green-context", "tma"]:
+            sp = [b["speedup"] for n, b in cases(doc) if n.split("/")[1] == m and "/groups:" not in n
+                  and "/algo:" not in n and "speedup" in b]
+            if sp:
+                print(f"{m} default plans: speedup {min(sp):.2f}-{max(sp):.2f} over {len(sp)} cases")
+        wrong = [b.get("wrong", 0.0) for _, b in cases(doc)]
+        if wrong:
+            print(f"wrong: at most {max(wrong):.0f} elements in one case, {sum(w > 0 for w in wrong)} cases with any")
 
 
     def orders(doc, markdown):
@@ -548,11 +566,13 @@ def cmd_ab(argv):
 def overlap_ab(path, a_name, b_name):
     """cmd_ab on bench_overlap rows tagged with "ab_side"; False when the file has none."""
     times = collections.defaultdict(list)
+    rounds = collections.defaultdict(lambda: collections.defaultdict(list))  # (case, side) -> round -> us
     for b in json.load(open(path))["benchmarks"]:
         if b.get("run_type") == "iteration" and b["name"].startswith("overlap/") and "ab_side" in b \
                 and not b.get("error_occurred"):
             case = re.sub(r"/iterations:.*$", "", b["name"])
             times[(case, b["ab_side"])].append(b["us"])
+            rounds[(case, b["ab_side"])][b.get("ab_round", 0)].append(b["us"])
     if not times:
         return False
     print(f"| case | {a_name} us | {b_name} us | {a_name} / {b_name} |")
@@ -571,6 +591,17 @@ def overlap_ab(path, a_name, b_name):
         within = sum(abs(r - 1) <= 0.03 for r in values)
         print(f"{key}: {a_name}/{b_name} time geomean {geomean:.4f}, min {min(values):.3f}, max {max(values):.3f}, "
               f"within 3% on {within}/{len(values)}")
+    # The noise between one side's processes: per case and side, the largest over the smallest of its processes' means.
+    spread = collections.defaultdict(list)
+    for (case, _), by_round in rounds.items():
+        means = [statistics.mean(v) for v in by_round.values()]
+        if len(means) > 1:
+            spread[case.split("/")[1]].append(max(means) / min(means) - 1)
+            spread["all"].append(max(means) / min(means) - 1)
+    for key, v in sorted(spread.items()):
+        v = sorted(v)
+        print(f"{key}: one side's processes differ by a median {100 * statistics.median(v):.1f}% "
+              f"(90th percentile {100 * v[int(0.9 * len(v))]:.1f}%, max {100 * v[-1]:.1f}%)")
     return True
 
 
