@@ -20,6 +20,11 @@ std::string describe(const DeviceError& e) {
           "rank {} timed out waiting for rank {} to reduce-scatter tile group {} (slice {}, its group flag): it had "
           "done {} groups of this call, expected >= {}",
           e.rank, e.peer, e.group, e.cta, e.observed, e.expected);
+    case WaitKind::kGroupGathered:
+      return fmt::format(
+          "rank {} timed out waiting for the gathered rows of tile group {} from rank {} (slice {}, its group flag): "
+          "it had pushed {} groups of this call, expected >= {}",
+          e.rank, e.group, e.peer, e.cta, e.observed, e.expected);
     case WaitKind::kGroupCounter:
       return fmt::format(
           "the persistent collective (rank {}, CTA {}) waited for tile group {} of rank {}'s GEMM (counter {} of {} "

@@ -36,6 +36,9 @@ TEST(DeviceError, EveryKindNamesWhatWaitedAndTheValues) {
   expect_names(describe(timed_out(WaitKind::kGroupReduceScatterDone)),
                {"rank 3 timed out waiting for rank 5 to reduce-scatter tile group 11", "slice 7",
                 "done 13 groups of this call, expected >= 17"});
+  expect_names(describe(timed_out(WaitKind::kGroupGathered)),
+               {"rank 3 timed out waiting for the gathered rows of tile group 11 from rank 5", "slice 7",
+                "pushed 13 groups of this call, expected >= 17"});
   expect_names(describe(timed_out(WaitKind::kGroupCounter)),
                {"persistent collective (rank 3, CTA 7)", "tile group 11 of rank 5's GEMM", "counter 13 of 17",
                 "the GEMM did not signal it"});

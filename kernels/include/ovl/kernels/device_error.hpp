@@ -30,6 +30,8 @@ enum class WaitKind : std::uint32_t {
   kGatheredRows = 6,       // the GEMM for a group of gathered rows (AllGather+GEMM)
   // the tma-push AllReduce for a peer's group flag (the peer reduce-scattered a tile group)
   kGroupReduceScatterDone = 7,
+  // the tma-push AllGather with gathered counters for a peer's group flag (the peer pushed its rows of a tile group)
+  kGroupGathered = 8,
 };
 inline constexpr Named<WaitKind> kWaitKindNames[] = {
     {WaitKind::kNone, "none"},
@@ -39,7 +41,8 @@ inline constexpr Named<WaitKind> kWaitKindNames[] = {
     {WaitKind::kGroupCounter, "GEMM group counter"},
     {WaitKind::kCounterWait, "GEMM group counter (counter wait kernel)"},
     {WaitKind::kGatheredRows, "gathered rows"},
-    {WaitKind::kGroupReduceScatterDone, "reduce-scatter done flag of a tile group"}};
+    {WaitKind::kGroupReduceScatterDone, "reduce-scatter done flag of a tile group"},
+    {WaitKind::kGroupGathered, "gathered rows of a tile group"}};
 inline std::string_view to_string(WaitKind kind) { return name_in(kWaitKindNames, kind); }
 
 // Lives in device memory (or mapped host memory) of the launching device, zeroed before first use; written with
