@@ -86,18 +86,32 @@ __device__ void wait_peers(const Cta& cta, CollectiveFlag kind, int me) {
       [&](int p, std::uint32_t seen) { record_timeout(a.error, wk, me, p, cta.slice, 0, seen, a.epoch); });
 }
 
-// Thread 0, the tma-push AllReduce: wait until every peer of `me` has reduce-scattered groups 0..g of this slice (its
-// group flag >= (epoch << 32) | (g + 1)). A timeout records group g and the groups of this call seen done.
-__device__ void wait_peers_group(const Cta& cta, int g, int me) {
+// The group flag of peer p in rank me's flags, this CTA's slice.
+__device__ inline const std::uint64_t* peer_group_flag(const Cta& cta, int me, int p) {
+  return collective_group_flags(cta.a->flags[me]) + collective_group_flag_index(p, cta.slice);
+}
+
+// Thread 0, the tma-push AllReduce (wk: kGroupReduceScatterDone) and AllGather with gathered counters (kGroupGathered):
+// wait until every peer of `me` has done groups 0..g of this slice (its group flag >= (epoch << 32) | (g + 1)). A
+// timeout records `wk`, group g and the groups of this call seen done.
+__device__ void wait_peers_group(const Cta& cta, int g, int me, WaitKind wk) {
   const CollectiveArguments& a = *cta.a;
   const std::uint64_t target = collective_group_flag(a.epoch, std::uint32_t(g) + 1);
   wait_peer_words(
-      cta, me, [&](int p) { return collective_group_flags(a.flags[me]) + collective_group_flag_index(p, cta.slice); },
-      target,
+      cta, me, [&](int p) { return peer_group_flag(cta, me, p); }, target,
       [&](int p, std::uint64_t seen) {
         const std::uint32_t done = seen >> 32 == a.epoch ? std::uint32_t(seen) : 0u;  // an older call's: none
-        record_timeout(a.error, WaitKind::kGroupReduceScatterDone, me, p, cta.slice, g, done, g + 1);
+        record_timeout(a.error, wk, me, p, cta.slice, g, done, g + 1);
       });
+}
+
+// Thread 0: whether every peer of `me` has done groups 0..g of this slice already (one acquire load per peer, no wait).
+__device__ bool peers_group_done(const Cta& cta, int g, int me) {
+  const CollectiveArguments& a = *cta.a;
+  const std::uint64_t target = collective_group_flag(a.epoch, std::uint32_t(g) + 1);
+  for (int i = 1; i < a.world_size; ++i)
+    if (ptx::ld_acquire_sys(peer_group_flag(cta, me, (me + i) % a.world_size)) < target) return false;
+  return true;
 }
 
 // Thread 0: release `value` into the flag word_of(q) of every peer q of `me` (after all our writes completed).
@@ -638,6 +652,13 @@ __device__ void simt_move(const Cta& cta, const Move& m, GroupRange groups) {
 //                      group flag says group g - 1 is done (its adds into our R_me(g - 1) performed, its reads of
 //                      its src there done) and store our R_me(g - 1) to every peer. The gather runs one group behind
 //                      the reduce-scatter, so its wait is usually met by then. Then signal AG.
+//   step 2 with gathered counters (AllGather), tile group by tile group: push: store our R_me(g) to every peer and
+//                      signal its group flag; then raise gathered[me][h] for each group h not raised yet whose flag
+//                      every peer has signalled: waiting (timeout: kGroupGathered) for h <= g - 1, one group behind
+//                      as above (the last group: for every group), only looking for h = g. pull: load R_r(g) of
+//                      every owner into dst_me; then raise gathered[me][g]. Thread 0 raises (red.release.sys) after
+//                      the phase's boundary, so after thread 32's wait_group 0 and fence as a flag is; our own ranges
+//                      were copied in step 0. Then signal AG.
 //   exit: wait the last phase's flag from every peer (no peer still touches our buffers).
 template <typename T>
 __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a, int num_stages,
@@ -649,6 +670,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   __shared__ int abort_seen;
   const bool tma = a.algo != CommAlgo::kSimt;
   const bool push = a.algo == CommAlgo::kTmaPush;
+  const bool gathered = a.gathered[a.first_rank] != nullptr;  // AllGather, tma-push or tma-pull (can_implement)
   if (threadIdx.x == 0) abort_flag = abort_seen = 0;
   Cta cta{&a, int(blockIdx.x), &abort_flag};
   const TmaRing ring = TmaRing::in_header(smem, std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp);
@@ -698,6 +720,24 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
       for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
     });
   };
+  // Thread 0 in a boundary, with gathered counters: raise gathered[me][h] of every played rank for the groups h not
+  // raised yet below `upto`, in order, once their rows are in every played rank's dst: pull, our own writes (the
+  // phases before the boundary); push, every peer's group flag of h, waited for when h < `wait_below`, else looked
+  // at once (stopping at the first group not there yet). Nothing after an abort: the GEMM's wait then times out.
+  int raised = 0;  // thread 0's: groups raised so far
+  auto raise_gathered = [&](int wait_below, int upto) {
+    for (; raised < upto && !abort_flag; ++raised) {
+      bool here = true;
+      for (int me = r0; push && here && me < r1; ++me) {
+        if (raised < wait_below)
+          wait_peers_group(cta, raised, me, WaitKind::kGroupGathered);
+        else
+          here = peers_group_done(cta, raised, me);
+      }
+      if (!here || abort_flag) return;
+      for (int me = r0; me < r1; ++me) ptx::red_release_sys_add(a.gathered[me] + raised, 1u);
+    }
+  };
 
   // step 0 (dst_zeroed: a push adds our own piece in step 1 instead)
   if (!in_place && ((push && has_rs && !a.dst_zeroed) || a.op == Collective::kAllGather))
@@ -713,7 +753,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
         if (g < num_groups && !abort_flag)
           for (int me = r0; me < r1; ++me) signal_peers_group(cta, g, me);
         if (g > 0)
-          for (int me = r0; me < r1; ++me) wait_peers_group(cta, g - 1, me);
+          for (int me = r0; me < r1; ++me) wait_peers_group(cta, g - 1, me, WaitKind::kGroupReduceScatterDone);
       });
       if (g == 0) continue;
       run_phase(MoveKind::kPushBcast, GroupRange{g - 1, g});
@@ -731,7 +771,17 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   // step 2
   if (has_ag) {
     if (!has_rs) wait_all(kFlagStart);
-    run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, all_groups);
+    // With gathered counters one phase per group (a boundary after each, to raise its counters), else one phase.
+    for (int g = 0; g < (gathered ? num_groups : 1); ++g) {
+      run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, gathered ? GroupRange{g, g + 1} : all_groups);
+      if (gathered)
+        boundary([&] {
+          if (push && !abort_flag)
+            for (int me = r0; me < r1; ++me) signal_peers_group(cta, g, me);
+          // push: waiting one group behind (for every group after the last), looking at group g
+          raise_gathered(g + 1 < num_groups ? g : num_groups, g + 1);
+        });
+    }
     finish_phase(kFlagAg, true);
   }
 }
@@ -800,6 +850,17 @@ std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
       return fmt::format("src or dst of rank {} is not 16-byte aligned (TMA)", r);
     if ((a.src[r] == a.dst[r]) != (a.src[0] == a.dst[0])) return fmt::format("rank {} is in place but rank 0 is not (or the reverse)", r);
     if (a.expected != nullptr && a.counters[r] == nullptr) return fmt::format("expected given but counters[{}] is null", r);
+  }
+  if (std::any_of(a.gathered, a.gathered + kMaxRanks, [](const std::uint32_t* c) { return c != nullptr; })) {
+    if (a.op != Collective::kAllGather || (a.algo != CommAlgo::kTmaPush && a.algo != CommAlgo::kTmaPull))
+      return fmt::format("gathered counters need an AllGather with tma-push or tma-pull (got {} {})", to_string(a.op),
+                         to_string(a.algo));
+    for (int r = a.first_rank; r < a.first_rank + a.num_played_ranks; ++r) {
+      if (a.gathered[r] == nullptr)
+        return fmt::format("gathered counters given but gathered[{}] (a played rank's) is null", r);
+      if (reinterpret_cast<std::uintptr_t>(a.gathered[r]) % alignof(std::uint32_t) != 0)
+        return fmt::format("gathered[{}] ({}) is not 4-byte aligned", r, fmt::ptr(a.gathered[r]));
+    }
   }
   if (a.ranges == nullptr) {
     if (a.chunk_bytes % es != 0) return fmt::format("chunk_bytes = {} is not a multiple of the {}-byte element", a.chunk_bytes, es);

@@ -78,6 +78,41 @@ TEST(CollectiveArguments, EachBadValueIsNamed) {
   EXPECT_NE(refused([](CollectiveArguments& a) { a.dst_bytes = 4096; }).find("dst_bytes = 4096"), std::string::npos);
 }
 
+// Gathered counters go only with an AllGather on tma-push or tma-pull, for every played rank, 4-byte aligned.
+TEST(CollectiveArguments, GatheredCountersAreCheckedByName) {
+  DeviceError error{};
+  alignas(8) std::uint32_t flags[64] = {};
+  const auto checked = [&](auto&& change) {
+    CollectiveArguments a = good_arguments(&error, flags);
+    a.op = Collective::kAllGather;
+    a.gathered[0] = static_cast<std::uint32_t*>(fake(0x400000));
+    a.gathered[1] = static_cast<std::uint32_t*>(fake(0x400100));
+    change(a);
+    return CollectiveKernel::can_implement(a);
+  };
+  EXPECT_EQ(checked([](CollectiveArguments&) {}), "");
+  EXPECT_EQ(checked([](CollectiveArguments& a) { a.algo = CommAlgo::kTmaPull; }), "");
+  EXPECT_EQ(checked([](CollectiveArguments& a) {
+              a.num_played_ranks = 1;  // rank 0 only: rank 1's counters are not needed
+              a.gathered[1] = nullptr;
+            }),
+            "");
+  EXPECT_NE(
+      checked([](CollectiveArguments& a) { a.op = Collective::kReduceScatter; }).find("got reducescatter tma-push"),
+      std::string::npos);
+  EXPECT_NE(checked([](CollectiveArguments& a) { a.op = Collective::kAllReduce; }).find("got allreduce tma-push"),
+            std::string::npos);
+  EXPECT_NE(checked([](CollectiveArguments& a) { a.algo = CommAlgo::kSimt; }).find("got allgather simt"),
+            std::string::npos);
+  EXPECT_NE(
+      checked([](CollectiveArguments& a) { a.gathered[1] = nullptr; }).find("gathered[1] (a played rank's) is null"),
+      std::string::npos);
+  EXPECT_NE(checked([](CollectiveArguments& a) {
+              a.gathered[1] = static_cast<std::uint32_t*>(fake(0x400102));
+            }).find("gathered[1] (0x400102) is not 4-byte aligned"),
+            std::string::npos);
+}
+
 TEST(LocalRingArguments, EachBadValueIsNamed) {
   LocalRingArguments a;
   a.dst = fake(0x100000);

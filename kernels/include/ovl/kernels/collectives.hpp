@@ -13,6 +13,8 @@
 //                  tma-pull and SIMT: the gather after every group's reduce-scatter)
 // src == dst (in place) is allowed; NCCL-shaped calls are one range per owner (uniform layout), tile-addressed
 // calls pass a table of ranges grouped by GEMM tile group (RangeTable), optionally gated by GEMM group counters.
+// A tma-push or tma-pull AllGather may also raise per-group counters of each played rank as its rows arrive
+// (CollectiveArguments::gathered), for a GEMM that reads the gathered rows group by group.
 //
 // One launch plays `num_played_ranks` consecutive ranks starting at `first_rank`: all N ranks in loopback (one
 // CTA plays every rank's part of its slice in turn, so the traffic is real and no CTA waits on another CTA), one
@@ -64,7 +66,8 @@ struct DeviceRange {
 //     source's latest call that finished that phase of that slice;
 //   group flags, after them: kCollectiveGroupFlagWords u64 words [source rank][slice] (collective_group_flags,
 //     collective_group_flag_index), (epoch << 32) | the number of tile groups the source's call of that epoch has
-//     reduce-scattered in that slice (the tma-push AllReduce, which gathers group by group behind them).
+//     reduce-scattered in that slice (the tma-push AllReduce, which gathers group by group behind them) or pushed to
+//     every peer in that slice (the tma-push AllGather with gathered counters).
 enum class CollectiveFlag : std::uint32_t { kStart = 0, kReduceScatter = 1, kAllGather = 2 };
 inline constexpr std::size_t kCollectiveFlagWords = 3ull * kMaxRanks * kMaxCollectiveCtas;
 inline constexpr std::size_t kCollectiveGroupFlagWords = std::size_t(kMaxRanks) * kMaxCollectiveCtas;
@@ -122,6 +125,14 @@ struct CollectiveArguments {
   // first, so nothing of a gated call waits for the GEMM before the start flags: each group moves as soon as its
   // counter is ready, group after group (otherwise the own-piece copy of every group comes first).
   bool dst_zeroed = false;
+  // Optional per-group arrival (AllGather, tma-push or tma-pull only): gathered[r] for every played rank r (others
+  // unused), num_groups uint32 in the launching device's memory. CTA c adds 1 (red.release.sys) to gathered[r][g] once
+  // r's dst holds slice c of every owner's ranges of group g (tma-pull: its own writes of them performed; tma-push:
+  // every peer's group flag of slice c says that peer's pushes of group g are performed; r's own ranges: copied
+  // before any add), in group order and also for a group it has no bytes of. So gathered[r][g] grows by exactly
+  // num_ctas, and has when r's dst holds all of group g. Never reset here. Every rank's launch must have the same
+  // num_ctas and ranges (slice c is the same bytes on every rank).
+  std::uint32_t* gathered[kMaxRanks] = {};
 
   int num_ctas = 1;            // slices; 1 .. kMaxCollectiveCtas and at most the SMs given
   int simt_threads = 512;      // block size of kSimt (32..512)
