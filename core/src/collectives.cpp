@@ -266,10 +266,16 @@ void Collectives::all_gather(const SymmetricBuffer& send, const SymmetricBuffer&
   launch(a, stream);
 }
 
-void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
-                             DType dtype, CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream,
-                             const GroupGate* gate) {
+void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst,
+                             const RangeTable& table, DType dtype, CommAlgo algo, const CollectiveOptions& options,
+                             cudaStream_t stream, const GroupGate* gate, const GroupRelease* release) {
   OVL_CHECK(algo != CommAlgo::kNcclRing, "run_ranges: tile-addressed collectives are TMA/SIMT only (NCCL needs contiguous data)");
+  if (release != nullptr) {
+    OVL_CHECK(op == Collective::kAllGather, "run_ranges: a GroupRelease needs an AllGather (op = {})", to_string(op));
+    OVL_CHECK(algo == CommAlgo::kTmaPush || algo == CommAlgo::kTmaPull,
+              "run_ranges: a GroupRelease needs tma-push or tma-pull (algo = {})", to_string(algo));
+    OVL_CHECK(release->counters != nullptr, "run_ranges: GroupRelease counters = null");
+  }
   OVL_CHECK(table.world_size() == world_.size(), "run_ranges: table for {} ranks on a world of {}", table.world_size(), world_.size());
   const std::size_t es = size_t(dtype_bytes(dtype));
   const std::uint64_t bad = table.bytes_gcd_check(es);
@@ -287,6 +293,9 @@ void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const Sy
     for (int r = 0; r < world_.size(); ++r) a.counters[r] = gate->counters->peer<const std::uint32_t>(r);
     a.expected = gate->expected;
   }
+  if (release != nullptr)
+    for (int i = 0; i < world_.num_local_ranks(); ++i)
+      a.gathered[world_.first_local_rank() + i] = release->counters + std::size_t(i) * std::size_t(table.num_groups());
   launch(a, stream);
 }
 

@@ -85,6 +85,22 @@ struct GroupGate {
   const std::uint32_t* expected = nullptr;
 };
 
+// AllGather into a GEMM that waits per tile group (mode tma's AllGather+GEMM). counters: the World's device memory,
+// num_groups uint32 per rank the caller plays (a real World: its own rank, counters[g]; loopback: rank r's at
+// counters[r * num_groups + g]). Each of the call's CollectiveOptions::num_ctas CTAs adds 1 (red.release.sys) to
+// counters[g] once this rank's dst holds its slice of every owner's ranges of group g (tma-pull: its own writes of
+// them performed; tma-push: every peer's flag for that slice says the peer's pushes of group g are performed; our own
+// ranges are copied before the first add), group after group, also for a group it has no bytes of. So counters[g]
+// grows by exactly num_ctas, and has once this rank's dst holds all of group g: from zero, a GEMM waits
+// (ld.acquire.sys) until counters[g] >= num_ctas, then fence.proxy.async.global before TMA reads the rows. Groups
+// arrive in order (counters[g] full means every earlier group is). The collective never resets them (reset after the
+// GEMM is done with them, e.g. launch_reset_counters on its stream). A wait that times out leaves counters short, so
+// the GEMM's own wait times out too. AllGather with tma-push or tma-pull only; every rank passes the same table and
+// num_ctas (CTA c of every rank moves slice c).
+struct GroupRelease {
+  std::uint32_t* counters = nullptr;
+};
+
 class Collectives {
  public:
   explicit Collectives(const World& world);
@@ -98,10 +114,11 @@ class Collectives {
                       CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream);
   void all_gather(const SymmetricBuffer& send, const SymmetricBuffer& recv, std::size_t send_count, DType dtype,
                   CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream);
-  // Tile-addressed (TMA/SIMT only), optionally gated by GEMM group counters.
+  // Tile-addressed (TMA/SIMT only), optionally gated by GEMM group counters and (an AllGather) raising per-group
+  // counters as the gathered rows arrive (GroupRelease; another op or algo with a release throws ovl::Error).
   void run_ranges(Collective op, const SymmetricBuffer& src, const SymmetricBuffer& dst, const RangeTable& table,
                   DType dtype, CommAlgo algo, const CollectiveOptions& options, cudaStream_t stream,
-                  const GroupGate* gate = nullptr);
+                  const GroupGate* gate = nullptr, const GroupRelease* release = nullptr);
 
   // Synchronizes `stream` and throws ovl::Error if a wait of an earlier call timed out (then clears the record).
   void check(cudaStream_t stream);
