@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.hpp"
+#include "gathered_all_gather.cuh"
 #include "gpu_test.hpp"
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/world.hpp"
@@ -362,46 +364,94 @@ TEST_F(CollectivesTest, MissingPeerTimesOut) {
   cudaFree(err);
 }
 
-// A peer that stops between groups: rank 0 of a world of 2 launched alone on 3 tile groups, where rank 1's flags
-// (written here) say it entered the call and reduce-scattered group 0 of every slice, nothing more. Rank 0 gathers
-// group 0, then times out waiting for rank 1's group 1: the record names the group and the groups seen done.
-TEST_F(CollectivesTest, MissingGroupFlagTimesOut) {
-  const int groups = 3;
-  World world = World::loopback(2);
-  SymmetricBuffer buf(world, groups * 4096), flags(world, kernels::collective_flag_bytes());
+// `groups` tile groups of 4 KiB in a world of 2, 2 KiB per owner.
+std::vector<TileRange> two_owner_groups(int groups) {
   std::vector<TileRange> ranges;
   for (int g = 0; g < groups; ++g)
     for (int r = 0; r < 2; ++r) ranges.push_back(TileRange{r, g, g * 4096u + r * 2048u, g * 4096u + r * 2048u, 2048});
-  RangeTable table(world, ranges, groups);
-  kernels::DeviceError* err = nullptr;
-  OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
-  std::memset(err, 0, sizeof(*err));
-  kernels::CollectiveArguments a = lone_rank0(buf, flags, err);
-  a.ranges = table.device_ranges();
-  a.list_begin = table.device_list_begin();
-  a.num_groups = groups;
-  const std::uint32_t start = a.epoch;
-  const std::uint64_t group0_done = kernels::collective_group_flag(a.epoch, 1);
-  for (int s = 0; s < a.num_ctas; ++s) {
-    OVL_CUDA_CHECK(cudaMemcpy(a.flags[0] + kernels::collective_flag_index(kernels::CollectiveFlag::kStart, 1, s),
-                              &start, sizeof(start), cudaMemcpyHostToDevice));
-    OVL_CUDA_CHECK(cudaMemcpy(kernels::collective_group_flags(a.flags[0]) + kernels::collective_group_flag_index(1, s),
-                              &group0_done, sizeof(group0_done), cudaMemcpyHostToDevice));
+  return ranges;
+}
+
+// A peer that stops between groups: lone_rank0 on 3 tile groups (two_owner_groups), where rank 1's flags (written
+// here) say it entered the call and finished group 0 of every slice, nothing more (its group flag: 1 group of this
+// epoch). args may be changed before expect_group1_timeout runs them.
+class LoneRankAfterGroup0 {
+ public:
+  static constexpr int kGroups = 3;
+  LoneRankAfterGroup0()
+      : world_(World::loopback(2)),
+        buf_(world_, kGroups * 4096),
+        flags_(world_, kernels::collective_flag_bytes()),
+        table_(world_, two_owner_groups(kGroups), kGroups) {
+    OVL_CUDA_CHECK(cudaMallocManaged(&err_, sizeof(*err_)));
+    std::memset(err_, 0, sizeof(*err_));
+    args = lone_rank0(buf_, flags_, err_);
+    args.ranges = table_.device_ranges();
+    args.list_begin = table_.device_list_begin();
+    args.num_groups = kGroups;
+    const std::uint32_t start = args.epoch;
+    const std::uint64_t group0_done = kernels::collective_group_flag(args.epoch, 1);
+    for (int s = 0; s < args.num_ctas; ++s) {
+      OVL_CUDA_CHECK(cudaMemcpy(args.flags[0] + kernels::collective_flag_index(kernels::CollectiveFlag::kStart, 1, s),
+                                &start, sizeof(start), cudaMemcpyHostToDevice));
+      OVL_CUDA_CHECK(
+          cudaMemcpy(kernels::collective_group_flags(args.flags[0]) + kernels::collective_group_flag_index(1, s),
+                     &group0_done, sizeof(group0_done), cudaMemcpyHostToDevice));
+    }
+    OVL_CUDA_CHECK(test::finish_setup());
   }
+  ~LoneRankAfterGroup0() { cudaFree(err_); }
+  LoneRankAfterGroup0(const LoneRankAfterGroup0&) = delete;
+  LoneRankAfterGroup0& operator=(const LoneRankAfterGroup0&) = delete;
+
+  // Runs args to the end on `stream`: rank 0 times out waiting for rank 1's group flag of group 1 (`kind`; 1 group of
+  // this call seen done, 2 expected), and the description contains `needle`.
+  void expect_group1_timeout(kernels::WaitKind kind, const std::string& needle, cudaStream_t stream) {
+    kernels::CollectiveKernel::run(args, nullptr, stream);
+    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(err_->code, 1u);
+    EXPECT_EQ(kernels::WaitKind(err_->wait), kind);
+    EXPECT_EQ(err_->rank, 0u);
+    EXPECT_EQ(err_->peer, 1u);
+    EXPECT_EQ(err_->group, 1u);
+    EXPECT_EQ(err_->observed, 1u);
+    EXPECT_EQ(err_->expected, 2u);
+    EXPECT_NE(kernels::describe(*err_).find(needle), std::string::npos) << kernels::describe(*err_);
+  }
+
+  kernels::CollectiveArguments args;
+
+ private:
+  World world_;
+  SymmetricBuffer buf_, flags_;
+  RangeTable table_;
+  kernels::DeviceError* err_ = nullptr;
+};
+
+// The push AllReduce (lone_rank0's) gathers group 0, then times out waiting for rank 1's group 1: the record names the
+// group and the groups seen done.
+TEST_F(CollectivesTest, MissingGroupFlagTimesOut) {
+  LoneRankAfterGroup0 lone;
+  lone.expect_group1_timeout(kernels::WaitKind::kGroupReduceScatterDone,
+                             "rank 0 timed out waiting for rank 1 to reduce-scatter tile group 1", stream_);
+}
+
+// A tma-push AllGather with gathered counters (in place, 2 CTAs) where rank 1 stops pushing after group 0: both CTAs
+// raise rank 0's counter of group 0 and neither raises group 1 or 2; the wait for rank 1's rows of group 1 times out
+// (a GEMM waiting for them would time out too) and the record names it.
+TEST_F(CollectivesTest, MissingGatheredRowsTimeOut) {
+  LoneRankAfterGroup0 lone;
+  const int groups = LoneRankAfterGroup0::kGroups;
+  auto counters = test::device_bytes(groups * sizeof(std::uint32_t));
+  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, groups * sizeof(std::uint32_t)));
   OVL_CUDA_CHECK(test::finish_setup());
-  kernels::CollectiveKernel::run(a, nullptr, stream_);
-  OVL_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  EXPECT_EQ(err->code, 1u);
-  EXPECT_EQ(kernels::WaitKind(err->wait), kernels::WaitKind::kGroupReduceScatterDone);
-  EXPECT_EQ(err->rank, 0u);
-  EXPECT_EQ(err->peer, 1u);
-  EXPECT_EQ(err->group, 1u);
-  EXPECT_EQ(err->observed, 1u);
-  EXPECT_EQ(err->expected, 2u);
-  EXPECT_NE(kernels::describe(*err).find("rank 0 timed out waiting for rank 1 to reduce-scatter tile group 1"),
-            std::string::npos)
-      << kernels::describe(*err);
-  cudaFree(err);
+  lone.args.op = Collective::kAllGather;
+  lone.args.gathered[0] = static_cast<std::uint32_t*>(counters.get());
+  lone.expect_group1_timeout(kernels::WaitKind::kGroupGathered,
+                             "rank 0 timed out waiting for the gathered rows of tile group 1 from rank 1", stream_);
+  std::vector<std::uint32_t> raised(groups);
+  OVL_CUDA_CHECK(cudaMemcpy(raised.data(), counters.get(), groups * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(raised, (std::vector<std::uint32_t>{2, 0, 0}));
 }
 
 // A gated reduce-scatter over `table` whose gate never opens (2 CTAs, 50 ms timeout): check() throws an ovl::Error
@@ -547,17 +597,16 @@ std::string_view dst_name(ArDst d) {
   return d == ArDst::kZeroed ? "dst-zeroed" : d == ArDst::kNaNs ? "dst of NaNs" : "in-place";
 }
 
-// A gated tma-push AllReduce over a range table in a loopback world of n ranks (one launch plays every rank). Group g
-// holds group_elems[g] bf16 elements from a 16-byte aligned start, dealt to the owners in near-equal runs of whole
-// 16-byte units (the last owners may get less or none); every rank's input is fresh random data. One launch per
-// object (in place, the launch consumes the input).
+// A gated tma-push AllReduce over a range table in a loopback world of n ranks (one launch plays every rank), the
+// ranges test::owner_runs; every rank's input is fresh random data. One launch per object (in place, the launch
+// consumes the input).
 class GatedAllReduce {
  public:
   GatedAllReduce(int n, const std::vector<std::size_t>& group_elems, std::uint32_t seed, ArDst where = ArDst::kZeroed)
       : where_(where),
         world_(World::loopback(n)),
         coll_(world_),
-        ranges_(owner_runs(n, group_elems)),
+        ranges_(test::owner_runs(n, group_elems)),
         table_(world_, ranges_, int(group_elems.size())),
         src_(world_, table_.src_end()),
         dst_(where == ArDst::kInPlace ? SymmetricBuffer() : SymmetricBuffer(world_, table_.dst_end())),
@@ -626,21 +675,6 @@ class GatedAllReduce {
   }
 
  private:
-  static std::vector<TileRange> owner_runs(int n, const std::vector<std::size_t>& group_elems) {
-    std::vector<TileRange> ranges;
-    std::uint64_t at = 0;
-    for (int g = 0; g < int(group_elems.size()); ++g) {
-      const std::uint64_t bytes = group_elems[std::size_t(g)] * 2, unit = 16 * std::uint64_t(n);
-      const std::uint64_t run = (bytes + unit - 1) / unit * 16;
-      for (int r = 0; r < n; ++r) {
-        const std::uint64_t b = std::min(bytes, r * run), e = std::min(bytes, (r + 1) * run);
-        if (e > b) ranges.push_back(TileRange{r, g, at + b, at + b, e - b});
-      }
-      at += (bytes + 15) / 16 * 16;
-    }
-    return ranges;
-  }
-
   const SymmetricBuffer& out() const { return where_ == ArDst::kInPlace ? src_ : dst_; }
 
   ArDst where_;
@@ -693,6 +727,63 @@ TEST_F(CollectivesTest, PushAllReduceGathersReleasedGroupsBeforeAGateTimesOut) {
     ar.reset_counters(stream_);
     EXPECT_EQ(ar.wrong(0, 2), 0u);
   }
+}
+
+// An AllGather with a GroupRelease raises each group's counter only once the group's rows are in the destination: 5
+// groups of uneven sizes (smaller and larger than a ring stage, a tail, owners without a run, CTAs without a byte of
+// a group), worlds of 1, 2, 4 and 8 played by one launch, tma-push and tma-pull, 1, 3 and 8 CTAs out of place and 3
+// in place, two calls without a reset (the counters end at num_ctas, then at twice that). A checker kernel on another
+// stream reads each group's rows as soon as its counter says they arrived (test::run_gathered_all_gather): a counter
+// raised early shows.
+TEST_F(CollectivesTest, AllGatherRaisesEachGroupOnceItsRowsArrive) {
+  const std::vector<std::size_t> group_elems{100'003, 4'096, 257'005, 24, 61'443};
+  for (int n : {1, 2, 4, 8}) {
+    World world = World::loopback(n);
+    Collectives coll(world);
+    for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull})
+      for (const auto& [ctas, in_place] : {std::pair{1, false}, {3, false}, {8, false}, {3, true}}) {
+        SCOPED_TRACE(fmt::format("{}, world of {}, {} CTAs{}", to_string(algo), n, ctas, in_place ? ", in place" : ""));
+        EXPECT_EQ(test::run_gathered_all_gather(world, coll, algo, ctas, group_elems,
+                                                500u * std::uint32_t(n) + std::uint32_t(ctas), stream_, in_place),
+                  0u);
+      }
+  }
+}
+
+// The same over a threads World of every visible GPU (each rank's own counters and checker; one GPU: a world of 1).
+TEST_F(CollectivesTest, AllGatherRaisesEachGroupInAThreadsWorldOfEveryGpu) {
+  std::vector<World> worlds = World::threads(test::every_gpu(kernels::kMaxRanks));
+  run_per_rank(worlds, [&](World& w) {
+    test::Stream stream;
+    Collectives coll(w);
+    for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+      SCOPED_TRACE(fmt::format("{}, rank {} of {}", to_string(algo), w.rank(), w.size()));
+      EXPECT_EQ(test::run_gathered_all_gather(w, coll, algo, 3, {100'003, 4'096, 257'005, 24, 61'443}, 31u, stream),
+                0u);
+    }
+  });
+}
+
+// A GroupRelease goes only with an AllGather on tma-push or tma-pull, and needs its counters: anything else is
+// refused by name before a launch.
+TEST_F(CollectivesTest, GroupReleaseIsRefusedByName) {
+  World world = World::loopback(2);
+  Collectives coll(world);
+  SymmetricBuffer buf(world, 1 << 16);
+  const std::vector<TileRange> ranges{{0, 0, 0, 0, 1 << 15}, {1, 0, 1 << 15, 1 << 15, 1 << 15}};
+  RangeTable table(world, ranges, 1);
+  auto counters = test::device_bytes(2 * sizeof(std::uint32_t));
+  const GroupRelease release{static_cast<std::uint32_t*>(counters.get())};
+  const auto call = [&](Collective op, CommAlgo algo, const GroupRelease& r) {
+    coll.run_ranges(op, buf, buf, table, DType::kBF16, algo, CollectiveOptions{}, stream_, nullptr, &r);
+  };
+  test::expect_error_naming([&] { call(Collective::kReduceScatter, CommAlgo::kTmaPush, release); },
+                            "op = reducescatter");
+  test::expect_error_naming([&] { call(Collective::kAllReduce, CommAlgo::kTmaPull, release); }, "op = allreduce");
+  test::expect_error_naming([&] { call(Collective::kAllGather, CommAlgo::kSimt, release); }, "algo = simt");
+  test::expect_error_naming([&] { call(Collective::kAllGather, CommAlgo::kTmaPush, GroupRelease{}); },
+                            "counters = null");
+  EXPECT_EQ(coll.epoch(), 0u) << "a refused call launched";
 }
 
 // The counter wait kernel: times out on a counter below its target (naming the group, the values seen and

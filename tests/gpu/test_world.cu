@@ -1,16 +1,17 @@
 // World backends and symmetric buffers: loopback sizes, threads with one device and with every visible GPU, MPI with
 // one rank (when built with MPI; a singleton or mpirun -np 1) and with every rank of mpirun -np 2..8.
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <random>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "expect_error.hpp"
+#include "gathered_all_gather.cuh"
 #include "gpu_test.hpp"
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/nccl_check.hpp"
@@ -318,6 +319,64 @@ TEST_F(GpuTest, MpiWorldOfEveryRank) {
     EXPECT_EQ(wrong, 0u);
     w.barrier();
   }
+}
+
+// An AllGather with a GroupRelease across the processes of mpirun -np 2..8, tma-push and tma-pull, 3 CTAs: each
+// rank's checker reads every group's rows as soon as its counter says they arrived (test::run_gathered_all_gather).
+TEST_F(HopperTest, MpiWorldAllGatherRaisesEachGroupOnceItsRowsArrive) {
+  const int size = mpi_world_size();
+  if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
+  World w = mpi_world_of_every_rank();
+  Collectives coll(w);
+  test::Stream stream;
+  for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+    SCOPED_TRACE(fmt::format("rank {} of {}: {}", w.rank(), w.size(), to_string(algo)));
+    EXPECT_EQ(test::run_gathered_all_gather(w, coll, algo, 3, {100'003, 4'096, 257'005, 24, 61'443}, 41u, stream), 0u);
+  }
+}
+
+// A rank that stops pushing between groups of an AllGather with a GroupRelease, as processes of mpirun -np 2..8
+// (tma-push, 3 CTAs, 3 groups): the last rank's group 1 waits at a gate that never opens (its GEMM counter stays 0)
+// and times out naming it; every other rank raises its counter of group 0 to 3, then times out waiting for the last
+// rank's rows of group 1 and check() throws naming the group and that rank; no rank raises group 1 or 2.
+TEST_F(HopperTest, MpiRankThatStopsMidGatherTimesOutNamingTheGroup) {
+  const int size = mpi_world_size();
+  if (size < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << size << " rank";
+  World world = mpi_world_of_every_rank();
+  const int me = world.rank(), n = world.size(), stopper = n - 1, groups = 3;
+  Collectives coll(world);
+  const std::vector<TileRange> ranges = test::owner_runs(n, {40'000, 30'008, 50'000});
+  const RangeTable table(world, ranges, groups);
+  const SymmetricBuffer src(world, table.src_end()), dst(world, table.dst_end()),
+      gemm_counters(world, groups * sizeof(std::uint32_t));
+  const std::vector<std::uint32_t> expected{0, me == stopper ? 1u : 0u, 0};
+  auto expected_d = test::device_bytes(groups * sizeof(std::uint32_t)),
+       counters = test::device_bytes(groups * sizeof(std::uint32_t));
+  OVL_CUDA_CHECK(cudaMemcpy(expected_d.get(), expected.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, groups * sizeof(std::uint32_t)));
+  OVL_CUDA_CHECK(test::finish_setup());
+  world.barrier();
+  test::Stream stream;
+  CollectiveOptions opt;
+  opt.num_ctas = 3;
+  opt.timeout_ns = 300'000'000;
+  const GroupGate gate{&gemm_counters, static_cast<const std::uint32_t*>(expected_d.get())};
+  const GroupRelease release{static_cast<std::uint32_t*>(counters.get())};
+  coll.run_ranges(Collective::kAllGather, src, dst, table, DType::kBF16, CommAlgo::kTmaPush, opt, stream, &gate,
+                  &release);
+  if (me == stopper)
+    test::expect_error_naming([&] { coll.check(stream); },
+                              fmt::format("waited for tile group 1 of rank {}'s GEMM", me));
+  else
+    test::expect_error_naming(
+        [&] { coll.check(stream); },
+        fmt::format("rank {} timed out waiting for the gathered rows of tile group 1 from rank {}", me, stopper));
+  std::vector<std::uint32_t> raised(groups);
+  OVL_CUDA_CHECK(cudaMemcpy(raised.data(), counters.get(), groups * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  if (me != stopper) EXPECT_EQ(raised[0], 3u) << "rank " << me;  // the last rank's group 0 arrived
+  EXPECT_EQ(raised[1], 0u) << "rank " << me;
+  EXPECT_EQ(raised[2], 0u) << "rank " << me;
+  world.barrier();
 }
 
 // bf16 values of rank r's matrix `which` (each test its own numbers), uniform in [-1, 1): every process can make
