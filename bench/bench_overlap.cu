@@ -568,12 +568,8 @@ void register_cases() {
   if (w < 1) return;
   // The /algo: baseline (the tma mode's mover on every SM) only in loopback: a real world's baseline is NCCL's.
   const bool tma_baseline = !real_world();
-  // The overlapped modes the executor runs for an op (kModeTraits: AG+GEMM has no tma mode).
-  const auto overlapped_modes = [](Op op) {
-    std::vector<Mode> modes;
-    for (Mode m : {Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma})
-      if (mode_traits(m).runs(op)) modes.push_back(m);
-    return modes;
+  const auto overlapped_modes = [](Op) {
+    return std::vector<Mode>{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
   };
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
@@ -602,7 +598,7 @@ void register_cases() {
               add(fmt::format("overlap/{}/{}/comm_sms:{}/groups:{}", to_string(mode), tail, c, g), mode, op, sh, c,
                   CommAlgo::kNcclRing, symmetric);
       }
-      if (tma_baseline && op != Op::kAllGatherGemm)
+      if (tma_baseline)
         add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)), Mode::kSequential,
             op, sh, sms, tma_algo);
       for (Mode mode : modes) {

@@ -554,7 +554,9 @@ void* Context::symmetric_output(const Problem& problem) {
   OVL_CHECK(!s.loopback && s.world > 1,
             "symmetric_output: needs a Context on a real World of more than one rank (this one: {}, world {})",
             s.loopback ? "loopback" : "real", s.world);
-  OVL_CHECK(mode_traits(Mode::kTma).runs(problem.op), "symmetric_output: op {} has no tma mode", to_string(problem.op));
+  OVL_CHECK(problem.op != Op::kAllGatherGemm,
+            "symmetric_output: op allgather-gemm: its C is the GEMM's output, not a collective's (only GEMM+AR and "
+            "GEMM+RS write C from a symmetric buffer)");
   OVL_CHECK(problem.world == s.world, "symmetric_output: problem world = {} on a context of world {}", problem.world,
             s.world);
   problem.validate();

@@ -205,7 +205,7 @@ void CopyEngineExecutor::run(const Call& c) {
     }
     // Loopback copies are same-device copies on SMs: the GEMM leaves comm_ctas of them (can_run checks it fits).
     const int grid = signaled_gemm_grid(plan, p, res.id.plan_hw);
-    if (gemm) res.signaled_gemm(c, grid, gemm_st, /*wait_for_gather=*/coll);
+    if (gemm) res.signaled_gemm(c, grid, gemm_st, /*gathered_at=*/coll ? 1u : 0u);
     for (int g = 0; coll && g < groups; ++g) {
       const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
       for (int s = 0; s < w; ++s) {

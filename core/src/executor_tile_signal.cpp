@@ -44,7 +44,7 @@ void SignaledExecutor::run(const Call& c) {
   // A tile-major output goes to the shape's staging, which the reorder below turns into rows.
   DeviceBuffer* tile_major = plan.output == OutputLayout::kTileMajor ? &tile_major_[c.problem.name()] : nullptr;
   const bool gemm = c.runs_gemm();
-  if (gemm) r.signaled_gemm(c, grid, gemm_st, /*wait_for_gather=*/false, tile_major);
+  if (gemm) r.signaled_gemm(c, grid, gemm_st, /*gathered_at=*/0, tile_major);
 
   for (int g = 0; c.runs_comm() && g < groups; ++g) {
     unsigned expected = ps.expected_host[size_t(g)];
@@ -97,7 +97,7 @@ void SignaledExecutor::run_gather(const Call& c, const Resources::SignaledLaunch
   // waits on device counters.
   if (coll && groups > 0) gather(0);
   // Measured alone (Part::kGemm), the GEMM does not wait: nothing would release its groups.
-  if (c.runs_gemm()) r.signaled_gemm(c, launch.grid, gemm_st, /*wait_for_gather=*/coll);
+  if (c.runs_gemm()) r.signaled_gemm(c, launch.grid, gemm_st, /*gathered_at=*/coll ? 1u : 0u);
   for (int g = 1; coll && g < groups; ++g) gather(g);
   r.join_streams(c.stream, gemm_st, comm_st);
 }

@@ -31,6 +31,11 @@ void TmaExecutor::bind(Call& c) {
   if (!coll_) coll_ = std::make_unique<Collectives>(res_.id.world_ref);
   res_.make_symmetric_counters();  // zero-filled
   RealShape& rs = real_shape(c.problem);
+  if (c.op == Op::kAllGatherGemm) {
+    c.rows = rs.partial.local_ptr();
+    c.gathered = rs.out.local_ptr();
+    return;
+  }
   c.partial = rs.partial.local_ptr();
   c.out = rs.out.local_ptr();
 }
@@ -51,19 +56,30 @@ void TmaExecutor::run(const Call& c) {
   }
   r.start_signaled(c, groups, gemm_st, comm_st);
 
-  // The GEMM is enqueued first so its CTAs are dispatched before the spinning collective's.
   const bool gemm = c.runs_gemm();
-  if (gemm) r.signaled_gemm(c, grid, gemm_st);
-
   kernels::LoopbackArguments a = r.loopback_args(c, ctas);
   a.first_group = 0;
   a.num_groups = groups;
+  if (r.record.valid) a.stamps = r.slot_ptr(r.record.cta_base);
+  if (c.op == Op::kAllGatherGemm) {
+    // The gather starts at once and each of its CTAs releases a group's counter after its rows of the group; the
+    // GEMM, beside it on the other SMs, waits per tile until the counter reaches the CTA count (Fault::kCounterTooHigh:
+    // one more, which never comes, so its first wait times out). Alone, neither waits for the other.
+    const bool both = gemm && c.runs_comm();
+    if (both) a.released = r.counter_ptr();
+    if (c.runs_comm()) kernels::launch_loopback_collective(a, comm_st);
+    const unsigned gathered_at = unsigned(a.ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
+    if (gemm) r.signaled_gemm(c, grid, gemm_st, both ? gathered_at : 0u);
+    r.join_streams(c.stream, gemm_st, comm_st);
+    return;
+  }
+  // The GEMM is enqueued first so its CTAs are dispatched before the spinning collective's.
+  if (gemm) r.signaled_gemm(c, grid, gemm_st);
   if (gemm) {  // gated on the GEMM's counters; alone (kComm) the collective runs ungated
     a.counters = r.counter_ptr();
     a.expected =
         c.fault == testing::Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
   }
-  if (r.record.valid) a.stamps = r.slot_ptr(r.record.cta_base);
   if (c.runs_comm()) kernels::launch_loopback_collective(a, comm_st);
 
   r.join_streams(c.stream, gemm_st, comm_st);
@@ -73,11 +89,17 @@ TmaExecutor::RealShape& TmaExecutor::real_shape(const Problem& p) {
   RealShape& rs = shapes_[p.name()];
   // Each made on its own, so a call after a failed first one (a peer gone, no memory) makes what is missing.
   const World& world = res_.id.world_ref;
-  const int64_t eb = dtype_bytes(p.output_dtype());
-  const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / res_.id.world : p.m;
-  if (rs.partial.empty()) rs.partial = SymmetricBuffer(world, size_t(p.m * p.n * eb));
-  if (rs.out.empty()) rs.out = SymmetricBuffer(world, size_t(out_rows * p.n * eb));
+  if (rs.partial.empty()) rs.partial = SymmetricBuffer(world, real_bytes(p, false));
+  if (rs.out.empty()) rs.out = SymmetricBuffer(world, real_bytes(p, true));
   return rs;
+}
+
+size_t TmaExecutor::real_bytes(const Problem& p, bool out) const {
+  const int w = res_.id.world;
+  if (p.op == Op::kAllGatherGemm)  // this rank's rows of A, the gathered A
+    return size_t((out ? p.m : p.m / w) * p.k * dtype_bytes(p.dtype));
+  const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
+  return size_t((out ? out_rows : p.m) * p.n * dtype_bytes(p.output_dtype()));
 }
 
 void* TmaExecutor::symmetric_output(const Problem& p) { return real_shape(p).out.local_ptr(); }
@@ -100,21 +122,21 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
   const int w = r.id.world;
   RealShape& rs = real_shape(p);
   const int groups = int(plan.tile_groups.size());
-  const int64_t eb = dtype_bytes(p.output_dtype());
-  const int64_t out_rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
+  const bool ag = p.op == Op::kAllGatherGemm;
   auto table = rs.ranges.find(ps.row_end);
   if (table == rs.ranges.end()) {
     // Group g's rows [r0, r1), owner by owner (ovl::owner_rows): ReduceScatter cuts them at the owners' row blocks;
-    // AllReduce deals them out in W near-equal row runs (each owner reduces one, then stores it to every peer).
+    // AllReduce deals them out in W near-equal row runs (each owner reduces one, then stores it to every peer);
+    // AllGather cuts the gathered A's rows at the owners' blocks (from row block_row of the owner's rows).
     std::vector<TileRange> ranges;
-    const int64_t row_bytes = p.n * eb;
+    const int64_t row_bytes = ag ? p.k * dtype_bytes(p.dtype) : p.n * dtype_bytes(p.output_dtype());
     for (int g = 0; g < groups; ++g) {
       const int64_t r0 = ps.row_begin[size_t(g)], r1 = ps.row_end[size_t(g)];
       for (int owner = 0; owner < w; ++owner) {
         const OwnerRows o = owner_rows(p, r0, r1, owner);
         if (o.rows() == 0) continue;
-        ranges.push_back(TileRange{owner, g, uint64_t(o.begin * row_bytes), uint64_t(o.block_row * row_bytes),
-                                   uint64_t(o.rows() * row_bytes)});
+        const uint64_t at = uint64_t(o.begin * row_bytes), block = uint64_t(o.block_row * row_bytes);
+        ranges.push_back(TileRange{owner, g, ag ? block : at, ag ? at : block, uint64_t(o.rows() * row_bytes)});
       }
     }
     table = rs.ranges.emplace(ps.row_end, RangeTable(r.id.world_ref, ranges, groups)).first;
@@ -122,6 +144,7 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
   cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
   r.start_signaled(c, groups, gemm_st, comm_st);
   const bool gemm = c.runs_gemm();
+  if (ag) return run_real_gather(c, launch, table->second);
   if (gemm) r.signaled_gemm(c, launch.grid, gemm_st);
   if (c.runs_comm()) {
     CollectiveOptions o;
@@ -136,7 +159,7 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
     // The destination starts at zero and every rank adds its piece (dst_zeroed): each group streams out as soon as
     // its counter is ready. The peers add into it only after this rank's start flag, raised by the kernel below,
     // which this stream runs after the memset.
-    const size_t out_bytes = size_t(out_rows * p.n * eb);
+    const size_t out_bytes = real_bytes(p, true);
     OVL_CUDA_CHECK(cudaMemsetAsync(c.out, 0, out_bytes, comm_st));
     o.dst_zeroed = true;
     // Alone (kComm) the collective runs ungated, on whatever `partial` holds.
@@ -146,6 +169,37 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
     if (c.c.ptr != c.out) OVL_CUDA_CHECK(cudaMemcpyAsync(c.c.ptr, c.out, out_bytes, cudaMemcpyDeviceToDevice, comm_st));
     r.end_span(span, comm_st);
   }
+  r.join_streams(c.stream, gemm_st, comm_st);
+}
+
+void TmaExecutor::run_real_gather(const Call& c, const Resources::SignaledLaunch& launch, const RangeTable& table) {
+  Resources& r = res_;
+  const Problem& p = c.problem;
+  RealShape& rs = real_shape(p);
+  cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
+  const bool gemm = c.runs_gemm(), both = gemm && c.runs_comm();
+  CollectiveOptions o;
+  o.num_ctas = launch.ctas;
+  o.timeout_ns = r.id.timeout_ns;
+  if (c.runs_comm()) {
+    const int span = r.stamp_span("comm", r.record.comm_name, "comm", comm_st);
+    // This rank's rows into its symmetric buffer, which the collective pushes to every rank's gathered A (its own
+    // too) group by group. The peers push into this rank's gathered A only after its start flag, which the kernel
+    // below raises after this stream joined the previous call's GEMM (the caller's stream order).
+    OVL_CUDA_CHECK(
+        cudaMemcpyAsync(rs.partial.local_ptr(), c.a.ptr, real_bytes(p, false), cudaMemcpyDeviceToDevice, comm_st));
+    GroupRelease release;
+    release.counters = r.counter_ptr();
+    // An AllGather copies bytes: FP8 rows move as 16-bit elements (the collective sums bf16, fp16 or fp32 only).
+    const DType moved = is_fp8(p.dtype) ? DType::kBF16 : p.dtype;
+    coll_->run_ranges(Collective::kAllGather, rs.partial, rs.out, table, moved, CommAlgo::kTmaPush, o, comm_st, nullptr,
+                      both ? &release : nullptr);
+    r.end_span(span, comm_st);
+  }
+  // The GEMM waits per tile until its group's counter reaches the collective's CTA count (Fault::kCounterTooHigh:
+  // one more, which never comes). Alone (kGemm) it reads whatever the gathered A holds.
+  const unsigned gathered_at = unsigned(o.num_ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
+  if (gemm) r.signaled_gemm(c, launch.grid, gemm_st, both ? gathered_at : 0u);
   r.join_streams(c.stream, gemm_st, comm_st);
 }
 

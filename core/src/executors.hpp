@@ -84,9 +84,14 @@ class TmaExecutor final : public Executor {
     std::map<std::vector<int64_t>, RangeTable> ranges;
   };
   RealShape& real_shape(const Problem& p);  // partial and out made on first use
+  // Bytes of a real shape's `partial` (out = false) or `out`; AG+GEMM: this rank's rows of A, the gathered A.
+  size_t real_bytes(const Problem& p, bool out) const;
   // The call in a real world of more than one rank: the GEMM into `partial`, the World's TMA collective gated by
   // the symmetric counters into `out`, then `out` copied to C.
   void run_real(const Call& call, const Resources::SignaledLaunch& launch);
+  // AG+GEMM there: this rank's rows pushed to every rank group by group, each rank's GEMM waiting per group for the
+  // collective's GroupRelease counters.
+  void run_real_gather(const Call& call, const Resources::SignaledLaunch& launch, const RangeTable& table);
   std::unique_ptr<Collectives> coll_;        // the World's collectives, made by the first real-world call
   std::map<std::string, RealShape> shapes_;  // by problem name
 };

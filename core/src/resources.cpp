@@ -406,7 +406,7 @@ void Resources::collective_unit(const Call& call, int unit, int ctas, cudaStream
   }
 }
 
-void Resources::signaled_gemm(const Call& call, int grid, cudaStream_t stream, bool wait_for_gather,
+void Resources::signaled_gemm(const Call& call, int grid, cudaStream_t stream, unsigned gathered_at,
                               DeviceBuffer* tile_major) {
   const Problem& p = call.problem;
   const bool ag = p.op == Op::kAllGatherGemm;
@@ -421,8 +421,9 @@ void Resources::signaled_gemm(const Call& call, int grid, cudaStream_t stream, b
   // GEMM in whole waves, and a stream-K tail would move when its groups signal (bench_gemm measures it on its own).
   if (ag) {
     // The counters are the gather's releases, which the GEMM waits on; it signals nothing.
-    if (wait_for_gather) {
+    if (gathered_at > 0) {
       g.wait_counters = counter_ptr();
+      g.wait_value = gathered_at;
       g.wait_timeout_ns = id.timeout_ns;
       g.wait_error = error_ptr();
     } else {

@@ -221,9 +221,9 @@ struct Resources {
   kernels::LoopbackArguments loopback_args(const Call& call, int ctas) const;
   // Our GEMM over the whole problem on `grid` CTAs: GEMM+AR/RS reads A and writes Call::partial (or, given
   // `tile_major`, the plan's tile-major output into that buffer, grown here), signaling the group counters;
-  // AG+GEMM reads Call::gathered into C, signals nothing, and with wait_for_gather waits per tile for its group's
-  // counter.
-  void signaled_gemm(const Call& call, int grid, cudaStream_t stream, bool wait_for_gather = false,
+  // AG+GEMM reads Call::gathered into C, signals nothing, and with gathered_at > 0 waits per tile until its group's
+  // counter reaches gathered_at (the value the gather's releases of one group add up to).
+  void signaled_gemm(const Call& call, int grid, cudaStream_t stream, unsigned gathered_at = 0,
                      DeviceBuffer* tile_major = nullptr);
   // The streams a signaling mode runs its GEMM and its collective on (a partitioned plan's SmPartition's, else the
   // caller's and the communication stream), the GEMM's grid (signaled_gemm_grid) and the collective's CTAs

@@ -177,6 +177,9 @@ void launch_loopback_collective(const LoopbackArguments& a, cudaStream_t stream)
                 "loopback collective: destination of rank {} ({}) is null or not 16-byte aligned", r, a.dst[r]);
     }
   }
+  OVL_CHECK(a.released == nullptr || (a.op == Collective::kAllGather && a.mover != CommAlgo::kSimt),
+            "loopback collective: released counters with {} and mover {}: only a TMA mover's AllGather releases groups",
+            to_string(a.op), to_string(a.mover));
   if (a.num_groups <= 0) return;
   if (a.mover != CommAlgo::kSimt) {
     launch_tma_mover(a, stream);

@@ -354,19 +354,32 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   // The leader's warp waits for it here and below rather than spinning beside it on a full barrier while it spins on
   // a GEMM counter: no lane of a warp spins while another lane of the same warp must make progress.
   if (pull) __syncwarp();
+  // Group releases (LoopbackArguments::released), the leader's: at most one group waits for its link latency.
+  const bool releases = leader && a.released != nullptr;
+  int pending = -1;  // the group whose writes are performed and whose add is due at `due`
+  unsigned long long due = 0;
+  auto release_pending = [&](bool wait) {
+    if (pending < 0 || (!wait && dev::global_timer_ns() < due)) return;
+    dev::pace_until(due);
+    ptx::red_release_sys_add(a.released + pending, 1u);
+    pending = -1;
+  };
   std::uint32_t tail = 0;
   for (int gi = -1;;) {
     while (!cur.any()) {
       if (++gi >= a.num_groups) break;
       cur.enter(a.first_group + gi);
+      if (releases && !cur.any()) ptx::red_release_sys_add(a.released + a.first_group + gi, 1u);  // nothing here
     }
     if (!cur.any()) break;
     const Unit u = cur.take();
     const std::uint32_t s = tail % S;
     unsigned char* stage = ring + s * stage_bytes;
     bool ready = false;
-    while (!(ready = ptx::mbar_try_wait(full + s, (tail / S) & 1u)))
+    while (!(ready = ptx::mbar_try_wait(full + s, (tail / S) & 1u))) {
       if (*issued_on_abort <= tail) break;
+      if (releases) release_pending(false);
+    }
     if (!ready) break;  // the unit was never issued: a gate timed out
     if constexpr (sizeof(T) == 1) {
       // T = std::uint8_t, FP8 moved as bytes: copies only (launch_loopback_collective allows it for AllGather only).
@@ -413,6 +426,17 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
         ptx::mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
       }
       if (u.last_in_group) stamp(a, u.group, 1);
+      if (releases) {
+        release_pending(false);
+        if (u.last_in_group) {  // this CTA's writes of the group performed, then (paced: a latency later) its add
+          release_pending(true);
+          ptx::bulk_wait_all();
+          ptx::fence_proxy_async_global();  // the async proxy's writes before the generic release
+          pending = u.group;
+          due = dev::global_timer_ns() + (paced ? a.pace_latency_ns : 0u);
+          if (!paced) release_pending(true);
+        }
+      }
     }
     if (pull) __syncwarp();
     ++tail;
@@ -420,6 +444,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   if (leader) {
     ptx::bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
     finish_pacing();
+    if (releases) release_pending(true);
   }
 }
 

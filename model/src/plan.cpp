@@ -198,10 +198,6 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
 
 std::string mode_refusal(const Problem& problem, const Plan& plan) {
   const ModeTraits& traits = mode_traits(plan.mode);
-  if (!traits.runs(problem.op)) {
-    return fmt::format("mode {} is not implemented for {} {}", to_string(plan.mode), to_string(problem.op),
-                       traits.ops_hint);
-  }
   if (plan.output != OutputLayout::kRowMajor) {
     if (problem.op == Op::kAllGatherGemm && traits.signals())
       return "plan field \"output\" = tile-major: allgather-gemm writes C row-major (nothing reads it tile by tile)";

@@ -25,21 +25,17 @@ def rel_error(x, ref):
 
 
 def plans(ctx, problem):
-    """Every mode with its defaults on 16 communication SMs, plus tma-pull on shared SMs (not for AG+GEMM, whose
-    executor runs no tma: Context.can_run says so)."""
+    """Every mode with its defaults on 16 communication SMs, plus tma-pull on shared SMs."""
     hw = ctx.hardware
     out = []
     for mode in ovl.modes():
-        if mode == "tma" and problem.op == "allgather-gemm":
-            continue
         plan = ovl.default_plan(mode, problem, hw, 16)
         if mode == "tile-signal":
             plan.gemm_sms = hw.spec.sm_count - 16
         out.append(plan)
-    if problem.op != "allgather-gemm":
-        shared = ovl.default_plan("tma", problem, hw, 16)
-        shared.partitioned, shared.gemm_sms, shared.comm_algo = False, hw.spec.sm_count - 16, "tma-pull"
-        out.append(shared)
+    shared = ovl.default_plan("tma", problem, hw, 16)
+    shared.partitioned, shared.gemm_sms, shared.comm_algo = False, hw.spec.sm_count - 16, "tma-pull"
+    out.append(shared)
     return out
 
 

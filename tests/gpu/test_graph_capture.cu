@@ -26,24 +26,20 @@ using test::run_op;
 constexpr double kTolerance = 1e-2;
 constexpr int kReplays = 3;
 
-// Every mode with its defaults on 16 communication SMs, plus tma-pull on shared SMs; AllGather+GEMM: the modes its
-// executor runs (Context::can_run refuses tma for it).
+// Every mode with its defaults on 16 communication SMs, plus tma-pull on shared SMs.
 std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   const Hardware& hw = ctx.hardware();
   std::vector<Plan> v;
   for (Mode mode : {Mode::kSequential, Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
-    if (mode == Mode::kTma && p.op == Op::kAllGatherGemm) continue;
     Plan plan = default_plan(mode, p, hw, 16);
     if (mode == Mode::kTileSignal) plan.gemm_sms = hw.spec.sm_count - 16;
     v.push_back(plan);
   }
-  if (p.op != Op::kAllGatherGemm) {
-    Plan shared = default_plan(Mode::kTma, p, hw, 16);
-    shared.partitioned = false;
-    shared.gemm_sms = hw.spec.sm_count - 16;
-    shared.comm_algo = CommAlgo::kTmaPull;
-    v.push_back(shared);
-  }
+  Plan shared = default_plan(Mode::kTma, p, hw, 16);
+  shared.partitioned = false;
+  shared.gemm_sms = hw.spec.sm_count - 16;
+  shared.comm_algo = CommAlgo::kTmaPull;
+  v.push_back(shared);
   return v;
 }
 

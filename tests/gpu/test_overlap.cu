@@ -23,8 +23,11 @@
 // reference on random data; the collective alone (testing::run_part) must take within [0.8, 1.5] x its link bytes /
 // 50 GB/s (times the TMA movers' busiest CTA's share, tma_mover_link_load) plus its steps' latency (20 us a step):
 // a correctness-and-sanity check of the pacing, not a speed claim (the lower bound says pacing holds; the upper one
-// that little else binds at that rate: the movers' HBM rates are ~100x higher). The tma mode's collective, 32 tile groups in one launch, pays the latency once, not per group
-// (which would add 31 x 40 us to AllReduce's ~1000 us and break the upper bound).
+// that little else binds at that rate: the movers' HBM rates are ~100x higher). The tma mode's collective, 32 tile
+// groups in one launch, pays the latency once, not per group (which would add 31 x 40 us to AllReduce's ~1000 us and
+// break the upper bound). AllGather+GEMM (K = 2048: 12 MiB over the link) checks the result with the gathered A
+// poisoned before each call (the tma mode's paced releases, each a link latency after its group's rows), and times
+// the sequential collectives only (the tma mode's groups are each one owner's rows: uneven over the link).
 //
 // Copy engine (comm_algo ce, tile-signal): in plans_for (so every check_all_modes world and share, and the real
 // World test), and on the odd shape of the TMA movers with 1, 2, 3 and 8 groups in a world of 1 and loopback 2, 4
@@ -89,11 +92,20 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   ce.comm_algo = CommAlgo::kCopyEngine;
   v.push_back(ce);
   if (p.op == Op::kAllGatherGemm) {
-    // The GEMM waits for each group's gather: one group per band (8), and 2 groups of 4 bands; green-context.
+    // The GEMM waits for each group's gather: one group per band (8), and 2 groups of 4 bands; green-context; tma
+    // (tma-push on a partition, a group per band; tma-pull on shared SMs in 2 groups: the GEMM waits for the
+    // releases of every gather CTA).
     Plan ts2 = ts;
     ts2.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 2);
     v.push_back(ts2);
     v.push_back(default_plan(Mode::kGreenContext, p, hw, 16));
+    Plan tma = default_plan(Mode::kTma, p, hw, 16);
+    v.push_back(tma);
+    tma.partitioned = false;
+    tma.gemm_sms = hw.spec.sm_count - 16;
+    tma.comm_algo = CommAlgo::kTmaPull;
+    tma.tile_groups = band_groups(tma.tiles_m(p), tma.tiles_n(p), 2);
+    v.push_back(tma);
     return v;
   }
   Plan ts_tile = ts;
@@ -329,9 +341,7 @@ void check_tma_movers_global_ranges(Op op) {
 void check_swizzled_groups(int world, Op op, LoopbackShare share) {
   check_against_sequential(world, op, share, 2048, 776, 256, [op](const Problem& p, const Hardware& hw) {
     std::vector<Plan> plans;
-    std::vector<Mode> modes{Mode::kTileSignal, Mode::kGreenContext};
-    if (op != Op::kAllGatherGemm) modes.push_back(Mode::kTma);
-    for (Mode mode : modes) {
+    for (Mode mode : {Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) {
       Plan plan = default_plan(mode, p, hw, 16);
       if (mode == Mode::kTileSignal) plan.gemm_sms = hw.spec.sm_count - 16;
       plan.tile_order = TileOrder::kSwizzle;
@@ -566,7 +576,7 @@ TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
 }
 
 // See the file comment. W = 4, 4096 x 4096 x 256: a 32 MiB buffer, so RS carries 3/4 x 32 MiB over the link (~500 us
-// at 50 GB/s) and AR twice that.
+// at 50 GB/s) and AR twice that; AG 4096 x 4096 x 2048: 3/4 x 16 MiB of A.
 void check_paced(Op op) {
   LinkProfile slow = builtin_link_profile("h200x2");
   slow.name = "slow-test-link";
@@ -581,9 +591,11 @@ void check_paced(Op op) {
   Context ctx(options);
   ASSERT_TRUE(ctx.link_profile().has_value());
   ASSERT_TRUE(ctx.planning_hardware().emulation.link_profile.has_value());
+  const bool ag = op == Op::kAllGatherGemm;
+  if (ag) testing::set_fault(ctx, testing::Fault::kPoisonGather);
   const int w = ctx.world_size();
-  const int64_t m = 4096, n = 4096, k = 256;
-  DeviceMatrix a(m, k, 31), b(n, k, 32);
+  const int64_t m = 4096, n = 4096, k = ag ? 2048 : 256;
+  DeviceMatrix a(ag ? m / w : m, k, 31), b(n, k, 32);
   DeviceMatrix c(op == Op::kGemmReduceScatter ? m / w : m, n, 0);
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   const Hardware& hw = ctx.planning_hardware();
@@ -616,7 +628,7 @@ void check_paced(Op op) {
     run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
     ctx.synchronize(stream);
     EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
-    if (plan.mode != Mode::kSequential && plan.mode != Mode::kTma) continue;
+    if (plan.mode != Mode::kSequential && (plan.mode != Mode::kTma || ag)) continue;
     // The collective alone: one warm-up, then the mean of 3.
     testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
     CUDA_OK(cudaEventRecord(t0, stream));
@@ -642,6 +654,7 @@ void check_paced(Op op) {
 
 TEST_F(OverlapTest, PacedLoopbackGemmReduceScatter) { check_paced(Op::kGemmReduceScatter); }
 TEST_F(OverlapTest, PacedLoopbackGemmAllReduce) { check_paced(Op::kGemmAllReduce); }
+TEST_F(OverlapTest, PacedLoopbackAllGatherGemm) { check_paced(Op::kAllGatherGemm); }
 
 TEST_F(OverlapTest, LinkProfileNeedsALoopbackWorld) {
   ContextOptions options;
@@ -829,15 +842,9 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
   Plan off_grain = default_plan(Mode::kGreenContext, p, ctx.hardware(), 16);
   off_grain.comm_sms = 12;
   off_grain.comm_ctas = 12;
-  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), off_grain, stream); }, {"comm_sms", "12"});
-  // A mode this executor does not run for the op.
+  expect_error_naming_all([&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), off_grain, stream); },
+                          {"comm_sms", "12"});
   const Problem pag = ctx.problem_for(Op::kAllGatherGemm, TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref());
-  Plan tma_ag = default_plan(Mode::kTma, pag, ctx.hardware(), 16);
-  expect_error_naming_all(
-      [&] {
-        ctx.all_gather_gemm(TensorRef{a.ptr, 256, 256}, b.ref(), c_ar.ref(), tma_ag, stream);
-      },
-      {"tma", "allgather-gemm"});
   Plan tile_major_ag = default_plan(Mode::kTileSignal, pag, ctx.hardware(), 16);
   tile_major_ag.output = OutputLayout::kTileMajor;
   expect_error_naming_all(
@@ -859,7 +866,8 @@ TEST_F(OverlapTest, BadInputsNameTheValue) {
 }
 
 // A GEMM that never signals, or fewer tiles than the comm side waits for: the comm side times out with an error.
-// AG+GEMM (op): the last group's gather is never released, so the GEMM's wait for it times out. Then the fault is
+// AG+GEMM (op): the last group's gather is never released (tma: the GEMM waits for one release more than the gather's
+// CTAs make), so the GEMM's wait for it times out. Then the fault is
 // cleared and the same plan runs again on the same Context: its result must equal the sequential mode's on the same
 // inputs (computed before the fault), so a timeout leaves no stale counter, error word or half-written buffer behind.
 void expect_timeout(testing::Fault fault, Mode mode, CommAlgo tma_algo = CommAlgo::kTmaPush,
@@ -906,6 +914,13 @@ TEST_F(OverlapTest, MissingGatherTimesOutTileSignal) {
 }
 TEST_F(OverlapTest, MissingGatherTimesOutGreenContext) {
   expect_timeout(testing::Fault::kCounterTooHigh, Mode::kGreenContext, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+}
+TEST_F(OverlapTest, MissingGatherTimesOutTma) {
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTma, CommAlgo::kTmaPush, kRank0, Op::kAllGatherGemm);
+}
+TEST_F(OverlapTest, MissingGatherTimesOutTmaPullWholeWorld) {
+  expect_timeout(testing::Fault::kCounterTooHigh, Mode::kTma, CommAlgo::kTmaPull, LoopbackShare::kWholeWorld,
+                 Op::kAllGatherGemm);
 }
 // ce: stream memory waits cannot time out; the host watchdog in synchronize() releases them and reports.
 TEST_F(OverlapTest, SkippedGemmTimesOutCopyEngine) {

@@ -475,6 +475,42 @@ void check_mpi_world_plan(Mode mode, CommAlgo algo) {
   }
 }
 TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) { check_mpi_world_plan(Mode::kTma, CommAlgo::kTmaPush); }
+// AllGather+GEMM in mode tma over an MPI World of every rank of mpirun -np 2..8: each rank's 512 / n rows of A pushed
+// to every rank group by group (4 groups), each rank's GEMM waiting per group for the collective's counters; two
+// calls back to back with B alternating, each rank's C (512 x 256, the whole gathered A times B) against the fp64
+// product of every rank's rows.
+TEST_F(HopperTest, MpiWorldTmaModeAllGatherGemmMatchesCpuReference) {
+  if (mpi_world_size() < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << mpi_world_size() << " rank";
+  ContextOptions copt;
+  copt.world = mpi_world_of_every_rank();
+  Context ctx(copt);
+  const int me = ctx.rank(), n = ctx.world_size();
+  const int64_t m = 512, cols = 256, k = 128, rows = m / n;
+  std::vector<uint16_t> gathered;
+  for (int r = 0; r < n; ++r) {
+    const std::vector<uint16_t> a = mpi_matrix(std::size_t(rows * k), 3, r);
+    gathered.insert(gathered.end(), a.begin(), a.end());
+  }
+  const test::DeviceMatrix da(rows, k, mpi_matrix(std::size_t(rows * k), 3, me)),
+      db0(cols, k, mpi_matrix(std::size_t(cols * k), 1, me)), db1(cols, k, mpi_matrix(std::size_t(cols * k), 2, me));
+  test::DeviceMatrix dc0(m, cols, 0), dc1(m, cols, 0);
+  test::Stream stream;
+  const Problem p = ctx.problem_for(Op::kAllGatherGemm, da.ref(), db0.ref(), dc0.ref());
+  Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
+  plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
+  ASSERT_EQ(ctx.can_run(p, plan), "");
+  dc0.poison(stream);
+  dc1.poison(stream);
+  ctx.all_gather_gemm(da.ref(), db0.ref(), dc0.ref(), plan, stream);
+  ctx.all_gather_gemm(da.ref(), db1.ref(), dc1.ref(), plan, stream);
+  ctx.synchronize(stream);
+  const std::vector<double> ref0 = test::cpu_gemm(gathered, mpi_matrix(std::size_t(cols * k), 1, me), 0, m, cols, k);
+  const std::vector<double> ref1 = test::cpu_gemm(gathered, mpi_matrix(std::size_t(cols * k), 2, me), 0, m, cols, k);
+  EXPECT_LT(test::rel_error(test::read_device(dc0.ptr, m * cols), ref0), 1e-2)
+      << "rank " << me << " of " << n << ": call 0";
+  EXPECT_LT(test::rel_error(test::read_device(dc1.ptr, m * cols), ref1), 1e-2)
+      << "rank " << me << " of " << n << ": call 1";
+}
 // ce: flags, receive slots and the AllReduce result peer-mapped across the processes (cuMem), the start barrier of
 // flags between back-to-back calls. (AllGather+GEMM is left out: with the processes on one GPU their "peer" copies
 // are same-device copies, which need SMs that both processes' waiting GEMMs hold.)

@@ -73,6 +73,12 @@ struct LoopbackArguments {
   // kernels are unchanged).
   double pace_ns_per_byte = 0;
   std::uint32_t pace_latency_ns = 0;
+  // AllGather into a GEMM that waits per group (mode tma's AllGather+GEMM; TMA movers only): device, indexed by group.
+  // Each CTA adds 1 (release, system scope) to released[g] once its writes of group g are performed, so released[g]
+  // reaches `ctas` when group g's rows are in place; a CTA with no unit of group g adds its 1 when it passes the group.
+  // Paced, a group's add comes pace_latency_ns after its writes (its rows arrive a link latency after they are sent,
+  // while the CTA moves the next group). Not reset here: the caller zeroes the counters before the launch.
+  unsigned int* released = nullptr;
 };
 // Checks the arguments (world, CTAs, pointers present and 16-byte aligned for what the play touches) and launches
 // the mover `args.mover` names.

@@ -51,14 +51,12 @@ struct ModeTraits {
   // The collective is one persistent kernel launched beside the whole GEMM (tma): its CTAs hold their SMs from the
   // start, so the GEMM's grid leaves them on shared SMs.
   bool persistent_comm;
-  unsigned ops;               // bit_of(Op): the ops the executor runs (mode_refusal refuses the others)
-  std::string_view ops_hint;  // ends that refusal: the modes that run the others
-  unsigned planned_ops;  // bit_of(Op): the ops plan() proposes the mode for under PlannerOptions::runnable_only
+  unsigned planned_ops;  // bit_of(Op): the ops plan() proposes the mode for under PlannerOptions::runnable_only (the
+                         // executors run every mode for every op)
   bool tile_major;       // the executor runs a tile-major output (tma's collective reads row bands)
 
   constexpr bool signals() const { return units == ModeUnits::kTileGroups; }  // our GEMM signals tile groups
   constexpr bool takes(CommAlgo algo) const { return (algos & bit_of(algo)) != 0; }
-  constexpr bool runs(Op op) const { return (ops & bit_of(op)) != 0; }
   constexpr bool planned(Op op) const { return (planned_ops & bit_of(op)) != 0; }
 };
 
@@ -69,20 +67,19 @@ inline constexpr unsigned kNcclAlgos =
     bit_of(CommAlgo::kNcclRing) | bit_of(CommAlgo::kNcclNvls) | bit_of(CommAlgo::kNcclSymmetric);
 inline constexpr unsigned kTmaAlgos = bit_of(CommAlgo::kTmaPush) | bit_of(CommAlgo::kTmaPull);
 
-// In kModeNames' order. Signaling modes other than tma run AllGather+GEMM but are not planned for it: measured in
+// In kModeNames' order. tile-signal and green-context run AllGather+GEMM but are not planned for it: measured in
 // loopback only, slower than decomposed, and predicted up to 32% too fast with a group per row band
 // (docs/performance.md).
 inline constexpr ModeTraits kModeTraits[] = {
-    {Mode::kSequential, ModeUnits::kWhole, Partitioning::kNever, kNcclAlgos | kTmaAlgos, "", false, kAllOps, "",
-     kAllOps, true},
+    {Mode::kSequential, ModeUnits::kWhole, Partitioning::kNever, kNcclAlgos | kTmaAlgos, "", false, kAllOps, true},
     {Mode::kDecomposed, ModeUnits::kChunks, Partitioning::kNever, kNcclAlgos, "(NCCL modes; use mode tma)", false,
-     kAllOps, "", kAllOps, true},
+     kAllOps, true},
     {Mode::kTileSignal, ModeUnits::kTileGroups, Partitioning::kNever, kNcclAlgos | bit_of(CommAlgo::kCopyEngine),
-     "(NCCL modes; use mode tma)", false, kAllOps, "", kGemmFirstOps, true},
+     "(NCCL modes; use mode tma)", false, kGemmFirstOps, true},
     {Mode::kGreenContext, ModeUnits::kTileGroups, Partitioning::kAlways, kNcclAlgos, "(NCCL modes; use mode tma)",
-     false, kAllOps, "", kGemmFirstOps, true},
+     false, kGemmFirstOps, true},
     {Mode::kTma, ModeUnits::kTileGroups, Partitioning::kOptional, kTmaAlgos, "(use tma-push or tma-pull)", true,
-     kGemmFirstOps, "(use tile-signal, green-context, decomposed or sequential)", kGemmFirstOps, false},
+     kAllOps, false},
 };
 
 constexpr const ModeTraits& mode_traits(Mode mode) { return kModeTraits[static_cast<int>(mode)]; }
