@@ -256,11 +256,11 @@ std::vector<Plan> fp8_plans(const Context& ctx, const Problem& p) {
     Plan ts2 = ts;
     ts2.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 2);
     v.push_back(ts2);
-    return v;
+  } else {
+    Plan ts_tile = ts;
+    ts_tile.output = OutputLayout::kTileMajor;
+    v.push_back(ts_tile);
   }
-  Plan ts_tile = ts;
-  ts_tile.output = OutputLayout::kTileMajor;
-  v.push_back(ts_tile);
   Plan tma = default_plan(Mode::kTma, p, hw, 16);
   for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
     tma.comm_algo = algo;
