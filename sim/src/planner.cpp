@@ -140,8 +140,9 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
     // Only AllGather+GEMM has modes that are not planned for it (kModeTraits: planned_ops).
     std::erase_if(modes, [&](Mode m) { return !mode_traits(m).planned(problem.op); });
     OVL_CHECK(!modes.empty(),
-              "plan: AllGather+GEMM is planned in the sequential, decomposed and tma modes only (tile-signal and "
-              "green-context run it when asked for, but the simulator does not model them well yet)");
+              "plan: AllGather+GEMM is planned in the sequential and decomposed modes only (the signaling modes run it "
+              "when asked for, but tile-signal and green-context are not modelled well yet and tma is not yet "
+              "measured)");
   }
   const std::vector<int> comm_options = comm_sms_options(hw, options);
   std::vector<Plan> out;

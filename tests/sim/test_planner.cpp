@@ -205,9 +205,9 @@ TEST(Planner, AMarginAboveEveryGainAnswersSequential) {
   EXPECT_TRUE(nlohmann::json(r)["sequential_best"].get<bool>());
 }
 
-// AG+GEMM: the planner offers sequential, decomposed and tma (runnable_only: tile-signal and green-context were
-// measured in loopback only, slower than decomposed and predicted too fast by up to 32%); with runnable_only off those
-// two are simulated too.
+// AG+GEMM: the planner offers sequential and decomposed only (runnable_only: tile-signal and green-context were
+// measured in loopback only, slower than decomposed and predicted too fast by up to 32%; tma has not run on a GPU
+// yet); with runnable_only off the signaling modes are simulated too.
 TEST(Planner, AllGatherOffersTheModesPlannedForIt) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
@@ -216,11 +216,11 @@ TEST(Planner, AllGatherOffersTheModesPlannedForIt) {
     for (const PlanAlternative& a : r.alternatives) m.insert(a.plan.mode);
     return m;
   };
-  EXPECT_EQ(modes_of(plan(p, hw)), (std::set<Mode>{Mode::kSequential, Mode::kDecomposed, Mode::kTma}));
+  EXPECT_EQ(modes_of(plan(p, hw)), (std::set<Mode>{Mode::kSequential, Mode::kDecomposed}));
   PlannerOptions all;
   all.runnable_only = false;
   const std::set<Mode> simulated = modes_of(plan(p, hw, all));
-  for (Mode m : {Mode::kTileSignal, Mode::kGreenContext}) EXPECT_EQ(simulated.count(m), 1u) << to_string(m);
+  for (Mode m : {Mode::kTileSignal, Mode::kGreenContext, Mode::kTma}) EXPECT_EQ(simulated.count(m), 1u) << to_string(m);
   PlannerOptions signaled;
   signaled.modes = {Mode::kTileSignal, Mode::kGreenContext};
   test::expect_error_naming([&] { plan(p, hw, signaled); }, "AllGather+GEMM");

@@ -67,9 +67,9 @@ inline constexpr unsigned kNcclAlgos =
     bit_of(CommAlgo::kNcclRing) | bit_of(CommAlgo::kNcclNvls) | bit_of(CommAlgo::kNcclSymmetric);
 inline constexpr unsigned kTmaAlgos = bit_of(CommAlgo::kTmaPush) | bit_of(CommAlgo::kTmaPull);
 
-// In kModeNames' order. tile-signal and green-context run AllGather+GEMM but are not planned for it: measured in
-// loopback only, slower than decomposed, and predicted up to 32% too fast with a group per row band
-// (docs/performance.md).
+// In kModeNames' order. The signaling modes run AllGather+GEMM but are not planned for it: tile-signal and
+// green-context were measured in loopback only, slower than decomposed, and predicted up to 32% too fast with a group
+// per row band; tma's AllGather+GEMM has not run on a GPU yet (docs/overlap.md).
 inline constexpr ModeTraits kModeTraits[] = {
     {Mode::kSequential, ModeUnits::kWhole, Partitioning::kNever, kNcclAlgos | kTmaAlgos, "", false, kAllOps, true},
     {Mode::kDecomposed, ModeUnits::kChunks, Partitioning::kNever, kNcclAlgos, "(NCCL modes; use mode tma)", false,
@@ -79,7 +79,7 @@ inline constexpr ModeTraits kModeTraits[] = {
     {Mode::kGreenContext, ModeUnits::kTileGroups, Partitioning::kAlways, kNcclAlgos, "(NCCL modes; use mode tma)",
      false, kGemmFirstOps, true},
     {Mode::kTma, ModeUnits::kTileGroups, Partitioning::kOptional, kTmaAlgos, "(use tma-push or tma-pull)", true,
-     kAllOps, false},
+     kGemmFirstOps, false},
 };
 
 constexpr const ModeTraits& mode_traits(Mode mode) { return kModeTraits[static_cast<int>(mode)]; }
