@@ -9,7 +9,8 @@
 // plan's time is the mean of its two medians (first_us, second_us); repeat_spread is the largest relative difference
 // between the two timings of one plan (the evaluation's own noise) and repeat_top1 whether both found the same plan
 // fastest. Also the predicted sequential time, the regret of each choice, whether the predicted choice was the
-// fastest and the times measured tuning saw for its candidates (tuning_candidates).
+// fastest and the times measured tuning saw for its candidates (tuning_candidates: measured_us, and confirmed_us for
+// those its confirmation timed again).
 //
 //   bench_autoplan [--out FILE.json] [--profile FILE] [--world W] [--quick]
 // Writes {"context": {...}, "problems": [{"problem", "sequential_us", "auto_predicted_us", "auto_measured_us",
@@ -179,7 +180,10 @@ int main(int argc, char** argv) {
       };
       nlohmann::json tuned = nlohmann::json::array();
       for (const TunedCandidate& t : by_measurement.candidates)
-        tuned.push_back({{"plan", t.plan.summary()}, {"plan_json", t.plan}, {"measured_us", t.measured_us}});
+        tuned.push_back({{"plan", t.plan.summary()},
+                         {"plan_json", t.plan},
+                         {"measured_us", t.measured_us},
+                         {"confirmed_us", t.confirmed_us}});
       const double t_pred = time_of(by_prediction.plan), t_meas = time_of(by_measurement.plan);
       const double best = us[fastest];
       const bool top1 = by_prediction.plan == plans[fastest];

@@ -312,8 +312,8 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
     // Two thirds of the budget for the candidates, the rest for the confirmation.
     const double budget_ms = s.options.tuning_budget_ms;
     choice = measure(op, a, b, c, plans, stream, budget_ms * 2 / 3);
-    const TunedCandidate* best_sequential = nullptr;
-    for (const TunedCandidate& t : choice.candidates)
+    TunedCandidate* best_sequential = nullptr;
+    for (TunedCandidate& t : choice.candidates)
       if (t.plan.mode == Mode::kSequential && t.measured_us == choice.sequential_us) best_sequential = &t;
     // An overlapped plan must beat the best sequential one by tuning_min_gain among the candidates, and again, by
     // half of it, when the finalists are timed in fresh interleaved rounds. A difference within the timing's
@@ -333,6 +333,8 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
         std::vector<double> second_us;
         for (const TunedCandidate& t : again.candidates) second_us.push_back(t.measured_us);
         pick = tuning_pick(choice.candidates, finalists, second_us, s.options.tuning_min_gain);
+        for (size_t i = 0; i < finalists.size(); ++i) choice.candidates[finalists[i]].confirmed_us = second_us[i];
+        best_sequential->confirmed_us = second_us.back();
       }
       const TunedCandidate& kept = pick >= 0 ? choice.candidates[finalists[size_t(pick)]] : *best_sequential;
       choice.plan = kept.plan;

@@ -20,7 +20,10 @@ namespace {
 constexpr const char* kFormat = "ovl-plan-cache";
 
 nlohmann::json candidate_json(const TunedCandidate& c) {
-  return {{"plan", c.plan}, {"predicted_us", c.predicted_us}, {"measured_us", c.measured_us}};
+  return {{"plan", c.plan},
+          {"predicted_us", c.predicted_us},
+          {"measured_us", c.measured_us},
+          {"confirmed_us", c.confirmed_us}};
 }
 
 double read_time(const nlohmann::json& j, const char* field, const char* what) {
@@ -129,6 +132,8 @@ PlanCache PlanCache::from_json(const nlohmann::json& j, const std::string& sourc
         }
         t.predicted_us = read_time(cands[ci], "predicted_us", cw.c_str());
         t.measured_us = read_time(cands[ci], "measured_us", cw.c_str());
+        // Absent in caches written before the confirmation was kept: not timed again, as far as the file knows.
+        if (cands[ci].contains("confirmed_us")) t.confirmed_us = read_time(cands[ci], "confirmed_us", cw.c_str());
         c.candidates.push_back(std::move(t));
       }
       c.from_cache = true;

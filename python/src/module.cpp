@@ -287,6 +287,7 @@ void bind_planner(nb::module_& m) {
       .def_ro("plan", &TunedCandidate::plan)
       .def_ro("predicted_us", &TunedCandidate::predicted_us)
       .def_ro("measured_us", &TunedCandidate::measured_us)
+      .def_ro("confirmed_us", &TunedCandidate::confirmed_us)
       .def("__repr__", [](const TunedCandidate& c) {
         return fmt::format("ovl.TunedCandidate({}, predicted {:.2f} us, measured {:.2f} us)", c.plan.summary(),
                            c.predicted_us, c.measured_us);

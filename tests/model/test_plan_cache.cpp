@@ -39,6 +39,8 @@ PlanChoice choice(const Problem& p, Mode mode, std::mt19937& rng) {
   c.tuning_ms = us(rng) / 10;
   for (Mode m : {Mode::kSequential, Mode::kDecomposed, mode})
     c.candidates.push_back({default_plan(m, p, builtin_hardware("h200"), 16), us(rng), us(rng)});
+  c.candidates.front().confirmed_us = us(rng);  // the best sequential plan and a finalist, timed again
+  c.candidates.back().confirmed_us = us(rng);
   return c;
 }
 
@@ -67,8 +69,19 @@ TEST(PlanCache, RoundTripsThroughAFile) {
   for (size_t i = 0; i < ca.candidates.size(); ++i) {
     EXPECT_EQ(got->candidates[i].plan.summary(), ca.candidates[i].plan.summary());
     EXPECT_DOUBLE_EQ(got->candidates[i].measured_us, ca.candidates[i].measured_us);
+    EXPECT_DOUBLE_EQ(got->candidates[i].confirmed_us, ca.candidates[i].confirmed_us);
   }
+  EXPECT_GT(got->candidates.front().confirmed_us, 0.0);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  // A cache written before the confirmation's times were kept: its candidates read as not timed again.
+  nlohmann::json older = cache.to_json();
+  for (nlohmann::json& e : older["entries"])
+    for (nlohmann::json& c : e["candidates"]) c.erase("confirmed_us");
+  std::ofstream(path, std::ios::trunc) << older.dump();
+  const PlanCache old_cache = PlanCache::load(path);
+  const PlanChoice* old_choice = old_cache.find(key(a.name()));
+  ASSERT_NE(old_choice, nullptr);
+  for (const TunedCandidate& c : old_choice->candidates) EXPECT_EQ(c.confirmed_us, 0.0);
   std::filesystem::remove(path);
 }
 
@@ -132,6 +145,9 @@ TEST(PlanCache, MalformedFilesNameTheFileAndTheField) {
   j = good;
   j["entries"][0]["measured_us"] = -1.5;
   expect(j.dump(), "\"measured_us\" = -1.5");
+  j = good;
+  j["entries"][0]["candidates"][0]["confirmed_us"] = -2.5;
+  expect(j.dump(), "\"confirmed_us\" = -2.5");
   j = good;
   j["entries"][0]["plan"]["mode"] = "warp-speed";
   expect(j.dump(), "warp-speed");

@@ -35,6 +35,9 @@ struct TunedCandidate {
   Plan plan;
   double predicted_us = 0;  // the planner's prediction (0: not predicted)
   double measured_us = 0;   // the median of the timed runs (0: not measured)
+  // Measured tuning's confirmation (tuning_finalists): the median of the second timing of a finalist and of the best
+  // sequential plan it was timed against; 0: not timed again.
+  double confirmed_us = 0;
 };
 
 // One choice: the plan, how it was chosen and what it cost to choose.
