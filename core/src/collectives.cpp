@@ -270,12 +270,9 @@ void Collectives::run_ranges(Collective op, const SymmetricBuffer& src, const Sy
                              const RangeTable& table, DType dtype, CommAlgo algo, const CollectiveOptions& options,
                              cudaStream_t stream, const GroupGate* gate, const GroupRelease* release) {
   OVL_CHECK(algo != CommAlgo::kNcclRing, "run_ranges: tile-addressed collectives are TMA/SIMT only (NCCL needs contiguous data)");
-  if (release != nullptr) {
-    OVL_CHECK(op == Collective::kAllGather, "run_ranges: a GroupRelease needs an AllGather (op = {})", to_string(op));
-    OVL_CHECK(algo == CommAlgo::kTmaPush || algo == CommAlgo::kTmaPull,
-              "run_ranges: a GroupRelease needs tma-push or tma-pull (algo = {})", to_string(algo));
-    OVL_CHECK(release->counters != nullptr, "run_ranges: GroupRelease counters = null");
-  }
+  // The op and algorithm a release needs are CollectiveKernel::can_implement's to check (launch, before any CUDA
+  // call); null counters would leave the kernel's arguments without a release, so they are refused here.
+  OVL_CHECK(release == nullptr || release->counters != nullptr, "run_ranges: GroupRelease counters = null");
   OVL_CHECK(table.world_size() == world_.size(), "run_ranges: table for {} ranks on a world of {}", table.world_size(), world_.size());
   const std::size_t es = size_t(dtype_bytes(dtype));
   const std::uint64_t bad = table.bytes_gcd_check(es);

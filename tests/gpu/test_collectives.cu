@@ -778,9 +778,10 @@ TEST_F(CollectivesTest, GroupReleaseIsRefusedByName) {
     coll.run_ranges(op, buf, buf, table, DType::kBF16, algo, CollectiveOptions{}, stream_, nullptr, &r);
   };
   test::expect_error_naming([&] { call(Collective::kReduceScatter, CommAlgo::kTmaPush, release); },
-                            "op = reducescatter");
-  test::expect_error_naming([&] { call(Collective::kAllReduce, CommAlgo::kTmaPull, release); }, "op = allreduce");
-  test::expect_error_naming([&] { call(Collective::kAllGather, CommAlgo::kSimt, release); }, "algo = simt");
+                            "got reducescatter tma-push");
+  test::expect_error_naming([&] { call(Collective::kAllReduce, CommAlgo::kTmaPull, release); },
+                            "got allreduce tma-pull");
+  test::expect_error_naming([&] { call(Collective::kAllGather, CommAlgo::kSimt, release); }, "got allgather simt");
   test::expect_error_naming([&] { call(Collective::kAllGather, CommAlgo::kTmaPush, GroupRelease{}); },
                             "counters = null");
   EXPECT_EQ(coll.epoch(), 0u) << "a refused call launched";
