@@ -330,11 +330,11 @@ const PlanChoice& Context::plan_for(Op op, const TensorRef& a, const TensorRef& 
         for (size_t f : finalists) again_plans.push_back(choice.candidates[f].plan);
         again_plans.push_back(best_sequential->plan);
         const PlanChoice again = measure(op, a, b, c, again_plans, stream, budget_ms / 3);
-        std::vector<double> second_us;
-        for (const TunedCandidate& t : again.candidates) second_us.push_back(t.measured_us);
-        pick = tuning_pick(choice.candidates, finalists, second_us, s.options.tuning_min_gain);
-        for (size_t i = 0; i < finalists.size(); ++i) choice.candidates[finalists[i]].confirmed_us = second_us[i];
-        best_sequential->confirmed_us = second_us.back();
+        for (size_t i = 0; i < finalists.size(); ++i)
+          choice.candidates[finalists[i]].confirmed_us = again.candidates[i].measured_us;
+        best_sequential->confirmed_us = again.candidates.back().measured_us;
+        pick = tuning_pick(choice.candidates, finalists, size_t(best_sequential - choice.candidates.data()),
+                           s.options.tuning_min_gain);
       }
       const TunedCandidate& kept = pick >= 0 ? choice.candidates[finalists[size_t(pick)]] : *best_sequential;
       choice.plan = kept.plan;

@@ -191,18 +191,22 @@ std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidat
   return out;
 }
 
-int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists,
-                const std::vector<double>& second_us, double min_gain) {
-  OVL_CHECK(!finalists.empty() && second_us.size() == finalists.size() + 1,
-            "tuning_pick: {} finalists need {} second times, got {}", finalists.size(), finalists.size() + 1,
-            second_us.size());
-  for (size_t f : finalists)
-    OVL_CHECK(f < candidates.size(), "tuning_pick: finalist {} of {} candidates", f, candidates.size());
+int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists, size_t sequential,
+                double min_gain) {
+  auto timed_again = [&](size_t i, const char* what) {
+    OVL_CHECK(i < candidates.size(), "tuning_pick: {} {} of {} candidates", what, i, candidates.size());
+    OVL_CHECK(candidates[i].confirmed_us > 0, "tuning_pick: {} {} was not timed again (confirmed_us = 0)", what, i);
+    return candidates[i].confirmed_us;
+  };
+  const double sequential_us = timed_again(sequential, "sequential candidate");
+  OVL_CHECK(candidates[sequential].plan.mode == Mode::kSequential, "tuning_pick: candidate {} is not sequential",
+            sequential);
   int pick = -1;
   double pick_sum = INFINITY;
   for (size_t i = 0; i < finalists.size(); ++i) {
-    if (second_us[i] > second_us.back() * (1 - min_gain / 2)) continue;  // not confirmed
-    const double sum = candidates[finalists[i]].measured_us + second_us[i];
+    const double second_us = timed_again(finalists[i], "finalist");
+    if (second_us > sequential_us * (1 - min_gain / 2)) continue;  // not confirmed
+    const double sum = candidates[finalists[i]].measured_us + second_us;
     if (sum < pick_sum) {
       pick = int(i);
       pick_sum = sum;

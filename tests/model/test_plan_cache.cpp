@@ -205,14 +205,16 @@ TEST(TuningChoice, FinalistsAndPickOnRandomTimes) {
       if (!f.empty() && t.plan.mode != Mode::kSequential && t.measured_us < c[f.back()].measured_us)
         EXPECT_TRUE(std::any_of(f.begin(), f.end(), [&](size_t i) { return &c[i] == &t; }));
     if (f.empty()) continue;
-    std::vector<double> second;
-    for (size_t i = 0; i <= f.size(); ++i) second.push_back(time_us(rng));
-    const int pick = tuning_pick(c, f, second, 0.02);
+    size_t seq = 0;  // the fastest sequential candidate, timed again with the finalists
+    for (size_t i = 0; i < c.size(); ++i)
+      if (c[i].plan.mode == Mode::kSequential && c[i].measured_us == sequential) seq = i;
+    c[seq].confirmed_us = time_us(rng);
+    for (size_t i : f) c[i].confirmed_us = time_us(rng);
+    const int pick = tuning_pick(c, f, seq, 0.02);
     int expected = -1;
+    auto sum = [&](size_t i) { return c[f[i]].measured_us + c[f[i]].confirmed_us; };
     for (size_t i = 0; i < f.size(); ++i)
-      if (second[i] <= second.back() * 0.99 &&
-          (expected < 0 ||
-           c[f[i]].measured_us + second[i] < c[f[size_t(expected)]].measured_us + second[size_t(expected)]))
+      if (c[f[i]].confirmed_us <= c[seq].confirmed_us * 0.99 && (expected < 0 || sum(i) < sum(size_t(expected))))
         expected = int(i);
     EXPECT_EQ(pick, expected);
     (pick >= 0 ? confirmed : rejected) += 1;
@@ -233,12 +235,23 @@ TEST(TuningChoice, PickFollowsBothTimings) {
                                          {default_plan(Mode::kGreenContext, p, hw, 16), 0.0, 108.0}};
   const std::vector<size_t> f = tuning_finalists(c, 0.02);
   ASSERT_EQ(f, (std::vector<size_t>{1, 2, 3}));  // green-context is 1.8% ahead of sequential: not a finalist
-  EXPECT_EQ(tuning_pick(c, f, {102.0, 100.0, 105.0, 110.0}, 0.02), 1);   // decomposed: 200.5 against tma's 202
-  EXPECT_EQ(tuning_pick(c, f, {100.0, 100.0, 105.0, 110.0}, 0.02), 0);   // tma: 200 against 200.5
-  EXPECT_EQ(tuning_pick(c, f, {109.0, 104.0, 99.0, 110.0}, 0.02), 2);    // tma not confirmed; tile-signal's 202 lowest
-  EXPECT_EQ(tuning_pick(c, f, {109.0, 109.0, 108.0, 110.0}, 0.02), 2);   // only tile-signal 1% ahead
-  EXPECT_EQ(tuning_pick(c, f, {100.0, 100.0, 100.0, 100.9}, 0.02), -1);  // under half the margin: sequential
-  test::expect_error_naming([&] { tuning_pick(c, f, {100.0, 110.0}, 0.02); }, "second times");
+  // The second timing of the finalists, then of the sequential plan (candidate 0).
+  auto pick = [&](const std::vector<double>& second) {
+    std::vector<TunedCandidate> timed = c;
+    for (size_t i = 0; i < f.size(); ++i) timed[f[i]].confirmed_us = second[i];
+    timed[0].confirmed_us = second.back();
+    return tuning_pick(timed, f, 0, 0.02);
+  };
+  EXPECT_EQ(pick({102.0, 100.0, 105.0, 110.0}), 1);   // decomposed: 200.5 against tma's 202
+  EXPECT_EQ(pick({100.0, 100.0, 105.0, 110.0}), 0);   // tma: 200 against 200.5
+  EXPECT_EQ(pick({109.0, 104.0, 99.0, 110.0}), 2);    // tma not confirmed; tile-signal's 202 lowest
+  EXPECT_EQ(pick({109.0, 109.0, 108.0, 110.0}), 2);   // only tile-signal 1% ahead
+  EXPECT_EQ(pick({100.0, 100.0, 100.0, 100.9}), -1);  // under half the margin: sequential
+  test::expect_error_naming([&] { tuning_pick(c, f, 0, 0.02); }, "not timed again");  // no second timing
+  std::vector<TunedCandidate> timed = c;
+  for (TunedCandidate& t : timed) t.confirmed_us = 100.0;
+  test::expect_error_naming([&] { tuning_pick(timed, f, 1, 0.02); }, "not sequential");
+  test::expect_error_naming([&] { tuning_pick(timed, {7}, 0, 0.02); }, "finalist 7");
   const std::vector<TunedCandidate> none_sequential(c.begin() + 1, c.end());
   test::expect_error_naming([&] { tuning_finalists(none_sequential, 0.02); }, "sequential");
   EXPECT_TRUE(tuning_finalists({c[0], c[4]}, 0.02).empty());  // nothing beats sequential by the margin

@@ -59,13 +59,13 @@ struct PlanChoice {
 // ovl::Error when no candidate is sequential. Not only the plans near the fastest: a plan timed too fast once (an
 // outlier the confirmation then rejects) leaves the next ones to be confirmed instead of the sequential plan.
 std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain);
-// The finalist kept, as an index into `finalists`: among those that in the second timing are faster than the best
-// sequential plan (second_us.back(), timed in the same rounds) by min_gain / 2, the lowest sum of its two times
-// (candidates[f].measured_us and second_us[i]; ties keep the earlier finalist); -1 when none is (keep the sequential
-// plan). second_us holds the finalists' times in their order, then the sequential plan's. Throws ovl::Error when the
-// sizes disagree.
-int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists,
-                const std::vector<double>& second_us, double min_gain);
+// The finalist kept, as an index into `finalists`: among those whose second timing (confirmed_us) is faster than
+// that of the best sequential plan candidates[sequential] (timed in the same rounds) by min_gain / 2, the lowest sum
+// of its two times (measured_us + confirmed_us; ties keep the earlier finalist); -1 when none is (keep the
+// sequential plan). Throws ovl::Error when an index is out of range, candidates[sequential] is not sequential, or one
+// of them was not timed again (confirmed_us 0).
+int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists, size_t sequential,
+                double min_gain);
 
 struct PlanCacheKey {
   std::string problem;  // Problem::name()
