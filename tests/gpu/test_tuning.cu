@@ -96,21 +96,32 @@ TEST_F(Tuning, MeasuredAutoPlanIsNoSlowerThanSequentialAndCorrect) {
   EXPECT_FALSE(choice->from_cache);
   EXPECT_GE(choice->candidates.size(), 2u);
   // The plan kept is the best sequential one, or one of the finalists (tuning_finalists: overlapped plans that beat
-  // it by tuning_min_gain, 2%, in the candidates' timing) that the confirmation's second timing confirmed.
+  // it by tuning_min_gain, 2%, in the candidates' timing) that the confirmation's second timing (confirmed_us)
+  // confirmed by half the margin; the finalists and that sequential plan, and nothing else, were timed again.
   bool has_sequential = false;
-  for (const TunedCandidate& c : choice->candidates) {
+  size_t sequential = 0;
+  for (size_t i = 0; i < choice->candidates.size(); ++i) {
+    const TunedCandidate& c = choice->candidates[i];
     has_sequential |= c.plan.mode == Mode::kSequential;
+    if (c.plan.mode == Mode::kSequential && c.measured_us == choice->sequential_us) sequential = i;
     EXPECT_GT(c.predicted_us, 0);
   }
-  EXPECT_TRUE(has_sequential);
+  ASSERT_TRUE(has_sequential);
+  const std::vector<size_t> finalists = tuning_finalists(choice->candidates, 0.02);
+  for (size_t i = 0; i < choice->candidates.size(); ++i) {
+    const bool timed_again =
+        !finalists.empty() && (i == sequential || std::count(finalists.begin(), finalists.end(), i));
+    EXPECT_EQ(choice->candidates[i].confirmed_us > 0, timed_again) << choice->candidates[i].plan.summary();
+  }
   if (choice->plan.mode == Mode::kSequential) {
     EXPECT_DOUBLE_EQ(choice->measured_us, choice->sequential_us);
+    if (!finalists.empty()) EXPECT_EQ(tuning_pick(choice->candidates, finalists, sequential, 0.02), -1);
   } else {
-    const std::vector<size_t> finalists = tuning_finalists(choice->candidates, 0.02);
-    EXPECT_TRUE(std::any_of(finalists.begin(), finalists.end(),
-                            [&](size_t f) { return choice->candidates[f].plan == choice->plan; }))
-        << "kept " << choice->plan.summary() << ", not a finalist";
+    const auto kept = std::find_if(finalists.begin(), finalists.end(),
+                                   [&](size_t f) { return choice->candidates[f].plan == choice->plan; });
+    ASSERT_NE(kept, finalists.end()) << "kept " << choice->plan.summary() << ", not a finalist";
     EXPECT_LE(choice->measured_us, choice->sequential_us * 0.98);
+    EXPECT_LE(choice->candidates[*kept].confirmed_us, choice->candidates[sequential].confirmed_us * 0.99);
   }
   EXPECT_GT(choice->tuning_ms, 0);
   EXPECT_LT(rel_error(t.c.read(), t.ref.read()), kTolerance) << choice->plan.summary();
