@@ -243,6 +243,45 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
   }
 }
 
+// The leader's group releases (LoopbackArguments::released): once the CTA's writes of group g are performed (all
+// its bulk groups waited for, the proxy fenced), released[g] gets its add `latency` later (paced: the rows arrive a
+// link latency after they are sent; unpaced: at once). The due times only grow, so the groups in flight wait in a
+// FIFO; a full one waits for its oldest. The leader calls due_now() wherever it waits or moves on, so each add comes
+// as soon as it is due, while the CTA moves the next groups.
+struct Releases {
+  static constexpr int kCap = 8;
+  unsigned int* counters;  // null: this thread releases nothing
+  std::uint32_t latency;
+  int group[kCap] = {};
+  unsigned long long due[kCap] = {};
+  int head = 0, count = 0;
+
+  __device__ bool on() const { return counters != nullptr; }
+  __device__ void pop() {
+    dev::pace_until(due[head]);
+    ptx::red_release_sys_add(counters + group[head], 1u);
+    head = (head + 1) % kCap;
+    --count;
+  }
+  __device__ void due_now() {
+    while (count > 0 && dev::global_timer_ns() >= due[head]) pop();
+  }
+  __device__ void written(int g) {
+    if (!on()) return;
+    ptx::bulk_wait_all();
+    ptx::fence_proxy_async_global();  // the async proxy's writes before the generic release
+    const unsigned long long t = dev::global_timer_ns();
+    if (count == kCap) pop();
+    const int tail = (head + count) % kCap;
+    group[tail] = g;
+    due[tail] = t + latency;
+    ++count;
+  }
+  __device__ void drain() {
+    while (count > 0) pop();
+  }
+};
+
 // tma-push and copies: warp-specialized. Thread 0 (warp 0) is the producer, thread 32 (warp 1) the consumer; the
 // other lanes exit. full[s] completes when stage s's loads landed (producer: arrive.expect_tx; TMA: complete_tx);
 // empty[s] when the consumer knows the bulk group that read stage s has read it (wait_group.read 1 after the next
@@ -259,7 +298,8 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
 // Paced (LoopbackArguments::pace_ns_per_byte > 0): the issuing thread starts each group at max(its gate, the previous
 // group's end) (dev::pace_group_start) and, after issuing a unit, waits until t0 + the group's link bytes so far
 // (link_bytes()) x pace_ns_per_byte; the consumers follow it through the full barriers. After the last group the
-// issuing thread and the leader (after its last store) wait the call's link latency (dev::pace_finish).
+// issuing thread and the leader (after its last store) wait the call's link latency (as dev::pace_finish), the
+// leader releasing the groups still in flight (Releases) meanwhile.
 template <typename T>
 __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes,
@@ -335,14 +375,12 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   };
 
   // The last group's latency, once every group is issued (none timed out): after the issuing thread's last paced
-  // wait, and after the leader's last store (the CTA ends when both have).
-  auto finish_pacing = [&] {
-    if (paced && *issued_on_abort == 0xffffffffu) dev::pace_finish(a);
-  };
+  // wait (here), and after the leader's last store (below; the CTA ends when both have).
+  const auto latency_after_last = [&] { return paced && *issued_on_abort == 0xffffffffu ? a.pace_latency_ns : 0u; };
   if (tid == 0) {  // ---- producer (tma-push, copies) ----
     while (produce()) {
     }
-    finish_pacing();
+    dev::pace_until(dev::global_timer_ns() + latency_after_last());
     return;
   }
 
@@ -354,22 +392,14 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   // The leader's warp waits for it here and below rather than spinning beside it on a full barrier while it spins on
   // a GEMM counter: no lane of a warp spins while another lane of the same warp must make progress.
   if (pull) __syncwarp();
-  // Group releases (LoopbackArguments::released), the leader's: at most one group waits for its link latency.
-  const bool releases = leader && a.released != nullptr;
-  int pending = -1;  // the group whose writes are performed and whose add is due at `due`
-  unsigned long long due = 0;
-  auto release_pending = [&](bool wait) {
-    if (pending < 0 || (!wait && dev::global_timer_ns() < due)) return;
-    dev::pace_until(due);
-    ptx::red_release_sys_add(a.released + pending, 1u);
-    pending = -1;
-  };
+  // Group releases (LoopbackArguments::released), the leader's.
+  Releases rel{leader ? a.released : nullptr, paced ? a.pace_latency_ns : 0u};
   std::uint32_t tail = 0;
   for (int gi = -1;;) {
     while (!cur.any()) {
       if (++gi >= a.num_groups) break;
       cur.enter(a.first_group + gi);
-      if (releases && !cur.any()) ptx::red_release_sys_add(a.released + a.first_group + gi, 1u);  // nothing here
+      if (rel.on() && !cur.any()) ptx::red_release_sys_add(a.released + a.first_group + gi, 1u);  // nothing here
     }
     if (!cur.any()) break;
     const Unit u = cur.take();
@@ -378,7 +408,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     bool ready = false;
     while (!(ready = ptx::mbar_try_wait(full + s, (tail / S) & 1u))) {
       if (*issued_on_abort <= tail) break;
-      if (releases) release_pending(false);
+      rel.due_now();
     }
     if (!ready) break;  // the unit was never issued: a gate timed out
     if constexpr (sizeof(T) == 1) {
@@ -420,31 +450,22 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       }
       ptx::bulk_commit();
       if (tail >= 1) ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
-      if (pull) {
-        if (producing) producing = produce();  // into the previous unit's stage ((tail + S - 1) % S)
-      } else if (tail >= 1) {
-        ptx::mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
+      if (!pull && tail >= 1) ptx::mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
+      if (u.last_in_group) {  // before tma-pull's next unit, whose paced wait would delay the group's end
+        stamp(a, u.group, 1);
+        rel.written(u.group);
       }
-      if (u.last_in_group) stamp(a, u.group, 1);
-      if (releases) {
-        release_pending(false);
-        if (u.last_in_group) {  // this CTA's writes of the group performed, then (paced: a latency later) its add
-          release_pending(true);
-          ptx::bulk_wait_all();
-          ptx::fence_proxy_async_global();  // the async proxy's writes before the generic release
-          pending = u.group;
-          due = dev::global_timer_ns() + (paced ? a.pace_latency_ns : 0u);
-          if (!paced) release_pending(true);
-        }
-      }
+      rel.due_now();
+      if (pull && producing) producing = produce();  // into the previous unit's stage ((tail + S - 1) % S)
     }
     if (pull) __syncwarp();
     ++tail;
   }
   if (leader) {
     ptx::bulk_wait_all();  // writes performed before the kernel ends (the stream's next op reads them)
-    finish_pacing();
-    if (releases) release_pending(true);
+    const unsigned long long end = dev::global_timer_ns() + latency_after_last();
+    rel.drain();
+    dev::pace_until(end);
   }
 }
 
