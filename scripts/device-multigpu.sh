@@ -4,7 +4,7 @@
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
 #   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle |
-#                               overlap-symmetric] [python] [mpi]
+#                               overlap-symmetric] [autoplan] [python] [mpi]
 #
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) and NCCL's symmetric kernels (1-32 CTAs;
 #                 AllGather also on the copy engines, CTA policy zero) versus tma-push, tma-pull and simt on 1-32 CTAs,
@@ -23,6 +23,9 @@
 #                 decomposed, tile-signal and green-context GEMM+AR (the /algo:nccl-symmetric cases), each against
 #                 cuBLAS + NCCL
 #                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
+#   autoplan      bench_autoplan on the real World: the 14 held-out problems, the automatic plan (predicted and
+#                 measured tuning) against sequential and the best measured candidate, every timing the slowest
+#                 rank's -> bench_autoplan.json
 #   python        the Python suite (ctest -L python: ovl.distributed on 2 real ranks, test_distributed.py), then
 #                 examples/python/tp_mlp.py under torchrun on every visible GPU, eager and CUDA Graph replay
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
@@ -61,6 +64,10 @@ for what in "$@"; do
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
+    autoplan)
+      targets+=" bench_autoplan"
+      cmds+=(--cmd "timeout -k 30 480 build-device/bench/bench_autoplan --out \"\$OUT/bench_autoplan.json\";
+        python3 scripts/results.py autoplan \"\$OUT/bench_autoplan.json\"") ;;
     python)
       targets+=" _ovl"
       cmds+=(--cmd "ctest --test-dir build-device -L python --output-on-failure;
@@ -73,7 +80,7 @@ for what in "$@"; do
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
         python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, python, mpi)" >&2
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, autoplan, python, mpi)" >&2
        exit 2 ;;
   esac
 done
