@@ -22,6 +22,10 @@
 
 namespace ovl::test {
 
+// Five tile groups of uneven sizes (bf16 elements): smaller and larger than a ring stage, a tail, a group some owners
+// and CTAs have no byte of.
+inline const std::vector<std::size_t> kUnevenGroups{100'003, 4'096, 257'005, 24, 61'443};
+
 // Group g of group_elems[g] bf16 elements from a 16-byte aligned start, dealt to the n owners in near-equal runs of
 // whole 16-byte units (the last owners may get less or none; a group of an odd size ends in a tail), src and dst at
 // the same offsets.
@@ -111,9 +115,9 @@ inline std::unique_ptr<void, cudaError_t (*)(void*)> device_bytes(std::size_t by
 // (the caller plays its ranks, as run_case in test_collectives: every rank of a loopback World, its own otherwise),
 // `passes` calls without resetting the counters: during call p, check_gathered_groups (on its own stream, launched
 // first) waits for each group's counter to reach (p + 1) x ctas and compares the group's rows at once. Each call's
-// inputs are fresh random values (no zeros), made here for every rank from `seed`, the call and the rank; every
-// destination byte the rank does not own holds 0xff (bf16 NaN, no input's) before each call (in place: one buffer
-// holding the rank's own ranges and 0xff elsewhere). Returns the wrong bytes the checker saw plus those of the whole
+// inputs are fresh random values, made here for every rank from `seed`, the call and the rank; every destination
+// byte the rank does not own holds 0xff (bf16 NaN, no input's) before each call (in place: one buffer holding the
+// rank's own ranges and 0xff elsewhere). Returns the wrong bytes the checker saw plus those of the whole
 // destinations afterwards (the first few reported); a group that never reached its value, or a counter not exactly
 // (p + 1) x ctas after call p, fails the test too.
 inline std::size_t run_gathered_all_gather(const World& world, Collectives& coll, CommAlgo algo, int ctas,
@@ -156,8 +160,6 @@ inline std::size_t run_gathered_all_gather(const World& world, Collectives& coll
     for (int r = 0; r < n; ++r) {
       in[std::size_t(r)] =
           random_bf16(table.src_end() / 2, seed + 1000u * std::uint32_t(pass) + 101u * std::uint32_t(r));
-      for (std::uint16_t& x : in[std::size_t(r)])
-        if ((x & 0x7fff) == 0) x = 0x3f80;  // 1.0 for a zero
     }
     std::vector<unsigned char> want(table.dst_end(), 0xff);
     for (const TileRange& t : ranges)

@@ -71,7 +71,6 @@ TEST(PlanCache, RoundTripsThroughAFile) {
     EXPECT_DOUBLE_EQ(got->candidates[i].measured_us, ca.candidates[i].measured_us);
     EXPECT_DOUBLE_EQ(got->candidates[i].confirmed_us, ca.candidates[i].confirmed_us);
   }
-  EXPECT_GT(got->candidates.front().confirmed_us, 0.0);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   // A cache written before the confirmation's times were kept: its candidates read as not timed again.
   nlohmann::json older = cache.to_json();
