@@ -4,8 +4,8 @@
 // Cases (filter with --benchmark_filter, e.g. 'overlap/tma/', '/reducescatter/', '/8192x8192x4096/', 'comm_sms:16'):
 //   overlap/<mode>/<op>/<M>x<N>x<K>/world:<W>/comm_sms:<c>[/groups:<g>[/order:swizzle]]   (see below)
 //     op allreduce, reducescatter (GEMM first) or allgather-gemm (the gather first: A is M / W x K per rank, C is
-//     M x N; in tile-signal and green-context the GEMM waits per tile group for the group's gather);
-//     mode decomposed, tile-signal, green-context, tma (not for allgather-gemm); c = 8, 16, 24, 32. The plan is
+//     M x N; in tile-signal, green-context and tma the GEMM waits per tile group for the group's gather);
+//     mode decomposed, tile-signal, green-context, tma; c = 8, 16, 24, 32. The plan is
 //     exactly default_plan(mode, problem, hw, c), what `ovl validate` / `ovl calibrate` reconstruct from the name:
 //     tma is partitioned with default_plan's comm_algo (tma-push: the TMA push mover); the other modes use the SIMT
 //     mover (it stands in for NCCL in loopback).
@@ -43,8 +43,8 @@
 // Also tile-signal, green-context and tma with g = 2, 4, 8 tile groups (/groups:<g>: BenchCase::plan, g groups of
 // whole row bands, and a tile-signal GEMM on sm_count - c SMs), since default_plan's one group per row band makes
 // one NCCL call per band; and the same in swizzle order (/groups:<g>/order:swizzle: g groups of whole swizzle bands
-// of kSwizzleRows tile rows, the GEMM visiting each band column by column). The JSON context says world_backend = loopback or threads (and
-// loopback_share in loopback).
+// of kSwizzleRows tile rows, the GEMM visiting each band column by column).
+// The JSON context says world_backend = loopback or threads (and loopback_share in loopback).
 // Loopback share: rank 0's share (LoopbackShare::kRank0, the default: one real GPU's collective traffic); set
 // OVL_BENCH_SHARE=whole-world to play every rank's traffic (W times as much on one HBM). In the JSON context.
 // OVL_BENCH_LOOPBACK_WORLD=<W> (2..8, default 8): the loopback world. OVL_LINK_PROFILE=<name|file> paces the loopback
@@ -568,12 +568,9 @@ void register_cases() {
   if (w < 1) return;
   // The /algo: baseline (the tma mode's mover on every SM) only in loopback: a real world's baseline is NCCL's.
   const bool tma_baseline = !real_world();
-  const auto overlapped_modes = [](Op) {
-    return std::vector<Mode>{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
-  };
+  const std::vector<Mode> overlapped_modes{Mode::kDecomposed, Mode::kTileSignal, Mode::kGreenContext, Mode::kTma};
   for (const Shape& sh : shapes) {
     for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
-      const std::vector<Mode> modes = overlapped_modes(op);
       const Problem p = make_problem(op, sh.m, sh.n, sh.k, w);
       const CommAlgo tma_algo = default_plan(Mode::kTma, p, hw, 8).comm_algo;
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
@@ -601,7 +598,7 @@ void register_cases() {
       if (tma_baseline)
         add(fmt::format("overlap/sequential/{}/comm_sms:{}/algo:{}", tail, sms, to_string(tma_algo)), Mode::kSequential,
             op, sh, sms, tma_algo);
-      for (Mode mode : modes) {
+      for (Mode mode : overlapped_modes) {
         for (int c : {8, 16, 24, 32}) {
           add(fmt::format("overlap/{}/{}/comm_sms:{}", to_string(mode), tail, c), mode, op, sh, c, CommAlgo::kNcclRing);
         }
@@ -610,7 +607,7 @@ void register_cases() {
       // collective call per band, and AG+GEMM a counter release as well), in row-band order and in swizzle order
       // (groups of whole swizzle bands, where there are that many).
       const int64_t bands = swizzle_bands(default_plan(Mode::kSequential, p, hw, 0).tiles_m(p));
-      for (Mode mode : modes) {
+      for (Mode mode : overlapped_modes) {
         if (mode == Mode::kDecomposed) continue;
         for (int c : {8, 16, 24, 32}) {
           for (int g : {2, 4, 8}) {
@@ -632,7 +629,7 @@ void register_cases() {
       const std::string tail = fmt::format("{}/{}x{}x{}/world:{}", to_string(op), sh.m, sh.n, sh.k, w);
       add(fmt::format("overlap/sequential/{}/comm_sms:{}/dtype:e4m3", tail, sms), Mode::kSequential, op, sh, sms,
           CommAlgo::kNcclRing);
-      for (Mode mode : overlapped_modes(op)) {
+      for (Mode mode : overlapped_modes) {
         add(fmt::format("overlap/{}/{}/comm_sms:16/dtype:e4m3", to_string(mode), tail), mode, op, sh, 16,
             CommAlgo::kNcclRing);
       }

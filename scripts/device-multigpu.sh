@@ -60,7 +60,7 @@ for what in "$@"; do
       cmds+=(--cmd "f='$f';
         if [[ '$f' != '$without_tma' ]] && ! { grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\" &&
             grep -qE 'RealWorldEveryModeEqualsSequential .*Passed' \"\$OUT/ctest.log\"; }; then
-          echo 'the real-world tma test did not pass: tma cases left out'; f='$without_tma'; fi;
+          echo 'the real-world tma tests did not pass: tma cases left out'; f='$without_tma'; fi;
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;

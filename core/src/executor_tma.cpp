@@ -19,6 +19,11 @@
 // nothing of a peer's, so the next call's counter reset and GEMM cannot race a peer still reading this call's data;
 // a peer's adds into this rank's `out` of the next call wait for this rank at the collective's start barrier,
 // which it reaches after its copy of this call's result (stream order).
+//
+// AG+GEMM turns the direction around: the collective starts at once (A is the caller's input) and releases a counter
+// per tile group once its rows are in place, and the GEMM waits per tile for its group's counter to reach the
+// collective's CTA count (loopback: the TMA mover's `released` counters; a real world, run_real_gather: the World's
+// tma-push AllGather with a GroupRelease).
 #include "executors.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/model/estimate.hpp"
@@ -31,8 +36,7 @@ void TmaExecutor::bind(Call& c) {
   if (!coll_) coll_ = std::make_unique<Collectives>(res_.id.world_ref);
   res_.make_symmetric_counters();  // zero-filled
   RealShape& rs = real_shape(c.problem);
-  if (c.op == Op::kAllGatherGemm) {
-    c.rows = rs.partial.local_ptr();
+  if (c.op == Op::kAllGatherGemm) {  // run_real_gather copies this rank's rows into `partial`
     c.gathered = rs.out.local_ptr();
     return;
   }
@@ -68,8 +72,7 @@ void TmaExecutor::run(const Call& c) {
     const bool both = gemm && c.runs_comm();
     if (both) a.released = r.counter_ptr();
     if (c.runs_comm()) kernels::launch_loopback_collective(a, comm_st);
-    const unsigned gathered_at = unsigned(a.ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
-    if (gemm) r.signaled_gemm(c, grid, gemm_st, both ? gathered_at : 0u);
+    if (gemm) r.signaled_gemm(c, grid, gemm_st, gather_wait(c, a.ctas));
     r.join_streams(c.stream, gemm_st, comm_st);
     return;
   }
@@ -83,6 +86,11 @@ void TmaExecutor::run(const Call& c) {
   if (c.runs_comm()) kernels::launch_loopback_collective(a, comm_st);
 
   r.join_streams(c.stream, gemm_st, comm_st);
+}
+
+unsigned TmaExecutor::gather_wait(const Call& c, int ctas) {
+  if (!c.runs_gemm() || !c.runs_comm()) return 0;
+  return unsigned(ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
 }
 
 TmaExecutor::RealShape& TmaExecutor::real_shape(const Problem& p) {
@@ -144,7 +152,7 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
   cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
   r.start_signaled(c, groups, gemm_st, comm_st);
   const bool gemm = c.runs_gemm();
-  if (ag) return run_real_gather(c, launch, table->second);
+  if (ag) return run_real_gather(c, launch, rs, table->second);
   if (gemm) r.signaled_gemm(c, launch.grid, gemm_st);
   if (c.runs_comm()) {
     CollectiveOptions o;
@@ -172,10 +180,10 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
   r.join_streams(c.stream, gemm_st, comm_st);
 }
 
-void TmaExecutor::run_real_gather(const Call& c, const Resources::SignaledLaunch& launch, const RangeTable& table) {
+void TmaExecutor::run_real_gather(const Call& c, const Resources::SignaledLaunch& launch, RealShape& rs,
+                                  const RangeTable& table) {
   Resources& r = res_;
   const Problem& p = c.problem;
-  RealShape& rs = real_shape(p);
   cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
   const bool gemm = c.runs_gemm(), both = gemm && c.runs_comm();
   CollectiveOptions o;
@@ -196,10 +204,7 @@ void TmaExecutor::run_real_gather(const Call& c, const Resources::SignaledLaunch
                       both ? &release : nullptr);
     r.end_span(span, comm_st);
   }
-  // The GEMM waits per tile until its group's counter reaches the collective's CTA count (Fault::kCounterTooHigh:
-  // one more, which never comes). Alone (kGemm) it reads whatever the gathered A holds.
-  const unsigned gathered_at = unsigned(o.num_ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
-  if (gemm) r.signaled_gemm(c, launch.grid, gemm_st, both ? gathered_at : 0u);
+  if (gemm) r.signaled_gemm(c, launch.grid, gemm_st, gather_wait(c, o.num_ctas));
   r.join_streams(c.stream, gemm_st, comm_st);
 }
 

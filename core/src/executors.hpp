@@ -76,22 +76,28 @@ class TmaExecutor final : public Executor {
   std::string collective_failure(cudaStream_t stream);
 
  private:
-  // Buffers of one shape in a real world of more than one rank: the GEMM's output (M x N) and the collective's
-  // destination (RS: M/W x N, AR: M x N), peer-mapped on every rank and made (collectively) by the first call of the
-  // shape; and per plan, by the groups' row ends (all the table depends on), (group, owner) -> rows of them.
+  // Buffers of one shape in a real world of more than one rank: `partial`, the GEMM's output (M x N; AG+GEMM: this
+  // rank's rows of A, M/W x K) and `out`, the collective's destination (RS: M/W x N, AR: M x N; AG+GEMM: the gathered
+  // A, M x K), peer-mapped on every rank and made (collectively) by the first call of the shape; and per plan, by
+  // the groups' row ends (all the table depends on), (group, owner) -> rows of them.
   struct RealShape {
     SymmetricBuffer partial, out;
     std::map<std::vector<int64_t>, RangeTable> ranges;
   };
   RealShape& real_shape(const Problem& p);  // partial and out made on first use
+  // AG+GEMM: the value the GEMM waits for per group, the gather's CTA count (each CTA releases a group once;
+  // Fault::kCounterTooHigh: one more, which never comes, so the first wait times out); 0 (no wait) unless the call
+  // runs both parts (alone, the GEMM reads whatever the gathered A holds).
+  static unsigned gather_wait(const Call& c, int ctas);
   // Bytes of a real shape's `partial` (out = false) or `out`; AG+GEMM: this rank's rows of A, the gathered A.
   size_t real_bytes(const Problem& p, bool out) const;
   // The call in a real world of more than one rank: the GEMM into `partial`, the World's TMA collective gated by
-  // the symmetric counters into `out`, then `out` copied to C.
+  // the symmetric counters into `out`, then `out` copied to C (AG+GEMM: run_real_gather).
   void run_real(const Call& call, const Resources::SignaledLaunch& launch);
   // AG+GEMM there: this rank's rows pushed to every rank group by group, each rank's GEMM waiting per group for the
   // collective's GroupRelease counters.
-  void run_real_gather(const Call& call, const Resources::SignaledLaunch& launch, const RangeTable& table);
+  void run_real_gather(const Call& call, const Resources::SignaledLaunch& launch, RealShape& rs,
+                       const RangeTable& table);
   std::unique_ptr<Collectives> coll_;        // the World's collectives, made by the first real-world call
   std::map<std::string, RealShape> shapes_;  // by problem name
 };

@@ -128,7 +128,8 @@ __device__ void signal_peers(const Cta& cta, CollectiveFlag kind, int me) {
       cta, me, [&](int q) { return a.flags[q] + collective_flag_index(kind, me, cta.slice); }, a.epoch);
 }
 
-// Thread 0, the tma-push AllReduce: tell every peer of `me` that groups 0..g of this slice are reduce-scattered.
+// Thread 0: tell every peer of `me` that groups 0..g of this slice are done (the tma-push AllReduce: reduce-scattered;
+// the AllGather with gathered counters: pushed to every peer).
 __device__ void signal_peers_group(const Cta& cta, int g, int me) {
   const CollectiveArguments& a = *cta.a;
   signal_peer_words(
@@ -720,12 +721,14 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
       for (int me = r0; me < r1; ++me) wait_peers(cta, kind, me);
     });
   };
-  // Thread 0 in a boundary, with gathered counters: raise gathered[me][h] of every played rank for the groups h not
-  // raised yet below `upto`, in order, once their rows are in every played rank's dst: pull, our own writes (the
-  // phases before the boundary); push, every peer's group flag of h, waited for when h < `wait_below`, else looked
-  // at once (stopping at the first group not there yet). Nothing after an abort: the GEMM's wait then times out.
+  // Thread 0 in the boundary after group g's phase, with gathered counters: raise gathered[me][h] of every played
+  // rank for the groups h <= g not raised yet, in order, once their rows are in every played rank's dst: pull, our
+  // own writes (the phases before the boundary); push, every peer's group flag of h, waited for when h < g (one group
+  // behind; after the last group, every group), only looked at for h = g (stopping there when it is not done yet).
+  // Nothing after an abort: the GEMM's wait then times out.
   int raised = 0;  // thread 0's: groups raised so far
-  auto raise_gathered = [&](int wait_below, int upto) {
+  auto raise_gathered = [&](int g) {
+    const int upto = g + 1, wait_below = upto < num_groups ? g : num_groups;
     for (; raised < upto && !abort_flag; ++raised) {
       bool here = true;
       for (int me = r0; push && here && me < r1; ++me) {
@@ -778,8 +781,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
         boundary([&] {
           if (push && !abort_flag)
             for (int me = r0; me < r1; ++me) signal_peers_group(cta, g, me);
-          // push: waiting one group behind (for every group after the last), looking at group g
-          raise_gathered(g + 1 < num_groups ? g : num_groups, g + 1);
+          raise_gathered(g);
         });
     }
     finish_phase(kFlagAg, true);

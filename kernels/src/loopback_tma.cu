@@ -257,9 +257,10 @@ struct Releases {
   int head = 0, count = 0;
 
   __device__ bool on() const { return counters != nullptr; }
+  __device__ void add(int g) const { ptx::red_release_sys_add(counters + g, 1u); }
   __device__ void pop() {
     dev::pace_until(due[head]);
-    ptx::red_release_sys_add(counters + group[head], 1u);
+    add(group[head]);
     head = (head + 1) % kCap;
     --count;
   }
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   if (tid == 0) {  // ---- producer (tma-push, copies) ----
     while (produce()) {
     }
-    dev::pace_until(dev::global_timer_ns() + latency_after_last());
+    if (latency_after_last() > 0) dev::pace_finish(a);
     return;
   }
 
@@ -399,7 +400,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     while (!cur.any()) {
       if (++gi >= a.num_groups) break;
       cur.enter(a.first_group + gi);
-      if (rel.on() && !cur.any()) ptx::red_release_sys_add(a.released + a.first_group + gi, 1u);  // nothing here
+      if (rel.on() && !cur.any()) rel.add(a.first_group + gi);  // nothing here: released as it is passed
     }
     if (!cur.any()) break;
     const Unit u = cur.take();

@@ -87,16 +87,11 @@ struct GroupGate {
 
 // AllGather into a GEMM that waits per tile group (mode tma's AllGather+GEMM). counters: the World's device memory,
 // num_groups uint32 per rank the caller plays (a real World: its own rank, counters[g]; loopback: rank r's at
-// counters[r * num_groups + g]). Each of the call's CollectiveOptions::num_ctas CTAs adds 1 (red.release.sys) to
-// counters[g] once this rank's dst holds its slice of every owner's ranges of group g (tma-pull: its own writes of
-// them performed; tma-push: every peer's flag for that slice says the peer's pushes of group g are performed; our own
-// ranges are copied before the first add), group after group, also for a group it has no bytes of. So counters[g]
-// grows by exactly num_ctas, and has once this rank's dst holds all of group g: from zero, a GEMM waits
-// (ld.acquire.sys) until counters[g] >= num_ctas, then fence.proxy.async.global before TMA reads the rows. Groups
-// arrive in order (counters[g] full means every earlier group is). The collective never resets them (reset after the
-// GEMM is done with them, e.g. launch_reset_counters on its stream). A wait that times out leaves counters short, so
-// the GEMM's own wait times out too. AllGather with tma-push or tma-pull only; every rank passes the same table and
-// num_ctas (CTA c of every rank moves slice c).
+// counters[r * num_groups + g]). Each of the call's CollectiveOptions::num_ctas CTAs adds 1 to counters[g] once this
+// rank's dst holds its slice of group g, so from zero a GEMM waits until counters[g] >= num_ctas (the ordering, the
+// proxy fence and the timeouts: kernels::CollectiveArguments::gathered). The collective never resets them (reset
+// after the GEMM is done with them, e.g. launch_reset_counters on its stream). AllGather with tma-push or tma-pull
+// only; every rank passes the same table and num_ctas (CTA c of every rank moves slice c).
 struct GroupRelease {
   std::uint32_t* counters = nullptr;
 };

@@ -83,8 +83,8 @@ struct Plan {
 };
 
 // Why the executors do not run a plan that Plan::validate accepts, as far as its mode decides it (kModeTraits; the
-// device and the world decide the rest: Context::can_run): an op the mode does not run, a tile-major output it does not
-// write, and for the signaling GEMM an explicit order or groups that are not whole (swizzle) bands. "" when it runs.
+// device and the world decide the rest: Context::can_run): a tile-major output it does not write, and for the signaling
+// GEMM an explicit order or groups that are not whole (swizzle) bands. "" when it runs.
 std::string mode_refusal(const Problem& problem, const Plan& plan);
 
 // A Plan for `mode` with sensible defaults: whole device for the GEMM, NCCL's default CTAs, one group per row
