@@ -12,6 +12,7 @@
 #include "ovl/cuda_check.hpp"
 #include "ovl/kernels/collectives.hpp"
 #include "ovl/kernels/wait.hpp"
+#include "tma_ring.cuh"
 
 namespace ovl::kernels {
 
@@ -29,11 +30,9 @@ constexpr CollectiveFlag kFlagStart = CollectiveFlag::kStart, kFlagRs = Collecti
 // phases and stores pull-reduce's sums (see the TMA phases below).
 constexpr unsigned kWarp = 32;
 constexpr unsigned kLead = 32;
-// Every TMA phase runs on one ring: OVL_TMA_RING, else kDefaultTmaRing (4 x 48 KiB).
-constexpr int kMaxStages = 8;               // tma_ring_problem's bound
-constexpr std::size_t kHeaderBytes = 1024;  // mbarriers and ring words (TmaRing), before the (1 KiB aligned) stages
-static_assert(kDefaultTmaRing.stages >= 2 && kDefaultTmaRing.stages <= kMaxStages);
-static_assert(2 * kMaxStages * sizeof(std::uint64_t) + (1 + kMaxStages) * sizeof(std::uint32_t) <= kHeaderBytes);
+// Every TMA phase runs on one ring (PhaseRing): OVL_TMA_RING, else kDefaultTmaRing (4 x 48 KiB), stages 1 KiB aligned.
+static_assert(kDefaultTmaRing.stages >= 2 && kDefaultTmaRing.stages <= kTmaMaxStages);
+static_assert(2 * kTmaMaxStages * 8 + (1 + kTmaMaxStages) * 4 <= kTmaHeaderBytes, "the barriers, PhaseRing's words");
 
 enum class MoveKind { kOwnCopy, kPushReduce, kPullSum, kPushBcast, kPullCopy };
 
@@ -277,67 +276,33 @@ __device__ Move make_move(const CollectiveArguments& a, MoveKind kind, int me) {
 // through its fence.proxy.async.global, and thread 32's TMA ops through the barrier and thread 32's own
 // fence.proxy.async.global.
 
-// The ring, in the header: full[s] completes when stage s's loads have landed (the issuer's arrive.expect_tx, the
-// loads' complete_tx), empty[s] when the stage's use has been read by every reader (`readers` arrivals: the thread
-// that issued its stores, thread 32, arrives for all of them in the copy and push phases; in pull-reduce each
-// consumer thread arrives for itself). Units are numbered through the whole kernel (each phase continues the
-// count): every unit issued is consumed and handed back once, so unit i uses stage i % S in phase i / S of both
-// barriers and every role agrees on the phases whichever roles ran the phases before.
-struct TmaRing {
-  unsigned char* stages;
-  std::uint64_t* full;
-  std::uint64_t* empty;
-  std::uint32_t* consumed;         // units of the phases so far (thread 32 publishes it at a phase's end)
-  std::uint32_t* stage_aborted;    // [num_stages]: 1 once a gate timed out before the unit that uses the stage next
-                                   // (abort_at); 0 until then
-  std::uint32_t num_stages;
-  std::uint32_t stage_bytes;
-  std::uint32_t readers;  // empty[s]'s arrival count: the consumer threads (every thread after warp 0)
-
-  // The ring laid out in a kernel's dynamic shared memory: the kHeaderBytes header (full[kMaxStages],
-  // empty[kMaxStages], then the words: consumed, stage_aborted[]) and the stages after it.
-  __device__ static TmaRing in_header(unsigned char* smem, std::uint32_t num_stages, std::uint32_t stage_bytes,
-                                      std::uint32_t readers) {
-    std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(smem);
-    std::uint32_t* words = reinterpret_cast<std::uint32_t*>(bars + 2 * kMaxStages);
-    return TmaRing{smem + kHeaderBytes, bars, bars + kMaxStages, words, words + 1, num_stages, stage_bytes, readers};
-  }
-  // One thread, before the block's first barrier: the barriers (full: 1 arrival; empty: `readers`), no stage
-  // aborted, no unit consumed, and the init fence for the async proxy.
+// The phases' ring (TmaRing, tma_ring.cuh): its readers are the consumer threads (every thread after warp 0; thread
+// 32, which issued a unit's stores, arrives for all of them in the copy and push phases, each consumer for itself in
+// pull-reduce); each phase continues the unit count of the phases before it. Its words: consumed (the units of the
+// phases so far, published by thread 32 at a phase's end), then stage_aborted[num_stages] (1 once a gate timed out
+// before the unit that uses the stage next: abort_at; 0 until then).
+struct PhaseRing : TmaRing {
+  __device__ std::uint32_t* consumed() const { return words(); }
+  __device__ std::uint32_t* stage_aborted() const { return words() + 1; }
+  // One thread, before the block's first barrier: the ring's barriers, no unit consumed, no stage aborted.
   __device__ void init() const {
-    for (std::uint32_t s = 0; s < num_stages; ++s) {
-      ptx::mbar_init(full + s, 1);
-      ptx::mbar_init(empty + s, readers);
-      stage_aborted[s] = 0;
-    }
-    *consumed = 0;
-    ptx::mbar_init_fence();
-  }
-
-  __device__ unsigned char* stage(std::uint32_t i) const { return stages + std::size_t(i % num_stages) * stage_bytes; }
-  __device__ std::uint64_t* full_bar(std::uint32_t i) const { return full + i % num_stages; }
-  // Issuer: wait until unit i's stage is free (unit i - S handed back).
-  __device__ void acquire(std::uint32_t i) const {
-    if (i >= num_stages) ptx::mbar_wait(empty + i % num_stages, (i / num_stages - 1) & 1u);
+    TmaRing::init();
+    for (std::uint32_t w = 0; w <= num_stages; ++w) words()[w] = 0;
   }
   // Consumer: wait for unit i's loads; false when unit i was never issued (a gate timed out: the producer then
   // completes unit i's phase of full[s] without loads after marking stage s aborted). The mark is read only after
   // the wait, and written only after unit i - S, the stage's previous use, was handed back by every reader, so no
   // consumer reads it while the producer may write it, and none polls it.
   __device__ bool wait_full(std::uint32_t i) const {
-    ptx::mbar_wait(full + i % num_stages, (i / num_stages) & 1u);
-    return stage_aborted[i % num_stages] == 0;
+    TmaRing::wait_full(i);
+    return stage_aborted()[i % num_stages] == 0;
   }
   // Producer, when a gate timed out before unit i: wait until unit i's stage is free (unit i - S consumed, so full[s]
   // holds no phase a consumer still waits for), mark it aborted, then complete its phase for unit i without a load.
   __device__ void abort_at(std::uint32_t i) const {
     acquire(i);
-    stage_aborted[i % num_stages] = 1;
-    ptx::mbar_arrive(full + i % num_stages);
-  }
-  // A reader is done with unit i's stage: `count` of the stage's `readers` arrivals (see the ring, above).
-  __device__ void release(std::uint32_t i, std::uint32_t count) const {
-    ptx::mbar_arrive(empty + i % num_stages, count);
+    stage_aborted()[i % num_stages] = 1;
+    ptx::mbar_arrive(full_bar(i));
   }
 };
 
@@ -418,11 +383,11 @@ __device__ void store_unit(const CollectiveArguments& a, const Move& m, const Pi
 // Thread 32 at a phase's end, units first..end - 1 consumed: every bulk write performed (wait_group 0, not .read),
 // the last stage handed back, this thread's writes ordered before thread 0's release after the barrier (as the SIMT
 // mover's stores; thread 0's own tails are ordered by its release), then the ring's unit count for the next phase.
-__device__ void end_phase(const TmaRing& ring, std::uint32_t first, std::uint32_t end, std::uint32_t count) {
+__device__ void end_phase(const PhaseRing& ring, std::uint32_t first, std::uint32_t end, std::uint32_t count) {
   ptx::bulk_wait_all();
   if (end > first) ring.release(end - 1, count);
   __threadfence_system();
-  *ring.consumed = end;
+  *ring.consumed() = end;
 }
 
 // A pull-reduce unit's slot: stage / W bytes, rounded down to 16 (slot r of a stage is loaded from rank r).
@@ -435,7 +400,7 @@ __device__ inline std::uint32_t pull_slot(const TmaRing& ring, int world_size) {
 // bulk loads (pull-reduce: W, slot r from rank r; else one). A gate that times out ends the production at the next
 // unit (abort_at).
 template <typename T>
-__device__ void produce_phase(const Cta& cta, const TmaRing& ring, PhaseWalk& walk, std::uint32_t first) {
+__device__ void produce_phase(const Cta& cta, const PhaseRing& ring, PhaseWalk& walk, std::uint32_t first) {
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
   const std::uint32_t slot = pull_slot(ring, n);  // pull-reduce only
@@ -469,7 +434,7 @@ __device__ void produce_phase(const Cta& cta, const TmaRing& ring, PhaseWalk& wa
 
 // A copy or push phase (see above): thread 0 produces, thread 32 consumes; units first.. of the ring.
 template <typename T>
-__device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, GroupRange groups,
+__device__ void split_phase(const Cta& cta, const PhaseRing& ring, MoveKind kind, int r0, int r1, GroupRange groups,
                             std::uint32_t first) {
   const unsigned tid = threadIdx.x;
   if (tid != 0 && tid != kLead) return;  // the other lanes wait at the phase's end
@@ -497,12 +462,9 @@ __device__ void split_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, 
   end_phase(ring, first, i, ring.readers);
 }
 
-// The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
-__device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }
-
 // A pull-reduce phase (see above): thread 0 produces, warps 1.. sum, thread 32 stores; units first.. of the ring.
 template <typename T>
-__device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int r1, GroupRange groups,
+__device__ void pull_sum_phase(const Cta& cta, const PhaseRing& ring, int r0, int r1, GroupRange groups,
                                std::uint32_t first) {
   const unsigned tid = threadIdx.x;
   const CollectiveArguments& a = *cta.a;
@@ -521,33 +483,14 @@ __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int 
   const unsigned consumers = blockDim.x - kWarp;
   PhaseWalk walk(a, MoveKind::kPullSum, r0, r1, groups, cta.slice, slot);
   if (leader) ptx::fence_proxy_async_global();  // our bulk stores come after the flags thread 0 acquired
-  constexpr int kIlp = 4;  // vectors per thread at a time: independent shared loads in flight
-  const int step = int(consumers);
   Piece p{};
   std::uint32_t i = first;
   while (walk.next(p)) {
     if (p.tail) continue;           // the producer's
     if (!ring.wait_full(i)) break;  // never issued: a gate timed out (every consumer stops at the same unit)
     unsigned char* stage = ring.stage(i);
-    uint4* out = reinterpret_cast<uint4*>(stage);
-    const int nvec = int(p.bytes / 16);
-    for (int v0 = int(tid - kWarp); v0 < nvec; v0 += kIlp * step) {
-      float acc[kIlp][ptx::Vec16<T>::kElems];
-#pragma unroll
-      for (int x = 0; x < kIlp; ++x)
-        if (v0 + x * step < nvec) ptx::Vec16<T>::set(acc[x], out[v0 + x * step]);
-      for (int r = 1; r < n; ++r) {  // rank order: deterministic, the SIMT mover's order
-        const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(r) * slot);
-#pragma unroll
-        for (int x = 0; x < kIlp; ++x)
-          if (v0 + x * step < nvec) ptx::Vec16<T>::add(acc[x], in[v0 + x * step]);
-      }
-#pragma unroll
-      for (int x = 0; x < kIlp; ++x)
-        if (v0 + x * step < nvec) out[v0 + x * step] = ptx::Vec16<T>::pack(acc[x]);
-    }
-    ptx::fence_proxy_async_shared();  // this thread's shared stores before the async proxy's store reads them
-    consumer_sync(consumers);         // every consumer is done with stage i (and waited on its phase)
+    sum_slots<T, false>(stage, slot, n, int(p.bytes / 16), int(tid - kWarp), int(consumers));  // into slot 0, fenced
+    consumer_sync(consumers);  // every consumer is done with stage i (and waited on its phase)
     if (leader) {
       ptx::bulk_store(static_cast<unsigned char*>(a.dst[walk.move.me]) + p.dst_offset, stage, p.bytes);
       ptx::bulk_commit();
@@ -566,7 +509,7 @@ __device__ void pull_sum_phase(const Cta& cta, const TmaRing& ring, int r0, int 
 }
 
 template <typename T>
-__device__ void tma_phase(const Cta& cta, const TmaRing& ring, MoveKind kind, int r0, int r1, GroupRange groups,
+__device__ void tma_phase(const Cta& cta, const PhaseRing& ring, MoveKind kind, int r0, int r1, GroupRange groups,
                           std::uint32_t first) {
   if (kind == MoveKind::kPullSum) {
     pull_sum_phase<T>(cta, ring, r0, r1, groups, first);
@@ -632,7 +575,7 @@ __device__ void simt_move(const Cta& cta, const Move& m, GroupRange groups) {
 // grid: num_ctas CTAs, CTA c = slice c (of every owner's ranges, for every played rank).
 // block: TMA: warp 0 and one consumer warp (64 threads), or warp 0 and pull_warps consumer warps for tma-pull with a
 //        reduce phase (roles: the TMA phases above); SIMT: simt_threads.
-// shared: kHeaderBytes + stages * stage_bytes (TMA), none (SIMT).
+// shared: kTmaHeaderBytes + stages * stage_bytes (TMA), none (SIMT).
 // arch: sm_90 (cp.async.bulk, cp.reduce.async.bulk, mbarrier expect_tx).
 // Ordering: each phase ends with cp.async.bulk.wait_group 0 by the thread that issued its bulk writes (writes
 // performed) and a fence, a barrier, then thread 0's st.release.sys into every peer's flags (collectives.hpp): the
@@ -674,7 +617,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const bool gathered = a.gathered[a.first_rank] != nullptr;  // AllGather, tma-push or tma-pull (can_implement)
   if (threadIdx.x == 0) abort_flag = abort_seen = 0;
   Cta cta{&a, int(blockIdx.x), &abort_flag};
-  const TmaRing ring = TmaRing::in_header(smem, std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp);
+  const PhaseRing ring{{smem, std::uint32_t(num_stages), stage_bytes, blockDim.x - kWarp}};
   if (tma && threadIdx.x == 0) ring.init();
   __syncthreads();
 
@@ -685,7 +628,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   const int num_groups = a.num_groups;
   const GroupRange all_groups{0, num_groups};
 
-  std::uint32_t units = 0;  // ring units of the phases so far: every thread's copy of *ring.consumed
+  std::uint32_t units = 0;  // ring units of the phases so far: every thread's copy of *ring.consumed()
   // One phase over the tile groups `groups`: every played rank's move. Called right after a phase boundary (see
   // abort_seen).
   auto run_phase = [&](MoveKind kind, GroupRange groups) {
@@ -700,7 +643,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   // 0's signals and waits (`flags`) and its note of the abort flag for the next phase.
   auto boundary = [&](auto&& flags) {
     __syncthreads();
-    if (tma) units = *ring.consumed;
+    if (tma) units = *ring.consumed();
     if (threadIdx.x == 0) {
       flags();
       abort_seen = abort_flag;
@@ -815,7 +758,7 @@ void launch_typed(const CollectiveArguments& a, cudaStream_t stream) {
 std::size_t CollectiveKernel::shared_bytes(const CollectiveArguments& args) {
   if (args.algo == CommAlgo::kSimt) return 0;
   const TmaRingShape shape = ring_shape(args);
-  return kHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
+  return kTmaHeaderBytes + std::size_t(shape.stages) * shape.stage_bytes;
 }
 
 std::string CollectiveKernel::can_implement(const CollectiveArguments& a) {
@@ -922,8 +865,8 @@ struct LocalPieces {
 };
 
 // grid: num_ctas, each CTA moves its LocalPieces; block: 64. reduce: dst += src (bf16, cp.reduce.async.bulk
-// .add.noftz) instead of dst = src. shared: kHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
-// As the collectives' copy phases, on the same TmaRing (never aborted here): thread 0 loads (wait empty[s], arm
+// .add.noftz) instead of dst = src. shared: kTmaHeaderBytes + stages * stage_bytes. sm_90. No cross-CTA ordering.
+// As the collectives' copy phases, on a TmaRing (no gates: no abort marks): thread 0 loads (wait empty[s], arm
 // full[s], bulk load), thread 32 stores or reduce-adds (wait full[s], the bulk write, commit; once wait_group.read 1
 // says the previous piece's write has read its stage, hand that stage back on empty[]). The last CTA copies a tail of
 // < 16 bytes (copies only: a reduce needs bytes % 16 == 0) with plain loads/stores.
@@ -935,7 +878,7 @@ __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, st
   const LocalPieces pieces(body, stage_bytes, interleaved);
   if (tid == 0 && !reduce && blockIdx.x == gridDim.x - 1)
     for (std::uint64_t i = body; i < bytes; ++i) dst[i] = src[i];
-  const TmaRing ring = TmaRing::in_header(smem, std::uint32_t(stages), stage_bytes, 1);  // one reader: thread 32
+  const TmaRing ring{smem, std::uint32_t(stages), stage_bytes, 1};  // one reader: thread 32
   if (tid == 0) ring.init();
   __syncthreads();
   if (tid == 0) {  // producer
@@ -948,7 +891,7 @@ __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, st
     }
   } else if (tid == kLead) {  // consumer
     for (std::uint32_t k = 0; k < pieces.count; ++k) {
-      ring.wait_full(k);  // never aborted: always true
+      ring.wait_full(k);
       std::uint64_t off;
       const std::uint32_t b = pieces.at(k, off);
       if (reduce) {
@@ -998,7 +941,7 @@ void preload_collective_kernels() {
 }
 
 std::string tma_ring_problem(int stages, std::uint64_t stage_bytes, std::size_t header_bytes) {
-  if (stages < 2 || stages > 8) return fmt::format("{} stages is not in 2..8", stages);
+  if (stages < 2 || stages > kTmaMaxStages) return fmt::format("{} stages is not in 2..{}", stages, kTmaMaxStages);
   if (stage_bytes < 1024 || stage_bytes % 1024 != 0)
     return fmt::format("stage_bytes = {} is not a positive multiple of 1 KiB", stage_bytes);
   const std::uint64_t smem = header_bytes + std::uint64_t(stages) * stage_bytes;
@@ -1019,7 +962,7 @@ TmaRingShape tma_ring_from_env() {
     char tail = 0;
     OVL_CHECK(std::sscanf(s, "%dx%d%c", &stages, &kib, &tail) == 2 && kib > 0,
               "OVL_TMA_RING = '{}' is not <stages>x<KiB> (e.g. 6x32)", s);
-    const std::string why = tma_ring_problem(stages, std::uint64_t(kib) * 1024u, kHeaderBytes);
+    const std::string why = tma_ring_problem(stages, std::uint64_t(kib) * 1024u, kTmaHeaderBytes);
     OVL_CHECK(why.empty(), "OVL_TMA_RING = '{}': {}", s, why);
     r.stages = stages;
     r.stage_bytes = std::uint32_t(kib) * 1024u;
@@ -1046,9 +989,9 @@ std::string local_buffers_problem(const void* dst, const void* src, std::size_t 
 
 void launch_local_ring(const LocalRingArguments& a, cudaStream_t stream) {
   OVL_CHECK(a.num_ctas >= 1, "local ring: num_ctas = {} < 1", a.num_ctas);
-  const std::string why = tma_ring_problem(a.shape.stages, a.shape.stage_bytes, kHeaderBytes);
+  const std::string why = tma_ring_problem(a.shape.stages, a.shape.stage_bytes, kTmaHeaderBytes);
   OVL_CHECK(why.empty(), "local ring: {}", why);
-  const std::size_t smem = kHeaderBytes + std::size_t(a.shape.stages) * a.shape.stage_bytes;
+  const std::size_t smem = kTmaHeaderBytes + std::size_t(a.shape.stages) * a.shape.stage_bytes;
   const std::string buffers = local_buffers_problem(a.dst, a.src, a.bytes);
   OVL_CHECK(buffers.empty(), "local ring: {}", buffers);
   OVL_CHECK(a.op == RingOp::kCopy || a.bytes % 16 == 0, "local reduce: bytes = {} is not a multiple of 16", a.bytes);

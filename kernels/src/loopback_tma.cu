@@ -3,7 +3,7 @@
 // grid: args.ctas CTAs, persistent over the groups; block: warp 0 plus one warp (tma-push, copies: thread 0 is the
 // producer, thread 32 the consumer, the other lanes exit) or `pull_warps` warps (tma-pull: warp 0 exits, the warps
 // after it share the fp32 adds and their first thread issues);
-// dynamic shared memory: a kTmaHeaderBytes header (full/empty mbarriers, an abort word), then `stages` stages of
+// dynamic shared memory: a kTmaHeaderBytes header (the ring's mbarriers, an abort word), then `stages` stages of
 // `stage_bytes`, then, when it fits under the device's opt-in limit, the pieces table: num_groups x W PieceInfo
 // (32 bytes: range, chunk count, kind), written by every thread once, before the block's barrier; otherwise the
 // cursors read the range table in global memory and compute the same values. Why a table: from global memory every
@@ -45,11 +45,10 @@
 #include "ovl/kernels/collectives.hpp"
 #include "ovl/kernels/loopback.hpp"
 #include "ovl/kernels/tma_ptx.cuh"
+#include "tma_ring.cuh"
 
 namespace ovl::kernels {
 namespace {
-
-static_assert(kTmaHeaderBytes >= 16 * kTmaMaxStages + 16, "the header holds the full and empty mbarriers");
 
 enum Kind : int { kPull = 0, kPushAdd = 1, kCopy = 2 };
 
@@ -205,9 +204,6 @@ __device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, 
   return reinterpret_cast<unsigned char*>(static_cast<T*>(a.dst[d]) + u.range.dst_offset) + u.pos;
 }
 
-// The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
-__device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }
-
 // The unit's link bytes (LoopbackArguments' pacing rule): a pull reads W-1 peers' sources; a push add of source p > 0
 // is a peer's push into rank 0's output; a copy of owner r > 0's piece is read from that peer; the rest is local.
 __device__ __forceinline__ double link_bytes(const Unit& u, int world) {
@@ -283,13 +279,13 @@ struct Releases {
   }
 };
 
-// tma-push and copies: warp-specialized. Thread 0 (warp 0) is the producer, thread 32 (warp 1) the consumer; the
-// other lanes exit. full[s] completes when stage s's loads landed (producer: arrive.expect_tx; TMA: complete_tx);
-// empty[s] when the consumer knows the bulk group that read stage s has read it (wait_group.read 1 after the next
-// unit's commit: one group of lag, so it never waits on the group it just issued). Producer: per group, gate
-// (blocking: the consumer drains what is in flight meanwhile), then per unit: wait empty[s] (the stage's previous
-// use), issue. Consumer: per unit, wait full[s], the unit's bulk stores / reduce-adds, commit, release the previous
-// unit's stage. Neither touches a stage with ordinary loads or stores.
+// tma-push and copies: warp-specialized. Thread 0 (warp 0) is the producer, thread 32 (warp 1) the consumer; the other
+// lanes exit. On the ring (TmaRing, tma_ring.cuh; one reader), the consumer hands stage s back on empty[s] once it
+// knows the bulk group that read stage s has read it (wait_group.read 1 after the next unit's commit: one group of lag,
+// so it never waits on the group it just issued). Producer: per group, gate (blocking: the consumer drains what is in
+// flight meanwhile), then per unit: wait empty[s] (the stage's previous use), issue. Consumer: per unit, wait full[s],
+// the unit's bulk stores / reduce-adds, commit, release the previous unit's stage. Neither touches a stage with
+// ordinary loads or stores.
 // tma-pull: the consumer warps (warps 1..pull_warps) feed themselves; warp 0 exits. Their first thread (the leader)
 // gates and issues; per unit all consumers wait full[s], sum, fence.proxy.async.shared::cta, barrier (named barrier
 // 1, the consumers only); the leader stores, commits, waits until the previous unit's store has read its stage
@@ -306,15 +302,13 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     tma_mover_kernel(const __grid_constant__ LoopbackArguments a, int stages, std::uint32_t stage_bytes,
                      bool smem_pieces) {
   extern __shared__ __align__(128) unsigned char smem[];
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem);
-  std::uint64_t* empty = full + kTmaMaxStages;
-  volatile std::uint32_t* issued_on_abort = reinterpret_cast<std::uint32_t*>(empty + kTmaMaxStages);
-  unsigned char* ring = smem + kTmaHeaderBytes;
+  const TmaRing ring{smem, std::uint32_t(stages), stage_bytes, 1};  // one reader: the consumer
+  volatile std::uint32_t* issued_on_abort = ring.words();
   const unsigned tid = threadIdx.x;
   const int w = a.world;
-  const std::uint32_t S = std::uint32_t(stages);
   const bool pull = a.mover == CommAlgo::kTmaPull;
-  PieceInfo* pieces = smem_pieces ? reinterpret_cast<PieceInfo*>(ring + S * stage_bytes) : nullptr;
+  PieceInfo* pieces =
+      smem_pieces ? reinterpret_cast<PieceInfo*>(smem + kTmaHeaderBytes + ring.num_stages * stage_bytes) : nullptr;
 
   if (pieces != nullptr) {  // every thread, once: the played groups' pieces (the ranges copied, then completed)
     const LoopbackRange* ranges = a.ranges + std::int64_t(a.first_group) * w;
@@ -324,12 +318,8 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       pieces[i] = piece_info<T>(a, i % w, pieces[i].range, !pull, stage_bytes);
   }
   if (tid == 0) {
-    for (std::uint32_t s = 0; s < S; ++s) {
-      ptx::mbar_init(full + s, 1);
-      ptx::mbar_init(empty + s, 1);
-    }
+    ring.init();
     *issued_on_abort = 0xffffffffu;
-    ptx::mbar_init_fence();
   }
   __syncthreads();
 
@@ -362,10 +352,10 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
         paced_bytes = 0;
       }
     }
-    const std::uint32_t s = head % S;
-    if (!pull && head >= S) ptx::mbar_wait(empty + s, (head / S - 1) & 1u);
+    unsigned char* stage = ring.stage(head);  // before acquire(), which then reuses its head % S
+    if (!pull) ring.acquire(head);
     const Unit u = prod.take();
-    issue_unit<T>(a, prod, u, ring + s * stage_bytes, full + s);
+    issue_unit<T>(a, prod, u, stage, ring.full_bar(head));
     ++head;
     if (paced) {  // after issuing b link bytes since the group's start: wait until t0 + b / rate
       paced_bytes += link_bytes(u, a.world);
@@ -389,7 +379,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
   const unsigned consumers = blockDim.x - 32;
   bool producing = true;
   if (pull && leader)
-    for (std::uint32_t i = 0; i + 1 < S && producing; ++i) producing = produce();
+    for (std::uint32_t i = 0; i + 1 < ring.num_stages && producing; ++i) producing = produce();
   // The leader's warp waits for it here and below rather than spinning beside it on a full barrier while it spins on
   // a GEMM counter: no lane of a warp spins while another lane of the same warp must make progress.
   if (pull) __syncwarp();
@@ -404,10 +394,9 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     }
     if (!cur.any()) break;
     const Unit u = cur.take();
-    const std::uint32_t s = tail % S;
-    unsigned char* stage = ring + s * stage_bytes;
+    unsigned char* stage = ring.stage(tail);
     bool ready = false;
-    while (!(ready = ptx::mbar_try_wait(full + s, (tail / S) & 1u))) {
+    while (!(ready = ring.try_full(tail))) {
       if (*issued_on_abort <= tail) break;
       rel.due_now();
     }
@@ -415,27 +404,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     if constexpr (sizeof(T) == 1) {
       // T = std::uint8_t, FP8 moved as bytes: copies only (launch_loopback_collective allows it for AllGather only).
     } else if (u.kind == kPull) {
-      const std::uint32_t slot = cur.cap(kPull);
-      const int nvec = int(u.bytes / 16);
-      uint4* out = reinterpret_cast<uint4*>(stage);
-      const int step = int(consumers);
-      for (int v0 = int(tid - 32); v0 < nvec; v0 += 4 * step) {
-        float acc[4][8];
-#pragma unroll
-        for (int x = 0; x < 4; ++x)
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[x][i] = 0.f;
-        for (int p = 0; p < w; ++p) {  // rank order: deterministic, the SIMT mover's order
-          const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(p) * slot);
-#pragma unroll
-          for (int x = 0; x < 4; ++x)
-            if (v0 + x * step < nvec) dev::Vec<T>::add(acc[x], in[v0 + x * step]);
-        }
-#pragma unroll
-        for (int x = 0; x < 4; ++x)
-          if (v0 + x * step < nvec) out[v0 + x * step] = dev::Vec<T>::pack(acc[x]);
-      }
-      ptx::fence_proxy_async_shared();  // this thread's generic smem stores before the async proxy's store reads them
+      sum_slots<T, true>(stage, cur.cap(kPull), w, int(u.bytes / 16), int(tid - 32), int(consumers));
     }
     // Every consumer has read stage s and waited on its phase before the leader stores from it and, below, refills
     // the previous stage (tma-pull; for push and copies the consumer is one thread).
@@ -451,7 +420,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       }
       ptx::bulk_commit();
       if (tail >= 1) ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
-      if (!pull && tail >= 1) ptx::mbar_arrive(empty + (tail - 1) % S);  // hand that stage back to the producer
+      if (!pull && tail >= 1) ring.release(tail - 1, 1);  // hand that stage back to the producer
       if (u.last_in_group) {  // before tma-pull's next unit, whose paced wait would delay the group's end
         stamp(a, u.group, 1);
         rel.written(u.group);
@@ -491,7 +460,6 @@ __global__ void zero_pieces_kernel(const __grid_constant__ LoopbackArguments a) 
 
 // The ring: OVL_TMA_RING, else kDefaultTmaRing, checked against the header and the shared-memory limit.
 TmaRingShape mover_ring() {
-  static_assert(kTmaMaxStages == 8, "tma_ring_problem allows 2..8 stages");
   const TmaRingShape r = tma_ring_shape();
   const std::string why = tma_ring_problem(r.stages, r.stage_bytes, kTmaHeaderBytes);
   OVL_CHECK(why.empty(), "TMA mover: {}", why);

@@ -1,0 +1,87 @@
+// The stage ring of the TMA kernels (collectives_tma.cu's phases and local rings, loopback_tma.cu's movers) and the
+// fp32 sum of a pull-reduce unit's W slots. Private to kernels/src; device code: include from .cu only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ovl/kernels/tma_ptx.cuh"
+
+namespace ovl::kernels {
+
+// A TMA kernel's dynamic shared memory: a kTmaHeaderBytes header (full[kTmaMaxStages], empty[kTmaMaxStages], then
+// the kernel's own 32-bit words: TmaRing::words()), then the stages.
+inline constexpr int kTmaMaxStages = 8;  // tma_ring_problem's bound
+inline constexpr std::size_t kTmaHeaderBytes = 1024;
+
+// The ring, in the header: full[s] completes when stage s's loads have landed (the issuer's arrive.expect_tx, the
+// loads' complete_tx), empty[s] when the stage's use has been read by every reader (`readers` arrivals; each kernel
+// says who its readers are). Units are numbered through the whole kernel: every unit issued is consumed and handed
+// back once, so unit i uses stage i % S in phase i / S of both barriers and every role agrees on the phases whichever
+// roles ran the units before. A kernel that orders its refills otherwise (the loopback tma-pull mover: a named
+// barrier) never calls acquire() or release().
+struct TmaRing {
+  unsigned char* smem;  // the kernel's dynamic shared memory
+  std::uint32_t num_stages, stage_bytes;
+  std::uint32_t readers;  // empty[s]'s arrival count
+
+  __device__ std::uint64_t* full() const { return reinterpret_cast<std::uint64_t*>(smem); }
+  __device__ std::uint64_t* empty() const { return full() + kTmaMaxStages; }
+  __device__ std::uint32_t* words() const { return reinterpret_cast<std::uint32_t*>(empty() + kTmaMaxStages); }
+  // One thread, before the block's first barrier: the barriers (full: 1 arrival; empty: `readers`) and the init fence
+  // for the async proxy.
+  __device__ void init() const {
+    for (std::uint32_t s = 0; s < num_stages; ++s) {
+      ptx::mbar_init(full() + s, 1);
+      ptx::mbar_init(empty() + s, readers);
+    }
+    ptx::mbar_init_fence();
+  }
+
+  __device__ unsigned char* stage(std::uint32_t i) const {
+    return smem + kTmaHeaderBytes + (i % num_stages) * stage_bytes;
+  }
+  __device__ std::uint64_t* full_bar(std::uint32_t i) const { return full() + i % num_stages; }
+  // Issuer: wait until unit i's stage is free (unit i - S handed back).
+  __device__ void acquire(std::uint32_t i) const {
+    if (i >= num_stages) ptx::mbar_wait(empty() + i % num_stages, (i / num_stages - 1) & 1u);
+  }
+  // Consumer: wait for unit i's loads; try_full only tests whether they have landed.
+  __device__ bool try_full(std::uint32_t i) const { return ptx::mbar_try_wait(full_bar(i), (i / num_stages) & 1u); }
+  __device__ void wait_full(std::uint32_t i) const { ptx::mbar_wait(full_bar(i), (i / num_stages) & 1u); }
+  // A reader is done with unit i's stage: n of the stage's `readers` arrivals.
+  __device__ void release(std::uint32_t i, std::uint32_t n) const { ptx::mbar_arrive(empty() + i % num_stages, n); }
+};
+
+// The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
+__device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }
+
+// A pull-reduce consumer's vectors first_vec, first_vec + step, ... (< nvec; 16 bytes) of the `world` slots of
+// `stage` (slot r at r x slot bytes, from rank r) summed in fp32 into slot 0, then fence.proxy.async.shared::cta
+// (this thread's shared stores before the async proxy's bulk store reads them). kFromZero: from 0, slot 0 added as
+// the others (the loopback mover's: the same sums but +0.0 for W zeros of -0.0; from slot 0 took 16 more registers).
+template <typename T, bool kFromZero>
+__device__ __forceinline__ void sum_slots(unsigned char* stage, std::uint32_t slot, int world, int nvec, int first_vec,
+                                          int step) {
+  constexpr int kIlp = 4;  // vectors per thread at a time: independent shared loads in flight
+  using Vec = ptx::Vec16<T>;
+  uint4* out = reinterpret_cast<uint4*>(stage);
+  for (int v0 = first_vec; v0 < nvec; v0 += kIlp * step) {
+    float acc[kIlp][Vec::kElems];
+#pragma unroll
+    for (int x = 0; x < kIlp; ++x)  // kFromZero: +0.0 (all bits 0), for every x
+      if (kFromZero || v0 + x * step < nvec) Vec::set(acc[x], kFromZero ? uint4{} : out[v0 + x * step]);
+    for (int r = kFromZero ? 0 : 1; r < world; ++r) {  // rank order: deterministic, the SIMT mover's order
+      const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(r) * slot);
+#pragma unroll
+      for (int x = 0; x < kIlp; ++x)
+        if (v0 + x * step < nvec) Vec::add(acc[x], in[v0 + x * step]);
+    }
+#pragma unroll
+    for (int x = 0; x < kIlp; ++x)
+      if (v0 + x * step < nvec) out[v0 + x * step] = Vec::pack(acc[x]);
+  }
+  ptx::fence_proxy_async_shared();
+}
+
+}  // namespace ovl::kernels
