@@ -141,8 +141,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
     std::erase_if(modes, [&](Mode m) { return !mode_traits(m).planned(problem.op); });
     OVL_CHECK(!modes.empty(),
               "plan: AllGather+GEMM is planned in the sequential and decomposed modes only (the signaling modes run it "
-              "when asked for, but tile-signal and green-context are not modelled well yet and tma is not yet "
-              "measured)");
+              "when asked for, but are not modelled well enough for it yet)");
   }
   const std::vector<int> comm_options = comm_sms_options(hw, options);
   std::vector<Plan> out;

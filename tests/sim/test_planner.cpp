@@ -206,8 +206,8 @@ TEST(Planner, AMarginAboveEveryGainAnswersSequential) {
 }
 
 // AG+GEMM: the planner offers sequential and decomposed only (runnable_only: tile-signal and green-context were
-// measured in loopback only, slower than decomposed and predicted too fast by up to 32%; tma has not run on a GPU
-// yet); with runnable_only off the signaling modes are simulated too.
+// measured in loopback only, slower than decomposed and predicted too fast by up to 32%; tma is simulated too fast
+// with many groups); with runnable_only off the signaling modes are simulated too.
 TEST(Planner, AllGatherOffersTheModesPlannedForIt) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
