@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -104,13 +103,6 @@ __global__ void check_gathered_groups(GatheredCheck c) {
   }
 }
 
-// Device memory freed at scope exit.
-inline std::unique_ptr<void, cudaError_t (*)(void*)> device_bytes(std::size_t bytes) {
-  void* p = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&p, bytes));
-  return {p, &cudaFree};
-}
-
 // A bf16 AllGather over owner_runs(world.size(), group_elems) with `algo`, `ctas` CTAs and a GroupRelease, on any World
 // (the caller plays its ranks, as run_case in test_collectives: every rank of a loopback World, its own otherwise),
 // `passes` calls without resetting the counters: during call p, check_gathered_groups (on its own stream, launched
@@ -140,17 +132,17 @@ inline std::size_t run_gathered_all_gather(const World& world, Collectives& coll
       if (t.group == g) spans.push_back(DstSpan{t.dst_offset, t.bytes});
   }
   span_begin.push_back(int(spans.size()));
-  const std::size_t counter_bytes = std::size_t(played) * std::size_t(groups) * sizeof(std::uint32_t);
-  auto counters = device_bytes(counter_bytes), want_d = device_bytes(table.dst_end());
-  auto spans_d = device_bytes(spans.size() * sizeof(DstSpan)), begin_d = device_bytes(span_begin.size() * sizeof(int));
-  auto wrong_d = device_bytes(std::size_t(played) * sizeof(unsigned long long)),
-       late_d = device_bytes(std::size_t(played) * sizeof(int));
+  DeviceBuffer<std::uint32_t> counters(std::size_t(played) * std::size_t(groups));
+  DeviceBuffer<unsigned char> want_d(table.dst_end());
+  DeviceBuffer<DstSpan> spans_d(spans.size());
+  DeviceBuffer<int> begin_d(span_begin.size()), late_d(static_cast<std::size_t>(played));
+  DeviceBuffer<unsigned long long> wrong_d(static_cast<std::size_t>(played));
   OVL_CUDA_CHECK(cudaMemcpy(spans_d.get(), spans.data(), spans.size() * sizeof(DstSpan), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(cudaMemcpy(begin_d.get(), span_begin.data(), span_begin.size() * sizeof(int), cudaMemcpyHostToDevice));
-  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counter_bytes));
+  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   Stream checker;
   GroupRelease release;
-  release.counters = static_cast<std::uint32_t*>(counters.get());
+  release.counters = counters.get();
   CollectiveOptions opt;
   opt.num_ctas = ctas;
   std::size_t wrong = 0;
@@ -186,12 +178,12 @@ inline std::size_t run_gathered_all_gather(const World& world, Collectives& coll
     c.num_groups = groups;
     c.target = std::uint32_t(pass + 1) * std::uint32_t(ctas);
     for (int i = 0; i < played; ++i) c.dst[i] = static_cast<const unsigned char*>(dst.peer_ptr(first + i));
-    c.want = static_cast<const unsigned char*>(want_d.get());
-    c.spans = static_cast<const DstSpan*>(spans_d.get());
-    c.span_begin = static_cast<const int*>(begin_d.get());
+    c.want = want_d.get();
+    c.spans = spans_d.get();
+    c.span_begin = begin_d.get();
     c.timeout_ns = kernels::kDefaultTimeoutNs;
-    c.wrong = static_cast<unsigned long long*>(wrong_d.get());
-    c.late = static_cast<int*>(late_d.get());
+    c.wrong = wrong_d.get();
+    c.late = late_d.get();
     check_gathered_groups<<<played, 256, 0, checker>>>(c);
     OVL_CUDA_CHECK(cudaGetLastError());
     coll.run_ranges(Collective::kAllGather, src, dst, table, DType::kBF16, algo, opt, stream, nullptr, &release);
@@ -199,11 +191,11 @@ inline std::size_t run_gathered_all_gather(const World& world, Collectives& coll
     OVL_CUDA_CHECK(cudaStreamSynchronize(checker));
     std::vector<unsigned long long> seen_wrong(static_cast<std::size_t>(played));
     std::vector<int> late(static_cast<std::size_t>(played));
-    std::vector<std::uint32_t> final_counters(counter_bytes / sizeof(std::uint32_t));
+    std::vector<std::uint32_t> final_counters(counters.count());
     OVL_CUDA_CHECK(cudaMemcpy(seen_wrong.data(), wrong_d.get(), seen_wrong.size() * sizeof(seen_wrong[0]),
                               cudaMemcpyDeviceToHost));
     OVL_CUDA_CHECK(cudaMemcpy(late.data(), late_d.get(), late.size() * sizeof(int), cudaMemcpyDeviceToHost));
-    OVL_CUDA_CHECK(cudaMemcpy(final_counters.data(), counters.get(), counter_bytes, cudaMemcpyDeviceToHost));
+    OVL_CUDA_CHECK(cudaMemcpy(final_counters.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
     std::vector<unsigned char> got(table.dst_end());
     for (int i = 0; i < played; ++i) {
       const int r = first + i;

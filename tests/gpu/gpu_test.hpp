@@ -153,15 +153,40 @@ inline std::vector<uint16_t> read_device(const void* p, int64_t elems) {
   return out;
 }
 
-// A row-major bf16 matrix on the device and its host copy; owns the device memory (64 bytes of slack past the end),
-// so an early return from a failed ASSERT frees it. Uploaded and synchronized before the constructor returns.
+// `count` values of T in device memory, owned for a scope (an early return from a failed ASSERT frees them), with 64
+// bytes of slack past the end; no memory when count is 0 (get() is null). The constructor throws std::runtime_error
+// naming the size and the CUDA error when the allocation fails.
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (count_ == 0) return;
+    const cudaError_t e = cudaMalloc(&ptr_, bytes() + 64);
+    if (e != cudaSuccess)
+      throw std::runtime_error("cudaMalloc of " + std::to_string(bytes()) + " bytes: " + cudaGetErrorString(e));
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t count_;
+};
+
+// A row-major bf16 matrix on the device (a DeviceBuffer) and its host copy. Uploaded and synchronized before the
+// constructor returns.
 struct DeviceMatrix {
-  void* ptr = nullptr;
   int64_t rows = 0, cols = 0;
   std::vector<uint16_t> host;
-  DeviceMatrix(int64_t r, int64_t c, std::vector<uint16_t> values) : rows(r), cols(c), host(std::move(values)) {
+  DeviceBuffer<uint16_t> device;
+  void* ptr = nullptr;  // device.get()
+  DeviceMatrix(int64_t r, int64_t c, std::vector<uint16_t> values)
+      : rows(r), cols(c), host(std::move(values)), device(host.size()), ptr(device.get()) {
     if (host.size() != size_t(r * c)) throw std::invalid_argument("DeviceMatrix: values are not rows x cols");
-    if (cudaMalloc(&ptr, host.size() * 2 + 64) != cudaSuccess) throw std::runtime_error("cudaMalloc");
     cudaMemcpy(ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
     if (finish_setup() != cudaSuccess) throw std::runtime_error("upload");
   }
@@ -169,7 +194,6 @@ struct DeviceMatrix {
   DeviceMatrix(int64_t r, int64_t c, uint64_t seed) : DeviceMatrix(r, c, random_bf16(size_t(r * c), seed)) {}
   DeviceMatrix(const DeviceMatrix&) = delete;
   DeviceMatrix& operator=(const DeviceMatrix&) = delete;
-  ~DeviceMatrix() { cudaFree(ptr); }
   // bf16 NaN, in stream order with the run that follows (the test streams do not sync with the legacy stream).
   void poison(cudaStream_t stream) { cudaMemsetAsync(ptr, 0xFF, size_t(rows * cols) * 2, stream); }
   std::vector<uint16_t> read() const { return read_device(ptr, rows * cols); }

@@ -434,15 +434,15 @@ TEST_F(CollectivesTest, MissingGroupFlagTimesOut) {
 TEST_F(CollectivesTest, MissingGatheredRowsTimeOut) {
   LoneRankAfterGroup0 lone;
   const int groups = LoneRankAfterGroup0::kGroups;
-  auto counters = test::device_bytes(groups * sizeof(std::uint32_t));
-  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, groups * sizeof(std::uint32_t)));
+  test::DeviceBuffer<std::uint32_t> counters(groups);
+  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   OVL_CUDA_CHECK(test::finish_setup());
   lone.args.op = Collective::kAllGather;
-  lone.args.gathered[0] = static_cast<std::uint32_t*>(counters.get());
+  lone.args.gathered[0] = counters.get();
   lone.expect_group1_timeout(kernels::WaitKind::kGroupGathered,
                              "rank 0 timed out waiting for the gathered rows of tile group 1 from rank 1", stream_);
   std::vector<std::uint32_t> raised(groups);
-  OVL_CUDA_CHECK(cudaMemcpy(raised.data(), counters.get(), groups * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  OVL_CUDA_CHECK(cudaMemcpy(raised.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
   EXPECT_EQ(raised, (std::vector<std::uint32_t>{2, 0, 0}));
 }
 
@@ -763,8 +763,8 @@ TEST_F(CollectivesTest, GroupReleaseIsRefusedByName) {
   SymmetricBuffer buf(world, 1 << 16);
   const std::vector<TileRange> ranges{{0, 0, 0, 0, 1 << 15}, {1, 0, 1 << 15, 1 << 15, 1 << 15}};
   RangeTable table(world, ranges, 1);
-  auto counters = test::device_bytes(2 * sizeof(std::uint32_t));
-  const GroupRelease release{static_cast<std::uint32_t*>(counters.get())};
+  test::DeviceBuffer<std::uint32_t> counters(2);
+  const GroupRelease release{counters.get()};
   const auto call = [&](Collective op, CommAlgo algo, const GroupRelease& r) {
     coll.run_ranges(op, buf, buf, table, DType::kBF16, algo, CollectiveOptions{}, stream_, nullptr, &r);
   };

@@ -86,23 +86,7 @@ std::vector<uint16_t> random_matrix(size_t count, uint32_t seed, DType dtype) {
   return out;
 }
 
-template <typename T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count_ > 0 && cudaMalloc(&ptr_, count_ * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* get() const { return static_cast<T*>(ptr_); }
-  size_t count() const { return count_; }
-  size_t bytes() const { return count_ * sizeof(T); }
-
- private:
-  void* ptr_ = nullptr;
-  size_t count_;
-};
+using test::DeviceBuffer;
 
 struct Problem {
   int m, n, k;

@@ -61,18 +61,7 @@ int device_sms() {
   return sms;
 }
 
-template <typename T>
-struct Device {
-  T* ptr = nullptr;
-  size_t count = 0;
-  explicit Device(size_t n) : count(n) {
-    if (n > 0 && cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)) != cudaSuccess) ptr = nullptr;
-  }
-  ~Device() { cudaFree(ptr); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-  size_t bytes() const { return count * sizeof(T); }
-};
+using test::DeviceBuffer;
 
 struct Outcome {
   std::vector<uint16_t> d;  // the raw output buffer
@@ -106,36 +95,35 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   args.tile_groups.assign(size_t(tiles / tiles_n), tiles_n);
   out.groups = args.tile_groups;
 
-  Device<uint8_t> a_dev(a.size()), b_dev(b.size());
-  Device<float> scales(2);
-  Device<uint16_t> d(gemm_output_bytes(args) / 2);
-  Device<unsigned int> counters(args.tile_groups.size());
-  ASSERT_TRUE(a_dev.ptr && b_dev.ptr && scales.ptr && d.ptr && counters.ptr);
-  CUDA_OK(cudaMemcpy(a_dev.ptr, a.data(), a.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(b_dev.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
+  DeviceBuffer<uint8_t> a_dev(a.size()), b_dev(b.size());
+  DeviceBuffer<float> scales(2);
+  DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
+  DeviceBuffer<unsigned int> counters(args.tile_groups.size());
+  CUDA_OK(cudaMemcpy(a_dev.get(), a.data(), a.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(b_dev.get(), b.data(), b.size(), cudaMemcpyHostToDevice));
   const float host_scales[2] = {a_scale, b_scale};
-  CUDA_OK(cudaMemcpy(scales.ptr, host_scales, sizeof(host_scales), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(d.ptr, 0xFF, d.bytes()));  // NaN in bf16 and fp16
-  CUDA_OK(cudaMemset(counters.ptr, 0, counters.bytes()));
-  args.a = a_dev.ptr;
-  args.b = b_dev.ptr;
-  args.d = d.ptr;
-  args.a_scale = scales.ptr;
-  args.b_scale = scales.ptr + 1;
-  args.group_counters = counters.ptr;
+  CUDA_OK(cudaMemcpy(scales.get(), host_scales, sizeof(host_scales), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));  // NaN in bf16 and fp16
+  CUDA_OK(cudaMemset(counters.get(), 0, counters.bytes()));
+  args.a = a_dev.get();
+  args.b = b_dev.get();
+  args.d = d.get();
+  args.a_scale = scales.get();
+  args.b_scale = scales.get() + 1;
+  args.group_counters = counters.get();
   ASSERT_EQ("", gemm_can_implement(args));
-  Device<uint8_t> workspace(gemm_workspace_bytes(args));
+  DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
   // Garbage, not zeros: the arrival counters must take a word no launch wrote as no arrival.
-  if (workspace.count > 0) CUDA_OK(cudaMemset(workspace.ptr, 0xA5, workspace.bytes()));
+  if (workspace.count() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
   test::Stream stream;
   CUDA_OK(test::finish_setup());
-  ASSERT_NO_THROW(gemm_run(args, workspace.ptr, stream.get()));
+  ASSERT_NO_THROW(gemm_run(args, workspace.get(), stream.get()));
   CUDA_OK(cudaStreamSynchronize(stream.get()));
   CUDA_OK(cudaGetLastError());
-  out.d.resize(d.count);
-  CUDA_OK(cudaMemcpy(out.d.data(), d.ptr, d.bytes(), cudaMemcpyDeviceToHost));
-  out.counters.resize(counters.count);
-  CUDA_OK(cudaMemcpy(out.counters.data(), counters.ptr, counters.bytes(), cudaMemcpyDeviceToHost));
+  out.d.resize(d.count());
+  CUDA_OK(cudaMemcpy(out.d.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+  out.counters.resize(counters.count());
+  CUDA_OK(cudaMemcpy(out.counters.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
 }
 
 // The float64 reference of the dequantized inputs, row-major M x N, and S (the scaled sums of |products|). For the

@@ -60,17 +60,6 @@ using test::run_op;
 
 constexpr double kNormTolerance = 1e-2;
 
-// Device bytes, owned (64 bytes of slack past the end, as DeviceMatrix).
-struct DeviceBytes {
-  void* ptr = nullptr;
-  explicit DeviceBytes(size_t bytes) {
-    if (cudaMalloc(&ptr, bytes + 64) != cudaSuccess) throw std::runtime_error("cudaMalloc");
-  }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  ~DeviceBytes() { cudaFree(ptr); }
-};
-
 std::vector<uint8_t> read_bytes(const void* p, size_t bytes) {
   std::vector<uint8_t> out(bytes);
   cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost);
@@ -90,17 +79,21 @@ struct Fp8Matrix {
   DType dtype;
   std::vector<uint8_t> host;
   float scale;
-  DeviceBytes data, scale_dev;
+  test::DeviceBuffer<uint8_t> data;
+  test::DeviceBuffer<float> scale_dev;
   Fp8Matrix(int64_t r, int64_t c, DType type, uint32_t seed)
-      : rows(r), cols(c), dtype(type), host(random_fp8(size_t(r * c), type, seed, false)),
-        scale(random_scale(seed)), data(host.size()), scale_dev(sizeof(float)) {
-    cudaMemcpy(data.ptr, host.data(), host.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(scale_dev.ptr, &scale, sizeof(float), cudaMemcpyHostToDevice);
+      : rows(r),
+        cols(c),
+        dtype(type),
+        host(random_fp8(size_t(r * c), type, seed, false)),
+        scale(random_scale(seed)),
+        data(host.size()),
+        scale_dev(1) {
+    cudaMemcpy(data.get(), host.data(), host.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(scale_dev.get(), &scale, sizeof(float), cudaMemcpyHostToDevice);
     if (test::finish_setup() != cudaSuccess) throw std::runtime_error("upload");
   }
-  TensorRef ref() const {
-    return TensorRef{data.ptr, rows, cols, dtype, BLayout::kNxK, static_cast<const float*>(scale_dev.ptr)};
-  }
+  TensorRef ref() const { return TensorRef{data.get(), rows, cols, dtype, BLayout::kNxK, scale_dev.get()}; }
 };
 
 // C (rows x N, bf16 or fp16): a DeviceMatrix of 2-byte elements seen as `dtype`.

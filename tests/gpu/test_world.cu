@@ -350,18 +350,17 @@ TEST_F(HopperTest, MpiRankThatStopsMidGatherTimesOutNamingTheGroup) {
   const SymmetricBuffer src(world, table.src_end()), dst(world, table.dst_end()),
       gemm_counters(world, groups * sizeof(std::uint32_t));
   const std::vector<std::uint32_t> expected{0, me == stopper ? 1u : 0u, 0};
-  auto expected_d = test::device_bytes(groups * sizeof(std::uint32_t)),
-       counters = test::device_bytes(groups * sizeof(std::uint32_t));
-  OVL_CUDA_CHECK(cudaMemcpy(expected_d.get(), expected.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
-  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, groups * sizeof(std::uint32_t)));
+  test::DeviceBuffer<std::uint32_t> expected_d(groups), counters(groups);
+  OVL_CUDA_CHECK(cudaMemcpy(expected_d.get(), expected.data(), expected_d.bytes(), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   OVL_CUDA_CHECK(test::finish_setup());
   world.barrier();
   test::Stream stream;
   CollectiveOptions opt;
   opt.num_ctas = 3;
   opt.timeout_ns = 300'000'000;
-  const GroupGate gate{&gemm_counters, static_cast<const std::uint32_t*>(expected_d.get())};
-  const GroupRelease release{static_cast<std::uint32_t*>(counters.get())};
+  const GroupGate gate{&gemm_counters, expected_d.get()};
+  const GroupRelease release{counters.get()};
   coll.run_ranges(Collective::kAllGather, src, dst, table, DType::kBF16, CommAlgo::kTmaPush, opt, stream, &gate,
                   &release);
   if (me == stopper)
@@ -372,7 +371,7 @@ TEST_F(HopperTest, MpiRankThatStopsMidGatherTimesOutNamingTheGroup) {
         [&] { coll.check(stream); },
         fmt::format("rank {} timed out waiting for the gathered rows of tile group 1 from rank {}", me, stopper));
   std::vector<std::uint32_t> raised(groups);
-  OVL_CUDA_CHECK(cudaMemcpy(raised.data(), counters.get(), groups * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  OVL_CUDA_CHECK(cudaMemcpy(raised.data(), counters.get(), counters.bytes(), cudaMemcpyDeviceToHost));
   if (me != stopper) EXPECT_EQ(raised[0], 3u) << "rank " << me;  // the last rank's group 0 arrived
   EXPECT_EQ(raised[1], 0u) << "rank " << me;
   EXPECT_EQ(raised[2], 0u) << "rank " << me;
