@@ -123,19 +123,23 @@ int main(int argc, char** argv) {
     } else {
       worlds.push_back(World::loopback(world));
     }
+    for (const Held& h : kProblems)  // AllGather's A and ReduceScatter's C are M / world rows per rank
+      OVL_CHECK(h.op == Op::kGemmAllReduce || h.m % world == 0,
+                "bench_autoplan: a world of {} does not divide M = {} of {} (worlds of 1, 2, 4 or 8 do)", world, h.m,
+                to_string(h.op));
     // One rank's contexts and stream (loopback: the one rank that plays the world).
     struct Rank {
       std::unique_ptr<Context> pred, meas, eval;
       cudaStream_t stream = nullptr;
     };
     std::vector<Rank> ranks(worlds.size());
+    ContextOptions base;
+    base.plan_cache = "";
+    base.loopback_fixed_inputs = true;  // the same inputs in every timed call
+    if (!profile.empty()) base.hardware = load_hardware(profile);
     run_per_rank(worlds, [&](World& w) {
-      ContextOptions base;
-      base.world = w;
-      base.plan_cache = "";
-      base.loopback_fixed_inputs = true;  // the same inputs in every timed call
-      if (!profile.empty()) base.hardware = load_hardware(profile);
       ContextOptions pred_o = base, meas_o = base, eval_o = base;
+      pred_o.world = meas_o.world = eval_o.world = w;
       pred_o.tuning = Tuning::kPredicted;
       meas_o.tuning = Tuning::kMeasured;
       eval_o.tuning = Tuning::kPredicted;
@@ -217,7 +221,7 @@ int main(int argc, char** argv) {
         const double t_pred = time_of(by_prediction.plan), t_meas = time_of(by_measurement.plan);
         const double best = us[fastest];
         const bool top1 = by_prediction.plan == plans[fastest];
-        if (w.rank() == 0) {  // every rank has the same row (collective timings)
+        if (w.rank() == 0) {  // the timings are collective (the slowest rank's); tuning_ms is rank 0's
           rows.push_back({{"problem", p.name()},
                           {"problem_json", p},
                           {"sequential_us", seq},
@@ -290,7 +294,14 @@ int main(int argc, char** argv) {
         {"problems", rows},
         {"summary", summary}};
     std::ofstream(out_path) << doc.dump(1) << "\n";
-    run_per_rank(worlds, [&](World& w) { (void)cudaStreamDestroy(ranks[size_t(w.rank())].stream); });
+    // Each rank's Contexts end on its own thread: freeing a real World's symmetric buffers is collective.
+    run_per_rank(worlds, [&](World& w) {
+      Rank& r = ranks[size_t(w.rank())];
+      r.pred.reset();
+      r.meas.reset();
+      r.eval.reset();
+      (void)cudaStreamDestroy(r.stream);
+    });
   } catch (const std::exception& e) {
     std::cerr << "bench_autoplan: " << e.what() << "\n";
     return 1;
