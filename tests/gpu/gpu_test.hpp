@@ -162,8 +162,10 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t count) : count_(count) {
     if (count_ == 0) return;
     const cudaError_t e = cudaMalloc(&ptr_, bytes() + 64);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: a later check of the last error does not see this one
       throw std::runtime_error("cudaMalloc of " + std::to_string(bytes()) + " bytes: " + cudaGetErrorString(e));
+    }
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;

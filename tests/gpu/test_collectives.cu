@@ -472,17 +472,15 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   SymmetricBuffer buf(world, 1 << 16), counters(world, 4 * sizeof(std::uint32_t));
   std::vector<TileRange> ranges{{0, 0, 0, 0, 1 << 15}, {1, 0, 1 << 15, 1 << 15, 1 << 15}};
   RangeTable table(world, ranges, 1);
-  std::uint32_t* expected = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&expected, sizeof(std::uint32_t)));
+  test::DeviceBuffer<std::uint32_t> expected(1);
   const std::uint32_t one = 1;
-  OVL_CUDA_CHECK(cudaMemcpy(expected, &one, sizeof(one), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(cudaMemcpy(expected.get(), &one, sizeof(one), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
   for (CommAlgo impl : {CommAlgo::kTmaPush, CommAlgo::kTmaPull, CommAlgo::kSimt}) {
     SCOPED_TRACE(to_string(impl));
-    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
+    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected.get()}, impl, stream_,
                         "waited for tile group 0 of rank 0's GEMM");
   }
-  cudaFree(expected);
 }
 
 // A gate that times out in the middle of a stream: groups 0..2 are released, group 3 never is. The issuing thread
@@ -502,19 +500,17 @@ TEST_F(CollectivesTest, GateTimesOutMidStream) {
       ranges.push_back(TileRange{r, g, at, at, piece});
     }
   RangeTable table(world, ranges, groups);
-  std::uint32_t* expected = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&expected, groups * sizeof(std::uint32_t)));
+  test::DeviceBuffer<std::uint32_t> expected(groups);
   const std::vector<std::uint32_t> want{1, 1, 1, 2};
-  OVL_CUDA_CHECK(cudaMemcpy(expected, want.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(cudaMemcpy(expected.get(), want.data(), expected.bytes(), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
   for (CommAlgo impl : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
     SCOPED_TRACE(to_string(impl));
     for (int r = 0; r < n; ++r) kernels::launch_add_counters(counters.peer<std::uint32_t>(r), groups, 1, stream_);
-    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected}, impl, stream_,
+    expect_gate_timeout(world, coll, buf, table, GroupGate{&counters, expected.get()}, impl, stream_,
                         "waited for tile group 3 of rank 0's GEMM");
     for (int r = 0; r < n; ++r) kernels::launch_reset_counters(counters.peer<std::uint32_t>(r), groups, stream_);
   }
-  cudaFree(expected);
 }
 
 // Tile-addressed, counter-polling reduce-scatter in place: tiles in scrambled order, owners interleaved, groups
@@ -533,10 +529,9 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   std::shuffle(order.begin(), order.end(), gen);
   for (int t : order) ranges.push_back(TileRange{t % n, t / (tiles / groups), t * tile_bytes, t * tile_bytes, tile_bytes});
   RangeTable table(world, ranges, groups);
-  std::uint32_t* expected = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&expected, groups * sizeof(std::uint32_t)));
+  test::DeviceBuffer<std::uint32_t> expected(groups);
   const std::vector<std::uint32_t> ones(groups, 1);
-  OVL_CUDA_CHECK(cudaMemcpy(expected, ones.data(), groups * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(cudaMemcpy(expected.get(), ones.data(), expected.bytes(), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
   test::Stream producer;
   // Collectives' constructor preloaded the collective and counter kernels (lazy loading would otherwise load the
@@ -558,7 +553,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
     CollectiveOptions opt;
     opt.num_ctas = 6;
     opt.dst_zeroed = zeroed;
-    GroupGate gate{&counters, expected};
+    GroupGate gate{&counters, expected.get()};
     const SymmetricBuffer& dst = zeroed ? out : buf;
     coll.run_ranges(Collective::kReduceScatter, buf, dst, table, DType::kBF16, impl, opt, stream_, &gate);
     // The "GEMM" finishes its groups 2 ms later; every rank's counters.
@@ -579,7 +574,6 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
     EXPECT_EQ(wrong, 0u);
   }
   OVL_CUDA_CHECK(cudaStreamSynchronize(producer));
-  cudaFree(expected);
 }
 
 // Where a GatedAllReduce writes: a zeroed destination (CollectiveOptions::dst_zeroed, the real-world tma mode's
@@ -603,8 +597,8 @@ class GatedAllReduce {
         src_(world_, table_.src_end()),
         dst_(where == ArDst::kInPlace ? SymmetricBuffer() : SymmetricBuffer(world_, table_.dst_end())),
         counters_(world_, group_elems.size() * sizeof(std::uint32_t)),
+        expected_(group_elems.size()),
         in_(std::size_t(n)) {
-    OVL_CUDA_CHECK(cudaMalloc(&expected_, group_elems.size() * sizeof(std::uint32_t)));
     for (int r = 0; r < n; ++r) {
       in_[std::size_t(r)] = random_data(DType::kBF16, table_.src_end() / 2, seed + 101u * std::uint32_t(r));
       OVL_CUDA_CHECK(
@@ -612,7 +606,6 @@ class GatedAllReduce {
     }
     OVL_CUDA_CHECK(test::finish_setup());
   }
-  ~GatedAllReduce() { cudaFree(expected_); }
   GatedAllReduce(const GatedAllReduce&) = delete;
   GatedAllReduce& operator=(const GatedAllReduce&) = delete;
 
@@ -621,7 +614,7 @@ class GatedAllReduce {
   // rank's counter g reaching expected[g].
   void launch(int ctas, const std::vector<std::uint32_t>& expected, std::uint64_t timeout_ns, cudaStream_t stream) {
     OVL_CUDA_CHECK(
-        cudaMemcpy(expected_, expected.data(), expected.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+        cudaMemcpy(expected_.get(), expected.data(), expected.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
     if (where_ != ArDst::kInPlace)
       for (int r = 0; r < world_.size(); ++r)
         OVL_CUDA_CHECK(cudaMemsetAsync(dst_.peer_ptr(r), where_ == ArDst::kZeroed ? 0 : 0xff, dst_.bytes(), stream));
@@ -629,7 +622,7 @@ class GatedAllReduce {
     opt.num_ctas = ctas;
     opt.timeout_ns = timeout_ns;
     opt.dst_zeroed = where_ == ArDst::kZeroed;
-    const GroupGate gate{&counters_, expected_};
+    const GroupGate gate{&counters_, expected_.get()};
     coll_.run_ranges(Collective::kAllReduce, src_, out(), table_, DType::kBF16, CommAlgo::kTmaPush, opt, stream, &gate);
   }
   // Adds 1 to counter g of every rank for g in [g0, g1) on `stream`, group after group, each group delay_ns after
@@ -675,8 +668,8 @@ class GatedAllReduce {
   std::vector<TileRange> ranges_;
   RangeTable table_;
   SymmetricBuffer src_, dst_, counters_;  // dst_: empty in place
+  test::DeviceBuffer<std::uint32_t> expected_;
   std::vector<std::vector<unsigned char>> in_;
-  std::uint32_t* expected_ = nullptr;
 };
 
 // The tma-push AllReduce gathers group by group behind its reduce-scatter: 5 groups of uneven sizes (smaller and
@@ -780,11 +773,11 @@ TEST_F(CollectivesTest, GroupReleaseIsRefusedByName) {
 // expected, and stamping when it gave up), passes once the counter is added to, and returns at once (without
 // waiting) when the record already holds a timeout.
 TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
-  std::uint32_t* counters = nullptr;
+  test::DeviceBuffer<std::uint32_t> counters_d(4);
+  std::uint32_t* counters = counters_d.get();
   unsigned long long* stamp = nullptr;
   kernels::DeviceError* err = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&counters, 4 * sizeof(std::uint32_t)));
-  OVL_CUDA_CHECK(cudaMemset(counters, 0, 4 * sizeof(std::uint32_t)));
+  OVL_CUDA_CHECK(cudaMemset(counters, 0, counters_d.bytes()));
   OVL_CUDA_CHECK(test::finish_setup());
   OVL_CUDA_CHECK(cudaMallocManaged(&err, sizeof(*err)));
   OVL_CUDA_CHECK(cudaMallocManaged(&stamp, sizeof(*stamp)));
@@ -820,7 +813,6 @@ TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
   EXPECT_EQ(err->code, 0u) << kernels::describe(*err);
   cudaFree(stamp);
   cudaFree(err);
-  cudaFree(counters);
 }
 
 // The local copies and the bare TMA ring behind bench_collectives' copy/ and ring/ cases (bandwidth per CTA):
@@ -832,9 +824,8 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
   const std::size_t max_bytes = (std::size_t(3) << 20) + 4096 + 7;
   const std::vector<unsigned char> src_h = random_data(DType::kBF16, max_bytes / 2 + 1, 11);
   const std::vector<unsigned char> base_h = random_data(DType::kBF16, max_bytes / 2 + 1, 12);
-  void *src = nullptr, *dst = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&src, max_bytes));
-  OVL_CUDA_CHECK(cudaMalloc(&dst, max_bytes));
+  test::DeviceBuffer<unsigned char> src_d(max_bytes), dst_d(max_bytes);
+  void *src = src_d.get(), *dst = dst_d.get();
   OVL_CUDA_CHECK(cudaMemcpy(src, src_h.data(), max_bytes, cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
   std::vector<unsigned char> got(max_bytes);
@@ -883,8 +874,6 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
               << what << ", reduce wrote past the end";
         }
       }
-  cudaFree(src);
-  cudaFree(dst);
 }
 
 TEST_F(CollectivesTest, BadArgumentsAreRejectedByName) {

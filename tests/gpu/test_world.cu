@@ -183,16 +183,13 @@ TEST_F(GpuTest, WorldFromTheCallersCommunicator) {
   std::mt19937 rng(5);
   std::vector<float> host(1024);
   for (float& v : host) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-  float *src = nullptr, *dst = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&src, host.size() * sizeof(float)));
-  OVL_CUDA_CHECK(cudaMalloc(&dst, host.size() * sizeof(float)));
+  test::DeviceBuffer<float> src_d(host.size()), dst_d(host.size());
+  float *src = src_d.get(), *dst = dst_d.get();
   OVL_CUDA_CHECK(cudaMemcpy(src, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   OVL_NCCL_CHECK(ncclAllReduce(src, dst, host.size(), ncclFloat, ncclSum, comm, nullptr));
   std::vector<float> back(host.size());
   OVL_CUDA_CHECK(cudaMemcpy(back.data(), dst, back.size() * sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_EQ(back, host);
-  OVL_CUDA_CHECK(cudaFree(src));
-  OVL_CUDA_CHECK(cudaFree(dst));
   OVL_NCCL_CHECK(ncclCommDestroy(comm));
   EXPECT_NE(error_of([] { World::from_nccl_comm(nullptr); }).find("communicator is null"), std::string::npos);
 }
