@@ -32,7 +32,7 @@ constexpr unsigned kWarp = 32;
 constexpr unsigned kLead = 32;
 // Every TMA phase runs on one ring (PhaseRing): OVL_TMA_RING, else kDefaultTmaRing (4 x 48 KiB), stages 1 KiB aligned.
 static_assert(kDefaultTmaRing.stages >= 2 && kDefaultTmaRing.stages <= kTmaMaxStages);
-static_assert(2 * kTmaMaxStages * 8 + (1 + kTmaMaxStages) * 4 <= kTmaHeaderBytes, "the barriers, PhaseRing's words");
+static_assert((1 + kTmaMaxStages) * sizeof(std::uint32_t) <= kTmaHeaderWordBytes, "PhaseRing's words fit the header");
 
 enum class MoveKind { kOwnCopy, kPushReduce, kPullSum, kPushBcast, kPullCopy };
 
@@ -293,7 +293,7 @@ struct PhaseRing : TmaRing {
   // completes unit i's phase of full[s] without loads after marking stage s aborted). The mark is read only after
   // the wait, and written only after unit i - S, the stage's previous use, was handed back by every reader, so no
   // consumer reads it while the producer may write it, and none polls it.
-  __device__ bool wait_full(std::uint32_t i) const {
+  __device__ bool wait_issued(std::uint32_t i) const {
     TmaRing::wait_full(i);
     return stage_aborted()[i % num_stages] == 0;
   }
@@ -450,7 +450,7 @@ __device__ void split_phase(const Cta& cta, const PhaseRing& ring, MoveKind kind
   std::uint32_t i = first;
   while (walk.next(p)) {
     if (p.tail) continue;           // the producer's
-    if (!ring.wait_full(i)) break;  // never issued: a gate timed out
+    if (!ring.wait_issued(i)) break;  // never issued: a gate timed out
     store_unit<T>(a, walk.move, p, ring.stage(i));
     ptx::bulk_commit();
     if (i > first) {
@@ -487,7 +487,7 @@ __device__ void pull_sum_phase(const Cta& cta, const PhaseRing& ring, int r0, in
   std::uint32_t i = first;
   while (walk.next(p)) {
     if (p.tail) continue;           // the producer's
-    if (!ring.wait_full(i)) break;  // never issued: a gate timed out (every consumer stops at the same unit)
+    if (!ring.wait_issued(i)) break;  // never issued: a gate timed out (every consumer stops at the same unit)
     unsigned char* stage = ring.stage(i);
     sum_slots<T, false>(stage, slot, n, int(p.bytes / 16), int(tid - kWarp), int(consumers));  // into slot 0, fenced
     consumer_sync(consumers);  // every consumer is done with stage i (and waited on its phase)

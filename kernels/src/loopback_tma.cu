@@ -50,6 +50,8 @@
 namespace ovl::kernels {
 namespace {
 
+constexpr int kTmaMaxPullWarps = 8;  // LoopbackArguments::pull_warps' bound
+
 enum Kind : int { kPull = 0, kPushAdd = 1, kCopy = 2 };
 
 // What one owner's piece of a group asks of this mover (the shared-memory table's entry).
@@ -242,8 +244,9 @@ __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Uni
 // The leader's group releases (LoopbackArguments::released): once the CTA's writes of group g are performed (all
 // its bulk groups waited for, the proxy fenced), released[g] gets its add `latency` later (paced: the rows arrive a
 // link latency after they are sent; unpaced: at once). The due times only grow, so the groups in flight wait in a
-// FIFO; a full one waits for its oldest. The leader calls due_now() wherever it waits or moves on, so each add comes
-// as soon as it is due, while the CTA moves the next groups.
+// FIFO; a full one waits for its oldest. The leader calls due_now() while it waits on a full barrier and after each
+// unit's stores, so each add comes about when it is due, while the CTA moves the next groups (tma-pull: up to one
+// unit's paced wait late, which produce() spends without calling it).
 struct Releases {
   static constexpr int kCap = 8;
   unsigned int* counters;  // null: this thread releases nothing

@@ -13,6 +13,8 @@ namespace ovl::kernels {
 // the kernel's own 32-bit words: TmaRing::words()), then the stages.
 inline constexpr int kTmaMaxStages = 8;  // tma_ring_problem's bound
 inline constexpr std::size_t kTmaHeaderBytes = 1024;
+// The bytes left in the header for a kernel's own words, after the barriers.
+inline constexpr std::size_t kTmaHeaderWordBytes = kTmaHeaderBytes - 2 * kTmaMaxStages * sizeof(std::uint64_t);
 
 // The ring, in the header: full[s] completes when stage s's loads have landed (the issuer's arrive.expect_tx, the
 // loads' complete_tx), empty[s] when the stage's use has been read by every reader (`readers` arrivals; each kernel
@@ -58,8 +60,9 @@ __device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_bar
 
 // A pull-reduce consumer's vectors first_vec, first_vec + step, ... (< nvec; 16 bytes) of the `world` slots of
 // `stage` (slot r at r x slot bytes, from rank r) summed in fp32 into slot 0, then fence.proxy.async.shared::cta
-// (this thread's shared stores before the async proxy's bulk store reads them). kFromZero: from 0, slot 0 added as
-// the others (the loopback mover's: the same sums but +0.0 for W zeros of -0.0; from slot 0 took 16 more registers).
+// (this thread's shared stores before the async proxy's bulk store reads them). Each form matches its kernel's SIMT
+// sum bit for bit: kFromZero starts from +0.0 and adds slot 0 as the others (the loopback SIMT mover's order,
+// loopback.cu), else it starts from slot 0 (simt_move's); they differ only when all W values are -0.0.
 template <typename T, bool kFromZero>
 __device__ __forceinline__ void sum_slots(unsigned char* stage, std::uint32_t slot, int world, int nvec, int first_vec,
                                           int step) {

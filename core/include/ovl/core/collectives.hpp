@@ -88,10 +88,11 @@ struct GroupGate {
 // AllGather into a GEMM that waits per tile group (mode tma's AllGather+GEMM). counters: the World's device memory,
 // num_groups uint32 per rank the caller plays (a real World: its own rank, counters[g]; loopback: rank r's at
 // counters[r * num_groups + g]). Each of the call's CollectiveOptions::num_ctas CTAs adds 1 to counters[g] once this
-// rank's dst holds its slice of group g, so from zero a GEMM waits until counters[g] >= num_ctas (the ordering, the
-// proxy fence and the timeouts: kernels::CollectiveArguments::gathered). The collective never resets them (reset
-// after the GEMM is done with them, e.g. launch_reset_counters on its stream). AllGather with tma-push or tma-pull
-// only; every rank passes the same table and num_ctas (CTA c of every rank moves slice c).
+// rank's dst holds its slice of group g, so from zero a GEMM waits until counters[g] >= num_ctas (the order of the
+// adds, the GEMM's acquire and proxy fence, and what a timeout leaves: kernels::CollectiveArguments::gathered). The
+// collective never resets them (reset after the GEMM is done with them, e.g. launch_reset_counters on its stream).
+// AllGather with tma-push or tma-pull only; every rank passes the same table and num_ctas (CTA c of every rank moves
+// slice c).
 struct GroupRelease {
   std::uint32_t* counters = nullptr;
 };

@@ -131,7 +131,9 @@ struct CollectiveArguments {
   // every peer's group flag of slice c says that peer's pushes of group g are performed; r's own ranges: copied
   // before any add), in group order and also for a group it has no bytes of. So gathered[r][g] grows by exactly
   // num_ctas, and has when r's dst holds all of group g. Never reset here. Every rank's launch must have the same
-  // num_ctas and ranges (slice c is the same bytes on every rank).
+  // num_ctas and ranges (slice c is the same bytes on every rank). A GEMM reading the rows waits with ld.acquire.sys,
+  // then fence.proxy.async.global before its TMA loads. A call that times out leaves the counters of the groups it
+  // did not finish short, so a GEMM waiting for them times out too.
   std::uint32_t* gathered[kMaxRanks] = {};
 
   int num_ctas = 1;            // slices; 1 .. kMaxCollectiveCtas and at most the SMs given

@@ -38,7 +38,7 @@ struct PlannerOptions {
   // Only plans ovl's executor runs well: the modes planned for the op (kModeTraits: planned_ops). AllGather+GEMM:
   // the signaling modes run when asked for, but tile-signal and green-context were measured in loopback only, slower
   // than decomposed, and predicted up to 32% too fast with a group per row band (docs/performance.md), and tma is
-  // simulated 6-9% too fast with 8 groups in paced loopback, so they are left out unless false.
+  // simulated too fast with many groups in paced loopback, so they are left out unless false.
   bool runnable_only = true;
   // The executor's verdict on a plan: "" when it runs it, else why not (Context::can_run). Unset: every plan the
   // model prices is a candidate. Candidates it refuses are left out before pricing; a refused sequential candidate
