@@ -175,7 +175,9 @@ def cmd_overlap(argv):
     scripts/results.py overlap bench_overlap.json [--markdown]
         Per problem: the sequential baseline and each mode's best case (its speedup = t_seq / t). The time is the
         case's `us` counter (bench_overlap's mean of back-to-back runs); speedup is the `speedup` counter (t_seq_us / us,
-        the baseline measured in the same process). Last: the median over problems of the best mode's speedup.
+        the baseline measured in the same process). Then the median over problems of the best mode's speedup, and per op
+        and mode the speedups by time over the one sequential plan without /algo: (t_seq / us of the mode's fastest
+        case) and how often that case is its problem's fastest.
     scripts/results.py overlap bench_overlap.json --orders [--markdown]
         Row-band against swizzle order for the same plan (the /groups:<g> and /groups:<g>/order:swizzle cases): per
         pair the operator time (`us`), the GEMM alone (`t_gemm_us`) and the ratio row-band / swizzle (> 1: swizzle
@@ -250,6 +252,24 @@ def cmd_overlap(argv):
         if best_speedups:
             print(f"\nmedian over {len(best_speedups)} problems of the best mode's speedup: "
                   f"{statistics.median(best_speedups):.3f} (min {min(best_speedups):.3f}, max {max(best_speedups):.3f})")
+        # By time against one baseline (the sequential plan without /algo:, NCCL's or its stand-in), per op and mode
+        # (the sequential ones under their algorithm): its fastest case's t_seq / us, and on how many problems that case
+        # is the fastest of every case.
+        by_time = {}
+        for (op, shape, world), cs in problems.items():
+            seq = [c for c in cs if c[0] == "sequential" and "algo" not in c[1]]
+            if not seq:
+                continue
+            fastest = min(c[2] for c in cs)
+            for key in {(c[0] if c[0] != "sequential" else c[0] + " " + c[1]) for c in cs}:
+                mine = min(c[2] for c in cs if (c[0] if c[0] != "sequential" else c[0] + " " + c[1]) == key)
+                by_time.setdefault((op, key), []).append((seq[0][2] / mine, mine == fastest))
+        for (op, key), v in sorted(by_time.items()):
+            if key.startswith("sequential") and "algo" not in key:
+                continue
+            x = [a for a, _ in v]
+            print(f"{op} {key}: by time over the sequential {min(x):.3f}-{max(x):.3f}x, the fastest case of its "
+                  f"problem on {sum(f for _, f in v)} of {len(v)}")
         # The tma mode's efficiency ((t_gemm + t_comm - us) / min(t_gemm, t_comm)) where the collective alone takes at
         # least 20% of the GEMM's time, default plans (no /groups) and all; each mode's default plans' speedups; the
         # most wrong elements of one case.
@@ -913,23 +933,22 @@ def autoplan_table(path):
         lines.append(f"a choice the two timings cannot tell from the best measured plan (its range of two times reaches "
                      f"the best's): predicted {sum(ties['predicted_plan'])} of {n}, measured "
                      f"{sum(ties['measured_plan'])} of {n}")
-    # The planner's ties: candidates predicted within 0.1% of its first choice (sequential candidates carry no
-    # prediction); strict top-1 among them is decided by the measurement's noise.
-    tie_best, spreads = 0, []
+    # The planner's ties: the candidates predicted within 0.1% of the plan prediction chose (predicted_plan_us);
+    # strict top-1 among them is decided by the measurement's noise. Candidates without a prediction (0: those added
+    # only to be timed) are never in a tie.
+    rows_tied, spreads = [], []
     for r in doc["problems"]:
-        priced = [x for x in r.get("candidates", []) if x.get("predicted_us", 0) > 0]
-        if not priced:
+        if r.get("predicted_plan_us", 0) <= 0 or not r.get("candidates"):
             continue
-        first = min(x["predicted_us"] for x in priced)
-        tie = [x for x in priced if x["predicted_us"] <= first * 1.001]
-        best = min(r["candidates"], key=lambda x: x["measured_us"])
-        tie_best += best in tie
+        tie = [x for x in r["candidates"] if 0 < x.get("predicted_us", 0) <= r["predicted_plan_us"] * 1.001]
+        rows_tied.append(r["best_plan"] in {x["plan"] for x in tie})
         if len(tie) > 1:
             spreads.append(max(x["measured_us"] for x in tie) / min(x["measured_us"] for x in tie) - 1)
-    if spreads:
-        lines.append(f"the measured best among the candidates predicted within 0.1% of the first choice: {tie_best} "
-                     f"of {len(doc['problems'])} problems ({len(spreads)} with more than one such candidate, measured "
-                     f"{100 * min(spreads):.1f}-{100 * max(spreads):.1f}% apart)")
+    if rows_tied:
+        apart = (f", measured {100 * min(spreads):.1f}-{100 * max(spreads):.1f}% apart" if spreads else "")
+        lines.append(f"the measured best among the candidates predicted within 0.1% of the chosen plan: "
+                     f"{sum(rows_tied)} of {len(rows_tied)} problems ({len(spreads)} with more than one such "
+                     f"candidate{apart})")
     return table, lines
 
 
