@@ -198,6 +198,8 @@ void Context::set_tracing(bool on) { impl_->trace = on; }
 detail::Executor& Context::Impl::executor_for(const Plan& plan) {
   switch (plan.mode) {
     case Mode::kSequential:
+      // A real world's TMA collective moves between the symmetric buffers the tma executor keeps.
+      if (is_tma_mover(plan.comm_algo) && !loopback && world > 1) return tma;
       return sequential;
     case Mode::kDecomposed:
       return decomposed;
@@ -468,13 +470,14 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
           plan.comm_ctas, s.sms);
     }
   }
-  // The persistent collective in a real world (run_tma_real) pushes: a pull reads the peers' partial products, which
-  // their next call may overwrite.
-  if (mode_traits(plan.mode).persistent_comm && !s.loopback && s.world > 1 && plan.comm_algo != CommAlgo::kTmaPush) {
+  // The World's TMA collective in a real world (TmaExecutor::run_real, run_real_sequential) pushes: a pull reads the
+  // peers' partial products, which their next call may overwrite.
+  if ((mode_traits(plan.mode).persistent_comm || is_tma_mover(plan.comm_algo)) && !s.loopback && s.world > 1 &&
+      plan.comm_algo != CommAlgo::kTmaPush) {
     return fmt::format(
-        "plan field \"comm_algo\" = {}: mode tma in a real world of {} ranks runs tma-push only (a pull reads "
+        "plan field \"comm_algo\" = {}: mode {} in a real world of {} ranks runs tma-push only (a pull reads "
         "the peers' partial products, which their next call may overwrite)",
-        to_string(plan.comm_algo), s.world);
+        to_string(plan.comm_algo), to_string(plan.mode), s.world);
   }
   return "";
 }

@@ -3,7 +3,7 @@
 // c): c CTAs, or NCCL's CTA count for c = 0 (nccl_default_ctas: the link profile's in a paced loopback, whose
 // default_plan takes NCCL's count whatever c is)), the context's share, and the mover of plan.comm_algo: SIMT for the
 // NCCL algorithms, the TMA movers for tma-pull / tma-push, so a baseline can use the same mover as the tma mode).
-// AG+GEMM: gather, then GEMM.
+// AG+GEMM: gather, then GEMM. A real world's tma-push runs in TmaExecutor::run_real_sequential (its symmetric buffers).
 #include "executors.hpp"
 
 namespace ovl::detail {

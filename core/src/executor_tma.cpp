@@ -22,8 +22,11 @@
 //
 // AG+GEMM turns the direction around: the collective starts at once (A is the caller's input) and releases a counter
 // per tile group once its rows are in place, and the GEMM waits per tile for its group's counter to reach the
-// collective's CTA count (loopback: the TMA mover's `released` counters; a real world, run_real_gather: the World's
+// collective's CTA count (loopback: the TMA mover's `released` counters; a real world, gather_real: the World's
 // tma-push AllGather with a GroupRelease).
+//
+// Mode sequential with tma-push in a real world runs here too (run_real_sequential), since its collective needs the
+// same symmetric buffers: cuBLAS on the whole device, then the same collective, ungated, on the call's stream.
 #include "executors.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/model/estimate.hpp"
@@ -36,7 +39,7 @@ void TmaExecutor::bind(Call& c) {
   if (!coll_) coll_ = std::make_unique<Collectives>(res_.id.world_ref);
   res_.make_symmetric_counters();  // zero-filled
   RealShape& rs = real_shape(c.problem);
-  if (c.op == Op::kAllGatherGemm) {  // run_real_gather copies this rank's rows into `partial`
+  if (c.op == Op::kAllGatherGemm) {  // gather_real copies this rank's rows into `partial`
     c.gathered = rs.out.local_ptr();
     return;
   }
@@ -45,6 +48,7 @@ void TmaExecutor::bind(Call& c) {
 }
 
 void TmaExecutor::run(const Call& c) {
+  if (c.plan.mode == Mode::kSequential) return run_real_sequential(c);  // only in a real world (executor_for)
   Resources& r = res_;
   const Plan& plan = c.plan;
   const PlanState& ps = *c.ps;
@@ -122,14 +126,11 @@ std::string TmaExecutor::collective_failure(cudaStream_t stream) {
   return "";
 }
 
-void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launch) {
-  Resources& r = res_;
-  const Plan& plan = c.plan;
+const RangeTable& TmaExecutor::range_table(const Call& c, RealShape& rs) {
   const Problem& p = c.problem;
   const PlanState& ps = *c.ps;
-  const int w = r.id.world;
-  RealShape& rs = real_shape(p);
-  const int groups = int(plan.tile_groups.size());
+  const int w = res_.id.world;
+  const int groups = ps.units;  // the tile groups (mode sequential: one unit, every row)
   const bool ag = p.op == Op::kAllGatherGemm;
   auto table = rs.ranges.find(ps.row_end);
   if (table == rs.ranges.end()) {
@@ -147,65 +148,94 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
         ranges.push_back(TileRange{owner, g, ag ? block : at, ag ? at : block, uint64_t(o.rows() * row_bytes)});
       }
     }
-    table = rs.ranges.emplace(ps.row_end, RangeTable(r.id.world_ref, ranges, groups)).first;
+    table = rs.ranges.emplace(ps.row_end, RangeTable(res_.id.world_ref, ranges, groups)).first;
   }
+  return table->second;
+}
+
+void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launch) {
+  Resources& r = res_;
+  const PlanState& ps = *c.ps;
+  RealShape& rs = real_shape(c.problem);
+  const RangeTable& table = range_table(c, rs);
   cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
-  r.start_signaled(c, groups, gemm_st, comm_st);
+  r.start_signaled(c, ps.units, gemm_st, comm_st);
   const bool gemm = c.runs_gemm();
-  if (ag) return run_real_gather(c, launch, rs, table->second);
-  if (gemm) r.signaled_gemm(c, launch.grid, gemm_st);
-  if (c.runs_comm()) {
-    CollectiveOptions o;
-    o.num_ctas = launch.ctas;
-    o.timeout_ns = r.id.timeout_ns;
+  CollectiveOptions o;
+  o.num_ctas = launch.ctas;
+  o.timeout_ns = r.id.timeout_ns;
+  if (c.problem.op == Op::kAllGatherGemm) {
+    // The gather starts at once and releases each group's counter once its rows are everywhere; the GEMM waits per
+    // tile for its group's.
+    GroupRelease release;
+    release.counters = r.counter_ptr();
+    if (c.runs_comm()) gather_real(c, rs, table, o, comm_st, gemm ? &release : nullptr);
+    if (gemm) r.signaled_gemm(c, launch.grid, gemm_st, gather_wait(c, o.num_ctas));
+  } else {
+    if (gemm) r.signaled_gemm(c, launch.grid, gemm_st);
     GroupGate gate;
     gate.counters = &r.sym_counters;
     gate.expected =
         c.fault == testing::Fault::kCounterTooHigh ? ps.expected_fault.as<unsigned>() : ps.expected.as<unsigned>();
-    const int span = r.stamp_span("comm", r.record.comm_name, "comm", comm_st);
-    const Collective op = collective_of(p.op);
-    // The destination starts at zero and every rank adds its piece (dst_zeroed): each group streams out as soon as
-    // its counter is ready. The peers add into it only after this rank's start flag, raised by the kernel below,
-    // which this stream runs after the memset.
-    const size_t out_bytes = real_bytes(p, true);
-    OVL_CUDA_CHECK(cudaMemsetAsync(c.out, 0, out_bytes, comm_st));
-    o.dst_zeroed = true;
     // Alone (kComm) the collective runs ungated, on whatever `partial` holds.
-    coll_->run_ranges(op, rs.partial, rs.out, table->second, p.output_dtype(), CommAlgo::kTmaPush, o, comm_st,
-                      gemm ? &gate : nullptr);
-    // C is the symmetric output itself (Context::symmetric_output): no copy.
-    if (c.c.ptr != c.out) OVL_CUDA_CHECK(cudaMemcpyAsync(c.c.ptr, c.out, out_bytes, cudaMemcpyDeviceToDevice, comm_st));
-    r.end_span(span, comm_st);
+    if (c.runs_comm()) reduce_real(c, rs, table, o, comm_st, gemm ? &gate : nullptr);
   }
   r.join_streams(c.stream, gemm_st, comm_st);
 }
 
-void TmaExecutor::run_real_gather(const Call& c, const Resources::SignaledLaunch& launch, RealShape& rs,
-                                  const RangeTable& table) {
+void TmaExecutor::run_real_sequential(const Call& c) {
+  Resources& r = res_;
+  RealShape& rs = real_shape(c.problem);
+  const RangeTable& table = range_table(c, rs);
+  CollectiveOptions o;
+  o.num_ctas = c.plan.comm_ctas;
+  o.timeout_ns = r.id.timeout_ns;
+  auto gemm = [&](const void* a, void* out) {
+    const int span = r.stamp_span("gemm", "gemm", "gemm", c.stream);
+    r.cublas_gemm(c, a, out, 0, c.problem.m, c.stream);
+    r.end_span(span, c.stream);
+  };
+  if (c.problem.op == Op::kAllGatherGemm) {
+    if (c.runs_comm()) gather_real(c, rs, table, o, c.stream, nullptr);
+    if (c.runs_gemm()) gemm(c.gathered, c.c.ptr);
+    return;
+  }
+  if (c.runs_gemm()) gemm(c.a.ptr, c.partial);
+  if (c.runs_comm()) reduce_real(c, rs, table, o, c.stream, nullptr);
+}
+
+void TmaExecutor::reduce_real(const Call& c, RealShape& rs, const RangeTable& table, CollectiveOptions o,
+                              cudaStream_t stream, const GroupGate* gate) {
+  Resources& r = res_;
+  const int span = r.stamp_span("comm", r.record.comm_name, "comm", stream);
+  // The destination starts at zero and every rank adds its piece (dst_zeroed): each group streams out as soon as its
+  // counter is ready. The peers add into it only after this rank's start flag, raised by the kernel below, which
+  // this stream runs after the memset.
+  const size_t out_bytes = real_bytes(c.problem, true);
+  OVL_CUDA_CHECK(cudaMemsetAsync(c.out, 0, out_bytes, stream));
+  o.dst_zeroed = true;
+  coll_->run_ranges(collective_of(c.problem.op), rs.partial, rs.out, table, c.problem.output_dtype(),
+                    CommAlgo::kTmaPush, o, stream, gate);
+  // C is the symmetric output itself (Context::symmetric_output): no copy.
+  if (c.c.ptr != c.out) OVL_CUDA_CHECK(cudaMemcpyAsync(c.c.ptr, c.out, out_bytes, cudaMemcpyDeviceToDevice, stream));
+  r.end_span(span, stream);
+}
+
+void TmaExecutor::gather_real(const Call& c, RealShape& rs, const RangeTable& table, const CollectiveOptions& o,
+                              cudaStream_t stream, const GroupRelease* release) {
   Resources& r = res_;
   const Problem& p = c.problem;
-  cudaStream_t gemm_st = launch.gemm_stream, comm_st = launch.comm_stream;
-  const bool gemm = c.runs_gemm(), both = gemm && c.runs_comm();
-  CollectiveOptions o;
-  o.num_ctas = launch.ctas;
-  o.timeout_ns = r.id.timeout_ns;
-  if (c.runs_comm()) {
-    const int span = r.stamp_span("comm", r.record.comm_name, "comm", comm_st);
-    // This rank's rows into its symmetric buffer, which the collective pushes to every rank's gathered A (its own
-    // too) group by group. The peers push into this rank's gathered A only after its start flag, which the kernel
-    // below raises after this stream joined the previous call's GEMM (the caller's stream order).
-    OVL_CUDA_CHECK(
-        cudaMemcpyAsync(rs.partial.local_ptr(), c.a.ptr, real_bytes(p, false), cudaMemcpyDeviceToDevice, comm_st));
-    GroupRelease release;
-    release.counters = r.counter_ptr();
-    // An AllGather copies bytes: FP8 rows move as 16-bit elements (the collective sums bf16, fp16 or fp32 only).
-    const DType moved = is_fp8(p.dtype) ? DType::kBF16 : p.dtype;
-    coll_->run_ranges(Collective::kAllGather, rs.partial, rs.out, table, moved, CommAlgo::kTmaPush, o, comm_st, nullptr,
-                      both ? &release : nullptr);
-    r.end_span(span, comm_st);
-  }
-  if (gemm) r.signaled_gemm(c, launch.grid, gemm_st, gather_wait(c, o.num_ctas));
-  r.join_streams(c.stream, gemm_st, comm_st);
+  const int span = r.stamp_span("comm", r.record.comm_name, "comm", stream);
+  // This rank's rows into its symmetric buffer, which the collective pushes to every rank's gathered A (its own too)
+  // group by group. The peers push into this rank's gathered A only after its start flag, which the kernel below
+  // raises after this stream joined the previous call's GEMM (the caller's stream order).
+  OVL_CUDA_CHECK(
+      cudaMemcpyAsync(rs.partial.local_ptr(), c.a.ptr, real_bytes(p, false), cudaMemcpyDeviceToDevice, stream));
+  // An AllGather copies bytes: FP8 rows move as 16-bit elements (the collective sums bf16, fp16 or fp32 only).
+  const DType moved = is_fp8(p.dtype) ? DType::kBF16 : p.dtype;
+  coll_->run_ranges(Collective::kAllGather, rs.partial, rs.out, table, moved, CommAlgo::kTmaPush, o, stream, nullptr,
+                    release);
+  r.end_span(span, stream);
 }
 
 }  // namespace ovl::detail

@@ -92,12 +92,20 @@ class TmaExecutor final : public Executor {
   // Bytes of a real shape's `partial` (out = false) or `out`; AG+GEMM: this rank's rows of A, the gathered A.
   size_t real_bytes(const Problem& p, bool out) const;
   // The call in a real world of more than one rank: the GEMM into `partial`, the World's TMA collective gated by
-  // the symmetric counters into `out`, then `out` copied to C (AG+GEMM: run_real_gather).
+  // the symmetric counters into `out`, then `out` copied to C (AG+GEMM: the gather releasing each group's counter to
+  // the GEMM, which waits for it per tile).
   void run_real(const Call& call, const Resources::SignaledLaunch& launch);
-  // AG+GEMM there: this rank's rows pushed to every rank group by group, each rank's GEMM waiting per group for the
-  // collective's GroupRelease counters.
-  void run_real_gather(const Call& call, const Resources::SignaledLaunch& launch, RealShape& rs,
-                       const RangeTable& table);
+  // Mode sequential with tma-push there (Context::Impl::executor_for): cuBLAS on the whole device, then the same
+  // collective ungated on the call's stream (AG+GEMM: the gather, then cuBLAS on the gathered A).
+  void run_real_sequential(const Call& call);
+  // The (group, owner) rows of the call's units, made on first use per plan.
+  const RangeTable& range_table(const Call& call, RealShape& rs);
+  // GEMM+AR / GEMM+RS: `out` zeroed, `partial` reduced into it (gated by `gate` when not null), copied to C.
+  void reduce_real(const Call& call, RealShape& rs, const RangeTable& table, CollectiveOptions o, cudaStream_t stream,
+                   const GroupGate* gate);
+  // AG+GEMM: this rank's rows into `partial`, pushed to every rank's `out` (releasing `release` when not null).
+  void gather_real(const Call& call, RealShape& rs, const RangeTable& table, const CollectiveOptions& o,
+                   cudaStream_t stream, const GroupRelease* release);
   std::unique_ptr<Collectives> coll_;        // the World's collectives, made by the first real-world call
   std::map<std::string, RealShape> shapes_;  // by problem name
 };

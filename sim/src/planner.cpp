@@ -164,6 +164,15 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
     switch (mode) {
       case Mode::kSequential:
         for (const Plan& p : sequential_candidates(problem, hw)) add(p);
+        // ovl's TMA collective after the GEMM, on every SM (nothing else runs then): in paced loopback and on NVLink
+        // it reaches the link with a higher share than NCCL's ring (the link profile's and the model's per-CTA
+        // rates). A real world runs tma-push only (Context::can_run).
+        for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+          Plan p = default_plan(mode, problem, hw, hw.spec.sm_count);
+          p.comm_algo = algo;
+          p.comm_ctas = p.comm_sms = hw.spec.sm_count;
+          add(p);
+        }
         // NCCL's symmetric kernels after the GEMM, on few CTAs (they reach the link with few).
         for (int comm : comm_options)
           for (const Plan& v :

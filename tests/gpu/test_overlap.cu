@@ -84,6 +84,14 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
   const Hardware& hw = ctx.hardware();
   std::vector<Plan> v;
   v.push_back(default_plan(Mode::kSequential, p, hw, 16));
+  // Not overlapping, with ovl's TMA collective on every SM after the GEMM (a planner candidate; a real world of more
+  // than one rank runs its tma-push in TmaExecutor and refuses tma-pull).
+  for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+    Plan seq_tma = default_plan(Mode::kSequential, p, hw, hw.spec.sm_count);
+    seq_tma.comm_algo = algo;
+    seq_tma.comm_ctas = seq_tma.comm_sms = hw.spec.sm_count;
+    v.push_back(seq_tma);
+  }
   v.push_back(default_plan(Mode::kDecomposed, p, hw, 16));
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
   ts.gemm_sms = hw.spec.sm_count - 16;

@@ -460,7 +460,7 @@ void check_mpi_world_plan(Mode mode, CommAlgo algo) {
     for (int i = 0; i < 4; ++i) run(i % 2 ? tb1 : tb0, c_at(i));
     ctx.synchronize(stream);
     for (int i = 0; i < 4; ++i) check(c_at(i).ptr, i % 2 ? ref1 : ref0, fmt::format("call {}", i));
-    if (mode != Mode::kTma) continue;  // the symmetric output is mode tma's
+    if (!is_tma_mover(algo)) continue;  // the symmetric output is the TMA collective's
     TensorRef sym = c_at(0);
     sym.ptr = ctx.symmetric_output(p);
     for (int i = 0; i < 2; ++i) {
@@ -471,10 +471,25 @@ void check_mpi_world_plan(Mode mode, CommAlgo algo) {
   }
 }
 TEST_F(HopperTest, MpiWorldTmaModeMatchesCpuReference) { check_mpi_world_plan(Mode::kTma, CommAlgo::kTmaPush); }
+// Not overlapping with the World's TMA collective after cuBLAS (TmaExecutor::run_real_sequential, its symmetric
+// buffers); tma-pull refused by name (it would read the peers' partial products, which their next call may overwrite).
+TEST_F(HopperTest, MpiWorldSequentialTmaPushMatchesCpuReference) {
+  check_mpi_world_plan(Mode::kSequential, CommAlgo::kTmaPush);
+  if (mpi_world_size() < 2) return;
+  ContextOptions copt;
+  copt.world = mpi_world_of_every_rank();
+  Context ctx(copt);
+  const test::DeviceMatrix da(512, 128, uint64_t{1}), db(256, 128, uint64_t{2}), dc(512, 256, uint64_t{3});
+  const Problem p = ctx.problem_for(Op::kGemmAllReduce, da.ref(), db.ref(), dc.ref());
+  Plan pull = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
+  pull.comm_algo = CommAlgo::kTmaPull;
+  const std::string why = ctx.can_run(p, pull);
+  EXPECT_NE(why.find("\"comm_algo\" = tma-pull: mode sequential in a real world"), std::string::npos) << why;
+}
 // AllGather+GEMM in mode tma over an MPI World of every rank of mpirun -np 2..8: each rank's 256 rows of A pushed
 // to every rank group by group (4 groups), each rank's GEMM waiting per group for the collective's counters; two
 // calls back to back with B alternating, each rank's C (256 n x 256, the whole gathered A times B) against the fp64
-// product of every rank's rows.
+// product of every rank's rows. The same for mode sequential with tma-push (the gather, then cuBLAS).
 TEST_F(HopperTest, MpiWorldTmaModeAllGatherGemmMatchesCpuReference) {
   if (mpi_world_size() < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << mpi_world_size() << " rank";
   ContextOptions copt;
@@ -494,18 +509,23 @@ TEST_F(HopperTest, MpiWorldTmaModeAllGatherGemmMatchesCpuReference) {
   const Problem p = ctx.problem_for(Op::kAllGatherGemm, da.ref(), db0.ref(), dc0.ref());
   Plan plan = default_plan(Mode::kTma, p, ctx.hardware(), 16);
   plan.tile_groups = band_groups(plan.tiles_m(p), plan.tiles_n(p), std::min<int64_t>(4, plan.tiles_m(p)));
-  ASSERT_EQ(ctx.can_run(p, plan), "");
-  dc0.poison(stream);
-  dc1.poison(stream);
-  ctx.all_gather_gemm(da.ref(), db0.ref(), dc0.ref(), plan, stream);
-  ctx.all_gather_gemm(da.ref(), db1.ref(), dc1.ref(), plan, stream);
-  ctx.synchronize(stream);
+  // Also not overlapping: the gather with the World's TMA collective, then cuBLAS on the gathered A.
+  Plan seq = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
+  seq.comm_algo = CommAlgo::kTmaPush;
   const std::vector<double> ref0 = test::cpu_gemm(gathered, db0.host, 0, m, cols, k);
   const std::vector<double> ref1 = test::cpu_gemm(gathered, db1.host, 0, m, cols, k);
-  EXPECT_LT(test::rel_error(test::read_device(dc0.ptr, m * cols), ref0), 1e-2)
-      << "rank " << me << " of " << n << ": call 0";
-  EXPECT_LT(test::rel_error(test::read_device(dc1.ptr, m * cols), ref1), 1e-2)
-      << "rank " << me << " of " << n << ": call 1";
+  for (const Plan& each : {plan, seq}) {
+    ASSERT_EQ(ctx.can_run(p, each), "");
+    dc0.poison(stream);
+    dc1.poison(stream);
+    ctx.all_gather_gemm(da.ref(), db0.ref(), dc0.ref(), each, stream);
+    ctx.all_gather_gemm(da.ref(), db1.ref(), dc1.ref(), each, stream);
+    ctx.synchronize(stream);
+    EXPECT_LT(test::rel_error(test::read_device(dc0.ptr, m * cols), ref0), 1e-2)
+        << "rank " << me << " of " << n << ": call 0, " << each.summary();
+    EXPECT_LT(test::rel_error(test::read_device(dc1.ptr, m * cols), ref1), 1e-2)
+        << "rank " << me << " of " << n << ": call 1, " << each.summary();
+  }
 }
 // ce: flags, receive slots and the AllReduce result peer-mapped across the processes (cuMem), the start barrier of
 // flags between back-to-back calls. (AllGather+GEMM is left out: with the processes on one GPU their "peer" copies

@@ -128,8 +128,9 @@ TEST(Planner, NeverPredictsSlowerThanTheBestSequentialCandidate) {
       EXPECT_DOUBLE_EQ(r.predicted_us, r.sequential_us);
       ++sequential;
     } else {
-      // Not a baseline plan: overlapped, or sequential on NCCL's symmetric kernels.
-      EXPECT_TRUE(r.best.mode != Mode::kSequential || r.best.comm_algo == CommAlgo::kNcclSymmetric)
+      // Not a baseline plan: overlapped, or sequential on NCCL's symmetric kernels or ovl's TMA collective.
+      EXPECT_TRUE(r.best.mode != Mode::kSequential || r.best.comm_algo == CommAlgo::kNcclSymmetric ||
+                  is_tma_mover(r.best.comm_algo))
           << r.best.summary();
       EXPECT_LT(r.predicted_us, r.sequential_us * (1 - o.min_gain));
       ++overlapped;
@@ -173,6 +174,31 @@ TEST(Planner, PacedLoopbackBaselineRunsTheCollectiveOnNcclsCtaCountOnly) {
   const double model = ovl::estimate(p, seq[0], paced).total_us;
   const double sim = simulate(p, seq[0], paced).total_us;
   EXPECT_NEAR(sim / model, 1.0, 0.05) << sim << " vs " << model;
+}
+
+TEST(Planner, SequentialCandidatesIncludeTheTmaCollectiveOnEverySm) {
+  // Not overlapping with ovl's TMA collective after the GEMM (tma-push and tma-pull on every SM) is a candidate in
+  // every world, but not the baseline: sequential_candidates() stays what the executor runs with NCCL (or its
+  // loopback stand-in). Each op, paced and unpaced loopback and a real world.
+  const Hardware h100 = builtin_hardware("h100");
+  const Hardware hws[] = {h100, loopback_hardware(h100, 8, LoopbackShare::kRank0),
+                          loopback_hardware(h100, 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"))};
+  for (const Hardware& hw : hws) {
+    for (Op op : {Op::kGemmAllReduce, Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+      const Problem p = make_problem(op, 8192, 4096, 4096, 8);
+      SCOPED_TRACE(fmt::format("{} on {}", p.name(), hw.name));
+      std::set<CommAlgo> tma;
+      for (const Plan& c : candidate_plans(p, hw)) {
+        if (c.mode != Mode::kSequential || !is_tma_mover(c.comm_algo)) continue;
+        tma.insert(c.comm_algo);
+        EXPECT_EQ(c.comm_ctas, hw.spec.sm_count) << c.summary();
+        EXPECT_EQ(c.gemm_sms, hw.spec.sm_count) << c.summary();
+        EXPECT_NO_THROW(c.validate(p, hw)) << c.summary();
+      }
+      EXPECT_EQ(tma, (std::set<CommAlgo>{CommAlgo::kTmaPush, CommAlgo::kTmaPull}));
+      for (const Plan& b : sequential_candidates(p, hw)) EXPECT_FALSE(is_tma_mover(b.comm_algo)) << b.summary();
+    }
+  }
 }
 
 TEST(Planner, ExecutorVerdictFiltersCandidates) {
@@ -325,10 +351,16 @@ TEST(Planner, NcclSymmetricCandidatesWhereItsKernelsRun) {
   PlannerOptions seq;
   seq.modes = {Mode::kSequential};
   const PlanResult r = plan(p, hw, seq);
-  EXPECT_EQ(r.best.comm_algo, CommAlgo::kNcclSymmetric);
   EXPECT_EQ(r.sequential.comm_algo, CommAlgo::kNcclRing);
   EXPECT_FALSE(r.sequential_best);
   EXPECT_LT(r.predicted_us, r.sequential_us);
+  int symmetric = 0;
+  for (const PlanAlternative& a : r.alternatives) {
+    if (a.plan.comm_algo != CommAlgo::kNcclSymmetric) continue;
+    ++symmetric;
+    EXPECT_LT(a.predicted_us, r.sequential_us) << a.plan.summary();
+  }
+  EXPECT_GT(symmetric, 0);
 }
 
 TEST(Planner, ModesCanBeRestricted) {
