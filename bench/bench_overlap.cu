@@ -89,6 +89,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "device_buffer.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/core/testing.hpp"
 #include "ovl/tools/bench_names.hpp"
@@ -174,11 +175,7 @@ __global__ void count_wrong_kernel(const __nv_bfloat16* x, const __nv_bfloat16* 
   if (local) atomicAdd(wrong, local);
 }
 
-struct Buffer {
-  void* ptr = nullptr;
-  explicit Buffer(size_t bytes) { OVL_CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
-  ~Buffer() { cudaFree(ptr); }
-};
+using Buffer = bench::DeviceBuffer;
 
 struct Inputs {
   std::unique_ptr<Buffer> a, b, c, c_seq, scales;  // scales: FP8 only, A's and B's

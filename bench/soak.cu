@@ -64,6 +64,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_buffer.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
@@ -137,14 +138,7 @@ __global__ void compare_kernel(const void* x, const void* ref, int64_t n, bool f
   if (bad != 0) atomicAdd(nonfinite, bad);
 }
 
-// A device allocation owned for the program's lifetime.
-struct Buffer {
-  void* ptr = nullptr;
-  explicit Buffer(size_t bytes) { OVL_CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
-  ~Buffer() { (void)cudaFree(ptr); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
+using Buffer = ovl::bench::DeviceBuffer;
 
 double rss_mib() {
   std::ifstream statm("/proc/self/statm");
