@@ -135,8 +135,10 @@ TEST(SimulateVsModel, LoopbackRankZeroNcclCallsAgree) {
 // nvlink4-node8 profile, tma-push on 16 CTAs (23 GB/s each): 1.75 x its bytes cross the link, HBM and the CTAs' own
 // moves are faster.
 TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
-  const Hardware hw =
+  Hardware hw =
       loopback_hardware(builtin_hardware("h100"), 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
+  // The paced link rate binds everywhere below: the mover's own rates beside the GEMM as after it.
+  hw.fit.beside_gemm_rate_factor = 1.0;
   const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 8);
   const double s = double(p.comm_bytes());
   // Sequential: one call over every row, 5130 units, runs of 320 or 321; the busiest paces 1.0725 x an even share.
