@@ -32,6 +32,17 @@
 #include "ovl/model/estimate.hpp"
 
 namespace ovl::detail {
+namespace {
+
+// AG+GEMM: the value the GEMM waits for per group, the gather's CTA count (each CTA releases a group once;
+// Fault::kCounterTooHigh: one more, which never comes, so the first wait times out); 0 (no wait) unless the call
+// runs both parts (alone, the GEMM reads whatever the gathered A holds).
+unsigned gather_wait(const Call& c, int ctas) {
+  if (!c.runs_gemm() || !c.runs_comm()) return 0;
+  return unsigned(ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
+}
+
+}  // namespace
 
 void TmaExecutor::bind(Call& c) {
   if (!res_.id.real_world()) return Executor::bind(c);
@@ -90,11 +101,6 @@ void TmaExecutor::run(const Call& c) {
   if (c.runs_comm()) kernels::launch_loopback_collective(a, comm_st);
 
   r.join_streams(c.stream, gemm_st, comm_st);
-}
-
-unsigned TmaExecutor::gather_wait(const Call& c, int ctas) {
-  if (!c.runs_gemm() || !c.runs_comm()) return 0;
-  return unsigned(ctas) + (c.fault == testing::Fault::kCounterTooHigh ? 1u : 0u);
 }
 
 TmaExecutor::RealShape& TmaExecutor::real_shape(const Problem& p) {

@@ -85,10 +85,6 @@ class TmaExecutor final : public Executor {
     std::map<std::vector<int64_t>, RangeTable> ranges;
   };
   RealShape& real_shape(const Problem& p);  // partial and out made on first use
-  // AG+GEMM: the value the GEMM waits for per group, the gather's CTA count (each CTA releases a group once;
-  // Fault::kCounterTooHigh: one more, which never comes, so the first wait times out); 0 (no wait) unless the call
-  // runs both parts (alone, the GEMM reads whatever the gathered A holds).
-  static unsigned gather_wait(const Call& c, int ctas);
   // Bytes of a real shape's `partial` (out = false) or `out`; AG+GEMM: this rank's rows of A, the gathered A.
   size_t real_bytes(const Problem& p, bool out) const;
   // The call in a real world of more than one rank: the GEMM into `partial`, the World's TMA collective gated by
