@@ -71,6 +71,7 @@
 //   wrong         elements off the sequential result (SIMT mover in loopback, NCCL in a real world) by more than 2%
 //                 (+ 2% of the typical size), over every rank the process drives (loopback: rank 0), checked once per
 //                 case outside the timed loop
+// OVL_BENCH_TRACE=<dir> writes each case's traced run (rank 0) as a Chrome trace into dir (trace_dir()).
 // Setup (inputs, peers, baselines) is made on first use per shape, so a filtered run pays only for its shapes.
 // The iteration time Google Benchmark reports is the same operator, timed with CUDA events (UseManualTime).
 
@@ -400,8 +401,15 @@ struct AlgoSuffix {
 // mode "sequential" without a suffix: sequential_plan(seq_algo); otherwise exactly the plan `ovl validate`
 // reconstructs from the name, BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row
 // bands), with the suffix's algorithm (ce: the GEMM on every SM).
-void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, CommAlgo seq_algo,
-                std::optional<AlgoSuffix> algo = std::nullopt) {
+// OVL_BENCH_TRACE=<dir>: every case's traced run (rank 0's measured timeline, the one gemm_slowdown reads) written
+// as a Chrome trace to <dir>/<the case's name, '/' and ':' as '_'>.json, to open beside `ovl simulate --trace`.
+const char* trace_dir() {
+  static const char* dir = std::getenv("OVL_BENCH_TRACE");
+  return dir != nullptr && *dir != 0 ? dir : nullptr;
+}
+
+void bench_case(benchmark::State& state, const std::string& name, const BenchCase& bc, Op op, Shape sh,
+                CommAlgo seq_algo, std::optional<AlgoSuffix> algo = std::nullopt) {
   const Mode mode = bc.mode;
   try {
     ensure_inputs(op, sh);
@@ -483,6 +491,12 @@ void bench_case(benchmark::State& state, const BenchCase& bc, Op op, Shape sh, C
       const Timeline t = r.ctx->last_timeline();
       r.ctx->set_tracing(false);
       if (r.world.rank() != 0) return;
+      if (const char* dir = trace_dir()) {
+        std::string file = name;
+        std::replace(file.begin(), file.end(), '/', '_');
+        std::replace(file.begin(), file.end(), ':', '_');
+        t.write_chrome_trace(fmt::format("{}/{}.json", dir, file));
+      }
       for (const Interval& i : t.intervals) {
         if (i.lane != "gemm") continue;
         g0 = std::min(g0, i.start_ns);
@@ -554,7 +568,7 @@ void register_cases() {
     bc.comm_sms = c;
     const std::string registered = algo ? name + algo->suffix() : name;
     benchmark::RegisterBenchmark(registered.c_str(),
-                                 [=](benchmark::State& st) { bench_case(st, bc, op, sh, seq_algo, algo); })
+                                 [=](benchmark::State& st) { bench_case(st, registered, bc, op, sh, seq_algo, algo); })
         ->UseManualTime()
         ->Iterations(kIterations)
         ->Unit(benchmark::kMicrosecond);

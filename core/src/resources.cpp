@@ -280,8 +280,11 @@ void Resources::cublas_gemm(const Call& call, const void* a, void* d, int64_t r0
   const int64_t eb = dtype_bytes(p.dtype);
   const void* a_rows = offset(a, r0 * p.k, eb);
   void* d_rows = offset(d, r0 * p.n, int64_t(dtype_bytes(p.output_dtype())));
+  // A plan's gemm_sms below the device's leaves the rest to the collective beside the GEMM (decomposed): our GEMM's
+  // grid, or cuBLAS's heuristics targeting that many SMs (cublasSetSmCountTarget; 0: the device's).
+  const int sms = call.plan.gemm_sms > 0 && call.plan.gemm_sms < id.sms ? call.plan.gemm_sms : id.sms;
   if (unsignaled_gemm_impl(p.dtype) == GemmImpl::kOvl) {
-    kernels::GemmArguments g = gemm_arguments(call, a_rows, d_rows, rows, id.sms);
+    kernels::GemmArguments g = gemm_arguments(call, a_rows, d_rows, rows, sms);
     tune_gemm(g);
     kernels::gemm_run(g, gemm_workspace(call, g), stream);
     return;
@@ -289,6 +292,7 @@ void Resources::cublas_gemm(const Call& call, const void* a, void* d, int64_t r0
   const cudaDataType_t t = p.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const float alpha = 1.f, beta = 0.f;
   OVL_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  OVL_CUBLAS_CHECK(cublasSetSmCountTarget(cublas, sms < id.sms ? sms : 0));
   if (p.b_layout == BLayout::kNxK) {
     OVL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(p.n), int(rows), int(p.k), &alpha, call.b.ptr,
                                   t, int(p.k), a_rows, t, int(p.k), &beta, d_rows, t, int(p.n), CUBLAS_COMPUTE_32F,

@@ -93,6 +93,9 @@ std::vector<Plan> plans_for(const Context& ctx, const Problem& p) {
     v.push_back(seq_tma);
   }
   v.push_back(default_plan(Mode::kDecomposed, p, hw, 16));
+  Plan reserve = default_plan(Mode::kDecomposed, p, hw, 16);  // cuBLAS targeting the SMs the collective leaves
+  reserve.gemm_sms = hw.spec.sm_count - 16;
+  v.push_back(reserve);
   Plan ts = default_plan(Mode::kTileSignal, p, hw, 16);
   ts.gemm_sms = hw.spec.sm_count - 16;
   v.push_back(ts);
