@@ -193,14 +193,15 @@ class Context {
 
   // The context keeps device buffers and plans per problem shape (a partial product per shape, and in loopback the
   // peers' buffers) and never evicts them on its own: with many shapes, call this between steps to free them all.
-  // It waits for the device first; the next call of a shape rebuilds what it needs. In a real world where mode tma
-  // made peer-mapped buffers, or comm_algo nccl-symmetric registered NCCL windows, it is collective: every rank calls
+  // It waits for the device first; the next call of a shape rebuilds what it needs. In a real world where the TMA
+  // collective (mode tma, sequential with tma-push) made peer-mapped buffers, or comm_algo nccl-symmetric registered NCCL windows, it is collective: every rank calls
   // it (their buffers are freed together).
   void release_caches();
 
-  // Mode tma in a real World of more than one rank: this rank's copy of the peer-mapped buffer its collective writes
-  // the result of `problem` to (RS: M/W x N, AR: M x N, row-major, C's type; overwritten by every tma call
-  // of that shape). A tma call whose C points at it skips the copy of the result into C. Made on first use, which is
+  // ovl's TMA collective in a real World of more than one rank (mode tma, and mode sequential with tma-push): this
+  // rank's copy of the peer-mapped buffer the collective writes the result of `problem` to (RS: M/W x N, AR: M x N,
+  // row-major, C's type; overwritten by every such call of that shape). A call whose C points at it skips the copy
+  // of the result into C. Made on first use, which is
   // collective: every rank calls it at the same point of its sequence of calls. Throws ovl::Error naming the reason
   // in loopback, in a world of 1, and for AllGather+GEMM. release_caches() frees it: the pointer is
   // invalid after that (a new call makes a new one).
