@@ -9,9 +9,9 @@
 // PlanResult.
 //
 // The baseline is part of the search: the sequential candidates are the ways the executor runs without overlap
-// (sequential_candidates()), and plan() never returns a plan predicted slower than the best of them. An overlapped
-// plan must be predicted faster than that by PlannerOptions::min_gain, another plan of mode sequential (ovl's TMA
-// collective or NCCL's symmetric kernels after the GEMM) by any margin, else the answer is the baseline.
+// (sequential_candidates()), and plan() never returns a plan predicted slower than the best of them. Any other plan
+// (overlapped, or sequential on NCCL's symmetric kernels) must be predicted faster than that by
+// PlannerOptions::min_gain, else the answer is the baseline.
 #pragma once
 
 #include <functional>
@@ -44,10 +44,9 @@ struct PlannerOptions {
   // model prices is a candidate. Candidates it refuses are left out before pricing; a refused sequential candidate
   // is an error (every executor runs the baseline).
   std::function<std::string(const Plan&)> can_run;
-  // An overlapped plan is chosen only when its predicted time is below the best sequential candidate's by more than
-  // this fraction (0.02: at least 2% faster); a margin for the error of the overlap terms, which a plan of mode
-  // sequential (not a sequential candidate: ovl's TMA collective or NCCL's symmetric kernels after the GEMM) does not
-  // have: it needs only to be predicted faster. 0: strictly faster.
+  // A plan other than the sequential candidates (overlapped, or sequential on NCCL's symmetric kernels) is chosen only
+  // when its predicted time is below the best sequential candidate's by more than this fraction (0.02: at least 2%
+  // faster); a margin for the predictors' error. 0: strictly faster.
   double min_gain = 0.0;
 };
 
@@ -64,8 +63,7 @@ struct PlanResult {
   Plan best;
   double predicted_us = 0;  // of best
   // The best sequential candidate (the baseline as the executor runs it) and its predicted time. best is this plan
-  // when sequential_best; otherwise best is predicted faster (an overlapped plan by more than
-  // PlannerOptions::min_gain).
+  // when sequential_best; otherwise best is predicted faster by more than PlannerOptions::min_gain.
   Plan sequential;
   double sequential_us = 0;
   bool sequential_best = false;
