@@ -292,6 +292,9 @@ int main(int argc, char** argv) {
           {"profile", profile.empty() ? std::string("built-in") : profile},
           // A paced loopback (OVL_LINK_PROFILE, read by the Contexts): the link's name.
           {"link_profile", ranks[0].eval->link_profile() ? ranks[0].eval->link_profile()->name : "none"},
+          // What the planner priced with (the profile's fitted values, the link's): runs of one version under
+          // different profiles stay apart.
+          {"planning_hardware", ranks[0].eval->planning_hardware()},
           {"ovl_version", std::string(library_version())}}},
         {"problems", rows},
         {"summary", summary}};

@@ -81,6 +81,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -402,10 +403,16 @@ struct AlgoSuffix {
 // reconstructs from the name, BenchCase::plan (default_plan(mode, p, hw, c), with groups:<g> its g groups of row
 // bands), with the suffix's algorithm (ce: the GEMM on every SM).
 // OVL_BENCH_TRACE=<dir>: every case's traced run (rank 0's measured timeline, the one gemm_slowdown reads) written
-// as a Chrome trace to <dir>/<the case's name, '/' and ':' as '_'>.json, to open beside `ovl simulate --trace`.
+// as a Chrome trace to <dir>/<the case's name, '/' and ':' as '_'>.json, to open beside `ovl simulate --trace`. The
+// directory is made when missing.
 const char* trace_dir() {
-  static const char* dir = std::getenv("OVL_BENCH_TRACE");
-  return dir != nullptr && *dir != 0 ? dir : nullptr;
+  static const char* dir = [] {
+    const char* d = std::getenv("OVL_BENCH_TRACE");
+    if (d == nullptr || *d == 0) return static_cast<const char*>(nullptr);
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
 }
 
 void bench_case(benchmark::State& state, const std::string& name, const BenchCase& bc, Op op, Shape sh,

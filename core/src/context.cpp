@@ -518,10 +518,12 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   if (const std::string why = can_run(p, chosen); !why.empty()) {
     OVL_FAIL("{} with plan \"{}\": {}", p.name(), chosen.summary(), why);
   }
-  // A graph would replay the call's epoch, which the flags of its first replay already hold.
-  OVL_CHECK(!capturing || chosen.comm_algo != CommAlgo::kCopyEngine,
-            "{} with plan \"{}\": comm_algo ce cannot be captured in a CUDA Graph (its flags carry a per-call epoch)",
-            p.name(), chosen.summary());
+  // A graph would replay the call's epoch, which the flags of its first replay already hold: ce's flags, and those of
+  // the World's TMA collective in a real world (mode tma, sequential with tma-push).
+  const bool world_tma = is_tma_mover(chosen.comm_algo) && !s.loopback && s.world > 1;
+  OVL_CHECK(!capturing || (chosen.comm_algo != CommAlgo::kCopyEngine && !world_tma),
+            "{} with plan \"{}\": comm_algo {}{} cannot be captured in a CUDA Graph (its flags carry a per-call epoch)",
+            p.name(), chosen.summary(), to_string(chosen.comm_algo), world_tma ? " in a real world" : "");
   detail::ShapeState& st = s.shape(p);
   detail::PlanState& ps = s.plan_state(p, chosen);
   detail::Call call{op, p, chosen, a, b, c, stream, &st, &ps, s.part, s.fault};

@@ -197,7 +197,7 @@ ncclComm_t Resources::nccl(int ctas) {
     OVL_CHECK(!id.loopback, "NCCL is not used in a loopback world of {} ranks", id.world);
     OVL_CHECK(!id.world_ref.valid() || id.world == 1,
               "this Context's World of {} ranks has no NCCL communicator (made with WorldOptions::create_nccl = false "
-              "or without the bound 0): only mode tma runs on it",
+              "or without the bound 0): only ovl's TMA collective runs on it (mode tma, sequential with tma-push)",
               id.world);
     int dev = id.device;
     OVL_NCCL_CHECK(ncclCommInitAll(&comm, 1, &dev));
@@ -270,7 +270,7 @@ void Resources::bind_buffers(Call& c) {
 
 // Row-major D[rows r0..r1) = A[r0..r1) B through cuBLAS' column-major view: D^T (N x rows) = op(B') A'^T, where
 // A' (row-major M x K) is a K x M column-major matrix and B' is N x K (kNxK, transposed) or K x N... read as N x K.
-// FP8 inputs: our GEMM on every SM instead (tune_gemm's plan, as bench_gemm's `ovl`), scaled by call.a / call.b's
+// FP8 inputs: our GEMM instead (tune_gemm's plan, as bench_gemm's `ovl`), scaled by call.a / call.b's
 // scales, since cuBLASLt's FP8 matmul answered CUBLAS_STATUS_NOT_SUPPORTED for every algorithm its heuristic offered
 // on an H100 (bench_gemm, docs/performance.md).
 void Resources::cublas_gemm(const Call& call, const void* a, void* d, int64_t r0, int64_t r1, cudaStream_t stream) {
@@ -280,8 +280,8 @@ void Resources::cublas_gemm(const Call& call, const void* a, void* d, int64_t r0
   const int64_t eb = dtype_bytes(p.dtype);
   const void* a_rows = offset(a, r0 * p.k, eb);
   void* d_rows = offset(d, r0 * p.n, int64_t(dtype_bytes(p.output_dtype())));
-  // A plan's gemm_sms below the device's leaves the rest to the collective beside the GEMM (decomposed): our GEMM's
-  // grid, or cuBLAS's heuristics targeting that many SMs (cublasSetSmCountTarget; 0: the device's).
+  // A plan's gemm_sms below the device's (sequential, decomposed) leaves the rest to the collective: our GEMM's grid,
+  // or cuBLAS's heuristics targeting that many SMs (cublasSetSmCountTarget; 0: the device's).
   const int sms = call.plan.gemm_sms > 0 && call.plan.gemm_sms < id.sms ? call.plan.gemm_sms : id.sms;
   if (unsignaled_gemm_impl(p.dtype) == GemmImpl::kOvl) {
     kernels::GemmArguments g = gemm_arguments(call, a_rows, d_rows, rows, sms);

@@ -211,7 +211,8 @@ struct Resources {
   // for comm_algo nccl-symmetric the shape's windows instead, made and registered on the plan's communicator on first
   // use (collective), and A copied into its window on the call's stream (AG+GEMM, unless only the GEMM runs).
   void bind_buffers(Call& call);
-  // Rows [row_begin, row_end) of the GEMM on the whole device: cuBLAS, or for FP8 inputs our GEMM on every SM.
+  // Rows [row_begin, row_end) of the GEMM: cuBLAS, or for FP8 inputs our GEMM, on the whole device or on the plan's
+  // gemm_sms when fewer (cuBLAS's SM count target; our GEMM's grid).
   void cublas_gemm(const Call& call, const void* a, void* d, int64_t row_begin, int64_t row_end, cudaStream_t stream);
   // The collective of unit u (a group, a chunk, or everything) on `stream`: NCCL in a real world (unless
   // force_kernel), else the loopback collective with `ctas` CTAs.

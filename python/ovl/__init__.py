@@ -104,7 +104,7 @@ def plan(op: str, m: int, n: int, k: int, world: int, *, gpu: Optional[str] = No
          max_comm_sms: int = 64, simulate_top: int = 8, max_groups: int = 64, use_simulator: bool = True,
          runnable_only: bool = True, min_gain: float = 0.0) -> PlanResult:
     """The planner's choice for one problem: ``result.best`` (a Plan), ``predicted_us``, the baseline
-    (``sequential``, ``sequential_us``; ``sequential_best`` when not overlapping is the answer), ``speedup`` and the
+    (``sequential``, ``sequential_us``; ``sequential_best`` when the baseline itself is the answer), ``speedup`` and the
     ranked ``alternatives`` (sim/planner.hpp). ``loopback`` plans for a loopback world; an overlapped plan must be
     predicted faster than the baseline by ``min_gain`` (a fraction)."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)

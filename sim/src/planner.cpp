@@ -164,10 +164,12 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
     switch (mode) {
       case Mode::kSequential:
         for (const Plan& p : sequential_candidates(problem, hw)) add(p);
-        // ovl's TMA collective after the GEMM, on every SM (nothing else runs then): in paced loopback and on NVLink
-        // it reaches the link with a higher share than NCCL's ring (the link profile's and the model's per-CTA
-        // rates). A real world runs tma-push only (Context::can_run).
+        // In loopback, ovl's TMA collective after the GEMM, on every SM (nothing else runs then): measured faster
+        // than NCCL's stand-in in paced loopback and priced within a few percent there (docs/performance.md). A real
+        // world runs the plan when asked (tma-push: TmaExecutor::run_real_sequential), but it has not been timed
+        // across GPUs, where it would be priced from per-CTA rates measured up to 32 CTAs: not a candidate there.
         for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+          if (!hw.emulation.loopback) break;
           Plan p = default_plan(mode, problem, hw, hw.spec.sm_count);
           p.comm_algo = algo;
           p.comm_ctas = p.comm_sms = hw.spec.sm_count;

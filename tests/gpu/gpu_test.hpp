@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -258,6 +260,24 @@ class GpuTest : public ::testing::Test {
     if (gpu_count() == 0) GTEST_SKIP() << "no CUDA GPU found";
   }
 };
+
+// What `call` throws while `stream` captures (thread-local mode; "" when nothing): the capture is ended, its graph
+// discarded and the CUDA error it left cleared either way.
+inline std::string error_while_capturing(cudaStream_t stream, const std::function<void()>& call) {
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+    return "cudaStreamBeginCapture failed";
+  std::string message;
+  try {
+    call();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  (void)cudaStreamEndCapture(stream, &graph);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  return message;
+}
 
 // A Hopper GPU (sm_90): wgmma and TMA kernels.
 class HopperTest : public ::testing::Test {

@@ -53,21 +53,6 @@ struct Graph {
   }
 };
 
-// What `call` throws while `stream` captures ("" when nothing); the capture is ended and discarded either way.
-std::string error_while_capturing(cudaStream_t stream, const std::function<void()>& call) {
-  Graph g;
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) return "cudaStreamBeginCapture failed";
-  std::string message;
-  try {
-    call();
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  (void)cudaStreamEndCapture(stream, &g.graph);
-  (void)cudaGetLastError();
-  return message;
-}
-
 class GraphCaptureTest : public test::HopperTest {
  protected:
   void check_every_mode(Op op) {
@@ -125,7 +110,7 @@ TEST_F(GraphCaptureTest, ColdCallThrowsWarmUpError) {
   for (const std::optional<Plan>& plan : {std::optional<Plan>{}, std::optional<Plan>{decomposed}}) {
     SCOPED_TRACE(plan ? plan->summary() : std::string("auto plan"));
     const std::string message =
-        error_while_capturing(stream, [&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream); });
+        test::error_while_capturing(stream, [&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), plan, stream); });
     EXPECT_NE(message.find("CUDA Graph capture"), std::string::npos) << message;
     EXPECT_NE(message.find("run the same call once before capturing"), std::string::npos) << message;
   }
@@ -152,7 +137,7 @@ TEST_F(GraphCaptureTest, CopyEngineIsRefusedDuringCapture) {
   ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream);
   ctx.synchronize(stream);
   const std::string message =
-      error_while_capturing(stream, [&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream); });
+      test::error_while_capturing(stream, [&] { ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream); });
   EXPECT_NE(message.find("comm_algo ce cannot be captured"), std::string::npos) << message;
   EXPECT_NO_THROW(ctx.gemm_reduce_scatter(a.ref(), b.ref(), c.ref(), ce, stream));
   EXPECT_NO_THROW(ctx.synchronize(stream));

@@ -254,17 +254,8 @@ TEST_F(Tuning, ANewShapeIsNotTunedWhileCapturing) {
   Tensors t(4096, 4096, 2048, 51);
   Context ctx(loopback(ovl::Tuning::kMeasured));
   Stream stream;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  std::string message;
-  try {
-    ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream);
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  cudaGraph_t graph = nullptr;
-  (void)cudaStreamEndCapture(stream, &graph);
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);
-  (void)cudaGetLastError();
+  const std::string message = test::error_while_capturing(
+      stream, [&] { ctx.gemm_reduce_scatter(t.a.ref(), t.b.ref(), t.c.ref(), std::nullopt, stream); });
   EXPECT_NE(message.find("before capturing"), std::string::npos) << message;
 }
 

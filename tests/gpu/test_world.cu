@@ -16,6 +16,7 @@
 #include "ovl/core/collectives.hpp"
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/core/ovl.hpp"
+#include "ovl/core/testing.hpp"
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
 
@@ -486,6 +487,34 @@ TEST_F(HopperTest, MpiWorldSequentialTmaPushMatchesCpuReference) {
   const std::string why = ctx.can_run(p, pull);
   EXPECT_NE(why.find("\"comm_algo\" = tma-pull: mode sequential in a real world"), std::string::npos) << why;
 }
+// The World's TMA collective carries a per-call epoch in its flags, which a graph's replays would reuse: after an
+// eager call, a call of mode tma and one of sequential with tma-push are refused during capture, by name, on every
+// rank (nothing is enqueued, so no rank waits for another); the capture is ended and the context stays usable.
+TEST_F(HopperTest, MpiWorldTmaCollectiveIsRefusedDuringCapture) {
+  if (mpi_world_size() < 2) GTEST_SKIP() << "runs under mpirun -np 2..8, found " << mpi_world_size() << " rank";
+  ContextOptions copt;
+  copt.world = mpi_world_of_every_rank();
+  Context ctx(copt);
+  const int n = ctx.world_size();
+  const test::DeviceMatrix da(512, 128, uint64_t{4}), db(256, 128, uint64_t{5}), dc(512 / n, 256, uint64_t{6});
+  const Problem p = ctx.problem_for(Op::kGemmReduceScatter, da.ref(), db.ref(), dc.ref());
+  Plan tma = default_plan(Mode::kTma, p, ctx.hardware(), 16);
+  tma.tile_groups = band_groups(tma.tiles_m(p), tma.tiles_n(p), std::min<int64_t>(4, tma.tiles_m(p)));
+  Plan seq = default_plan(Mode::kSequential, p, ctx.hardware(), 16);
+  seq.comm_algo = CommAlgo::kTmaPush;
+  test::Stream stream;
+  for (const Plan& plan : {tma, seq}) {
+    SCOPED_TRACE(plan.summary());
+    ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream);
+    ctx.synchronize(stream);
+    const std::string message = test::error_while_capturing(
+        stream, [&] { ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream); });
+    EXPECT_NE(message.find("tma-push in a real world cannot be captured in a CUDA Graph"), std::string::npos)
+        << message;
+    EXPECT_NO_THROW(ctx.gemm_reduce_scatter(da.ref(), db.ref(), dc.ref(), plan, stream));
+    EXPECT_NO_THROW(ctx.synchronize(stream));
+  }
+}
 // AllGather+GEMM in mode tma over an MPI World of every rank of mpirun -np 2..8: each rank's 256 rows of A pushed
 // to every rank group by group (4 groups), each rank's GEMM waiting per group for the collective's counters; two
 // calls back to back with B alternating, each rank's C (256 n x 256, the whole gathered A times B) against the fp64
@@ -495,6 +524,9 @@ TEST_F(HopperTest, MpiWorldTmaModeAllGatherGemmMatchesCpuReference) {
   ContextOptions copt;
   copt.world = mpi_world_of_every_rank();
   Context ctx(copt);
+  // The gathered A is NaN before each call, so a GEMM reading rows before their gather (or a gather that returned
+  // early) shows, although both plans gather into the same buffer.
+  testing::set_fault(ctx, testing::Fault::kPoisonGather);
   const int me = ctx.rank(), n = ctx.world_size();
   const int64_t rows = 256, m = rows * n, cols = 256, k = 128;  // M a multiple of the world, whatever n
   std::vector<uint16_t> gathered;

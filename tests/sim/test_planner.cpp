@@ -178,8 +178,8 @@ TEST(Planner, PacedLoopbackBaselineRunsTheCollectiveOnNcclsCtaCountOnly) {
 
 TEST(Planner, SequentialCandidatesIncludeTheTmaCollectiveOnEverySm) {
   // Not overlapping with ovl's TMA collective after the GEMM (tma-push and tma-pull on every SM) is a candidate in
-  // every world, but not the baseline: sequential_candidates() stays what the executor runs with NCCL (or its
-  // loopback stand-in). Each op, paced and unpaced loopback and a real world.
+  // loopback, paced or not, but not the baseline: sequential_candidates() stays what the executor runs with NCCL's
+  // stand-in. Not in a real world (not timed across GPUs). Each op.
   const Hardware h100 = builtin_hardware("h100");
   const Hardware hws[] = {h100, loopback_hardware(h100, 8, LoopbackShare::kRank0),
                           loopback_hardware(h100, 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"))};
@@ -195,7 +195,10 @@ TEST(Planner, SequentialCandidatesIncludeTheTmaCollectiveOnEverySm) {
         EXPECT_EQ(c.gemm_sms, hw.spec.sm_count) << c.summary();
         EXPECT_NO_THROW(c.validate(p, hw)) << c.summary();
       }
-      EXPECT_EQ(tma, (std::set<CommAlgo>{CommAlgo::kTmaPush, CommAlgo::kTmaPull}));
+      if (hw.emulation.loopback)
+        EXPECT_EQ(tma, (std::set<CommAlgo>{CommAlgo::kTmaPush, CommAlgo::kTmaPull}));
+      else
+        EXPECT_TRUE(tma.empty());
       for (const Plan& b : sequential_candidates(p, hw)) EXPECT_FALSE(is_tma_mover(b.comm_algo)) << b.summary();
     }
   }
@@ -351,16 +354,10 @@ TEST(Planner, NcclSymmetricCandidatesWhereItsKernelsRun) {
   PlannerOptions seq;
   seq.modes = {Mode::kSequential};
   const PlanResult r = plan(p, hw, seq);
+  EXPECT_EQ(r.best.comm_algo, CommAlgo::kNcclSymmetric);
   EXPECT_EQ(r.sequential.comm_algo, CommAlgo::kNcclRing);
   EXPECT_FALSE(r.sequential_best);
   EXPECT_LT(r.predicted_us, r.sequential_us);
-  int symmetric = 0;
-  for (const PlanAlternative& a : r.alternatives) {
-    if (a.plan.comm_algo != CommAlgo::kNcclSymmetric) continue;
-    ++symmetric;
-    EXPECT_LT(a.predicted_us, r.sequential_us) << a.plan.summary();
-  }
-  EXPECT_GT(symmetric, 0);
 }
 
 TEST(Planner, ModesCanBeRestricted) {

@@ -194,8 +194,8 @@ class Context {
   // The context keeps device buffers and plans per problem shape (a partial product per shape, and in loopback the
   // peers' buffers) and never evicts them on its own: with many shapes, call this between steps to free them all.
   // It waits for the device first; the next call of a shape rebuilds what it needs. In a real world where the TMA
-  // collective (mode tma, sequential with tma-push) made peer-mapped buffers, or comm_algo nccl-symmetric registered NCCL windows, it is collective: every rank calls
-  // it (their buffers are freed together).
+  // collective (mode tma, sequential with tma-push) made peer-mapped buffers, or comm_algo nccl-symmetric registered
+  // NCCL windows, it is collective: every rank calls it (their buffers are freed together).
   void release_caches();
 
   // ovl's TMA collective in a real World of more than one rank (mode tma, and mode sequential with tma-push): this

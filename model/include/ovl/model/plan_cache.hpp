@@ -46,7 +46,10 @@ struct PlanChoice {
   ChosenBy chosen_by = ChosenBy::kPredicted;
   double predicted_us = 0;   // the planner's prediction for `plan`
   double measured_us = 0;    // kMeasured: the plan's measured time
-  double sequential_us = 0;  // the best sequential candidate: measured (kMeasured) or predicted (kPredicted)
+  // kPredicted: the best sequential candidate's predicted time (the baseline); kMeasured: the fastest plan of mode
+  // sequential timed (the baseline, or in loopback ovl's TMA collective after the GEMM), which an overlapped plan
+  // must beat by tuning_min_gain.
+  double sequential_us = 0;
   double tuning_ms = 0;      // wall time of the choice: planning, and timing the candidates (kMeasured)
   bool from_cache = false;   // read from a plan cache file rather than chosen in this process
   std::vector<TunedCandidate> candidates;  // kMeasured: every plan timed, in the order they were tried
