@@ -26,7 +26,8 @@
 // tma-push AllGather with a GroupRelease).
 //
 // Mode sequential with tma-push in a real world runs here too (run_real_sequential), since its collective needs the
-// same symmetric buffers: cuBLAS on the whole device, then the same collective, ungated, on the call's stream.
+// same symmetric buffers: cuBLAS (on the plan's gemm_sms, the whole device by default), then the same collective,
+// ungated, on the call's stream.
 #include "executors.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/model/estimate.hpp"

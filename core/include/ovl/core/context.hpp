@@ -201,10 +201,9 @@ class Context {
   // ovl's TMA collective in a real World of more than one rank (mode tma, and mode sequential with tma-push): this
   // rank's copy of the peer-mapped buffer the collective writes the result of `problem` to (RS: M/W x N, AR: M x N,
   // row-major, C's type; overwritten by every such call of that shape). A call whose C points at it skips the copy
-  // of the result into C. Made on first use, which is
-  // collective: every rank calls it at the same point of its sequence of calls. Throws ovl::Error naming the reason
-  // in loopback, in a world of 1, and for AllGather+GEMM. release_caches() frees it: the pointer is
-  // invalid after that (a new call makes a new one).
+  // of the result into C. Made on first use, which is collective: every rank calls it at the same point of its
+  // sequence of calls. Throws ovl::Error naming the reason in loopback, in a world of 1, and for AllGather+GEMM.
+  // release_caches() frees it: the pointer is invalid after that (a new call makes a new one).
   void* symmetric_output(const Problem& problem);
 
   void set_tracing(bool on);
