@@ -198,8 +198,7 @@ void Context::set_tracing(bool on) { impl_->trace = on; }
 detail::Executor& Context::Impl::executor_for(const Plan& plan) {
   switch (plan.mode) {
     case Mode::kSequential:
-      // A real world's TMA collective moves between the symmetric buffers the tma executor keeps.
-      if (is_tma_mover(plan.comm_algo) && !loopback && world > 1) return tma;
+      if (world_tma(plan)) return tma;  // between the symmetric buffers the tma executor keeps
       return sequential;
     case Mode::kDecomposed:
       return decomposed;
@@ -472,8 +471,7 @@ std::string Context::can_run(const Problem& p, const Plan& plan) const {
   }
   // The World's TMA collective in a real world (TmaExecutor::run_real, run_real_sequential) pushes: a pull reads the
   // peers' partial products, which their next call may overwrite.
-  if ((mode_traits(plan.mode).persistent_comm || is_tma_mover(plan.comm_algo)) && !s.loopback && s.world > 1 &&
-      plan.comm_algo != CommAlgo::kTmaPush) {
+  if (s.world_tma(plan) && plan.comm_algo != CommAlgo::kTmaPush) {
     return fmt::format(
         "plan field \"comm_algo\" = {}: mode {} in a real world of {} ranks runs tma-push only (a pull reads "
         "the peers' partial products, which their next call may overwrite)",
@@ -520,7 +518,7 @@ void Context::run(Op op, const TensorRef& a, const TensorRef& b, const TensorRef
   }
   // A graph would replay the call's epoch, which the flags of its first replay already hold: ce's flags, and those of
   // the World's TMA collective in a real world (mode tma, sequential with tma-push).
-  const bool world_tma = is_tma_mover(chosen.comm_algo) && !s.loopback && s.world > 1;
+  const bool world_tma = s.world_tma(chosen);
   OVL_CHECK(!capturing || (chosen.comm_algo != CommAlgo::kCopyEngine && !world_tma),
             "{} with plan \"{}\": comm_algo {}{} cannot be captured in a CUDA Graph (its flags carry a per-call epoch)",
             p.name(), chosen.summary(), to_string(chosen.comm_algo), world_tma ? " in a real world" : "");

@@ -59,6 +59,9 @@ struct Context::Impl : detail::ContextIdentity {
 
   // context.cpp
   detail::Executor& executor_for(const Plan& plan);
+  // The plan runs the World's TMA collective (a TMA algorithm in a real world of more than one rank: mode tma, and
+  // sequential with tma-push): TmaExecutor's symmetric buffers, tma-push only, no graph capture (its epoch).
+  bool world_tma(const Plan& plan) const { return is_tma_mover(plan.comm_algo) && !loopback && world > 1; }
   void release_caches();  // the shapes and plans, and what each executor keeps per shape
   detail::ShapeState& shape(const Problem& p);
   // shape(p) for the loopback accessors: checks the context is loopback and p's world, selects the device.
