@@ -255,15 +255,20 @@ def cmd_overlap(argv):
         # By time against one baseline (the sequential plan without /algo:, NCCL's or its stand-in), per op and mode
         # (the sequential ones under their algorithm): its fastest case's t_seq / us, and on how many problems that case
         # is the fastest of every case.
+        def mode_key(c):  # a mode, or the sequential plan with its case's suffix
+            return c[0] if c[0] != "sequential" else c[0] + " " + c[1]
+
         by_time = {}
         for (op, shape, world), cs in problems.items():
             seq = [c for c in cs if c[0] == "sequential" and "algo" not in c[1]]
             if not seq:
                 continue
             fastest = min(c[2] for c in cs)
-            for key in {(c[0] if c[0] != "sequential" else c[0] + " " + c[1]) for c in cs}:
-                mine = min(c[2] for c in cs if (c[0] if c[0] != "sequential" else c[0] + " " + c[1]) == key)
-                by_time.setdefault((op, key), []).append((seq[0][2] / mine, mine == fastest))
+            mine = {}
+            for c in cs:
+                mine[mode_key(c)] = min(mine.get(mode_key(c), c[2]), c[2])
+            for key, t in mine.items():
+                by_time.setdefault((op, key), []).append((seq[0][2] / t, t == fastest))
         for (op, key), v in sorted(by_time.items()):
             if key.startswith("sequential") and "algo" not in key:
                 continue
