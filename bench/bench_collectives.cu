@@ -50,6 +50,7 @@
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/core/nccl_symmetric.hpp"
 #include "ovl/core/world.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/kernels/collectives.hpp"
 
 namespace {
@@ -171,7 +172,7 @@ struct RealWorld {
   std::vector<cudaStream_t> streams;
   std::vector<cudaEvent_t> start, stop;
   std::vector<double> ms;                  // each local rank's last block
-  std::vector<unsigned long long*> wrong;  // each local rank's count of wrong elements (device memory)
+  std::vector<ovl::DeviceBuffer> wrong;    // each local rank's count of wrong elements (one unsigned long long)
   std::size_t local(const ovl::World& world) const { return std::size_t(&world - worlds.data()); }
   int size() const { return worlds.front().size(); }
   // The maximum (or sum) of `values` (one per local rank) over every rank of the world: an MPI all-gather, else the
@@ -221,7 +222,7 @@ RealWorld& real_world_slot(std::size_t send_bytes, std::size_t recv_bytes) {
       OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&rw->streams[i], cudaStreamNonBlocking));
       OVL_CUDA_CHECK(cudaEventCreate(&rw->start[i]));
       OVL_CUDA_CHECK(cudaEventCreate(&rw->stop[i]));
-      OVL_CUDA_CHECK(cudaMalloc(&rw->wrong[i], sizeof(unsigned long long)));
+      rw->wrong[i] = ovl::DeviceBuffer(sizeof(unsigned long long));
     });
     return rw;
   }();
@@ -444,15 +445,15 @@ void bench_collective_real(benchmark::State& state, CommAlgo algo, Collective op
       cudaStream_t stream = w.streams[i];
       fill_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(send_ptr(i)), in_elems, r);
       OVL_CUDA_CHECK(cudaMemsetAsync(recv_ptr(i), 0xff, recv_bytes, stream));
-      OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[i], 0, sizeof(unsigned long long), stream));
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[i].get(), 0, sizeof(unsigned long long), stream));
       OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
       world.barrier();  // every input is in place before any rank's collective reads it
       call(i);
       check_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(recv_ptr(i)), out_elems, int(op), r, n,
-                                             chunk, w.wrong[i]);
+                                             chunk, w.wrong[i].as<unsigned long long>());
       w.coll[i]->check(stream);
       unsigned long long count = 0;
-      OVL_CUDA_CHECK(cudaMemcpy(&count, w.wrong[i], sizeof(count), cudaMemcpyDeviceToHost));
+      OVL_CUDA_CHECK(cudaMemcpy(&count, w.wrong[i].get(), sizeof(count), cudaMemcpyDeviceToHost));
       wrong[i] = double(count);
     });
     const double wrong_count = w.across_ranks(wrong, false);
@@ -482,18 +483,17 @@ void bench_collective_real(benchmark::State& state, CommAlgo algo, Collective op
 }
 
 struct CopyBuffers {
-  void* src = nullptr;
-  void* dst = nullptr;
+  ovl::DeviceBuffer src, dst;
   std::size_t bytes = 0;
 };
 CopyBuffers& copy_buffers(std::size_t bytes) {
   static CopyBuffers b;
   if (b.bytes < bytes) {
-    if (b.src) cudaFree(b.src);
-    if (b.dst) cudaFree(b.dst);
-    OVL_CUDA_CHECK(cudaMalloc(&b.src, bytes));
-    OVL_CUDA_CHECK(cudaMalloc(&b.dst, bytes));
-    OVL_CUDA_CHECK(cudaMemset(b.src, 1, bytes));
+    b.src = ovl::DeviceBuffer();  // the old pair freed first
+    b.dst = ovl::DeviceBuffer();
+    b.src = ovl::DeviceBuffer(bytes);
+    b.dst = ovl::DeviceBuffer(bytes);
+    OVL_CUDA_CHECK(cudaMemset(b.src.get(), 1, bytes));
     b.bytes = bytes;
   }
   return b;
@@ -503,13 +503,13 @@ CopyBuffers& copy_buffers(std::size_t bytes) {
 // the source's 0x01 pattern (copy_buffers fills it).
 template <typename Run>
 double checked_once(Run&& run, const CopyBuffers& b, std::size_t bytes, cudaStream_t stream) {
-  OVL_CUDA_CHECK(cudaMemsetAsync(b.dst, 0, bytes, stream));
+  OVL_CUDA_CHECK(cudaMemsetAsync(b.dst.get(), 0, bytes, stream));
   run();
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   double wrong = 0;
   for (std::size_t at : {std::size_t(0), bytes / 2, bytes - 4096}) {
     unsigned char host[4096];
-    OVL_CUDA_CHECK(cudaMemcpy(host, static_cast<char*>(b.dst) + at, sizeof(host), cudaMemcpyDeviceToHost));
+    OVL_CUDA_CHECK(cudaMemcpy(host, b.dst.as<char>() + at, sizeof(host), cudaMemcpyDeviceToHost));
     for (unsigned char c : host) wrong += c != 1;
   }
   return wrong;
@@ -535,9 +535,9 @@ void bench_copy(benchmark::State& state, const CopyCase& c, std::size_t bytes, i
     cudaStream_t stream = bench_stream();
     auto run = [&] {
       if (c.memcpy) {
-        OVL_CUDA_CHECK(cudaMemcpyAsync(b.dst, b.src, bytes, cudaMemcpyDeviceToDevice, stream));
+        OVL_CUDA_CHECK(cudaMemcpyAsync(b.dst.get(), b.src.get(), bytes, cudaMemcpyDeviceToDevice, stream));
       } else {
-        ovl::kernels::launch_local_copy(c.impl, b.dst, b.src, bytes, ctas, 512, stream, c.schedule);
+        ovl::kernels::launch_local_copy(c.impl, b.dst.get(), b.src.get(), bytes, ctas, 512, stream, c.schedule);
       }
     };
     const double wrong = checked_once(run, b, bytes, stream);
@@ -564,8 +564,8 @@ void bench_ring(benchmark::State& state, ovl::kernels::RingOp op, std::size_t by
     cudaStream_t stream = bench_stream();
     ovl::kernels::LocalRingArguments a;
     a.op = op;
-    a.dst = b.dst;
-    a.src = b.src;
+    a.dst = b.dst.get();
+    a.src = b.src.get();
     a.bytes = bytes;
     a.num_ctas = ctas;
     a.shape = {stages, std::uint32_t(kib) * 1024u};

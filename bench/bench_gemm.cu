@@ -63,8 +63,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -81,12 +81,14 @@
 #include "bench_util.hpp"
 #include "ovl/core/gemm.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/model/estimate.hpp"
 
 namespace {
 
 using ovl::BLayout;
+using ovl::DeviceBuffer;
 using ovl::DType;
 using ovl::kernels::GemmArguments;
 
@@ -215,28 +217,16 @@ struct Buffers {
   // after the other (CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul for every algorithm the heuristic offered) and
   // ran with scales of their own allocations; ovl's GEMM takes a scale at any address.
   static constexpr int kBScale = 64;
-  float* scales = nullptr;
-  std::vector<void*> a, b;
-  void* d = nullptr;
-  unsigned int* counters = nullptr;
-  void* workspace = nullptr;  // grown to the largest gemm_workspace_bytes asked for
-  size_t workspace_bytes = 0;
-  ~Buffers() {
-    for (void* p : a) cudaFree(p);
-    for (void* p : b) cudaFree(p);
-    cudaFree(d);
-    cudaFree(scales);
-    cudaFree(counters);
-    cudaFree(workspace);
-  }
+  DeviceBuffer scales;  // floats
+  std::vector<DeviceBuffer> a, b;
+  DeviceBuffer d;
+  DeviceBuffer counters;   // unsigned ints
+  DeviceBuffer workspace;  // grown to the largest gemm_workspace_bytes asked for
+  const float* a_scale() const { return scales.as<const float>(); }
+  const float* b_scale() const { return scales.as<const float>() + kBScale; }
   void* workspace_for(size_t bytes) {
-    if (bytes > workspace_bytes) {
-      OVL_CUDA_CHECK(cudaFree(workspace));
-      workspace = nullptr;
-      OVL_CUDA_CHECK(cudaMalloc(&workspace, bytes));
-      workspace_bytes = bytes;
-    }
-    return workspace;
+    if (bytes > workspace.bytes()) workspace = DeviceBuffer(bytes);
+    return workspace.get();
   }
 };
 
@@ -258,12 +248,10 @@ Buffers& buffers(int m, int n, int k, bool fp8) {
       "OVL_BENCH_GEMM_SETS", 1, 8,
       int(std::clamp<size_t>((3 * size_t(l2) + a_bytes + b_bytes - 1) / (a_bytes + b_bytes), 1, 8)));
   for (int s = 0; s < sets; ++s) {
-    void* pa = nullptr;
-    void* pb = nullptr;
-    OVL_CUDA_CHECK(cudaMalloc(&pa, a_bytes));
-    OVL_CUDA_CHECK(cudaMalloc(&pb, b_bytes));
+    b.a.emplace_back(a_bytes);
+    b.b.emplace_back(b_bytes);
     for (int which = 0; which < 2; ++which) {
-      void* p = which == 0 ? pa : pb;
+      void* p = which == 0 ? b.a.back().get() : b.b.back().get();
       const size_t count = (which == 0 ? a_bytes : b_bytes) / element;
       const uint32_t seed = 2 * s + 1 + which;
       if (fp8) {
@@ -273,19 +261,17 @@ Buffers& buffers(int m, int n, int k, bool fp8) {
       }
       OVL_CUDA_CHECK_LAST();
     }
-    b.a.push_back(pa);
-    b.b.push_back(pb);
   }
-  OVL_CUDA_CHECK(cudaMalloc(&b.d, size_t(m) * n * 2));
+  b.d = DeviceBuffer(size_t(m) * n * 2);
   if (fp8) {
     float scales[Buffers::kBScale + 1] = {};
     scales[0] = 0.5f;
     scales[Buffers::kBScale] = 0.25f;
-    OVL_CUDA_CHECK(cudaMalloc(&b.scales, sizeof(scales)));
-    OVL_CUDA_CHECK(cudaMemcpy(b.scales, scales, sizeof(scales), cudaMemcpyHostToDevice));
+    b.scales = DeviceBuffer(sizeof(scales));
+    OVL_CUDA_CHECK(cudaMemcpy(b.scales.get(), scales, sizeof(scales), cudaMemcpyHostToDevice));
   }
-  OVL_CUDA_CHECK(cudaMalloc(&b.counters, 4096 * sizeof(unsigned int)));
-  OVL_CUDA_CHECK(cudaMemset(b.counters, 0, 4096 * sizeof(unsigned int)));
+  b.counters = DeviceBuffer(4096 * sizeof(unsigned int));
+  OVL_CUDA_CHECK(cudaMemset(b.counters.get(), 0, 4096 * sizeof(unsigned int)));
   OVL_CUDA_CHECK(cudaDeviceSynchronize());
   return b;
 }
@@ -330,7 +316,7 @@ class BesideTraffic {
     OVL_CHECK(kind.empty() || kind == "ce" || kind == "d2d", "OVL_BENCH_GEMM_BESIDE = \"{}\" is not ce or d2d", kind);
     if (kind.empty()) return;
     kind_ = kind == "ce" ? 1 : 2;
-    OVL_CUDA_CHECK(cudaMalloc(&device_, 2 * kChunk));
+    device_ = DeviceBuffer(2 * kChunk);
     if (kind_ == 1) OVL_CUDA_CHECK(cudaMallocHost(&host_, 2 * kChunk));
     lanes_.resize(kind_ == 1 ? 2 : 1);
     for (Lane& l : lanes_) OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
@@ -345,7 +331,6 @@ class BesideTraffic {
     }
     for (cudaEvent_t e : window_)
       if (e != nullptr) (void)cudaEventDestroy(e);
-    if (device_ != nullptr) (void)cudaFree(device_);
     if (host_ != nullptr) (void)cudaFreeHost(host_);
   }
   BesideTraffic(const BesideTraffic&) = delete;
@@ -403,7 +388,7 @@ class BesideTraffic {
       Lane& l = lanes_[i];
       while (l.front < l.copies.size() && cudaEventQuery(l.copies[l.front]) == cudaSuccess) ++l.front;
       while (l.copies.size() - l.front < kQueued) {
-        char* dev = static_cast<char*>(device_);
+        char* dev = device_.as<char>();
         if (kind_ == 2) {
           OVL_CUDA_CHECK(cudaMemcpyAsync(dev + kChunk, dev, kChunk, cudaMemcpyDeviceToDevice, l.stream));
         } else if (i == 0) {
@@ -426,7 +411,7 @@ class BesideTraffic {
     size_t front = 0;
   };
   int kind_ = 0;
-  void* device_ = nullptr;
+  DeviceBuffer device_;
   void* host_ = nullptr;
   std::vector<Lane> lanes_;
   cudaEvent_t window_[2] = {};
@@ -454,13 +439,13 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
   if (c.dtype == DType::kE4M3) {
     args.b_dtype = DType::kE4M3;
     args.out_dtype = DType::kBF16;
-    args.a_scale = buf.scales;
-    args.b_scale = buf.scales + Buffers::kBScale;
+    args.a_scale = buf.a_scale();
+    args.b_scale = buf.b_scale();
   }
   args.b_layout = c.layout;
-  args.a = buf.a[set];
-  args.b = buf.b[set];
-  args.d = buf.d;
+  args.a = buf.a[set].get();
+  args.b = buf.b[set].get();
+  args.d = buf.d.get();
   args.sm_count = c.sms;
   // Every impl starts from what a user of the library gets from ovl::tune_gemm (swizzle bands, tail plan, epilogue);
   // each variant then changes what its name says.
@@ -499,7 +484,7 @@ GemmArguments gemm_arguments(const Case& c, Buffers& buf, int set) {
     // row-band collective would wait on.
     const int tiles_n = (c.n + ovl::kernels::gemm_tile_shape().n - 1) / ovl::kernels::gemm_tile_shape().n;
     args.tile_groups.assign(ovl::kernels::gemm_tile_count(args) / tiles_n, tiles_n);
-    args.group_counters = buf.counters;
+    args.group_counters = buf.counters.as<unsigned int>();
   }
   return args;
 }
@@ -510,8 +495,8 @@ void run_cublas(const Case& c, Buffers& buf, int set) {
   const bool kxn = c.layout == BLayout::kKxN;
   const cudaDataType t = c.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const cublasStatus_t st = cublasGemmEx(cublas_handle(), kxn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, c.n, c.m, c.k,
-                                         &alpha, buf.b[set], t, kxn ? c.n : c.k, buf.a[set], t, c.k, &beta, buf.d, t,
-                                         c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                         &alpha, buf.b[set].get(), t, kxn ? c.n : c.k, buf.a[set].get(), t, c.k, &beta,
+                                         buf.d.get(), t, c.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: {}", int(st));
 }
 
@@ -526,9 +511,10 @@ class CublasLtFp8 {
     const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
     set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
     set(CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
-    const float* b_scale = buf.scales + Buffers::kBScale;  // cuBLAS's A is our B, its B our A
+    const float* b_scale = buf.b_scale();  // cuBLAS's A is our B, its B our A
+    const float* a_scale = buf.a_scale();
     set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof(b_scale));
-    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &buf.scales, sizeof(buf.scales));
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof(a_scale));
     const int8_t fast = 1;
     set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
     const int32_t target = sms_target;
@@ -549,10 +535,9 @@ class CublasLtFp8 {
     OVL_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cublasLtMatmulAlgoGetHeuristic found no FP8 algorithm ({})",
               int(st));
     for (int i = 0; i < found; ++i) algos_[algo_count_++] = results[i].algo;
-    OVL_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+    workspace_ = DeviceBuffer(kWorkspaceBytes);
   }
   ~CublasLtFp8() {
-    cudaFree(workspace_);
     cublasLtMatrixLayoutDestroy(a_);
     cublasLtMatrixLayoutDestroy(b_);
     cublasLtMatrixLayoutDestroy(d_);
@@ -567,8 +552,8 @@ class CublasLtFp8 {
     const float alpha = 1.f, beta = 0.f;
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     for (; chosen_ < algo_count_; ++chosen_) {
-      st = cublasLtMatmul(handle_, desc_, &alpha, buf.b[set], a_, buf.a[set], b_, &beta, buf.d, d_, buf.d, d_,
-                          &algos_[chosen_], workspace_, kWorkspaceBytes, stream);
+      st = cublasLtMatmul(handle_, desc_, &alpha, buf.b[set].get(), a_, buf.a[set].get(), b_, &beta, buf.d.get(), d_,
+                          buf.d.get(), d_, &algos_[chosen_], workspace_.get(), kWorkspaceBytes, stream);
       if (st != CUBLAS_STATUS_NOT_SUPPORTED) break;
     }
     OVL_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasLtMatmul (FP8) failed: {} ({} algorithms from the heuristic)",
@@ -590,7 +575,7 @@ class CublasLtFp8 {
   cublasLtMatmulAlgo_t algos_[kMaxAlgos] = {};
   int algo_count_ = 0;
   int chosen_ = 0;
-  void* workspace_ = nullptr;
+  DeviceBuffer workspace_;
 };
 
 // OVL_BENCH_GEMM_TIMELINE (see the top of the file). `ovl`: our arguments (whole tiles), else cuBLAS.
@@ -600,11 +585,12 @@ void timeline(benchmark::State& state, const Case& c, const GemmArguments* ovl, 
   constexpr int kTrials = 5;
   const ovl::kernels::GemmTileShape t = ovl::kernels::gemm_tile_shape();
   const int tiles_m = (c.m + t.m - 1) / t.m, tiles_n = (c.n + t.n - 1) / t.n, tiles = tiles_m * tiles_n;
-  unsigned long long* marks = nullptr;   // 4 per trial: the brackets, then two stamps back to back
-  unsigned long long* stamps = nullptr;  // tiles + sm count per trial
   const size_t per_trial = size_t(tiles) + c.sms;
-  OVL_CUDA_CHECK(cudaMalloc(&marks, 4 * kTrials * sizeof(unsigned long long)));
-  OVL_CUDA_CHECK(cudaMalloc(&stamps, kTrials * per_trial * sizeof(unsigned long long)));
+  // marks: 4 per trial (the brackets, then two stamps back to back); stamps: tiles + sm count per trial.
+  const DeviceBuffer marks_buffer(4 * kTrials * sizeof(unsigned long long));
+  const DeviceBuffer stamps_buffer(kTrials * per_trial * sizeof(unsigned long long));
+  auto* marks = marks_buffer.as<unsigned long long>();
+  auto* stamps = stamps_buffer.as<unsigned long long>();
   for (int trial = 0; trial < kTrials; ++trial) {
     for (int w = 0; w < 3; ++w) run_gemm(0);
     stamp_kernel<<<1, 1, 0, stream>>>(marks + 4 * trial + 2);
@@ -627,8 +613,6 @@ void timeline(benchmark::State& state, const Case& c, const GemmArguments* ovl, 
   std::vector<unsigned long long> m(4 * kTrials), s(kTrials * per_trial);
   OVL_CUDA_CHECK(cudaMemcpy(m.data(), marks, m.size() * 8, cudaMemcpyDeviceToHost));
   OVL_CUDA_CHECK(cudaMemcpy(s.data(), stamps, s.size() * 8, cudaMemcpyDeviceToHost));
-  OVL_CUDA_CHECK(cudaFree(marks));
-  OVL_CUDA_CHECK(cudaFree(stamps));
   std::vector<double> total, gap, start, tile, first, last;
   int rounds = 0;
   const std::vector<int> order = swizzle_order(tiles_m, tiles_n, ovl != nullptr ? ovl->swizzle : 1);

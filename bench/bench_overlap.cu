@@ -91,9 +91,9 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "device_buffer.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/core/testing.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/tools/bench_names.hpp"
 
 namespace {
@@ -177,7 +177,7 @@ __global__ void count_wrong_kernel(const __nv_bfloat16* x, const __nv_bfloat16* 
   if (local) atomicAdd(wrong, local);
 }
 
-using Buffer = bench::DeviceBuffer;
+using Buffer = DeviceBuffer;
 
 struct Inputs {
   std::unique_ptr<Buffer> a, b, c, c_seq, scales;  // scales: FP8 only, A's and B's
@@ -332,21 +332,21 @@ void ensure_inputs(Op op, const Shape& sh) {
     in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k) * in_bytes);
     in->c = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
     in->c_seq = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-    fill_inputs(in->a->ptr, sh.dtype, a_rows * sh.k, seed, r.stream);
-    fill_inputs(in->b->ptr, sh.dtype, sh.n * sh.k, seed + 1, r.stream);
+    fill_inputs(in->a->get(), sh.dtype, a_rows * sh.k, seed, r.stream);
+    fill_inputs(in->b->get(), sh.dtype, sh.n * sh.k, seed + 1, r.stream);
     const float* a_scale = nullptr;
     const float* b_scale = nullptr;
     if (is_fp8(sh.dtype)) {
       const float half[2] = {0.5f, 0.5f};
       in->scales = std::make_unique<Buffer>(sizeof(half));
-      copy_now(in->scales->ptr, half, sizeof(half), cudaMemcpyHostToDevice, r.stream);
-      a_scale = static_cast<const float*>(in->scales->ptr);
+      copy_now(in->scales->get(), half, sizeof(half), cudaMemcpyHostToDevice, r.stream);
+      a_scale = static_cast<const float*>(in->scales->get());
       b_scale = a_scale + 1;
     }
-    in->ta = TensorRef{in->a->ptr, a_rows, sh.k, sh.dtype, BLayout::kNxK, a_scale};
-    in->tb = TensorRef{in->b->ptr, sh.n, sh.k, sh.dtype, BLayout::kNxK, b_scale};
-    in->tc = TensorRef{in->c->ptr, c_rows, sh.n, DType::kBF16};
-    in->tc_seq = TensorRef{in->c_seq->ptr, c_rows, sh.n, DType::kBF16};
+    in->ta = TensorRef{in->a->get(), a_rows, sh.k, sh.dtype, BLayout::kNxK, a_scale};
+    in->tb = TensorRef{in->b->get(), sh.n, sh.k, sh.dtype, BLayout::kNxK, b_scale};
+    in->tc = TensorRef{in->c->get(), c_rows, sh.n, DType::kBF16};
+    in->tc_seq = TensorRef{in->c_seq->get(), c_rows, sh.n, DType::kBF16};
     in->problem = ctx.problem_for(op, in->ta, in->tb, in->tc);
     run(r, op, *in, in->tc_seq, sequential_plan(in->problem, ctx, CommAlgo::kNcclRing));
     ctx.synchronize(r.stream);
@@ -477,7 +477,7 @@ void bench_case(benchmark::State& state, const std::string& name, const BenchCas
       OVL_CUDA_CHECK(cudaMallocAsync(&wrong_d, sizeof(unsigned long long), s));
       OVL_CUDA_CHECK(cudaMemsetAsync(wrong_d, 0, sizeof(unsigned long long), s));
       count_wrong_kernel<<<1024, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(out(in).ptr),
-                                              static_cast<const __nv_bfloat16*>(in.c_seq->ptr),
+                                              static_cast<const __nv_bfloat16*>(in.c_seq->get()),
                                               in.tc.rows * in.tc.cols, atol, wrong_d);
       OVL_CUDA_CHECK_LAST();
       OVL_CUDA_CHECK(cudaMemcpyAsync(&r.wrong, wrong_d, sizeof(r.wrong), cudaMemcpyDeviceToHost, s));

@@ -64,9 +64,9 @@
 #include <thread>
 #include <vector>
 
-#include "device_buffer.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/error.hpp"
 
 namespace ovl::soak {
@@ -138,7 +138,7 @@ __global__ void compare_kernel(const void* x, const void* ref, int64_t n, bool f
   if (bad != 0) atomicAdd(nonfinite, bad);
 }
 
-using Buffer = ovl::bench::DeviceBuffer;
+using Buffer = ovl::DeviceBuffer;
 
 double rss_mib() {
   std::ifstream statm("/proc/self/statm");
@@ -393,14 +393,14 @@ class Worker {
     const int64_t a_rows = p.op == Op::kAllGatherGemm ? p.m / w : p.m;
     const int64_t c_rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
     const bool fp16 = p.dtype == DType::kFP16;
-    const TensorRef a{a_->ptr, a_rows, p.k, p.dtype};
-    const TensorRef b{b_->ptr, p.b_layout == BLayout::kNxK ? p.n : p.k, p.b_layout == BLayout::kNxK ? p.k : p.n,
+    const TensorRef a{a_->get(), a_rows, p.k, p.dtype};
+    const TensorRef b{b_->get(), p.b_layout == BLayout::kNxK ? p.n : p.k, p.b_layout == BLayout::kNxK ? p.k : p.n,
                       p.dtype, p.b_layout};
-    const TensorRef c{c_->ptr, c_rows, p.n, p.dtype}, ref{ref_->ptr, c_rows, p.n, p.dtype};
+    const TensorRef c{c_->get(), c_rows, p.n, p.dtype}, ref{ref_->get(), c_rows, p.n, p.dtype};
     cudaStream_t s = streams_[rng_() % 2];
-    fill_kernel<<<1024, 256, 0, s>>>(a_->ptr, a_rows * p.k, fp16, rng_());
-    fill_kernel<<<1024, 256, 0, s>>>(b_->ptr, p.n * p.k, fp16, rng_());
-    OVL_CUDA_CHECK(cudaMemsetAsync(c_->ptr, 0xFF, size_t(c_rows * p.n * 2), s));  // NaN: an unwritten element shows
+    fill_kernel<<<1024, 256, 0, s>>>(a_->get(), a_rows * p.k, fp16, rng_());
+    fill_kernel<<<1024, 256, 0, s>>>(b_->get(), p.n * p.k, fp16, rng_());
+    OVL_CUDA_CHECK(cudaMemsetAsync(c_->get(), 0xFF, size_t(c_rows * p.n * 2), s));  // NaN: an unwritten element shows
     OVL_CUDA_CHECK(cudaGetLastError());
     const std::optional<Plan> plan = choose_plan(ctx, p);
     const std::string mode = plan ? std::string(to_string(plan->mode)) : "auto";
@@ -489,9 +489,9 @@ class Worker {
 
   // ||x - ref|| / ||ref||, +inf with a NaN or inf in x. Synchronizes s.
   double compare(const TensorRef& x, const TensorRef& ref, int64_t n, bool fp16, cudaStream_t s) {
-    auto* sums = static_cast<double*>(sums_->ptr);
+    auto* sums = static_cast<double*>(sums_->get());
     auto* bad = reinterpret_cast<unsigned long long*>(sums + 2);
-    OVL_CUDA_CHECK(cudaMemsetAsync(sums_->ptr, 0, 2 * sizeof(double) + sizeof(unsigned long long), s));
+    OVL_CUDA_CHECK(cudaMemsetAsync(sums_->get(), 0, 2 * sizeof(double) + sizeof(unsigned long long), s));
     compare_kernel<<<512, 256, 0, s>>>(x.ptr, ref.ptr, n, fp16, sums, bad);
     OVL_CUDA_CHECK(cudaGetLastError());
     double host[2] = {};

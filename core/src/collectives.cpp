@@ -67,15 +67,10 @@ RangeTable::RangeTable(const World& world, std::span<const TileRange> ranges, in
   }
   for (std::size_t j = std::size_t(list) + 1; j < begin.size(); ++j) begin[j] = std::uint32_t(order.size());
   OVL_CUDA_CHECK(cudaSetDevice(device_));
-  try {
-    OVL_CUDA_CHECK(cudaMalloc(&ranges_, host.size() * sizeof(host[0])));
-    OVL_CUDA_CHECK(cudaMalloc(&list_begin_, begin.size() * sizeof(begin[0])));
-    copy_now(ranges_, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice);
-    copy_now(list_begin_, begin.data(), begin.size() * sizeof(begin[0]), cudaMemcpyHostToDevice);
-  } catch (...) {
-    release();  // no destructor runs for a constructor that throws
-    throw;
-  }
+  ranges_ = DeviceBuffer(host.size() * sizeof(host[0]));
+  list_begin_ = DeviceBuffer(begin.size() * sizeof(begin[0]));
+  copy_now(ranges_.get(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice);
+  copy_now(list_begin_.get(), begin.data(), begin.size() * sizeof(begin[0]), cudaMemcpyHostToDevice);
 }
 
 std::uint64_t RangeTable::bytes_gcd_check(std::size_t element_bytes) const {
@@ -84,49 +79,20 @@ std::uint64_t RangeTable::bytes_gcd_check(std::size_t element_bytes) const {
   return 0;
 }
 
-RangeTable::~RangeTable() { release(); }
-RangeTable::RangeTable(RangeTable&& o) noexcept { *this = std::move(o); }
-RangeTable& RangeTable::operator=(RangeTable&& o) noexcept {
-  if (this != &o) {
-    release();
-    num_groups_ = o.num_groups_;
-    world_size_ = o.world_size_;
-    device_ = o.device_;
-    src_end_ = o.src_end_;
-    dst_end_ = o.dst_end_;
-    range_bytes_ = std::move(o.range_bytes_);
-    ranges_ = std::exchange(o.ranges_, nullptr);
-    list_begin_ = std::exchange(o.list_begin_, nullptr);
-  }
-  return *this;
-}
-void RangeTable::release() noexcept {
-  if (ranges_ != nullptr) cudaFree(ranges_);
-  if (list_begin_ != nullptr) cudaFree(list_begin_);
-  ranges_ = nullptr;
-  list_begin_ = nullptr;
-}
-
 // ---- Collectives ----
 Collectives::Collectives(const World& world) : world_(world) {
   OVL_CHECK(world.valid(), "Collectives on an empty World");
   OVL_CUDA_CHECK(cudaSetDevice(world.device()));
   kernels::preload_collective_kernels();  // no lazy module load while a collective spins (see the header)
   flags_ = SymmetricBuffer(world, kernels::collective_flag_bytes());  // zeroed, collective
-  OVL_CUDA_CHECK(cudaMalloc(&error_, sizeof(kernels::DeviceError)));
-  try {
-    fill_now(error_, 0, sizeof(kernels::DeviceError));
-    world.barrier();
-  } catch (...) {
-    cudaFree(error_);  // no destructor runs for a constructor that throws
-    error_ = nullptr;
-    throw;
-  }
+  error_ = DeviceBuffer(sizeof(kernels::DeviceError));
+  fill_now(error_.get(), 0, sizeof(kernels::DeviceError));
+  world.barrier();
 }
 
+// The error record is freed with the World's device current.
 Collectives::~Collectives() {
-  if (error_ != nullptr && (cudaSetDevice(world_.device()) != cudaSuccess || cudaFree(error_) != cudaSuccess))
-    std::fprintf(stderr, "ovl: Collectives: freeing the error record failed\n");
+  if (cudaSetDevice(world_.device()) != cudaSuccess) std::fprintf(stderr, "ovl: Collectives: cudaSetDevice failed\n");
 }
 
 void Collectives::nccl(Collective op, const void* send, void* recv, std::size_t count, DType dtype,
@@ -165,7 +131,7 @@ kernels::CollectiveArguments Collectives::base_args(Collective op, const Symmetr
   a.pull_warps = options.pull_warps;
   a.timeout_ns = options.timeout_ns;
   a.dst_zeroed = options.dst_zeroed;
-  a.error = error_;
+  a.error = error_.as<kernels::DeviceError>();
   return a;
 }
 
@@ -300,9 +266,9 @@ void Collectives::check(cudaStream_t stream) {
   OVL_CUDA_CHECK(cudaSetDevice(world_.device()));
   OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
   kernels::DeviceError e{};
-  copy_now(&e, error_, sizeof(e), cudaMemcpyDeviceToHost, stream);
+  copy_now(&e, error_.get(), sizeof(e), cudaMemcpyDeviceToHost, stream);
   if (e.code != 0) {
-    fill_now(error_, 0, sizeof(e), stream);
+    fill_now(error_.get(), 0, sizeof(e), stream);
     OVL_FAIL("collective wait timed out: {}", kernels::describe(e));
   }
 }

@@ -22,8 +22,6 @@
 namespace ovl {
 namespace {
 
-using detail::DeviceBuffer;
-
 // OVL_WAIT_TIMEOUT_MS, read once.
 double env_timeout_ms() {
   static const double value = [] {
@@ -236,11 +234,11 @@ detail::ShapeState& Context::Impl::shape(const Problem& p) {
     const int64_t b_elems = p.k * p.n;
     DeviceBuffer a_tmp, b_tmp, scales;
     if (p.op != Op::kAllGatherGemm) {
-      a_tmp = DeviceBuffer(size_t(p.m * p.k * in_bytes));
-      b_tmp = DeviceBuffer(size_t(b_elems * dtype_bytes(b_dtype)));
+      a_tmp = detail::context_buffer(size_t(p.m * p.k * in_bytes));
+      b_tmp = detail::context_buffer(size_t(b_elems * dtype_bytes(b_dtype)));
       if (fp8) {
         const float half[2] = {0.5f, 0.5f};
-        scales = DeviceBuffer(sizeof(half));
+        scales = detail::context_buffer(sizeof(half));
         OVL_CUDA_CHECK(cudaMemcpyAsync(scales.get(), half, sizeof(half), cudaMemcpyHostToDevice, st0));
       }
     }
@@ -326,10 +324,10 @@ detail::PlanState& Context::Impl::plan_state(const Problem& p, const Plan& plan)
   std::vector<unsigned> fault = ps->expected_host;
   if (groups > 0) {
     fault.back() += 1;
-    ps->expected = DeviceBuffer(groups * sizeof(unsigned));
-    ps->expected_fault = DeviceBuffer(groups * sizeof(unsigned));
+    ps->expected = detail::context_buffer(groups * sizeof(unsigned));
+    ps->expected_fault = detail::context_buffer(groups * sizeof(unsigned));
   }
-  ps->ranges = DeviceBuffer(table.size() * sizeof(kernels::LoopbackRange));
+  ps->ranges = detail::context_buffer(table.size() * sizeof(kernels::LoopbackRange));
   detail::enqueue_and_wait(nullptr, [&](cudaStream_t st) {  // the tables, landed before any kernel reads them
     const auto upload = [&](void* dst, const void* src, size_t bytes) {
       OVL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));

@@ -80,11 +80,11 @@ CopyEngineExecutor::Shape& CopyEngineExecutor::shape(const Call& c) {
     if (p.op == Op::kGemmAllReduce && sh.out_sym.empty()) sh.out_sym = SymmetricBuffer(world, size_t(p.m * p.n * eb));
   } else {
     if (flags_.bytes() == 0) {
-      flags_ = DeviceBuffer(sizeof(unsigned) * size_t(kFlagWords) * kFlagRanks);
+      flags_ = context_buffer(sizeof(unsigned) * size_t(kFlagWords) * kFlagRanks);
       fill_now(flags_.get(), 0, flags_.bytes());
     }
     if (!ag && sh.recv.bytes() < size_t(w) * size_t(w) * size_t(slot_bytes))
-      sh.recv = DeviceBuffer(size_t(w) * size_t(w) * size_t(slot_bytes));
+      sh.recv = context_buffer(size_t(w) * size_t(w) * size_t(slot_bytes));
   }
   return sh;
 }

@@ -81,37 +81,11 @@ kernels::GemmArguments gemm_arguments(const Call& call, const void* a, void* d, 
 void* gemm_workspace(const Call& call, const kernels::GemmArguments& g) {
   DeviceBuffer& ws = call.shape->gemm_workspace;
   const size_t bytes = kernels::gemm_workspace_bytes(g);
-  if (ws.bytes() < bytes) ws = DeviceBuffer(bytes);
+  if (ws.bytes() < bytes) ws = context_buffer(bytes);
   return ws.get();
 }
 
 }  // namespace
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t err = cudaMalloc(&ptr_, bytes);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    OVL_FAIL("ovl::Context could not allocate {} bytes ({:.2f} GiB) of device memory for its buffers: {}; "
-             "Context::release_caches() frees the buffers of earlier shapes",
-             bytes, double(bytes) / double(1ull << 30), cudaGetErrorString(err));
-  }
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr && cudaFree(ptr_) != cudaSuccess) {
-    fmt::print(stderr, "ovl: cudaFree failed in ~DeviceBuffer: {}\n", cudaGetErrorString(cudaGetLastError()));
-  }
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
 
 bool ContextIdentity::has_nccl_bound(int ctas) const {
   if (!world_ref.valid()) return false;
@@ -127,11 +101,11 @@ Resources::Resources(const ContextIdentity& identity) : id(identity) {
     int least = 0, greatest = 0;
     OVL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     OVL_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream, cudaStreamNonBlocking, greatest));
-    counters = DeviceBuffer(sizeof(unsigned) * kMaxGroups);
+    counters = context_buffer(sizeof(unsigned) * kMaxGroups);
     fill_now(counters.get(), 0, counters.bytes(), comm_stream);
-    error = DeviceBuffer(sizeof(kernels::DeviceError));
+    error = context_buffer(sizeof(kernels::DeviceError));
     fill_now(error.get(), 0, error.bytes(), comm_stream);
-    stamps = DeviceBuffer(sizeof(unsigned long long) * kStampSlots);
+    stamps = context_buffer(sizeof(unsigned long long) * kStampSlots);
     // Lazy module loading would load a mover's module at its first launch, waiting for the running GEMM: load now.
     kernels::preload_loopback_kernels();
     kernels::preload_wait_kernels();  // the counter wait, the stamps; AG+GEMM releases its groups with add_counters
@@ -237,10 +211,10 @@ void Resources::bind_buffers(Call& c) {
   if (c.plan.comm_algo != CommAlgo::kNcclSymmetric) {
     // The gathered A in A's type, the GEMM's output in C's.
     if (ag) {
-      if (st.gathered_a.get() == nullptr) st.gathered_a = DeviceBuffer(size_t(p.m * p.k * dtype_bytes(p.dtype)));
+      if (st.gathered_a.get() == nullptr) st.gathered_a = context_buffer(size_t(p.m * p.k * dtype_bytes(p.dtype)));
       c.gathered = st.gathered_a.get();
     } else {
-      if (st.partial.get() == nullptr) st.partial = DeviceBuffer(size_t(p.m * p.n * dtype_bytes(p.output_dtype())));
+      if (st.partial.get() == nullptr) st.partial = context_buffer(size_t(p.m * p.n * dtype_bytes(p.output_dtype())));
       c.partial = st.partial.get();
     }
     return;
@@ -438,7 +412,7 @@ void Resources::signaled_gemm(const Call& call, int grid, cudaStream_t stream, u
     if (tile_major != nullptr) {
       g.output_layout = OutputLayout::kTileMajor;
       const size_t bytes = kernels::gemm_output_bytes(g);
-      if (tile_major->bytes() < bytes) *tile_major = DeviceBuffer(bytes);
+      if (tile_major->bytes() < bytes) *tile_major = context_buffer(bytes);
       g.d = tile_major->get();
     }
   }
@@ -448,7 +422,7 @@ void Resources::signaled_gemm(const Call& call, int grid, cudaStream_t stream, u
   g.epilogue = tuned_gemm_epilogue(g);
   if (record.valid) {
     ShapeState& st = *call.shape;
-    if (st.tile_stamps.bytes() < size_t(tiles) * 8) st.tile_stamps = DeviceBuffer(size_t(tiles) * 8);
+    if (st.tile_stamps.bytes() < size_t(tiles) * 8) st.tile_stamps = context_buffer(size_t(tiles) * 8);
     g.tile_timestamps = st.tile_stamps.as<unsigned long long>();
     record.tile_stamps = true;
     record.tile_stamp_ptr = g.tile_timestamps;

@@ -18,32 +18,16 @@
 #include "ovl/core/nccl_symmetric.hpp"
 #include "ovl/core/sm_partition.hpp"
 #include "ovl/core/testing.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/kernels/gemm.hpp"
 #include "ovl/kernels/loopback.hpp"
 
 namespace ovl::detail {
 
-// Owns one cudaMalloc'ed block; frees it in the destructor (logging, never throwing).
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+// A buffer of the Context's (ovl::DeviceBuffer); its allocation failure says what frees memory.
+inline DeviceBuffer context_buffer(size_t bytes) {
+  return DeviceBuffer(bytes, "ovl::Context's buffers: Context::release_caches() frees those of earlier shapes");
+}
 
 // What a Context is, fixed when it is made: its device and world, and the profiles and the timeout its calls use.
 struct ContextIdentity {

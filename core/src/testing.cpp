@@ -43,12 +43,12 @@ void run_part(Context& ctx, Part part, Op op, const TensorRef& a, const TensorRe
 namespace {
 // The device pointers of one of a loopback shape's peer buffer lists (peer_src or peer_dst), made on first use.
 template <typename Ptr>
-std::vector<Ptr> peer_buffers(Context& ctx, const Problem& problem,
-                              std::vector<detail::DeviceBuffer> detail::ShapeState::*list, const char* api) {
+std::vector<Ptr> peer_buffers(Context& ctx, const Problem& problem, std::vector<DeviceBuffer> detail::ShapeState::*list,
+                              const char* api) {
   Context::Impl& s = detail::ContextAccess::impl(ctx);
   const std::lock_guard lock(s.mutex);
   std::vector<Ptr> out;
-  for (const detail::DeviceBuffer& b : s.loopback_shape(problem, api).*list) out.push_back(b.get());
+  for (const DeviceBuffer& b : s.loopback_shape(problem, api).*list) out.push_back(b.get());
   return out;
 }
 }  // namespace

@@ -1,4 +1,6 @@
 // World backends (loopback, threads, MPI, NCCL id) and the host-side barrier / all-gather they share.
+#include "ovl/core/world.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,8 +13,8 @@
 #include <thread>
 
 #include "ovl/core/nccl_check.hpp"
-#include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/device_buffer.hpp"
 #include "world_internal.hpp"
 
 namespace ovl {
@@ -43,19 +45,13 @@ std::vector<std::vector<std::byte>> WorldState::nccl_all_gather(int rank, std::s
   // NCCL moves device memory: stage the bytes through one buffer of size x bytes, gather in place, copy back.
   const std::size_t bytes = std::max<std::size_t>(mine.size(), 1);
   OVL_CUDA_CHECK(cudaSetDevice(devices[std::size_t(rank)]));
-  std::byte* buffer = nullptr;
-  OVL_CUDA_CHECK(cudaMalloc(&buffer, bytes * std::size_t(size)));
+  const DeviceBuffer staging(bytes * std::size_t(size));
+  std::byte* buffer = staging.as<std::byte>();
   std::vector<std::byte> flat(bytes * std::size_t(size));
-  try {
-    std::byte* own = buffer + bytes * std::size_t(rank);
-    if (!mine.empty()) copy_now(own, mine.data(), mine.size(), cudaMemcpyHostToDevice, host_stream);
-    OVL_NCCL_CHECK(ncclAllGather(own, buffer, bytes, ncclChar, host_comm, host_stream));
-    copy_now(flat.data(), buffer, flat.size(), cudaMemcpyDeviceToHost, host_stream);
-  } catch (...) {
-    (void)cudaFree(buffer);
-    throw;
-  }
-  OVL_CUDA_CHECK(cudaFree(buffer));
+  std::byte* own = buffer + bytes * std::size_t(rank);
+  if (!mine.empty()) copy_now(own, mine.data(), mine.size(), cudaMemcpyHostToDevice, host_stream);
+  OVL_NCCL_CHECK(ncclAllGather(own, buffer, bytes, ncclChar, host_comm, host_stream));
+  copy_now(flat.data(), buffer, flat.size(), cudaMemcpyDeviceToHost, host_stream);
   std::vector<std::vector<std::byte>> all(static_cast<std::size_t>(size));
   for (std::size_t r = 0; r < all.size(); ++r) {
     const auto first = flat.begin() + std::ptrdiff_t(r * bytes);

@@ -132,11 +132,11 @@ inline std::size_t run_gathered_all_gather(const World& world, Collectives& coll
       if (t.group == g) spans.push_back(DstSpan{t.dst_offset, t.bytes});
   }
   span_begin.push_back(int(spans.size()));
-  DeviceBuffer<std::uint32_t> counters(std::size_t(played) * std::size_t(groups));
-  DeviceBuffer<unsigned char> want_d(table.dst_end());
-  DeviceBuffer<DstSpan> spans_d(spans.size());
-  DeviceBuffer<int> begin_d(span_begin.size()), late_d(static_cast<std::size_t>(played));
-  DeviceBuffer<unsigned long long> wrong_d(static_cast<std::size_t>(played));
+  DeviceArray<std::uint32_t> counters(std::size_t(played) * std::size_t(groups));
+  DeviceArray<unsigned char> want_d(table.dst_end());
+  DeviceArray<DstSpan> spans_d(spans.size());
+  DeviceArray<int> begin_d(span_begin.size()), late_d(static_cast<std::size_t>(played));
+  DeviceArray<unsigned long long> wrong_d(static_cast<std::size_t>(played));
   OVL_CUDA_CHECK(cudaMemcpy(spans_d.get(), spans.data(), spans.size() * sizeof(DstSpan), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(cudaMemcpy(begin_d.get(), span_begin.data(), span_begin.size() * sizeof(int), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));

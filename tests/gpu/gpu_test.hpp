@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ovl/core/context.hpp"
+#include "ovl/device_buffer.hpp"
 
 namespace ovl::test {
 
@@ -155,38 +156,28 @@ inline std::vector<uint16_t> read_device(const void* p, int64_t elems) {
   return out;
 }
 
-// `count` values of T in device memory, owned for a scope (an early return from a failed ASSERT frees them), with 64
-// bytes of slack past the end; no memory when count is 0 (get() is null). The constructor throws std::runtime_error
-// naming the size and the CUDA error when the allocation fails.
+// `count` values of T in device memory (an ovl::DeviceBuffer), owned for a scope (an early return from a failed ASSERT
+// frees them), with 64 bytes of slack past the end; no memory when count is 0 (get() is null). The constructor throws
+// ovl::Error naming the size and the CUDA error when the allocation fails.
 template <typename T>
-class DeviceBuffer {
+class DeviceArray {
  public:
-  explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count_ == 0) return;
-    const cudaError_t e = cudaMalloc(&ptr_, bytes() + 64);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();  // not sticky: a later check of the last error does not see this one
-      throw std::runtime_error("cudaMalloc of " + std::to_string(bytes()) + " bytes: " + cudaGetErrorString(e));
-    }
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* get() const { return static_cast<T*>(ptr_); }
+  explicit DeviceArray(size_t count) : count_(count), buffer_(count == 0 ? 0 : count * sizeof(T) + 64) {}
+  T* get() const { return buffer_.as<T>(); }
   size_t count() const { return count_; }
   size_t bytes() const { return count_ * sizeof(T); }
 
  private:
-  void* ptr_ = nullptr;
   size_t count_;
+  DeviceBuffer buffer_;
 };
 
-// A row-major bf16 matrix on the device (a DeviceBuffer) and its host copy. Uploaded and synchronized before the
+// A row-major bf16 matrix on the device (a DeviceArray) and its host copy. Uploaded and synchronized before the
 // constructor returns.
 struct DeviceMatrix {
   int64_t rows = 0, cols = 0;
   std::vector<uint16_t> host;
-  DeviceBuffer<uint16_t> device;
+  DeviceArray<uint16_t> device;
   void* ptr = nullptr;  // device.get()
   DeviceMatrix(int64_t r, int64_t c, std::vector<uint16_t> values)
       : rows(r), cols(c), host(std::move(values)), device(host.size()), ptr(device.get()) {

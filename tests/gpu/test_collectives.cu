@@ -434,7 +434,7 @@ TEST_F(CollectivesTest, MissingGroupFlagTimesOut) {
 TEST_F(CollectivesTest, MissingGatheredRowsTimeOut) {
   LoneRankAfterGroup0 lone;
   const int groups = LoneRankAfterGroup0::kGroups;
-  test::DeviceBuffer<std::uint32_t> counters(groups);
+  test::DeviceArray<std::uint32_t> counters(groups);
   OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   OVL_CUDA_CHECK(test::finish_setup());
   lone.args.op = Collective::kAllGather;
@@ -472,7 +472,7 @@ TEST_F(CollectivesTest, CounterThatNeverArrivesThrows) {
   SymmetricBuffer buf(world, 1 << 16), counters(world, 4 * sizeof(std::uint32_t));
   std::vector<TileRange> ranges{{0, 0, 0, 0, 1 << 15}, {1, 0, 1 << 15, 1 << 15, 1 << 15}};
   RangeTable table(world, ranges, 1);
-  test::DeviceBuffer<std::uint32_t> expected(1);
+  test::DeviceArray<std::uint32_t> expected(1);
   const std::uint32_t one = 1;
   OVL_CUDA_CHECK(cudaMemcpy(expected.get(), &one, sizeof(one), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
@@ -500,7 +500,7 @@ TEST_F(CollectivesTest, GateTimesOutMidStream) {
       ranges.push_back(TileRange{r, g, at, at, piece});
     }
   RangeTable table(world, ranges, groups);
-  test::DeviceBuffer<std::uint32_t> expected(groups);
+  test::DeviceArray<std::uint32_t> expected(groups);
   const std::vector<std::uint32_t> want{1, 1, 1, 2};
   OVL_CUDA_CHECK(cudaMemcpy(expected.get(), want.data(), expected.bytes(), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
@@ -529,7 +529,7 @@ TEST_F(CollectivesTest, TileRangesGatedByCounters) {
   std::shuffle(order.begin(), order.end(), gen);
   for (int t : order) ranges.push_back(TileRange{t % n, t / (tiles / groups), t * tile_bytes, t * tile_bytes, tile_bytes});
   RangeTable table(world, ranges, groups);
-  test::DeviceBuffer<std::uint32_t> expected(groups);
+  test::DeviceArray<std::uint32_t> expected(groups);
   const std::vector<std::uint32_t> ones(groups, 1);
   OVL_CUDA_CHECK(cudaMemcpy(expected.get(), ones.data(), expected.bytes(), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());
@@ -668,7 +668,7 @@ class GatedAllReduce {
   std::vector<TileRange> ranges_;
   RangeTable table_;
   SymmetricBuffer src_, dst_, counters_;  // dst_: empty in place
-  test::DeviceBuffer<std::uint32_t> expected_;
+  test::DeviceArray<std::uint32_t> expected_;
   std::vector<std::vector<unsigned char>> in_;
 };
 
@@ -756,7 +756,7 @@ TEST_F(CollectivesTest, GroupReleaseIsRefusedByName) {
   SymmetricBuffer buf(world, 1 << 16);
   const std::vector<TileRange> ranges{{0, 0, 0, 0, 1 << 15}, {1, 0, 1 << 15, 1 << 15, 1 << 15}};
   RangeTable table(world, ranges, 1);
-  test::DeviceBuffer<std::uint32_t> counters(2);
+  test::DeviceArray<std::uint32_t> counters(2);
   const GroupRelease release{counters.get()};
   const auto call = [&](Collective op, CommAlgo algo, const GroupRelease& r) {
     coll.run_ranges(op, buf, buf, table, DType::kBF16, algo, CollectiveOptions{}, stream_, nullptr, &r);
@@ -773,7 +773,7 @@ TEST_F(CollectivesTest, GroupReleaseIsRefusedByName) {
 // expected, and stamping when it gave up), passes once the counter is added to, and returns at once (without
 // waiting) when the record already holds a timeout.
 TEST_F(CollectivesTest, WaitKernelTimesOutAndPasses) {
-  test::DeviceBuffer<std::uint32_t> counters_d(4);
+  test::DeviceArray<std::uint32_t> counters_d(4);
   std::uint32_t* counters = counters_d.get();
   unsigned long long* stamp = nullptr;
   kernels::DeviceError* err = nullptr;
@@ -824,7 +824,7 @@ TEST_F(CollectivesTest, LocalCopiesAndRings) {
   const std::size_t max_bytes = (std::size_t(3) << 20) + 4096 + 7;
   const std::vector<unsigned char> src_h = random_data(DType::kBF16, max_bytes / 2 + 1, 11);
   const std::vector<unsigned char> base_h = random_data(DType::kBF16, max_bytes / 2 + 1, 12);
-  test::DeviceBuffer<unsigned char> src_d(max_bytes), dst_d(max_bytes);
+  test::DeviceArray<unsigned char> src_d(max_bytes), dst_d(max_bytes);
   void *src = src_d.get(), *dst = dst_d.get();
   OVL_CUDA_CHECK(cudaMemcpy(src, src_h.data(), max_bytes, cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(test::finish_setup());

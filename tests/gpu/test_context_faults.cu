@@ -34,6 +34,7 @@
 #include "gpu/gpu_test.hpp"
 #include "ovl/core/ovl.hpp"
 #include "ovl/cuda_check.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/error.hpp"
 
 namespace ovl {
@@ -505,6 +506,26 @@ TEST_F(ContextFaultsTest, ReleaseCachesGivesBackEveryShape) {
     after.push_back(device_used_mib());
   }
   for (size_t i = 1; i < after.size(); ++i) EXPECT_LT(after[i] - after[0], 8.0) << "after release " << i;
+}
+
+// The device-memory owner every folder uses: an allocation the device cannot hold is an ovl::Error naming the size
+// and the caller's hint (the Context passes what frees memory), not sticky (the next CUDA call succeeds), and a
+// buffer that could be made still works after it.
+TEST_F(ContextFaultsTest, DeviceBufferFailureNamesTheSizeAndTheHint) {
+  const size_t too_much = size_t(1) << 50;  // 1 PiB
+  expect_error_naming_all([&] { DeviceBuffer b(too_much, "a hint"); },
+                          {"could not allocate 1125899906842624 bytes", "1048576.00 GiB", "a hint"});
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  DeviceBuffer ok(4096);
+  ASSERT_NE(ok.get(), nullptr);
+  EXPECT_EQ(cudaMemset(ok.get(), 0x5A, ok.bytes()), cudaSuccess);
+  DeviceBuffer moved = std::move(ok);
+  EXPECT_EQ(ok.get(), nullptr);
+  EXPECT_EQ(moved.bytes(), 4096u);
+  unsigned char back = 0;
+  EXPECT_EQ(cudaMemcpy(&back, moved.as<unsigned char>() + 4095, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, 0x5A);
+  EXPECT_EQ(DeviceBuffer(0).get(), nullptr);
 }
 
 // A real World of 2 GPUs: both ranks run one tma call together (the symmetric buffers are made collectively), then

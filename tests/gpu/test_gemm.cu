@@ -86,7 +86,7 @@ std::vector<uint16_t> random_matrix(size_t count, uint32_t seed, DType dtype) {
   return out;
 }
 
-using test::DeviceBuffer;
+using test::DeviceArray;
 
 struct Problem {
   int m, n, k;
@@ -103,7 +103,7 @@ std::string describe(const Problem& p) {
 struct Inputs {
   Problem problem;
   std::vector<uint16_t> a, b;  // A: M x K; B: K x N or N x K, row-major
-  DeviceBuffer<uint16_t> a_dev, b_dev;
+  DeviceArray<uint16_t> a_dev, b_dev;
   Inputs(const Problem& p, uint32_t seed)
       : problem(p),
         a(random_matrix(size_t(p.m) * p.k, seed, p.dtype)),
@@ -144,7 +144,7 @@ std::vector<double> cpu_reference(const Inputs& in) {
 // cuBLAS reference (fp32 compute, fp32 output), row-major M x N. Row-major C = A B is column-major C^T = B^T A^T.
 void cublas_reference(const Inputs& in, std::vector<double>& ref) {
   const Problem& p = in.problem;
-  DeviceBuffer<float> c(size_t(p.m) * p.n);
+  DeviceArray<float> c(size_t(p.m) * p.n);
   cublasHandle_t handle;
   CUBLAS_OK(cublasCreate(&handle));
   const float alpha = 1.f, beta = 0.f;
@@ -224,11 +224,11 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   args.b = in.b_dev.get();
   const int tiles = gemm_tile_count(args);
 
-  DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
-  DeviceBuffer<int> order(opt.explicit_order.size());
-  DeviceBuffer<unsigned int> counters(opt.tile_groups.size());
-  DeviceBuffer<unsigned long long> stamps(opt.timestamps ? tiles : 0);
-  DeviceBuffer<unsigned long long> cta_stamps(opt.timestamps ? opt.sm_count : 0);
+  DeviceArray<uint16_t> d(gemm_output_bytes(args) / 2);
+  DeviceArray<int> order(opt.explicit_order.size());
+  DeviceArray<unsigned int> counters(opt.tile_groups.size());
+  DeviceArray<unsigned long long> stamps(opt.timestamps ? tiles : 0);
+  DeviceArray<unsigned long long> cta_stamps(opt.timestamps ? opt.sm_count : 0);
   CUDA_OK(cudaMemset(d.get(), 0xFF, d.bytes()));  // NaN in bf16 and fp16
   args.d = d.get();
   if (!opt.explicit_order.empty()) {
@@ -247,7 +247,7 @@ void run(const Inputs& in, const RunOptions& opt, RunResult& out) {
   }
   if (opt.adjust_arguments) opt.adjust_arguments(args);
   ASSERT_EQ("", gemm_can_implement(args));
-  DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+  DeviceArray<uint8_t> workspace(gemm_workspace_bytes(args));
   // Garbage, not zeros: the arrival counters must count a word no launch of this process wrote as no arrival.
   if (workspace.bytes() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
   std::optional<test::Stream> own;  // a fresh stream on the whole device unless opt names one
@@ -884,11 +884,11 @@ TEST_F(GemmTest, GraphReplaysCountArrivalsFromZero) {
     GemmArguments args = arguments_of(p, opt);
     args.a = in.a_dev.get();
     args.b = in.b_dev.get();
-    DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
-    DeviceBuffer<unsigned int> counters(2);
+    DeviceArray<uint16_t> d(gemm_output_bytes(args) / 2);
+    DeviceArray<unsigned int> counters(2);
     args.d = d.get();
     args.group_counters = counters.get();  // before sizing the workspace: half tiles count only when signalled
-    DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+    DeviceArray<uint8_t> workspace(gemm_workspace_bytes(args));
     ASSERT_GT(workspace.bytes(), 0u) << plan.name;
     CUDA_OK(cudaMemset(counters.get(), 0, counters.bytes()));
     CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
@@ -932,10 +932,10 @@ TEST_F(GemmTest, ProgrammaticLaunchChainsSeeEachOthersWrites) {
   const std::vector<uint16_t> b1 = random_matrix(size_t(n1) * k1, 502, DType::kBF16);  // N x K
   const std::vector<uint16_t> b2 = random_matrix(size_t(n2) * n1, 503, DType::kBF16);
   const std::vector<uint16_t> b3 = random_matrix(size_t(n3) * n2, 504, DType::kBF16);
-  DeviceBuffer<uint16_t> a1_dev(a1.size()), b1_dev(b1.size()), b2_dev(b2.size()), b3_dev(b3.size());
-  DeviceBuffer<uint16_t> d1(size_t(m) * n1), d2(size_t(m) * n2);
+  DeviceArray<uint16_t> a1_dev(a1.size()), b1_dev(b1.size()), b2_dev(b2.size()), b3_dev(b3.size());
+  DeviceArray<uint16_t> d1(size_t(m) * n1), d2(size_t(m) * n2);
   const int tiles1 = gemm_tile_count(arguments_of(Problem{m, n1, k1}, RunOptions{}));
-  DeviceBuffer<unsigned long long> tile_stamps1(tiles1), cta_stamps2(132);
+  DeviceArray<unsigned long long> tile_stamps1(tiles1), cta_stamps2(132);
   ASSERT_EQ(size_t(m) * n3, b2.size());  // D3 overwrites B2
   CUDA_OK(cudaMemcpy(a1_dev.get(), a1.data(), a1_dev.bytes(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(b1_dev.get(), b1.data(), b1_dev.bytes(), cudaMemcpyHostToDevice));
@@ -1105,9 +1105,9 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
         RunResult plain;
         run(in, opt, plain);
 
-        DeviceBuffer<uint16_t> a(in.a.size());
-        DeviceBuffer<unsigned int> waits(groups), sleeper(1);
-        DeviceBuffer<DeviceError> error(1);
+        DeviceArray<uint16_t> a(in.a.size());
+        DeviceArray<unsigned int> waits(groups), sleeper(1);
+        DeviceArray<DeviceError> error(1);
         CUDA_OK(cudaMemset(a.get(), 0xFF, a.bytes()));
         CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
         CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
@@ -1153,8 +1153,8 @@ TEST_F(GemmTest, WaitCountersGateTheLoadsOfA) {
 TEST_F(GemmTest, WaitTimesOutAndReports) {
   const Problem p{1024, 1024, 128, DType::kBF16, BLayout::kNxK};  // 8 x 4 tiles
   Inputs in(p, 93);
-  DeviceBuffer<unsigned int> waits(4);
-  DeviceBuffer<DeviceError> error(1);
+  DeviceArray<unsigned int> waits(4);
+  DeviceArray<DeviceError> error(1);
   CUDA_OK(cudaMemset(waits.get(), 0, waits.bytes()));
   CUDA_OK(cudaMemset(error.get(), 0, error.bytes()));
   RunOptions opt;

@@ -61,7 +61,7 @@ int device_sms() {
   return sms;
 }
 
-using test::DeviceBuffer;
+using test::DeviceArray;
 
 struct Outcome {
   std::vector<uint16_t> d;  // the raw output buffer
@@ -95,10 +95,10 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   args.tile_groups.assign(size_t(tiles / tiles_n), tiles_n);
   out.groups = args.tile_groups;
 
-  DeviceBuffer<uint8_t> a_dev(a.size()), b_dev(b.size());
-  DeviceBuffer<float> scales(2);
-  DeviceBuffer<uint16_t> d(gemm_output_bytes(args) / 2);
-  DeviceBuffer<unsigned int> counters(args.tile_groups.size());
+  DeviceArray<uint8_t> a_dev(a.size()), b_dev(b.size());
+  DeviceArray<float> scales(2);
+  DeviceArray<uint16_t> d(gemm_output_bytes(args) / 2);
+  DeviceArray<unsigned int> counters(args.tile_groups.size());
   CUDA_OK(cudaMemcpy(a_dev.get(), a.data(), a.size(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(b_dev.get(), b.data(), b.size(), cudaMemcpyHostToDevice));
   const float host_scales[2] = {a_scale, b_scale};
@@ -112,7 +112,7 @@ void run_case(const Case& c, const std::vector<uint8_t>& a, const std::vector<ui
   args.b_scale = scales.get() + 1;
   args.group_counters = counters.get();
   ASSERT_EQ("", gemm_can_implement(args));
-  DeviceBuffer<uint8_t> workspace(gemm_workspace_bytes(args));
+  DeviceArray<uint8_t> workspace(gemm_workspace_bytes(args));
   // Garbage, not zeros: the arrival counters must take a word no launch wrote as no arrival.
   if (workspace.count() > 0) CUDA_OK(cudaMemset(workspace.get(), 0xA5, workspace.bytes()));
   test::Stream stream;

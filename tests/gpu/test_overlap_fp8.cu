@@ -79,8 +79,8 @@ struct Fp8Matrix {
   DType dtype;
   std::vector<uint8_t> host;
   float scale;
-  test::DeviceBuffer<uint8_t> data;
-  test::DeviceBuffer<float> scale_dev;
+  test::DeviceArray<uint8_t> data;
+  test::DeviceArray<float> scale_dev;
   Fp8Matrix(int64_t r, int64_t c, DType type, uint32_t seed)
       : rows(r),
         cols(c),

@@ -184,7 +184,7 @@ TEST_F(GpuTest, WorldFromTheCallersCommunicator) {
   std::mt19937 rng(5);
   std::vector<float> host(1024);
   for (float& v : host) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-  test::DeviceBuffer<float> src_d(host.size()), dst_d(host.size());
+  test::DeviceArray<float> src_d(host.size()), dst_d(host.size());
   float *src = src_d.get(), *dst = dst_d.get();
   OVL_CUDA_CHECK(cudaMemcpy(src, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   OVL_NCCL_CHECK(ncclAllReduce(src, dst, host.size(), ncclFloat, ncclSum, comm, nullptr));
@@ -348,7 +348,7 @@ TEST_F(HopperTest, MpiRankThatStopsMidGatherTimesOutNamingTheGroup) {
   const SymmetricBuffer src(world, table.src_end()), dst(world, table.dst_end()),
       gemm_counters(world, groups * sizeof(std::uint32_t));
   const std::vector<std::uint32_t> expected{0, me == stopper ? 1u : 0u, 0};
-  test::DeviceBuffer<std::uint32_t> expected_d(groups), counters(groups);
+  test::DeviceArray<std::uint32_t> expected_d(groups), counters(groups);
   OVL_CUDA_CHECK(cudaMemcpy(expected_d.get(), expected.data(), expected_d.bytes(), cudaMemcpyHostToDevice));
   OVL_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   OVL_CUDA_CHECK(test::finish_setup());

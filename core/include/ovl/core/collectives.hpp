@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "ovl/core/world.hpp"
+#include "ovl/device_buffer.hpp"
 #include "ovl/kernels/collectives.hpp"
 #include "ovl/model/problem.hpp"
 
@@ -53,27 +54,20 @@ struct TileRange {
 class RangeTable {
  public:
   RangeTable(const World& world, std::span<const TileRange> ranges, int num_groups);
-  ~RangeTable();
-  RangeTable(RangeTable&& other) noexcept;
-  RangeTable& operator=(RangeTable&& other) noexcept;
-  RangeTable(const RangeTable&) = delete;
-  RangeTable& operator=(const RangeTable&) = delete;
 
   int num_groups() const { return num_groups_; }
   int world_size() const { return world_size_; }
   std::uint64_t src_end() const { return src_end_; }  // highest src byte + 1 over all ranges
   std::uint64_t dst_end() const { return dst_end_; }
   std::uint64_t bytes_gcd_check(std::size_t element_bytes) const;  // first range bytes not a multiple, or 0
-  const kernels::DeviceRange* device_ranges() const { return ranges_; }
-  const std::uint32_t* device_list_begin() const { return list_begin_; }
+  const kernels::DeviceRange* device_ranges() const { return ranges_.as<const kernels::DeviceRange>(); }
+  const std::uint32_t* device_list_begin() const { return list_begin_.as<const std::uint32_t>(); }
 
  private:
-  void release() noexcept;
   int num_groups_ = 0, world_size_ = 0, device_ = 0;
   std::uint64_t src_end_ = 0, dst_end_ = 0;
   std::vector<std::uint64_t> range_bytes_;
-  kernels::DeviceRange* ranges_ = nullptr;
-  std::uint32_t* list_begin_ = nullptr;
+  DeviceBuffer ranges_, list_begin_;
 };
 
 // The persistent, counter-polling form: group g of rank p's data moves once counters.peer(p)[g] >= expected[g].
@@ -130,7 +124,7 @@ class Collectives {
 
   World world_;
   SymmetricBuffer flags_;
-  kernels::DeviceError* error_ = nullptr;  // device memory
+  DeviceBuffer error_;  // one kernels::DeviceError
   std::uint32_t epoch_ = 0;
 };
 
