@@ -51,17 +51,27 @@ def gemm_runs(path):
 
 
 def cmd_table(argv):
-    """Prints a compact table of a Google Benchmark JSON file: name, time (us) and the counters ovl reports."""
-    sys.argv = ['results.py table'] + argv
-    KEYS = ("tflops", "algbw_GBps", "busbw_GBps", "GBps", "speedup", "efficiency", "wrong")
+    """Prints a compact table of a Google Benchmark JSON file: name, time (us) and the counters ovl reports.
+        scripts/results.py table FILE.json... [--counters a,b,...] [--filter REGEX]
+    --counters names the counters to print instead (e.g. t_comm_us,t_gemm_us of bench_overlap); --filter keeps the
+    cases whose name it matches (re.search)."""
+    ap = argparse.ArgumentParser(prog="results.py table")
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--counters", default="tflops,algbw_GBps,busbw_GBps,GBps,speedup,efficiency,wrong")
+    ap.add_argument("--filter", default="")
+    args = ap.parse_args(argv)
+    KEYS = tuple(k for k in args.counters.split(",") if k)
+    keep = re.compile(args.filter)
 
-    for path in sys.argv[1:]:
+    for path in args.files:
         with open(path) as f:
             data = json.load(f)
         ctx = data.get("context", {})
         print(f"# {path}: {ctx.get('gpu', '?')} sm={ctx.get('sm_count', '?')} date={ctx.get('date', '?')}")
         for b in data.get("benchmarks", []):
             if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+                continue
+            if not keep.search(b["name"]):
                 continue
             if b.get("error_occurred"):
                 print(f"{b['name']:<60} ERROR {b.get('error_message', '')}")

@@ -63,6 +63,13 @@ for label, path in (("calibrated, held-out", "validate.json"),
             rows = [r for r in ov
                     if r["name"].split("/")[1] == mode and ("/groups:" in r["name"]) == grouped]
             if rows: sets[f"overlap {mode}{' groups:g' if grouped else ''}"] = rows
+    if path == "builtin.json":  # every case: each op apart too (NCCL's grouped GEMM+RS runs a Reduce per owner)
+        for mode in ("decomposed", "tile-signal", "green-context", "tma"):
+            for grouped in (False, True):
+                for op in ("gemm-allreduce", "gemm-reducescatter"):
+                    rows = [r for r in ov if r["name"].split("/")[1:3] == [mode, op]
+                            and ("/groups:" in r["name"]) == grouped]
+                    if rows: sets[f"overlap {mode}{' groups:g' if grouped else ''} {op}"] = rows
     for k, rows in sets.items():
         n, m, _, _ = stats([ape(r, "model_us") for r in rows if r.get("model_us")])
         ns, ms, ps, _ = stats([ape(r, "sim_us") for r in rows if r.get("sim_us")])

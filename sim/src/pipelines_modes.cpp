@@ -310,8 +310,8 @@ TimeNs run_signaled(Context& ctx) {
       CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead + us_to_ns(adj[g].extra_us);
-      call.steps =
-          collective_steps(ctx, c, total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), adj[g].link_load);
+      call.steps = collective_steps(ctx, c, adj[g].factor * total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])),
+                                    adj[g].link_load);
       // The persistent kernel streams the groups: a group's rows arrive its link latencies after its bytes are sent,
       // while the next group's bytes move (the model's GroupComm::end_us).
       const TimeNs latency = tma_kernel ? stream_latency(call.steps) : TimeNs(0);

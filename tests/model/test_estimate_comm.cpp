@@ -295,12 +295,16 @@ TEST(EstimateComm, LoopbackRankZeroCallsWorkWhereRankZerosRowsAre) {
   EXPECT_DOUBLE_EQ(moved[0].factor, 4.0);
   EXPECT_DOUBLE_EQ(moved[1].factor, 0.0);
   for (const CallAdjust& a : moved) EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
-  for (const Plan& p : {chunks, tma}) {
-    for (const CallAdjust& a : call_adjustments(rs, p, hw)) {
-      EXPECT_DOUBLE_EQ(a.factor, 1.0);
-      EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
-    }
-  }
+  // A real GPU's profile: a TMA mover's calls as they are; NCCL's ReduceScatter chunks (none the whole buffer) as the
+  // executor runs them, an ncclReduce per owner of the chunk's rows, whose ring carries the chunk's bytes on every
+  // link: W / (W - 1) those of a ReduceScatter of them. A GEMM+AR's chunks are AllReduces of their rows.
+  for (const CallAdjust& a : call_adjustments(rs, tma, hw)) EXPECT_DOUBLE_EQ(a.factor, 1.0);
+  for (const CallAdjust& a : call_adjustments(rs, chunks, hw)) EXPECT_DOUBLE_EQ(a.factor, 8.0 / 7);
+  for (const CallAdjust& a : call_adjustments(ar, chunks, hw)) EXPECT_DOUBLE_EQ(a.factor, 1.0);
+  for (const CallAdjust& a : call_adjustments(rs, default_plan(Mode::kSequential, rs, hw, 16), hw))
+    EXPECT_DOUBLE_EQ(a.factor, 1.0);  // the whole buffer: one ncclReduceScatter
+  for (const Plan& p : {chunks, tma})
+    for (const CallAdjust& a : call_adjustments(rs, p, hw)) EXPECT_DOUBLE_EQ(a.extra_us, 0.0);
 }
 
 TEST(EstimateComm, TmaMoverLinkLoadIsItsBusiestRun) {

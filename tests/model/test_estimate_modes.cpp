@@ -246,11 +246,12 @@ TEST(EstimateModes, DecomposedClosedForm) {
   EXPECT_LT(call, chunk);
   EXPECT_GT(w + call, chunk);  // so call 1 is still waiting behind call 0 when chunk 1 ends
   EXPECT_NEAR(e.total_us, 3 * chunk + w + 2 * call, 1e-6);
-  // AllGather-GEMM flips it: the first chunk's gather is exposed, then the chunks' GEMMs.
+  // AllGather-GEMM flips it: the first chunk's gather is exposed, then the chunks' GEMMs. A chunk is one owner's
+  // rows, which a real world moves as an ncclBroadcast: W / (W - 1) the link bytes of an AllGather of them.
   const Problem ag = make_problem(Op::kAllGatherGemm, 8192, 8192, 8192, 8);
   const ModeEstimate a = estimate(ag, default_plan(Mode::kDecomposed, ag, hw, 16), hw);
   const double gather =
-      estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4, 8, CommAlgo::kNcclRing, 16, hw).us;
+      estimate_collective(Collective::kAllGather, ag.comm_bytes() / 4 * 8.0 / 7, 8, CommAlgo::kNcclRing, 16, hw).us;
   EXPECT_NEAR(a.total_us, gather + 4 * chunk, 1e-6);
 }
 
