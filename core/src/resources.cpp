@@ -332,7 +332,7 @@ void Resources::collective_unit(const Call& call, int unit, int ctas, cudaStream
   const int64_t eb = dtype_bytes(p.comm_dtype());
   const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
   const int64_t mb = p.m / id.world;
-  const bool whole = r0 == 0 && r1 == p.m;
+  const bool whole = !nccl_per_owner(p, r0, r1);  // else one ncclReduce / ncclBroadcast per owner
   void* partial = call.partial;
   switch (p.op) {
     case Op::kGemmAllReduce:

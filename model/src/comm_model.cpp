@@ -351,14 +351,13 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   std::vector<CallAdjust> out(calls.size());
   const bool nccl = is_nccl(plan.comm_algo);
   const bool mover = is_tma_mover(plan.comm_algo);
-  if (!hw.emulation.loopback && problem.world > 1 && nccl && problem.op != Op::kGemmAllReduce) {
-    // A real world moves a ReduceScatter or AllGather unit that is not the whole buffer as one ncclReduce or
-    // ncclBroadcast per owner of its rows (NCCL's collectives need equal parts; core/src/resources.cpp,
-    // collective_unit): NCCL's ring pipelines each piece through every link, so each link carries the unit's bytes,
-    // W / (W - 1) times the (W - 1) / W of a ReduceScatter or AllGather of them.
+  if (!hw.emulation.loopback && problem.world > 1 && nccl) {
+    // A real world moves a unit owner by owner (nccl_per_owner): NCCL's ring pipelines each piece through every
+    // link, so each link carries the unit's bytes, W / (W - 1) times what a ReduceScatter or AllGather of them sends.
     const std::vector<UnitRows> units = unit_rows(problem, plan);
     for (size_t i = 0; i < units.size() && i < out.size(); ++i)
-      if (units[i].begin != 0 || units[i].end != problem.m) out[i].factor = double(problem.world) / (problem.world - 1);
+      if (nccl_per_owner(problem, units[i].begin, units[i].end))
+        out[i].factor = double(problem.world) / (problem.world - 1);
     return out;
   }
   if (!hw.emulation.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;

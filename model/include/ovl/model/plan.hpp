@@ -162,6 +162,12 @@ struct OwnerRows {
   int64_t rows() const { return end - begin; }
 };
 OwnerRows owner_rows(const Problem& problem, int64_t begin, int64_t end, int owner);
+// Whether NCCL moves unit rows [begin, end) owner by owner (one ncclReduce / ncclBroadcast per owner_rows piece):
+// a ReduceScatter or AllGather unit short of the whole buffer, since NCCL's collectives need equal parts. The
+// executor's choice (collective_unit), and what the predictors price (call_adjustments).
+inline bool nccl_per_owner(const Problem& problem, int64_t begin, int64_t end) {
+  return problem.op != Op::kGemmAllReduce && (begin != 0 || end != problem.m);
+}
 
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
