@@ -63,7 +63,7 @@ const Held kProblems[] = {
 };
 
 // count bf16 values uniform in [-1, 1) from rng, on the device.
-std::unique_ptr<DeviceBuffer> random_bf16(int64_t count, std::mt19937& rng) {
+DeviceBuffer random_bf16(int64_t count, std::mt19937& rng) {
   std::vector<uint16_t> host(static_cast<size_t>(count));
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   for (auto& h : host) {
@@ -72,8 +72,8 @@ std::unique_ptr<DeviceBuffer> random_bf16(int64_t count, std::mt19937& rng) {
     std::memcpy(&u, &f, 4);
     h = uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);  // bf16, round to nearest even
   }
-  auto d = std::make_unique<DeviceBuffer>(host.size() * 2);
-  OVL_CUDA_CHECK(cudaMemcpy(d->get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  DeviceBuffer d(host.size() * 2);
+  OVL_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
   return d;
 }
 
@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
         const int64_t c_rows = h.op == Op::kGemmReduceScatter ? h.m / world : h.m;
         const auto a = random_bf16(a_rows * h.k, rng), b = random_bf16(h.n * h.k, rng),
                    c = random_bf16(c_rows * h.n, rng);
-        const TensorRef ta{a->get(), a_rows, h.k}, tb{b->get(), h.n, h.k, DType::kBF16, BLayout::kNxK},
-            tc{c->get(), c_rows, h.n};
+        const TensorRef ta{a.get(), a_rows, h.k}, tb{b.get(), h.n, h.k, DType::kBF16, BLayout::kNxK},
+            tc{c.get(), c_rows, h.n};
         const Problem p = eval.problem_for(h.op, ta, tb, tc);
         const PlanChoice by_prediction = pred.plan_for(h.op, ta, tb, tc, stream);
         const PlanChoice by_measurement = meas.plan_for(h.op, ta, tb, tc, stream);

@@ -177,10 +177,8 @@ __global__ void count_wrong_kernel(const __nv_bfloat16* x, const __nv_bfloat16* 
   if (local) atomicAdd(wrong, local);
 }
 
-using Buffer = DeviceBuffer;
-
 struct Inputs {
-  std::unique_ptr<Buffer> a, b, c, c_seq, scales;  // scales: FP8 only, A's and B's
+  DeviceBuffer a, b, c, c_seq, scales;  // scales: FP8 only, A's and B's
   TensorRef ta, tb, tc, tc_seq;  // c_seq: this rank's result of the sequential baseline (the `wrong` reference)
   TensorRef tc_sym;              // a real world's tma cases: C = Context::symmetric_output (no copy into C)
   Problem problem;
@@ -328,25 +326,25 @@ void ensure_inputs(Op op, const Shape& sh) {
     const int64_t a_rows = op == Op::kAllGatherGemm ? sh.m / w : sh.m;  // AG+GEMM: this rank's rows of A
     const uint64_t seed = 1 + 1000 * uint64_t(r.world.rank());
     const size_t in_bytes = size_t(dtype_bytes(sh.dtype));
-    in->a = std::make_unique<Buffer>(size_t(a_rows * sh.k) * in_bytes);
-    in->b = std::make_unique<Buffer>(size_t(sh.n * sh.k) * in_bytes);
-    in->c = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-    in->c_seq = std::make_unique<Buffer>(size_t(c_rows * sh.n * 2));
-    fill_inputs(in->a->get(), sh.dtype, a_rows * sh.k, seed, r.stream);
-    fill_inputs(in->b->get(), sh.dtype, sh.n * sh.k, seed + 1, r.stream);
+    in->a = DeviceBuffer(size_t(a_rows * sh.k) * in_bytes);
+    in->b = DeviceBuffer(size_t(sh.n * sh.k) * in_bytes);
+    in->c = DeviceBuffer(size_t(c_rows * sh.n * 2));
+    in->c_seq = DeviceBuffer(size_t(c_rows * sh.n * 2));
+    fill_inputs(in->a.get(), sh.dtype, a_rows * sh.k, seed, r.stream);
+    fill_inputs(in->b.get(), sh.dtype, sh.n * sh.k, seed + 1, r.stream);
     const float* a_scale = nullptr;
     const float* b_scale = nullptr;
     if (is_fp8(sh.dtype)) {
       const float half[2] = {0.5f, 0.5f};
-      in->scales = std::make_unique<Buffer>(sizeof(half));
-      copy_now(in->scales->get(), half, sizeof(half), cudaMemcpyHostToDevice, r.stream);
-      a_scale = static_cast<const float*>(in->scales->get());
+      in->scales = DeviceBuffer(sizeof(half));
+      copy_now(in->scales.get(), half, sizeof(half), cudaMemcpyHostToDevice, r.stream);
+      a_scale = static_cast<const float*>(in->scales.get());
       b_scale = a_scale + 1;
     }
-    in->ta = TensorRef{in->a->get(), a_rows, sh.k, sh.dtype, BLayout::kNxK, a_scale};
-    in->tb = TensorRef{in->b->get(), sh.n, sh.k, sh.dtype, BLayout::kNxK, b_scale};
-    in->tc = TensorRef{in->c->get(), c_rows, sh.n, DType::kBF16};
-    in->tc_seq = TensorRef{in->c_seq->get(), c_rows, sh.n, DType::kBF16};
+    in->ta = TensorRef{in->a.get(), a_rows, sh.k, sh.dtype, BLayout::kNxK, a_scale};
+    in->tb = TensorRef{in->b.get(), sh.n, sh.k, sh.dtype, BLayout::kNxK, b_scale};
+    in->tc = TensorRef{in->c.get(), c_rows, sh.n, DType::kBF16};
+    in->tc_seq = TensorRef{in->c_seq.get(), c_rows, sh.n, DType::kBF16};
     in->problem = ctx.problem_for(op, in->ta, in->tb, in->tc);
     run(r, op, *in, in->tc_seq, sequential_plan(in->problem, ctx, CommAlgo::kNcclRing));
     ctx.synchronize(r.stream);
@@ -477,7 +475,7 @@ void bench_case(benchmark::State& state, const std::string& name, const BenchCas
       OVL_CUDA_CHECK(cudaMallocAsync(&wrong_d, sizeof(unsigned long long), s));
       OVL_CUDA_CHECK(cudaMemsetAsync(wrong_d, 0, sizeof(unsigned long long), s));
       count_wrong_kernel<<<1024, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(out(in).ptr),
-                                              static_cast<const __nv_bfloat16*>(in.c_seq->get()),
+                                              static_cast<const __nv_bfloat16*>(in.c_seq.get()),
                                               in.tc.rows * in.tc.cols, atol, wrong_d);
       OVL_CUDA_CHECK_LAST();
       OVL_CUDA_CHECK(cudaMemcpyAsync(&r.wrong, wrong_d, sizeof(r.wrong), cudaMemcpyDeviceToHost, s));

@@ -138,8 +138,6 @@ __global__ void compare_kernel(const void* x, const void* ref, int64_t n, bool f
   if (bad != 0) atomicAdd(nonfinite, bad);
 }
 
-using Buffer = ovl::DeviceBuffer;
-
 double rss_mib() {
   std::ifstream statm("/proc/self/statm");
   long pages = 0, resident = 0;
@@ -311,11 +309,11 @@ class Worker {
   Worker(int id, const Options& o, Record& record, Context& shared)
       : id_(id), o_(o), record_(record), shared_(shared), rng_(o.seed * 7919 + uint64_t(id)) {
     const size_t elems = size_t(o.max_dim) * size_t(o.max_dim);
-    a_ = std::make_unique<Buffer>(elems * 2);
-    b_ = std::make_unique<Buffer>(elems * 2);
-    c_ = std::make_unique<Buffer>(elems * 2);
-    ref_ = std::make_unique<Buffer>(elems * 2);
-    sums_ = std::make_unique<Buffer>(2 * sizeof(double) + sizeof(unsigned long long));
+    a_ = ovl::DeviceBuffer(elems * 2);
+    b_ = ovl::DeviceBuffer(elems * 2);
+    c_ = ovl::DeviceBuffer(elems * 2);
+    ref_ = ovl::DeviceBuffer(elems * 2);
+    sums_ = ovl::DeviceBuffer(2 * sizeof(double) + sizeof(unsigned long long));
     for (cudaStream_t& s : streams_) OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   }
   ~Worker() {
@@ -393,14 +391,14 @@ class Worker {
     const int64_t a_rows = p.op == Op::kAllGatherGemm ? p.m / w : p.m;
     const int64_t c_rows = p.op == Op::kGemmReduceScatter ? p.m / w : p.m;
     const bool fp16 = p.dtype == DType::kFP16;
-    const TensorRef a{a_->get(), a_rows, p.k, p.dtype};
-    const TensorRef b{b_->get(), p.b_layout == BLayout::kNxK ? p.n : p.k, p.b_layout == BLayout::kNxK ? p.k : p.n,
+    const TensorRef a{a_.get(), a_rows, p.k, p.dtype};
+    const TensorRef b{b_.get(), p.b_layout == BLayout::kNxK ? p.n : p.k, p.b_layout == BLayout::kNxK ? p.k : p.n,
                       p.dtype, p.b_layout};
-    const TensorRef c{c_->get(), c_rows, p.n, p.dtype}, ref{ref_->get(), c_rows, p.n, p.dtype};
+    const TensorRef c{c_.get(), c_rows, p.n, p.dtype}, ref{ref_.get(), c_rows, p.n, p.dtype};
     cudaStream_t s = streams_[rng_() % 2];
-    fill_kernel<<<1024, 256, 0, s>>>(a_->get(), a_rows * p.k, fp16, rng_());
-    fill_kernel<<<1024, 256, 0, s>>>(b_->get(), p.n * p.k, fp16, rng_());
-    OVL_CUDA_CHECK(cudaMemsetAsync(c_->get(), 0xFF, size_t(c_rows * p.n * 2), s));  // NaN: an unwritten element shows
+    fill_kernel<<<1024, 256, 0, s>>>(a_.get(), a_rows * p.k, fp16, rng_());
+    fill_kernel<<<1024, 256, 0, s>>>(b_.get(), p.n * p.k, fp16, rng_());
+    OVL_CUDA_CHECK(cudaMemsetAsync(c_.get(), 0xFF, size_t(c_rows * p.n * 2), s));  // NaN: an unwritten element shows
     OVL_CUDA_CHECK(cudaGetLastError());
     const std::optional<Plan> plan = choose_plan(ctx, p);
     const std::string mode = plan ? std::string(to_string(plan->mode)) : "auto";
@@ -489,9 +487,9 @@ class Worker {
 
   // ||x - ref|| / ||ref||, +inf with a NaN or inf in x. Synchronizes s.
   double compare(const TensorRef& x, const TensorRef& ref, int64_t n, bool fp16, cudaStream_t s) {
-    auto* sums = static_cast<double*>(sums_->get());
+    auto* sums = static_cast<double*>(sums_.get());
     auto* bad = reinterpret_cast<unsigned long long*>(sums + 2);
-    OVL_CUDA_CHECK(cudaMemsetAsync(sums_->get(), 0, 2 * sizeof(double) + sizeof(unsigned long long), s));
+    OVL_CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, 2 * sizeof(double) + sizeof(unsigned long long), s));
     compare_kernel<<<512, 256, 0, s>>>(x.ptr, ref.ptr, n, fp16, sums, bad);
     OVL_CUDA_CHECK(cudaGetLastError());
     double host[2] = {};
@@ -518,7 +516,7 @@ class Worker {
   Record& record_;
   Context& shared_;
   std::mt19937_64 rng_;
-  std::unique_ptr<Buffer> a_, b_, c_, ref_, sums_;
+  ovl::DeviceBuffer a_, b_, c_, ref_, sums_;
   std::map<int, std::vector<Problem>> pool_;  // --pool: each world's problems
   int64_t calls_ = 0;
   cudaStream_t streams_[2] = {};

@@ -168,12 +168,13 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
         // than NCCL's stand-in in paced loopback and priced within a few percent there (docs/performance.md). A real
         // world runs the plan when asked (tma-push: TmaExecutor::run_real_sequential), but it has not been timed
         // across GPUs, where it would be priced from per-CTA rates measured up to 32 CTAs: not a candidate there.
-        for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
-          if (!hw.emulation.loopback) break;
-          Plan p = default_plan(mode, problem, hw, hw.spec.sm_count);
-          p.comm_algo = algo;
-          p.comm_ctas = p.comm_sms = hw.spec.sm_count;
-          add(p);
+        if (hw.emulation.loopback) {
+          for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+            Plan p = default_plan(mode, problem, hw, hw.spec.sm_count);
+            p.comm_algo = algo;
+            p.comm_ctas = p.comm_sms = hw.spec.sm_count;
+            add(p);
+          }
         }
         // NCCL's symmetric kernels after the GEMM, on few CTAs (they reach the link with few).
         for (int comm : comm_options)
