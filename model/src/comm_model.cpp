@@ -365,7 +365,17 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     out[i].factor = calls[i].factor;
     if (nccl) out[i].extra_us = calls[i].pieces * hw.fit.loopback_piece_us;
   }
-  if (!hw.emulation.link_profile || !mover) return out;
+  if (!hw.emulation.link_profile) return out;
+  if (nccl) {
+    // The paced stand-in paces a unit that a real world moves owner by owner as those calls load the link
+    // (Resources::collective_unit): its link bytes W / (W - 1) times a ReduceScatter's or AllGather's.
+    const std::vector<UnitRows> units = unit_rows(problem, plan);
+    for (size_t i = 0; i < units.size() && i < out.size(); ++i)
+      if (nccl_per_owner(problem, units[i].begin, units[i].end))
+        out[i].link_load = double(problem.world) / (problem.world - 1);
+    return out;
+  }
+  if (!mover) return out;
   const int ctas = signaled_comm_ctas(plan, hw);  // the CTAs the executor launches the mover with
   // The load depends on the owners' row counts only: a call whose counts are the previous call's (equal groups, the
   // common case) has its load.

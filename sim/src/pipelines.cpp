@@ -415,9 +415,10 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     // The paced loopback play of an NCCL-algorithm call (comm_model.cpp, coll_coeffs' paced case): one SIMT kernel
     // over rank 0's pieces whose peers' bytes (the ring's link bytes) are paced to the link profile, after the
     // ring's steps' latencies. Progress is counted in link bytes: per CTA at most the profile's NCCL channel rate
-    // and the SIMT kernel's HBM rate over its HBM bytes per link byte, together at most the profile's link.
+    // and the SIMT kernel's HBM rate over its HBM bytes per link byte, together at most the profile's link. A unit
+    // paced as a real world's Reduce or Broadcast per owner (CallAdjust::link_load) has link_load times the bytes.
     const double moved = loopback_rank0_nccl_bytes(c, p.world);
-    const double link_f = (c == Collective::kAllReduce ? 2.0 : 1.0) * (p.world - 1) / p.world;
+    const double link_f = (c == Collective::kAllReduce ? 2.0 : 1.0) * (p.world - 1) / p.world * link_load;
     const double steps = link_steps(c, algo, p.world);
     const LinkProfile& lp = *hw.emulation.link_profile;
     Step st;

@@ -177,6 +177,48 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
   EXPECT_NEAR(simulate(rs, tma, hw).comm_us, rs_comm, 1e-3 * rs_comm);
 }
 
+// A paced loopback's NCCL stand-in paces a GEMM+RS or AG+GEMM unit short of the whole buffer as the real world's
+// ncclReduce / ncclBroadcast per owner loads the link: W / (W - 1) times its ReduceScatter or AllGather link bytes
+// (CallAdjust::link_load), in the model and the simulator alike. World 2 on the h200x2 profile (345.8 GB/s), GEMM+RS
+// 8192 x 8192 bf16 in 2 decomposed chunks on 24 CTAs: chunk 0 holds rank 0's 4096 rows, whose 64 MiB of peer bytes
+// count twice, so the call takes at least 2 x 64 MiB / 345.8 GB/s = 388 us; paced as a ReduceScatter the stand-in's
+// own HBM rate would bind first, near 250 us.
+TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
+  const Hardware w2 =
+      loopback_hardware(builtin_hardware("h100"), 2, LoopbackShare::kRank0, builtin_link_profile("h200x2"));
+  const Problem rs = make_problem(Op::kGemmReduceScatter, 8192, 8192, 1024, 2);
+  Plan dec = default_plan(Mode::kDecomposed, rs, w2, 24);
+  dec.comm_ctas = 24;
+  dec.chunks = 2;
+  const std::vector<CallAdjust> adj = call_adjustments(rs, dec, w2);
+  ASSERT_EQ(adj.size(), 2u);
+  for (const CallAdjust& a : adj) EXPECT_DOUBLE_EQ(a.link_load, 2.0);
+  const double link_us = 2 * double(4096 * 8192 * 2) / (345.8 * 1e3);
+  const ModeEstimate est = estimate(rs, dec, w2);
+  const SimResult sim = simulate(rs, dec, w2);
+  EXPECT_GE(est.comm_us, link_us);
+  EXPECT_LE(est.comm_us, 1.1 * link_us);
+  EXPECT_NEAR(sim.comm_us, est.comm_us, 0.03 * est.comm_us);
+  // The whole buffer is one ReduceScatter; AllReduce units are AllReduces; a TMA mover is paced by its own load.
+  for (const CallAdjust& a : call_adjustments(rs, default_plan(Mode::kSequential, rs, w2, 24), w2))
+    EXPECT_DOUBLE_EQ(a.link_load, 1.0);
+  const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 2);
+  for (const CallAdjust& a : call_adjustments(ar, dec, w2)) EXPECT_DOUBLE_EQ(a.link_load, 1.0);
+  // World 8 (nvlink4-node8): tile-signal AG+GEMM and GEMM+RS groups at 8/7; unpaced, 1.
+  const Hardware h100 = builtin_hardware("h100");
+  const Hardware w8 = loopback_hardware(h100, 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
+  for (Op op : {Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
+    const Problem p = make_problem(op, 8192, 8192, 2048, 8);
+    Plan ts = default_plan(Mode::kTileSignal, p, w8, 16);
+    ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 4);
+    for (const CallAdjust& a : call_adjustments(p, ts, w8)) EXPECT_DOUBLE_EQ(a.link_load, 8.0 / 7);
+    for (const CallAdjust& a : call_adjustments(p, ts, loopback_hardware(h100, 8, LoopbackShare::kRank0)))
+      EXPECT_DOUBLE_EQ(a.link_load, 1.0);
+    SCOPED_TRACE(to_string(op));
+    EXPECT_NEAR(simulate(p, ts, w8).total_us, estimate(p, ts, w8).total_us, 0.05 * estimate(p, ts, w8).total_us);
+  }
+}
+
 // Tile-signal's default grid (gemm_sms = sm_count: 131 persistent CTAs) leaves its collective one SM beside the
 // GEMM; in the GEMM's last wave the CTAs without a tile have exited and the collective gets their SMs, up to its
 // comm_ctas, in the model (estimate_signaled's last-wave phase) as in the simulator (comm_ctas_now). On a GEMM of 3.3

@@ -191,13 +191,15 @@ inline constexpr int64_t kTmaMoverStageBytes = 48 * 1024;
 // KiB of the group's 3.5 MiB of link bytes, 9/7 of an even share. Throws ovl::Error for an algorithm that is not a
 // TMA mover, or ctas < 1.
 double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t row_end, CommAlgo algo, int ctas);
-// Per call of the plan, what the model and the simulator both apply: where `hw` plays rank 0's share on one node
-// (loopback_rank0_calls), the factor on the collective's bytes for an NCCL-algorithm call (the SIMT loopback kernel)
+// Per call of the plan, what the model and the simulator both apply. Where `hw` plays rank 0's share on one node
+// (loopback_rank0_calls): the factor on the collective's bytes for an NCCL-algorithm call (the SIMT loopback kernel)
 // and a TMA mover's alike (both play rank 0's pieces only: dev::plan_piece), and the fixed time the SIMT kernel adds
-// (pieces x ModelParams::loopback_piece_us), elsewhere factor 1 and no extra time; and where a paced loopback's TMA
-// mover moves the call, its tma_mover_link_load on the plan's comm_ctas (mode tma off a
-// partition: at most sm_count - 1, as the executor launches it), elsewhere 1 (unpaced, no timer holds a CTA to its
-// share, and the even share stays: docs/model.md, "The TMA movers' units").
+// (pieces x ModelParams::loopback_piece_us); paced (a link profile), link_load W / (W - 1) on an NCCL-algorithm unit
+// that a real world moves owner by owner (nccl_per_owner: the stand-in paces it as those calls load the link), and
+// on a TMA mover's call its tma_mover_link_load on the plan's comm_ctas (mode tma off a partition: at most
+// sm_count - 1, as the executor launches it). In a real world: factor W / (W - 1) on an NCCL unit moved owner by
+// owner (each link carries the unit's bytes). Elsewhere factor 1, no extra time and link_load 1 (unpaced, no timer
+// holds a CTA to its share, and the even share stays: docs/model.md, "The TMA movers' units").
 struct CallAdjust {
   double factor = 1;
   double extra_us = 0;
