@@ -10,6 +10,8 @@ usage: scripts/results.py COMMAND [ARGS...]        scripts/results.py COMMAND --
   overlap     per problem the sequential baseline and each mode's best case of a bench_overlap JSON
   split       split benchmark JSON into fit and held-out sets by a regular expression on the names
   validation  markdown table of `ovl validate --json` results (model and simulator error, ranking)
+  headline    per set of rows the model and simulator error of `ovl validate --json` results, the rankings, and
+              bench_autoplan's candidates ranked by `ovl simulate` (scripts/validate-paced.sh, validate-multigpu.sh)
   smi         per-section SM clock and power from nvidia-smi samples (scripts/device-run.sh's summary)
   ab-merge    merge the per-process benchmark files of an A/B into one file (scripts/gemm-ab.sh)
   ab          B / A per row of two bench_gemm impls, or per bench_overlap case of two sides (scripts/gemm-ab.sh)
@@ -27,12 +29,16 @@ import datetime
 import glob
 import gzip
 import io
+import itertools
 import json
 import math
 import os
 import re
+import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 
 
 def gemm_runs(path):
@@ -480,6 +486,150 @@ def cmd_validation(argv):
             lines.append("| " + " | ".join(cells) + " |")
     open(args.out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def cmd_headline(argv):
+    """The headline table of a held-out validation (scripts/validate-paced.sh, scripts/validate-multigpu.sh): per
+    `ovl validate --json` input the model's and the simulator's error on each set of its rows, then its rankings.
+
+    usage: scripts/results.py headline OUT.md [--sets LIST] [--more-sets LABEL=LIST]... [--prefix WORD] [--max-signed]
+               [--rank BY,...] [--top1-percent] [--rank-without MODE]
+               [--autoplan JSON --ovl OVL --autoplan-profile LABEL=ARGS...] LABEL=validate.json...
+
+    LIST: sets, comma-separated, each coll (the collective cases), all (every overlap case) or dimensions joined by +,
+    one overlap set per combination of their values in the order given: mode, overlapped (the modes but sequential),
+    groups (plans without /groups:, then with), op. Sets without cases are left out. --sets applies to every input
+    (default all,mode,op), --more-sets adds sets to the input LABEL. --prefix WORD names the overlap sets "WORD, all"
+    and "WORD <set>". Columns: cases, model MAPE, simulator MAPE and P90; --max-signed adds the simulator's max and
+    mean signed error. Rows without the predictor's time (the simulator's on collectives) are left out of its error.
+    --rank: a line per predictor (simulator, model; default simulator) from the input's ranking, top-1 as "K of N"
+    or, with --top1-percent, a percentage. --rank-without MODE: a last line, the first input's problems ranked by the
+    simulator among the overlap cases of the other modes (equal simulated times: the first case). --autoplan: each
+    bench_autoplan problem's measured candidates (each with its plan's JSON) ranked by `OVL simulate` with each
+    --autoplan-profile's ARGS (e.g. "built-in=--gpu h100"; equal simulated times go to the candidate measured faster):
+    a line per profile, and each problem's pick in a second table, in OUT.md only.
+    The table is written to OUT.md and printed."""
+    parser = argparse.ArgumentParser(prog="scripts/results.py headline")
+    parser.add_argument("out")
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("--sets", default="all,mode,op")
+    parser.add_argument("--more-sets", action="append", default=[])
+    parser.add_argument("--prefix", default="")
+    parser.add_argument("--max-signed", action="store_true")
+    parser.add_argument("--rank", default="simulator")
+    parser.add_argument("--top1-percent", action="store_true")
+    parser.add_argument("--rank-without")
+    parser.add_argument("--autoplan")
+    parser.add_argument("--ovl", default="build/apps/ovl")
+    parser.add_argument("--autoplan-profile", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    modes = ("sequential", "decomposed", "tile-signal", "green-context", "tma")
+    mode = lambda r: r["name"].split("/")[1]
+    dims = {"mode": (mode, modes), "overlapped": (mode, modes[1:]),
+            "groups": (lambda r: "groups:g" if "/groups:" in r["name"] else "", ("", "groups:g")),
+            "op": (lambda r: r["name"].split("/")[2], ("gemm-allreduce", "gemm-reducescatter", "allgather-gemm"))}
+
+    def sets(rows, spec):
+        """(name, rows) of each set of LIST `spec`, in order."""
+        ov = [r for r in rows if r["kind"] == "overlap"]
+        for token in filter(None, spec.split(",")):
+            if token == "coll":
+                yield "collectives", [r for r in rows if r["kind"] == "coll"]
+            elif token == "all":
+                yield f"{args.prefix}, all" if args.prefix else "all", ov
+            else:
+                keys = [dims[d] for d in token.split("+")]
+                for values in itertools.product(*(v for _, v in keys)):
+                    name = " ".join(v for v in values if v)
+                    yield (f"{args.prefix} {name}" if args.prefix else name,
+                           [r for r in ov if all(key(r) == v for (key, _), v in zip(keys, values))])
+
+    def ape(rows, key):  # sorted absolute percentage errors of the rows that have the predictor's time
+        return sorted(abs(r[key] - r["measured_us"]) / r["measured_us"] * 100 for r in rows if r.get(key))
+
+    def row(cells):
+        cells += [""] * (len(head) - len(cells))
+        return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+    def rank_row(label, what, problems, top1, regret_mean, regret_max):
+        top = f"{100 * top1 / problems:.0f}%" if args.top1_percent else f"{top1} of {problems}"
+        return row([label, f"{what}: {problems} problems", "", f"top-1 {top}", f"regret mean {regret_mean:.1f}%",
+                    f"max {regret_max:.1f}%"])
+
+    def rank_rows(label, what, problems):
+        """problems: per problem its candidates (prediction, measured us, name). The ranking line, and per problem the
+        pick (the least prediction, the first of a tie) and the least measured time."""
+        picks = [(min(cs, key=lambda c: c[0]), min(c[1] for c in cs)) for cs in problems]
+        regrets = [(pick[1] - best) / best * 100 for pick, best in picks]
+        return rank_row(label, what, len(picks), sum(r == 0 for r in regrets), sum(regrets) / len(regrets),
+                        max(regrets)), picks
+
+    head = ["profile", "set", "cases", "model MAPE %", "simulator MAPE %", "simulator P90 %"]
+    head += ["simulator max %", "simulator signed %"] if args.max_signed else []
+    lines = [row(list(head)), "|---|---|" + "---:|" * (len(head) - 2)]
+    more = dict(item.rpartition("=")[::2] for item in args.more_sets)
+    docs = []
+    for item in args.inputs:
+        label, _, path = item.rpartition("=")
+        v = json.load(open(path))
+        docs.append((label, v))
+        for name, rows in sets(v["rows"], args.sets + "," + more.get(label, "")):
+            if not rows:
+                continue
+            model, sim = ape(rows, "model_us"), ape(rows, "sim_us")
+            cells = [label, name, str(len(model)), f"{sum(model) / len(model) if model else 0:.1f}"]
+            if sim:
+                signed = [(r["sim_us"] / r["measured_us"] - 1) * 100 for r in rows if r.get("sim_us")]
+                cells += [f"{sum(sim) / len(sim):.1f}", f"{sim[max(1, math.ceil(0.9 * len(sim))) - 1]:.1f}"]
+                cells += [f"{sim[-1]:.1f}", f"{sum(signed) / len(signed):+.1f}"] if args.max_signed else []
+            else:
+                cells += ["-"] * (len(head) - len(cells))
+            lines.append(row(cells))
+        for by in filter(None, args.rank.split(",")):
+            rk = v[f"ranking_{by}"]
+            lines.append(rank_row(label, f"ranking by the {by}", rk["problems"], round(rk["top1"] * rk["problems"]),
+                                  100 * rk["regret_mean"], 100 * rk["regret_max"]))
+    if args.rank_without:
+        label, v = docs[0]
+        problems = collections.defaultdict(list)
+        for r in v["rows"]:
+            if r["kind"] == "overlap" and mode(r) != args.rank_without and r.get("sim_us"):
+                problems[r["problem"]].append((r["sim_us"], r["measured_us"], r["name"]))
+        if problems:
+            lines.append(rank_rows(label, f"ranking by the simulator without {args.rank_without}",
+                                   list(problems.values()))[0])
+    picks_table = []
+    if args.autoplan:
+        d = json.load(open(args.autoplan))
+        picks_table = ["| profile | problem | candidates | pick (measured us) | best measured us | regret % | pick |",
+                       "|---|---|---:|---:|---:|---:|---|"]
+        for item in args.autoplan_profile:
+            label, _, profile = item.partition("=")
+            problems = []
+            for pr in d["problems"]:
+                op, m, n, k, dt, lay, w = re.match(r"([a-z-]+)/(\d+)x(\d+)x(\d+)/(\w+)/(\w+)/world:(\d+)",
+                                                   pr["problem"]).groups()
+                sim_args = ["--op", op, "--m", m, "--n", n, "--k", k, "--world", w, "--dtype", dt, "--layout", lay,
+                            "--loopback", "rank0", "--link-profile", d["context"]["link_profile"],
+                            *shlex.split(profile)]
+                problems.append([])
+                for c in pr["candidates"]:
+                    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                        json.dump(c["plan_json"], f)
+                    sim = json.loads(subprocess.run([args.ovl, "simulate", "--plan", f.name, *sim_args, "--json"],
+                                                    check=True, capture_output=True, text=True).stdout)
+                    os.unlink(f.name)
+                    # Equal simulated times (plans the simulator cannot tell apart) go to the one measured faster.
+                    problems[-1].append(((sim["total_us"], c["measured_us"]), c["measured_us"], c["plan"]))
+            line, picks = rank_rows(label, "bench_autoplan", problems)
+            lines.append(line)
+            for pr, cs, (pick, best) in zip(d["problems"], problems, picks):
+                picks_table.append(f"| {label} | {pr['problem']} | {len(cs)} | {pick[1]:.1f} | {best:.1f} | "
+                                   f"{(pick[1] - best) / best * 100:.1f} | {pick[2]} |")
+    open(args.out, "w").write("\n\n".join("\n".join(t) for t in (lines, picks_table) if t) + "\n")
+    print("\n".join(lines))
+    return 0
 
 
 def cmd_smi(argv):
@@ -1147,9 +1297,9 @@ def cmd_link_profile(argv):
 
 
 COMMANDS = {"table": cmd_table, "gemm": cmd_gemm, "coll": cmd_coll, "overlap": cmd_overlap, "split": cmd_split,
-            "validation": cmd_validation, "smi": cmd_smi, "ab-merge": cmd_ab_merge, "ab": cmd_ab, "beside": cmd_beside,
-            "autoplan": cmd_autoplan, "performance": cmd_performance, "links": cmd_links,
-            "link-profile": cmd_link_profile, "in-doc": cmd_in_doc}
+            "validation": cmd_validation, "headline": cmd_headline, "smi": cmd_smi, "ab-merge": cmd_ab_merge,
+            "ab": cmd_ab, "beside": cmd_beside, "autoplan": cmd_autoplan, "performance": cmd_performance,
+            "links": cmd_links, "link-profile": cmd_link_profile, "in-doc": cmd_in_doc}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] not in COMMANDS:
