@@ -9,34 +9,29 @@
 
 namespace ovl::detail {
 
-void SequentialExecutor::run(const Call& c) {
-  Resources& r = res_;
-  const int ctas = c.plan.comm_ctas;
-  const bool tma = is_tma_mover(c.plan.comm_algo);  // the mover the plan names, whatever the world
-  const std::string comm = r.record.comm_name;
+void run_sequential(Resources& r, const Call& c, const std::function<void(cudaStream_t)>& collective) {
+  const auto gemm = [&](const void* a, void* out) {
+    const int span = r.stamp_span("gemm", "gemm", "gemm", c.stream);
+    r.cublas_gemm(c, a, out, 0, c.problem.m, c.stream);
+    r.end_span(span, c.stream);
+  };
   if (c.op == Op::kAllGatherGemm) {
-    if (c.runs_comm()) {
-      const int s0 = r.stamp_span("comm", comm, "comm", c.stream);
-      r.collective_unit(c, 0, ctas, c.stream, tma);
-      r.end_span(s0, c.stream);
-    }
-    if (c.runs_gemm()) {
-      const int s1 = r.stamp_span("gemm", "gemm", "gemm", c.stream);
-      r.cublas_gemm(c, c.gathered, c.c.ptr, 0, c.problem.m, c.stream);
-      r.end_span(s1, c.stream);
-    }
+    if (c.runs_comm()) collective(c.stream);
+    if (c.runs_gemm()) gemm(c.gathered, c.c.ptr);
     return;
   }
-  if (c.runs_gemm()) {
-    const int s0 = r.stamp_span("gemm", "gemm", "gemm", c.stream);
-    r.cublas_gemm(c, c.a.ptr, c.partial, 0, c.problem.m, c.stream);
-    r.end_span(s0, c.stream);
-  }
-  if (c.runs_comm()) {
-    const int s1 = r.stamp_span("comm", comm, "comm", c.stream);
-    r.collective_unit(c, 0, ctas, c.stream, tma);
-    r.end_span(s1, c.stream);
-  }
+  if (c.runs_gemm()) gemm(c.a.ptr, c.partial);
+  if (c.runs_comm()) collective(c.stream);
+}
+
+void SequentialExecutor::run(const Call& c) {
+  Resources& r = res_;
+  const bool tma = is_tma_mover(c.plan.comm_algo);  // the mover the plan names, whatever the world
+  run_sequential(r, c, [&](cudaStream_t stream) {
+    const int span = r.stamp_span("comm", r.record.comm_name, "comm", stream);
+    r.collective_unit(c, 0, c.plan.comm_ctas, stream, tma);
+    r.end_span(span, stream);
+  });
 }
 
 }  // namespace ovl::detail

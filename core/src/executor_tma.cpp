@@ -191,24 +191,18 @@ void TmaExecutor::run_real(const Call& c, const Resources::SignaledLaunch& launc
 }
 
 void TmaExecutor::run_real_sequential(const Call& c) {
-  Resources& r = res_;
   RealShape& rs = real_shape(c.problem);
   const RangeTable& table = range_table(c, rs);
   CollectiveOptions o;
   o.num_ctas = c.plan.comm_ctas;
-  o.timeout_ns = r.id.timeout_ns;
-  auto gemm = [&](const void* a, void* out) {
-    const int span = r.stamp_span("gemm", "gemm", "gemm", c.stream);
-    r.cublas_gemm(c, a, out, 0, c.problem.m, c.stream);
-    r.end_span(span, c.stream);
-  };
-  if (c.problem.op == Op::kAllGatherGemm) {
-    if (c.runs_comm()) gather_real(c, rs, table, o, c.stream, nullptr);
-    if (c.runs_gemm()) gemm(c.gathered, c.c.ptr);
-    return;
-  }
-  if (c.runs_gemm()) gemm(c.a.ptr, c.partial);
-  if (c.runs_comm()) reduce_real(c, rs, table, o, c.stream, nullptr);
+  o.timeout_ns = res_.id.timeout_ns;
+  run_sequential(res_, c, [&](cudaStream_t stream) {
+    if (c.problem.op == Op::kAllGatherGemm) {
+      gather_real(c, rs, table, o, stream, nullptr);
+    } else {
+      reduce_real(c, rs, table, o, stream, nullptr);
+    }
+  });
 }
 
 void TmaExecutor::reduce_real(const Call& c, RealShape& rs, const RangeTable& table, CollectiveOptions o,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,10 @@ class SequentialExecutor final : public Executor {
   using Executor::Executor;
   void run(const Call& call) override;
 };
+// The sequential flow on the call's stream: cuBLAS on the whole device, then `collective(stream)` (AG+GEMM: the
+// collective, then cuBLAS on the gathered A), each part only where the call runs it (Call::runs_gemm, runs_comm).
+// SequentialExecutor passes Resources::collective_unit, TmaExecutor a real world's TMA collective.
+void run_sequential(Resources& r, const Call& call, const std::function<void(cudaStream_t)>& collective);
 
 // Mode decomposed (executor_decomposed.cpp).
 class DecomposedExecutor final : public Executor {
