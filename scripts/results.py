@@ -506,7 +506,8 @@ def cmd_headline(argv):
     or, with --top1-percent, a percentage. --rank-without MODE: a last line, the first input's problems ranked by the
     simulator among the overlap cases of the other modes (equal simulated times: the first case). --autoplan: each
     bench_autoplan problem's measured candidates (each with its plan's JSON) ranked by `OVL simulate` with each
-    --autoplan-profile's ARGS (e.g. "built-in=--gpu h100"; equal simulated times go to the candidate measured faster):
+    --autoplan-profile's ARGS (e.g. "built-in=--gpu h100"; equal simulated times: the first candidate, in the
+    planner's order, as a prediction alone would choose):
     a line per profile, and each problem's pick in a second table, in OUT.md only.
     The table is written to OUT.md and printed."""
     parser = argparse.ArgumentParser(prog="scripts/results.py headline")
@@ -620,8 +621,7 @@ def cmd_headline(argv):
                     sim = json.loads(subprocess.run([args.ovl, "simulate", "--plan", f.name, *sim_args, "--json"],
                                                     check=True, capture_output=True, text=True).stdout)
                     os.unlink(f.name)
-                    # Equal simulated times (plans the simulator cannot tell apart) go to the one measured faster.
-                    problems[-1].append(((sim["total_us"], c["measured_us"]), c["measured_us"], c["plan"]))
+                    problems[-1].append((sim["total_us"], c["measured_us"], c["plan"]))
             line, picks = rank_rows(label, "bench_autoplan", problems)
             lines.append(line)
             for pr, cs, (pick, best) in zip(d["problems"], problems, picks):
