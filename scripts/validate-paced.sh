@@ -7,8 +7,9 @@
 # Inputs (results/h100/): bench_overlap-paced8.json (8 shapes x 3 ops x every mode x comm SMs 8-32), bench_gemm.json
 # (the GEMM sweep the calibration reads for the GEMM parameters) and bench_autoplan-paced8.json (14 held-out
 # problems, each with the measured times of the plans measured tuning timed).
-# 1. splits the overlap cases by shape: held out 4096x8192x4096, 16384x8192x2048 and 8192x4096x8192 (every mode,
-#    op and comm SMs) (validation/fit.json, heldout.json);
+# 1. splits the overlap cases by shape: held out 4096x8192x4096, 16384x8192x2048, 8192x4096x8192 and, where the file
+#    has them, 6144x8192x3072, 12288x4096x4096, 8192x6144x2048 (every mode, op and comm SMs) (validation/fit.json,
+#    heldout.json);
 # 2. calibrates a profile (base: the built-in H100) on the GEMM sweep plus the fit side (profile.json);
 # 3. validates it and the built-in profile on the held-out side, and the built-in one on every case;
 # 4. ranks the measured candidates of each bench_autoplan problem (each with its plan's JSON) by the simulator on
@@ -23,7 +24,7 @@ R=results/h100
 OUT=$R/validation
 [[ -x $OVL ]] || { echo "no $OVL: cmake --build $BUILD --target ovl" >&2; exit 2; }
 mkdir -p "$OUT"
-HELD='overlap/[^/]+/[^/]+/(4096x8192x4096|16384x8192x2048|8192x4096x8192)/'
+HELD='overlap/[^/]+/[^/]+/(4096x8192x4096|16384x8192x2048|8192x4096x8192|6144x8192x3072|12288x4096x4096|8192x6144x2048)/'
 python3 scripts/results.py split $R/bench_overlap-paced8.json --held-out "$HELD" --fit "$OUT/fit.json" \
   --test "$OUT/heldout.json"
 "$OVL" calibrate "$OUT/fit.json" $R/bench_gemm.json --gpu h100 -o "$OUT/profile.json" | grep -v '^note:' \
