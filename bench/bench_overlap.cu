@@ -560,10 +560,9 @@ void register_cases() {
   const int sms = device_sms();
   // Five benchmark shapes, then six more that differ in M, N or K (held-out problems for `ovl validate`; the last
   // three in no fit of any committed profile).
-  const std::vector<Shape> shapes = {{8192, 8192, 1024},  {8192, 8192, 2048}, {8192, 8192, 4096},
-                                     {8192, 8192, 8192},  {4096, 8192, 8192}, {4096, 8192, 4096},
-                                     {16384, 8192, 2048}, {8192, 4096, 8192}, {6144, 8192, 3072},
-                                     {12288, 4096, 4096}, {8192, 6144, 2048}};
+  const std::vector<Shape> shapes = {{8192, 8192, 1024}, {8192, 8192, 2048},  {8192, 8192, 4096},  {8192, 8192, 8192},
+                                     {4096, 8192, 8192}, {4096, 8192, 4096},  {16384, 8192, 2048}, {8192, 4096, 8192},
+                                     {6144, 8192, 3072}, {12288, 4096, 4096}, {8192, 6144, 2048}};
   // name: the case as the name parser reads it (the sequential /algo: cases are not names it knows: only the mode);
   // `algo` registers it with its suffix appended (/algo:ce, /algo:nccl-symmetric ...), and bench_case sets the
   // algorithm.
