@@ -4,7 +4,7 @@
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
 #   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle |
-#                               overlap-symmetric] [autoplan] [python] [mpi]
+#                               overlap-symmetric] [paced] [autoplan] [python] [mpi]
 #
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) and NCCL's symmetric kernels (1-32 CTAs;
 #                 AllGather also on the copy engines, CTA policy zero) versus tma-push, tma-pull and simt on 1-32 CTAs,
@@ -23,6 +23,10 @@
 #                 decomposed, tile-signal and green-context GEMM+AR (the /algo:nccl-symmetric cases), each against
 #                 cuBLAS + NCCL
 #                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
+#   paced         after an overlap set in the same call: the same cases in paced loopback of the machine's world on
+#                 its GPU 0 (OVL_BENCH_LOOPBACK_WORLD = the GPU count, link profile h200x2 on 2 GPUs, else
+#                 nvlink4-node8) -> bench_overlap-paced.json, and the emulation against the real world case by case
+#                 (scripts/results.py overlap bench_overlap-paced.json --compare bench_overlap.json)
 #   autoplan      bench_autoplan on the real World: the 14 held-out problems, the automatic plan (predicted and
 #                 measured tuning) against sequential and the best measured candidate, every timing the slowest
 #                 rank's -> bench_autoplan.json
@@ -64,6 +68,16 @@ for what in "$@"; do
         timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
         python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
+    paced)
+      # The loopback emulation of this world on one GPU, on the cases of the overlap set before it (the paced loopback
+      # refuses nccl-symmetric and ce by name).
+      [[ -n ${f:-} ]] || { echo "paced: name an overlap set before it (its cases are the ones emulated)" >&2; exit 2; }
+      cmds+=(--cmd "np=\$(nvidia-smi -L | wc -l); prof=nvlink4-node8; [[ \$np == 2 ]] && prof=h200x2;
+        CUDA_VISIBLE_DEVICES=0 OVL_BENCH_LOOPBACK_WORLD=\$np OVL_LINK_PROFILE=\$prof env -u OVL_BENCH_WORLD \
+          timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter='$f' \
+          --benchmark_out=\"\$OUT/bench_overlap-paced.json\" --benchmark_out_format=json > /dev/null;
+        python3 scripts/results.py overlap \"\$OUT/bench_overlap-paced.json\" --compare \"\$OUT/bench_overlap.json\" |
+          tail -12") ;;
     autoplan)
       targets+=" bench_autoplan"
       # Its candidates include tma plans, which it cannot leave out: it runs only when the real-world tma tests passed.
@@ -84,7 +98,7 @@ for what in "$@"; do
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
         python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, autoplan, python, mpi)" >&2
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, paced, autoplan, python, mpi)" >&2
        exit 2 ;;
   esac
 done
