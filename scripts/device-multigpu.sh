@@ -46,16 +46,19 @@ for what in "$@"; do
   case "$what" in
     collectives) benches+=("bench_collectives") ;;
     overlap | overlap-nccl | overlap-ag | overlap-swizzle | overlap-symmetric)
-      tail='/[^/]+/[^/]+/comm_sms:[0-9]+(/groups:[0-9]+)?/iterations'
+      # bench_overlap's first eight shapes (those of results/h200x2/bench_overlap.json), so that a set stays within its
+      # timeout; OVL_MULTIGPU_SHAPES (a regular expression of MxNxK) picks others.
+      shape=${OVL_MULTIGPU_SHAPES:-'(8192x8192x(1024|2048|4096|8192)|4096x8192x(4096|8192)|16384x8192x2048|8192x4096x8192)'}
+      tail="/$shape/[^/]+/comm_sms:[0-9]+(/groups:[0-9]+)?/iterations"
       all="overlap/[^/]+/gemm-(allreduce|reducescatter)$tail"
       nccl_modes="overlap/(sequential|decomposed|tile-signal|green-context)/gemm-(allreduce|reducescatter)$tail"
-      swz='/gemm-(allreduce|reducescatter)/[^/]+/[^/]+/comm_sms:(16|32)/groups:[0-9]+(/order:swizzle)?/iterations'
+      swz="/gemm-(allreduce|reducescatter)/$shape/[^/]+/comm_sms:(16|32)/groups:[0-9]+(/order:swizzle)?/iterations"
       case "$what" in
         overlap) f=$all; without_tma=$nccl_modes ;;
         overlap-nccl) f=$nccl_modes; without_tma=$nccl_modes ;;
         overlap-ag)
-          f='overlap/[^/]+/allgather-gemm/'
-          without_tma='overlap/(sequential|decomposed|tile-signal|green-context)/allgather-gemm/' ;;
+          f="overlap/[^/]+/allgather-gemm/$shape/"
+          without_tma="overlap/(sequential|decomposed|tile-signal|green-context)/allgather-gemm/$shape/" ;;
         overlap-swizzle)
           f="overlap/(tile-signal|green-context|tma)$swz"
           without_tma="overlap/(tile-signal|green-context)$swz" ;;
