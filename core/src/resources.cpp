@@ -319,12 +319,10 @@ void Resources::collective_unit(const Call& call, int unit, int ctas, cudaStream
     kernels::LoopbackArguments a = loopback_args(call, ctas);
     a.first_group = unit;
     a.num_groups = 1;
-    // The paced stand-in for NCCL paces a unit that a real world moves owner by owner (nccl_per_owner) as those
-    // ncclReduce / ncclBroadcast calls load the link: each link carries the unit's bytes, W / (W - 1) times the
-    // ReduceScatter or AllGather bytes the kernel counts.
-    if (a.pace_ns_per_byte > 0 && is_nccl(call.plan.comm_algo) &&
-        nccl_per_owner(p, call.ps->row_begin[size_t(unit)], call.ps->row_end[size_t(unit)]))
-      a.pace_ns_per_byte *= double(a.world) / (a.world - 1);
+    // The paced stand-in for NCCL paces a unit as the real world's calls load the link (nccl_unit_link_load: an
+    // ncclReduce / ncclBroadcast per owner carries all of the unit's bytes on each link).
+    if (is_nccl(call.plan.comm_algo))
+      a.pace_ns_per_byte *= nccl_unit_link_load(p, call.ps->row_begin[size_t(unit)], call.ps->row_end[size_t(unit)]);
     kernels::launch_loopback_collective(a, stream);
     return;
   }

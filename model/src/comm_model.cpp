@@ -351,30 +351,22 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   std::vector<CallAdjust> out(calls.size());
   const bool nccl = is_nccl(plan.comm_algo);
   const bool mover = is_tma_mover(plan.comm_algo);
-  if (!hw.emulation.loopback && problem.world > 1 && nccl) {
-    // A real world moves a unit owner by owner (nccl_per_owner): NCCL's ring pipelines each piece through every
-    // link, so each link carries the unit's bytes, W / (W - 1) times what a ReduceScatter or AllGather of them sends.
+  // An NCCL unit that a real world moves owner by owner loads each link with all of its bytes (nccl_unit_link_load):
+  // the real world's factor on its bytes, and the paced stand-in's link load (Resources::collective_unit).
+  const auto nccl_units = [&](double CallAdjust::*field) {
     const std::vector<UnitRows> units = unit_rows(problem, plan);
     for (size_t i = 0; i < units.size() && i < out.size(); ++i)
-      if (nccl_per_owner(problem, units[i].begin, units[i].end))
-        out[i].factor = double(problem.world) / (problem.world - 1);
+      out[i].*field = nccl_unit_link_load(problem, units[i].begin, units[i].end);
     return out;
-  }
+  };
+  if (!hw.emulation.loopback && problem.world > 1 && nccl) return nccl_units(&CallAdjust::factor);
   if (!hw.emulation.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
   for (size_t i = 0; i < calls.size(); ++i) {
     out[i].factor = calls[i].factor;
     if (nccl) out[i].extra_us = calls[i].pieces * hw.fit.loopback_piece_us;
   }
   if (!hw.emulation.link_profile) return out;
-  if (nccl) {
-    // The paced stand-in paces a unit that a real world moves owner by owner as those calls load the link
-    // (Resources::collective_unit): its link bytes W / (W - 1) times a ReduceScatter's or AllGather's.
-    const std::vector<UnitRows> units = unit_rows(problem, plan);
-    for (size_t i = 0; i < units.size() && i < out.size(); ++i)
-      if (nccl_per_owner(problem, units[i].begin, units[i].end))
-        out[i].link_load = double(problem.world) / (problem.world - 1);
-    return out;
-  }
+  if (nccl) return nccl_units(&CallAdjust::link_load);
   if (!mover) return out;
   const int ctas = signaled_comm_ctas(plan, hw);  // the CTAs the executor launches the mover with
   // The load depends on the owners' row counts only: a call whose counts are the previous call's (equal groups, the

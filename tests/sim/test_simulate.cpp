@@ -204,7 +204,8 @@ TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
     EXPECT_DOUBLE_EQ(a.link_load, 1.0);
   const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 2);
   for (const CallAdjust& a : call_adjustments(ar, dec, w2)) EXPECT_DOUBLE_EQ(a.link_load, 1.0);
-  // World 8 (nvlink4-node8): tile-signal AG+GEMM and GEMM+RS groups at 8/7; unpaced, 1.
+  // World 8 (nvlink4-node8): tile-signal AG+GEMM and GEMM+RS groups at 8/7; unpaced, 1. The two predictors agree
+  // within 2% (under 1%); a simulator that left out the groups' link_load would be 3-10% faster.
   const Hardware h100 = builtin_hardware("h100");
   const Hardware w8 = loopback_hardware(h100, 8, LoopbackShare::kRank0, builtin_link_profile("nvlink4-node8"));
   for (Op op : {Op::kGemmReduceScatter, Op::kAllGatherGemm}) {
@@ -215,7 +216,7 @@ TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
     for (const CallAdjust& a : call_adjustments(p, ts, loopback_hardware(h100, 8, LoopbackShare::kRank0)))
       EXPECT_DOUBLE_EQ(a.link_load, 1.0);
     SCOPED_TRACE(to_string(op));
-    EXPECT_NEAR(simulate(p, ts, w8).total_us, estimate(p, ts, w8).total_us, 0.05 * estimate(p, ts, w8).total_us);
+    EXPECT_NEAR(simulate(p, ts, w8).total_us, estimate(p, ts, w8).total_us, 0.02 * estimate(p, ts, w8).total_us);
   }
 }
 

@@ -168,6 +168,12 @@ OwnerRows owner_rows(const Problem& problem, int64_t begin, int64_t end, int own
 inline bool nccl_per_owner(const Problem& problem, int64_t begin, int64_t end) {
   return problem.op != Op::kGemmAllReduce && (begin != 0 || end != problem.m);
 }
+// The link load of an NCCL unit against a ReduceScatter or AllGather of its bytes: W / (W - 1) where NCCL moves it
+// owner by owner (each ring link carries all of the unit's bytes), else 1. A real world's factor on the unit's bytes
+// (call_adjustments), and what a paced loopback's stand-in paces (Resources::collective_unit).
+inline double nccl_unit_link_load(const Problem& problem, int64_t begin, int64_t end) {
+  return problem.world > 1 && nccl_per_owner(problem, begin, end) ? double(problem.world) / (problem.world - 1) : 1.0;
+}
 
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
