@@ -583,26 +583,30 @@ __device__ void simt_move(const Cta& cta, const Move& m, GroupRange groups) {
 // group g is reduce-scattered; a waiter (thread 0) does ld.acquire.sys until >= the value it needs, then
 // fence.proxy.async.global, and so does every other thread that issues TMA ops, after the barrier, before its first.
 // Steps (per slice; a phase runs the played ranks' moves back to back):
-//   step 0: out-of-place push reduce / gather: copy our own chunk to dst (not for a push onto zeroed destinations,
-//           dst_zeroed: step 1 adds it); signal START (our buffers are ready).
+//   step 0: out-of-place push reduce: copy our own chunk to dst (not for a push onto zeroed destinations,
+//           dst_zeroed: step 1 adds it); signal START (our buffers are ready). An out-of-place AllGather copies its
+//           own chunk in step 2, group by group, so that a gate (a.expected) of a later group never holds back START.
 //   step 1 (RS, push; ReduceScatter): wait START of every owner; cp.reduce.async.bulk our src[R_r] into dst_r[R_r];
 //                      signal RS.
 //   step 1 (RS, pull): wait START of every rank; load src_p[R_me] for p = 0..N-1, add in fp32 in that order,
 //                      store dst_me[R_me]; signal RS (we are done reading your src). Wait RS from every peer.
-//   step 2 (AG, push; AllGather): wait START of every peer; store our R_me to every peer; signal AG.
-//   step 2 (AG, pull): (AllGather: wait START of every owner) load R_r of every owner into dst_me; signal AG.
+//   step 2 (AG, push; AllGather): wait START of every peer; (out of place) copy our own R_me; store our R_me to
+//                      every peer; signal AG.
+//   step 2 (AG, pull): (AllGather: wait START of every owner; out of place, copy our own R_me) load R_r of every
+//                      owner into dst_me; signal AG.
 //   steps 1 and 2 (push AllReduce), tile group by tile group: wait START of every peer; then for g = 0..G: (g < G)
 //                      push-reduce group g as step 1 does and signal its group flag; (g > 0) wait until every peer's
 //                      group flag says group g - 1 is done (its adds into our R_me(g - 1) performed, its reads of
 //                      its src there done) and store our R_me(g - 1) to every peer. The gather runs one group behind
 //                      the reduce-scatter, so its wait is usually met by then. Then signal AG.
-//   step 2 with gathered counters (AllGather), tile group by tile group: push: store our R_me(g) to every peer and
+//   step 2 with gathered counters (AllGather), tile group by tile group (our own R_me(g) copied first, out of
+//                      place): push: store our R_me(g) to every peer and
 //                      signal its group flag; then raise gathered[me][h] for each group h not raised yet whose flag
 //                      every peer has signalled: waiting (timeout: kGroupGathered) for h <= g - 1, one group behind
 //                      as above (the last group: for every group), only looking for h = g. pull: load R_r(g) of
 //                      every owner into dst_me; then raise gathered[me][g]. Thread 0 raises (red.release.sys) after
-//                      the phase's boundary, so after thread 32's wait_group 0 and fence as a flag is; our own ranges
-//                      were copied in step 0. Then signal AG.
+//                      the phase's boundary, so after thread 32's wait_group 0 and fence as a flag is; our own rows
+//                      of group g were copied in the phase before. Then signal AG.
 //   exit: wait the last phase's flag from every peer (no peer still touches our buffers).
 template <typename T>
 __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a, int num_stages,
@@ -686,8 +690,7 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   };
 
   // step 0 (dst_zeroed: a push adds our own piece in step 1 instead)
-  if (!in_place && ((push && has_rs && !a.dst_zeroed) || a.op == Collective::kAllGather))
-    run_phase(MoveKind::kOwnCopy, all_groups);
+  if (!in_place && push && has_rs && !a.dst_zeroed) run_phase(MoveKind::kOwnCopy, all_groups);
   finish_phase(kFlagStart, false);
 
   // steps 1 and 2 of the push AllReduce, group by group
@@ -717,9 +720,16 @@ __global__ void collective_kernel(const __grid_constant__ CollectiveArguments a,
   // step 2
   if (has_ag) {
     if (!has_rs) wait_all(kFlagStart);
-    // With gathered counters one phase per group (a boundary after each, to raise its counters), else one phase.
+    // With gathered counters one phase per group (a boundary after each, to raise its counters), else one phase; an
+    // out-of-place AllGather's own copy of those groups in the phase before.
+    const bool own_copy = !in_place && a.op == Collective::kAllGather;
     for (int g = 0; g < (gathered ? num_groups : 1); ++g) {
-      run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, gathered ? GroupRange{g, g + 1} : all_groups);
+      const GroupRange groups = gathered ? GroupRange{g, g + 1} : all_groups;
+      if (own_copy) {
+        run_phase(MoveKind::kOwnCopy, groups);
+        boundary([] {});
+      }
+      run_phase(push ? MoveKind::kPushBcast : MoveKind::kPullCopy, groups);
       if (gathered)
         boundary([&] {
           if (push && !abort_flag)
