@@ -128,8 +128,8 @@ struct CollectiveArguments {
   // Optional per-group arrival (AllGather, tma-push or tma-pull only): gathered[r] for every played rank r (others
   // unused), num_groups uint32 in the launching device's memory. CTA c adds 1 (red.release.sys) to gathered[r][g] once
   // r's dst holds slice c of every owner's ranges of group g (tma-pull: its own writes of them performed; tma-push:
-  // every peer's group flag of slice c says that peer's pushes of group g are performed; r's own ranges: copied
-  // before any add), in group order and also for a group it has no bytes of. So gathered[r][g] grows by exactly
+  // every peer's group flag of slice c says that peer's pushes of group g are performed; r's own ranges of group g:
+  // copied, out of place, in the phase before group g's push or pull), in group order and also for a group it has no bytes of. So gathered[r][g] grows by exactly
   // num_ctas, and has when r's dst holds all of group g. Never reset here. Every rank's launch must have the same
   // num_ctas and ranges (slice c is the same bytes on every rank). A GEMM reading the rows waits with ld.acquire.sys,
   // then fence.proxy.async.global before its TMA loads. A call that times out leaves the counters of the groups it
