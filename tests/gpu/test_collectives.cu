@@ -735,6 +735,43 @@ TEST_F(CollectivesTest, AllGatherRaisesEachGroupOnceItsRowsArrive) {
   }
 }
 
+// An out-of-place AllGather with a GroupRelease whose gate never opens for rank 1's group 1 (loopback world of 2, one
+// launch playing both ranks, 2 CTAs, 50 ms timeout): each rank copies its own rows of a group after START, group by
+// group, so group 0 is copied, pushed or pulled and raised on both ranks before the gate of group 1 times out (an own
+// copy of every group before START would stop at that gate and raise none), and the error names the gate.
+TEST_F(CollectivesTest, OutOfPlaceAllGatherRaisesEarlierGroupsBeforeALaterGateTimesOut) {
+  const int n = 2, groups = 3, ctas = 2;
+  World world = World::loopback(n);
+  Collectives coll(world);
+  const std::vector<TileRange> ranges = test::owner_runs(n, {40'000, 30'008, 50'000});
+  const RangeTable table(world, ranges, groups);
+  const SymmetricBuffer src(world, table.src_end()), dst(world, table.dst_end()),
+      gemm_counters(world, groups * sizeof(std::uint32_t));
+  for (int r = 0; r < n; ++r) {  // every gate open but rank 1's of group 1
+    const std::vector<std::uint32_t> open{1, r == 1 ? 0u : 1u, 1};
+    OVL_CUDA_CHECK(cudaMemcpy(gemm_counters.peer<std::uint32_t>(r), open.data(), open.size() * sizeof(std::uint32_t),
+                              cudaMemcpyHostToDevice));
+  }
+  test::DeviceArray<std::uint32_t> expected(groups), gathered(std::size_t(n) * groups);
+  const std::vector<std::uint32_t> one(groups, 1);
+  OVL_CUDA_CHECK(cudaMemcpy(expected.get(), one.data(), expected.bytes(), cudaMemcpyHostToDevice));
+  OVL_CUDA_CHECK(test::finish_setup());
+  const GroupGate gate{&gemm_counters, expected.get()};
+  const GroupRelease release{gathered.get()};
+  for (CommAlgo algo : {CommAlgo::kTmaPush, CommAlgo::kTmaPull}) {
+    SCOPED_TRACE(to_string(algo));
+    OVL_CUDA_CHECK(cudaMemset(gathered.get(), 0, gathered.bytes()));
+    CollectiveOptions opt;
+    opt.num_ctas = ctas;
+    opt.timeout_ns = 50'000'000;
+    coll.run_ranges(Collective::kAllGather, src, dst, table, DType::kBF16, algo, opt, stream_, &gate, &release);
+    test::expect_error_naming([&] { coll.check(stream_); }, "waited for tile group 1 of rank 1's GEMM");
+    std::vector<std::uint32_t> raised(std::size_t(n) * groups);
+    OVL_CUDA_CHECK(cudaMemcpy(raised.data(), gathered.get(), gathered.bytes(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(raised, (std::vector<std::uint32_t>{ctas, 0, 0, ctas, 0, 0}));
+  }
+}
+
 // The same over a threads World of every visible GPU (each rank's own counters and checker; one GPU: a world of 1).
 TEST_F(CollectivesTest, AllGatherRaisesEachGroupInAThreadsWorldOfEveryGpu) {
   std::vector<World> worlds = World::threads(test::every_gpu(kernels::kMaxRanks));
