@@ -43,17 +43,6 @@ struct Cta {
   int* abort_flag;  // shared memory: set by the thread whose wait timed out
 };
 
-// One thread: spin (acquire, system scope) until *word >= target, or time out. Returns false on timeout.
-template <typename Word>
-__device__ bool wait_at_least(const Word* word, Word target, std::uint64_t timeout_ns, Word& seen) {
-  const std::uint64_t start = ptx::global_timer_ns();
-  for (;;) {
-    seen = ptx::ld_acquire_sys(word);
-    if (seen >= target) return true;
-    if (ptx::global_timer_ns() - start > timeout_ns) return false;
-  }
-}
-
 // Thread 0: wait until the flag word_of(p) of every peer p of `me` (all ranks except me) is >= target, then
 // fence.proxy.async.global (the data these flags publish may be read by TMA next). On a timeout: report(p, seen),
 // the abort flag set. Waits for nothing after an abort.
@@ -65,7 +54,7 @@ __device__ void wait_peer_words(const Cta& cta, int me, WordOf word_of, Word tar
   for (int i = 1; i < n; ++i) {
     const int p = (me + i) % n;
     Word seen = 0;
-    if (!wait_at_least(word_of(p), target, a.timeout_ns, seen)) {
+    if (!spin_at_least(word_of(p), target, a.timeout_ns, nullptr, seen)) {  // each wait to its own timeout
       report(p, seen);
       *cta.abort_flag = 1;
       return;
@@ -144,7 +133,7 @@ __device__ bool gate_group(const Cta& cta, int g, unsigned mask, int me) {
   for (int p = 0; p < a.world_size; ++p) {
     if (!(mask & (1u << p))) continue;
     std::uint32_t seen = 0;
-    if (!wait_at_least(a.counters[p] + g, target, a.timeout_ns, seen)) {
+    if (!spin_at_least(a.counters[p] + g, target, a.timeout_ns, nullptr, seen)) {
       record_timeout(a.error, WaitKind::kGroupCounter, me, p, cta.slice, g, seen, target);
       *cta.abort_flag = 1;
       return false;
@@ -380,19 +369,15 @@ __device__ void store_unit(const CollectiveArguments& a, const Move& m, const Pi
   }
 }
 
-// Thread 32 at a phase's end, units first..end - 1 consumed: every bulk write performed (wait_group 0, not .read),
-// the last stage handed back, this thread's writes ordered before thread 0's release after the barrier (as the SIMT
-// mover's stores; thread 0's own tails are ordered by its release), then the ring's unit count for the next phase.
+// Thread 32 at a phase's end, units first..end - 1 consumed: every bulk write performed and fenced for the generic
+// release (publish_bulk_writes), the last stage handed back, this thread's writes ordered before thread 0's release
+// after the barrier (as the SIMT mover's stores; thread 0's own tails are ordered by its release), then the ring's
+// unit count for the next phase.
 __device__ void end_phase(const PhaseRing& ring, std::uint32_t first, std::uint32_t end, std::uint32_t count) {
-  ptx::bulk_wait_all();
+  publish_bulk_writes();
   if (end > first) ring.release(end - 1, count);
   __threadfence_system();
   *ring.consumed() = end;
-}
-
-// A pull-reduce unit's slot: stage / W bytes, rounded down to 16 (slot r of a stage is loaded from rank r).
-__device__ inline std::uint32_t pull_slot(const TmaRing& ring, int world_size) {
-  return (ring.stage_bytes / std::uint32_t(world_size)) & ~15u;
 }
 
 // Thread 0, every phase's producer: per piece of `walk` (units first.. of the ring), the counter gate of its group
@@ -403,7 +388,7 @@ template <typename T>
 __device__ void produce_phase(const Cta& cta, const PhaseRing& ring, PhaseWalk& walk, std::uint32_t first) {
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
-  const std::uint32_t slot = pull_slot(ring, n);  // pull-reduce only
+  const std::uint32_t slot = pull_slot_bytes(ring.stage_bytes, n);  // pull-reduce only
   Gate gate;
   Piece p{};
   std::uint32_t i = first;
@@ -417,6 +402,8 @@ __device__ void produce_phase(const Cta& cta, const PhaseRing& ring, PhaseWalk& 
       continue;
     }
     ring.acquire(i);
+    // The ring's loads written out here (not TmaRing::arm / load / issue): with them the phase lambda of
+    // collective_kernel<bf16 / f16> is no longer inlined and the kernel takes 154 registers instead of 89.
     std::uint64_t* full = ring.full_bar(i);
     unsigned char* stage = ring.stage(i);
     if (walk.kind == MoveKind::kPullSum) {
@@ -453,10 +440,7 @@ __device__ void split_phase(const Cta& cta, const PhaseRing& ring, MoveKind kind
     if (!ring.wait_issued(i)) break;  // never issued: a gate timed out
     store_unit<T>(a, walk.move, p, ring.stage(i));
     ptx::bulk_commit();
-    if (i > first) {
-      ptx::bulk_wait_read(1);  // the previous unit's group has read its stage
-      ring.release(i - 1, ring.readers);
-    }
+    ring.retire_previous(i, first, ring.readers);
     ++i;
   }
   end_phase(ring, first, i, ring.readers);
@@ -469,7 +453,7 @@ __device__ void pull_sum_phase(const Cta& cta, const PhaseRing& ring, int r0, in
   const unsigned tid = threadIdx.x;
   const CollectiveArguments& a = *cta.a;
   const int n = a.world_size;
-  const std::uint32_t slot = pull_slot(ring, n);
+  const std::uint32_t slot = pull_slot_bytes(ring.stage_bytes, n);
   if (tid < kWarp) {  // ---- producer ----
     if (tid == 0) {
       PhaseWalk feed(a, MoveKind::kPullSum, r0, r1, groups, cta.slice, slot);
@@ -494,10 +478,7 @@ __device__ void pull_sum_phase(const Cta& cta, const PhaseRing& ring, int r0, in
     if (leader) {
       ptx::bulk_store(static_cast<unsigned char*>(a.dst[walk.move.me]) + p.dst_offset, stage, p.bytes);
       ptx::bulk_commit();
-      if (i > first) {
-        ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
-        ring.release(i - 1, 1);  // to the producer, which refills it with unit i + S - 1
-      }
+      ring.retire_previous(i, first, 1);  // to the producer, which refills it with unit i + S - 1
     } else {
       ring.release(i, 1);  // this thread's reads and writes of stage i are done
     }
@@ -896,8 +877,7 @@ __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, st
       ring.acquire(k);
       std::uint64_t off;
       const std::uint32_t b = pieces.at(k, off);
-      ptx::mbar_arrive_expect_tx(ring.full_bar(k), b);
-      ptx::bulk_load(ring.stage(k), src + off, b, ring.full_bar(k));
+      ring.issue(k, src + off, b);
     }
   } else if (tid == kLead) {  // consumer
     for (std::uint32_t k = 0; k < pieces.count; ++k) {
@@ -910,10 +890,7 @@ __global__ void tma_ring_kernel(unsigned char* dst, const unsigned char* src, st
         ptx::bulk_store(dst + off, ring.stage(k), b);
       }
       ptx::bulk_commit();
-      if (k > 0) {
-        ptx::bulk_wait_read(1);  // the previous piece's write has read its stage
-        ring.release(k - 1, 1);
-      }
+      ring.retire_previous(k, 0, 1);
     }
     ptx::bulk_wait_all();
   }

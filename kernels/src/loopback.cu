@@ -63,11 +63,8 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
   for (int gi = 0; gi < a.num_groups; ++gi) {
     const int g = a.first_group + gi;
     if (threadIdx.x == 0) {
-      ok = a.expected == nullptr ? 1
-                                 : int(wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error,
-                                                             WaitKind::kGroupCounter, unsigned(g), blockIdx.x));
-      if (ok) __threadfence();
-      if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2] = global_timer_ns();
+      ok = int(dev::gate(a, g));
+      dev::stamp(a, g, 0);
       if (ok && paced) pace_t0 = dev::pace_group_start(pace_end);
     }
     __syncthreads();
@@ -85,7 +82,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
       const uint4* copy_src = reinterpret_cast<const uint4*>(pc.copy_src);
       // Unpaced: one chunk, the whole slice.
       const std::int64_t chunk = paced ? std::int64_t(blockDim.x) * kPaceChunkPasses : v1 - v0;
-      const double link_per_vector = pc.reduce ? 16.0 * (W - 1) : r != 0 ? 16.0 : 0.0;
+      const double link_per_vector = 16.0 * dev::link_bytes_per_byte(pc.reduce, r, W);
       for (std::int64_t c0 = v0; c0 < v1; c0 += chunk) {
         const std::int64_t c1 = c0 + chunk < v1 ? c0 + chunk : v1;
         for (std::int64_t v = c0 + threadIdx.x; v < c1; v += blockDim.x) {
@@ -112,8 +109,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
     __syncthreads();
     if (threadIdx.x == 0 && paced)
       pace_end = pace_t0 + static_cast<unsigned long long>(link_bytes * a.pace_ns_per_byte);
-    if (threadIdx.x == 0 && a.stamps != nullptr)
-      a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + 1] = global_timer_ns();
+    if (threadIdx.x == 0) dev::stamp(a, g, 1);
   }
   if (threadIdx.x == 0 && paced) dev::pace_finish(a);  // after the last group (its __syncthreads)
 }

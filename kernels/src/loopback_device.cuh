@@ -1,5 +1,6 @@
-// Device-side helpers shared by the loopback movers (loopback.cu, loopback_tma.cu): pacing and what one (group,
-// owner) piece of the loopback collective means for the played share; the timed counter wait is device_error.hpp's,
+// Device-side helpers shared by the loopback movers (loopback.cu, loopback_tma.cu): the group gate, the stamps,
+// pacing and its link-byte rule, and what one (group, owner) piece of the loopback collective means for the played
+// share; the timed counter wait is device_error.hpp's,
 // the PTX wrappers (global timer, system-scope acquire, bulk copies, 16-byte fp32 sums) tma_ptx.cuh's. Device code:
 // include from .cu only.
 #pragma once
@@ -39,6 +40,30 @@ __device__ __forceinline__ unsigned long long pace_group_start(unsigned long lon
 // binds, the bytes end after their paced time.)
 __device__ __forceinline__ void pace_finish(const LoopbackArguments& a) {
   pace_until(global_timer_ns() + a.pace_latency_ns);
+}
+
+// Thread 0 of a mover's CTA: true = group g may be moved (its counter acquired, then fence.proxy.async.global: the
+// TMA mover's bulk loads come after the acquire; the SIMT mover's plain loads need no more); false = timed out or a
+// timeout recorded elsewhere (WaitKind::kGroupCounter). No counters: always true.
+__device__ __forceinline__ bool gate(const LoopbackArguments& a, int g) {
+  if (a.expected == nullptr) return true;
+  if (!wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter, unsigned(g),
+                             blockIdx.x))
+    return false;
+  ptx::fence_proxy_async_global();
+  return true;
+}
+
+// This CTA's stamp of group g (LoopbackArguments::stamps, [group][cta][start, end]): which 0 = start, 1 = end.
+__device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {
+  if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = global_timer_ns();
+}
+
+// Pacing's link bytes per byte moved (LoopbackArguments::pace_ns_per_byte): a pull-style sum reads the W-1 peers'
+// sources; a byte from peer `from` > 0 (a copy of its piece, its push add into rank 0's output) crosses the link
+// once; rank 0's own bytes never do.
+__device__ __forceinline__ double link_bytes_per_byte(bool pull_sum, int from, int world) {
+  return pull_sum ? double(world - 1) : from != 0 ? 1.0 : 0.0;
 }
 
 // What piece (group g, owner r) of the range table asks of the played share (see LoopbackArguments):

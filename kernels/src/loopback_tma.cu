@@ -64,7 +64,7 @@ static_assert(sizeof(PieceInfo) == 32, "a piece in shared memory is 32 bytes (th
 
 // Bytes per chunk: a whole stage, or (tma-pull) one of the stage's W slots, a multiple of 16 bytes.
 __host__ __device__ __forceinline__ std::uint32_t chunk_cap(int kind, std::uint32_t stage_bytes, int world) {
-  return kind == kPull ? (stage_bytes / std::uint32_t(world)) & ~15u : stage_bytes;
+  return kind == kPull ? pull_slot_bytes(stage_bytes, world) : stage_bytes;
 }
 
 // Owner r's piece `rg` as this mover plays it.
@@ -186,17 +186,6 @@ struct Units {
   }
 };
 
-// Thread 0: true = group g may be moved (counter acquired, proxy fenced); false = timed out or an error was
-// recorded elsewhere.
-__device__ bool gate(const LoopbackArguments& a, int g) {
-  if (a.expected == nullptr) return true;
-  if (!wait_counter_at_least(a.counters + g, a.expected[g], a.timeout_ns, a.error, WaitKind::kGroupCounter, unsigned(g),
-                             blockIdx.x))
-    return false;
-  ptx::fence_proxy_async_global();
-  return true;
-}
-
 template <typename T>
 __device__ __forceinline__ const unsigned char* src_bytes(const LoopbackArguments& a, const Unit& u, int p) {
   return reinterpret_cast<const unsigned char*>(static_cast<const T*>(a.src[p]) + u.range.src_offset) + u.pos;
@@ -206,38 +195,23 @@ __device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, 
   return reinterpret_cast<unsigned char*>(static_cast<T*>(a.dst[d]) + u.range.dst_offset) + u.pos;
 }
 
-// The unit's link bytes (LoopbackArguments' pacing rule): a pull reads W-1 peers' sources; a push add of source p > 0
-// is a peer's push into rank 0's output; a copy of owner r > 0's piece is read from that peer; the rest is local.
+// The unit's link bytes (dev::link_bytes_per_byte): a pull's W sources, a push add's source, a copy's owner.
 __device__ __forceinline__ double link_bytes(const Unit& u, int world) {
-  switch (u.kind) {
-    case kPull:
-      return double(u.bytes) * double(world - 1);
-    case kPushAdd:
-      return u.source != 0 ? double(u.bytes) : 0.0;
-    default:
-      return u.owner != 0 ? double(u.bytes) : 0.0;
-  }
+  return double(u.bytes) * dev::link_bytes_per_byte(u.kind == kPull, u.kind == kPushAdd ? u.source : u.owner, world);
 }
 
-// Stamp slot of (group, CTA): [start, end].
-__device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {
-  if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = dev::global_timer_ns();
-}
-
-// Issues unit u into `stage`: arms its full barrier with the unit's bytes, then the bulk loads.
+// Issues unit u as the ring's unit i: arms its full barrier with the unit's bytes, then the bulk loads.
 template <typename T>
 __device__ __forceinline__ void issue_unit(const LoopbackArguments& a, const Units<T>& cur, const Unit& u,
-                                           unsigned char* stage, std::uint64_t* full_s) {
+                                           const TmaRing& ring, std::uint32_t i) {
   if (u.kind == kPull) {
     const std::uint32_t slot = cur.cap(kPull);
-    ptx::mbar_arrive_expect_tx(full_s, std::uint32_t(a.world) * u.bytes);
-    for (int p = 0; p < a.world; ++p)
-      ptx::bulk_load(stage + std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes, full_s);
+    ring.arm(i, std::uint32_t(a.world) * u.bytes);
+    for (int p = 0; p < a.world; ++p) ring.load(i, std::uint32_t(p) * slot, src_bytes<T>(a, u, p), u.bytes);
   } else {
-    ptx::mbar_arrive_expect_tx(full_s, u.bytes);
-    const unsigned char* from =
-        u.kind == kCopy ? static_cast<const unsigned char*>(u.piece.copy_src) + u.pos : src_bytes<T>(a, u, u.source);
-    ptx::bulk_load(stage, from, u.bytes, full_s);
+    ring.issue(
+        i, u.kind == kCopy ? static_cast<const unsigned char*>(u.piece.copy_src) + u.pos : src_bytes<T>(a, u, u.source),
+        u.bytes);
   }
 }
 
@@ -268,8 +242,7 @@ struct Releases {
   }
   __device__ void written(int g) {
     if (!on()) return;
-    ptx::bulk_wait_all();
-    ptx::fence_proxy_async_global();  // the async proxy's writes before the generic release
+    publish_bulk_writes();
     const unsigned long long t = dev::global_timer_ns();
     if (count == kCap) pop();
     const int tail = (head + count) % kCap;
@@ -344,21 +317,20 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
       if (++prod_group >= a.num_groups) return false;
       const int g = a.first_group + prod_group;
       prod.enter(g);
-      if (!gate(a, g)) {
+      if (!dev::gate(a, g)) {
         *issued_on_abort = head;
         return false;
       }
-      stamp(a, g, 0);
-      if (!prod.any()) stamp(a, g, 1);  // no unit of group g for this CTA
+      dev::stamp(a, g, 0);
+      if (!prod.any()) dev::stamp(a, g, 1);  // no unit of group g for this CTA
       if (paced) {
         pace_t0 = pace_end = dev::pace_group_start(pace_end);
         paced_bytes = 0;
       }
     }
-    unsigned char* stage = ring.stage(head);  // before acquire(), which then reuses its head % S
     if (!pull) ring.acquire(head);
     const Unit u = prod.take();
-    issue_unit<T>(a, prod, u, stage, ring.full_bar(head));
+    issue_unit<T>(a, prod, u, ring, head);
     ++head;
     if (paced) {  // after issuing b link bytes since the group's start: wait until t0 + b / rate
       paced_bytes += link_bytes(u, a.world);
@@ -422,10 +394,9 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
         }
       }
       ptx::bulk_commit();
-      if (tail >= 1) ptx::bulk_wait_read(1);  // the previous unit's store has read its stage
-      if (!pull && tail >= 1) ring.release(tail - 1, 1);  // hand that stage back to the producer
+      ring.retire_previous(tail, 0, pull ? 0 : 1);  // tma-push, copies: to the producer; tma-pull refills below
       if (u.last_in_group) {  // before tma-pull's next unit, whose paced wait would delay the group's end
-        stamp(a, u.group, 1);
+        dev::stamp(a, u.group, 1);
         rel.written(u.group);
       }
       rel.due_now();

@@ -1,5 +1,7 @@
-// The stage ring of the TMA kernels (collectives_tma.cu's phases and local rings, loopback_tma.cu's movers) and the
-// fp32 sum of a pull-reduce unit's W slots. Private to kernels/src; device code: include from .cu only.
+// The stage ring of the TMA kernels (collectives_tma.cu's phases and local rings, loopback_tma.cu's movers): its
+// barriers, issuing a unit's bulk loads, handing a stage back after its bulk writes have read it, a pull-reduce
+// unit's slots and their fp32 sum, and publishing bulk writes before a release. Private to kernels/src; device code:
+// include from .cu only.
 #pragma once
 
 #include <cstddef>
@@ -53,7 +55,40 @@ struct TmaRing {
   __device__ void wait_full(std::uint32_t i) const { ptx::mbar_wait(full_bar(i), (i / num_stages) & 1u); }
   // A reader is done with unit i's stage: n of the stage's `readers` arrivals.
   __device__ void release(std::uint32_t i, std::uint32_t n) const { ptx::mbar_arrive(empty() + i % num_stages, n); }
+
+  // Issuer: unit i's loads are `bytes` in all (arm its full barrier), then each load: `bytes` from `src` to
+  // `offset` bytes into the unit's stage (a pull-reduce unit: slot r at r x slot bytes, from rank r).
+  __device__ void arm(std::uint32_t i, std::uint32_t bytes) const { ptx::mbar_arrive_expect_tx(full_bar(i), bytes); }
+  __device__ void load(std::uint32_t i, std::uint32_t offset, const void* src, std::uint32_t bytes) const {
+    ptx::bulk_load(stage(i) + offset, src, bytes, full_bar(i));
+  }
+  // A unit of one load.
+  __device__ void issue(std::uint32_t i, const void* src, std::uint32_t bytes) const {
+    arm(i, bytes);
+    load(i, 0, src, bytes);
+  }
+  // The thread that writes from the stages, right after committing unit i's bulk writes: unless i is the run's first
+  // unit, wait until the previous unit's bulk group has read its stage (wait_group.read 1: one group of lag, never the
+  // group just committed), then hand that stage back with n arrivals (n = 0: the kernel orders the refill itself).
+  __device__ void retire_previous(std::uint32_t i, std::uint32_t first, std::uint32_t n) const {
+    if (i == first) return;
+    ptx::bulk_wait_read(1);
+    if (n > 0) release(i - 1, n);
+  }
 };
+
+// A pull-reduce unit's slot: stage / W bytes, rounded down to 16 (slot r of a stage is loaded from rank r).
+__host__ __device__ __forceinline__ std::uint32_t pull_slot_bytes(std::uint32_t stage_bytes, int world) {
+  return (stage_bytes / std::uint32_t(world)) & ~15u;
+}
+
+// The thread that issued bulk writes, before a generic release publishes them to other threads or GPUs: every bulk
+// write performed (wait_group 0, not .read), then fence.proxy.async.global (the async proxy's writes ordered before
+// the generic proxy's release; a reader may load them through either proxy).
+__device__ __forceinline__ void publish_bulk_writes() {
+  ptx::bulk_wait_all();
+  ptx::fence_proxy_async_global();
+}
 
 // The consumers' barrier: named barrier 1 over the consumer warps only (__syncthreads is barrier 0).
 __device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_barrier_sync(1, threads); }

@@ -81,24 +81,33 @@ __device__ inline void record_timeout(DeviceError* e, WaitKind wait, std::uint32
   }
 }
 
-// One thread: spin (ld.acquire.sys) until *counter >= expected, tile group `group`'s counter; false after
-// timeout_ns (recorded as `what` by CTA `cta`) or as soon as a timeout is recorded elsewhere (checked every 64
-// polls).
+// The timed wait of every collective kernel (the GEMM's own is gemm_sm90_detail.cuh's): one thread spins
+// (ld.acquire.sys) until *word >= target, `seen` the last value read. False after timeout_ns, or, with `watch` set,
+// as soon as a timeout is recorded there by another waiter; the clock and `watch` are read every 64 polls. The caller
+// records its own timeout (record_timeout keeps the first).
+template <typename Word>
+__device__ inline bool spin_at_least(const Word* word, Word target, std::uint64_t timeout_ns, const DeviceError* watch,
+                                     Word& seen) {
+  const std::uint64_t start = ptx::global_timer_ns();
+  for (unsigned spins = 0;; ++spins) {
+    seen = ptx::ld_acquire_sys(word);
+    if (seen >= target) return true;
+    if ((spins & 63u) == 0u) {
+      if (watch != nullptr && error_code(watch) != 0u) return false;
+      if (ptx::global_timer_ns() - start > timeout_ns) return false;
+    }
+  }
+}
+
+// One thread: spin until *counter >= expected, tile group `group`'s counter; false after timeout_ns (recorded as
+// `what` by CTA `cta`) or as soon as a timeout is recorded in `e` elsewhere.
 __device__ inline bool wait_counter_at_least(const std::uint32_t* counter, std::uint32_t expected,
                                              std::uint64_t timeout_ns, DeviceError* e, WaitKind what,
                                              std::uint32_t group, std::uint32_t cta) {
-  const std::uint64_t start = ptx::global_timer_ns();
-  for (unsigned spins = 0;; ++spins) {
-    const std::uint32_t seen = ptx::ld_acquire_sys(counter);
-    if (seen >= expected) return true;
-    if ((spins & 63u) == 0u) {
-      if (error_code(e) != 0u) return false;
-      if (ptx::global_timer_ns() - start > timeout_ns) {
-        record_timeout(e, what, 0u, 0u, cta, group, seen, expected);
-        return false;
-      }
-    }
-  }
+  std::uint32_t seen = 0;
+  if (spin_at_least(counter, expected, timeout_ns, e, seen)) return true;
+  record_timeout(e, what, 0u, 0u, cta, group, seen, expected);  // a no-op when a timeout is recorded already
+  return false;
 }
 #endif
 
