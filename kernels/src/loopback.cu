@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
       const uint4* copy_src = reinterpret_cast<const uint4*>(pc.copy_src);
       // Unpaced: one chunk, the whole slice.
       const std::int64_t chunk = paced ? std::int64_t(blockDim.x) * kPaceChunkPasses : v1 - v0;
-      const double link_per_vector = 16.0 * dev::link_bytes_per_byte(pc.reduce, r, W);
+      const double link_per_vector = 16.0 * link_bytes_per_byte(pc.reduce, r, W);
       for (std::int64_t c0 = v0; c0 < v1; c0 += chunk) {
         const std::int64_t c1 = c0 + chunk < v1 ? c0 + chunk : v1;
         for (std::int64_t v = c0 + threadIdx.x; v < c1; v += blockDim.x) {

@@ -1,8 +1,7 @@
 // Device-side helpers shared by the loopback movers (loopback.cu, loopback_tma.cu): the group gate, the stamps,
-// pacing and its link-byte rule, and what one (group, owner) piece of the loopback collective means for the played
-// share; the timed counter wait is device_error.hpp's,
-// the PTX wrappers (global timer, system-scope acquire, bulk copies, 16-byte fp32 sums) tma_ptx.cuh's. Device code:
-// include from .cu only.
+// pacing (its link-byte rule: ovl/mover_rules.hpp), and what one (group, owner) piece of the loopback collective means
+// for the played share; the timed counter wait is device_error.hpp's, the PTX wrappers (global timer, system-scope
+// acquire, bulk copies, 16-byte fp32 sums) tma_ptx.cuh's. Device code: include from .cu only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +12,7 @@
 #include "ovl/kernels/device_error.hpp"
 #include "ovl/kernels/loopback.hpp"
 #include "ovl/kernels/tma_ptx.cuh"
+#include "ovl/mover_rules.hpp"  // link_bytes_per_byte
 
 namespace ovl::kernels::dev {
 
@@ -57,13 +57,6 @@ __device__ __forceinline__ bool gate(const LoopbackArguments& a, int g) {
 // This CTA's stamp of group g (LoopbackArguments::stamps, [group][cta][start, end]): which 0 = start, 1 = end.
 __device__ __forceinline__ void stamp(const LoopbackArguments& a, int g, int which) {
   if (a.stamps != nullptr) a.stamps[(std::int64_t(g) * gridDim.x + blockIdx.x) * 2 + which] = global_timer_ns();
-}
-
-// Pacing's link bytes per byte moved (LoopbackArguments::pace_ns_per_byte): a pull-style sum reads the W-1 peers'
-// sources; a byte from peer `from` > 0 (a copy of its piece, its push add into rank 0's output) crosses the link
-// once; rank 0's own bytes never do.
-__device__ __forceinline__ double link_bytes_per_byte(bool pull_sum, int from, int world) {
-  return pull_sum ? double(world - 1) : from != 0 ? 1.0 : 0.0;
 }
 
 // What piece (group g, owner r) of the range table asks of the played share (see LoopbackArguments):

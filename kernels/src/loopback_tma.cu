@@ -197,7 +197,7 @@ __device__ __forceinline__ unsigned char* dst_bytes(const LoopbackArguments& a, 
 
 // The unit's link bytes (dev::link_bytes_per_byte): a pull's W sources, a push add's source, a copy's owner.
 __device__ __forceinline__ double link_bytes(const Unit& u, int world) {
-  return double(u.bytes) * dev::link_bytes_per_byte(u.kind == kPull, u.kind == kPushAdd ? u.source : u.owner, world);
+  return double(u.bytes) * link_bytes_per_byte(u.kind == kPull, u.kind == kPushAdd ? u.source : u.owner, world);
 }
 
 // Issues unit u as the ring's unit i: arms its full barrier with the unit's bytes, then the bulk loads.

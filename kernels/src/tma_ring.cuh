@@ -1,13 +1,14 @@
 // The stage ring of the TMA kernels (collectives_tma.cu's phases and local rings, loopback_tma.cu's movers): its
 // barriers, issuing a unit's bulk loads, handing a stage back after its bulk writes have read it, a pull-reduce
-// unit's slots and their fp32 sum, and publishing bulk writes before a release. Private to kernels/src; device code:
-// include from .cu only.
+// unit's slots (ovl/mover_rules.hpp) and their fp32 sum, and publishing bulk writes before a release. Private to
+// kernels/src; device code: include from .cu only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "ovl/kernels/tma_ptx.cuh"
+#include "ovl/mover_rules.hpp"  // pull_slot_bytes
 
 namespace ovl::kernels {
 
@@ -76,11 +77,6 @@ struct TmaRing {
     if (n > 0) release(i - 1, n);
   }
 };
-
-// A pull-reduce unit's slot: stage / W bytes, rounded down to 16 (slot r of a stage is loaded from rank r).
-__host__ __device__ __forceinline__ std::uint32_t pull_slot_bytes(std::uint32_t stage_bytes, int world) {
-  return (stage_bytes / std::uint32_t(world)) & ~15u;
-}
 
 // The thread that issued bulk writes, before a generic release publishes them to other threads or GPUs: every bulk
 // write performed (wait_group 0, not .read), then fence.proxy.async.global (the async proxy's writes ordered before

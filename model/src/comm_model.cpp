@@ -5,6 +5,7 @@
 
 #include "model_detail.hpp"
 #include "ovl/error.hpp"
+#include "ovl/mover_rules.hpp"
 
 namespace ovl::detail {
 
@@ -312,14 +313,15 @@ double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t ro
     MoverPiece p;
     p.bytes = double(bytes);
     p.cap = double(kTmaMoverStageBytes);
-    if (sum && algo == CommAlgo::kTmaPull) {  // one unit: W slots of (stage / W) bytes, rounded down to 16
-      p.cap = double((kTmaMoverStageBytes / w) & ~int64_t(15));
-      p.link = w - 1;
-    } else if (sum) {  // W units, one per source
+    // The kernels' own rules (ovl/mover_rules.hpp).
+    if (sum && algo == CommAlgo::kTmaPull) {  // one unit: W slots of pull_slot_bytes
+      p.cap = double(pull_slot_bytes(std::uint32_t(kTmaMoverStageBytes), w));
+      p.link = link_bytes_per_byte(true, 0, w);
+    } else if (sum) {  // W units, one per source (prefix(): source 0 carries no link bytes)
       p.per_chunk = w;
-      p.link = 1;
+      p.link = link_bytes_per_byte(false, 1, w);
     } else {  // a copy, from the owner
-      p.link = r != 0 ? 1 : 0;
+      p.link = link_bytes_per_byte(false, r, w);
     }
     p.chunks = (bytes + int64_t(p.cap) - 1) / int64_t(p.cap);
     pieces.push_back(p);

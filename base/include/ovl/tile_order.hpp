@@ -2,11 +2,7 @@
 // (ovl::sim::tile_visit_order): host and device code.
 #pragma once
 
-#if defined(__CUDACC__)
-#define OVL_HOST_DEVICE __host__ __device__
-#else
-#define OVL_HOST_DEVICE
-#endif
+#include "ovl/host_device.hpp"
 
 namespace ovl {
 
