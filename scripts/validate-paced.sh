@@ -4,7 +4,7 @@
 #
 #   scripts/validate-paced.sh [BUILD_DIR]      (default build; needs the `ovl` CLI: cmake --build BUILD --target ovl)
 #
-# Inputs (results/h100/): bench_overlap-paced8.json (8 shapes x 3 ops x every mode x comm SMs 8-32), bench_gemm.json
+# Inputs (results/h100/): bench_overlap-paced8.json (11 shapes x 3 ops x every mode x comm SMs 8-32), bench_gemm.json
 # (the GEMM sweep the calibration reads for the GEMM parameters) and bench_autoplan-paced8.json (14 held-out
 # problems, each with the measured times of the plans measured tuning timed).
 # 1. splits the overlap cases by shape: held out 4096x8192x4096, 16384x8192x2048, 8192x4096x8192 and, where the file
