@@ -209,7 +209,8 @@ def cmd_overlap(argv):
         Case by case over the names both files hold (e.g. a paced loopback run, OVL_LINK_PROFILE=h200x2
         OVL_BENCH_LOOPBACK_WORLD=2, against results/h200x2/bench_overlap.json): each file's time (`us`), A / B, and
         each file's speedup; then per problem each file's best mode and speedup among the cases both ran; last the medians (A / B of the times,
-        the best speedups) and how many problems pick the same best mode."""
+        the best speedups), how many problems pick the same best mode, A / B per mode, and the collective alone
+        (t_comm_us) A / B per mode and comm SMs."""
     sys.argv = ['results.py overlap'] + argv
     def print_table(header, rows, markdown):
         sep = " | " if markdown else "  "
@@ -404,6 +405,15 @@ def cmd_overlap(argv):
             for mode, rs in by_mode.items():
                 print(f"  {mode}: A / B median {statistics.median(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f}), "
                       f"within 15% {within(rs)} of {len(rs)}")
+            # The collective alone (t_comm_us), per mode and comm SMs: where the emulation's transport is off.
+            alone = collections.defaultdict(list)
+            for n in common:
+                ta, tb, c = a[n].get("t_comm_us", 0.0), b[n].get("t_comm_us", 0.0), re.search(r"/comm_sms:(\d+)", n)
+                if ta > 0 and tb > 0 and c:
+                    alone[(n.split("/")[1], int(c.group(1)))].append(ta / tb)
+            for (mode, c), rs in sorted(alone.items()):
+                print(f"  collective alone (t_comm_us), {mode} comm_sms {c}: A / B median {statistics.median(rs):.3f} "
+                      f"(min {min(rs):.3f}, max {max(rs):.3f}) over {len(rs)}")
         else:
             print("no case name in common")
 

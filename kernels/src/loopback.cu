@@ -16,7 +16,6 @@
 namespace ovl::kernels {
 namespace {
 
-using dev::global_timer_ns;
 using dev::Vec;
 
 std::uint64_t __device__ __forceinline__ splitmix(std::uint64_t x) {
