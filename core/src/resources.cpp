@@ -278,6 +278,18 @@ void Resources::cublas_gemm(const Call& call, const void* a, void* d, int64_t r0
   }
 }
 
+void Resources::pace(kernels::LoopbackArguments& a, const Call& call, double call_bytes, double link_load) const {
+  if (!(id.loopback && id.link && a.play == LoopbackShare::kRank0 && a.world > 1)) return;
+  // The paced loopback: each CTA's share of the link at most, and at most its transport's per-CTA rate (the SIMT
+  // mover stands in for NCCL: NCCL's rate for a call of these bytes); the call's link steps' latency per group.
+  const Collective coll = collective_of(call.problem.op);
+  const CommAlgo algo = call.plan.comm_algo;
+  a.pace_ns_per_byte = link_load / id.link->paced_cta_GBps(algo, a.ctas, coll, call_bytes);  // GB/s = bytes per ns
+  a.pace_latency_ns = id.link->measured_nccl(algo)
+                          ? 0
+                          : std::uint32_t(std::lround(link_steps(coll, algo, a.world) * id.link->latency_us * 1e3));
+}
+
 kernels::LoopbackArguments Resources::loopback_args(const Call& call, int ctas) const {
   kernels::LoopbackArguments a;
   const Problem& p = call.problem;
@@ -299,15 +311,8 @@ kernels::LoopbackArguments Resources::loopback_args(const Call& call, int ctas) 
   }
   a.ranges = call.ps->ranges.as<kernels::LoopbackRange>();
   a.ctas = std::max(1, ctas);
-  if (id.loopback && id.link && a.play == LoopbackShare::kRank0 && a.world > 1) {
-    // The paced loopback: each CTA's share of the link at most, and at most its transport's per-CTA rate (the SIMT
-    // mover stands in for NCCL: NCCL's channel rate); the call's link steps' latency per group.
-    const Collective coll = collective_of(p.op);
-    a.pace_ns_per_byte = 1.0 / id.link->paced_cta_GBps(call.plan.comm_algo, a.ctas);  // GB/s = bytes per ns
-    a.pace_latency_ns =
-        std::uint32_t(std::lround(link_steps(coll, call.plan.comm_algo, a.world) * id.link->latency_us * 1e3));
-  }
   a.threads = 512;
+  pace(a, call, double(p.comm_bytes()), 1.0);
   a.timeout_ns = id.timeout_ns;
   a.error = error_ptr();
   return a;
@@ -319,10 +324,12 @@ void Resources::collective_unit(const Call& call, int unit, int ctas, cudaStream
     kernels::LoopbackArguments a = loopback_args(call, ctas);
     a.first_group = unit;
     a.num_groups = 1;
-    // The paced stand-in for NCCL paces a unit as the real world's calls load the link (nccl_unit_link_load: an
-    // ncclReduce / ncclBroadcast per owner carries all of the unit's bytes on each link).
-    if (is_nccl(call.plan.comm_algo))
-      a.pace_ns_per_byte *= nccl_unit_link_load(p, call.ps->row_begin[size_t(unit)], call.ps->row_end[size_t(unit)]);
+    // The paced stand-in for NCCL paces a unit as the real world's call of the unit's bytes, and as its calls load the
+    // link (nccl_unit_link_load: an ncclReduce / ncclBroadcast per owner carries all of the unit's bytes on each link).
+    if (is_nccl(call.plan.comm_algo)) {
+      const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
+      pace(a, call, double(p.comm_bytes()) * double(r1 - r0) / double(p.m), nccl_unit_link_load(p, r0, r1));
+    }
     kernels::launch_loopback_collective(a, stream);
     return;
   }

@@ -202,8 +202,12 @@ struct Resources {
   // force_kernel), else the loopback collective with `ctas` CTAs.
   void collective_unit(const Call& call, int unit, int ctas, cudaStream_t stream, bool force_kernel = false);
   // The loopback collective's arguments for `call` with `ctas` CTAs: the context's share, the mover the plan's
-  // comm_algo names (tma-pull / tma-push: the TMA movers; NCCL algorithms: the SIMT mover, NCCL's stand-in).
+  // comm_algo names (tma-pull / tma-push: the TMA movers; NCCL algorithms: the SIMT mover, NCCL's stand-in); paced
+  // as one call over every row.
   kernels::LoopbackArguments loopback_args(const Call& call, int ctas) const;
+  // In a paced loopback (a link profile, rank 0's share, world > 1): `a`'s pace and latency for a call of
+  // `call_bytes` buffer bytes whose busiest link carries `link_load` times an even share; elsewhere no pace.
+  void pace(kernels::LoopbackArguments& a, const Call& call, double call_bytes, double link_load) const;
   // Our GEMM over the whole problem on `grid` CTAs: GEMM+AR/RS reads A and writes Call::partial (or, given
   // `tile_major`, the plan's tile-major output into that buffer, grown here), signaling the group counters;
   // AG+GEMM reads Call::gathered into C, signals nothing, and with gathered_at > 0 waits per tile until its group's

@@ -87,13 +87,15 @@ CommEstimate comm_estimate_from(double us, int64_t bytes, Collective c, int worl
 CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlgo algo, int ctas, const Hardware& hw,
                                  int nodes) {
   OVL_CHECK(bytes >= 0, "collective bytes = {} must not be negative", bytes);
-  const CollCost cost = detail::coll_cost(c, algo, world, nodes, ctas, hw, hw.spec.hbm_GBps);
+  const CollCost cost =
+      detail::coll_cost(c, algo, world, nodes, ctas, std::max(1.0, double(bytes)), hw, hw.spec.hbm_GBps);
   return comm_estimate_from(cost.time_us(double(bytes)), bytes, c, world);
 }
 
 CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
   OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
-  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, hw, hw.spec.hbm_GBps);
+  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas,
+                                          std::max(1.0, double(bytes)), hw, hw.spec.hbm_GBps);
   CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
   e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written
   return e;
@@ -358,7 +360,7 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
   // One call over every row, at its mover's link load (its factor is 1; the loopback's per-piece time is priced in
   // the calls of decomposed and the signaling modes only).
   const CollCost c = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(),
-                                       collective_ctas(plan, coll), hw, hw.spec.hbm_GBps);
+                                       collective_ctas(plan, coll), double(problem.comm_bytes()), hw, hw.spec.hbm_GBps);
   ModeEstimate e;
   e.gemm_alone_us = e.gemm_us = g.total_us();
   e.comm_alone_us = e.comm_us = e.exposed_comm_us =
@@ -369,14 +371,16 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
 
 // An overlapped mode's collective, at its per-CTA rates (comm_hardware, the simulator's choice too): beside the GEMM
 // (busy: the rates beside the GEMM, on the `busy_ctas` CTAs that get SMs then, and the HBM bandwidth the GEMM leaves
-// it) and after the GEMM (idle: all its CTAs, all of HBM).
+// it) and after the GEMM (idle: all its CTAs, all of HBM). A call's size-dependent rates (coll_cost's call_bytes) are
+// those of the plan's mean unit (the simulator prices each call at its own bytes).
 struct CollCosts {
   CollCost busy, idle;
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
                                 double busy_hbm_GBps, int busy_ctas) {
+  const double unit_bytes = double(problem.comm_bytes()) / double(unit_rows(problem, plan).size());
   auto cost = [&](bool beside_gemm, int ctas, double hbm_GBps) {
-    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas,
+    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, std::max(1.0, unit_bytes),
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
   return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.spec.hbm_GBps)};

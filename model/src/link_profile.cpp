@@ -43,10 +43,81 @@ void LinkProfile::validate() const {
             name, nccl_ctas);
   OVL_CHECK(std::isfinite(latency_us) && latency_us >= 0,
             "link profile \"{}\": field \"latency_us\" = {} must not be negative", name, latency_us);
+  if (nccl_busbw) nccl_busbw->validate(name);
 }
 
-double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas) const {
+namespace {
+struct TableOp {
+  Collective c;
+  std::vector<std::vector<double>> NcclBusbw::*rows;
+};
+// Every collective of NcclBusbw: validation, lookup and JSON walk this one table (JSON keys: to_string(c)).
+const TableOp kTableOps[] = {{Collective::kAllReduce, &NcclBusbw::allreduce},
+                             {Collective::kReduceScatter, &NcclBusbw::reducescatter},
+                             {Collective::kAllGather, &NcclBusbw::allgather}};
+const std::vector<std::vector<double>>& table_rows(const NcclBusbw& t, Collective c) {
+  for (const auto& op : kTableOps)
+    if (op.c == c) return t.*op.rows;
+  OVL_FAIL("unknown collective");
+}
+// The segment [i, i + 1] of increasing `xs` that holds x, and x's place in it (0..1), clamped to the ends.
+std::pair<size_t, double> bracket(const std::vector<double>& xs, double x) {
+  if (xs.size() == 1 || x <= xs.front()) return {0, 0.0};
+  if (x >= xs.back()) return {xs.size() - 2, 1.0};
+  size_t i = 0;
+  while (xs[i + 1] < x) ++i;
+  return {i, (x - xs[i]) / (xs[i + 1] - xs[i])};
+}
+}  // namespace
+
+void NcclBusbw::validate(const std::string& profile) const {
+  const auto increasing = [](const auto& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
+  };
+  OVL_CHECK(!sizes_MiB.empty() && increasing(sizes_MiB) && sizes_MiB.front() > 0 && std::isfinite(sizes_MiB.back()),
+            "link profile \"{}\": field \"nccl_busbw.sizes_MiB\" must be positive, finite and strictly increasing",
+            profile);
+  OVL_CHECK(!ctas.empty() && increasing(ctas) && ctas.front() >= 1,
+            "link profile \"{}\": field \"nccl_busbw.ctas\" must be at least 1 and strictly increasing", profile);
+  for (const auto& op : kTableOps) {
+    const auto& rows = this->*op.rows;
+    const std::string_view name = to_string(op.c);
+    OVL_CHECK(rows.size() == ctas.size(),
+              "link profile \"{}\": field \"nccl_busbw.{}\" has {} rows, one per CTA count ({})", profile, name,
+              rows.size(), ctas.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      OVL_CHECK(rows[i].size() == sizes_MiB.size(),
+                "link profile \"{}\": field \"nccl_busbw.{}\" row {} (ctas {}) has {} values, one per size ({})",
+                profile, name, i, ctas[i], rows[i].size(), sizes_MiB.size());
+      for (size_t j = 0; j < rows[i].size(); ++j)
+        OVL_CHECK(std::isfinite(rows[i][j]) && rows[i][j] > 0,
+                  "link profile \"{}\": field \"nccl_busbw.{}\" [{}][{}] = {} must be positive", profile, name, i, j,
+                  rows[i][j]);
+    }
+  }
+}
+
+double NcclBusbw::GBps(Collective c, int call_ctas, double bytes) const {
+  OVL_CHECK(call_ctas >= 1, "nccl_busbw: ctas = {} must be at least 1", call_ctas);
+  OVL_CHECK(std::isfinite(bytes) && bytes > 0, "nccl_busbw: call bytes = {} must be positive", bytes);
+  const auto& rows = table_rows(*this, c);
+  std::vector<double> log_sizes(sizes_MiB.size());
+  for (size_t j = 0; j < sizes_MiB.size(); ++j) log_sizes[j] = std::log2(sizes_MiB[j]);
+  const double mib = bytes / double(1 << 20);
+  const auto [j, u] = bracket(log_sizes, std::log2(mib));
+  const auto [i, v] = bracket(std::vector<double>(ctas.begin(), ctas.end()), double(call_ctas));
+  // bracket's segment is [0, 0] on an axis of one point (u or v is 0 there).
+  const auto next = [](size_t k, size_t n) { return std::min(k + 1, n - 1); };
+  const auto row = [&](size_t r) { return (1 - u) * rows[r][j] + u * rows[r][next(j, sizes_MiB.size())]; };
+  double GBps = (1 - v) * row(i) + v * row(next(i, ctas.size()));
+  // Below the smallest size measured, that size's time: the rate falls with the bytes.
+  if (mib < sizes_MiB.front()) GBps *= mib / sizes_MiB.front();
+  return GBps;
+}
+
+double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const {
   OVL_CHECK(ctas >= 1, "link profile: ctas = {} must be at least 1", ctas);
+  if (measured_nccl(algo)) return nccl_busbw->GBps(c, ctas, call_bytes) / ctas;
   double per_cta = nccl_per_cta_GBps;
   if (algo == CommAlgo::kTmaPush) per_cta = tma_push_per_cta_GBps;
   if (algo == CommAlgo::kTmaPull) per_cta = tma_pull_per_cta_GBps;
@@ -54,12 +125,19 @@ double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas) const {
   return std::min(link_GBps / ctas, per_cta);
 }
 
+bool LinkProfile::measured_nccl(CommAlgo algo) const { return nccl_busbw && is_nccl(algo); }
+
 std::string LinkProfile::summary() const {
   return fmt::format(
-      "link profile {}: {:.1f} GB/s per direction, {:.2f} us per step; per CTA: nccl {:.1f} (on {} CTAs), tma-push "
-      "{:.1f}, tma-pull {:.1f}, simt {:.1f} GB/s",
-      name, link_GBps, latency_us, nccl_per_cta_GBps, nccl_ctas, tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
-      simt_per_cta_GBps);
+             "link profile {}: {:.1f} GB/s per direction, {:.2f} us per step; per CTA: nccl {:.1f} (on {} CTAs), "
+             "tma-push "
+             "{:.1f}, tma-pull {:.1f}, simt {:.1f} GB/s",
+             name, link_GBps, latency_us, nccl_per_cta_GBps, nccl_ctas, tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
+             simt_per_cta_GBps) +
+         (nccl_busbw ? fmt::format("; NCCL calls at measured busbw ({} sizes {}-{} MiB x {} CTA counts)",
+                                   nccl_busbw->sizes_MiB.size(), nccl_busbw->sizes_MiB.front(),
+                                   nccl_busbw->sizes_MiB.back(), nccl_busbw->ctas.size())
+                     : std::string());
 }
 
 LinkProfile builtin_link_profile(std::string_view name) {
@@ -117,7 +195,46 @@ void to_json(nlohmann::json& j, const LinkProfile& p) {
   for (const auto& f : kRates) j[f.name] = p.*f.member;
   j["nccl_ctas"] = p.nccl_ctas;
   j["latency_us"] = p.latency_us;
+  if (p.nccl_busbw) {
+    nlohmann::json t = {{"sizes_MiB", p.nccl_busbw->sizes_MiB}, {"ctas", p.nccl_busbw->ctas}};
+    for (const auto& op : kTableOps) t[std::string(to_string(op.c))] = *p.nccl_busbw.*op.rows;
+    j["nccl_busbw"] = std::move(t);
+  }
 }
+
+namespace {
+// nccl_busbw's JSON: sizes_MiB, ctas and a [ctas][size] array per collective; notes under keys starting with "_".
+NcclBusbw read_nccl_busbw(const nlohmann::json& j) {
+  constexpr const char* kTable = "link profile nccl_busbw";
+  OVL_CHECK(j.is_object(), "link profile field \"nccl_busbw\" = {} is not an object", j.dump());
+  const auto numbers = [&](const nlohmann::json& v, const std::string& field) {
+    OVL_CHECK(v.is_array(), "{} field \"{}\" = {} is not an array", kTable, field, v.dump());
+    std::vector<double> out;
+    for (const auto& x : v) out.push_back(detail::as_number(x, field.c_str(), kTable));
+    return out;
+  };
+  NcclBusbw t;
+  t.sizes_MiB = numbers(detail::require_field(j, "sizes_MiB", kTable), "sizes_MiB");
+  for (const double c : numbers(detail::require_field(j, "ctas", kTable), "ctas")) {
+    OVL_CHECK(c == std::floor(c) && c >= 1 && c <= 1024, "{} field \"ctas\" holds {}, not a CTA count in 1..1024",
+              kTable, c);
+    t.ctas.push_back(int(c));
+  }
+  for (const auto& op : kTableOps) {
+    const std::string name(to_string(op.c));
+    const nlohmann::json& rows = detail::require_field(j, name.c_str(), kTable);
+    OVL_CHECK(rows.is_array(), "{} field \"{}\" = {} is not an array of rows", kTable, name, rows.dump());
+    for (const auto& r : rows) (t.*op.rows).push_back(numbers(r, name));
+  }
+  for (const auto& [key, value] : j.items()) {
+    const bool known = key == "sizes_MiB" || key == "ctas" || key.rfind('_', 0) == 0 ||
+                       std::any_of(std::begin(kTableOps), std::end(kTableOps),
+                                   [&](const TableOp& op) { return key == to_string(op.c); });
+    OVL_CHECK(known, "{} field \"{}\" = {} is not an nccl_busbw field", kTable, key, value.dump());
+  }
+  return t;
+}
+}  // namespace
 
 void from_json(const nlohmann::json& j, LinkProfile& p) {
   OVL_CHECK(j.is_object(), "link profile JSON must be an object, got {}", j.dump());
@@ -127,9 +244,10 @@ void from_json(const nlohmann::json& j, LinkProfile& p) {
   for (const auto& f : kRates) out.*f.member = detail::read_number(j, f.name, kWhat);
   out.nccl_ctas = detail::read_int32(j, "nccl_ctas", kWhat);
   out.latency_us = detail::read_number(j, "latency_us", kWhat);
+  if (const auto it = j.find("nccl_busbw"); it != j.end()) out.nccl_busbw = read_nccl_busbw(*it);
   for (const auto& [key, value] : j.items()) {
     const bool known = key == "name" || key == "source" || key == "nccl_ctas" || key == "latency_us" ||
-                       key == "comment" || key.rfind('_', 0) == 0 ||
+                       key == "nccl_busbw" || key == "comment" || key.rfind('_', 0) == 0 ||
                        std::any_of(std::begin(kRates), std::end(kRates), [&](auto& f) { return key == f.name; });
     OVL_CHECK(known, "link profile field \"{}\" = {} is not a LinkProfile field", key, value.dump());
   }

@@ -392,7 +392,8 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }
 }  // namespace
 
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load) {
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load,
+                                   double call_bytes) {
   const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;
@@ -414,22 +415,25 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
   if (hw.emulation.loopback_rank0 && hw.emulation.link_profile && is_nccl(algo) && nodes == 1) {
     // The paced loopback play of an NCCL-algorithm call (comm_model.cpp, coll_coeffs' paced case): one SIMT kernel
     // over rank 0's pieces whose peers' bytes (the ring's link bytes) are paced to the link profile, after the
-    // ring's steps' latencies. Progress is counted in link bytes: per CTA at most the profile's NCCL channel rate
-    // and the SIMT kernel's HBM rate over its HBM bytes per link byte, together at most the profile's link. A unit
-    // paced as a real world's Reduce or Broadcast per owner (CallAdjust::link_load) has link_load times the bytes.
+    // ring's steps' latencies. Progress is counted in link bytes: per CTA at most the profile's paced rate for a call
+    // of these bytes (LinkProfile::paced_cta_GBps) and the SIMT kernel's HBM rate over its HBM bytes per link byte,
+    // together at most that rate on the plan's CTAs. A unit paced as a real world's Reduce or Broadcast per owner
+    // (CallAdjust::link_load) has link_load times the bytes.
     const double moved = loopback_rank0_nccl_bytes(c, p.world);
     const double link_f = (c == Collective::kAllReduce ? 2.0 : 1.0) * (p.world - 1) / p.world * link_load;
     const double steps = link_steps(c, algo, p.world);
     const LinkProfile& lp = *hw.emulation.link_profile;
+    const int ctas = std::max(1, ctx.comm_ctas);
+    const double paced = lp.paced_cta_GBps(algo, ctas, c, std::max(1.0, call_bytes));
     Step st;
     st.amount = bytes * link_f;
     st.local = true;
     st.rx_weight = 0;
     st.hbm_weight = moved / link_f;
-    st.cta_rate = std::min(lp.nccl_per_cta_GBps, hw.fit.nccl_per_cta_GBps * link_f / moved);
-    st.cta_rate_beside = std::min(lp.nccl_per_cta_GBps, ctx.comm_hw_beside.fit.nccl_per_cta_GBps * link_f / moved);
-    st.bound = lp.link_GBps;
-    st.latency = us_to_ns(steps * hw.fit.link_latency_us);
+    st.cta_rate = std::min(paced, hw.fit.nccl_per_cta_GBps * link_f / moved);
+    st.cta_rate_beside = std::min(paced, ctx.comm_hw_beside.fit.nccl_per_cta_GBps * link_f / moved);
+    st.bound = paced * ctas;
+    st.latency = lp.measured_nccl(algo) ? TimeNs(0) : us_to_ns(steps * hw.fit.link_latency_us);
     st.name = "paced loopback call";
     out.push_back(st);
     return out;
@@ -470,9 +474,10 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
                       : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.emulation.loopback_rank0);
     // A paced loopback: each CTA paces its own link bytes to the profile's rate per CTA for the kernel's CTAs, so the
     // call's busiest CTA, link_load times an even share, sets the rate of them all.
-    return h.emulation.link_profile
-               ? std::min(r, h.emulation.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas)) / link_load)
-               : r;
+    return h.emulation.link_profile ? std::min(r, h.emulation.link_profile->paced_cta_GBps(
+                                                      algo, std::max(1, ctx.comm_ctas), c, std::max(1.0, call_bytes)) /
+                                                      link_load)
+                                    : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);

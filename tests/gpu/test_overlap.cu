@@ -586,6 +586,25 @@ TEST_F(OverlapTest, TmaMoversGlobalRangesGemmReduceScatterLoopback8) {
   check_tma_movers_global_ranges(Op::kGemmReduceScatter);
 }
 
+// The collective alone of `plan` (testing::Part::kComm): one warm-up, then the mean of 3, in microseconds.
+#define EXPECT_CUDA(call) EXPECT_EQ(cudaSuccess, (call)) << #call
+double comm_alone_us(Context& ctx, Op op, DeviceMatrix& a, DeviceMatrix& b, DeviceMatrix& c, const Plan& plan,
+                     cudaStream_t stream) {
+  cudaEvent_t t0, t1;
+  EXPECT_CUDA(cudaEventCreate(&t0));
+  EXPECT_CUDA(cudaEventCreate(&t1));
+  testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
+  EXPECT_CUDA(cudaEventRecord(t0, stream));
+  for (int i = 0; i < 3; ++i) testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
+  EXPECT_CUDA(cudaEventRecord(t1, stream));
+  ctx.synchronize(stream);
+  float ms = 0;
+  EXPECT_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  return ms * 1e3 / 3;
+}
+
 // See the file comment. W = 4, 4096 x 4096 x 256: a 32 MiB buffer, so RS carries 3/4 x 32 MiB over the link (~500 us
 // at 50 GB/s) and AR twice that; AG 4096 x 4096 x 2048: 3/4 x 16 MiB of A.
 void check_paced(Op op) {
@@ -596,6 +615,8 @@ void check_paced(Op op) {
   slow.nccl_per_cta_GBps = slow.tma_push_per_cta_GBps = slow.tma_pull_per_cta_GBps = slow.simt_per_cta_GBps = 1000;
   slow.nccl_ctas = 16;
   slow.latency_us = 20;
+  slow.nccl_busbw.reset();  // NCCL's calls at the link's rate too (its measured busbw:
+                            // PacedLoopbackNcclCallsRunAtTheMeasuredBusbw)
   ContextOptions options;
   options.world = World::loopback(4);
   options.link_profile = slow;
@@ -629,9 +650,6 @@ void check_paced(Op op) {
   ts.tile_groups = band_groups(ts.tiles_m(p), ts.tiles_n(p), 4);
   plans.push_back(ts);
 
-  cudaEvent_t t0, t1;
-  CUDA_OK(cudaEventCreate(&t0));
-  CUDA_OK(cudaEventCreate(&t1));
   for (const Plan& plan : plans) {
     SCOPED_TRACE(fmt::format("{} paced: plan {}", p.name(), plan.summary()));
     ASSERT_EQ(ctx.can_run(p, plan), "");
@@ -640,15 +658,7 @@ void check_paced(Op op) {
     ctx.synchronize(stream);
     EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
     if (plan.mode != Mode::kSequential && (plan.mode != Mode::kTma || ag)) continue;
-    // The collective alone: one warm-up, then the mean of 3.
-    testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
-    CUDA_OK(cudaEventRecord(t0, stream));
-    for (int i = 0; i < 3; ++i) testing::run_part(ctx, testing::Part::kComm, op, a.ref(), b.ref(), c.ref(), plan, stream);
-    CUDA_OK(cudaEventRecord(t1, stream));
-    ctx.synchronize(stream);
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
-    const double us = ms * 1e3 / 3;
+    const double us = comm_alone_us(ctx, op, a, b, c, plan, stream);
     // A TMA mover's call ends when its busiest CTA does (tma_mover_link_load); the tma mode's groups are alike (128
     // rows each; in GEMM+RS only rank 0's first 8 carry bytes).
     const int64_t rows = plan.mode == Mode::kTma ? 128 : m;
@@ -659,8 +669,39 @@ void check_paced(Op op) {
     EXPECT_GE(us, 0.8 * expected) << us << " us, expected " << expected << " us";
     EXPECT_LE(us, 1.5 * expected) << us << " us, expected " << expected << " us";
   }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
+}
+
+// A link profile with NCCL's measured busbw (LinkProfile::nccl_busbw) paces the stand-in for NCCL to the table's rate
+// for the call's size and CTAs, with no step latency on top. W = 4, GEMM+AR 4096 x 4096 x 256 (a 32 MiB buffer: 2 x
+// 3/4 x 32 MiB on the link); the table's AllReduce row 20 GB/s at 1 MiB and 40 at 1024, so 30 at 32 MiB (linear in
+// log2 size), the same at every CTA count; latency_us 200, which the 6 ring steps would add (1200 us) were it paced
+// by the parametric rule.
+TEST_F(OverlapTest, PacedLoopbackNcclCallsRunAtTheMeasuredBusbw) {
+  LinkProfile table = builtin_link_profile("h200x2");
+  table.name = "measured-test-link";
+  table.source = "test: NCCL's busbw 20-40 GB/s by size";
+  table.latency_us = 200;
+  table.nccl_ctas = 16;
+  table.nccl_busbw = NcclBusbw{{1, 1024}, {1, 64}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}};
+  ContextOptions options;
+  options.world = World::loopback(4);
+  options.link_profile = table;
+  Context ctx(options);
+  const Op op = Op::kGemmAllReduce;
+  DeviceMatrix a(4096, 256, 41), b(4096, 256, 42), c(4096, 4096, 0);
+  const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
+  const Plan seq = default_plan(Mode::kSequential, p, ctx.planning_hardware(), 0);
+  ASSERT_EQ(seq.comm_ctas, 16);
+  test::Stream stream;
+  const References ref = make_references(ctx, p, op, a, b);
+  c.poison(stream);
+  run_op(ctx, op, a.ref(), b.ref(), c.ref(), seq, stream);
+  ctx.synchronize(stream);
+  EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
+  const double us = comm_alone_us(ctx, op, a, b, c, seq, stream);
+  const double expected = 2 * 0.75 * double(p.comm_bytes()) / 30e3;  // 1678 us
+  EXPECT_GE(us, 0.8 * expected) << us << " us, expected " << expected << " us";
+  EXPECT_LE(us, 1.25 * expected) << us << " us, expected " << expected << " us (the steps' latency would add 1200)";
 }
 
 TEST_F(OverlapTest, PacedLoopbackGemmReduceScatter) { check_paced(Op::kGemmReduceScatter); }

@@ -179,10 +179,10 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
 
 // A paced loopback's NCCL stand-in paces a GEMM+RS or AG+GEMM unit short of the whole buffer as the real world's
 // ncclReduce / ncclBroadcast per owner loads the link: W / (W - 1) times its ReduceScatter or AllGather link bytes
-// (CallAdjust::link_load), in the model and the simulator alike. World 2 on the h200x2 profile (345.8 GB/s), GEMM+RS
-// 8192 x 8192 bf16 in 2 decomposed chunks on 24 CTAs: chunk 0 holds rank 0's 4096 rows, whose 64 MiB of peer bytes
-// count twice, so the call takes at least 2 x 64 MiB / 345.8 GB/s = 388 us; paced as a ReduceScatter the stand-in's
-// own HBM rate would bind first, near 250 us.
+// (CallAdjust::link_load), in the model and the simulator alike. World 2 on the h200x2 profile, GEMM+RS 8192 x 8192
+// bf16 in 2 decomposed chunks on 24 CTAs: chunk 0 holds rank 0's 4096 rows, whose 64 MiB of peer bytes count twice,
+// at the busbw NCCL measured for a 64 MiB ReduceScatter on its 24 CTAs (203.5 GB/s, the profile's nccl_busbw), so the
+// call takes at least 2 x 64 MiB / 203.5 GB/s = 660 us; paced as a ReduceScatter, half that.
 TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
   const Hardware w2 =
       loopback_hardware(builtin_hardware("h100"), 2, LoopbackShare::kRank0, builtin_link_profile("h200x2"));
@@ -193,7 +193,8 @@ TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
   const std::vector<CallAdjust> adj = call_adjustments(rs, dec, w2);
   ASSERT_EQ(adj.size(), 2u);
   for (const CallAdjust& a : adj) EXPECT_DOUBLE_EQ(a.link_load, 2.0);
-  const double link_us = 2 * double(4096 * 8192 * 2) / (345.8 * 1e3);
+  ASSERT_NEAR(w2.emulation.link_profile->nccl_busbw->GBps(Collective::kReduceScatter, 24, 64 << 20), 203.5, 1e-9);
+  const double link_us = 2 * double(4096 * 8192 * 2) / (203.5 * 1e3);
   const ModeEstimate est = estimate(rs, dec, w2);
   const SimResult sim = simulate(rs, dec, w2);
   EXPECT_GE(est.comm_us, link_us);

@@ -1,6 +1,6 @@
 // LinkProfile: JSON round trip and errors, the built-ins against their shipped files, and the paced loopback profile
-// (loopback_hardware with a link): the link rate, the per-CTA caps, NCCL's CTA count, the collective's closed form,
-// and calibration reading the link from a benchmark file's context.
+// (loopback_hardware with a link): the link rate, the per-CTA caps, NCCL's measured busbw by call size and CTAs,
+// NCCL's CTA count, the collective's closed form, and calibration reading the link from a benchmark file's context.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -80,13 +80,81 @@ TEST(LinkProfile, FromArgTakesANameOrAFile) {
 
 TEST(LinkProfile, PacedRatePerCtaIsTheShareOfTheLinkOrTheTransportsRate) {
   const LinkProfile p = builtin_link_profile("nvlink4-node8");
-  // 8 CTAs: 450 / 8 = 56 per CTA is above every transport's rate, so the transport's binds.
-  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8), 23.0);
-  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPull, 8), 19.4);
-  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8), 370.0 / 24);
+  ASSERT_FALSE(p.nccl_busbw.has_value());
+  const auto ar = Collective::kAllReduce;
+  // 8 CTAs: 450 / 8 = 56 per CTA is above every transport's rate, so the transport's binds, whatever the call's size.
+  for (double bytes : {1.0, 64 * kMiB}) {
+    EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8, ar, bytes), 23.0);
+    EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPull, 8, ar, bytes), 19.4);
+    EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8, ar, bytes), 370.0 / 24);
+  }
   // 32 CTAs: 450 / 32 = 14.06 is below them: the link's share binds.
-  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 32), 450.0 / 32);
-  EXPECT_THROW(p.paced_cta_GBps(CommAlgo::kTmaPush, 0), Error);
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 32, ar, 64 * kMiB), 450.0 / 32);
+  EXPECT_THROW(p.paced_cta_GBps(CommAlgo::kTmaPush, 0, ar, 64 * kMiB), Error);
+  // Every transport waits its steps' latency.
+  EXPECT_FALSE(p.measured_nccl(CommAlgo::kNcclRing));
+}
+
+// h200x2 carries NCCL's measured busbw: an NCCL call is priced by its size and CTAs, the TMA movers as before.
+TEST(LinkProfile, NcclCallsFollowTheMeasuredBusbw) {
+  const LinkProfile p = builtin_link_profile("h200x2");
+  ASSERT_TRUE(p.nccl_busbw.has_value());
+  const NcclBusbw& t = *p.nccl_busbw;
+  // At a measured point, the measurement (results/h200x2/bench_collectives.json): AllReduce of 1 GiB on 32 CTAs
+  // 345.8 GB/s, ReduceScatter of 64 MiB on 16 CTAs 184.3, AllGather of 4 MiB on NCCL's own 24 CTAs 80.9.
+  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 1024 * kMiB), 345.8, 1e-9);
+  EXPECT_NEAR(p.paced_cta_GBps(CommAlgo::kNcclRing, 16, Collective::kReduceScatter, 64 * kMiB), 184.3 / 16, 1e-9);
+  EXPECT_NEAR(t.GBps(Collective::kAllGather, 24, 4 * kMiB), 80.9, 1e-9);
+  // Between points: linear in log2(size) (32 MiB: halfway from 16 to 64) and in CTAs (12: halfway from 8 to 16).
+  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 32 * kMiB), (228.0 + 286.9) / 2, 1e-9);
+  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 12, 64 * kMiB), (156.2 + 240.6) / 2, 1e-9);
+  // Beyond the table: the edge's rate; below its smallest size, that size's time.
+  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 64, 4096 * kMiB), 345.8, 1e-9);
+  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 0.25 * kMiB), 75.0 / 4, 1e-9);
+  EXPECT_THROW((void)t.GBps(Collective::kAllReduce, 0, kMiB), Error);
+  EXPECT_THROW((void)t.GBps(Collective::kAllReduce, 8, 0), Error);
+  // Small calls are slower than the large ones the fitted link rate stands for.
+  EXPECT_LT(t.GBps(Collective::kAllReduce, 16, 2 * kMiB), 0.5 * t.GBps(Collective::kAllReduce, 16, 1024 * kMiB));
+  // The measured times hold the steps: no latency on top for NCCL; the movers keep theirs.
+  EXPECT_TRUE(p.measured_nccl(CommAlgo::kNcclRing));
+  EXPECT_FALSE(p.measured_nccl(CommAlgo::kTmaPush));
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8, Collective::kAllReduce, kMiB), p.tma_push_per_cta_GBps);
+  // The model prices the stand-in's call so: an AllReduce of 64 MiB on 32 CTAs, its link bytes (the buffer, at W = 2)
+  // at 286.9 GB/s after the kernel's launch, no step latency.
+  const Hardware h200 = builtin_hardware("h200");
+  const Hardware paced = loopback_hardware(h200, 2, LoopbackShare::kRank0, p);
+  const double s = 64 * kMiB;
+  EXPECT_NEAR(estimate_collective(Collective::kAllReduce, int64_t(s), 2, CommAlgo::kNcclRing, 32, paced).us,
+              h200.fit.tma_launch_us + s / 286.9e3, 1e-6);
+}
+
+TEST(LinkProfile, NcclBusbwErrorsNameTheField) {
+  const nlohmann::json good = builtin_link_profile("h200x2");
+  auto with = [&](const std::string& key, nlohmann::json v) {
+    nlohmann::json j = good;
+    j["nccl_busbw"][key] = std::move(v);
+    return j;
+  };
+  test::expect_error_naming([&] { (void)with("sizes_MiB", {4, 1}).get<LinkProfile>(); }, "sizes_MiB");
+  test::expect_error_naming([&] { (void)with("ctas", {1, 2.5}).get<LinkProfile>(); }, "ctas");
+  test::expect_error_naming([&] { (void)with("allreduce", {{1.0}}).get<LinkProfile>(); }, "allreduce");
+  nlohmann::json negative = good;
+  negative["nccl_busbw"]["allgather"][1][2] = -3;
+  test::expect_error_naming([&] { (void)negative.get<LinkProfile>(); }, "allgather");
+  nlohmann::json short_row = good;
+  short_row["nccl_busbw"]["reducescatter"][0].erase(0);
+  test::expect_error_naming([&] { (void)short_row.get<LinkProfile>(); }, "reducescatter");
+  nlohmann::json missing = good;
+  missing["nccl_busbw"].erase("allgather");
+  test::expect_error_naming([&] { (void)missing.get<LinkProfile>(); }, "allgather");
+  test::expect_error_naming([&] { (void)with("broadcast", {{1.0}}).get<LinkProfile>(); }, "broadcast");
+  EXPECT_NO_THROW((void)with("_note", "a note").get<LinkProfile>());
+  // Without the table, the parametric rule.
+  nlohmann::json none = good;
+  none.erase("nccl_busbw");
+  const LinkProfile p = none.get<LinkProfile>();
+  EXPECT_FALSE(p.nccl_busbw.has_value());
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8, Collective::kAllReduce, kMiB), p.nccl_per_cta_GBps);
 }
 
 TEST(PacedLoopback, HardwareTakesTheLinkAndNcclsCtaCount) {

@@ -16,6 +16,24 @@ namespace ovl {
 
 // Rates count link bytes: the bytes that cross one direction of a GPU's links (what busbw measures: busbw = algbw x
 // 2(W-1)/W for AllReduce, x (W-1)/W for ReduceScatter / AllGather, nccl-tests' rule).
+
+// NCCL's bus bandwidth as measured on the profile's world (bench_collectives' coll/nccl cases): per collective, a row
+// per CTA count and a column per buffer size (nccl-tests' size: the whole buffer of an AllReduce, the W parts of a
+// ReduceScatter's input or an AllGather's output). A call's time is its link bytes at this rate: the measured times
+// hold the ring steps' latencies and NCCL's rate on calls of a few MiB, which min(link, CTAs x a per-CTA rate) does
+// not (docs/overlap.md, "Paced loopback").
+struct NcclBusbw {
+  std::vector<double> sizes_MiB;                                         // strictly increasing, positive
+  std::vector<int> ctas;                                                 // strictly increasing, at least 1
+  std::vector<std::vector<double>> allreduce, reducescatter, allgather;  // GB/s [ctas][size], positive
+
+  // The busbw of a call of `bytes` buffer bytes on `ctas` CTAs: linear in log2(size) and in CTAs between the
+  // measured points; below the smallest size, that size's time (a rate in proportion to the bytes); beyond the
+  // largest size or CTA count, the edge's. Throws ovl::Error on ctas < 1 or bytes <= 0.
+  double GBps(Collective c, int ctas, double bytes) const;
+  void validate(const std::string& profile) const;  // throws ovl::Error naming the field
+};
+
 struct LinkProfile {
   std::string name;                  // "nvlink4-node8"
   std::string source;                // where the numbers come from (provenance)
@@ -26,13 +44,18 @@ struct LinkProfile {
   double tma_pull_per_cta_GBps = 0;  // ... one CTA of the TMA pull collective
   double simt_per_cta_GBps = 0;      // ... one CTA of the SIMT collective (bench_collectives' simt)
   double latency_us = 0;             // per step of a collective (a ring step, a flag round trip)
+  std::optional<NcclBusbw> nccl_busbw;  // optional: NCCL measured on this link, which then prices NCCL's calls
 
   // Throws ovl::Error naming the field: rates must be positive and finite, nccl_ctas >= 1, latency >= 0, a name.
   void validate() const;
-  // The link bytes per second one CTA of `algo` may move when `ctas` CTAs share the link: min(link_GBps / ctas,
-  // the algorithm's per-CTA rate; NCCL algorithms and the copy engine: nccl_per_cta_GBps). The paced movers and the
-  // model use this one.
-  double paced_cta_GBps(CommAlgo algo, int ctas) const;
+  // The link bytes per second one CTA of `algo` may move in a call of collective `c` over `call_bytes` buffer bytes
+  // when `ctas` CTAs share the link. An NCCL algorithm with nccl_busbw: the table's busbw for the call, over `ctas`;
+  // any other: min(link_GBps / ctas, the algorithm's per-CTA rate; NCCL algorithms and the copy engine:
+  // nccl_per_cta_GBps). The paced movers, the model and the simulator use this one.
+  double paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const;
+  // Whether nccl_busbw prices a call of `algo` (an NCCL algorithm, and the table is there): its measured times hold
+  // the ring steps' latencies, so such a call waits no latency_us per step before its bytes; any other call does.
+  bool measured_nccl(CommAlgo algo) const;
   std::string summary() const;  // one line
 };
 
