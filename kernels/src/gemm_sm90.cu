@@ -552,7 +552,7 @@ struct Epilogue {
         half_word = word;
       }
     }
-    if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = detail::global_timer_ns();
+    if (p.tile_timestamps != nullptr) p.tile_timestamps[tile] = ptx::global_timer_ns();
     if (p.group_counters != nullptr) detail::signal_tile(p.group_counters + group_at(p, w.position));
     if (half_word != nullptr) detail::clear_arrivals(half_word);
   }
@@ -706,7 +706,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Launched with programmatic dependent launch, the CTA may start while the previous kernel on the stream is still
   // running: the set-up below touches only shared memory and the kernel parameters, and grid_dependency_wait comes
   // before any global-memory access (a no-op otherwise).
-  const unsigned long long cta_start = threadIdx.x == 0 && p.cta_timestamps != nullptr ? detail::global_timer_ns() : 0;
+  const unsigned long long cta_start = threadIdx.x == 0 && p.cta_timestamps != nullptr ? ptx::global_timer_ns() : 0;
   if (threadIdx.x == 0) {
     mainloop.init_barriers();
     epilogue.init_barriers();

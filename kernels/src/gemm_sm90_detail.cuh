@@ -318,32 +318,15 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
-}
-
 // ---- waits (AllGather before the GEMM) -----------------------------------------------------------------------------
 
-// The slow path of wait_for_rows: spin until *counter >= value, or give up after timeout_ns (recording the first
-// timeout in *error) or at once when a timeout is already recorded there.
+// The slow path of wait_for_rows: the one timed wait (wait_counter_at_least) until *counter >= value, giving up after
+// timeout_ns (recording the first timeout in *error) or at once when a timeout is already recorded there. The load
+// thread sleeps 128 ns between polls, so that its spin takes few issue slots from its SM's MMA warps.
 __device__ __noinline__ void wait_for_rows_slow(const unsigned int* counter, unsigned int value,
                                                 unsigned long long timeout_ns, DeviceError* error, int group) {
-  const unsigned long long start = global_timer_ns();
-  for (unsigned int spins = 0;; ++spins) {
-    const unsigned int seen = ptx::ld_acquire_sys(counter);
-    if (seen >= value) return;
-    if ((spins & 31u) == 31u) {
-      if (error_code(error) != 0u) return;
-      if (global_timer_ns() - start > timeout_ns) {
-        record_timeout(error, WaitKind::kGatheredRows, 0u, 0u, blockIdx.x, static_cast<unsigned int>(group), seen,
-                       value);
-        return;
-      }
-    }
-    __nanosleep(128);
-  }
+  (void)wait_counter_at_least(counter, value, timeout_ns, error, WaitKind::kGatheredRows,
+                              static_cast<std::uint32_t>(group), blockIdx.x, 128u);
 }
 
 // The load thread, before its first load of a tile of group `group`: waits until *counter >= value (acquire,

@@ -81,13 +81,13 @@ __device__ inline void record_timeout(DeviceError* e, WaitKind wait, std::uint32
   }
 }
 
-// The timed wait of every collective kernel (the GEMM's own is gemm_sm90_detail.cuh's): one thread spins
-// (ld.acquire.sys) until *word >= target, `seen` the last value read. False after timeout_ns, or, with `watch` set,
-// as soon as a timeout is recorded there by another waiter; the clock and `watch` are read every 64 polls. The caller
-// records its own timeout (record_timeout keeps the first).
+// The timed wait of every kernel, the collectives' and the GEMM's: one thread spins (ld.acquire.sys) until *word >=
+// target, `seen` the last value read, sleeping sleep_ns between polls when given. False after timeout_ns, or, with
+// `watch` set, as soon as a timeout is recorded there by another waiter; the clock and `watch` are read every 64
+// polls. The caller records its own timeout (record_timeout keeps the first).
 template <typename Word>
 __device__ inline bool spin_at_least(const Word* word, Word target, std::uint64_t timeout_ns, const DeviceError* watch,
-                                     Word& seen) {
+                                     Word& seen, unsigned sleep_ns = 0) {
   const std::uint64_t start = ptx::global_timer_ns();
   for (unsigned spins = 0;; ++spins) {
     seen = ptx::ld_acquire_sys(word);
@@ -96,16 +96,17 @@ __device__ inline bool spin_at_least(const Word* word, Word target, std::uint64_
       if (watch != nullptr && error_code(watch) != 0u) return false;
       if (ptx::global_timer_ns() - start > timeout_ns) return false;
     }
+    if (sleep_ns != 0) __nanosleep(sleep_ns);
   }
 }
 
 // One thread: spin until *counter >= expected, tile group `group`'s counter; false after timeout_ns (recorded as
-// `what` by CTA `cta`) or as soon as a timeout is recorded in `e` elsewhere.
+// `what` by CTA `cta`) or as soon as a timeout is recorded in `e` elsewhere. sleep_ns: spin_at_least's.
 __device__ inline bool wait_counter_at_least(const std::uint32_t* counter, std::uint32_t expected,
                                              std::uint64_t timeout_ns, DeviceError* e, WaitKind what,
-                                             std::uint32_t group, std::uint32_t cta) {
+                                             std::uint32_t group, std::uint32_t cta, unsigned sleep_ns = 0) {
   std::uint32_t seen = 0;
-  if (spin_at_least(counter, expected, timeout_ns, e, seen)) return true;
+  if (spin_at_least(counter, expected, timeout_ns, e, seen, sleep_ns)) return true;
   record_timeout(e, what, 0u, 0u, cta, group, seen, expected);  // a no-op when a timeout is recorded already
   return false;
 }
