@@ -38,8 +38,9 @@ __global__ void fill_random_kernel(T* data, std::int64_t n, std::uint64_t seed, 
 
 // The SIMT mover of the loopback collective.
 // grid: args.ctas CTAs (persistent over the groups), block: args.threads (multiple of 32, <= 512), no shared memory
-// beyond one int; any sm_70+ GPU. W (the world) is a template argument so that a thread issues its W 16-byte loads
-// before the first add (one memory latency per vector, not W). CTA c owns slice c (an equal share of 16-byte vectors)
+// beyond one int; any sm_70+ GPU. W (the world) is a template argument so that a thread issues the W 16-byte loads
+// of kIlp vectors (8 / W of them, one from W = 8 on) before the first add (one memory latency per kIlp vectors, not
+// per load). CTA c owns slice c (an equal share of 16-byte vectors)
 // of every (group, owner) piece of the played share, so no CTA ever waits on another CTA. Per group: step 0: thread
 // 0 acquires the group counter (system scope; the GEMM adds with release after its tile stores), then a barrier;
 // step 1: every thread sums its vectors over the ranks' sources in rank order 0..W-1 (fp32) or copies them, and
@@ -55,6 +56,11 @@ constexpr int kPaceChunkPasses = 4;  // a paced chunk: 4 passes of the block ove
 
 template <typename T, int W>
 __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ LoopbackArguments a) {
+  // Vectors a thread has in flight at a time: kIlp x W loads, 8 up to W = 8. With one vector per pass whatever W, a
+  // paced chunk's 4 passes each paid a memory latency, and in a world of 2 the stand-in for NCCL on 8 CTAs took
+  // 1.3-1.6x the real NCCL's time (an NCCL channel carries 18.1 GB/s; results/h100/bench_overlap-paced2.json of
+  // 2026-12-07, docs/performance.md).
+  constexpr int kIlp = W >= 8 ? 1 : 8 / W;
   __shared__ int ok;
   __shared__ unsigned long long pace_t0;
   const bool paced = a.pace_ns_per_byte > 0;
@@ -84,20 +90,40 @@ __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ L
       const double link_per_vector = 16.0 * link_bytes_per_byte(pc.reduce, r, W);
       for (std::int64_t c0 = v0; c0 < v1; c0 += chunk) {
         const std::int64_t c1 = c0 + chunk < v1 ? c0 + chunk : v1;
-        for (std::int64_t v = c0 + threadIdx.x; v < c1; v += blockDim.x) {
-          uint4 out = make_uint4(0, 0, 0, 0);
-          if (!pc.reduce) {
-            out = __ldcg(copy_src + v);
-          } else if constexpr (sizeof(T) == 2) {
-            uint4 in[W];
+        // kIlp vectors per thread at a time, v, v + blockDim, ...: all their loads before the first add.
+        for (std::int64_t v = c0 + threadIdx.x; v < c1; v += std::int64_t(blockDim.x) * kIlp) {
+          uint4 out[kIlp];
+          bool here[kIlp];
 #pragma unroll
-            for (int p = 0; p < W; ++p) in[p] = __ldcg(src(p) + v);
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-            for (int p = 0; p < W; ++p) Vec<T>::add(acc, in[p]);
-            out = Vec<T>::pack(acc);
+          for (int x = 0; x < kIlp; ++x) {
+            here[x] = x == 0 || v + std::int64_t(x) * blockDim.x < c1;  // x = 0: the loop's own condition
+            out[x] = make_uint4(0, 0, 0, 0);
           }
-          for (int d = pc.dst_first; d < pc.dst_first + pc.dst_count; ++d) dst(d)[v] = out;
+          if (!pc.reduce) {
+#pragma unroll
+            for (int x = 0; x < kIlp; ++x)
+              if (here[x]) out[x] = __ldcg(copy_src + v + std::int64_t(x) * blockDim.x);
+          } else if constexpr (sizeof(T) == 2) {
+            uint4 in[kIlp][W];
+#pragma unroll
+            for (int x = 0; x < kIlp; ++x)
+#pragma unroll
+              for (int p = 0; p < W; ++p)
+                if (here[x]) in[x][p] = __ldcg(src(p) + v + std::int64_t(x) * blockDim.x);
+#pragma unroll
+            for (int x = 0; x < kIlp; ++x) {
+              float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+              for (int p = 0; p < W; ++p)
+                if (here[x]) Vec<T>::add(acc, in[x][p]);
+              out[x] = Vec<T>::pack(acc);
+            }
+          }
+#pragma unroll
+          for (int x = 0; x < kIlp; ++x)
+            if (here[x])
+              for (int d = pc.dst_first; d < pc.dst_first + pc.dst_count; ++d)
+                dst(d)[v + std::int64_t(x) * blockDim.x] = out[x];
         }
         if (paced && link_per_vector > 0) {
           link_bytes += double(c1 - c0) * link_per_vector;
