@@ -473,7 +473,7 @@ __device__ void pull_sum_phase(const Cta& cta, const PhaseRing& ring, int r0, in
     if (p.tail) continue;           // the producer's
     if (!ring.wait_issued(i)) break;  // never issued: a gate timed out (every consumer stops at the same unit)
     unsigned char* stage = ring.stage(i);
-    sum_slots<T, false>(stage, slot, n, int(p.bytes / 16), int(tid - kWarp), int(consumers));  // into slot 0, fenced
+    sum_slots<T>(stage, slot, n, int(p.bytes / 16), int(tid - kWarp), int(consumers));  // into slot 0, fenced
     consumer_sync(consumers);  // every consumer is done with stage i (and waited on its phase)
     if (leader) {
       ptx::bulk_store(static_cast<unsigned char*>(a.dst[walk.move.me]) + p.dst_offset, stage, p.bytes);
@@ -533,8 +533,8 @@ __device__ void simt_move(const Cta& cta, const Move& m, GroupRange groups) {
         case MoveKind::kOwnCopy: dst_vec(m.me)[v] = __ldcg(src_vec(m.me) + v); break;
         case MoveKind::kPullSum: {
           float acc[kE];
-          ptx::Vec16<T>::set(acc, __ldcg(src_vec(0) + v));
-          for (int r = 1; r < n; ++r) ptx::Vec16<T>::add(acc, __ldcg(src_vec(r) + v));
+          ptx::Vec16<T>::set(acc, uint4{});  // from +0.0, as every sum (sum_slots)
+          for (int r = 0; r < n; ++r) ptx::Vec16<T>::add(acc, __ldcg(src_vec(r) + v));
           dst_vec(m.me)[v] = ptx::Vec16<T>::pack(acc);
           break;
         }

@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(32 + 32 * kTmaMaxPullWarps, 1)
     if constexpr (sizeof(T) == 1) {
       // T = std::uint8_t, FP8 moved as bytes: copies only (launch_loopback_collective allows it for AllGather only).
     } else if (u.kind == kPull) {
-      sum_slots<T, true>(stage, cur.cap(kPull), w, int(u.bytes / 16), int(tid - 32), int(consumers));
+      sum_slots<T>(stage, cur.cap(kPull), w, int(u.bytes / 16), int(tid - 32), int(consumers));
     }
     // Every consumer has read stage s and waited on its phase before the leader stores from it and, below, refills
     // the previous stage (tma-pull; for push and copies the consumer is one thread).

@@ -91,10 +91,10 @@ __device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_bar
 
 // A pull-reduce consumer's vectors first_vec, first_vec + step, ... (< nvec; 16 bytes) of the `world` slots of
 // `stage` (slot r at r x slot bytes, from rank r) summed in fp32 into slot 0, then fence.proxy.async.shared::cta
-// (this thread's shared stores before the async proxy's bulk store reads them). Each form matches its kernel's SIMT
-// sum bit for bit: kFromZero starts from +0.0 and adds slot 0 as the others (the loopback SIMT mover's order,
-// loopback.cu), else it starts from slot 0 (simt_move's); they differ only when all W values are -0.0.
-template <typename T, bool kFromZero>
+// (this thread's shared stores before the async proxy's bulk store reads them). The one order of every fp32 sum of
+// the collectives (the SIMT movers', the tails', the real kernel's and the loopback's): from +0.0, ranks 0..W-1 in
+// turn, so every mover and algorithm gives the same bits.
+template <typename T>
 __device__ __forceinline__ void sum_slots(unsigned char* stage, std::uint32_t slot, int world, int nvec, int first_vec,
                                           int step) {
   constexpr int kIlp = 4;  // vectors per thread at a time: independent shared loads in flight
@@ -103,9 +103,8 @@ __device__ __forceinline__ void sum_slots(unsigned char* stage, std::uint32_t sl
   for (int v0 = first_vec; v0 < nvec; v0 += kIlp * step) {
     float acc[kIlp][Vec::kElems];
 #pragma unroll
-    for (int x = 0; x < kIlp; ++x)  // kFromZero: +0.0 (all bits 0), for every x
-      if (kFromZero || v0 + x * step < nvec) Vec::set(acc[x], kFromZero ? uint4{} : out[v0 + x * step]);
-    for (int r = kFromZero ? 0 : 1; r < world; ++r) {  // rank order: deterministic, the SIMT mover's order
+    for (int x = 0; x < kIlp; ++x) Vec::set(acc[x], uint4{});  // +0.0 (all bits 0)
+    for (int r = 0; r < world; ++r) {                          // rank order: deterministic
       const uint4* in = reinterpret_cast<const uint4*>(stage + std::uint32_t(r) * slot);
 #pragma unroll
       for (int x = 0; x < kIlp; ++x)
