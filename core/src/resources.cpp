@@ -285,7 +285,7 @@ void Resources::pace(kernels::LoopbackArguments& a, const Call& call, double cal
   const Collective coll = collective_of(call.problem.op);
   const CommAlgo algo = call.plan.comm_algo;
   a.pace_ns_per_byte = link_load / id.link->paced_cta_GBps(algo, a.ctas, coll, call_bytes);  // GB/s = bytes per ns
-  a.pace_latency_ns = id.link->measured_nccl(algo)
+  a.pace_latency_ns = id.link->measured_nccl(algo, call_bytes)
                           ? 0
                           : std::uint32_t(std::lround(link_steps(coll, algo, a.world) * id.link->latency_us * 1e3));
 }
@@ -328,7 +328,8 @@ void Resources::collective_unit(const Call& call, int unit, int ctas, cudaStream
     // link (nccl_unit_link_load: an ncclReduce / ncclBroadcast per owner carries all of the unit's bytes on each link).
     if (is_nccl(call.plan.comm_algo)) {
       const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
-      pace(a, call, double(p.comm_bytes()) * double(r1 - r0) / double(p.m), nccl_unit_link_load(p, r0, r1));
+      const double bytes = nccl_per_owner(p, r0, r1) ? 0.0 : double(p.comm_bytes()) * double(r1 - r0) / double(p.m);
+      pace(a, call, bytes, nccl_unit_link_load(p, r0, r1));
     }
     kernels::launch_loopback_collective(a, stream);
     return;

@@ -193,7 +193,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
         priced_coeffs(c, algo, ctas, world, hw.emulation.loopback_rank0, hw.emulation.link_profile.has_value());
     const CommAlgo priced = priced_algo(algo, ctas);
     const auto& link = hw.emulation.link_profile;
-    cost.latency_us = link && link->measured_nccl(priced) ? 0.0 : k.steps * hw.fit.link_latency_us;
+    cost.latency_us = link && link->measured_nccl(priced, call_bytes) ? 0.0 : k.steps * hw.fit.link_latency_us;
     cost.per_byte = per_byte_one_node(k, c, priced, world, ctas, call_bytes, hw, hbm_GBps);
     return cost;
   }
@@ -362,8 +362,13 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
   // the real world's factor on its bytes, and the paced stand-in's link load (Resources::collective_unit).
   const auto nccl_units = [&](double CallAdjust::*field) {
     const std::vector<UnitRows> units = unit_rows(problem, plan);
-    for (size_t i = 0; i < units.size() && i < out.size(); ++i)
+    for (size_t i = 0; i < units.size() && i < out.size(); ++i) {
       out[i].*field = nccl_unit_link_load(problem, units[i].begin, units[i].end);
+      out[i].call_bytes =
+          nccl_per_owner(problem, units[i].begin, units[i].end)
+              ? 0.0
+              : double(problem.comm_bytes()) * double(units[i].end - units[i].begin) / double(problem.m);
+    }
     return out;
   };
   if (!hw.emulation.loopback && problem.world > 1 && nccl) return nccl_units(&CallAdjust::factor);

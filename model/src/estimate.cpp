@@ -372,15 +372,19 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
 // An overlapped mode's collective, at its per-CTA rates (comm_hardware, the simulator's choice too): beside the GEMM
 // (busy: the rates beside the GEMM, on the `busy_ctas` CTAs that get SMs then, and the HBM bandwidth the GEMM leaves
 // it) and after the GEMM (idle: all its CTAs, all of HBM). A call's size-dependent rates (coll_cost's call_bytes) are
-// those of the plan's mean unit (the simulator prices each call at its own bytes).
+// those of the plan's mean unit (the simulator prices each call at its own bytes), none for units NCCL moves owner by
+// owner (CallAdjust::call_bytes).
 struct CollCosts {
   CollCost busy, idle;
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
                                 double busy_hbm_GBps, int busy_ctas) {
-  const double unit_bytes = double(problem.comm_bytes()) / double(unit_rows(problem, plan).size());
+  const std::vector<UnitRows> units = unit_rows(problem, plan);
+  const double unit_bytes = nccl_per_owner(problem, units.front().begin, units.front().end)
+                                ? 0.0
+                                : std::max(1.0, double(problem.comm_bytes()) / double(units.size()));
   auto cost = [&](bool beside_gemm, int ctas, double hbm_GBps) {
-    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, std::max(1.0, unit_bytes),
+    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, unit_bytes,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
   return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.spec.hbm_GBps)};

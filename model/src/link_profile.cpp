@@ -117,7 +117,7 @@ double NcclBusbw::GBps(Collective c, int call_ctas, double bytes) const {
 
 double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const {
   OVL_CHECK(ctas >= 1, "link profile: ctas = {} must be at least 1", ctas);
-  if (measured_nccl(algo)) return nccl_busbw->GBps(c, ctas, call_bytes) / ctas;
+  if (measured_nccl(algo, call_bytes)) return nccl_busbw->GBps(c, ctas, call_bytes) / ctas;
   double per_cta = nccl_per_cta_GBps;
   if (algo == CommAlgo::kTmaPush) per_cta = tma_push_per_cta_GBps;
   if (algo == CommAlgo::kTmaPull) per_cta = tma_pull_per_cta_GBps;
@@ -125,7 +125,9 @@ double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double
   return std::min(link_GBps / ctas, per_cta);
 }
 
-bool LinkProfile::measured_nccl(CommAlgo algo) const { return nccl_busbw && is_nccl(algo); }
+bool LinkProfile::measured_nccl(CommAlgo algo, double call_bytes) const {
+  return nccl_busbw && is_nccl(algo) && call_bytes > 0;
+}
 
 std::string LinkProfile::summary() const {
   return fmt::format(

@@ -95,7 +95,7 @@ struct CollCost {
 };
 // `hbm_GBps`: the HBM bandwidth the collective may use (the whole device alone, less under a running GEMM).
 // `call_bytes`: the buffer bytes of one call, for rates that depend on a call's size (a paced loopback's NCCL calls
-// with LinkProfile::nccl_busbw); the cost stays linear in the bytes it is given.
+// with LinkProfile::nccl_busbw; 0: a call the table does not hold); the cost stays linear in the bytes it is given.
 CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, double call_bytes, const Hardware& hw,
                    double hbm_GBps);
 

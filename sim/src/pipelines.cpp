@@ -424,7 +424,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     const double steps = link_steps(c, algo, p.world);
     const LinkProfile& lp = *hw.emulation.link_profile;
     const int ctas = std::max(1, ctx.comm_ctas);
-    const double paced = lp.paced_cta_GBps(algo, ctas, c, std::max(1.0, call_bytes));
+    const double paced = lp.paced_cta_GBps(algo, ctas, c, call_bytes);
     Step st;
     st.amount = bytes * link_f;
     st.local = true;
@@ -433,7 +433,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.cta_rate = std::min(paced, hw.fit.nccl_per_cta_GBps * link_f / moved);
     st.cta_rate_beside = std::min(paced, ctx.comm_hw_beside.fit.nccl_per_cta_GBps * link_f / moved);
     st.bound = paced * ctas;
-    st.latency = lp.measured_nccl(algo) ? TimeNs(0) : us_to_ns(steps * hw.fit.link_latency_us);
+    st.latency = lp.measured_nccl(algo, call_bytes) ? TimeNs(0) : us_to_ns(steps * hw.fit.link_latency_us);
     st.name = "paced loopback call";
     out.push_back(st);
     return out;
@@ -474,10 +474,10 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
                       : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.emulation.loopback_rank0);
     // A paced loopback: each CTA paces its own link bytes to the profile's rate per CTA for the kernel's CTAs, so the
     // call's busiest CTA, link_load times an even share, sets the rate of them all.
-    return h.emulation.link_profile ? std::min(r, h.emulation.link_profile->paced_cta_GBps(
-                                                      algo, std::max(1, ctx.comm_ctas), c, std::max(1.0, call_bytes)) /
-                                                      link_load)
-                                    : r;
+    return h.emulation.link_profile
+               ? std::min(r, h.emulation.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas), c, call_bytes) /
+                                 link_load)
+               : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);

@@ -158,8 +158,8 @@ struct Step {
 
 // The steps of one collective call over `bytes` (the call's full buffer, times its CallAdjust::factor) for this
 // problem and plan; a paced TMA mover's rate at the call's CallAdjust::link_load, so that its busiest CTA sets the
-// call's time. `call_bytes`: the buffer of the real call it stands for, by which size-dependent rates go (a paced
-// loopback's NCCL calls with LinkProfile::nccl_busbw).
+// call's time. `call_bytes`: the call's CallAdjust::call_bytes, by which size-dependent rates go (a paced loopback's
+// NCCL calls with LinkProfile::nccl_busbw).
 std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load, double call_bytes);
 
 // A FIFO of collective calls on one stream (NCCL) or one persistent kernel (TMA): a call starts when it has been

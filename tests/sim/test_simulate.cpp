@@ -179,10 +179,11 @@ TEST(SimulateVsModel, PacedTmaCallsTakeTheirBusiestCta) {
 
 // A paced loopback's NCCL stand-in paces a GEMM+RS or AG+GEMM unit short of the whole buffer as the real world's
 // ncclReduce / ncclBroadcast per owner loads the link: W / (W - 1) times its ReduceScatter or AllGather link bytes
-// (CallAdjust::link_load), in the model and the simulator alike. World 2 on the h200x2 profile, GEMM+RS 8192 x 8192
+// (CallAdjust::link_load), in the model and the simulator alike, at the per-CTA rule (the profile's nccl_busbw holds
+// no Reduce or Broadcast: CallAdjust::call_bytes 0). World 2 on the h200x2 profile (345.8 GB/s), GEMM+RS 8192 x 8192
 // bf16 in 2 decomposed chunks on 24 CTAs: chunk 0 holds rank 0's 4096 rows, whose 64 MiB of peer bytes count twice,
-// at the busbw NCCL measured for a 64 MiB ReduceScatter on its 24 CTAs (203.5 GB/s, the profile's nccl_busbw), so the
-// call takes at least 2 x 64 MiB / 203.5 GB/s = 660 us; paced as a ReduceScatter, half that.
+// so the call takes at least 2 x 64 MiB / 345.8 GB/s = 388 us; paced as a ReduceScatter the stand-in's own HBM rate
+// would bind first, near 250 us. The whole buffer, a ReduceScatter, is priced by the table.
 TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
   const Hardware w2 =
       loopback_hardware(builtin_hardware("h100"), 2, LoopbackShare::kRank0, builtin_link_profile("h200x2"));
@@ -193,18 +194,27 @@ TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
   const std::vector<CallAdjust> adj = call_adjustments(rs, dec, w2);
   ASSERT_EQ(adj.size(), 2u);
   for (const CallAdjust& a : adj) EXPECT_DOUBLE_EQ(a.link_load, 2.0);
-  ASSERT_NEAR(w2.emulation.link_profile->nccl_busbw->GBps(Collective::kReduceScatter, 24, 64 << 20), 203.5, 1e-9);
-  const double link_us = 2 * double(4096 * 8192 * 2) / (203.5 * 1e3);
+  for (const CallAdjust& a : adj) EXPECT_EQ(a.call_bytes, 0.0);
+  const double link_us = 2 * double(4096 * 8192 * 2) / (345.8 * 1e3);
   const ModeEstimate est = estimate(rs, dec, w2);
   const SimResult sim = simulate(rs, dec, w2);
   EXPECT_GE(est.comm_us, link_us);
   EXPECT_LE(est.comm_us, 1.1 * link_us);
   EXPECT_NEAR(sim.comm_us, est.comm_us, 0.03 * est.comm_us);
   // The whole buffer is one ReduceScatter; AllReduce units are AllReduces; a TMA mover is paced by its own load.
-  for (const CallAdjust& a : call_adjustments(rs, default_plan(Mode::kSequential, rs, w2, 24), w2))
+  for (const CallAdjust& a : call_adjustments(rs, default_plan(Mode::kSequential, rs, w2, 24), w2)) {
     EXPECT_DOUBLE_EQ(a.link_load, 1.0);
+    EXPECT_DOUBLE_EQ(a.call_bytes, double(rs.comm_bytes()));
+  }
   const Problem ar = make_problem(Op::kGemmAllReduce, 8192, 8192, 1024, 2);
-  for (const CallAdjust& a : call_adjustments(ar, dec, w2)) EXPECT_DOUBLE_EQ(a.link_load, 1.0);
+  for (const CallAdjust& a : call_adjustments(ar, dec, w2)) {
+    EXPECT_DOUBLE_EQ(a.link_load, 1.0);
+    EXPECT_DOUBLE_EQ(a.call_bytes, double(ar.comm_bytes()) / 2);
+  }
+  // An AllReduce chunk at the table's rate, the model and the simulator alike: 64 MiB on 24 CTAs, 272.4 GB/s.
+  const ModeEstimate ar_est = estimate(ar, dec, w2);
+  EXPECT_GE(ar_est.comm_us, 2 * double(4096 * 8192 * 2) / (272.4 * 1e3));
+  EXPECT_NEAR(simulate(ar, dec, w2).comm_us, ar_est.comm_us, 0.03 * ar_est.comm_us);
   // World 8 (nvlink4-node8): tile-signal AG+GEMM and GEMM+RS groups at 8/7; unpaced, 1. The two predictors agree
   // within 2% (under 1%); a simulator that left out the groups' link_load would be 3-10% faster.
   const Hardware h100 = builtin_hardware("h100");

@@ -92,7 +92,7 @@ TEST(LinkProfile, PacedRatePerCtaIsTheShareOfTheLinkOrTheTransportsRate) {
   EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 32, ar, 64 * kMiB), 450.0 / 32);
   EXPECT_THROW(p.paced_cta_GBps(CommAlgo::kTmaPush, 0, ar, 64 * kMiB), Error);
   // Every transport waits its steps' latency.
-  EXPECT_FALSE(p.measured_nccl(CommAlgo::kNcclRing));
+  EXPECT_FALSE(p.measured_nccl(CommAlgo::kNcclRing, 64 * kMiB));
 }
 
 // h200x2 carries NCCL's measured busbw: an NCCL call is priced by its size and CTAs, the TMA movers as before.
@@ -116,8 +116,11 @@ TEST(LinkProfile, NcclCallsFollowTheMeasuredBusbw) {
   // Small calls are slower than the large ones the fitted link rate stands for.
   EXPECT_LT(t.GBps(Collective::kAllReduce, 16, 2 * kMiB), 0.5 * t.GBps(Collective::kAllReduce, 16, 1024 * kMiB));
   // The measured times hold the steps: no latency on top for NCCL; the movers keep theirs.
-  EXPECT_TRUE(p.measured_nccl(CommAlgo::kNcclRing));
-  EXPECT_FALSE(p.measured_nccl(CommAlgo::kTmaPush));
+  EXPECT_TRUE(p.measured_nccl(CommAlgo::kNcclRing, kMiB));
+  EXPECT_FALSE(p.measured_nccl(CommAlgo::kTmaPush, kMiB));
+  // A call the table does not hold (call_bytes 0: an ncclReduce / ncclBroadcast per owner): the per-CTA rule.
+  EXPECT_FALSE(p.measured_nccl(CommAlgo::kNcclRing, 0));
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8, Collective::kReduceScatter, 0), p.nccl_per_cta_GBps);
   EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8, Collective::kAllReduce, kMiB), p.tma_push_per_cta_GBps);
   // The model prices the stand-in's call so: an AllReduce of 64 MiB on 32 CTAs, its link bytes (the buffer, at W = 2)
   // at 286.9 GB/s after the kernel's launch, no step latency.

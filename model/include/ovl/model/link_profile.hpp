@@ -49,13 +49,14 @@ struct LinkProfile {
   // Throws ovl::Error naming the field: rates must be positive and finite, nccl_ctas >= 1, latency >= 0, a name.
   void validate() const;
   // The link bytes per second one CTA of `algo` may move in a call of collective `c` over `call_bytes` buffer bytes
-  // when `ctas` CTAs share the link. An NCCL algorithm with nccl_busbw: the table's busbw for the call, over `ctas`;
-  // any other: min(link_GBps / ctas, the algorithm's per-CTA rate; NCCL algorithms and the copy engine:
+  // when `ctas` CTAs share the link. A call measured_nccl prices: the table's busbw for the call, over `ctas`; any
+  // other: min(link_GBps / ctas, the algorithm's per-CTA rate; NCCL algorithms and the copy engine:
   // nccl_per_cta_GBps). The paced movers, the model and the simulator use this one.
   double paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const;
-  // Whether nccl_busbw prices a call of `algo` (an NCCL algorithm, and the table is there): its measured times hold
-  // the ring steps' latencies, so such a call waits no latency_us per step before its bytes; any other call does.
-  bool measured_nccl(CommAlgo algo) const;
+  // Whether nccl_busbw prices a call of `algo` over `call_bytes`: an NCCL algorithm, the table there, and a call of
+  // its collectives (call_bytes > 0; 0 stands for an ncclReduce / ncclBroadcast per owner, which it does not hold).
+  // Its measured times hold the ring steps' latencies, so such a call waits no latency_us per step; any other does.
+  bool measured_nccl(CommAlgo algo, double call_bytes) const;
   std::string summary() const;  // one line
 };
 
