@@ -1301,7 +1301,7 @@ def cmd_link_profile(argv):
     table_sizes = sorted({s for _, _, s in nccl})
     table_ctas = sorted({c for _, c, _ in nccl})
     table = collections.OrderedDict(sizes_MiB=[s / (1 << 20) for s in table_sizes], ctas=table_ctas)
-    for op in ("allreduce", "reducescatter", "allgather"):
+    for op in ("allreduce", "reducescatter", "allgather") if nccl else ():
         missing = [(c, s) for c in table_ctas for s in table_sizes if (op, c, s) not in nccl]
         if missing:
             print(f"nccl {op}: no case at (ctas, size) {missing[:3]}: the table needs every size at every CTA count")
@@ -1315,7 +1315,9 @@ def cmd_link_profile(argv):
                 f"nccl_ctas = NCCL's own choice on that run"),
         link_GBps=round(link, 1), nccl_ctas=args.nccl_ctas, nccl_per_cta_GBps=per_cta("nccl"),
         tma_push_per_cta_GBps=per_cta("tma-push"), tma_pull_per_cta_GBps=per_cta("tma-pull"),
-        simt_per_cta_GBps=per_cta("simt"), latency_us=latency, nccl_busbw=table)
+        simt_per_cta_GBps=per_cta("simt"), latency_us=latency)
+    if nccl:  # no NCCL cases (a loopback file): no table, the per-CTA rule
+        out["nccl_busbw"] = table
     print(json.dumps(out, indent=2))
     return 0
 

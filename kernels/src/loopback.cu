@@ -58,8 +58,8 @@ template <typename T, int W>
 __global__ void __launch_bounds__(512) loopback_kernel(const __grid_constant__ LoopbackArguments a) {
   // Vectors a thread has in flight at a time: kIlp x W loads, 8 up to W = 8. With one vector per pass whatever W, a
   // paced chunk's 4 passes each paid a memory latency, and in a world of 2 the stand-in for NCCL on 8 CTAs took
-  // 1.3-1.6x the real NCCL's time (an NCCL channel carries 18.1 GB/s; results/h100/bench_overlap-paced2.json of
-  // 2026-12-07, docs/performance.md).
+  // 1.3-1.6x the real NCCL's time (an NCCL channel carries 18.1 GB/s; `git show
+  // 37f616b:results/h100/bench_overlap-paced2.json`, docs/performance.md).
   constexpr int kIlp = W >= 8 ? 1 : 8 / W;
   __shared__ int ok;
   __shared__ unsigned long long pace_t0;

@@ -93,7 +93,8 @@ __device__ __forceinline__ void consumer_sync(unsigned threads) { ptx::named_bar
 // `stage` (slot r at r x slot bytes, from rank r) summed in fp32 into slot 0, then fence.proxy.async.shared::cta
 // (this thread's shared stores before the async proxy's bulk store reads them). The one order of every fp32 sum of
 // the collectives (the SIMT movers', the tails', the real kernel's and the loopback's): from +0.0, ranks 0..W-1 in
-// turn, so every mover and algorithm gives the same bits.
+// turn, so every algorithm that sums in fp32 gives the same bits (tma-push adds in the element type, with
+// cp.reduce.async.bulk, in arrival order).
 template <typename T>
 __device__ __forceinline__ void sum_slots(unsigned char* stage, std::uint32_t slot, int world, int nvec, int first_vec,
                                           int step) {

@@ -131,7 +131,7 @@ CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_ran
 }
 
 namespace {
-PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int world, int ctas, double call_bytes,
+PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int world, int ctas, const PacedCall& call,
                           const Hardware& hw, double hbm_GBps) {
   PerByte t;
   t.shared = k.hbm_bytes / hbm_GBps;
@@ -143,12 +143,13 @@ PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int 
   } else if (hw.emulation.link_profile && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
     // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
-    // paced_cta_GBps for a call of call_bytes, so together min(link, ctas x the transport's per-CTA rate), or NCCL's
-    // measured busbw for such a call, when the CTAs' shares are even.
+    // paced_cta_GBps for the call (its bytes, its launched CTAs), so together min(link, ctas x the transport's
+    // per-CTA rate), or NCCL's measured busbw for such a call, when the CTAs' shares are even and all of them run.
     const double moved = is_nccl(algo) ? hw.fit.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
     t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
     if (k.link_bytes > 0)
-      t.link = k.link_bytes / (ctas * hw.emulation.link_profile->paced_cta_GBps(algo, ctas, c, call_bytes));
+      t.link = k.link_bytes / (ctas * hw.emulation.link_profile->paced_cta_GBps(
+                                          algo, call.launched_ctas > 0 ? call.launched_ctas : ctas, c, call.bytes));
   } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
     // NCCL's protocol efficiency) caps them.
@@ -167,8 +168,8 @@ PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int 
 }
 }  // namespace
 
-CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, double call_bytes, const Hardware& hw,
-                   double hbm_GBps) {
+CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const PacedCall& call,
+                   const Hardware& hw, double hbm_GBps) {
   // nccl-symmetric on no CTA (CtaPolicy::kZero, collective_ctas): NCCL's copy-engine AllGather.
   const bool copy_engines = priced_algo(algo, ctas) != algo;
   OVL_CHECK(ctas >= 1 || copy_engines, "collective ctas = {} must be at least 1", ctas);
@@ -193,8 +194,8 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
         priced_coeffs(c, algo, ctas, world, hw.emulation.loopback_rank0, hw.emulation.link_profile.has_value());
     const CommAlgo priced = priced_algo(algo, ctas);
     const auto& link = hw.emulation.link_profile;
-    cost.latency_us = link && link->measured_nccl(priced, call_bytes) ? 0.0 : k.steps * hw.fit.link_latency_us;
-    cost.per_byte = per_byte_one_node(k, c, priced, world, ctas, call_bytes, hw, hbm_GBps);
+    cost.latency_us = link && link->measured_nccl(priced, call.bytes) ? 0.0 : k.steps * hw.fit.link_latency_us;
+    cost.per_byte = per_byte_one_node(k, c, priced, world, ctas, call, hw, hbm_GBps);
     return cost;
   }
   // Hierarchical: within each node of g GPUs a reduce-scatter / all-gather over the link, and among the nodes the
@@ -209,22 +210,22 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   double intra = 0, net_bytes = 0, net_steps = 0, hbm_bytes = 0;
   switch (c) {
     case Collective::kAllReduce:
-      intra = per_byte_one_node(rs, Collective::kReduceScatter, algo, g, ctas, call_bytes, hw, hbm_GBps).at() +
-              per_byte_one_node(ag, Collective::kAllGather, algo, g, ctas, call_bytes, hw, hbm_GBps).at();
+      intra = per_byte_one_node(rs, Collective::kReduceScatter, algo, g, ctas, call, hw, hbm_GBps).at() +
+              per_byte_one_node(ag, Collective::kAllGather, algo, g, ctas, call, hw, hbm_GBps).at();
       net_bytes = 2 * fn / g;
       net_steps = 2 * (n - 1);
       cost.latency_us = (rs.steps + ag.steps) * hw.fit.link_latency_us;
       hbm_bytes = rs.hbm_bytes + ag.hbm_bytes;
       break;
     case Collective::kReduceScatter:
-      intra = per_byte_one_node(rs, Collective::kReduceScatter, algo, g, ctas, call_bytes, hw, hbm_GBps).at();
+      intra = per_byte_one_node(rs, Collective::kReduceScatter, algo, g, ctas, call, hw, hbm_GBps).at();
       net_bytes = fn / g;
       net_steps = n - 1;
       cost.latency_us = rs.steps * hw.fit.link_latency_us;
       hbm_bytes = rs.hbm_bytes;
       break;
     case Collective::kAllGather:
-      intra = per_byte_one_node(ag, Collective::kAllGather, algo, g, ctas, call_bytes, hw, hbm_GBps).at();
+      intra = per_byte_one_node(ag, Collective::kAllGather, algo, g, ctas, call, hw, hbm_GBps).at();
       net_bytes = fn / g;
       net_steps = n - 1;
       cost.latency_us = ag.steps * hw.fit.link_latency_us;

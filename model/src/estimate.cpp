@@ -88,14 +88,14 @@ CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlg
                                  int nodes) {
   OVL_CHECK(bytes >= 0, "collective bytes = {} must not be negative", bytes);
   const CollCost cost =
-      detail::coll_cost(c, algo, world, nodes, ctas, std::max(1.0, double(bytes)), hw, hw.spec.hbm_GBps);
+      detail::coll_cost(c, algo, world, nodes, ctas, {std::max(1.0, double(bytes)), ctas}, hw, hw.spec.hbm_GBps);
   return comm_estimate_from(cost.time_us(double(bytes)), bytes, c, world);
 }
 
 CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
   OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
   const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas,
-                                          std::max(1.0, double(bytes)), hw, hw.spec.hbm_GBps);
+                                          {std::max(1.0, double(bytes)), ctas}, hw, hw.spec.hbm_GBps);
   CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
   e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written
   return e;
@@ -359,8 +359,9 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
                           TileOrder::kSwizzle, hw, kOp);
   // One call over every row, at its mover's link load (its factor is 1; the loopback's per-piece time is priced in
   // the calls of decomposed and the signaling modes only).
-  const CollCost c = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(),
-                                       collective_ctas(plan, coll), double(problem.comm_bytes()), hw, hw.spec.hbm_GBps);
+  const int ctas = collective_ctas(plan, coll);
+  const CollCost c = detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas,
+                                       {double(problem.comm_bytes()), ctas}, hw, hw.spec.hbm_GBps);
   ModeEstimate e;
   e.gemm_alone_us = e.gemm_us = g.total_us();
   e.comm_alone_us = e.comm_us = e.exposed_comm_us =
@@ -379,15 +380,21 @@ struct CollCosts {
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
                                 double busy_hbm_GBps, int busy_ctas) {
-  const std::vector<UnitRows> units = unit_rows(problem, plan);
-  const double unit_bytes = nccl_per_owner(problem, units.front().begin, units.front().end)
-                                ? 0.0
-                                : std::max(1.0, double(problem.comm_bytes()) / double(units.size()));
+  // The mean of the units with rows that NCCL moves as one call of its collective (none: 0, the per-CTA rule).
+  double bytes = 0;
+  int calls = 0;
+  for (const UnitRows& u : unit_rows(problem, plan)) {
+    if (u.end <= u.begin || nccl_per_owner(problem, u.begin, u.end)) continue;
+    bytes += double(problem.comm_bytes()) * double(u.end - u.begin) / double(problem.m);
+    ++calls;
+  }
+  const int launched = collective_ctas(plan, coll);
+  const detail::PacedCall call{calls > 0 ? bytes / calls : 0.0, launched};
   auto cost = [&](bool beside_gemm, int ctas, double hbm_GBps) {
-    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, unit_bytes,
+    return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, call,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
   };
-  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, collective_ctas(plan, coll), hw.spec.hbm_GBps)};
+  return {cost(true, busy_ctas, busy_hbm_GBps), cost(false, launched, hw.spec.hbm_GBps)};
 }
 
 // How long into a cuBLAS chunk (from its launch) a collective launched at the chunk's start waits for SMs

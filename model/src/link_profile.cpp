@@ -1,6 +1,8 @@
 // LinkProfile: the built-in profiles (model/profiles/*.json), validation, JSON.
 #include "ovl/model/link_profile.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -74,11 +76,14 @@ void NcclBusbw::validate(const std::string& profile) const {
   const auto increasing = [](const auto& v) {
     return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
   };
-  OVL_CHECK(!sizes_MiB.empty() && increasing(sizes_MiB) && sizes_MiB.front() > 0 && std::isfinite(sizes_MiB.back()),
-            "link profile \"{}\": field \"nccl_busbw.sizes_MiB\" must be positive, finite and strictly increasing",
-            profile);
-  OVL_CHECK(!ctas.empty() && increasing(ctas) && ctas.front() >= 1,
-            "link profile \"{}\": field \"nccl_busbw.ctas\" must be at least 1 and strictly increasing", profile);
+  const bool finite = std::all_of(sizes_MiB.begin(), sizes_MiB.end(), [](double x) { return std::isfinite(x); });
+  OVL_CHECK(!sizes_MiB.empty() && finite && increasing(sizes_MiB) && sizes_MiB.front() > 0,
+            "link profile \"{}\": field \"nccl_busbw.sizes_MiB\" = [{}] must be positive, finite and strictly "
+            "increasing",
+            profile, fmt::join(sizes_MiB, ", "));
+  OVL_CHECK(!ctas.empty() && increasing(ctas) && ctas.front() >= 1 && ctas.back() <= 1024,
+            "link profile \"{}\": field \"nccl_busbw.ctas\" = [{}] must be in 1..1024 and strictly increasing", profile,
+            fmt::join(ctas, ", "));
   for (const auto& op : kTableOps) {
     const auto& rows = this->*op.rows;
     const std::string_view name = to_string(op.c);

@@ -94,9 +94,16 @@ struct CollCost {
   }
 };
 // `hbm_GBps`: the HBM bandwidth the collective may use (the whole device alone, less under a running GEMM).
-// `call_bytes`: the buffer bytes of one call, for rates that depend on a call's size (a paced loopback's NCCL calls
-// with LinkProfile::nccl_busbw; 0: a call the table does not hold); the cost stays linear in the bytes it is given.
-CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, double call_bytes, const Hardware& hw,
-                   double hbm_GBps);
+// One call as a paced link prices it (LinkProfile::paced_cta_GBps): its buffer bytes, for rates that depend on a
+// call's size (NCCL's calls with LinkProfile::nccl_busbw; 0: a call the table does not hold), and the CTAs the kernel
+// is launched with, whose count sets each CTA's paced share (beside the GEMM fewer of them may run); 0: the CTAs that
+// run.
+struct PacedCall {
+  double bytes = 0;
+  int launched_ctas = 0;
+};
+// `ctas`: the CTAs that run. The cost stays linear in the bytes it is given.
+CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, const PacedCall& call,
+                   const Hardware& hw, double hbm_GBps);
 
 }  // namespace ovl::detail

@@ -676,13 +676,13 @@ void check_paced(Op op) {
 // A link profile with NCCL's measured busbw (LinkProfile::nccl_busbw) paces the stand-in for NCCL to the table's rate
 // for the call's size and CTAs, with no step latency on top. W = 4, GEMM+AR 4096 x 4096 x 256 (a 32 MiB buffer: 2 x
 // 3/4 x 32 MiB on the link); the table's AllReduce row 20 GB/s at 1 MiB and 40 at 1024, so 30 at 32 MiB (linear in
-// log2 size), the same at every CTA count; latency_us 200, which the 6 ring steps would add (1200 us) were it paced
-// by the parametric rule.
+// log2 size), the same at every CTA count; latency_us 500, which the 6 ring steps would add (3000 us) were it paced
+// by the per-CTA rule (which alone would take 174 us: 16 x 18.1 GB/s) or were the latency kept.
 TEST_F(OverlapTest, PacedLoopbackNcclCallsRunAtTheMeasuredBusbw) {
   LinkProfile table = builtin_link_profile("h200x2");
   table.name = "measured-test-link";
   table.source = "test: NCCL's busbw 20-40 GB/s by size";
-  table.latency_us = 200;
+  table.latency_us = 500;
   table.nccl_ctas = 16;
   table.nccl_busbw = NcclBusbw{{1, 1024}, {1, 64}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}};
   ContextOptions options;
@@ -703,7 +703,7 @@ TEST_F(OverlapTest, PacedLoopbackNcclCallsRunAtTheMeasuredBusbw) {
   const double us = comm_alone_us(ctx, op, a, b, c, seq, stream);
   const double expected = 2 * 0.75 * double(p.comm_bytes()) / 30e3;  // 1678 us
   EXPECT_GE(us, 0.8 * expected) << us << " us, expected " << expected << " us";
-  EXPECT_LE(us, 1.25 * expected) << us << " us, expected " << expected << " us (the steps' latency would add 1200)";
+  EXPECT_LE(us, 1.25 * expected) << us << " us, expected " << expected << " us (the steps' latency would add 3000)";
 }
 
 TEST_F(OverlapTest, PacedLoopbackGemmReduceScatter) { check_paced(Op::kGemmReduceScatter); }

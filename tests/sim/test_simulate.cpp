@@ -231,6 +231,25 @@ TEST(SimulateVsModel, PacedNcclUnitsOwnerByOwnerPaceTheRealLinkBytes) {
   }
 }
 
+// A paced NCCL stand-in launched on comm_ctas CTAs paces each at the rate for that count (LinkProfile::
+// paced_cta_GBps), whatever fewer of them run beside the GEMM: on tile-signal's default grid only one does, and the
+// model prices it at the launched count's per-CTA share of NCCL's measured busbw (21.1 GB/s at 1 CTA, 331.6 / 24 = 13.8
+// at 24 for 1 GiB), as the stand-in and the simulator run it. World 2, h200x2, GEMM+AR 8192 x 8192 x 8192 on 24 comm
+// CTAs, a group per 128-row band (2 MiB calls): the one CTA beside the long GEMM moves what it moves at the launched
+// count's rate, and the model and the simulator agree within 1% (0.6%; priced at one CTA's own rate, the model was 2.4%
+// fast).
+TEST(SimulateVsModel, PacedNcclBesideTheGemmAtTheLaunchedCtasRate) {
+  const Hardware w2 =
+      loopback_hardware(builtin_hardware("h100"), 2, LoopbackShare::kRank0, builtin_link_profile("h200x2"));
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 8192, 2);
+  Plan ts = default_plan(Mode::kTileSignal, p, w2, 24);
+  ts.gemm_sms = w2.spec.sm_count;
+  ASSERT_EQ(comm_ctas_beside_gemm(ts, p, w2), 1);
+  ASSERT_EQ(collective_ctas(ts, Collective::kAllReduce), 24);
+  const double est = estimate(p, ts, w2).total_us;
+  EXPECT_NEAR(simulate(p, ts, w2).total_us, est, 0.01 * est);
+}
+
 // Tile-signal's default grid (gemm_sms = sm_count: 131 persistent CTAs) leaves its collective one SM beside the
 // GEMM; in the GEMM's last wave the CTAs without a tile have exited and the collective gets their SMs, up to its
 // comm_ctas, in the model (estimate_signaled's last-wave phase) as in the simulator (comm_ctas_now). On a GEMM of 3.3
