@@ -2,7 +2,11 @@
 // kernel, plus local copies.
 //
 //   coll/<algo>/<op>/<bytes>/world:<W>/ctas:<c>   algo nccl|tma-push|tma-pull|simt (a real world also nccl-symmetric,
-//                                                 below), op allreduce|reducescatter|allgather
+//                                                 below), op allreduce|reducescatter|allgather; a real world also
+//                                                 coll/nccl/<reduce|broadcast>/...: ncclReduce / ncclBroadcast to
+//                                                 root 0 of a <bytes> message (busbw = algbw), the calls a real
+//                                                 world runs per owner for a GEMM+RS / AG+GEMM unit short of the
+//                                                 buffer
 //   copy/<impl>/<bytes>/ctas:<c>                  impl tma (the TMA ring: thread 0 loads, thread 32 stores, pieces
 //                                                 dealt round-robin), tma-slices (the same, a contiguous slice per
 //                                                 CTA), simt, simt-slices (512-thread SIMT copy, grid-stride or
@@ -38,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -396,6 +401,91 @@ void bench_collective(benchmark::State& state, CommAlgo algo, Collective op, std
   }
 }
 
+// The timed loop of a coll/ case on the real World (see the file comment): per iteration, every rank's block of
+// `reps` calls of call(local rank) after an untimed one, the slowest rank's block / reps; `check` runs the rank's
+// Collectives::check after each block (our kernels' timed waits). Returns reps.
+int time_real_calls(benchmark::State& state, RealWorld& w, std::size_t bytes,
+                    const std::function<void(std::size_t)>& call, bool check) {
+  const int reps = bytes >= (std::size_t(256) << 20) ? 2 : bytes >= (std::size_t(16) << 20) ? 5 : 20;
+  for (auto _ : state) {
+    ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
+      const std::size_t i = w.local(world);
+      cudaStream_t stream = w.streams[i];
+      world.barrier();
+      call(i);  // lines the ranks up: the timed calls start when every rank has finished this one
+      OVL_CUDA_CHECK(cudaEventRecord(w.start[i], stream));
+      for (int k = 0; k < reps; ++k) call(i);
+      OVL_CUDA_CHECK(cudaEventRecord(w.stop[i], stream));
+      if (check) w.coll[i]->check(stream);
+      OVL_CUDA_CHECK(cudaEventSynchronize(w.stop[i]));
+      float ms = 0;
+      OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, w.start[i], w.stop[i]));
+      w.ms[i] = ms;
+    });
+    state.SetIterationTime(w.across_ranks(w.ms, true) * 1e-3 / reps);
+  }
+  return reps;
+}
+
+// The rooted NCCL calls a real world's executor runs for a GEMM+RS or AG+GEMM unit short of the whole buffer, one per
+// owner: ncclReduce (sum) and ncclBroadcast, root 0, on `bytes` of bf16 (the message: every rank's input of a Reduce,
+// the root's buffer of a Broadcast), NCCL bounded to `ctas` CTAs (0: its own choice). busbw = algbw = bytes / time
+// (nccl-tests' rule for both: the root's link carries every byte once). wrong: the root's sum of every rank's input
+// (Reduce), every rank's copy of the root's (Broadcast).
+void bench_nccl_rooted_real(benchmark::State& state, bool reduce, std::size_t bytes, int ctas) {
+  try {
+    RealWorld& w = real_world_slot(0, 0);
+    const int n = w.size();
+    real_world_slot(bytes, bytes);
+    const std::size_t elems = bytes / 2;
+    auto call = [&](std::size_t i) {
+      const ovl::World& world = w.worlds[i];
+      ncclComm_t comm = world.nccl_comm(ctas);
+      if (reduce) {
+        OVL_NCCL_CHECK(ncclReduce(w.send[i].local_ptr(), w.recv[i].local_ptr(), elems, ncclBfloat16, ncclSum, 0, comm,
+                                  w.streams[i]));
+      } else {
+        OVL_NCCL_CHECK(
+            ncclBroadcast(w.send[i].local_ptr(), w.recv[i].local_ptr(), elems, ncclBfloat16, 0, comm, w.streams[i]));
+      }
+    };
+    std::vector<double> wrong(w.worlds.size(), 0.0);
+    ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
+      const int r = world.rank();
+      const std::size_t i = w.local(world);
+      cudaStream_t stream = w.streams[i];
+      fill_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(w.send[i].local_ptr()), elems, r);
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.recv[i].local_ptr(), 0xff, bytes, stream));
+      OVL_CUDA_CHECK(cudaMemsetAsync(w.wrong[i].get(), 0, sizeof(unsigned long long), stream));
+      OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      world.barrier();  // every input is in place before any rank's call reads it
+      call(i);
+      // A Reduce's sum (the root's only) is the AllReduce check's; a Broadcast's copy of rank 0 the AllGather
+      // check's first chunk.
+      if (!reduce || r == 0) {
+        check_kernel<<<1024, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(w.recv[i].local_ptr()), elems,
+                                               int(reduce ? Collective::kAllReduce : Collective::kAllGather), r, n,
+                                               elems, w.wrong[i].as<unsigned long long>());
+        unsigned long long count = 0;
+        OVL_CUDA_CHECK(cudaMemcpy(&count, w.wrong[i].get(), sizeof(count), cudaMemcpyDeviceToHost));
+        wrong[i] = double(count);
+      }
+    });
+    const double wrong_count = w.across_ranks(wrong, false);
+    const int reps = time_real_calls(state, w, bytes, call, false);
+    using benchmark::Counter;
+    state.counters["algbw_GBps"] = Counter(double(bytes) * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["busbw_GBps"] = Counter(double(bytes) * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["wrong"] = wrong_count;
+    state.counters["ctas"] = ctas;
+    state.counters["world"] = n;
+    state.counters["reps"] = reps;
+    state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 // A coll/ case on the real World (see the file comment).
 // algo: one of the Collectives' (nccl, tma-push, tma-pull, simt), or nccl-symmetric: NCCL's symmetric kernels (their own
 // buffers and communicators).
@@ -457,24 +547,7 @@ void bench_collective_real(benchmark::State& state, CommAlgo algo, Collective op
       wrong[i] = double(count);
     });
     const double wrong_count = w.across_ranks(wrong, false);
-    const int reps = bytes >= (std::size_t(256) << 20) ? 2 : bytes >= (std::size_t(16) << 20) ? 5 : 20;
-    for (auto _ : state) {
-      ovl::run_per_rank(w.worlds, [&](ovl::World& world) {
-        const std::size_t i = w.local(world);
-        cudaStream_t stream = w.streams[i];
-        world.barrier();
-        call(i);  // lines the ranks up: the timed calls start when every rank has finished this one
-        OVL_CUDA_CHECK(cudaEventRecord(w.start[i], stream));
-        for (int k = 0; k < reps; ++k) call(i);
-        OVL_CUDA_CHECK(cudaEventRecord(w.stop[i], stream));
-        if (!ovl::is_nccl(algo)) w.coll[i]->check(stream);
-        OVL_CUDA_CHECK(cudaEventSynchronize(w.stop[i]));
-        float ms = 0;
-        OVL_CUDA_CHECK(cudaEventElapsedTime(&ms, w.start[i], w.stop[i]));
-        w.ms[i] = ms;
-      });
-      state.SetIterationTime(w.across_ranks(w.ms, true) * 1e-3 / reps);
-    }
+    const int reps = time_real_calls(state, w, bytes, call, !ovl::is_nccl(algo));
     set_collective_counters(state, algo, op, bytes, n, ctas, wrong_count, opt);
     state.counters["reps"] = reps;
   } catch (const std::exception& e) {
@@ -608,6 +681,16 @@ void register_all() {
             // A process per rank: every process must run the same number of iterations (each is collective).
             if (mpi_world()) b->Iterations(kMpiIterations);
           }
+        }
+    for (const bool reduce : {true, false})
+      for (std::size_t bytes = std::size_t(1) << 20; bytes <= std::size_t(1) << 30; bytes *= 4)
+        for (int ctas : nccl_bounds()) {
+          const std::string name =
+              fmt::format("coll/nccl/{}/{}/world:{}/ctas:{}", reduce ? "reduce" : "broadcast", bytes, n, ctas);
+          auto* b = benchmark::RegisterBenchmark(
+              name.c_str(), [=](benchmark::State& st) { bench_nccl_rooted_real(st, reduce, bytes, ctas); });
+          b->UseManualTime()->Unit(benchmark::kMicrosecond);
+          if (mpi_world()) b->Iterations(kMpiIterations);
         }
     return;
   }

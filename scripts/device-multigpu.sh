@@ -8,7 +8,8 @@
 #
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) and NCCL's symmetric kernels (1-32 CTAs;
 #                 AllGather also on the copy engines, CTA policy zero) versus tma-push, tma-pull and simt on 1-32 CTAs,
-#                 AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB -> bench_collectives.json
+#                 AllReduce / ReduceScatter / AllGather, 1 MiB to 1 GiB, and NCCL's Reduce / Broadcast to root 0 at
+#                 its CTA bounds (the calls of units moved owner by owner) -> bench_collectives.json
 #   overlap       bench_overlap, GEMM+AR and GEMM+RS: every mode, comm_sms 8-32, default groups and 2 / 4 / 8 groups
 #                 in row-band order (the set of results/h200x2/bench_overlap.json) -> bench_overlap.json; when the
 #                 real-world tma tests (RealWorldTmaBackToBackCalls, RealWorldEveryModeEqualsSequential) did not pass,

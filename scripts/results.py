@@ -170,7 +170,7 @@ def cmd_coll(argv):
     header = ["op", "MiB"] + [f"{i}:{c}" if c else f"{i}:{'zero' if i == 'nccl-symmetric' else 'auto'}"
                               for i, c in columns]
     rows = []
-    for op in ("allreduce", "reducescatter", "allgather"):
+    for op in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast"):  # the last two: NCCL's, root 0
         for size in sorted({k[1] for k in cell if k[0] == op}):
             rows.append([op, str(size >> 20)] + [cell.get((op, size, i, c), "-") for i, c in columns])
     print(f"busbw GB/s, {world}, columns impl:ctas")
@@ -1272,6 +1272,8 @@ def cmd_link_profile(argv):
         if b.get("error_occurred") or not b["name"].startswith("coll/") or b.get("wrong", 0):
             continue
         parts = b["name"].split("/")
+        if parts[2] not in ("allreduce", "reducescatter", "allgather"):  # NCCL's rooted reduce / broadcast
+            continue
         world = int(parts[4].split(":")[1])
         rows.append(dict(impl=parts[1], op=parts[2], size=int(parts[3]), world=world,
                          ctas=int(parts[5].split(":")[1]), busbw=b["busbw_GBps"], us=b["real_time"] *
