@@ -1296,19 +1296,22 @@ def cmd_link_profile(argv):
     steps = 2 * (world - 1)
     link_us = small * 2 * (world - 1) / world / (link * 1e3)
     latency = round(max(0.0, min(lat) - link_us) / steps, 2) if lat else None
-    nccl = {(r["op"], r["ctas"] or args.nccl_ctas, r["size"]): r["busbw"] for r in rows if r["impl"] == "nccl"}
-    measured_ctas = {r["ctas"] for r in rows if r["impl"] == "nccl" and r["ctas"] > 0}
-    if args.nccl_ctas in measured_ctas:  # its own choice would collide with a bounded row: keep the bounded one
-        nccl = {(r["op"], r["ctas"], r["size"]): r["busbw"] for r in rows if r["impl"] == "nccl" and r["ctas"] > 0}
-    table_sizes = sorted({s for _, _, s in nccl})
-    table_ctas = sorted({c for _, c, _ in nccl})
-    table = collections.OrderedDict(sizes_MiB=[s / (1 << 20) for s in table_sizes], ctas=table_ctas)
-    for op in ("allreduce", "reducescatter", "allgather") if nccl else ():
-        missing = [(c, s) for c in table_ctas for s in table_sizes if (op, c, s) not in nccl]
-        if missing:
-            print(f"nccl {op}: no case at (ctas, size) {missing[:3]}: the table needs every size at every CTA count")
-            return 1
-        table[op] = [[round(nccl[(op, c, s)], 1) for s in table_sizes] for c in table_ctas]
+    # NCCL's busbw by (op, CTAs, size); its own choice (ctas:0) as the row of --nccl-ctas, unless a bounded row has
+    # that count.
+    nccl_rows = [r for r in rows if r["impl"] == "nccl"]
+    own = None if any(r["ctas"] == args.nccl_ctas for r in nccl_rows) else args.nccl_ctas
+    nccl = {(r["op"], r["ctas"] or own, r["size"]): r["busbw"] for r in nccl_rows if r["ctas"] or own}
+    table = None  # no NCCL cases (a loopback file): no table, the per-CTA rule
+    if nccl:
+        table_sizes = sorted({s for _, _, s in nccl})
+        table_ctas = sorted({c for _, c, _ in nccl})
+        table = collections.OrderedDict(sizes_MiB=[s / (1 << 20) for s in table_sizes], ctas=table_ctas)
+        for op in ("allreduce", "reducescatter", "allgather"):
+            missing = [(c, s) for c in table_ctas for s in table_sizes if (op, c, s) not in nccl]
+            if missing:
+                print(f"nccl {op}: no case at (ctas, size) {missing[:3]}: the table needs every size at every CTA count")
+                return 1
+            table[op] = [[round(nccl[(op, c, s)], 1) for s in table_sizes] for c in table_ctas]
     out = collections.OrderedDict(
         name=args.name,
         source=(f"fitted by scripts/results.py link-profile from {os.path.relpath(args.json)} (world {world}, "
@@ -1318,7 +1321,7 @@ def cmd_link_profile(argv):
         link_GBps=round(link, 1), nccl_ctas=args.nccl_ctas, nccl_per_cta_GBps=per_cta("nccl"),
         tma_push_per_cta_GBps=per_cta("tma-push"), tma_pull_per_cta_GBps=per_cta("tma-pull"),
         simt_per_cta_GBps=per_cta("simt"), latency_us=latency)
-    if nccl:  # no NCCL cases (a loopback file): no table, the per-CTA rule
+    if table:
         out["nccl_busbw"] = table
     print(json.dumps(out, indent=2))
     return 0

@@ -328,8 +328,7 @@ void Resources::collective_unit(const Call& call, int unit, int ctas, cudaStream
     // link (nccl_unit_link_load: an ncclReduce / ncclBroadcast per owner carries all of the unit's bytes on each link).
     if (is_nccl(call.plan.comm_algo)) {
       const int64_t r0 = call.ps->row_begin[size_t(unit)], r1 = call.ps->row_end[size_t(unit)];
-      const double bytes = nccl_per_owner(p, r0, r1) ? 0.0 : double(p.comm_bytes()) * double(r1 - r0) / double(p.m);
-      pace(a, call, bytes, nccl_unit_link_load(p, r0, r1));
+      pace(a, call, nccl_unit_call_bytes(p, r0, r1), nccl_unit_link_load(p, r0, r1));
     }
     kernels::launch_loopback_collective(a, stream);
     return;

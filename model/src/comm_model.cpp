@@ -148,8 +148,8 @@ PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int 
     const double moved = is_nccl(algo) ? hw.fit.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
     t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
     if (k.link_bytes > 0)
-      t.link = k.link_bytes / (ctas * hw.emulation.link_profile->paced_cta_GBps(
-                                          algo, call.launched_ctas > 0 ? call.launched_ctas : ctas, c, call.bytes));
+      t.link =
+          k.link_bytes / (ctas * hw.emulation.link_profile->paced_cta_GBps(algo, call.launched_ctas, c, call.bytes));
   } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
     // NCCL's protocol efficiency) caps them.
@@ -365,10 +365,7 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     const std::vector<UnitRows> units = unit_rows(problem, plan);
     for (size_t i = 0; i < units.size() && i < out.size(); ++i) {
       out[i].*field = nccl_unit_link_load(problem, units[i].begin, units[i].end);
-      out[i].call_bytes =
-          nccl_per_owner(problem, units[i].begin, units[i].end)
-              ? 0.0
-              : double(problem.comm_bytes()) * double(units[i].end - units[i].begin) / double(problem.m);
+      out[i].call_bytes = nccl_unit_call_bytes(problem, units[i].begin, units[i].end);
     }
     return out;
   };

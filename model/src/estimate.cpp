@@ -94,8 +94,8 @@ CommEstimate estimate_collective(Collective c, int64_t bytes, int world, CommAlg
 
 CommEstimate estimate_copy(int64_t bytes, int ctas, const Hardware& hw) {
   OVL_CHECK(bytes >= 0, "copy bytes = {} must not be negative", bytes);
-  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas,
-                                          {std::max(1.0, double(bytes)), ctas}, hw, hw.spec.hbm_GBps);
+  const CollCost cost = detail::coll_cost(Collective::kAllGather, CommAlgo::kTmaPush, 1, 1, ctas, {double(bytes), ctas},
+                                          hw, hw.spec.hbm_GBps);
   CommEstimate e = comm_estimate_from(cost.time_us(double(bytes)), bytes, Collective::kAllGather, 1);
   e.busbw_GBps = 2.0 * e.algbw_GBps;  // a copy's "bus" bandwidth: bytes read plus written
   return e;
@@ -380,13 +380,13 @@ struct CollCosts {
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
                                 double busy_hbm_GBps, int busy_ctas) {
-  // The mean of the units with rows that NCCL moves as one call of its collective (none: 0, the per-CTA rule).
+  // The mean nccl_unit_call_bytes of the units with rows that NCCL moves as one call of its collective (none: 0).
   double bytes = 0;
   int calls = 0;
   for (const UnitRows& u : unit_rows(problem, plan)) {
-    if (u.end <= u.begin || nccl_per_owner(problem, u.begin, u.end)) continue;
-    bytes += double(problem.comm_bytes()) * double(u.end - u.begin) / double(problem.m);
-    ++calls;
+    const double b = u.end > u.begin ? nccl_unit_call_bytes(problem, u.begin, u.end) : 0.0;
+    bytes += b;
+    calls += b > 0;
   }
   const int launched = collective_ctas(plan, coll);
   const detail::PacedCall call{calls > 0 ? bytes / calls : 0.0, launched};

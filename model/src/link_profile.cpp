@@ -62,13 +62,19 @@ const std::vector<std::vector<double>>& table_rows(const NcclBusbw& t, Collectiv
     if (op.c == c) return t.*op.rows;
   OVL_FAIL("unknown collective");
 }
-// The segment [i, i + 1] of increasing `xs` that holds x, and x's place in it (0..1), clamped to the ends.
-std::pair<size_t, double> bracket(const std::vector<double>& xs, double x) {
-  if (xs.size() == 1 || x <= xs.front()) return {0, 0.0};
-  if (x >= xs.back()) return {xs.size() - 2, 1.0};
+// The points lo, hi of an increasing axis of n points (at(k): point k) around x, and x's place between them (0..1),
+// clamped to the ends (lo = hi on an axis of one point).
+struct Segment {
+  size_t lo, hi;
+  double u;
+};
+template <typename At>
+Segment bracket(size_t n, At at, double x) {
+  if (n == 1 || x <= at(0)) return {0, 0, 0.0};
+  if (x >= at(n - 1)) return {n - 2, n - 1, 1.0};
   size_t i = 0;
-  while (xs[i + 1] < x) ++i;
-  return {i, (x - xs[i]) / (xs[i + 1] - xs[i])};
+  while (at(i + 1) < x) ++i;
+  return {i, i + 1, (x - at(i)) / (at(i + 1) - at(i))};
 }
 }  // namespace
 
@@ -106,15 +112,13 @@ double NcclBusbw::GBps(Collective c, int call_ctas, double bytes) const {
   OVL_CHECK(call_ctas >= 1, "nccl_busbw: ctas = {} must be at least 1", call_ctas);
   OVL_CHECK(std::isfinite(bytes) && bytes > 0, "nccl_busbw: call bytes = {} must be positive", bytes);
   const auto& rows = table_rows(*this, c);
-  std::vector<double> log_sizes(sizes_MiB.size());
-  for (size_t j = 0; j < sizes_MiB.size(); ++j) log_sizes[j] = std::log2(sizes_MiB[j]);
   const double mib = bytes / double(1 << 20);
-  const auto [j, u] = bracket(log_sizes, std::log2(mib));
-  const auto [i, v] = bracket(std::vector<double>(ctas.begin(), ctas.end()), double(call_ctas));
-  // bracket's segment is [0, 0] on an axis of one point (u or v is 0 there).
-  const auto next = [](size_t k, size_t n) { return std::min(k + 1, n - 1); };
-  const auto row = [&](size_t r) { return (1 - u) * rows[r][j] + u * rows[r][next(j, sizes_MiB.size())]; };
-  double GBps = (1 - v) * row(i) + v * row(next(i, ctas.size()));
+  const Segment s = bracket(
+      sizes_MiB.size(), [&](size_t k) { return std::log2(sizes_MiB[k]); }, std::log2(mib));
+  const Segment t = bracket(
+      ctas.size(), [&](size_t k) { return double(ctas[k]); }, double(call_ctas));
+  const auto row = [&](size_t r) { return (1 - s.u) * rows[r][s.lo] + s.u * rows[r][s.hi]; };
+  double GBps = (1 - t.u) * row(t.lo) + t.u * row(t.hi);
   // Below the smallest size measured, that size's time: the rate falls with the bytes.
   if (mib < sizes_MiB.front()) GBps *= mib / sizes_MiB.front();
   return GBps;

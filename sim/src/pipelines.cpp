@@ -392,8 +392,8 @@ void net_ring(std::vector<Step>& out, int steps, double chunk, const Step& base,
 }
 }  // namespace
 
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load,
-                                   double call_bytes) {
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, const CallAdjust& adj) {
+  const double link_load = adj.link_load, call_bytes = adj.call_bytes;
   const Hardware& hw = ctx.comm_hw;
   const Problem& p = ctx.problem;
   const CommAlgo algo = ctx.plan.comm_algo;

@@ -156,11 +156,10 @@ struct Step {
   std::string name;
 };
 
-// The steps of one collective call over `bytes` (the call's full buffer, times its CallAdjust::factor) for this
-// problem and plan; a paced TMA mover's rate at the call's CallAdjust::link_load, so that its busiest CTA sets the
-// call's time. `call_bytes`: the call's CallAdjust::call_bytes, by which size-dependent rates go (a paced loopback's
-// NCCL calls with LinkProfile::nccl_busbw).
-std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, double link_load, double call_bytes);
+// The steps of one collective call over `bytes` (the call's full buffer, times adj.factor) for this problem and plan;
+// a paced TMA mover's rate at adj.link_load, so that its busiest CTA sets the call's time; a paced loopback's NCCL
+// call's rate by adj.call_bytes (LinkProfile::nccl_busbw).
+std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, const CallAdjust& adj);
 
 // A FIFO of collective calls on one stream (NCCL) or one persistent kernel (TMA): a call starts when it has been
 // posted and the previous one is done; its steps run back to back.

@@ -58,7 +58,7 @@ TimeNs run_sequential(Context& ctx) {
   call.overhead = call_overhead(ctx);
   // One call over every row, at its mover's link load (as the model: its factor is 1, no per-piece time).
   const CallAdjust adj = call_adjustments(p, ctx.plan, ctx.hw).front();
-  call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()), adj.link_load, adj.call_bytes);
+  call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()), adj);
   const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   if (c == Collective::kAllGather) {
     call.on_done = [&](TimeNs) { gemm.start(launch); };
@@ -96,8 +96,7 @@ TimeNs run_decomposed(Context& ctx) {
     CommQueue::Call call;
     call.name = call_name(c, "chunk", i);
     call.overhead = call_overhead(ctx) + us_to_ns(adj[static_cast<size_t>(i)].extra_us);
-    call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)], adj[static_cast<size_t>(i)].link_load,
-                                  adj[static_cast<size_t>(i)].call_bytes);
+    call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)], adj[static_cast<size_t>(i)]);
     return call;
   };
   if (c == Collective::kAllGather) {
@@ -311,8 +310,8 @@ TimeNs run_signaled(Context& ctx) {
       CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
       call.overhead = overhead + us_to_ns(adj[g].extra_us);
-      call.steps = collective_steps(ctx, c, adj[g].factor * total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])),
-                                    adj[g].link_load, adj[g].call_bytes);
+      call.steps =
+          collective_steps(ctx, c, adj[g].factor * total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), adj[g]);
       // The persistent kernel streams the groups: a group's rows arrive its link latencies after its bytes are sent,
       // while the next group's bytes move (the model's GroupComm::end_us).
       const TimeNs latency = tma_kernel ? stream_latency(call.steps) : TimeNs(0);
@@ -347,7 +346,7 @@ TimeNs run_signaled(Context& ctx) {
         call.reorder_bytes = bytes;
         call.overhead += us_to_ns(ctx.hw.fit.launch_us);
       }
-      call.steps = collective_steps(ctx, c, adj[g].factor * bytes, adj[g].link_load, adj[g].call_bytes);
+      call.steps = collective_steps(ctx, c, adj[g].factor * bytes, adj[g]);
       const bool last = g + 1 == group_end.size();
       if (tma_kernel) {
         // The persistent kernel streams the groups: each group's link latencies hide behind the next group's bytes,

@@ -199,9 +199,8 @@ double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t ro
 // on a TMA mover's call its tma_mover_link_load on the plan's comm_ctas (mode tma off a partition: at most
 // sm_count - 1, as the executor launches it). In a real world: factor W / (W - 1) on an NCCL unit moved owner by
 // owner (each link carries the unit's bytes). Elsewhere factor 1, no extra time and link_load 1 (unpaced, no timer
-// holds a CTA to its share, and the even share stays: docs/model.md, "The TMA movers' units"). call_bytes: the buffer
-// bytes of the NCCL call the unit is, for a paced profile's measured NCCL rates (LinkProfile::nccl_busbw); 0 on a unit
-// NCCL moves owner by owner (ncclReduce / ncclBroadcast, which the table does not hold).
+// holds a CTA to its share, and the even share stays: docs/model.md, "The TMA movers' units"). call_bytes: an NCCL
+// unit's nccl_unit_call_bytes (0 elsewhere).
 struct CallAdjust {
   double factor = 1;
   double extra_us = 0;

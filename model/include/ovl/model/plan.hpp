@@ -174,6 +174,13 @@ inline bool nccl_per_owner(const Problem& problem, int64_t begin, int64_t end) {
 inline double nccl_unit_link_load(const Problem& problem, int64_t begin, int64_t end) {
   return problem.world > 1 && nccl_per_owner(problem, begin, end) ? double(problem.world) / (problem.world - 1) : 1.0;
 }
+// The buffer bytes of the NCCL collective call that moves unit rows [begin, end) (nccl-tests' size: the unit's share
+// of comm_bytes), by which a paced profile's measured NCCL rates go (LinkProfile::nccl_busbw); 0 where NCCL moves it
+// owner by owner (ncclReduce / ncclBroadcast, which the table does not hold).
+inline double nccl_unit_call_bytes(const Problem& problem, int64_t begin, int64_t end) {
+  return nccl_per_owner(problem, begin, end) ? 0.0
+                                             : double(problem.comm_bytes()) * double(end - begin) / double(problem.m);
+}
 
 void to_json(nlohmann::json& j, const Plan& p);
 void from_json(const nlohmann::json& j, Plan& p);  // field types checked; Plan::validate needs the problem
