@@ -16,15 +16,18 @@ commands:
              --op gemm-allreduce|gemm-reducescatter|allgather-gemm --m M --n N --k K --world W
              [--gpu h100|h200|a100 | --profile FILE (default: env OVL_PROFILE, else h200)]
              [--loopback rank0|whole-world] [--link-profile nvlink4-node8|h200x2|FILE (paced loopback)]
-             [--dtype bf16|fp16|e4m3] [--layout nt|nn] [--gpus-per-node G] [--modes M1,M2] [--min-gain F] [--top N] [--json] [--trace FILE]
+             [--dtype bf16|fp16|e4m3] [--layout nt|nn] [--gpus-per-node G] [--modes M1,M2] [--min-gain F] [--top N]
+             [--model-only (rank by the closed-form model, no simulator)] [--json] [--trace FILE]
   tune       on a GPU: a short benchmark sweep, the profile fitted to it, then measured tuning of the shapes:
              [--shapes FILE (lines "OP M N K")] [--op OP --m M --n N --k K] [--world W (loopback, 8)]
              [--profile-out FILE] [--cache-out FILE] [--skip-sweep --profile FILE] [--candidates K]
              [--bench-dir DIR] [--bench-args ARGS] [--work-dir DIR] [--device D] [--json]
   simulate   simulate one given plan: --plan FILE (a Plan JSON, or `ovl plan --json` output) plus the
              problem options of `plan`, [--json] [--trace FILE]
-  calibrate  fit a hardware profile to benchmark JSON: ovl calibrate FILE.json... -o profile.json [--gpu NAME]
-  validate   predicted versus measured: ovl validate --measured FILE.json... [--profile FILE] [--json] [--plot DIR]
+  calibrate  fit a hardware profile to benchmark JSON: ovl calibrate FILE.json... -o profile.json
+             [--gpu NAME | --profile FILE (the base; default: the GPU the files name)]
+  validate   predicted versus measured: ovl validate --measured FILE.json... [--gpu NAME | --profile FILE]
+             [--json] [--plot DIR]
 )";
 
 }  // namespace

@@ -24,18 +24,22 @@ int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::
     const auto output = args.value("output");
     if (!output) throw UsageError("missing -o FILE (where to write the fitted profile)");
     const std::vector<nlohmann::json> files = read_json_files(args.positionals());
-    // The base profile: --profile/--gpu, else the GPU named in the first file's context, else the H200.
-    std::string fallback = "h200";
+    std::string gpu;
+    try {
+      gpu = benchmark_files_gpu(files, args.positionals());
+    } catch (const Error& e) {
+      throw UsageError(e.message());
+    }
+    // The base profile: --profile / --gpu, else the one of the GPU the files name, else the H200.
     Hardware base;
-    if (!args.has("profile") && !args.has("gpu") && files[0].contains("context") &&
-        files[0]["context"].contains("gpu") && files[0]["context"]["gpu"].is_string()) {
+    if (!args.has("profile") && !args.has("gpu") && !gpu.empty()) {
       try {
-        base = hardware_for_device_name(files[0]["context"]["gpu"].get<std::string>());
-      } catch (const Error&) {
-        base = builtin_hardware(fallback);
+        base = hardware_for_device_name(gpu);
+      } catch (const Error& e) {
+        throw UsageError(fmt::format("{}: give the base profile with --gpu NAME or --profile FILE", e.message()));
       }
     } else {
-      base = hardware_from_args(args, fallback);
+      base = hardware_from_args(args, "h200");
     }
     const CalibrationResult result = calibrate(files, base);
     try {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,11 +47,15 @@ int cmd_plan(const std::vector<std::string>& argv, std::ostream& out, std::ostre
       size_t start = 0;
       while (start <= modes->size()) {
         const size_t comma = std::min(modes->find(',', start), modes->size());
+        Mode mode;
         try {
-          options.modes.push_back(parse_mode(modes->substr(start, comma - start)));
+          mode = parse_mode(modes->substr(start, comma - start));
         } catch (const Error& e) {
           throw UsageError(e.message());
         }
+        if (std::find(options.modes.begin(), options.modes.end(), mode) != options.modes.end())
+          throw UsageError(fmt::format("--modes {}: {} given twice", *modes, to_string(mode)));
+        options.modes.push_back(mode);
         start = comma + 1;
       }
     }
@@ -96,6 +101,17 @@ int cmd_simulate(const std::vector<std::string>& argv, std::ostream& out, std::o
     }
     const Problem problem = problem_from_args(args, from_planner ? &base : nullptr);
     const Hardware hw = planning_hardware_from_args(args, problem);
+    // `ovl plan --json` output names the profile it was planned on: simulating it elsewhere is said, never silent.
+    if (from_planner && doc.contains("hardware") && doc["hardware"].is_string()) {
+      const std::string planned_on = doc["hardware"].get<std::string>();
+      const bool chosen = args.has("gpu") || args.has("profile") || args.has("loopback") || args.has("link-profile");
+      if (planned_on != hw.name && !chosen)
+        throw UsageError(
+            fmt::format("--plan {} was planned on \"{}\", not \"{}\": give the options it was planned "
+                        "with (--gpu, --profile, --loopback, --link-profile)",
+                        *path, planned_on, hw.name));
+      if (planned_on != hw.name) fmt::print(err, "note: planned on \"{}\", simulated on \"{}\"\n", planned_on, hw.name);
+    }
     try {
       plan.validate(problem, hw);
     } catch (const Error& e) {

@@ -1,8 +1,8 @@
 // `ovl validate --measured FILE.json... [--profile FILE] [--json] [--plot DIR]`: predicted versus measured.
-#include <cctype>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +13,7 @@
 #include "cli/problem_args.hpp"
 #include "cli/svg.hpp"
 #include "ovl/error.hpp"
+#include "ovl/tools/calibrate.hpp"
 #include "ovl/tools/validate.hpp"
 
 namespace ovl::cli {
@@ -96,6 +97,11 @@ int cmd_validate(const std::vector<std::string>& argv, std::ostream& out, std::o
     paths.insert(paths.end(), args.positionals().begin(), args.positionals().end());
     if (paths.empty()) throw UsageError("give the measurements: --measured FILE.json...");
     const std::vector<nlohmann::json> files = read_json_files(paths);
+    try {
+      (void)benchmark_files_gpu(files, paths);  // named by path here; sim::validate checks again by index
+    } catch (const Error& e) {
+      throw UsageError(e.message());
+    }
     std::optional<Hardware> profile;
     if (args.has("profile") || args.has("gpu")) profile = hardware_from_args(args);
     const sim::ValidationResult result = sim::validate(files, profile);

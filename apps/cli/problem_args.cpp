@@ -15,8 +15,14 @@ const std::set<std::string>& problem_options() {
   return options;
 }
 
-Problem problem_from_args(const Args& args, const Problem* base) {
+Problem problem_from_args(const Args& args, const Problem* base, int default_world) {
   Problem p = base ? *base : Problem{};
+  if (!base) {
+    // A plan for no named op or world would be a guess at the problem: the help lists both as required.
+    if (!args.has("op"))
+      throw UsageError("missing required option --op (gemm-allreduce, gemm-reducescatter or allgather-gemm)");
+    if (default_world > 0) p.world = default_world;
+  }
   try {
     if (auto v = args.value("op")) p.op = parse_op(*v);
     if (auto v = args.value("dtype")) p.dtype = parse_dtype(*v);
@@ -32,6 +38,7 @@ Problem problem_from_args(const Args& args, const Problem* base) {
     for (const char* dim : {"m", "n", "k"}) {
       if (!args.has(dim)) throw UsageError(fmt::format("missing required option --{}", dim));
     }
+    if (default_world <= 0 && !args.has("world")) throw UsageError("missing required option --world");
   }
   p.world = static_cast<int>(args.integer("world", p.world, 1, 4096));
   p.gpus_per_node = static_cast<int>(args.integer("gpus-per-node", p.gpus_per_node, 1, 64));

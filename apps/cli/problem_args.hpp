@@ -13,9 +13,10 @@ namespace ovl::cli {
 
 // --op --m --n --k --world --dtype --layout --gpus-per-node --gpu --profile --loopback --link-profile
 const std::set<std::string>& problem_options();
-// Builds and validates a Problem; `base` supplies values for missing options (or the defaults when null).
-// Throws UsageError naming the bad option and value.
-Problem problem_from_args(const Args& args, const Problem* base = nullptr);
+// Builds and validates a Problem; `base` supplies values for missing options. Without a base --op, --m, --n, --k
+// and --world are required (--world defaults to `default_world` when that is positive). Throws UsageError naming
+// the bad or missing option.
+Problem problem_from_args(const Args& args, const Problem* base = nullptr, int default_world = 0);
 // --profile FILE, else --gpu NAME, else the profile file in env OVL_PROFILE, else `fallback` (a built-in name).
 // Throws UsageError naming the bad value.
 Hardware hardware_from_args(const Args& args, const std::string& fallback = "h200");

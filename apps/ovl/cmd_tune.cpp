@@ -175,7 +175,7 @@ int cmd_tune(const std::vector<std::string>& argv, std::ostream& out, std::ostre
     std::vector<Shape> shapes;
     if (auto file = args.value("shapes")) shapes = read_shapes(*file);
     if (args.has("op") || args.has("m")) {
-      const Problem p = problem_from_args(args);
+      const Problem p = problem_from_args(args, nullptr, world);
       shapes.push_back({p.op, p.m, p.n, p.k});
     }
     DType dtype = DType::kBF16;

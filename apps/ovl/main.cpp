@@ -19,5 +19,11 @@ int main(int argc, char** argv) {
 #else
   const ovl::cli::GpuCommands gpu{};
 #endif
-  return ovl::cli::run(args, std::cout, std::cerr, gpu);
+  const int status = ovl::cli::run(args, std::cout, std::cerr, gpu);
+  // A full disk or a closed pipe: the output did not arrive, which a zero status would hide.
+  if (!std::cout.flush()) {
+    std::cerr << "ovl: writing the standard output failed\n";
+    return status == 0 ? 1 : status;
+  }
+  return status;
 }

@@ -57,7 +57,7 @@ void check_double(std::string_view part, const char* name, double v, Rule rule) 
 // The keys of one part's JSON object: its fields and notes; another part's field is refused with the part it
 // belongs in.
 void check_part_keys(const nlohmann::json& j, std::string_view part) {
-  OVL_CHECK(j.is_object(), "hardware field \"{}\" = {} is not an object", part, j.dump());
+  OVL_CHECK(j.is_object(), "hardware field \"{}\" = {} is not an object", part, json_excerpt(j));
   for (const auto& [key, value] : j.items()) {
     if (is_note(key)) continue;
     const std::string_view belongs = part_of(key);
@@ -103,6 +103,9 @@ void Hardware::validate() const {
   OVL_CHECK(spec.sm_granularity <= spec.sm_count,
             "hardware field \"spec.sm_granularity\" = {} exceeds spec.sm_count = {}", spec.sm_granularity,
             spec.sm_count);
+  OVL_CHECK(spec.compute_capability >= 30 && spec.compute_capability < 200,
+            "hardware field \"spec.compute_capability\" = {} is not major x 10 + minor (90 for Hopper)",
+            spec.compute_capability);
   for (const auto& f : kSpecFields) check_double(kSpec, f.name, spec.*f.member, f.rule);
   for (const auto& f : kFitFields) check_double(kFit, f.name, fit.*f.member, f.rule);
   OVL_CHECK(fit.clock_knee_sms <= spec.sm_count,
@@ -244,7 +247,7 @@ void to_json(nlohmann::json& j, const Hardware& h) {
 }
 
 void from_json(const nlohmann::json& j, Hardware& h) {
-  OVL_CHECK(j.is_object(), "hardware JSON must be an object, got {}", j.dump());
+  OVL_CHECK(j.is_object(), "hardware JSON must be an object, got {}", json_excerpt(j));
   for (const auto& [key, value] : j.items()) {
     if (key == "name" || key == "base" || key == "comment" || key == kSpec || key == kFit || is_note(key)) continue;
     const std::string_view part = part_of(key);

@@ -1,6 +1,9 @@
 #include "ovl/model/json_document.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -46,12 +49,24 @@ nlohmann::json parse_json_document(std::string_view text, std::string_view what)
 }
 
 std::string read_file_text(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  OVL_CHECK(!std::filesystem::is_directory(path, ec), "cannot read {} \"{}\": it is a directory", what, path);
   std::ifstream in(path, std::ios::binary);
   OVL_CHECK(in.good(), "cannot open {} \"{}\"", what, path);
   std::ostringstream text;
   text << in.rdbuf();
   OVL_CHECK(!in.bad(), "reading {} \"{}\" failed", what, path);
   return text.str();
+}
+
+std::string json_excerpt(const nlohmann::json& value) {
+  constexpr size_t kMaxChars = 80, kMaxElements = 16;
+  if (value.is_structured() && value.size() > kMaxElements)
+    return fmt::format("{} of {} {}", value.is_array() ? "an array" : "an object", value.size(),
+                       value.is_array() ? "elements" : "fields");
+  std::string text = value.dump();
+  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars - 3) + "...";
+  return text;
 }
 
 }  // namespace ovl

@@ -8,32 +8,32 @@
 #include <string>
 
 #include "ovl/error.hpp"
+#include "ovl/model/json_document.hpp"
 
 namespace ovl::detail {
 
-// A JSON value as text for error messages (strings keep their quotes so "abc" reads as a string).
-inline std::string json_text(const nlohmann::json& v) { return v.dump(); }
+using ovl::json_excerpt;
 
 inline const nlohmann::json& require_field(const nlohmann::json& j, const char* field, const char* what) {
-  OVL_CHECK(j.is_object(), "{} JSON must be an object, got {}", what, j.dump());
+  OVL_CHECK(j.is_object(), "{} JSON must be an object, got {}", what, json_excerpt(j));
   const auto it = j.find(field);
   OVL_CHECK(it != j.end(), "{} field \"{}\" is missing", what, field);
   return *it;
 }
 
 inline double as_number(const nlohmann::json& v, const char* field, const char* what) {
-  OVL_CHECK(v.is_number(), "{} field \"{}\" = {} is not a number", what, field, json_text(v));
+  OVL_CHECK(v.is_number(), "{} field \"{}\" = {} is not a number", what, field, json_excerpt(v));
   const double x = v.get<double>();
-  OVL_CHECK(std::isfinite(x), "{} field \"{}\" = {} is not finite", what, field, json_text(v));
+  OVL_CHECK(std::isfinite(x), "{} field \"{}\" = {} is not finite", what, field, json_excerpt(v));
   return x;
 }
 
 inline int64_t as_int(const nlohmann::json& v, const char* field, const char* what) {
-  OVL_CHECK(v.is_number(), "{} field \"{}\" = {} is not a number", what, field, json_text(v));
+  OVL_CHECK(v.is_number(), "{} field \"{}\" = {} is not a number", what, field, json_excerpt(v));
   if (v.is_number_integer()) return v.get<int64_t>();
   const double x = v.get<double>();
   OVL_CHECK(std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9.0e18, "{} field \"{}\" = {} is not an integer",
-            what, field, json_text(v));
+            what, field, json_excerpt(v));
   return static_cast<int64_t>(x);
 }
 
@@ -45,12 +45,12 @@ inline int as_int32(const nlohmann::json& v, const char* field, const char* what
 }
 
 inline std::string as_string(const nlohmann::json& v, const char* field, const char* what) {
-  OVL_CHECK(v.is_string(), "{} field \"{}\" = {} is not a string", what, field, json_text(v));
+  OVL_CHECK(v.is_string(), "{} field \"{}\" = {} is not a string", what, field, json_excerpt(v));
   return v.get<std::string>();
 }
 
 inline bool as_bool(const nlohmann::json& v, const char* field, const char* what) {
-  OVL_CHECK(v.is_boolean(), "{} field \"{}\" = {} is not true or false", what, field, json_text(v));
+  OVL_CHECK(v.is_boolean(), "{} field \"{}\" = {} is not true or false", what, field, json_excerpt(v));
   return v.get<bool>();
 }
 

@@ -166,14 +166,8 @@ LinkProfile builtin_link_profile(std::string_view name) {
 std::vector<std::string> builtin_link_profile_names() { return {"nvlink4-node8", "h200x2"}; }
 
 LinkProfile load_link_profile(const std::string& path) {
-  std::ifstream in(path);
-  OVL_CHECK(in.good(), "cannot open link profile \"{}\"", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    OVL_FAIL("link profile \"{}\" is not valid JSON: {}", path, e.what());
-  }
+  const nlohmann::json j =
+      parse_json_document(read_file_text(path, "link profile"), fmt::format("link profile \"{}\"", path));
   LinkProfile p;
   try {
     from_json(j, p);
@@ -217,7 +211,7 @@ namespace {
 // nccl_busbw's JSON: sizes_MiB, ctas and a [ctas][size] array per collective; notes under keys starting with "_".
 NcclBusbw read_nccl_busbw(const nlohmann::json& j) {
   constexpr const char* kTable = "link profile nccl_busbw";
-  OVL_CHECK(j.is_object(), "link profile field \"nccl_busbw\" = {} is not an object", j.dump());
+  OVL_CHECK(j.is_object(), "link profile field \"nccl_busbw\" = {} is not an object", json_excerpt(j));
   const auto numbers = [&](const nlohmann::json& v, const std::string& field) {
     OVL_CHECK(v.is_array(), "{} field \"{}\" = {} is not an array", kTable, field, v.dump());
     std::vector<double> out;
@@ -248,7 +242,7 @@ NcclBusbw read_nccl_busbw(const nlohmann::json& j) {
 }  // namespace
 
 void from_json(const nlohmann::json& j, LinkProfile& p) {
-  OVL_CHECK(j.is_object(), "link profile JSON must be an object, got {}", j.dump());
+  OVL_CHECK(j.is_object(), "link profile JSON must be an object, got {}", json_excerpt(j));
   LinkProfile out;
   out.name = detail::read_string(j, "name", kWhat);
   out.source = detail::read_string(j, "source", kWhat);

@@ -52,6 +52,18 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   const ModeTraits& traits = mode_traits(mode);
   const AlgoTraits& algo = algo_traits(comm_algo);
 
+  // ovl's GEMM (wgmma, FP8) and its TMA collective are Hopper code; below it the cuBLAS modes on NCCL run.
+  const int cc = hw.spec.compute_capability;
+  if (cc < kHopperComputeCapability) {
+    const std::string device = fmt::format("{} is compute capability {}.{}", hw.name, cc / 10, cc % 10);
+    OVL_CHECK(!is_fp8(problem.dtype), "problem dtype {} runs on ovl's Hopper GEMM (compute capability 9.0); {}",
+              to_string(problem.dtype), device);
+    OVL_CHECK(!traits.signals(), "plan field \"mode\" = {} runs ovl's Hopper GEMM (compute capability 9.0); {}",
+              mode_name, device);
+    OVL_CHECK(!is_tma_mover(comm_algo),
+              "plan field \"comm_algo\" = {} runs on the Tensor Memory Accelerator (compute capability 9.0); {}",
+              to_string(comm_algo), device);
+  }
   OVL_CHECK(tile.m > 0 && tile.m % 64 == 0 && tile.m <= 256,
             "plan field \"tile.m\" = {} must be 64, 128, 192 or 256 (wgmma rows)", tile.m);
   OVL_CHECK(tile.n > 0 && tile.n % 8 == 0 && tile.n <= 256,
@@ -476,7 +488,7 @@ std::vector<int> read_int_array(const nlohmann::json& j, const char* field) {
 
 void from_json(const nlohmann::json& j, Plan& p) {
   using namespace detail;
-  OVL_CHECK(j.is_object(), "plan JSON must be an object, got {}", j.dump());
+  OVL_CHECK(j.is_object(), "plan JSON must be an object, got {}", json_excerpt(j));
   Plan q;
   q.mode = parse_mode(read_string(j, "mode", "plan"));
   q.gemm_sms = read_int32(j, "gemm_sms", "plan");

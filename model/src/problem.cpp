@@ -31,6 +31,8 @@ void Problem::validate() const {
   // 16-byte rows for TMA and vectorized loads: K (A's row) and N (C's row) in multiples of 8 elements.
   OVL_CHECK(k % 8 == 0, "problem field \"k\" = {} must be a multiple of 8 (16-byte rows)", k);
   OVL_CHECK(n % 8 == 0, "problem field \"n\" = {} must be a multiple of 8 (16-byte rows)", n);
+  OVL_CHECK(dtype != DType::kFP32,
+            "problem field \"dtype\" = fp32: the GEMM takes bf16, fp16 or e4m3 inputs (dtype fp32 is for collectives)");
   OVL_CHECK(!is_fp8(dtype) || k % 16 == 0, "problem field \"k\" = {} must be a multiple of 16 for dtype {} (16-byte rows)",
             k, to_string(dtype));
   // FP8: the GEMM runs e4m3 A (x e4m3 or e5m2 B) and reads B K-major only (wgmma), so B is N x K.
@@ -88,7 +90,7 @@ void to_json(nlohmann::json& j, const Problem& p) {
 void from_json(const nlohmann::json& j, Problem& p) {
   using detail::read_int;
   using detail::read_string;
-  OVL_CHECK(j.is_object(), "problem JSON must be an object, got {}", j.dump());
+  OVL_CHECK(j.is_object(), "problem JSON must be an object, got {}", json_excerpt(j));
   Problem q;
   q.op = parse_op(read_string(j, "op", "problem"));
   q.m = read_int(j, "m", "problem");

@@ -95,7 +95,7 @@ void to_json(nlohmann::json& j, const Timeline& t) {
 
 void from_json(const nlohmann::json& j, Timeline& t) {
   using namespace detail;
-  OVL_CHECK(j.is_object(), "timeline JSON must be an object, got {}", j.dump());
+  OVL_CHECK(j.is_object(), "timeline JSON must be an object, got {}", json_excerpt(j));
   Timeline out;
   if (j.contains("source")) out.source = read_string(j, "source", "timeline");
   const auto& intervals = require_field(j, "intervals", "timeline");

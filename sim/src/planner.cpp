@@ -274,6 +274,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
 
   // The baseline: every way of not overlapping the executor runs, whatever options.modes says.
   std::vector<Plan> baseline = sequential_candidates(problem, hw);
+  for (const Plan& b : baseline) b.validate(problem, hw);  // e.g. an FP8 problem on a GPU without ovl's GEMM
   for (const Plan& b : baseline) {
     if (!options.can_run) continue;
     const std::string why = options.can_run(b);
@@ -414,7 +415,24 @@ std::string format_plan_result(const PlanResult& r) {
       "{:.1f} us, speedup {:.2f}x; {} candidates, {} simulated)\n",
       r.problem.name(), r.hardware, r.best.summary(), r.predicted_us, r.sequential_us, r.speedup, r.candidates,
       r.simulated);
-  if (r.sequential_best) out += "verdict    sequential: no overlapped plan is predicted faster than not overlapping\n";
+  if (r.sequential_best) {
+    const PlanAlternative* faster = nullptr;
+    for (const PlanAlternative& a : r.alternatives)
+      if (!(a.plan == r.sequential) && a.predicted_us < r.sequential_us) {
+        faster = &a;
+        break;
+      }
+    out += faster ? fmt::format(
+                        "verdict    sequential: the best other plan is predicted {:.2f}x faster, short of the "
+                        "min_gain margin\n",
+                        faster->speedup)
+                  : "verdict    sequential: no overlapped plan is predicted faster than not overlapping\n";
+  } else if (r.speedup < 1) {
+    out += fmt::format(
+        "verdict    {}: predicted {:.2f}x, slower than not overlapping (the modes asked for leave "
+        "sequential out)\n",
+        to_string(r.best.mode), r.speedup);
+  }
   out += "\n";
   out += fmt::format("{:>3}  {:<14} {:>8} {:>8} {:>6} {:<9} {:<14} {:>12} {:>10} {:>8}\n", "#", "mode", "gemm_sms",
                      "comm_sms", "groups", "order", "algo", "predicted_us", "model_us", "speedup");

@@ -108,6 +108,88 @@ TEST(Cli, SimulateRunsThePlannersOutput) {
   std::remove(path.c_str());
 }
 
+TEST(Cli, SimulateRefusesAnotherGpuThanThePlansUnlessAsked) {
+  std::vector<std::string> argv = kDefault;
+  argv.back() = "a100";
+  argv.push_back("--json");
+  const CliRun planned = invoke(argv);
+  ASSERT_EQ(planned.status, 0) << planned.err;
+  const std::string path = testing::TempDir() + "ovl_cli_plan_a100.json";
+  std::ofstream(path) << planned.out;
+  // The default profile (H200) is not the one it was planned on: refused, naming both.
+  const CliRun silent = invoke({"simulate", "--plan", path});
+  EXPECT_EQ(silent.status, 2);
+  EXPECT_NE(silent.err.find("A100 SXM"), std::string::npos) << silent.err;
+  EXPECT_NE(silent.err.find("H200 SXM"), std::string::npos) << silent.err;
+  // The profile it was planned on gives its predicted time; another one asked for explicitly runs, with a note.
+  const CliRun same = invoke({"simulate", "--plan", path, "--gpu", "a100", "--json"});
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_NEAR(nlohmann::json::parse(same.out)["total_us"].get<double>(),
+              nlohmann::json::parse(planned.out)["predicted_us"].get<double>(), 1e-6);
+  const CliRun other = invoke({"simulate", "--plan", path, "--gpu", "h100"});
+  EXPECT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(other.err.find("planned on \"A100 SXM\""), std::string::npos) << other.err;
+  std::remove(path.c_str());
+}
+
+TEST(Cli, PlanOnAnAmpereProfileKeepsToWhatAmpereRuns) {
+  std::vector<std::string> argv = kDefault;
+  argv.back() = "a100";
+  argv.push_back("--json");
+  const CliRun r = invoke(argv);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // ovl's GEMM and the TMA collective need Hopper: only cuBLAS-based modes on NCCL remain.
+  for (const auto& alt : nlohmann::json::parse(r.out)["alternatives"]) {
+    const std::string mode = alt["mode"].get<std::string>();
+    EXPECT_TRUE(mode == "sequential" || mode == "decomposed") << alt.dump();
+  }
+  argv.pop_back();
+  argv.insert(argv.end(), {"--dtype", "e4m3"});
+  const CliRun fp8 = invoke(argv);
+  EXPECT_NE(fp8.status, 0);
+  EXPECT_NE(fp8.err.find("compute capability 8.0"), std::string::npos) << fp8.err;
+}
+
+TEST(Cli, PlanSaysWhenTheModesAskedForLoseToNotOverlapping) {
+  // One node per GPU: decomposed alone is predicted slower than the baseline, which the modes leave out.
+  std::vector<std::string> argv = {
+      "plan",  "--op", "gemm-reducescatter", "--m", "8192",    "--n",       "8192", "--k", "2048", "--world", "8",
+      "--gpu", "h200", "--gpus-per-node",    "1",   "--modes", "decomposed"};
+  const CliRun r = invoke(argv);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("slower than not overlapping"), std::string::npos) << r.out;
+}
+
+TEST(Cli, CalibrateNeedsABaseForAnUnknownGpuAndOneGpuAtATime) {
+  const nlohmann::json bench = {
+      {"benchmarks",
+       {{{"name", "gemm/ovl/2048x8192x4096/nt/sms:132/manual_time"}, {"real_time", 120.0}, {"time_unit", "us"}}}}};
+  const auto write = [&](const std::string& gpu) {
+    nlohmann::json doc = bench;
+    doc["context"] = {{"gpu", gpu}};
+    const std::string path = testing::TempDir() + "ovl_cli_" + std::to_string(std::hash<std::string>{}(gpu)) + ".json";
+    std::ofstream(path) << doc.dump();
+    return path;
+  };
+  const std::string b200 = write("NVIDIA B200"), h100 = write("NVIDIA H100 80GB HBM3"), h200 = write("NVIDIA H200");
+  const std::string out = testing::TempDir() + "ovl_cli_profile.json";
+  // No built-in profile for the GPU the file names: refused, never fitted on another GPU's base.
+  const CliRun unknown = invoke({"calibrate", b200, "-o", out});
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.err.find("NVIDIA B200"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("--gpu"), std::string::npos) << unknown.err;
+  EXPECT_EQ(invoke({"calibrate", b200, "-o", out, "--gpu", "h200"}).status, 0);
+  // Two GPUs' files: refused by calibrate and validate, naming both files.
+  for (const std::vector<std::string>& argv : {std::vector<std::string>{"calibrate", h100, h200, "-o", out},
+                                               std::vector<std::string>{"validate", "--measured", h100, h200}}) {
+    const CliRun mixed = invoke(argv);
+    EXPECT_EQ(mixed.status, 2) << argv[0];
+    EXPECT_NE(mixed.err.find(h100), std::string::npos) << mixed.err;
+    EXPECT_NE(mixed.err.find(h200), std::string::npos) << mixed.err;
+  }
+  for (const std::string& p : {b200, h100, h200, out}) std::remove(p.c_str());
+}
+
 struct BadCase {
   std::vector<std::string> argv;
   std::string names;  // the one line must contain this
@@ -118,17 +200,29 @@ TEST(Cli, BadArgumentsExitTwoWithOneLineNamingTheValue) {
       {{"plan", "--op", "gemm-allgather", "--m", "8", "--n", "8", "--k", "8"}, "gemm-allgather"},
       {{"plan", "--op", "gemm-allreduce", "--m", "0", "--n", "8", "--k", "8"}, "--m = 0"},
       {{"plan", "--op", "gemm-reducescatter", "--m", "1000", "--n", "8", "--k", "8", "--world", "3"}, "3"},
-      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--gpu", "b200x"}, "b200x"},
-      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--profile", "/nonexistent.json"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--gpu", "b200x"},
+       "b200x"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--profile",
+        "/nonexistent.json"},
        "/nonexistent.json"},
       {{"plan", "--op", "gemm-allreduce", "--m", "abc", "--n", "8", "--k", "8"}, "abc"},
       {{"plan", "--bogus"}, "--bogus"},
       {{"plan", "--op", "gemm-allreduce", "--n", "8", "--k", "8"}, "--m"},
+      {{"plan", "--m", "8", "--n", "8", "--k", "8", "--world", "2"}, "missing required option --op"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8"}, "missing required option --world"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--dtype", "fp32"},
+       "dtype fp32"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--modes", "tma,tma"},
+       "tma given twice"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--link-profile", "/tmp",
+        "--loopback", "rank0"},
+       "is a directory"},
       {{"simulate", "--plan", "/nonexistent.json"}, "/nonexistent.json"},
-      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--loopback", "rank0", "--link-profile",
-        "nvlink9"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--loopback", "rank0",
+        "--link-profile", "nvlink9"},
        "nvlink9"},
-      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--link-profile", "h200x2"},
+      {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--link-profile",
+        "h200x2"},
        "--loopback"},
       {{"frobnicate"}, "frobnicate"},
   };

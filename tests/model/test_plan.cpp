@@ -193,6 +193,29 @@ TEST(Plan, DefaultsValidate) {
   EXPECT_EQ(default_plan(Mode::kDecomposed, p, hw, 16).chunks, 4);
 }
 
+TEST(Plan, BelowHopperOnlyTheCublasModesOnNcclRun) {
+  const Hardware a100 = builtin_hardware("a100");
+  ASSERT_EQ(a100.spec.compute_capability, 80);
+  Problem p = ar8192();
+  for (Mode mode : all_modes()) {
+    const Plan plan = default_plan(mode, p, a100, 16);
+    if (mode_signals(mode)) {
+      expect_error_naming([&] { plan.validate(p, a100); },
+                          fmt::format("\"mode\" = {} runs ovl's Hopper GEMM", to_string(mode)));
+    } else {
+      EXPECT_NO_THROW(plan.validate(p, a100)) << plan.summary();
+    }
+  }
+  Plan tma_after = default_plan(Mode::kSequential, p, a100, 16);
+  tma_after.comm_algo = CommAlgo::kTmaPush;
+  expect_error_naming([&] { tma_after.validate(p, a100); }, "\"comm_algo\" = tma-push runs on the Tensor Memory");
+  p.dtype = DType::kE4M3;
+  expect_error_naming([&] { default_plan(Mode::kSequential, p, a100, 0).validate(p, a100); },
+                      "A100 SXM is compute capability 8.0");
+  EXPECT_NO_THROW(
+      default_plan(Mode::kSequential, p, builtin_hardware("h100"), 0).validate(p, builtin_hardware("h100")));
+}
+
 TEST(Plan, EachBadFieldIsNamed) {
   const Hardware hw = builtin_hardware("h200");
   const Problem p = ar8192();

@@ -86,6 +86,10 @@ TEST(Problem, Fp8TrafficAndValidation) {
   EXPECT_EQ(back.dtype, DType::kE4M3);
   EXPECT_EQ(back.out_dtype, DType::kFP16);
   EXPECT_EQ(back.name(), ar.name());
+  // fp32 is a collective's type, not a GEMM input: refused by name (the GEMM and the Context refuse it too).
+  Problem fp32 = ar8192();
+  fp32.dtype = DType::kFP32;
+  expect_error_naming([&] { fp32.validate(); }, "\"dtype\" = fp32");
 }
 
 TEST(Problem, SizesAndName) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "fuzz_text.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/json_document.hpp"
@@ -309,7 +310,8 @@ TEST(FuzzLoaders, DeepNestingIsRefusedBeforeTheParser) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const std::string path = write_temp(deep);
   for (const auto& load : {std::function<void()>([&] { (void)load_plan(path); }),
-                           std::function<void()>([&] { (void)load_hardware(path); })}) {
+                           std::function<void()>([&] { (void)load_hardware(path); }),
+                           std::function<void()>([&] { (void)load_link_profile(path); })}) {
     try {
       load();
       ADD_FAILURE() << "a 100000-level document loaded";
@@ -318,6 +320,13 @@ TEST(FuzzLoaders, DeepNestingIsRefusedBeforeTheParser) {
     }
   }
   std::filesystem::remove(path);
+  // A directory for a file, and an error naming a large value shows its size, not the value.
+  test::expect_error_naming([&] { (void)load_link_profile(std::filesystem::temp_directory_path().string()); },
+                            "is a directory");
+  const nlohmann::json wide(std::vector<int>(100000, 1));
+  EXPECT_EQ(json_excerpt(wide), "an array of 100000 elements");
+  EXPECT_EQ(json_excerpt(nlohmann::json(std::string(200, 'x'))).size(), 80u);
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse(R"({"a": [1, 2]})")), R"({"a":[1,2]})");
   EXPECT_EQ(json_depth(R"({"a": "[[[[", "b": [{"c": "\"]]]"}]})"), 3);  // brackets in strings do not count
   EXPECT_NO_THROW(parse_json_document(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "x"));
 }

@@ -242,6 +242,21 @@ TEST(Calibrate, ReadMeasurements) {
   EXPECT_DOUBLE_EQ(ms[2].us, 20.0);   // the median aggregate wins over the single iterations
   EXPECT_DOUBLE_EQ(ms[3].us, 123.0);  // overlap cases: the "us" counter
   EXPECT_EQ(notes.size(), 3u);        // the errored run, the unrelated name and the contiguous stream-K row
+  // Two GPUs' files are never pooled: the medians would mix their times.
+  nlohmann::json on_h100 = doc, on_h200 = doc;
+  on_h100["context"] = {{"gpu", "NVIDIA H100 80GB HBM3"}};
+  on_h200["context"] = {{"gpu", "NVIDIA H200"}};
+  test::expect_error_naming_all(
+      [&] {
+        read_measurements({on_h100, on_h200});
+      },
+      {"benchmark file 0 ran on \"NVIDIA H100 80GB HBM3\"", "benchmark file 1 on \"NVIDIA H200\""});
+  EXPECT_EQ(benchmark_files_gpu({on_h200, doc, on_h200}), "NVIDIA H200");
+  test::expect_error_naming(
+      [&] {
+        (void)benchmark_files_gpu({on_h200, on_h100}, {"a.json", "b.json"});
+      },
+      "\"b.json\" on \"NVIDIA H100 80GB HBM3\"");
   EXPECT_THROW(read_measurements({nlohmann::json{{"context", 1}}}), Error);
   nlohmann::json bad_unit{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1.0}, {"time_unit", "h"}}}}};
   EXPECT_THROW(read_measurements({bad_unit}), Error);

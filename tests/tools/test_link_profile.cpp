@@ -248,6 +248,9 @@ TEST(PacedLoopback, CalibrationReadsTheLinkFromTheContext) {
   // A bad profile in the context is an error naming the field.
   doc["context"]["link_profile"] = R"({"name": "x"})";
   test::expect_error_naming([&] { read_measurements({doc}); }, "link_profile");
+  // So is one nested past the loaders' depth limit (it overflowed the parser's stack before).
+  doc["context"]["link_profile"] = std::string(100000, '[') + std::string(100000, ']');
+  test::expect_error_naming_all([&] { read_measurements({doc}); }, {"link_profile", "100000 levels deep"});
 }
 
 }  // namespace

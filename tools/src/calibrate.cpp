@@ -684,7 +684,30 @@ struct Fitter {
 
 }  // namespace
 
+std::string benchmark_files_gpu(const std::vector<nlohmann::json>& files, const std::vector<std::string>& names) {
+  const auto name = [&](size_t f) {
+    return f < names.size() ? fmt::format("\"{}\"", names[f]) : fmt::format("benchmark file {}", f);
+  };
+  std::string gpu;
+  size_t first = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const nlohmann::json& doc = files[f];
+    if (!doc.is_object() || !doc.contains("context") || !doc["context"].is_object()) continue;
+    const auto it = doc["context"].find("gpu");
+    if (it == doc["context"].end() || !it->is_string() || it->get<std::string>() == "none") continue;
+    if (gpu.empty()) {
+      gpu = it->get<std::string>();
+      first = f;
+    } else {
+      OVL_CHECK(*it == gpu, "{} ran on \"{}\" and {} on \"{}\": calibrate or validate one GPU's measurements at a time",
+                name(first), gpu, name(f), it->get<std::string>());
+    }
+  }
+  return gpu;
+}
+
 std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& files, std::vector<std::string>* notes) {
+  (void)benchmark_files_gpu(files);  // medians are pooled by name: never across GPUs
   struct Acc {
     Measurement m;
     std::vector<double> iterations;
@@ -737,13 +760,15 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         share = parse_loopback_share(ctx["loopback_share"].get<std::string>());
       if (ctx.contains("link_profile")) {
         // Google Benchmark's context holds strings: the profile's JSON as text (an object is read as well).
+        const auto& v = ctx["link_profile"];
+        const std::string what = fmt::format("benchmark file {}: context \"link_profile\"", f);
+        const nlohmann::json profile = v.is_string() ? parse_json_document(v.get<std::string>(), what) : v;
         try {
-          const auto& v = ctx["link_profile"];
-          link = (v.is_string() ? nlohmann::json::parse(v.get<std::string>()) : v).get<LinkProfile>();
+          link = profile.get<LinkProfile>();
         } catch (const nlohmann::json::exception& e) {
-          OVL_FAIL("benchmark file {}: context \"link_profile\" is not JSON: {}", f, e.what());
+          OVL_FAIL("{}: {}", what, e.what());
         } catch (const Error& e) {
-          OVL_FAIL("benchmark file {}: context \"link_profile\": {}", f, e.message());
+          OVL_FAIL("{}: {}", what, e.message());
         }
       }
     }

@@ -14,15 +14,6 @@
 namespace ovl::sim {
 namespace {
 
-std::string context_gpu(const std::vector<nlohmann::json>& files) {
-  for (const auto& f : files) {
-    if (f.is_object() && f.contains("context") && f["context"].contains("gpu") && f["context"]["gpu"].is_string()) {
-      return f["context"]["gpu"].get<std::string>();
-    }
-  }
-  return "";
-}
-
 std::string problem_key(const BenchCase& b) {
   return fmt::format("{}/{}x{}x{}/world:{}", to_string(b.op), b.m, b.n, b.k, b.world);
 }
@@ -81,10 +72,11 @@ ErrorStats error_stats(const std::vector<double>& ape) {
 ValidationResult validate(const std::vector<nlohmann::json>& files, const std::optional<Hardware>& profile) {
   OVL_CHECK(!files.empty(), "validate: no measurement files given");
   Hardware hw;
+  (void)benchmark_files_gpu(files);  // one GPU's measurements, whichever profile predicts them
   if (profile) {
     hw = *profile;
   } else {
-    const std::string gpu = context_gpu(files);
+    const std::string gpu = benchmark_files_gpu(files);
     OVL_CHECK(!gpu.empty() && gpu != "none",
               "validate: the measurements name no GPU in their context; pass --profile FILE");
     hw = hardware_for_device_name(gpu);

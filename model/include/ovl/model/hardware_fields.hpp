@@ -30,6 +30,7 @@ struct IntField {
 inline constexpr IntField kSpecIntFields[] = {
     {"sm_count", &DeviceSpec::sm_count},
     {"sm_granularity", &DeviceSpec::sm_granularity},
+    {"compute_capability", &DeviceSpec::compute_capability},
 };
 inline constexpr DoubleField<DeviceSpec> kSpecFields[] = {
     {"clock_ghz", &DeviceSpec::clock_ghz, Rule::kPositive},

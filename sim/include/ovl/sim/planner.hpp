@@ -67,8 +67,11 @@ struct PlanResult {
   Plan sequential;
   double sequential_us = 0;
   bool sequential_best = false;
-  double speedup = 0;                         // sequential_us / predicted_us (>= 1)
-  std::vector<PlanAlternative> alternatives;  // ranked, best first (best is alternatives[0])
+  // sequential_us / predicted_us: >= 1, unless PlannerOptions::modes leaves kSequential out.
+  double speedup = 0;
+  // Ranked by predicted time, fastest first: best is alternatives[0] unless the min_gain margin kept the sequential
+  // plan over a faster one.
+  std::vector<PlanAlternative> alternatives;
   int candidates = 0;                         // plans priced by the model
   int simulated = 0;                          // plans run through the simulator
 };

@@ -42,6 +42,11 @@ Hardware measurement_hardware(const Measurement& m, const Hardware& hw);
 std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& benchmark_files,
                                            std::vector<std::string>* notes = nullptr);
 
+// The GPU the files' contexts name ("gpu"; "" when none names one). A fit or a validation is of one GPU: throws
+// ovl::Error when two files name different GPUs, naming the files by `names` (else "benchmark file N").
+std::string benchmark_files_gpu(const std::vector<nlohmann::json>& benchmark_files,
+                                const std::vector<std::string>& names = {});
+
 // The model's prediction of one case, in microseconds; nullopt when the model cannot run it on `hw` (e.g. more
 // SMs than the profile has). GEMM cases use our default tile (128x256) in swizzled order; overlap cases use
 // default_plan(mode, problem, hw, comm_sms) (bf16, B as N x K, one node).
