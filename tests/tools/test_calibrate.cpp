@@ -260,6 +260,8 @@ TEST(Calibrate, ReadMeasurements) {
   EXPECT_THROW(read_measurements({nlohmann::json{{"context", 1}}}), Error);
   nlohmann::json bad_unit{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1.0}, {"time_unit", "h"}}}}};
   EXPECT_THROW(read_measurements({bad_unit}), Error);
+  nlohmann::json tiny{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1e-300}, {"time_unit", "us"}}}}};
+  test::expect_error_naming([&] { read_measurements({tiny}); }, "time 1e-300 us must be at least 0.001");
   EXPECT_THROW(calibrate(std::vector<nlohmann::json>{nlohmann::json{{"benchmarks", nlohmann::json::array()}}},
                          builtin_hardware("h200")),
                Error);

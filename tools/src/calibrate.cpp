@@ -831,7 +831,9 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         bench->stream_k = TailPlan{0, 0, int(counters["half_tiles"])};
       }
       if (counters.count("us")) us = counters["us"];  // per-operation time when a case times several per iteration
-      OVL_CHECK(std::isfinite(us) && us > 0, "benchmark \"{}\": time {} us must be positive", name, us);
+      // A GPU time below a nanosecond is a damaged file (its relative errors would overflow), not a measurement.
+      OVL_CHECK(std::isfinite(us) && us >= 1e-3, "benchmark \"{}\": time {} us must be at least 0.001 (1 ns)", name,
+                us);
       const bool communicates = bench->kind == BenchKind::kCollective || bench->kind == BenchKind::kOverlap;
       const bool loopback = communicates && bench->world > 1 &&
                             (loopback_backend ? *loopback_backend : gpus > 0 && gpus < bench->world);

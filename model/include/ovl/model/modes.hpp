@@ -69,8 +69,8 @@ inline constexpr unsigned kTmaAlgos = bit_of(CommAlgo::kTmaPush) | bit_of(CommAl
 
 // In kModeNames' order. The signaling modes run AllGather+GEMM but are not planned for it: tile-signal and
 // green-context were measured in loopback only, slower than decomposed, and predicted up to 32% too fast with a group
-// per row band; tma's is simulated too fast with many groups in paced loopback, where it is the fastest plan on 3 of
-// 8 shapes (docs/performance.md).
+// per row band; tma's is simulated too fast with many groups in paced loopback, where it is the fastest AG+GEMM case
+// on 5 of 11 shapes (docs/performance.md).
 inline constexpr ModeTraits kModeTraits[] = {
     {Mode::kSequential, ModeUnits::kWhole, Partitioning::kNever, kNcclAlgos | kTmaAlgos, "", false, kAllOps, true},
     {Mode::kDecomposed, ModeUnits::kChunks, Partitioning::kNever, kNcclAlgos, "(NCCL modes; use mode tma)", false,
