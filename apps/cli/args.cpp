@@ -11,6 +11,8 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
            const std::set<std::string>& flags) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
+    if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-')
+      throw UsageError(fmt::format("unknown option '{}' (options are spelled --name)", arg));
     if (arg.rfind("--", 0) != 0 || arg == "--") {
       positionals_.push_back(arg);
       continue;

@@ -18,7 +18,8 @@ namespace ovl::cli {
 int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   return guarded("calibrate", err, [&] {
     std::vector<std::string> expanded;
-    for (const std::string& a : argv) expanded.push_back(a == "-o" ? "--output" : a);
+    for (const std::string& a : argv)
+      expanded.push_back(a == "-o" ? "--output" : a.rfind("-o=", 0) == 0 ? "--output=" + a.substr(3) : a);
     const Args args(expanded, {"output", "gpu", "profile"}, {});
     if (args.positionals().empty()) throw UsageError("give at least one benchmark JSON file");
     const auto output = args.value("output");

@@ -178,7 +178,7 @@ TEST(Cli, CalibrateNeedsABaseForAnUnknownGpuAndOneGpuAtATime) {
   EXPECT_EQ(unknown.status, 2);
   EXPECT_NE(unknown.err.find("NVIDIA B200"), std::string::npos) << unknown.err;
   EXPECT_NE(unknown.err.find("--gpu"), std::string::npos) << unknown.err;
-  EXPECT_EQ(invoke({"calibrate", b200, "-o", out, "--gpu", "h200"}).status, 0);
+  EXPECT_EQ(invoke({"calibrate", b200, "-o=" + out, "--gpu", "h200"}).status, 0);
   // Two GPUs' files: refused by calibrate and validate, naming both files.
   for (const std::vector<std::string>& argv : {std::vector<std::string>{"calibrate", h100, h200, "-o", out},
                                                std::vector<std::string>{"validate", "--measured", h100, h200}}) {
@@ -224,6 +224,7 @@ TEST(Cli, BadArgumentsExitTwoWithOneLineNamingTheValue) {
       {{"plan", "--op", "gemm-allreduce", "--m", "8", "--n", "8", "--k", "8", "--world", "2", "--link-profile",
         "h200x2"},
        "--loopback"},
+      {{"validate", "--measured", "x.json", "-p"}, "unknown option '-p'"},
       {{"frobnicate"}, "frobnicate"},
   };
   for (const BadCase& c : cases) {
