@@ -117,7 +117,8 @@ detail::ContextIdentity identity_of(const ContextOptions& options) {
     }
   }
   id.gpu_name = prop.name;
-  id.hw.spec.sm_count = id.sms;  // Plan::validate checks SM counts against the device we run on
+  id.hw.spec.sm_count = id.sms;  // Plan::validate checks SM counts and the architecture against the device we run on
+  id.hw.spec.compute_capability = prop.major * 10 + prop.minor;
   id.hw.validate();
   // The paced loopback (docs/overlap.md, "Paced loopback"): the option, else OVL_LINK_PROFILE; a real world has a
   // real link, so the environment is ignored there and the option refused.

@@ -52,16 +52,17 @@ void Plan::validate(const Problem& problem, const Hardware& hw) const {
   const ModeTraits& traits = mode_traits(mode);
   const AlgoTraits& algo = algo_traits(comm_algo);
 
-  // ovl's GEMM (wgmma, FP8) and its TMA collective are Hopper code; below it the cuBLAS modes on NCCL run.
+  // ovl's GEMM (wgmma, FP8) and its TMA collective are sm_90a code, which runs on compute capability 9.0 only;
+  // elsewhere the cuBLAS modes on NCCL run.
   const int cc = hw.spec.compute_capability;
-  if (cc < kHopperComputeCapability) {
+  if (cc != kHopperComputeCapability) {
     const std::string device = fmt::format("{} is compute capability {}.{}", hw.name, cc / 10, cc % 10);
-    OVL_CHECK(!is_fp8(problem.dtype), "problem dtype {} runs on ovl's Hopper GEMM (compute capability 9.0); {}",
+    OVL_CHECK(!is_fp8(problem.dtype), "problem dtype {} runs on ovl's Hopper GEMM (sm_90a, compute capability 9.0); {}",
               to_string(problem.dtype), device);
-    OVL_CHECK(!traits.signals(), "plan field \"mode\" = {} runs ovl's Hopper GEMM (compute capability 9.0); {}",
+    OVL_CHECK(!traits.signals(), "plan field \"mode\" = {} runs ovl's Hopper GEMM (sm_90a, compute capability 9.0); {}",
               mode_name, device);
     OVL_CHECK(!is_tma_mover(comm_algo),
-              "plan field \"comm_algo\" = {} runs on the Tensor Memory Accelerator (compute capability 9.0); {}",
+              "plan field \"comm_algo\" = {} runs on ovl's Hopper TMA collective (sm_90a, compute capability 9.0); {}",
               to_string(comm_algo), device);
   }
   OVL_CHECK(tile.m > 0 && tile.m % 64 == 0 && tile.m <= 256,

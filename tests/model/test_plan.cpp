@@ -208,12 +208,16 @@ TEST(Plan, BelowHopperOnlyTheCublasModesOnNcclRun) {
   }
   Plan tma_after = default_plan(Mode::kSequential, p, a100, 16);
   tma_after.comm_algo = CommAlgo::kTmaPush;
-  expect_error_naming([&] { tma_after.validate(p, a100); }, "\"comm_algo\" = tma-push runs on the Tensor Memory");
+  expect_error_naming([&] { tma_after.validate(p, a100); }, "\"comm_algo\" = tma-push runs on ovl's Hopper TMA");
   p.dtype = DType::kE4M3;
   expect_error_naming([&] { default_plan(Mode::kSequential, p, a100, 0).validate(p, a100); },
                       "A100 SXM is compute capability 8.0");
   EXPECT_NO_THROW(
       default_plan(Mode::kSequential, p, builtin_hardware("h100"), 0).validate(p, builtin_hardware("h100")));
+  // sm_90a code does not run on a later architecture either.
+  Hardware b200 = builtin_hardware("h200");
+  b200.spec.compute_capability = 100;
+  expect_error_naming([&] { default_plan(Mode::kTma, p, b200, 16).validate(p, b200); }, "compute capability 10.0");
 }
 
 TEST(Plan, EachBadFieldIsNamed) {

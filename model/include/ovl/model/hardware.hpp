@@ -24,8 +24,9 @@ inline constexpr int kHopperComputeCapability = 90;
 struct DeviceSpec {
   int sm_count = 0;                 // SMs on the device
   int sm_granularity = 8;           // green-context partition size and alignment (minSmPartitionSize)
-  // major x 10 + minor: ovl's GEMM (the signaling modes, every FP8 problem) and its TMA collective need 90 (Hopper);
-  // below it only the cuBLAS modes on NCCL run (Plan::validate).
+  // major x 10 + minor: ovl's GEMM (the signaling modes, every FP8 problem) and its TMA collective are sm_90a code,
+  // which runs on 90 (Hopper) only; on any other only the cuBLAS modes on NCCL run (Plan::validate). A Context sets
+  // it from the device.
   int compute_capability = 90;
   double clock_ghz = 0;             // sustained SM clock under matrix load
   double matrix_tflops_per_sm = 0;  // dense bf16 wgmma peak per SM at clock_ghz, TFLOP/s
