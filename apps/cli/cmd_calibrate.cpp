@@ -25,22 +25,21 @@ int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::
     const auto output = args.value("output");
     if (!output) throw UsageError("missing -o FILE (where to write the fitted profile)");
     const std::vector<nlohmann::json> files = read_json_files(args.positionals());
-    std::string gpu;
+    // The base profile: --profile / --gpu, else the built-in profile of the GPU the files name, else the H200's.
     try {
-      gpu = benchmark_files_gpu(files, args.positionals());
+      (void)benchmark_files_gpu(files, args.positionals());  // one GPU's files, named by path
     } catch (const Error& e) {
       throw UsageError(e.message());
     }
-    // The base profile: --profile / --gpu, else the one of the GPU the files name, else the H200.
     Hardware base;
-    if (!args.has("profile") && !args.has("gpu") && !gpu.empty()) {
-      try {
-        base = hardware_for_device_name(gpu);
-      } catch (const Error& e) {
-        throw UsageError(fmt::format("{}: give the base profile with --gpu NAME or --profile FILE", e.message()));
-      }
-    } else {
+    if (args.has("profile") || args.has("gpu")) {
       base = hardware_from_args(args, "h200");
+    } else {
+      try {
+        base = calibration_base(files, args.positionals());
+      } catch (const Error& e) {
+        throw UsageError(fmt::format("{} (--gpu NAME or --profile FILE)", e.message()));
+      }
     }
     const CalibrationResult result = calibrate(files, base);
     try {

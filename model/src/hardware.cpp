@@ -195,6 +195,8 @@ LoopbackShare parse_loopback_share(std::string_view text) {
 Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
                            const std::optional<LinkProfile>& link) {
   OVL_CHECK(world >= 1, "loopback world = {} must be at least 1", world);
+  OVL_CHECK(!base.emulation.loopback, "loopback: \"{}\" is a loopback profile already; give the device's profile",
+            base.name);
   OVL_CHECK(!link || share == LoopbackShare::kRank0,
             "loopback: a link profile ({}) paces rank 0's share only; the share is {}", link ? link->name : "",
             to_string(share));
@@ -296,6 +298,12 @@ Hardware load_hardware(const std::string& path) {
 }
 
 void save_hardware(const Hardware& h, const std::string& path) {
+  // The emulation is not part of a profile's JSON: a loopback profile saved would load as a device with the
+  // emulated rates and no emulation.
+  OVL_CHECK(!h.emulation.loopback,
+            "hardware profile \"{}\" is a loopback profile (\"{}\"): save the device's profile and plan with the "
+            "loopback instead",
+            path, h.name);
   std::ofstream out(path);
   OVL_CHECK(out.good(), "cannot write hardware profile \"{}\"", path);
   // The name first, then the device's facts, then the model's parameters (nlohmann::json itself sorts its keys).

@@ -61,9 +61,13 @@ std::string read_file_text(const std::string& path, std::string_view what) {
 
 std::string json_excerpt(const nlohmann::json& value) {
   constexpr size_t kMaxChars = 80, kMaxElements = 16;
-  if (value.is_structured() && value.size() > kMaxElements)
-    return fmt::format("{} of {} {}", value.is_array() ? "an array" : "an object", value.size(),
-                       value.is_array() ? "elements" : "fields");
+  // Only a small flat array or object is shown: dumping a nested one recurses once per level (a value built in
+  // memory has no depth limit).
+  const bool flat = !value.is_structured() ||
+                    std::none_of(value.begin(), value.end(), [](const nlohmann::json& v) { return v.is_structured(); });
+  if (value.is_structured() && (value.size() > kMaxElements || !flat))
+    return fmt::format("{} of {} {}{}", value.is_array() ? "an array" : "an object", value.size(),
+                       value.is_array() ? "element" : "field", value.size() == 1 ? "" : "s");
   std::string text = value.dump();
   if (text.size() > kMaxChars) text = text.substr(0, kMaxChars - 3) + "...";
   return text;

@@ -1,7 +1,10 @@
 // Problem: names, validation and JSON.
 #include "ovl/model/problem.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <utility>
 
 #include "json_fields.hpp"
@@ -101,6 +104,12 @@ void from_json(const nlohmann::json& j, Problem& p) {
   if (j.contains("b_layout")) q.b_layout = parse_b_layout(read_string(j, "b_layout", "problem"));
   q.world = detail::read_int32(j, "world", "problem");
   if (j.contains("gpus_per_node")) q.gpus_per_node = detail::read_int32(j, "gpus_per_node", "problem");
+  for (const auto& [key, value] : j.items()) {
+    static constexpr std::string_view kFields[] = {
+        "op", "m", "n", "k", "dtype", "out_dtype", "b_layout", "world", "gpus_per_node"};
+    OVL_CHECK(std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields),
+              "problem field \"{}\" = {} is not a Problem field", key, json_excerpt(value));
+  }
   q.validate();
   p = q;
 }

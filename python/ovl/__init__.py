@@ -8,6 +8,7 @@ torch.distributed worlds. Errors from the library are ``ovl.Error`` (a RuntimeEr
 from __future__ import annotations
 
 import importlib.util
+import operator
 import os
 from typing import Iterable, Optional, Sequence, Union
 
@@ -60,35 +61,81 @@ _DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float3
 
 
 def _op_name(op: str) -> str:
+    if not isinstance(op, str):
+        raise TypeError(f"op = {op!r} is not a string (gemm-allreduce, gemm-reducescatter or allgather-gemm)")
     return _OP_ALIASES.get(op, op)
 
 
 def _dtype_name(dtype) -> str:
-    text = str(dtype).rsplit(".", 1)[-1]  # torch.bfloat16 -> bfloat16
+    """A library dtype name from a name ("bf16", "bfloat16"), a torch dtype or a numpy dtype (or its type)."""
+    if isinstance(dtype, str):
+        text = dtype
+    elif type(dtype).__module__.startswith("torch"):
+        text = str(dtype).removeprefix("torch.")  # torch.bfloat16 -> bfloat16
+    else:
+        try:
+            import numpy
+            text = numpy.dtype(dtype).name  # numpy.float16, numpy.dtype("float16") -> float16
+        except (ImportError, TypeError):
+            raise TypeError(f"dtype = {dtype!r} is not a dtype name, a torch dtype or a numpy dtype") from None
     return _DTYPE_ALIASES.get(text, text)
+
+
+def _int(name: str, value, bits: int = 64) -> int:
+    """``value`` as an int when it is one (numpy integers too; not bool, float or str), else TypeError / ValueError
+    naming ``name``; the range of a signed ``bits``-bit field is checked here so that the message names it."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} = {value!r} is not an integer")
+    v = operator.index(value)
+    if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+        raise ValueError(f"{name} = {v} is out of range")
+    return v
 
 
 def _hw(gpu: Optional[str] = None, profile: Optional[Union[str, os.PathLike]] = None,
         hardware: Optional[Hardware] = None) -> Hardware:
-    """The profile to use: ``hardware`` as given, else the JSON file ``profile``, else the built-in ``gpu`` (h200)."""
+    """The profile to use: ``hardware`` as given, else the JSON file ``profile``, else the built-in ``gpu``, else the
+    profile file in env OVL_PROFILE, else the H200's (as ``ovl plan``). At most one of the three may be given."""
+    given = [name for name, v in (("gpu", gpu), ("profile", profile), ("hardware", hardware)) if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give one of gpu, profile and hardware, not {' and '.join(given)}")
     if hardware is not None:
         return hardware
     if profile is not None:
         return Hardware.load(os.fspath(profile))
+    if gpu is None and os.environ.get("OVL_PROFILE"):
+        return Hardware.load(os.environ["OVL_PROFILE"])
     return Hardware.builtin(gpu or "h200")
 
 
 def problem(op: str, m: int, n: int, k: int, world: int, dtype="bf16", b_layout: str = "nt",
-            gpus_per_node: int = 8) -> Problem:
-    """A validated Problem (sizes per rank, as in ``ovl plan``; see model/problem.hpp)."""
+            gpus_per_node: int = 8, out_dtype=None) -> Problem:
+    """A validated Problem (sizes per rank, as in ``ovl plan``; see model/problem.hpp). ``out_dtype``: C's type for
+    FP8 inputs (bf16 by default, or fp16); bf16 / fp16 inputs write C in their own type."""
     p = Problem()
     p.op = _op_name(op)
-    p.m, p.n, p.k, p.world = int(m), int(n), int(k), int(world)
+    p.m, p.n, p.k = _int("m", m), _int("n", n), _int("k", k)
+    p.world = _int("world", world, 32)
     p.dtype = _dtype_name(dtype)
+    if out_dtype is not None:
+        p.out_dtype = _dtype_name(out_dtype)
     p.b_layout = b_layout
-    p.gpus_per_node = int(gpus_per_node)
+    p.gpus_per_node = _int("gpus_per_node", gpus_per_node, 32)
     p.validate()
     return p
+
+
+def _modes(modes) -> list:
+    """Mode names from one name, a comma-separated string or an iterable of names; a mode named twice is an error."""
+    names = modes.split(",") if isinstance(modes, str) else list(modes)
+    seen = set()
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"modes: {name!r} is not a mode name")
+        if name in seen:
+            raise ValueError(f"modes: {name} given twice")
+        seen.add(name)
+    return names
 
 
 def _loopback(hw: Hardware, world: int, loopback: Union[bool, str]) -> Hardware:
@@ -100,21 +147,23 @@ def _loopback(hw: Hardware, world: int, loopback: Union[bool, str]) -> Hardware:
 
 def plan(op: str, m: int, n: int, k: int, world: int, *, gpu: Optional[str] = None, profile=None,
          hardware: Optional[Hardware] = None, dtype="bf16", b_layout: str = "nt", gpus_per_node: int = 8,
-         loopback: Union[bool, str] = False, modes: Optional[Iterable[str]] = None, min_comm_sms: int = 8,
+         out_dtype=None, loopback: Union[bool, str] = False, modes: Optional[Union[str, Iterable[str]]] = None,
+         min_comm_sms: int = 8,
          max_comm_sms: int = 64, simulate_top: int = 8, max_groups: int = 64, use_simulator: bool = True,
          runnable_only: bool = True, min_gain: float = 0.0) -> PlanResult:
     """The planner's choice for one problem: ``result.best`` (a Plan), ``predicted_us``, the baseline
     (``sequential``, ``sequential_us``; ``sequential_best`` when the baseline itself is the answer), ``speedup`` and the
     ranked ``alternatives`` (sim/planner.hpp). ``loopback`` plans for a loopback world; an overlapped plan must be
     predicted faster than the baseline by ``min_gain`` (a fraction)."""
-    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)
+    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
     hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
     o = PlannerOptions()
     if modes is not None:
-        o.modes = list(modes)
-    o.min_comm_sms, o.max_comm_sms, o.simulate_top = min_comm_sms, max_comm_sms, simulate_top
-    o.max_groups, o.use_simulator, o.runnable_only = max_groups, use_simulator, runnable_only
-    o.min_gain = min_gain
+        o.modes = _modes(modes)
+    o.min_comm_sms, o.max_comm_sms = _int("min_comm_sms", min_comm_sms, 32), _int("max_comm_sms", max_comm_sms, 32)
+    o.simulate_top, o.max_groups = _int("simulate_top", simulate_top, 32), _int("max_groups", max_groups, 32)
+    o.use_simulator, o.runnable_only = bool(use_simulator), bool(runnable_only)
+    o.min_gain = float(min_gain)
     return _ovl._plan(p, hw, o)
 
 
@@ -128,14 +177,14 @@ def _plan_for(p: Problem, hw: Hardware, plan_or_mode: Union[Plan, str, None]) ->
 
 def simulate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str, None] = None, *,
              gpu: Optional[str] = None, profile=None, hardware: Optional[Hardware] = None, dtype="bf16",
-             b_layout: str = "nt", gpus_per_node: int = 8, loopback: Union[bool, str] = False,
+             b_layout: str = "nt", gpus_per_node: int = 8, out_dtype=None, loopback: Union[bool, str] = False,
              trace: Optional[Union[str, os.PathLike]] = None, counters: bool = True, steps: bool = True,
              trace_ranks: int = 1) -> SimResult:
     """Simulates ``plan`` (a Plan, a mode name for its default plan, or None for the planner's best) and returns
     the SimResult (``total_us``, ``timeline.intervals`` ...); ``trace`` writes its Chrome trace (Perfetto) there."""
-    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)
+    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
     hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
-    result = _ovl._simulate(p, _plan_for(p, hw, plan), hw, True, counters, steps, trace_ranks)
+    result = _ovl._simulate(p, _plan_for(p, hw, plan), hw, True, counters, steps, _int("trace_ranks", trace_ranks, 32))
     if trace is not None:
         result.timeline.write_chrome_trace(os.fspath(trace))
     return result
@@ -143,9 +192,10 @@ def simulate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str,
 
 def estimate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str, None] = None, *,
              gpu: Optional[str] = None, profile=None, hardware: Optional[Hardware] = None, dtype="bf16",
-             b_layout: str = "nt", gpus_per_node: int = 8, loopback: Union[bool, str] = False) -> ModeEstimate:
+             b_layout: str = "nt", gpus_per_node: int = 8, out_dtype=None,
+             loopback: Union[bool, str] = False) -> ModeEstimate:
     """The closed-form model's estimate (model/estimate.hpp) of ``plan`` (as for simulate)."""
-    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node)
+    p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
     hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
     return _ovl._estimate(p, _plan_for(p, hw, plan), hw)
 
@@ -160,7 +210,8 @@ def calibrate(files: Union[str, os.PathLike, Sequence], *, gpu: Optional[str] = 
               hardware: Optional[Hardware] = None, output: Optional[Union[str, os.PathLike]] = None
               ) -> CalibrationResult:
     """Fits a hardware profile to benchmark JSON files (as ``ovl calibrate``). The base profile: ``hardware`` /
-    ``profile`` / ``gpu`` when given, else the GPU named in the first file, else the H200. ``output`` saves it."""
+    ``profile`` / ``gpu`` when given, else the built-in profile of the GPU the files name (an error when it has none),
+    else the H200's. ``output`` saves it."""
     base = None
     if hardware is not None or profile is not None or gpu is not None:
         base = _hw(gpu, profile, hardware)

@@ -2,6 +2,7 @@
 // context.cpp). Thin: values cross as the library's own structs with their fields as attributes; enums cross as
 // the library's names ("tma", "gemm-reducescatter"); ovl::Error becomes ovl.Error (a RuntimeError).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -14,16 +15,17 @@
 #include "bindings.hpp"
 #include "cli/json_files.hpp"
 #include "ovl/error.hpp"
-#include "ovl/tools/calibrate.hpp"
 #include "ovl/model/estimate.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/hardware_fields.hpp"
+#include "ovl/model/json_document.hpp"
 #include "ovl/model/plan.hpp"
 #include "ovl/model/plan_cache.hpp"
 #include "ovl/model/problem.hpp"
 #include "ovl/model/timeline.hpp"
 #include "ovl/sim/planner.hpp"
 #include "ovl/sim/simulate.hpp"
+#include "ovl/tools/calibrate.hpp"
 #include "ovl/tools/validate.hpp"
 
 namespace nb = nanobind;
@@ -33,9 +35,14 @@ namespace ovl::python {
 
 nb::object to_python(const nlohmann::json& j) { return nb::module_::import_("json").attr("loads")(j.dump()); }
 
+// A JSON string, or a dict / list as json.dumps writes it (no NaN): parsed behind the loaders' depth limit, so a
+// malformed or deeply nested value is an ovl.Error like a damaged file, never a crash.
 nlohmann::json from_python(nb::handle obj) {
-  if (nb::isinstance<nb::str>(obj)) return nlohmann::json::parse(nb::cast<std::string>(obj));
-  return nlohmann::json::parse(nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(obj)));
+  const std::string text =
+      nb::isinstance<nb::str>(obj)
+          ? nb::cast<std::string>(obj)
+          : nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(obj, "allow_nan"_a = false));
+  return parse_json_document(text, "from_json's argument");
 }
 
 namespace {
@@ -54,7 +61,48 @@ void json_methods(nb::class_<T>& cls) {
   cls.def("to_json", [](const T& t) { return nlohmann::json(t).dump(2); })
       .def("to_dict", [](const T& t) { return to_python(nlohmann::json(t)); })
       .def_static(
-          "from_json", [](nb::handle obj) { return from_python(obj).template get<T>(); }, "json"_a);
+          "from_json",
+          [](nb::handle obj) {
+            const nlohmann::json j = from_python(obj);
+            try {
+              return j.template get<T>();
+            } catch (const nlohmann::json::exception& e) {
+              OVL_FAIL("{}", e.what());  // one exception type for the caller: ovl.Error
+            }
+          },
+          "json"_a);
+}
+
+// A value type compared by its fields and pickled / copied as its JSON: ==, != against anything (NotImplemented
+// for other types), no hash (it is mutable), pickle, copy and deepcopy.
+template <typename T>
+void value_methods(nb::class_<T>& cls) {
+  cls.def(
+         "__eq__",
+         [](const T& a, nb::handle b) -> nb::object {
+           if (!nb::isinstance<T>(b)) return nb::borrow(Py_NotImplemented);
+           return nb::bool_(a == nb::cast<const T&>(b));
+         },
+         nb::arg("other").none())
+      .def(
+          "__ne__",
+          [](const T& a, nb::handle b) -> nb::object {
+            if (!nb::isinstance<T>(b)) return nb::borrow(Py_NotImplemented);
+            return nb::bool_(!(a == nb::cast<const T&>(b)));
+          },
+          nb::arg("other").none())
+      .def("__getstate__", [](const T& t) { return nlohmann::json(t).dump(); })
+      .def("__setstate__", [](T& t, const std::string& json) { new (&t) T(nlohmann::json::parse(json).get<T>()); })
+      .def("__copy__", [](const T& t) { return T(t); })
+      .def(
+          "__deepcopy__", [](const T& t, nb::handle) { return T(t); }, "memo"_a);
+  cls.attr("__hash__") = nb::none();
+}
+
+// A read-only struct member returned as a copy: a result's plan changed in Python must not change the result.
+template <typename C, typename M>
+void ro_copy(nb::class_<C>& cls, const char* name, M C::*member) {
+  cls.def_prop_ro(name, [member](const C& c) { return M(c.*member); });
 }
 
 std::vector<nlohmann::json> read_files(const std::vector<std::string>& paths) {
@@ -84,8 +132,11 @@ void bind_problem(nb::module_& m) {
   enum_property(
       problem, "dtype", &Problem::dtype, [](DType v) { return to_string(v); }, parse_dtype);
   enum_property(
+      problem, "out_dtype", &Problem::out_dtype, [](DType v) { return to_string(v); }, parse_dtype);
+  enum_property(
       problem, "b_layout", &Problem::b_layout, [](BLayout v) { return to_string(v); }, parse_b_layout);
   json_methods(problem);
+  value_methods(problem);
 }
 
 void bind_plan(nb::module_& m) {
@@ -107,8 +158,7 @@ void bind_plan(nb::module_& m) {
       .def_rw("chunks", &Plan::chunks)
       .def("validate", &Plan::validate, "problem"_a, "hardware"_a)
       .def("summary", &Plan::summary)
-      .def("__repr__", [](const Plan& p) { return "ovl.Plan(" + p.summary() + ")"; })
-      .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
+      .def("__repr__", [](const Plan& p) { return "ovl.Plan(" + p.summary() + ")"; });
   enum_property(
       plan, "mode", &Plan::mode, [](Mode v) { return to_string(v); }, parse_mode);
   enum_property(
@@ -120,13 +170,15 @@ void bind_plan(nb::module_& m) {
   enum_property(
       plan, "output", &Plan::output, [](OutputLayout v) { return to_string(v); }, parse_output_layout);
   json_methods(plan);
+  value_methods(plan);
   m.def(
       "default_plan",
       [](std::string_view mode, const Problem& p, const Hardware& hw, int comm_sms) {
         return default_plan(parse_mode(mode), p, hw, comm_sms);
       },
       "mode"_a, "problem"_a, "hardware"_a, "comm_sms"_a = 0);
-  m.def("load_plan", &load_plan, "path"_a);
+  m.def(
+      "load_plan", [](const std::filesystem::path& path) { return load_plan(path.string()); }, "path"_a);
   m.def("modes", [] {
     std::vector<std::string> names;
     for (Mode mode : all_modes()) names.emplace_back(to_string(mode));
@@ -157,8 +209,10 @@ void bind_hardware(nb::module_& m) {
       .def_prop_ro("matrix_tflops", &Hardware::matrix_tflops)
       .def_prop_ro("effective_link_GBps", &Hardware::effective_link_GBps)
       .def(
-          "save", [](const Hardware& h, const std::string& path) { save_hardware(h, path); }, "path"_a)
-      .def_static("load", &load_hardware, "path"_a)
+          "save", [](const Hardware& h, const std::filesystem::path& path) { save_hardware(h, path.string()); },
+          "path"_a)
+      .def_static(
+          "load", [](const std::filesystem::path& path) { return load_hardware(path.string()); }, "path"_a)
       .def_static("builtin", &builtin_hardware, "name"_a)
       .def_static("builtin_names", &builtin_hardware_names)
       .def_static("for_device_name", &hardware_for_device_name, "device_name"_a)
@@ -168,7 +222,7 @@ void bind_hardware(nb::module_& m) {
           [](const Hardware& h, int world, std::string_view share) {
             return loopback_hardware(h, world, parse_loopback_share(share));
           },
-          "world"_a, "share"_a = "whole-world")
+          "world"_a, "share"_a = "rank0")
       .def("__repr__", [](const Hardware& h) { return "ovl.Hardware(" + h.name + ")"; });
   json_methods(hw);
 }
@@ -198,7 +252,9 @@ void bind_timeline(nb::module_& m) {
       .def_prop_ro("end_ns", &Timeline::end_ns)
       .def_prop_ro("makespan_ns", &Timeline::makespan_ns)
       .def("to_chrome_trace", [](const Timeline& t) { return to_python(t.to_chrome_trace()); })
-      .def("write_chrome_trace", &Timeline::write_chrome_trace, "path"_a);
+      .def(
+          "write_chrome_trace",
+          [](const Timeline& t, const std::filesystem::path& path) { t.write_chrome_trace(path.string()); }, "path"_a);
   json_methods(timeline);
 }
 
@@ -307,12 +363,12 @@ void bind_planner(nb::module_& m) {
                            c.from_cache ? " (cache)" : "", c.tuning_ms);
       });
   // One line per PlanResult field: a field added to the struct is one more def_ro here.
-  nb::class_<sim::PlanResult>(m, "PlanResult")
-      .def_ro("problem", &sim::PlanResult::problem)
-      .def_ro("hardware", &sim::PlanResult::hardware)
-      .def_ro("best", &sim::PlanResult::best)
+  nb::class_<sim::PlanResult> plan_result(m, "PlanResult");
+  ro_copy(plan_result, "problem", &sim::PlanResult::problem);
+  ro_copy(plan_result, "best", &sim::PlanResult::best);
+  ro_copy(plan_result, "sequential", &sim::PlanResult::sequential);
+  plan_result.def_ro("hardware", &sim::PlanResult::hardware)
       .def_ro("predicted_us", &sim::PlanResult::predicted_us)
-      .def_ro("sequential", &sim::PlanResult::sequential)
       .def_ro("sequential_us", &sim::PlanResult::sequential_us)
       .def_ro("sequential_best", &sim::PlanResult::sequential_best)
       .def_ro("speedup", &sim::PlanResult::speedup)
@@ -346,9 +402,9 @@ void bind_calibration(nb::module_& m) {
       .def("__repr__", [](const FittedParameter& f) {
         return fmt::format("ovl.FittedParameter({} = {:.6g}, was {:.6g})", f.name, f.value, f.base_value);
       });
-  nb::class_<CalibrationResult>(m, "CalibrationResult")
-      .def_ro("hardware", &CalibrationResult::hardware)
-      .def_ro("parameters", &CalibrationResult::parameters)
+  nb::class_<CalibrationResult> calibration(m, "CalibrationResult");
+  ro_copy(calibration, "hardware", &CalibrationResult::hardware);
+  calibration.def_ro("parameters", &CalibrationResult::parameters)
       .def_ro("notes", &CalibrationResult::notes)
       .def_ro("measurements", &CalibrationResult::measurements)
       .def("summary", &CalibrationResult::summary)
@@ -357,20 +413,7 @@ void bind_calibration(nb::module_& m) {
       "_calibrate",
       [](const std::vector<std::string>& paths, const std::optional<Hardware>& base) {
         const std::vector<nlohmann::json> files = read_files(paths);
-        Hardware start;
-        if (base) {
-          start = *base;
-        } else {
-          // As `ovl calibrate`: the GPU named in the first file's context, else the H200.
-          start = builtin_hardware("h200");
-          const nlohmann::json& f = files.front();
-          if (f.contains("context") && f["context"].contains("gpu") && f["context"]["gpu"].is_string()) {
-            try {
-              start = hardware_for_device_name(f["context"]["gpu"].get<std::string>());
-            } catch (const Error&) {
-            }
-          }
-        }
+        const Hardware start = base ? *base : calibration_base(files, paths);  // as `ovl calibrate`
         nb::gil_scoped_release release;
         return calibrate(files, start);
       },
@@ -423,7 +466,20 @@ void bind_calibration(nb::module_& m) {
 NB_MODULE(_ovl, m) {
   using namespace ovl::python;
   m.doc() = "ovl: GEMM + collective overlap (model, simulator, planner; Context in CUDA builds)";
-  nb::exception<ovl::Error>(m, "Error", PyExc_RuntimeError);
+  // ovl.Error carries the library's message; one that is not UTF-8 (a byte of a damaged file quoted) is decoded with
+  // replacement characters rather than raising UnicodeDecodeError in place of the error.
+  static PyObject* error_type = nullptr;  // held for the process's life (a module's exception type)
+  error_type = nb::exception<ovl::Error>(m, "Error", PyExc_RuntimeError).inc_ref().ptr();
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const ovl::Error& e) {
+      const std::string_view text = e.what();
+      PyObject* message = PyUnicode_DecodeUTF8(text.data(), Py_ssize_t(text.size()), "replace");
+      PyErr_SetObject(error_type, message);
+      Py_XDECREF(message);
+    }
+  });
   bind_problem(m);
   bind_plan(m);
   bind_hardware(m);

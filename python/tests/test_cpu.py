@@ -128,6 +128,67 @@ def test_errors_carry_the_message():
         ovl.Hardware.from_json({"sm_count": 132})
 
 
+def test_bad_arguments_are_named_never_coerced_or_crashing(tmp_path, monkeypatch):
+    # Sizes are integers: a float, a string or a bool is refused by name, not truncated or taken as 1.
+    for bad in (dict(m=8192.5), dict(m="8192"), dict(world=True), dict(k=2**70)):
+        with pytest.raises((TypeError, ValueError), match=next(iter(bad))):
+            ovl.plan(**{**SHAPE, **bad})
+    with pytest.raises(ValueError, match="tma given twice"):
+        ovl.plan(**SHAPE, modes=["tma", "tma"])
+    assert {a.plan.mode for a in ovl.plan(**SHAPE, modes="tma").alternatives} == {"tma"}  # one name, not letters
+    with pytest.raises(TypeError, match="dtype"):
+        ovl.plan(**SHAPE, dtype=3.0)
+    with pytest.raises(ovl.Error, match="junk.bf16"):
+        ovl.plan(**SHAPE, dtype="junk.bf16")
+    with pytest.raises(ValueError, match="gpu and hardware"):
+        ovl.plan(**SHAPE, gpu="h100", hardware=ovl.Hardware.builtin("a100"))
+    # OVL_PROFILE, as for `ovl plan`.
+    path = tmp_path / "h100.json"
+    ovl.Hardware.builtin("h100").save(path)
+    monkeypatch.setenv("OVL_PROFILE", str(path))
+    assert ovl.plan(**SHAPE).hardware == ovl.Hardware.builtin("h100").name
+    monkeypatch.delenv("OVL_PROFILE")
+    # A loopback profile is neither emulated twice nor saved (its emulation is not in the JSON).
+    lb = ovl.Hardware.builtin("h200").loopback(8)
+    assert lb.emulation.loopback_rank0
+    with pytest.raises(ovl.Error, match="loopback profile already"):
+        ovl.plan(**SHAPE, hardware=lb, loopback=True)
+    with pytest.raises(ovl.Error, match="loopback profile"):
+        lb.save(tmp_path / "lb.json")
+    # JSON: damaged or deeply nested input is an ovl.Error (it crashed); unknown problem fields are refused.
+    for cls in (ovl.Plan, ovl.Problem, ovl.Hardware):
+        with pytest.raises(ovl.Error, match="100000 levels deep"):
+            cls.from_json("[" * 100000 + "]" * 100000)
+        with pytest.raises(ovl.Error):
+            cls.from_json("not json")
+    with pytest.raises(ovl.Error, match="gpus_per_nodes"):
+        ovl.Problem.from_json({**ovl.problem(**SHAPE).to_dict(), "gpus_per_nodes": 4})
+    # A file that is not UTF-8 gives ovl.Error, not UnicodeDecodeError.
+    bad = tmp_path / "utf16.json"
+    bad.write_bytes('{"name": 1}'.encode("utf-16"))
+    with pytest.raises(ovl.Error):
+        ovl.Hardware.load(bad)
+
+
+def test_values_compare_copy_and_pickle():
+    import copy
+    import pickle
+    r = ovl.plan(**SHAPE)
+    plan, prob = r.best, r.problem
+    assert plan != None and plan not in [None, 1]  # noqa: E711
+    assert pickle.loads(pickle.dumps(plan)) == plan and copy.deepcopy(plan) == plan
+    assert pickle.loads(pickle.dumps(prob)) == prob == ovl.problem(**SHAPE)
+    with pytest.raises(TypeError):
+        hash(plan)
+    # A result's plan is a copy: changing it leaves the result as the planner returned it.
+    best = r.best
+    best.comm_sms = 99
+    assert r.best == plan and r.to_dict()["plan"]["comm_sms"] == plan.comm_sms
+    # FP8 with fp16 output can be planned.
+    fp8 = ovl.plan(**SHAPE, dtype="e4m3", out_dtype="fp16")
+    assert fp8.problem.out_dtype == "fp16"
+
+
 def _bench(name, us):
     return {"name": name, "run_type": "iteration", "real_time": us, "time_unit": "us", "iterations": 10}
 

@@ -266,6 +266,7 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   }
   OVL_CHECK(options.simulate_top >= 1, "simulate_top = {} must be >= 1", options.simulate_top);
   OVL_CHECK(options.max_groups >= 1, "max_groups = {} must be >= 1", options.max_groups);
+  OVL_CHECK(options.min_comm_sms >= 1, "min_comm_sms = {} must be at least 1", options.min_comm_sms);
   OVL_CHECK(options.min_comm_sms <= options.max_comm_sms, "min_comm_sms = {} > max_comm_sms = {}", options.min_comm_sms,
             options.max_comm_sms);
 

@@ -326,7 +326,15 @@ TEST(FuzzLoaders, DeepNestingIsRefusedBeforeTheParser) {
   const nlohmann::json wide(std::vector<int>(100000, 1));
   EXPECT_EQ(json_excerpt(wide), "an array of 100000 elements");
   EXPECT_EQ(json_excerpt(nlohmann::json(std::string(200, 'x'))).size(), 80u);
-  EXPECT_EQ(json_excerpt(nlohmann::json::parse(R"({"a": [1, 2]})")), R"({"a":[1,2]})");
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse(R"({"a": 1, "b": "x"})")), R"({"a":1,"b":"x"})");
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse(R"({"a": [1, 2]})")), "an object of 1 field");
+  nlohmann::json nested = nlohmann::json::array();  // built in memory: no parser's depth limit
+  for (int i = 0; i < 100000; ++i) {
+    nlohmann::json outer = nlohmann::json::array();
+    outer.push_back(std::move(nested));
+    nested = std::move(outer);
+  }
+  EXPECT_EQ(json_excerpt(nested), "an array of 1 element");
   EXPECT_EQ(json_depth(R"({"a": "[[[[", "b": [{"c": "\"]]]"}]})"), 3);  // brackets in strings do not count
   EXPECT_NO_THROW(parse_json_document(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "x"));
 }

@@ -706,6 +706,16 @@ std::string benchmark_files_gpu(const std::vector<nlohmann::json>& files, const 
   return gpu;
 }
 
+Hardware calibration_base(const std::vector<nlohmann::json>& files, const std::vector<std::string>& names) {
+  const std::string gpu = benchmark_files_gpu(files, names);
+  if (gpu.empty()) return builtin_hardware("h200");
+  try {
+    return hardware_for_device_name(gpu);
+  } catch (const Error& e) {
+    OVL_FAIL("{}: give the profile to start the fit from", e.message());
+  }
+}
+
 std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& files, std::vector<std::string>* notes) {
   (void)benchmark_files_gpu(files);  // medians are pooled by name: never across GPUs
   struct Acc {

@@ -20,8 +20,8 @@ int json_depth(std::string_view text);
 nlohmann::json parse_json_document(std::string_view text, std::string_view what);
 // The whole file. Throws ovl::Error "cannot open <what> "<path>"" when it cannot be read (a directory included).
 std::string read_file_text(const std::string& path, std::string_view what);
-// A JSON value as an error message shows it: scalars and small arrays and objects as JSON (strings keep their quotes,
-// so "abc" reads as a string), cut at 80 characters; a larger array or object by its size.
+// A JSON value as an error message shows it: scalars and small flat arrays and objects as JSON (strings keep their
+// quotes, so "abc" reads as a string), cut at 80 characters; a larger or nested array or object by its size.
 std::string json_excerpt(const nlohmann::json& value);
 
 }  // namespace ovl

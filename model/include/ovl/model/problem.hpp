@@ -48,6 +48,12 @@ struct Problem {
   int world = 1;           // ranks taking part (GPUs)
   int gpus_per_node = 8;   // ranks per node; world > gpus_per_node means several nodes
 
+  // Every field that means something: out_dtype only as C's type (output_dtype()), as the JSON holds it.
+  bool operator==(const Problem& o) const {
+    return op == o.op && m == o.m && n == o.n && k == o.k && dtype == o.dtype && output_dtype() == o.output_dtype() &&
+           b_layout == o.b_layout && world == o.world && gpus_per_node == o.gpus_per_node;
+  }
+
   // Throws ovl::Error naming the bad field and value: sizes <= 0, K or N not a multiple of 8 (16-byte rows; FP8: K
   // a multiple of 16), FP8 with out_dtype not bf16 or fp16,
   // world < 1, M not divisible by world for ReduceScatter / AllGather, world not a multiple of gpus_per_node

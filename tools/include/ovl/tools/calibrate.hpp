@@ -46,6 +46,11 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& be
 // ovl::Error when two files name different GPUs, naming the files by `names` (else "benchmark file N").
 std::string benchmark_files_gpu(const std::vector<nlohmann::json>& benchmark_files,
                                 const std::vector<std::string>& names = {});
+// The profile a fit of these files starts from when none is given: the built-in profile of the GPU they name
+// (benchmark_files_gpu), the H200's when none names one. Throws ovl::Error naming the GPU when it has no built-in
+// profile: a fit from another GPU's parameters would be silently wrong.
+Hardware calibration_base(const std::vector<nlohmann::json>& benchmark_files,
+                          const std::vector<std::string>& names = {});
 
 // The model's prediction of one case, in microseconds; nullopt when the model cannot run it on `hw` (e.g. more
 // SMs than the profile has). GEMM cases use our default tile (128x256) in swizzled order; overlap cases use
