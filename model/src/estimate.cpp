@@ -55,6 +55,12 @@ double bus_factor(Collective c, int world) {
 
 GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const TileShape& tile, TileOrder order,
                            const Hardware& hw, GemmRegime regime, TailPlan stream_k) {
+  OVL_CHECK(shape.m > 0 && shape.n > 0 && shape.k > 0, "estimate_gemm: shape {}x{}x{} must be positive", shape.m,
+            shape.n, shape.k);
+  OVL_CHECK(tile.m > 0 && tile.n > 0 && tile.k > 0, "estimate_gemm: tile {}x{}x{} must be positive", tile.m, tile.n,
+            tile.k);
+  OVL_CHECK(sms >= 1, "estimate_gemm: sms = {} must be at least 1", sms);
+  hw.validate();
   const GemmTiming g = detail::gemm_timing(shape, impl, sms, tile, order, hw, regime, true, stream_k);
   GemmEstimate e;
   e.us = g.total_us();

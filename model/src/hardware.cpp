@@ -181,9 +181,18 @@ Hardware hardware_for_device_name(std::string_view device_name) {
   if (n.find("pcie") != std::string::npos || n.find("nvl") != std::string::npos) {
     OVL_FAIL("no built-in hardware profile for device \"{}\" (only SXM parts: h200, h100, a100)", device_name);
   }
-  if (n.find("h200") != std::string::npos) return builtin("h200");
-  if (n.find("h100") != std::string::npos) return builtin("h100");
-  if (n.find("a100") != std::string::npos) return builtin("a100");
+  // Whole words only: "NVIDIA GH200 480GB" (Grace Hopper's GPU, another memory and link) is not an H200, nor is an
+  // "A1000" an A100.
+  std::vector<std::string> words(1);
+  for (const char c : n) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      words.back() += c;
+    } else if (!words.back().empty()) {
+      words.emplace_back();
+    }
+  }
+  for (const char* name : {"h200", "h100", "a100"})
+    if (std::find(words.begin(), words.end(), name) != words.end()) return builtin(name);
   OVL_FAIL("no built-in hardware profile for device \"{}\" (built-in: h200, h100, a100)", device_name);
 }
 

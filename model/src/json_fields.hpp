@@ -30,6 +30,9 @@ inline double as_number(const nlohmann::json& v, const char* field, const char* 
 
 inline int64_t as_int(const nlohmann::json& v, const char* field, const char* what) {
   OVL_CHECK(v.is_number(), "{} field \"{}\" = {} is not a number", what, field, json_excerpt(v));
+  // An unsigned value above INT64_MAX would wrap to a negative one and be reported as that.
+  OVL_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
+            "{} field \"{}\" = {} is out of range", what, field, json_excerpt(v));
   if (v.is_number_integer()) return v.get<int64_t>();
   const double x = v.get<double>();
   OVL_CHECK(std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9.0e18, "{} field \"{}\" = {} is not an integer",

@@ -1,10 +1,14 @@
 #include "ovl/model/plan_cache.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "json_fields.hpp"
 #include "ovl/error.hpp"
@@ -57,6 +61,11 @@ int PlanCache::foreign_entries(const PlanCacheKey& mine) const {
 void PlanCache::put(const PlanCacheKey& key, const PlanChoice& choice) {
   PlanChoice stored = choice;
   stored.from_cache = false;
+  // What load() refuses is refused here, by the same reader: a saved cache always loads (one bad entry written made
+  // the whole file unreadable, every other entry with it).
+  PlanCache one;
+  one.entries_.emplace_back(key, stored);
+  (void)from_json(one.to_json(), "a new entry");
   for (auto& [k, c] : entries_) {
     if (k == key) {
       c = std::move(stored);
@@ -93,7 +102,7 @@ PlanCache PlanCache::from_json(const nlohmann::json& j, const std::string& sourc
     OVL_CHECK(j.is_object() && j.contains("format") && j["format"] == kFormat,
               "not a plan cache (its \"format\" must be \"{}\")", kFormat);
     const nlohmann::json& entries = detail::require_field(j, "entries", "plan cache");
-    OVL_CHECK(entries.is_array(), "plan cache field \"entries\" = {} is not an array", entries.dump());
+    OVL_CHECK(entries.is_array(), "plan cache field \"entries\" = {} is not an array", json_excerpt(entries));
     for (size_t i = 0; i < entries.size(); ++i) {
       const std::string what = fmt::format("plan cache entry {}", i);
       const char* w = what.c_str();
@@ -121,7 +130,7 @@ PlanCache PlanCache::from_json(const nlohmann::json& j, const std::string& sourc
       c.sequential_us = read_time(e, "sequential_us", w);
       c.tuning_ms = read_time(e, "tuning_ms", w);
       const nlohmann::json& cands = detail::require_field(e, "candidates", w);
-      OVL_CHECK(cands.is_array(), "{} field \"candidates\" = {} is not an array", what, cands.dump());
+      OVL_CHECK(cands.is_array(), "{} field \"candidates\" = {} is not an array", what, json_excerpt(cands));
       for (size_t ci = 0; ci < cands.size(); ++ci) {
         const std::string cw = fmt::format("{} candidate {}", what, ci);
         TunedCandidate t;
@@ -149,19 +158,19 @@ PlanCache PlanCache::from_json(const nlohmann::json& j, const std::string& sourc
 }
 
 PlanCache PlanCache::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.good()) return {};  // no file yet: an empty cache
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    OVL_FAIL("plan cache \"{}\" is not valid JSON: {}", path, e.what());
-  }
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};  // no file yet: an empty cache
+  // Behind the loaders' depth limit; trailing text after the document (two caches run together) is an error too.
+  const nlohmann::json j =
+      parse_json_document(read_file_text(path, "plan cache"), fmt::format("plan cache \"{}\"", path));
   return from_json(j, path);
 }
 
 void PlanCache::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
+  // A temporary file of this writer's own (two processes saving one cache each rename a whole file into place).
+  static std::atomic<unsigned> saves{0};
+  const std::string tmp =
+      fmt::format("{}.tmp.{}.{}", path, std::hash<std::thread::id>{}(std::this_thread::get_id()), saves.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::trunc);
     OVL_CHECK(out.good(), "plan cache \"{}\": cannot write \"{}\"", path, tmp);
@@ -176,14 +185,17 @@ void PlanCache::save(const std::string& path) const {
 
 std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidates, double min_gain) {
   OVL_CHECK(std::isfinite(min_gain) && min_gain >= 0 && min_gain < 1, "tuning_finalists: min_gain = {}", min_gain);
+  // measured_us = 0: not measured, neither the fastest sequential plan nor a finalist.
+  const auto measured = [](const TunedCandidate& t) { return std::isfinite(t.measured_us) && t.measured_us > 0; };
   double sequential_us = INFINITY;
   for (const TunedCandidate& t : candidates)
-    if (t.plan.mode == Mode::kSequential) sequential_us = std::min(sequential_us, t.measured_us);
-  OVL_CHECK(std::isfinite(sequential_us), "tuning_finalists: none of the {} candidates is sequential",
+    if (t.plan.mode == Mode::kSequential && measured(t)) sequential_us = std::min(sequential_us, t.measured_us);
+  OVL_CHECK(std::isfinite(sequential_us), "tuning_finalists: none of the {} candidates is a measured sequential plan",
             candidates.size());
   std::vector<size_t> out;
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i].plan.mode != Mode::kSequential && candidates[i].measured_us <= sequential_us * (1 - min_gain))
+    if (candidates[i].plan.mode != Mode::kSequential && measured(candidates[i]) &&
+        candidates[i].measured_us <= sequential_us * (1 - min_gain))
       out.push_back(i);
   std::stable_sort(out.begin(), out.end(),
                    [&](size_t x, size_t y) { return candidates[x].measured_us < candidates[y].measured_us; });
@@ -193,6 +205,7 @@ std::vector<size_t> tuning_finalists(const std::vector<TunedCandidate>& candidat
 
 int tuning_pick(const std::vector<TunedCandidate>& candidates, const std::vector<size_t>& finalists, size_t sequential,
                 double min_gain) {
+  OVL_CHECK(std::isfinite(min_gain) && min_gain >= 0 && min_gain < 1, "tuning_pick: min_gain = {}", min_gain);
   auto timed_again = [&](size_t i, const char* what) {
     OVL_CHECK(i < candidates.size(), "tuning_pick: {} {} of {} candidates", what, i, candidates.size());
     OVL_CHECK(candidates[i].confirmed_us > 0, "tuning_pick: {} {} was not timed again (confirmed_us = 0)", what, i);

@@ -48,6 +48,9 @@ void Problem::validate() const {
   OVL_CHECK(!is_fp8(dtype) || out_dtype == DType::kBF16 || out_dtype == DType::kFP16,
             "problem field \"out_dtype\" = {} is not bf16 or fp16 (the output of FP8 inputs)", to_string(out_dtype));
   OVL_CHECK(world >= 1, "problem field \"world\" = {} must be at least 1", world);
+  // Far above any tensor-parallel group; the model's loopback pricing grows with the world.
+  OVL_CHECK(world <= kMaxWorld, "problem field \"world\" = {} exceeds the largest supported world {}", world,
+            kMaxWorld);
   OVL_CHECK(gpus_per_node >= 1, "problem field \"gpus_per_node\" = {} must be at least 1", gpus_per_node);
   if (op != Op::kGemmAllReduce) {
     OVL_CHECK(m % world == 0, "problem field \"m\" = {} must be divisible by world = {} for {}", m, world,

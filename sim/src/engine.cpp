@@ -150,8 +150,15 @@ void Engine::recompute_rates() {
     } else if (f.rate <= 0) {
       f.finish = kNever;
     } else {
+      // A finish past a simulated day is no GPU's: a profile rate too small for the problem (1e-12 TFLOP/s per SM
+      // passes Hardware::validate), whose times would overflow the clock.
       const double dt = std::ceil(f.remaining / f.rate);
-      f.finish = dt >= 9e18 ? kNever : now_ + static_cast<TimeNs>(dt);
+      constexpr double kMaxSimNs = 86400e9;
+      OVL_CHECK(dt < kMaxSimNs - double(now_),
+                "simulation: a flow would end {:.3g} s after {:.3g} s of simulated time, past a day: a rate of the "
+                "hardware profile is too small for this problem",
+                dt * 1e-9, double(now_) * 1e-9);
+      f.finish = now_ + static_cast<TimeNs>(dt);
     }
     if (std::isfinite(f.rate))
       for (const FlowUse& u : f.spec.uses) resources_[static_cast<size_t>(u.resource)].load += u.weight * f.rate;

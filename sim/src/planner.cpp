@@ -135,6 +135,17 @@ std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& 
 }
 
 std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, const PlannerOptions& options) {
+  OVL_CHECK(options.min_comm_sms >= 1 && options.min_comm_sms <= hw.spec.sm_count,
+            "min_comm_sms = {} must be in [1, {}] (the device's SMs)", options.min_comm_sms, hw.spec.sm_count);
+  OVL_CHECK(options.min_comm_sms <= options.max_comm_sms, "min_comm_sms = {} > max_comm_sms = {}", options.min_comm_sms,
+            options.max_comm_sms);
+  for (size_t i = 0; i < options.modes.size(); ++i) {
+    const int m = static_cast<int>(options.modes[i]);
+    OVL_CHECK(m >= 0 && m < int(std::size(kModeTraits)), "modes[{}] = {} is not a mode", i, m);
+    OVL_CHECK(std::find(options.modes.begin(), options.modes.begin() + long(i), options.modes[i]) ==
+                  options.modes.begin() + long(i),
+              "modes: {} given twice", to_string(options.modes[i]));
+  }
   std::vector<Mode> modes = options.modes.empty() ? all_modes() : options.modes;
   if (options.runnable_only) {
     // Only AllGather+GEMM has modes that are not planned for it (kModeTraits: planned_ops).
@@ -266,10 +277,6 @@ PlanResult plan(const Problem& problem, const Hardware& hw, const PlannerOptions
   }
   OVL_CHECK(options.simulate_top >= 1, "simulate_top = {} must be >= 1", options.simulate_top);
   OVL_CHECK(options.max_groups >= 1, "max_groups = {} must be >= 1", options.max_groups);
-  OVL_CHECK(options.min_comm_sms >= 1, "min_comm_sms = {} must be at least 1", options.min_comm_sms);
-  OVL_CHECK(options.min_comm_sms <= options.max_comm_sms, "min_comm_sms = {} > max_comm_sms = {}", options.min_comm_sms,
-            options.max_comm_sms);
-
   OVL_CHECK(std::isfinite(options.min_gain) && options.min_gain >= 0 && options.min_gain < 1,
             "min_gain = {} must be in [0, 1)", options.min_gain);
 

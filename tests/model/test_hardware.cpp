@@ -80,6 +80,9 @@ TEST(Hardware, DeviceNames) {
   EXPECT_EQ(hardware_for_device_name("NVIDIA A100-SXM4-80GB").name, "A100 SXM");
   expect_error_naming([] { hardware_for_device_name("Tesla V100-SXM2-32GB"); }, "Tesla V100");
   expect_error_naming([] { hardware_for_device_name("NVIDIA H100 PCIe"); }, "PCIe");
+  // Whole words: a name that only contains one of them is another GPU.
+  for (const char* other : {"NVIDIA GH200 480GB", "NVIDIA RTX A1000", "H1000"})
+    expect_error_naming([&] { hardware_for_device_name(other); }, other);
 }
 
 // Every built-in profile through JSON and through a file comes back the same, and its JSON holds exactly the numbers

@@ -10,6 +10,7 @@
 
 #include "expect_error.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/estimate.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/plan.hpp"
 
@@ -191,6 +192,21 @@ TEST(Plan, DefaultsValidate) {
             "groups=64 algo=tma-push ctas=8");
   EXPECT_EQ(fmt::format("{}", tma), tma.summary());
   EXPECT_EQ(default_plan(Mode::kDecomposed, p, hw, 16).chunks, 4);
+}
+
+TEST(Plan, AZeroTileIsAnErrorNotADivisionByZero) {
+  const Problem p = ar8192();
+  Plan plan = default_plan(Mode::kTileSignal, p, builtin_hardware("h200"), 16);
+  plan.tile.n = 0;
+  expect_error_naming([&] { (void)plan.tile_count(p); }, "\"tile.n\" = 0");
+  plan.tile.n = 256;
+  plan.tile.m = 0;
+  expect_error_naming([&] { (void)plan.tiles_m(p); }, "\"tile.m\" = 0");
+  expect_error_naming(
+      [] {
+        (void)estimate_gemm({4096, 4096, 4096}, GemmImpl::kOvl, 132, TileShape{128, 256, 0}, builtin_hardware("h200"));
+      },
+      "tile 128x256x0");
 }
 
 TEST(Plan, BelowHopperOnlyTheCublasModesOnNcclRun) {

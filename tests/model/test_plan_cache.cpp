@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -156,7 +157,50 @@ TEST(PlanCache, MalformedFilesNameTheFileAndTheField) {
   j = good;
   j["entries"].push_back(j["entries"][0]);
   expect(j.dump(), "repeats the key");
+  expect(good.dump() + good.dump(), "not valid JSON");  // two caches run together: the second was dropped
+  // Nested past the loaders' depth limit (it overflowed the stack), and a directory for a file.
+  j = good;
+  j["entries"][0]["candidates"] = nlohmann::json::parse(std::string(500, '[') + std::string(500, ']'));
+  expect(j.dump(), "levels deep");
+  test::expect_error_naming([] { PlanCache::load(std::filesystem::temp_directory_path().string()); }, "is a directory");
   std::filesystem::remove(path);
+}
+
+TEST(PlanCache, PutRefusesWhatLoadWouldRefuse) {
+  std::mt19937 rng(5);
+  const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 4096, 4096, 4);
+  PlanCache cache;
+  cache.put(key("kept"), choice(p, Mode::kDecomposed, rng));
+  test::expect_error_naming([&] { cache.put(key("empty plan"), PlanChoice{}); }, "\"gemm_sms\" = 0");
+  PlanChoice nan = choice(p, Mode::kTma, rng);
+  nan.predicted_us = std::nan("");
+  test::expect_error_naming([&] { cache.put(key("nan"), nan); }, "\"predicted_us\"");
+  test::expect_error_naming([&] { cache.put(key("no SMs", "NVIDIA H200", 0), choice(p, Mode::kTma, rng)); },
+                            "\"sm_count\" = 0");
+  EXPECT_EQ(cache.size(), 1u);  // nothing refused was kept, so the file still loads with the good entry
+  const std::string path = temp_path("put.json");
+  cache.save(path);
+  EXPECT_EQ(PlanCache::load(path).size(), 1u);
+  std::filesystem::remove(path);
+}
+
+TEST(TuningChoice, UnmeasuredCandidatesAndBadMarginsAreNeverPicked) {
+  const Problem p = make_problem(Op::kGemmAllReduce, 4096, 4096, 4096, 8);
+  const Hardware hw = builtin_hardware("h200");
+  const Plan seq = default_plan(Mode::kSequential, p, hw, 16), tma = default_plan(Mode::kTma, p, hw, 16);
+  // measured_us = 0 is "not measured": neither the sequential time to beat nor a finalist.
+  std::vector<TunedCandidate> c{{seq, 0.0, 0.0}, {seq, 0.0, 100.0}, {tma, 0.0, 0.0}, {tma, 0.0, 90.0}};
+  EXPECT_EQ(tuning_finalists(c, 0.02), std::vector<size_t>{3});
+  test::expect_error_naming(
+      [&] {
+        (void)tuning_finalists({{seq, 0.0, 0.0}, {tma, 0.0, 90.0}}, 0.02);
+      },
+      "measured sequential plan");
+  c[1].confirmed_us = 100.0;
+  c[3].confirmed_us = 200.0;  // not confirmed: slower than sequential the second time
+  EXPECT_EQ(tuning_pick(c, {3}, 1, 0.02), -1);
+  for (double bad : {std::nan(""), -5.0, 1.0})
+    test::expect_error_naming([&] { (void)tuning_pick(c, {3}, 1, bad); }, "min_gain");
 }
 
 TEST(PlanCache, SaveToAnUnwritablePathNamesIt) {

@@ -157,6 +157,13 @@ TEST(Problem, JsonRoundTripAndErrors) {
   nlohmann::json neg = j;
   neg["m"] = -1;
   expect_error_naming([&] { (void)neg.get<Problem>(); }, "\"m\" = -1");
+  nlohmann::json wraps = j;  // above INT64_MAX: reported as itself, not as the negative value it would wrap to
+  wraps["m"] = uint64_t(1) << 63;
+  expect_error_naming([&] { (void)wraps.get<Problem>(); }, "\"m\" = 9223372036854775808 is out of range");
+  nlohmann::json huge = j;
+  huge["world"] = kMaxWorld * 2;
+  huge["m"] = 8192 * 16;
+  expect_error_naming([&] { (void)huge.get<Problem>(); }, "largest supported world");
 }
 
 }  // namespace

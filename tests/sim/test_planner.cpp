@@ -217,6 +217,15 @@ TEST(Planner, ExecutorVerdictFiltersCandidates) {
   o.can_run = nullptr;
   o.min_gain = 1.5;
   test::expect_error_naming([&] { plan(p, hw, o); }, "min_gain = 1.5");
+  o.min_gain = 0;
+  o.modes = {Mode::kTma, Mode::kTma};  // duplicated candidates crowded the simulated set
+  test::expect_error_naming([&] { plan(p, hw, o); }, "tma given twice");
+  o.modes = {static_cast<Mode>(9)};
+  test::expect_error_naming([&] { plan(p, hw, o); }, "modes[0] = 9 is not a mode");
+  o.modes = {};
+  o.min_comm_sms = std::numeric_limits<int>::max() - 3;  // overflowed rounding up to the granularity
+  o.max_comm_sms = std::numeric_limits<int>::max();
+  test::expect_error_naming([&] { plan(p, hw, o); }, "min_comm_sms = 2147483644 must be in [1, 132]");
 }
 
 TEST(Planner, AMarginAboveEveryGainAnswersSequential) {

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "expect_error.hpp"
 #include "ovl/error.hpp"
 #include "ovl/model/estimate.hpp"
 #include "ovl/model/link_profile.hpp"
@@ -741,6 +742,15 @@ TEST(SimulateVsModel, BesideGemmFactorAgreesWhenACallStraddlesTheGemmsEnd) {
     const double sim = simulate(p, plan, hw).total_us, model = estimate(p, plan, hw).total_us;
     EXPECT_NEAR(model / sim, 1.0, 0.05);
   }
+}
+
+// A profile that validates but whose rates are absurd for the problem: an error, never an overflowed clock.
+TEST(Simulate, ARateTooSmallForTheProblemIsAnError) {
+  Hardware hw = builtin_hardware("h200");
+  hw.spec.matrix_tflops_per_sm = 1e-12;
+  const Problem p = make_problem(Op::kGemmReduceScatter, 8192, 8192, 8192, 8);
+  test::expect_error_naming([&] { (void)simulate(p, default_plan(Mode::kSequential, p, hw, 0), hw); },
+                            "a rate of the hardware profile is too small");
 }
 
 }  // namespace

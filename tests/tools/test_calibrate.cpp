@@ -258,6 +258,10 @@ TEST(Calibrate, ReadMeasurements) {
       },
       "\"b.json\" on \"NVIDIA H100 80GB HBM3\"");
   EXPECT_THROW(read_measurements({nlohmann::json{{"context", 1}}}), Error);
+  nlohmann::json huge_count = doc;  // a count cast to int out of range was undefined behaviour
+  huge_count["benchmarks"][0]["sk_tiles"] = 1e20;
+  test::expect_error_naming([&] { read_measurements({huge_count}); }, "counter \"sk_tiles\" = 1e+20");
+  test::expect_error_naming([] { (void)validate_gemm({}, builtin_hardware("h200")); }, "no measurement files");
   nlohmann::json bad_unit{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1.0}, {"time_unit", "h"}}}}};
   EXPECT_THROW(read_measurements({bad_unit}), Error);
   nlohmann::json tiny{{"benchmarks", {{{"name", "copy/simt/1/ctas:1"}, {"real_time", 1e-300}, {"time_unit", "us"}}}}};

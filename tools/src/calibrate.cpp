@@ -827,6 +827,13 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
       for (const auto& [key, value] : b.items()) {
         if (value.is_number() && !kStandard.count(key)) counters[key] = value.get<double>();
       }
+      // Counters the model takes as counts: whole numbers in range, or the file is damaged (a cast would be UB).
+      for (const char* count : {"sk_tiles", "sk_splits", "half_tiles"}) {
+        const auto it = counters.find(count);
+        OVL_CHECK(
+            it == counters.end() || (it->second >= 0 && it->second <= 1e7 && it->second == std::floor(it->second)),
+            "benchmark \"{}\": counter \"{}\" = {} is not a tile count", name, count, it->second);
+      }
       if (bench->kind == BenchKind::kGemm && counters.count("sk_tiles") && counters["sk_tiles"] > 0) {
         const double splits = counters.count("sk_splits") ? counters["sk_splits"] : 0.0;
         if (splits < 2) {  // the contiguous schedule
@@ -975,6 +982,8 @@ ValidationReport validate_measurements(const std::vector<Measurement>& ms, const
   double total = 0;
   for (const auto& m : ms) {
     if (kind && m.bench.kind != *kind) continue;
+    OVL_CHECK(std::isfinite(m.us) && m.us > 0, "validate: measurement \"{}\" has time {} us (not a positive time)",
+              m.name, m.us);
     const auto p = predict_us(m.bench, measurement_hardware(m, hw));
     if (!p) {
       r.notes.push_back(fmt::format("{}: the model cannot run this case on {}", m.name, hw.name));
@@ -999,6 +1008,7 @@ ValidationReport validate_measurements(const std::vector<Measurement>& ms, const
 
 ValidationReport validate_benchmarks(const std::vector<nlohmann::json>& files, const Hardware& hw,
                                      std::optional<BenchKind> kind) {
+  OVL_CHECK(!files.empty(), "validate: no measurement files given");
   std::vector<std::string> notes;
   const auto ms = read_measurements(files, &notes);
   ValidationReport r = validate_measurements(ms, hw, kind);

@@ -57,6 +57,7 @@ ErrorStats error_stats(const std::vector<double>& ape) {
   ErrorStats s;
   s.cases = static_cast<int>(ape.size());
   if (ape.empty()) return s;
+  for (double e : ape) OVL_CHECK(std::isfinite(e) && e >= 0, "error_stats: an absolute percentage error of {}", e);
   std::vector<double> sorted = ape;
   std::sort(sorted.begin(), sorted.end());
   double sum = 0;

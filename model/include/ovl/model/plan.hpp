@@ -4,16 +4,16 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
+#include "ovl/error.hpp"
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/modes.hpp"
-#include "ovl/types.hpp"
 #include "ovl/model/problem.hpp"
+#include "ovl/types.hpp"
 
 namespace ovl {
 
@@ -75,8 +75,15 @@ struct Plan {
   // algorithm that do not go together (kTma with NCCL), chunks that do not divide M, etc.
   void validate(const Problem& problem, const Hardware& hw) const;
 
-  int64_t tiles_m(const Problem& p) const { return (p.m + tile.m - 1) / tile.m; }
-  int64_t tiles_n(const Problem& p) const { return (p.n + tile.n - 1) / tile.n; }
+  // The tile grid (a plan not yet validated may carry any tile: a zero divides by nothing).
+  int64_t tiles_m(const Problem& p) const {
+    OVL_CHECK(tile.m > 0, "plan field \"tile.m\" = {} must be positive", tile.m);
+    return (p.m + tile.m - 1) / tile.m;
+  }
+  int64_t tiles_n(const Problem& p) const {
+    OVL_CHECK(tile.n > 0, "plan field \"tile.n\" = {} must be positive", tile.n);
+    return (p.n + tile.n - 1) / tile.n;
+  }
   int64_t tile_count(const Problem& p) const { return tiles_m(p) * tiles_n(p); }
   std::string summary() const;  // one line: "tma gemm_sms=132 comm_sms=16 groups=8 algo=tma-pull ctas=16"
   bool operator==(const Plan&) const = default;  // every field (what the JSON holds)

@@ -39,6 +39,8 @@ BLayout parse_b_layout(std::string_view text);
 // M, N, K are the sizes of the GEMM one rank runs:
 //   GemmAllReduce / GemmReduceScatter: A is M x K (the rank's K-slice), the partial product M x N.
 //   AllGatherGemm: M is the gathered row count (the rank holds M / world rows of A before the gather).
+inline constexpr int kMaxWorld = 1 << 16;  // Problem::validate's bound on world
+
 struct Problem {
   Op op = Op::kGemmAllReduce;
   int64_t m = 0, n = 0, k = 0;
