@@ -110,6 +110,7 @@ void Hardware::validate() const {
   for (const auto& f : kFitFields) check_double(kFit, f.name, fit.*f.member, f.rule);
   OVL_CHECK(fit.clock_knee_sms <= spec.sm_count,
             "hardware field \"fit.clock_knee_sms\" = {} exceeds spec.sm_count = {}", fit.clock_knee_sms, spec.sm_count);
+  if (emulation.link_profile) emulation.link_profile->validate();  // its rates price every paced call
 }
 
 std::string Hardware::summary() const {

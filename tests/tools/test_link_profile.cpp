@@ -63,6 +63,13 @@ TEST(LinkProfile, JsonErrorsNameTheField) {
   EXPECT_NO_THROW((void)with("comment", "a note").get<LinkProfile>());
 }
 
+TEST(LinkProfile, AHardwareProfileValidatesItsLink) {
+  Hardware h = loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0, builtin_link_profile("h200x2"));
+  EXPECT_NO_THROW(h.validate());
+  h.emulation.link_profile->tma_pull_per_cta_GBps = 0;  // was priced as an unlimited rate
+  test::expect_error_naming([&] { h.validate(); }, "\"tma_pull_per_cta_GBps\" = 0");
+}
+
 TEST(LinkProfile, FromArgTakesANameOrAFile) {
   EXPECT_EQ(link_profile_from_arg("nvlink4-node8").name, "nvlink4-node8");
   const std::string path = ::testing::TempDir() + "/slow_link.json";
