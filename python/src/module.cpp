@@ -115,7 +115,9 @@ std::vector<nlohmann::json> read_files(const std::vector<std::string>& paths) {
 }
 
 void bind_problem(nb::module_& m) {
-  nb::class_<Problem> problem(m, "Problem");
+  nb::class_<Problem> problem(m, "Problem",
+                              "One operator call: op, M x N x K per rank, dtype, B's layout, world "
+                              "(model/problem.hpp). ovl.problem() builds a validated one.");
   problem.def(nb::init<>())
       .def_rw("m", &Problem::m)
       .def_rw("n", &Problem::n)
@@ -146,7 +148,9 @@ void bind_plan(nb::module_& m) {
       .def_rw("n", &TileShape::n)
       .def_rw("k", &TileShape::k)
       .def("__repr__", [](const TileShape& t) { return fmt::format("ovl.TileShape({}x{}x{})", t.m, t.n, t.k); });
-  nb::class_<Plan> plan(m, "Plan");
+  nb::class_<Plan> plan(m, "Plan",
+                        "How to run a Problem: mode, GEMM and communication SMs, tile groups, collective algorithm and "
+                        "CTAs (model/plan.hpp). From ovl.plan(...).best, default_plan(), load_plan() or from_json().");
   plan.def(nb::init<>())
       .def_rw("gemm_sms", &Plan::gemm_sms)
       .def_rw("comm_sms", &Plan::comm_sms)
@@ -188,17 +192,21 @@ void bind_plan(nb::module_& m) {
 
 void bind_hardware(nb::module_& m) {
   // The fields of each part from the model's own tables (hardware_fields.hpp), so none is listed twice.
-  nb::class_<DeviceSpec> spec(m, "DeviceSpec");
+  nb::class_<DeviceSpec> spec(m, "DeviceSpec",
+                              "A GPU's facts (datasheet or measured): a Hardware profile's spec part.");
   spec.def(nb::init<>());
   for (const auto& f : hardware_fields::kSpecIntFields) spec.def_rw(f.name, f.member);
   for (const auto& f : hardware_fields::kSpecFields) spec.def_rw(f.name, f.member);
-  nb::class_<ModelParams> fit(m, "ModelParams");
+  nb::class_<ModelParams> fit(m, "ModelParams",
+                              "The model's parameters (what ovl calibrate fits): a Hardware profile's fit part.");
   fit.def(nb::init<>());
   for (const auto& f : hardware_fields::kFitFields) fit.def_rw(f.name, f.member);
   nb::class_<Emulation>(m, "Emulation")
       .def_ro("loopback", &Emulation::loopback)
       .def_ro("loopback_rank0", &Emulation::loopback_rank0);
-  nb::class_<Hardware> hw(m, "Hardware");
+  nb::class_<Hardware> hw(m, "Hardware",
+                          "A hardware profile: spec, fit and (loopback only) emulation. Hardware.builtin('h200'), "
+                          "Hardware.load(path), or ovl.calibrate(...).hardware.");
   hw.def(nb::init<>())
       .def_rw("name", &Hardware::name)
       .def_rw("spec", &Hardware::spec)
@@ -243,7 +251,9 @@ void bind_timeline(nb::module_& m) {
       .def_ro("track", &CounterSample::track)
       .def_ro("t_ns", &CounterSample::t_ns)
       .def_ro("value", &CounterSample::value);
-  nb::class_<Timeline> timeline(m, "Timeline");
+  nb::class_<Timeline> timeline(
+      m, "Timeline",
+      "Intervals per GPU and lane, predicted (the simulator) or measured; write_chrome_trace() for Perfetto.");
   timeline.def(nb::init<>())
       .def_ro("intervals", &Timeline::intervals)
       .def_ro("counters", &Timeline::counters)
@@ -259,7 +269,7 @@ void bind_timeline(nb::module_& m) {
 }
 
 void bind_estimate(nb::module_& m) {
-  nb::class_<ModeEstimate>(m, "ModeEstimate")
+  nb::class_<ModeEstimate>(m, "ModeEstimate", "The closed-form model's estimate of one plan (model/estimate.hpp).")
       .def_ro("total_us", &ModeEstimate::total_us)
       .def_ro("gemm_alone_us", &ModeEstimate::gemm_alone_us)
       .def_ro("comm_alone_us", &ModeEstimate::comm_alone_us)
@@ -277,7 +287,8 @@ void bind_estimate(nb::module_& m) {
       .def_ro("capacity", &sim::ResourceUsage::capacity)
       .def_ro("work_done", &sim::ResourceUsage::work_done)
       .def_ro("utilization", &sim::ResourceUsage::utilization);
-  nb::class_<sim::SimResult>(m, "SimResult")
+  nb::class_<sim::SimResult>(m, "SimResult",
+                             "One simulated run: total_us, the GEMM and communication times, the timeline.")
       .def_ro("total_us", &sim::SimResult::total_us)
       .def_ro("gemm_us", &sim::SimResult::gemm_us)
       .def_ro("comm_us", &sim::SimResult::comm_us)
@@ -311,7 +322,9 @@ void bind_estimate(nb::module_& m) {
 }
 
 void bind_planner(nb::module_& m) {
-  nb::class_<sim::PlannerOptions>(m, "PlannerOptions")
+  nb::class_<sim::PlannerOptions>(
+      m, "PlannerOptions",
+      "The planner's search: modes, comm SM range, simulate_top, max_groups, min_gain (sim/planner.hpp).")
       .def(nb::init<>())
       .def_prop_rw(
           "modes",
@@ -363,7 +376,9 @@ void bind_planner(nb::module_& m) {
                            c.from_cache ? " (cache)" : "", c.tuning_ms);
       });
   // One line per PlanResult field: a field added to the struct is one more def_ro here.
-  nb::class_<sim::PlanResult> plan_result(m, "PlanResult");
+  nb::class_<sim::PlanResult> plan_result(m, "PlanResult",
+                                          "The planner's answer: best, predicted_us, the sequential baseline and its "
+                                          "time, speedup, the ranked alternatives (sim/planner.hpp).");
   ro_copy(plan_result, "problem", &sim::PlanResult::problem);
   ro_copy(plan_result, "best", &sim::PlanResult::best);
   ro_copy(plan_result, "sequential", &sim::PlanResult::sequential);
@@ -402,7 +417,8 @@ void bind_calibration(nb::module_& m) {
       .def("__repr__", [](const FittedParameter& f) {
         return fmt::format("ovl.FittedParameter({} = {:.6g}, was {:.6g})", f.name, f.value, f.base_value);
       });
-  nb::class_<CalibrationResult> calibration(m, "CalibrationResult");
+  nb::class_<CalibrationResult> calibration(
+      m, "CalibrationResult", "A fitted profile (hardware) with each parameter's fit (parameters) and notes.");
   ro_copy(calibration, "hardware", &CalibrationResult::hardware);
   calibration.def_ro("parameters", &CalibrationResult::parameters)
       .def_ro("notes", &CalibrationResult::notes)
@@ -437,7 +453,8 @@ void bind_calibration(nb::module_& m) {
       .def_ro("measured_us", &sim::CaseResult::measured_us)
       .def_ro("model_us", &sim::CaseResult::model_us)
       .def_ro("sim_us", &sim::CaseResult::sim_us);
-  nb::class_<sim::ValidationResult>(m, "ValidationResult")
+  nb::class_<sim::ValidationResult>(
+      m, "ValidationResult", "Predicted against measured per case, the error statistics and the ranking quality.")
       .def_ro("hardware", &sim::ValidationResult::hardware)
       .def_ro("cases", &sim::ValidationResult::cases)
       .def_ro("model", &sim::ValidationResult::model)

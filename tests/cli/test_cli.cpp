@@ -139,7 +139,8 @@ TEST(Cli, PlanOnAnAmpereProfileKeepsToWhatAmpereRuns) {
   const CliRun r = invoke(argv);
   ASSERT_EQ(r.status, 0) << r.err;
   // ovl's GEMM and the TMA collective need Hopper: only cuBLAS-based modes on NCCL remain.
-  for (const auto& alt : nlohmann::json::parse(r.out)["alternatives"]) {
+  const nlohmann::json planned = nlohmann::json::parse(r.out);  // alive through the loop (not a temporary's member)
+  for (const auto& alt : planned["alternatives"]) {
     const std::string mode = alt["mode"].get<std::string>();
     EXPECT_TRUE(mode == "sequential" || mode == "decomposed") << alt.dump();
   }
