@@ -89,6 +89,7 @@ TEST(BenchNames, Parse) {
   EXPECT_EQ(g->b_layout, BLayout::kKxN);
   EXPECT_EQ(g->sms, 124);
   EXPECT_EQ(parse_bench_name(g->name())->name(), "gemm/cublas/8192x4096x1024/nn/sms:124");
+  EXPECT_FALSE(parse_bench_name("gemm/ovl/99999999999x8x8/nt/sms:132/manual_time"));  // past the 32-bit sizes
   // fp16 cases: timed like their bf16 twins (one rate for both), under their own names.
   EXPECT_EQ(parse_bench_name("gemm/cublas-fp16/8192x4096x1024/nn/sms:124/manual_time")->gemm_impl(), GemmImpl::kCublas);
   auto h = parse_bench_name("gemm/ovl-fp16/8192x4096x1024/nt/sms:132/manual_time");
