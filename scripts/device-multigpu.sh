@@ -23,7 +23,8 @@
 #   overlap-symmetric  bench_overlap, comm_algo nccl-symmetric: sequential (every op; AG+GEMM also CTA policy zero),
 #                 decomposed, tile-signal and green-context GEMM+AR (the /algo:nccl-symmetric cases), each against
 #                 cuBLAS + NCCL
-#                 Each overlap set is one bench_overlap run of at most OVL_BENCH_TIMEOUT (480 s); name one per call.
+#                 Each overlap set is one bench_overlap run; name one per call. Every step ends by the call's deadline
+#                 (device-run.sh: OVL_CALL_S, 570 s after the start), so a set cut short loses its own JSON only.
 #   paced         after an overlap set in the same call: the same cases in paced loopback of the machine's world on
 #                 its GPU 0 (OVL_BENCH_LOOPBACK_WORLD = the GPU count, link profile h200x2 on 2 GPUs, else
 #                 nvlink4-node8) -> bench_overlap-paced.json, and the emulation against the real world case by case
@@ -36,6 +37,8 @@
 #   mpi           bench_collectives with a process per GPU (mpirun -np <GPUs>, OVL_BENCH_WORLD=mpi), 16 MiB-1 GiB,
 #                 -> bench_collectives-mpi.json; and test_world's MPI tests under the same mpirun
 # NVLink multicast stays off (device-run.sh exports NCCL_NVLS_ENABLE=0 and the others). JSON and logs go to $OUT.
+# Carry .deps (nlohmann/json for the machine's build) in every call. A step's rc in the summary is its benchmark's or
+# test's own (a timeout is 124).
 set -uo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
 cd "$(dirname "$0")/.."
@@ -58,50 +61,56 @@ for what in "$@"; do
         overlap) f=$all; without_tma=$nccl_modes ;;
         overlap-nccl) f=$nccl_modes; without_tma=$nccl_modes ;;
         overlap-ag)
-          f="overlap/[^/]+/allgather-gemm/$shape/"
-          without_tma="overlap/(sequential|decomposed|tile-signal|green-context)/allgather-gemm/$shape/" ;;
+          f="overlap/[^/]+/allgather-gemm$tail"
+          without_tma="overlap/(sequential|decomposed|tile-signal|green-context)/allgather-gemm$tail" ;;
         overlap-swizzle)
           f="overlap/(tile-signal|green-context|tma)$swz"
           without_tma="overlap/(tile-signal|green-context)$swz" ;;
-        overlap-symmetric) f='/algo:nccl-symmetric(/cta_policy:[a-z]+)?/iterations'; without_tma=$f ;;
+        overlap-symmetric) f="/$shape/[^/]+/comm_sms:[0-9]+/algo:nccl-symmetric(/cta_policy:[a-z]+)?/iterations"
+          without_tma=$f ;;
       esac
       cmds+=(--cmd "f='$f';
         if [[ '$f' != '$without_tma' ]] && ! { grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\" &&
             grep -qE 'RealWorldEveryModeEqualsSequential .*Passed' \"\$OUT/ctest.log\"; }; then
           echo 'the real-world tma tests did not pass: tma cases left out'; f='$without_tma'; fi;
-        timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
+        echo \"\$f\" > /tmp/ovl_overlap_filter;
+        timeout -k 15 \$(call_left) build-device/bench/bench_overlap --benchmark_filter=\"\$f\" \
           --benchmark_out=\"\$OUT/bench_overlap.json\" --benchmark_out_format=json --benchmark_counters_tabular=true;
-        python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\" | tee \"\$OUT/overlap_table.txt\"") ;;
+        rc=\$?; python3 scripts/results.py overlap \"\$OUT/bench_overlap.json\"; exit \$rc") ;;
     paced)
       # The loopback emulation of this world on one GPU, on the cases of the overlap set before it (the paced loopback
       # refuses nccl-symmetric and ce by name).
       [[ -n ${f:-} ]] || { echo "paced: name an overlap set before it (its cases are the ones emulated)" >&2; exit 2; }
-      cmds+=(--cmd "np=\$(nvidia-smi -L | wc -l); prof=nvlink4-node8; [[ \$np == 2 ]] && prof=h200x2;
+      # The filter the overlap step ran (without tma when its tests failed), else the one it was given.
+      cmds+=(--cmd "np=\$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); [[ \$np -ge 2 ]] || { echo \"paced: \$np GPUs\"; exit 1; }
+        prof=nvlink4-node8; [[ \$np == 2 ]] && prof=h200x2; pf=\$(cat /tmp/ovl_overlap_filter 2>/dev/null || echo '$f');
         CUDA_VISIBLE_DEVICES=0 OVL_BENCH_LOOPBACK_WORLD=\$np OVL_LINK_PROFILE=\$prof env -u OVL_BENCH_WORLD \
-          timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_overlap --benchmark_filter='$f' \
-          --benchmark_out=\"\$OUT/bench_overlap-paced.json\" --benchmark_out_format=json > /dev/null;
+          timeout -k 15 \$(call_left) build-device/bench/bench_overlap --benchmark_filter=\"\$pf\" \
+          --benchmark_out=\"\$OUT/bench_overlap-paced.json\" --benchmark_out_format=json > /dev/null; rc=\$?;
         python3 scripts/results.py overlap \"\$OUT/bench_overlap-paced.json\" --compare \"\$OUT/bench_overlap.json\" |
-          tail -12") ;;
+          tail -12; exit \$rc") ;;
     autoplan)
       targets+=" bench_autoplan"
       # Its candidates include tma plans, which it cannot leave out: it runs only when the real-world tma tests passed.
       cmds+=(--cmd "if grep -qE 'RealWorldTmaBackToBackCalls .*Passed' \"\$OUT/ctest.log\" &&
             grep -qE 'RealWorldEveryModeEqualsSequential .*Passed' \"\$OUT/ctest.log\"; then
-          timeout -k 30 \${OVL_BENCH_TIMEOUT:-480} build-device/bench/bench_autoplan --out \"\$OUT/bench_autoplan.json\";
-          python3 scripts/results.py autoplan \"\$OUT/bench_autoplan.json\";
-        else echo 'the real-world tma tests did not pass: bench_autoplan not run'; fi") ;;
+          timeout -k 15 \$(call_left) build-device/bench/bench_autoplan --out \"\$OUT/bench_autoplan.json\"; rc=\$?;
+          python3 scripts/results.py autoplan \"\$OUT/bench_autoplan.json\"; exit \$rc;
+        else echo 'the real-world tma tests did not pass: bench_autoplan not run'; exit 1; fi") ;;
     python)
       targets+=" _ovl"
-      cmds+=(--cmd "ctest --test-dir build-device -L python --output-on-failure;
-        np=\$(nvidia-smi -L | wc -l);
-        PYTHONPATH=build-device/python timeout -k 10 300 torchrun --nproc_per_node=\$np examples/python/tp_mlp.py --graph") ;;
+      cmds+=(--cmd "ctest --test-dir build-device -L python --output-on-failure --timeout 240; rc=\$?;
+        np=\$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ');
+        PYTHONPATH=build-device/python timeout -k 10 \$(call_left) python3 -m torch.distributed.run \
+          --nproc_per_node=\$np examples/python/tp_mlp.py --graph || rc=\$?; exit \$rc") ;;
     mpi)
-      cmds+=(--cmd "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; np=\$(nvidia-smi -L | wc -l);
-        timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='*.Mpi*';
-        OVL_BENCH_WORLD=mpi timeout -k 30 480 mpirun -np \$np build-device/bench/bench_collectives \
+      cmds+=(--cmd "command -v mpirun >/dev/null || { echo 'no mpirun on this machine'; exit 1; }
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; np=\$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ');
+        timeout -k 10 120 mpirun -np \$np build-device/tests/test_world --gtest_filter='*.Mpi*'; rc=\$?;
+        OVL_BENCH_WORLD=mpi timeout -k 15 \$(call_left) mpirun -np \$np build-device/bench/bench_collectives \
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
-          --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json;
-        python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"") ;;
+          --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json || rc=\$?;
+        python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"; exit \$rc") ;;
     *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, paced, autoplan, python, mpi)" >&2
        exit 2 ;;
   esac

@@ -18,7 +18,10 @@
 # gets (12 such reports in a memcheck run of three world-1 tests), and every CUDA call of ovl is checked anyway.
 # --mpi runs test_world as NP processes of mpirun on this machine's GPUs (they share a GPU when there are fewer),
 # gtest FILTER (default *.Mpi*), its whole output in run.log (Open MPI as root: OMPI_ALLOW_RUN_AS_ROOT).
-# OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call.
+# OVL_BENCH_TIMEOUT bounds each benchmark executable (900 s), so a kernel that hangs cannot take the whole call; and
+# no benchmark runs past the call's deadline, OVL_CALL_S (570 s) after the start, less a margin: the GPU machine kills a
+# call at 600 s, and a benchmark killed then loses its JSON (Google Benchmark writes it at exit). `call_left` (the
+# seconds a step may still take) is there for --cmd steps too.
 #   e.g. scripts/device-run.sh --tests 'Gemm' bench_gemm:'gemm/.*/8192x8192x8192/.*'
 #
 # The machine has no package manager: nlohmann/json travels in .deps/include (carry .deps) when it is missing.
@@ -58,6 +61,8 @@ note() { echo "$*" | tee -a "$log"; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 build=build-device
 start=$(date +%s)
+deadline=$(( start + ${OVL_CALL_S:-570} ))
+call_left() { local s=$(( deadline - $(date +%s) - 20 )); (( s < 10 )) && s=10; echo "$s"; }
 note "== configure + build ($(nvcc --version | tail -1), $(cmake --version | head -1))"
 extra=()
 [[ -f .deps/include/nlohmann/json.hpp ]] && extra+=(-DOVL_NLOHMANN_INCLUDE_DIR=$PWD/.deps/include)
@@ -67,6 +72,7 @@ if python3 -c 'import nanobind, os, sysconfig; assert os.path.exists(sysconfig.g
   extra+=(-DOVL_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
 else
   note "no nanobind or Python headers: the Python module is not built"
+  targets=${targets//_ovl/}
 fi
 if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >>"$log" 2>&1 ||
    ! cmake --build $build -j "$(nproc)" ${targets:+--target $targets} >>"$log" 2>&1; then
@@ -153,7 +159,9 @@ for spec in "${benches[@]}"; do
   section "$bench ${filter:+--benchmark_filter=$filter} $bench_args"
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  timeout -k 30 "${OVL_BENCH_TIMEOUT:-900}" $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
+  limit=$(call_left)
+  (( limit > ${OVL_BENCH_TIMEOUT:-900} )) && limit=${OVL_BENCH_TIMEOUT:-900}
+  timeout -k 15 "$limit" $exe ${filter:+--benchmark_filter="$filter"} --benchmark_out="$out/$bench.json" --benchmark_out_format=json \
        --benchmark_counters_tabular=true $bench_args >>"$log" 2>&1
   summary+=("$bench: rc $? in $(( $(date +%s) - t0 )) s, $(grep -c '"name"' "$out/$bench.json" 2>/dev/null) cases")
 done
@@ -166,6 +174,7 @@ if [[ -n $smi_pid ]]; then
 fi
 rm -f "$sections" "$smi"
 
+[[ -s "$out/failed.txt" ]] || rm -f "$out/failed.txt"  # one file fewer of the 8 that come back
 echo
 echo "== summary ($(( $(date +%s) - start )) s)"
 printf '%s\n' "${summary[@]}"
