@@ -1,5 +1,7 @@
 #include "ovl/model/plan_cache.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -169,8 +171,8 @@ PlanCache PlanCache::load(const std::string& path) {
 void PlanCache::save(const std::string& path) const {
   // A temporary file of this writer's own (two processes saving one cache each rename a whole file into place).
   static std::atomic<unsigned> saves{0};
-  const std::string tmp =
-      fmt::format("{}.tmp.{}.{}", path, std::hash<std::thread::id>{}(std::this_thread::get_id()), saves.fetch_add(1));
+  const std::string tmp = fmt::format("{}.tmp.{}.{}.{}", path, ::getpid(),
+                                      std::hash<std::thread::id>{}(std::this_thread::get_id()), saves.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::trunc);
     OVL_CHECK(out.good(), "plan cache \"{}\": cannot write \"{}\"", path, tmp);
