@@ -26,21 +26,17 @@ int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::
     if (!output) throw UsageError("missing -o FILE (where to write the fitted profile)");
     const std::vector<nlohmann::json> files = read_json_files(args.positionals());
     // The base profile: --profile / --gpu, else the built-in profile of the GPU the files name, else the H200's.
-    try {
-      (void)benchmark_files_gpu(files, args.positionals());  // one GPU's files, named by path
+    const bool given = args.has("profile") || args.has("gpu");
+    Hardware base;
+    try {  // one GPU's files either way, named by path
+      if (given)
+        (void)benchmark_files_gpu(files, args.positionals());
+      else
+        base = calibration_base(files, args.positionals());
     } catch (const Error& e) {
       throw UsageError(e.message());
     }
-    Hardware base;
-    if (args.has("profile") || args.has("gpu")) {
-      base = hardware_from_args(args, "h200");
-    } else {
-      try {
-        base = calibration_base(files, args.positionals());
-      } catch (const Error& e) {
-        throw UsageError(fmt::format("{} (--gpu NAME or --profile FILE)", e.message()));
-      }
-    }
+    if (given) base = hardware_from_args(args, "h200");
     const CalibrationResult result = calibrate(files, base);
     try {
       save_hardware(result.hardware, *output);

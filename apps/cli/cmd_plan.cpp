@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -47,15 +46,11 @@ int cmd_plan(const std::vector<std::string>& argv, std::ostream& out, std::ostre
       size_t start = 0;
       while (start <= modes->size()) {
         const size_t comma = std::min(modes->find(',', start), modes->size());
-        Mode mode;
         try {
-          mode = parse_mode(modes->substr(start, comma - start));
+          options.modes.push_back(parse_mode(modes->substr(start, comma - start)));
         } catch (const Error& e) {
           throw UsageError(e.message());
         }
-        if (std::find(options.modes.begin(), options.modes.end(), mode) != options.modes.end())
-          throw UsageError(fmt::format("--modes {}: {} given twice", *modes, to_string(mode)));
-        options.modes.push_back(mode);
         start = comma + 1;
       }
     }

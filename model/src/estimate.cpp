@@ -60,7 +60,6 @@ GemmEstimate estimate_gemm(const GemmShape& shape, GemmImpl impl, int sms, const
   OVL_CHECK(tile.m > 0 && tile.n > 0 && tile.k > 0, "estimate_gemm: tile {}x{}x{} must be positive", tile.m, tile.n,
             tile.k);
   OVL_CHECK(sms >= 1, "estimate_gemm: sms = {} must be at least 1", sms);
-  hw.validate();
   const GemmTiming g = detail::gemm_timing(shape, impl, sms, tile, order, hw, regime, true, stream_k);
   GemmEstimate e;
   e.us = g.total_us();

@@ -712,7 +712,7 @@ Hardware calibration_base(const std::vector<nlohmann::json>& files, const std::v
   try {
     return hardware_for_device_name(gpu);
   } catch (const Error& e) {
-    OVL_FAIL("{}: give the profile to start the fit from", e.message());
+    OVL_FAIL("{}: give the profile to start the fit from (a built-in GPU name or a profile file)", e.message());
   }
 }
 

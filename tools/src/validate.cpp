@@ -73,11 +73,10 @@ ErrorStats error_stats(const std::vector<double>& ape) {
 ValidationResult validate(const std::vector<nlohmann::json>& files, const std::optional<Hardware>& profile) {
   OVL_CHECK(!files.empty(), "validate: no measurement files given");
   Hardware hw;
-  (void)benchmark_files_gpu(files);  // one GPU's measurements, whichever profile predicts them
+  const std::string gpu = benchmark_files_gpu(files);  // one GPU's measurements, whichever profile predicts them
   if (profile) {
     hw = *profile;
   } else {
-    const std::string gpu = benchmark_files_gpu(files);
     OVL_CHECK(!gpu.empty() && gpu != "none",
               "validate: the measurements name no GPU in their context; pass --profile FILE");
     hw = hardware_for_device_name(gpu);
