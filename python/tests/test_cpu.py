@@ -221,3 +221,18 @@ def test_context_without_cuda_is_a_clear_error():
         pytest.skip("CUDA build: ovl.Context exists (tests/test_gpu.py)")
     with pytest.raises(ovl.Error, match="CUDA build"):
         ovl.Context(loopback_world=8)
+
+
+def test_type_stubs_beside_the_extension():
+    # ovl/_ovl.pyi is generated from the built module (python/CMakeLists.txt) and installed with it, with py.typed.
+    import ast
+    import pathlib
+
+    here = pathlib.Path(ovl._ovl.__file__).parent
+    assert (here / "py.typed").exists()
+    tree = ast.parse((here / "_ovl.pyi").read_text())
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for name in ("Plan", "Problem", "Hardware", "PlanResult", "SimResult", "Error"):
+        assert name in classes, name
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert {"default_plan", "load_plan", "modes"} <= functions, functions
