@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -257,6 +258,9 @@ std::string Plan::summary() const {
 std::vector<int> even_groups(int64_t tiles, int groups) {
   OVL_CHECK(tiles >= 1, "even_groups: tiles = {} must be positive", tiles);
   OVL_CHECK(groups >= 1 && groups <= tiles, "even_groups: groups = {} must be in [1, {}] (tiles)", groups, tiles);
+  OVL_CHECK((tiles + groups - 1) / groups <= std::numeric_limits<int>::max(),
+            "even_groups: tiles = {} in {} groups exceeds the largest group size {}", tiles, groups,
+            std::numeric_limits<int>::max());
   // Equal sizes where the count divides (so groups of tiles_m / g whole bands stay whole bands); otherwise the
   // first (tiles % groups) groups get one tile more.
   std::vector<int> out(size_t(groups), int(tiles / groups));
@@ -276,6 +280,8 @@ std::vector<int> groups_of_bands(int64_t tiles_m, int64_t tiles_n, int64_t band_
   int64_t band = 0;
   for (int b : even_groups(bands, groups)) {
     const int64_t rows = std::min(tiles_m, (band + b) * band_rows) - band * band_rows;
+    OVL_CHECK(rows * tiles_n <= std::numeric_limits<int>::max(), "{}: a group of {} x {} tiles exceeds {}", what, rows,
+              tiles_n, std::numeric_limits<int>::max());
     out.push_back(int(rows * tiles_n));
     band += b;
   }

@@ -154,6 +154,10 @@ TEST(Plan, Groups) {
   EXPECT_EQ(band_groups(5, 3, 2), (std::vector<int>{9, 6}));
   EXPECT_THROW(even_groups(4, 5), Error);
   EXPECT_THROW(band_groups(4, 2, 5), Error);
+  // Group sizes are ints: a larger group is refused, never truncated.
+  EXPECT_THROW(even_groups(int64_t{1} << 32, 1), Error);
+  EXPECT_EQ(even_groups(int64_t{1} << 32, 4), std::vector<int>(4, 1 << 30));
+  EXPECT_THROW(band_groups(int64_t{1} << 20, int64_t{1} << 12, 1), Error);
 }
 
 TEST(Plan, SwizzleBandGroups) {
