@@ -134,25 +134,30 @@ def _modes(modes) -> list:
     return names
 
 
-def _loopback(hw: Hardware, world: int, loopback: Union[bool, str]) -> Hardware:
-    # loopback=True plans for rank 0's share on one GPU, as Context(loopback_world=W) runs it.
+def _loopback(hw: Hardware, world: int, loopback: Union[bool, str], link_profile=None) -> Hardware:
+    # loopback=True plans for rank 0's share on one GPU, as Context(loopback_world=W) runs it; link_profile paces it
+    # (as Context(link_profile=...) or env OVL_LINK_PROFILE runs it).
     if not loopback:
+        if link_profile is not None:
+            raise Error(f"link_profile {os.fspath(link_profile)!r} paces a loopback; give loopback=True")
         return hw
-    return hw.loopback(world, "rank0" if loopback is True else loopback)
+    return hw.loopback(world, "rank0" if loopback is True else loopback, link_profile)
 
 
 def plan(op: str, m: int, n: int, k: int, world: int, *, gpu: Optional[str] = None, profile=None,
          hardware: Optional[Hardware] = None, dtype="bf16", b_layout: str = "nt", gpus_per_node: int = 8,
-         out_dtype=None, loopback: Union[bool, str] = False, modes: Optional[Union[str, Iterable[str]]] = None,
+         out_dtype=None, loopback: Union[bool, str] = False,
+         link_profile: Optional[Union[str, os.PathLike]] = None, modes: Optional[Union[str, Iterable[str]]] = None,
          min_comm_sms: int = 8,
          max_comm_sms: int = 64, simulate_top: int = 8, max_groups: int = 64, use_simulator: bool = True,
          runnable_only: bool = True, min_gain: float = 0.0) -> PlanResult:
     """The planner's choice for one problem: ``result.best`` (a Plan), ``predicted_us``, the baseline
     (``sequential``, ``sequential_us``; ``sequential_best`` when the baseline itself is the answer), ``speedup`` and the
-    ranked ``alternatives`` (sim/planner.hpp). ``loopback`` plans for a loopback world; an overlapped plan must be
-    predicted faster than the baseline by ``min_gain`` (a fraction)."""
+    ranked ``alternatives`` (sim/planner.hpp). ``loopback`` plans for a loopback world, ``link_profile`` (a built-in
+    name or a JSON file) for a paced one; an overlapped plan must be predicted faster than the baseline by
+    ``min_gain`` (a fraction)."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
-    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
+    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     o = PlannerOptions()
     if modes is not None:
         o.modes = _modes(modes)
@@ -174,12 +179,13 @@ def _plan_for(p: Problem, hw: Hardware, plan_or_mode: Union[Plan, str, None]) ->
 def simulate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str, None] = None, *,
              gpu: Optional[str] = None, profile=None, hardware: Optional[Hardware] = None, dtype="bf16",
              b_layout: str = "nt", gpus_per_node: int = 8, out_dtype=None, loopback: Union[bool, str] = False,
+             link_profile: Optional[Union[str, os.PathLike]] = None,
              trace: Optional[Union[str, os.PathLike]] = None, counters: bool = True, steps: bool = True,
              trace_ranks: int = 1) -> SimResult:
     """Simulates ``plan`` (a Plan, a mode name for its default plan, or None for the planner's best) and returns
     the SimResult (``total_us``, ``timeline.intervals`` ...); ``trace`` writes its Chrome trace (Perfetto) there."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
-    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
+    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     result = _ovl._simulate(p, _plan_for(p, hw, plan), hw, True, counters, steps, _int("trace_ranks", trace_ranks, 32))
     if trace is not None:
         result.timeline.write_chrome_trace(os.fspath(trace))
@@ -189,10 +195,11 @@ def simulate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str,
 def estimate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str, None] = None, *,
              gpu: Optional[str] = None, profile=None, hardware: Optional[Hardware] = None, dtype="bf16",
              b_layout: str = "nt", gpus_per_node: int = 8, out_dtype=None,
-             loopback: Union[bool, str] = False) -> ModeEstimate:
+             loopback: Union[bool, str] = False,
+             link_profile: Optional[Union[str, os.PathLike]] = None) -> ModeEstimate:
     """The closed-form model's estimate (model/estimate.hpp) of ``plan`` (as for simulate)."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
-    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback)
+    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     return _ovl._estimate(p, _plan_for(p, hw, plan), hw)
 
 

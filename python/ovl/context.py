@@ -109,17 +109,20 @@ class Context:
     def __init__(self, loopback_world: int = 0, device: Optional[int] = None, hardware=None, trace: bool = False,
                  world: Optional[World] = None, loopback_share: str = "rank0", wait_timeout_ms: float = 0.0,
                  tuning: Optional[str] = None, tuning_candidates: int = 4, tuning_budget_ms: float = 300.0,
-                 tuning_min_gain: float = 0.02, plan_cache: Optional[str] = None):
+                 tuning_min_gain: float = 0.02, plan_cache: Optional[str] = None,
+                 link_profile: Optional[Union[str, os.PathLike]] = None):
         """``tuning``: "measured" (time the best candidates on the first call of a shape) or "predicted" (the
         planner alone); default: env OVL_TUNING, else measured. An overlapped plan is chosen only when faster than
         the best sequential one by ``tuning_min_gain`` (a fraction). ``plan_cache``: a file of chosen plans (default: env
-        OVL_PLAN_CACHE; "" for none)."""
+        OVL_PLAN_CACHE; "" for none). ``link_profile``: paces a loopback world's link (a built-in name, "nvlink4-node8"
+        or "h200x2", or a JSON file; default: env OVL_LINK_PROFILE, else unpaced); ``planning_hardware`` prices it."""
         if device is None:
             device = world.device if world is not None else 0
         self._ctx = _ovl._Context(loopback_world, int(device), _profile(hardware), bool(trace), world, loopback_share,
                                   float(wait_timeout_ms), tuning, int(tuning_candidates), float(tuning_budget_ms),
                                   float(tuning_min_gain),
-                                  None if plan_cache is None else str(plan_cache))
+                                  None if plan_cache is None else str(plan_cache),
+                                  None if link_profile is None else os.fspath(link_profile))
         self._world_size = self._ctx.world_size
         self._op = self._ctx._op
 
@@ -128,6 +131,7 @@ class Context:
     rank = property(lambda self: self._ctx.rank)
     world_size = property(lambda self: self._world_size)
     loopback = property(lambda self: self._ctx.loopback)
+    link_profile = property(lambda self: self._ctx.link_profile)  # the paced loopback's link profile name, or None
     sm_count = property(lambda self: self._ctx.sm_count)
     hardware = property(lambda self: self._ctx.hardware)
     planning_hardware = property(lambda self: self._ctx.planning_hardware)

@@ -19,6 +19,7 @@
 #include "ovl/core/world.hpp"
 #include "ovl/cuda_check.hpp"
 #include "ovl/error.hpp"
+#include "ovl/model/link_profile.hpp"
 #include "tensors.hpp"
 
 namespace nb = nanobind;
@@ -180,8 +181,9 @@ void bind_context(nb::module_& m) {
           [](Context* self, int loopback_world, int device, std::optional<Hardware> hardware, bool trace,
              std::optional<World> world, std::string_view loopback_share, double wait_timeout_ms,
              std::optional<std::string> tuning, int tuning_candidates, double tuning_budget_ms, double tuning_min_gain,
-             std::optional<std::string> plan_cache) {
+             std::optional<std::string> plan_cache, std::optional<std::string> link_profile) {
             ContextOptions o;
+            if (link_profile) o.link_profile = link_profile_from_arg(*link_profile);
             if (tuning) o.tuning = parse_tuning(*tuning);
             o.tuning_candidates = tuning_candidates;
             o.tuning_min_gain = tuning_min_gain;
@@ -200,12 +202,18 @@ void bind_context(nb::module_& m) {
             new (self) Context(o);
           },
           "loopback_world"_a, "device"_a, "hardware"_a, "trace"_a, "world"_a, "loopback_share"_a, "wait_timeout_ms"_a,
-          "tuning"_a, "tuning_candidates"_a, "tuning_budget_ms"_a, "tuning_min_gain"_a, "plan_cache"_a)
+          "tuning"_a, "tuning_candidates"_a, "tuning_budget_ms"_a, "tuning_min_gain"_a, "plan_cache"_a,
+          "link_profile"_a)
       .def_prop_ro("device", &Context::device)
       .def_prop_ro("rank", &Context::rank)
       .def_prop_ro("world_size", &Context::world_size)
       .def_prop_ro("loopback", &Context::loopback)
       .def_prop_ro("loopback_share", [](const Context& c) { return std::string(to_string(c.loopback_share())); })
+      .def_prop_ro("link_profile",
+                   [](const Context& c) -> std::optional<std::string> {
+                     if (!c.link_profile()) return std::nullopt;
+                     return c.link_profile()->name;
+                   })
       .def_prop_ro("sm_count", &Context::sm_count)
       .def_prop_ro("hardware", &Context::hardware)
       .def_prop_ro("planning_hardware", &Context::planning_hardware)

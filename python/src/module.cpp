@@ -19,6 +19,7 @@
 #include "ovl/model/hardware.hpp"
 #include "ovl/model/hardware_fields.hpp"
 #include "ovl/model/json_document.hpp"
+#include "ovl/model/link_profile.hpp"
 #include "ovl/model/plan.hpp"
 #include "ovl/model/plan_cache.hpp"
 #include "ovl/model/problem.hpp"
@@ -227,10 +228,15 @@ void bind_hardware(nb::module_& m) {
       .def_static("field_names", &hardware_field_names)
       .def(
           "loopback",
-          [](const Hardware& h, int world, std::string_view share) {
-            return loopback_hardware(h, world, parse_loopback_share(share));
+          [](const Hardware& h, int world, std::string_view share,
+             const std::optional<std::filesystem::path>& link_profile) {
+            std::optional<LinkProfile> link;
+            if (link_profile) link = link_profile_from_arg(link_profile->string());
+            return loopback_hardware(h, world, parse_loopback_share(share), link);
           },
-          "world"_a, "share"_a = "rank0")
+          "world"_a, "share"_a = "rank0", "link_profile"_a = nb::none(),
+          "The profile a loopback world of `world` ranks on this GPU runs with; `link_profile` (a built-in name, "
+          "nvlink4-node8 or h200x2, or a JSON file) paces rank 0's share to that link (ovl plan --link-profile).")
       .def("__repr__", [](const Hardware& h) { return "ovl.Hardware(" + h.name + ")"; });
   json_methods(hw);
 }

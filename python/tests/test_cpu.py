@@ -236,3 +236,26 @@ def test_type_stubs_beside_the_extension():
         assert name in classes, name
     functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     assert {"default_plan", "load_plan", "modes"} <= functions, functions
+
+
+def test_paced_loopback_planning(tmp_path):
+    """link_profile (a built-in name or a file) paces the loopback as `ovl plan --loopback rank0 --link-profile`
+    does: the sequential baseline's collective crosses the slower link, so it is priced slower than unpaced."""
+    unpaced = ovl.plan(**SHAPE, loopback=True)
+    paced = ovl.plan(**SHAPE, loopback=True, link_profile="nvlink4-node8")
+    assert "paced: nvlink4-node8" in paced.hardware
+    assert paced.sequential_us > unpaced.sequential_us
+    hw = ovl.Hardware.builtin("h200").loopback(8, link_profile="nvlink4-node8")
+    assert hw.emulation.loopback_rank0 and hw.name == paced.hardware
+    est = ovl.estimate(**SHAPE, plan="sequential", loopback=True, link_profile="h200x2")
+    assert est.total_us > ovl.estimate(**SHAPE, plan="sequential", loopback=True).total_us
+    with pytest.raises(ovl.Error, match="give loopback=True"):
+        ovl.plan(**SHAPE, link_profile="nvlink4-node8")
+    with pytest.raises(ovl.Error, match="no-such-link"):
+        ovl.plan(**SHAPE, loopback=True, link_profile="no-such-link")
+    bad = tmp_path / "link.json"
+    bad.write_text('{"name": "x"}')
+    with pytest.raises(ovl.Error, match="link.json"):
+        ovl.simulate(**SHAPE, plan="sequential", loopback=True, link_profile=bad)
+    with pytest.raises(ovl.Error, match="paces rank 0"):
+        ovl.Hardware.builtin("h200").loopback(8, "whole-world", "nvlink4-node8")

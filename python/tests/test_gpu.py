@@ -271,3 +271,18 @@ def test_loopback_peer_inputs_follow_the_current_stream(torch_gpu):
         ref += p.double()[: m // WORLD]
     err = rel_error(y, ref)
     assert err < TOL, f"relative error {err:.3g}"
+
+
+def test_paced_loopback_context(torch_gpu):
+    """Context(link_profile=...) paces the loopback world's link: the name is reported, the planning profile prices
+    that link (as ovl.plan(loopback=True, link_profile=...) does), and a GEMM+AllReduce still matches float64."""
+    torch = torch_gpu
+    ctx = ovl.Context(loopback_world=WORLD, link_profile="nvlink4-node8")
+    assert ctx.link_profile == "nvlink4-node8"
+    assert ctx.planning_hardware.name == ctx.hardware.loopback(WORLD, link_profile="nvlink4-node8").name
+    a, b = inputs(torch, "gemm-allreduce", seed=5)
+    y = ctx.gemm_all_reduce(a, b)
+    err = rel_error(y, reference(ctx, "gemm-allreduce", a, b))
+    assert err < TOL, f"relative error {err:.3g}"
+    with pytest.raises(ovl.Error, match="no-such-link"):
+        ovl.Context(loopback_world=WORLD, link_profile="no-such-link")
