@@ -82,9 +82,20 @@ double Engine::flow_rate(FlowId id) const {
 // Progressive filling: raise the rate of every unfixed flow by the same step until a resource saturates or a
 // flow reaches its cap; fix those flows; repeat. A flow with no positive-weight use and no cap is unbounded
 // (rate = infinity: it completes at once).
+const Resource& Engine::resource(ResourceId id) const {
+  OVL_CHECK(id >= 0 && static_cast<size_t>(id) < resources_.size(), "unknown resource id {} (resources: {})", id,
+            resources_.size());
+  return resources_[static_cast<size_t>(id)];
+}
+
 std::vector<double> Engine::max_min_rates(const std::vector<FlowSpec>& flows, const std::vector<double>& capacity) {
   const size_t nf = flows.size();
   const size_t nr = capacity.size();
+  for (const FlowSpec& f : flows)
+    for (const FlowUse& u : f.uses)
+      OVL_CHECK(u.resource >= 0 && static_cast<size_t>(u.resource) < nr && u.weight >= 0 && std::isfinite(u.weight),
+                "max_min_rates: flow {} uses resource {} with weight {} (resources: {})", f.name, u.resource, u.weight,
+                nr);
   std::vector<double> rate(nf, 0.0);
   std::vector<char> fixed(nf, 0);
   std::vector<double> left(capacity);

@@ -167,6 +167,12 @@ TEST(Engine, BadInputsAndDeadlockThrow) {
   e.start_flow(stuck);
   EXPECT_THROW(e.run(), Error);  // zero capacity, no event to change it
   EXPECT_THROW(e.at(-1, [] {}), Error);
+  EXPECT_THROW(e.resource(-1), Error);
+  EXPECT_THROW(e.resource(1), Error);
+  EXPECT_EQ(e.resource(r).name, "dead");
+  // The public max-min solver checks what start_flow checks: resource indices and weights.
+  EXPECT_THROW(Engine::max_min_rates({flow({{1, 1}})}, {1.0}), Error);
+  EXPECT_THROW(Engine::max_min_rates({flow({{0, -1}})}, {1.0}), Error);
 }
 
 // A random scenario: resources, flows started at random times with random uses, weights and caps, some started

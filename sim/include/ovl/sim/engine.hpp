@@ -80,7 +80,7 @@ class Engine {
   TimeNs run();
 
   TimeNs now() const { return now_; }
-  const Resource& resource(ResourceId id) const { return resources_.at(static_cast<size_t>(id)); }
+  const Resource& resource(ResourceId id) const;  // throws ovl::Error on an unknown id
   const std::vector<Resource>& resources() const { return resources_; }
   bool flow_active(FlowId id) const;
   double flow_rate(FlowId id) const;  // current rate (progress units per ns); 0 for an ended flow
