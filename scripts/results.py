@@ -1259,7 +1259,8 @@ def cmd_link_profile(argv):
     (2(W-1)/W of the buffer) at link_GBps, over its 2(W-1) ring steps (so it includes NCCL's launch). nccl_ctas
     is NCCL's own CTA choice on that run (bench_collectives does not record it; 24 on the 2-H200 run, see
     docs/performance.md). nccl_busbw = NCCL's busbw at every size and CTA count measured, per collective, its own
-    choice (ctas:0) as the row of nccl_ctas CTAs (which the paced loopback then prices NCCL's calls by)."""
+    choice (ctas:0) as the row of nccl_ctas CTAs (which the paced loopback then prices NCCL's calls by);
+    tma_push_busbw and tma_pull_busbw the same for the TMA movers (which it then paces them by)."""
     sys.argv = ['results.py link-profile'] + argv
     parser = argparse.ArgumentParser()
     parser.add_argument("json")
@@ -1300,18 +1301,28 @@ def cmd_link_profile(argv):
     # that count.
     nccl_rows = [r for r in rows if r["impl"] == "nccl"]
     own = None if any(r["ctas"] == args.nccl_ctas for r in nccl_rows) else args.nccl_ctas
-    nccl = {(r["op"], r["ctas"] or own, r["size"]): r["busbw"] for r in nccl_rows if r["ctas"] or own}
-    table = None  # no NCCL cases (a loopback file): no table, the per-CTA rule
-    if nccl:
-        table_sizes = sorted({s for _, _, s in nccl})
-        table_ctas = sorted({c for _, c, _ in nccl})
-        table = collections.OrderedDict(sizes_MiB=[s / (1 << 20) for s in table_sizes], ctas=table_ctas)
+
+    def busbw_table(impl, impl_rows, own_ctas=None):
+        """impl's busbw by (CTAs, size) per collective; ctas:0 as the row of own_ctas. None without cases (a loopback
+        file: the per-CTA rule); an error (exit 1) when a size is missing at some CTA count."""
+        grid = {(r["op"], r["ctas"] or own_ctas, r["size"]): r["busbw"] for r in impl_rows if r["ctas"] or own_ctas}
+        if not grid:
+            return None
+        sizes = sorted({s for _, _, s in grid})
+        ctas = sorted({c for _, c, _ in grid})
+        table = collections.OrderedDict(sizes_MiB=[s / (1 << 20) for s in sizes], ctas=ctas)
         for op in ("allreduce", "reducescatter", "allgather"):
-            missing = [(c, s) for c in table_ctas for s in table_sizes if (op, c, s) not in nccl]
+            missing = [(c, s) for c in ctas for s in sizes if (op, c, s) not in grid]
             if missing:
-                print(f"nccl {op}: no case at (ctas, size) {missing[:3]}: the table needs every size at every CTA count")
-                return 1
-            table[op] = [[round(nccl[(op, c, s)], 1) for s in table_sizes] for c in table_ctas]
+                raise SystemExit(f"{impl} {op}: no case at (ctas, size) {missing[:3]}: the table needs every size at "
+                                 "every CTA count")
+            table[op] = [[round(grid[(op, c, s)], 1) for s in sizes] for c in ctas]
+        return table
+
+    tables = collections.OrderedDict()
+    tables["nccl_busbw"] = busbw_table("nccl", nccl_rows, own)
+    for impl in ("tma-push", "tma-pull"):
+        tables[impl.replace("-", "_") + "_busbw"] = busbw_table(impl, [r for r in rows if r["impl"] == impl])
     out = collections.OrderedDict(
         name=args.name,
         source=(f"fitted by scripts/results.py link-profile from {os.path.relpath(args.json)} (world {world}, "
@@ -1321,8 +1332,9 @@ def cmd_link_profile(argv):
         link_GBps=round(link, 1), nccl_ctas=args.nccl_ctas, nccl_per_cta_GBps=per_cta("nccl"),
         tma_push_per_cta_GBps=per_cta("tma-push"), tma_pull_per_cta_GBps=per_cta("tma-pull"),
         simt_per_cta_GBps=per_cta("simt"), latency_us=latency)
-    if table:
-        out["nccl_busbw"] = table
+    for key, table in tables.items():
+        if table:
+            out[key] = table
     print(json.dumps(out, indent=2))
     return 0
 

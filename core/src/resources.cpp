@@ -285,7 +285,7 @@ void Resources::pace(kernels::LoopbackArguments& a, const Call& call, double cal
   const Collective coll = collective_of(call.problem.op);
   const CommAlgo algo = call.plan.comm_algo;
   a.pace_ns_per_byte = link_load / id.link->paced_cta_GBps(algo, a.ctas, coll, call_bytes);  // GB/s = bytes per ns
-  a.pace_latency_ns = id.link->measured_nccl(algo, call_bytes)
+  a.pace_latency_ns = id.link->latency_measured(algo, call_bytes)
                           ? 0
                           : std::uint32_t(std::lround(link_steps(coll, algo, a.world) * id.link->latency_us * 1e3));
 }

@@ -194,7 +194,7 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
         priced_coeffs(c, algo, ctas, world, hw.emulation.loopback_rank0, hw.emulation.link_profile.has_value());
     const CommAlgo priced = priced_algo(algo, ctas);
     const auto& link = hw.emulation.link_profile;
-    cost.latency_us = link && link->measured_nccl(priced, call.bytes) ? 0.0 : k.steps * hw.fit.link_latency_us;
+    cost.latency_us = link && link->latency_measured(priced, call.bytes) ? 0.0 : k.steps * hw.fit.link_latency_us;
     cost.per_byte = per_byte_one_node(k, c, priced, world, ctas, call, hw, hbm_GBps);
     return cost;
   }
@@ -389,6 +389,7 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     out[i].link_load = i > 0 && rows == last
                            ? out[i - 1].link_load
                            : tma_mover_link_load(problem, units[i].begin, units[i].end, plan.comm_algo, ctas);
+    out[i].call_bytes = double(problem.comm_bytes());  // one streaming call over the buffer (Resources::loopback_args)
     last = rows;
   }
   return out;

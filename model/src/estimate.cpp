@@ -379,7 +379,7 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
 // (busy: the rates beside the GEMM, on the `busy_ctas` CTAs that get SMs then, and the HBM bandwidth the GEMM leaves
 // it) and after the GEMM (idle: all its CTAs, all of HBM). A call's size-dependent rates (coll_cost's call_bytes) are
 // those of the plan's mean unit (the simulator prices each call at its own bytes), none for units NCCL moves owner by
-// owner (CallAdjust::call_bytes).
+// owner (CallAdjust::call_bytes); a TMA mover's, the whole buffer's.
 struct CollCosts {
   CollCost busy, idle;
 };
@@ -394,7 +394,11 @@ CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const P
     calls += b > 0;
   }
   const int launched = collective_ctas(plan, coll);
-  const detail::PacedCall call{calls > 0 ? bytes / calls : 0.0, launched};
+  // A TMA mover is one call over the whole buffer, streaming group by group (as the executor paces it).
+  const detail::PacedCall call{is_tma_mover(plan.comm_algo) ? double(problem.comm_bytes())
+                               : calls > 0                  ? bytes / calls
+                                                            : 0.0,
+                               launched};
   auto cost = [&](bool beside_gemm, int ctas, double hbm_GBps) {
     return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, call,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);

@@ -33,6 +33,15 @@ constexpr RateField kRates[] = {
     {"simt_per_cta_GBps", &LinkProfile::simt_per_cta_GBps},
 };
 
+struct TableField {
+  const char* name;
+  std::optional<BusbwTable> LinkProfile::*member;
+};
+// Every measured table of LinkProfile: JSON I/O and validation walk this one list.
+constexpr TableField kTables[] = {{"nccl_busbw", &LinkProfile::nccl_busbw},
+                                  {"tma_push_busbw", &LinkProfile::tma_push_busbw},
+                                  {"tma_pull_busbw", &LinkProfile::tma_pull_busbw}};
+
 }  // namespace
 
 void LinkProfile::validate() const {
@@ -45,19 +54,20 @@ void LinkProfile::validate() const {
             name, nccl_ctas);
   OVL_CHECK(std::isfinite(latency_us) && latency_us >= 0,
             "link profile \"{}\": field \"latency_us\" = {} must not be negative", name, latency_us);
-  if (nccl_busbw) nccl_busbw->validate(name);
+  for (const auto& t : kTables)
+    if (this->*t.member) (this->*t.member)->validate(name, t.name);
 }
 
 namespace {
 struct TableOp {
   Collective c;
-  std::vector<std::vector<double>> NcclBusbw::*rows;
+  std::vector<std::vector<double>> BusbwTable::*rows;
 };
-// Every collective of NcclBusbw: validation, lookup and JSON walk this one table (JSON keys: to_string(c)).
-const TableOp kTableOps[] = {{Collective::kAllReduce, &NcclBusbw::allreduce},
-                             {Collective::kReduceScatter, &NcclBusbw::reducescatter},
-                             {Collective::kAllGather, &NcclBusbw::allgather}};
-const std::vector<std::vector<double>>& table_rows(const NcclBusbw& t, Collective c) {
+// Every collective of BusbwTable: validation, lookup and JSON walk this one table (JSON keys: to_string(c)).
+const TableOp kTableOps[] = {{Collective::kAllReduce, &BusbwTable::allreduce},
+                             {Collective::kReduceScatter, &BusbwTable::reducescatter},
+                             {Collective::kAllGather, &BusbwTable::allgather}};
+const std::vector<std::vector<double>>& table_rows(const BusbwTable& t, Collective c) {
   for (const auto& op : kTableOps)
     if (op.c == c) return t.*op.rows;
   OVL_FAIL("unknown collective");
@@ -78,39 +88,37 @@ Segment bracket(size_t n, At at, double x) {
 }
 }  // namespace
 
-void NcclBusbw::validate(const std::string& profile) const {
+void BusbwTable::validate(const std::string& profile, std::string_view field) const {
   const auto increasing = [](const auto& v) {
     return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
   };
   const bool finite = std::all_of(sizes_MiB.begin(), sizes_MiB.end(), [](double x) { return std::isfinite(x); });
   OVL_CHECK(!sizes_MiB.empty() && finite && increasing(sizes_MiB) && sizes_MiB.front() > 0,
-            "link profile \"{}\": field \"nccl_busbw.sizes_MiB\" = [{}] must be positive, finite and strictly "
-            "increasing",
-            profile, fmt::join(sizes_MiB, ", "));
+            "link profile \"{}\": field \"{}.sizes_MiB\" = [{}] must be positive, finite and strictly increasing",
+            profile, field, fmt::join(sizes_MiB, ", "));
   OVL_CHECK(!ctas.empty() && increasing(ctas) && ctas.front() >= 1 && ctas.back() <= 1024,
-            "link profile \"{}\": field \"nccl_busbw.ctas\" = [{}] must be in 1..1024 and strictly increasing", profile,
+            "link profile \"{}\": field \"{}.ctas\" = [{}] must be in 1..1024 and strictly increasing", profile, field,
             fmt::join(ctas, ", "));
   for (const auto& op : kTableOps) {
     const auto& rows = this->*op.rows;
     const std::string_view name = to_string(op.c);
-    OVL_CHECK(rows.size() == ctas.size(),
-              "link profile \"{}\": field \"nccl_busbw.{}\" has {} rows, one per CTA count ({})", profile, name,
-              rows.size(), ctas.size());
+    OVL_CHECK(rows.size() == ctas.size(), "link profile \"{}\": field \"{}.{}\" has {} rows, one per CTA count ({})",
+              profile, field, name, rows.size(), ctas.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       OVL_CHECK(rows[i].size() == sizes_MiB.size(),
-                "link profile \"{}\": field \"nccl_busbw.{}\" row {} (ctas {}) has {} values, one per size ({})",
-                profile, name, i, ctas[i], rows[i].size(), sizes_MiB.size());
+                "link profile \"{}\": field \"{}.{}\" row {} (ctas {}) has {} values, one per size ({})", profile,
+                field, name, i, ctas[i], rows[i].size(), sizes_MiB.size());
       for (size_t j = 0; j < rows[i].size(); ++j)
         OVL_CHECK(std::isfinite(rows[i][j]) && rows[i][j] > 0,
-                  "link profile \"{}\": field \"nccl_busbw.{}\" [{}][{}] = {} must be positive", profile, name, i, j,
+                  "link profile \"{}\": field \"{}.{}\" [{}][{}] = {} must be positive", profile, field, name, i, j,
                   rows[i][j]);
     }
   }
 }
 
-double NcclBusbw::GBps(Collective c, int call_ctas, double bytes) const {
-  OVL_CHECK(call_ctas >= 1, "nccl_busbw: ctas = {} must be at least 1", call_ctas);
-  OVL_CHECK(std::isfinite(bytes) && bytes > 0, "nccl_busbw: call bytes = {} must be positive", bytes);
+double BusbwTable::GBps(Collective c, int call_ctas, double bytes) const {
+  OVL_CHECK(call_ctas >= 1, "busbw table: ctas = {} must be at least 1", call_ctas);
+  OVL_CHECK(std::isfinite(bytes) && bytes > 0, "busbw table: call bytes = {} must be positive", bytes);
   const auto& rows = table_rows(*this, c);
   const double mib = bytes / double(1 << 20);
   const Segment s = bracket(
@@ -126,7 +134,7 @@ double NcclBusbw::GBps(Collective c, int call_ctas, double bytes) const {
 
 double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const {
   OVL_CHECK(ctas >= 1, "link profile: ctas = {} must be at least 1", ctas);
-  if (measured_nccl(algo, call_bytes)) return nccl_busbw->GBps(c, ctas, call_bytes) / ctas;
+  if (const BusbwTable* t = measured_table(algo, call_bytes)) return t->GBps(c, ctas, call_bytes) / ctas;
   double per_cta = nccl_per_cta_GBps;
   if (algo == CommAlgo::kTmaPush) per_cta = tma_push_per_cta_GBps;
   if (algo == CommAlgo::kTmaPull) per_cta = tma_pull_per_cta_GBps;
@@ -134,9 +142,33 @@ double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double
   return std::min(link_GBps / ctas, per_cta);
 }
 
-bool LinkProfile::measured_nccl(CommAlgo algo, double call_bytes) const {
-  return nccl_busbw && is_nccl(algo) && call_bytes > 0;
+const BusbwTable* LinkProfile::measured_table(CommAlgo algo, double call_bytes) const {
+  const std::optional<BusbwTable>* t = is_nccl(algo)                ? &nccl_busbw
+                                       : algo == CommAlgo::kTmaPush ? &tma_push_busbw
+                                       : algo == CommAlgo::kTmaPull ? &tma_pull_busbw
+                                                                    : nullptr;
+  return t != nullptr && t->has_value() && call_bytes > 0 ? &**t : nullptr;
 }
+
+bool LinkProfile::latency_measured(CommAlgo algo, double call_bytes) const {
+  return is_nccl(algo) && measured_table(algo, call_bytes) != nullptr;
+}
+
+namespace {
+// "; measured busbw: nccl (6 sizes 1-1024 MiB x 7 CTA counts), tma-push (...)", or "" without tables.
+std::string measured_summary(const LinkProfile& p) {
+  std::vector<std::string> parts;
+  for (const auto& t : kTables) {
+    if (const auto& table = p.*t.member) {
+      std::string_view name(t.name);
+      name.remove_suffix(std::string_view("_busbw").size());
+      parts.push_back(fmt::format("{} ({} sizes {}-{} MiB x {} CTA counts)", name, table->sizes_MiB.size(),
+                                  table->sizes_MiB.front(), table->sizes_MiB.back(), table->ctas.size()));
+    }
+  }
+  return parts.empty() ? std::string() : fmt::format("; calls at measured busbw: {}", fmt::join(parts, ", "));
+}
+}  // namespace
 
 std::string LinkProfile::summary() const {
   return fmt::format(
@@ -145,10 +177,7 @@ std::string LinkProfile::summary() const {
              "{:.1f}, tma-pull {:.1f}, simt {:.1f} GB/s",
              name, link_GBps, latency_us, nccl_per_cta_GBps, nccl_ctas, tma_push_per_cta_GBps, tma_pull_per_cta_GBps,
              simt_per_cta_GBps) +
-         (nccl_busbw ? fmt::format("; NCCL calls at measured busbw ({} sizes {}-{} MiB x {} CTA counts)",
-                                   nccl_busbw->sizes_MiB.size(), nccl_busbw->sizes_MiB.front(),
-                                   nccl_busbw->sizes_MiB.back(), nccl_busbw->ctas.size())
-                     : std::string());
+         measured_summary(*this);
 }
 
 LinkProfile builtin_link_profile(std::string_view name) {
@@ -200,25 +229,29 @@ void to_json(nlohmann::json& j, const LinkProfile& p) {
   for (const auto& f : kRates) j[f.name] = p.*f.member;
   j["nccl_ctas"] = p.nccl_ctas;
   j["latency_us"] = p.latency_us;
-  if (p.nccl_busbw) {
-    nlohmann::json t = {{"sizes_MiB", p.nccl_busbw->sizes_MiB}, {"ctas", p.nccl_busbw->ctas}};
-    for (const auto& op : kTableOps) t[std::string(to_string(op.c))] = *p.nccl_busbw.*op.rows;
-    j["nccl_busbw"] = std::move(t);
+  for (const auto& f : kTables) {
+    const std::optional<BusbwTable>& table = p.*f.member;
+    if (!table) continue;
+    nlohmann::json t = {{"sizes_MiB", table->sizes_MiB}, {"ctas", table->ctas}};
+    for (const auto& op : kTableOps) t[std::string(to_string(op.c))] = *table.*op.rows;
+    j[f.name] = std::move(t);
   }
 }
 
 namespace {
-// nccl_busbw's JSON: sizes_MiB, ctas and a [ctas][size] array per collective; notes under keys starting with "_".
-NcclBusbw read_nccl_busbw(const nlohmann::json& j) {
-  constexpr const char* kTable = "link profile nccl_busbw";
-  OVL_CHECK(j.is_object(), "link profile field \"nccl_busbw\" = {} is not an object", json_excerpt(j));
-  const auto numbers = [&](const nlohmann::json& v, const std::string& field) {
-    OVL_CHECK(v.is_array(), "{} field \"{}\" = {} is not an array", kTable, field, v.dump());
+// A busbw table's JSON (field `field`): sizes_MiB, ctas and a [ctas][size] array per collective; notes under keys
+// starting with "_".
+BusbwTable read_busbw_table(const nlohmann::json& j, const char* field) {
+  const std::string what = fmt::format("link profile {}", field);
+  const char* kTable = what.c_str();
+  OVL_CHECK(j.is_object(), "link profile field \"{}\" = {} is not an object", field, json_excerpt(j));
+  const auto numbers = [&](const nlohmann::json& v, const std::string& name) {
+    OVL_CHECK(v.is_array(), "{} field \"{}\" = {} is not an array", kTable, name, json_excerpt(v));
     std::vector<double> out;
-    for (const auto& x : v) out.push_back(detail::as_number(x, field.c_str(), kTable));
+    for (const auto& x : v) out.push_back(detail::as_number(x, name.c_str(), kTable));
     return out;
   };
-  NcclBusbw t;
+  BusbwTable t;
   t.sizes_MiB = numbers(detail::require_field(j, "sizes_MiB", kTable), "sizes_MiB");
   for (const double c : numbers(detail::require_field(j, "ctas", kTable), "ctas")) {
     OVL_CHECK(c == std::floor(c) && c >= 1 && c <= 1024, "{} field \"ctas\" holds {}, not a CTA count in 1..1024",
@@ -228,14 +261,14 @@ NcclBusbw read_nccl_busbw(const nlohmann::json& j) {
   for (const auto& op : kTableOps) {
     const std::string name(to_string(op.c));
     const nlohmann::json& rows = detail::require_field(j, name.c_str(), kTable);
-    OVL_CHECK(rows.is_array(), "{} field \"{}\" = {} is not an array of rows", kTable, name, rows.dump());
+    OVL_CHECK(rows.is_array(), "{} field \"{}\" = {} is not an array of rows", kTable, name, json_excerpt(rows));
     for (const auto& r : rows) (t.*op.rows).push_back(numbers(r, name));
   }
   for (const auto& [key, value] : j.items()) {
     const bool known = key == "sizes_MiB" || key == "ctas" || key.rfind('_', 0) == 0 ||
                        std::any_of(std::begin(kTableOps), std::end(kTableOps),
                                    [&](const TableOp& op) { return key == to_string(op.c); });
-    OVL_CHECK(known, "{} field \"{}\" = {} is not an nccl_busbw field", kTable, key, value.dump());
+    OVL_CHECK(known, "{} field \"{}\" = {} is not a field of a busbw table", kTable, key, json_excerpt(value));
   }
   return t;
 }
@@ -249,12 +282,14 @@ void from_json(const nlohmann::json& j, LinkProfile& p) {
   for (const auto& f : kRates) out.*f.member = detail::read_number(j, f.name, kWhat);
   out.nccl_ctas = detail::read_int32(j, "nccl_ctas", kWhat);
   out.latency_us = detail::read_number(j, "latency_us", kWhat);
-  if (const auto it = j.find("nccl_busbw"); it != j.end()) out.nccl_busbw = read_nccl_busbw(*it);
+  for (const auto& t : kTables)
+    if (const auto it = j.find(t.name); it != j.end()) out.*t.member = read_busbw_table(*it, t.name);
   for (const auto& [key, value] : j.items()) {
     const bool known = key == "name" || key == "source" || key == "nccl_ctas" || key == "latency_us" ||
-                       key == "nccl_busbw" || key == "comment" || key.rfind('_', 0) == 0 ||
-                       std::any_of(std::begin(kRates), std::end(kRates), [&](auto& f) { return key == f.name; });
-    OVL_CHECK(known, "link profile field \"{}\" = {} is not a LinkProfile field", key, value.dump());
+                       key == "comment" || key.rfind('_', 0) == 0 ||
+                       std::any_of(std::begin(kRates), std::end(kRates), [&](auto& f) { return key == f.name; }) ||
+                       std::any_of(std::begin(kTables), std::end(kTables), [&](auto& f) { return key == f.name; });
+    OVL_CHECK(known, "link profile field \"{}\" = {} is not a LinkProfile field", key, json_excerpt(value));
   }
   out.validate();
   p = std::move(out);

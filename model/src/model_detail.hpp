@@ -95,8 +95,8 @@ struct CollCost {
 };
 // `hbm_GBps`: the HBM bandwidth the collective may use (the whole device alone, less under a running GEMM).
 // One call as a paced link prices it (LinkProfile::paced_cta_GBps): its buffer bytes, for rates that depend on a
-// call's size (NCCL's calls with LinkProfile::nccl_busbw; 0: a call the table does not hold), and the CTAs the kernel
-// is launched with, whose count sets each CTA's paced share (beside the GEMM fewer of them may run).
+// call's size (a transport the profile measured: LinkProfile::measured_table; 0: a call no table holds), and the CTAs
+// the kernel is launched with, whose count sets each CTA's paced share (beside the GEMM fewer of them may run).
 struct PacedCall {
   double bytes = 0;
   int launched_ctas = 0;

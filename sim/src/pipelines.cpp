@@ -433,7 +433,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     st.cta_rate = std::min(paced, hw.fit.nccl_per_cta_GBps * link_f / moved);
     st.cta_rate_beside = std::min(paced, ctx.comm_hw_beside.fit.nccl_per_cta_GBps * link_f / moved);
     st.bound = paced * ctas;
-    st.latency = lp.measured_nccl(algo, call_bytes) ? TimeNs(0) : us_to_ns(steps * hw.fit.link_latency_us);
+    st.latency = lp.latency_measured(algo, call_bytes) ? TimeNs(0) : us_to_ns(steps * hw.fit.link_latency_us);
     st.name = "paced loopback call";
     out.push_back(st);
     return out;

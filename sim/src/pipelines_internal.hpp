@@ -157,8 +157,8 @@ struct Step {
 };
 
 // The steps of one collective call over `bytes` (the call's full buffer, times adj.factor) for this problem and plan;
-// a paced TMA mover's rate at adj.link_load, so that its busiest CTA sets the call's time; a paced loopback's NCCL
-// call's rate by adj.call_bytes (LinkProfile::nccl_busbw).
+// a paced TMA mover's rate at adj.link_load, so that its busiest CTA sets the call's time; a paced loopback's call's
+// rate by adj.call_bytes where the profile measured its transport (LinkProfile::measured_table).
 std::vector<Step> collective_steps(const Context& ctx, Collective c, double bytes, const CallAdjust& adj);
 
 // A FIFO of collective calls on one stream (NCCL) or one persistent kernel (TMA): a call starts when it has been

@@ -27,9 +27,10 @@
 // groups in one launch, pays the latency once, not per group (which would add 31 x 40 us to AllReduce's ~1000 us and
 // break the upper bound). AllGather+GEMM (K = 2048: 12 MiB over the link) checks the result with the gathered A
 // poisoned before each call (the tma mode's paced releases, each a link latency after its group's rows), and times
-// the sequential collectives only (the tma mode's groups are each one owner's rows: uneven over the link). With NCCL's
-// measured busbw in the profile (LinkProfile::nccl_busbw), the NCCL stand-in's collective alone takes its link bytes
-// at the table's rate for the call, within [0.8, 1.25], and no steps' latency.
+// the sequential collectives only (the tma mode's groups are each one owner's rows: uneven over the link). With a
+// transport's measured busbw in the profile (LinkProfile::nccl_busbw, tma_push_busbw), its collective alone takes its
+// link bytes at the table's rate for the call, within [0.8, 1.25]: NCCL's stand-in with no steps' latency, the TMA
+// push mover with them.
 //
 // Copy engine (comm_algo ce, tile-signal): in plans_for (so every check_all_modes world and share, and the real
 // World test), and on the odd shape of the TMA movers with 1, 2, 3 and 8 groups in a world of 1 and loopback 2, 4
@@ -617,8 +618,10 @@ void check_paced(Op op) {
   slow.nccl_per_cta_GBps = slow.tma_push_per_cta_GBps = slow.tma_pull_per_cta_GBps = slow.simt_per_cta_GBps = 1000;
   slow.nccl_ctas = 16;
   slow.latency_us = 20;
-  slow.nccl_busbw.reset();  // NCCL's calls at the link's rate too (its measured busbw:
-                            // PacedLoopbackNcclCallsRunAtTheMeasuredBusbw)
+  // Every transport at the link's rate (their measured busbw: PacedLoopbackCallsRunAtTheMeasuredBusbw).
+  slow.nccl_busbw.reset();
+  slow.tma_push_busbw.reset();
+  slow.tma_pull_busbw.reset();
   ContextOptions options;
   options.world = World::loopback(4);
   options.link_profile = slow;
@@ -673,18 +676,22 @@ void check_paced(Op op) {
   }
 }
 
-// A link profile with NCCL's measured busbw (LinkProfile::nccl_busbw) paces the stand-in for NCCL to the table's rate
-// for the call's size and CTAs, with no step latency on top. W = 4, GEMM+AR 4096 x 4096 x 256 (a 32 MiB buffer: 2 x
-// 3/4 x 32 MiB on the link); the table's AllReduce row 20 GB/s at 1 MiB and 40 at 1024, so 30 at 32 MiB (linear in
-// log2 size), the same at every CTA count; latency_us 500, which the 6 ring steps would add (3000 us) were it paced
-// by the per-CTA rule (which alone would take 174 us: 16 x 18.1 GB/s) or were the latency kept.
-TEST_F(OverlapTest, PacedLoopbackNcclCallsRunAtTheMeasuredBusbw) {
+// A link profile's measured busbw (LinkProfile::nccl_busbw, tma_push_busbw) paces the stand-in for NCCL and the TMA
+// push mover to the table's rate for the call's size and CTAs. W = 4, GEMM+AR 4096 x 4096 x 256 (a 32 MiB buffer:
+// 2 x 3/4 x 32 MiB on the link); each table's AllReduce row 20 GB/s at 1 MiB and 40 at 1024, so 30 at 32 MiB
+// (linear in log2 size), the same at every CTA count. NCCL's call waits no step latency on top (latency_us 500, which
+// its 6 ring steps would add, 3000 us, were it kept, and the per-CTA rule alone would take 174 us: 16 x 18.1 GB/s);
+// the TMA mover keeps its steps' latency (its groups arrive a latency after they are sent).
+TEST_F(OverlapTest, PacedLoopbackCallsRunAtTheMeasuredBusbw) {
   LinkProfile table = builtin_link_profile("h200x2");
   table.name = "measured-test-link";
-  table.source = "test: NCCL's busbw 20-40 GB/s by size";
+  table.source = "test: NCCL's and TMA push's busbw 20-40 GB/s by size";
   table.latency_us = 500;
   table.nccl_ctas = 16;
-  table.nccl_busbw = NcclBusbw{{1, 1024}, {1, 64}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}};
+  const BusbwTable grid{{1, 1024}, {1, 64}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}, {{20, 40}, {20, 40}}};
+  table.nccl_busbw = grid;
+  table.tma_push_busbw = grid;
+  table.tma_pull_busbw.reset();
   ContextOptions options;
   options.world = World::loopback(4);
   options.link_profile = table;
@@ -694,16 +701,26 @@ TEST_F(OverlapTest, PacedLoopbackNcclCallsRunAtTheMeasuredBusbw) {
   const Problem p = ctx.problem_for(op, a.ref(), b.ref(), c.ref());
   const Plan seq = default_plan(Mode::kSequential, p, ctx.planning_hardware(), 0);
   ASSERT_EQ(seq.comm_ctas, 16);
+  Plan push = seq;
+  push.comm_algo = CommAlgo::kTmaPush;
   test::Stream stream;
   const References ref = make_references(ctx, p, op, a, b);
-  c.poison(stream);
-  run_op(ctx, op, a.ref(), b.ref(), c.ref(), seq, stream);
-  ctx.synchronize(stream);
-  EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
-  const double us = comm_alone_us(ctx, op, a, b, c, seq, stream);
-  const double expected = 2 * 0.75 * double(p.comm_bytes()) / 30e3;  // 1678 us
-  EXPECT_GE(us, 0.8 * expected) << us << " us, expected " << expected << " us";
-  EXPECT_LE(us, 1.25 * expected) << us << " us, expected " << expected << " us (the steps' latency would add 3000)";
+  const double link_bytes = 2 * 0.75 * double(p.comm_bytes());
+  for (const Plan& plan : {seq, push}) {
+    SCOPED_TRACE(plan.summary());
+    c.poison(stream);
+    run_op(ctx, op, a.ref(), b.ref(), c.ref(), plan, stream);
+    ctx.synchronize(stream);
+    EXPECT_LT(rel_error(c.read(), ref.rank0), kTolerance) << "vs float64";
+    const double us = comm_alone_us(ctx, op, a, b, c, plan, stream);
+    const bool nccl = plan.comm_algo == CommAlgo::kNcclRing;
+    // NCCL: 1678 us; TMA push: its busiest CTA's bytes (tma_mover_link_load) at that rate, plus its steps' latency.
+    const double load = nccl ? 1.0 : tma_mover_link_load(p, 0, p.m, plan.comm_algo, plan.comm_ctas);
+    const double expected = load * link_bytes / 30e3 +
+                            (nccl ? 0.0 : link_steps(Collective::kAllReduce, plan.comm_algo, 4) * table.latency_us);
+    EXPECT_GE(us, 0.8 * expected) << us << " us, expected " << expected << " us";
+    EXPECT_LE(us, 1.25 * expected) << us << " us, expected " << expected << " us";
+  }
 }
 
 TEST_F(OverlapTest, PacedLoopbackGemmReduceScatter) { check_paced(Op::kGemmReduceScatter); }

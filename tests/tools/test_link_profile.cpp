@@ -99,14 +99,15 @@ TEST(LinkProfile, PacedRatePerCtaIsTheShareOfTheLinkOrTheTransportsRate) {
   EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 32, ar, 64 * kMiB), 450.0 / 32);
   EXPECT_THROW(p.paced_cta_GBps(CommAlgo::kTmaPush, 0, ar, 64 * kMiB), Error);
   // Every transport waits its steps' latency.
-  EXPECT_FALSE(p.measured_nccl(CommAlgo::kNcclRing, 64 * kMiB));
+  EXPECT_FALSE(p.latency_measured(CommAlgo::kNcclRing, 64 * kMiB));
+  EXPECT_EQ(p.measured_table(CommAlgo::kTmaPush, 64 * kMiB), nullptr);
 }
 
-// h200x2 carries NCCL's measured busbw: an NCCL call is priced by its size and CTAs, the TMA movers as before.
-TEST(LinkProfile, NcclCallsFollowTheMeasuredBusbw) {
+// h200x2 carries NCCL's and the TMA movers' measured busbw: a call is priced by its size and CTAs.
+TEST(LinkProfile, CallsFollowTheMeasuredBusbw) {
   const LinkProfile p = builtin_link_profile("h200x2");
   ASSERT_TRUE(p.nccl_busbw.has_value());
-  const NcclBusbw& t = *p.nccl_busbw;
+  const BusbwTable& t = *p.nccl_busbw;
   // At a measured point, the measurement (results/h200x2/bench_collectives.json): AllReduce of 1 GiB on 32 CTAs
   // 345.8 GB/s, ReduceScatter of 64 MiB on 16 CTAs 184.3, AllGather of 4 MiB on NCCL's own 24 CTAs 80.9.
   EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 1024 * kMiB), 345.8, 1e-9);
@@ -122,13 +123,25 @@ TEST(LinkProfile, NcclCallsFollowTheMeasuredBusbw) {
   EXPECT_THROW((void)t.GBps(Collective::kAllReduce, 8, 0), Error);
   // Small calls are slower than the large ones the fitted link rate stands for.
   EXPECT_LT(t.GBps(Collective::kAllReduce, 16, 2 * kMiB), 0.5 * t.GBps(Collective::kAllReduce, 16, 1024 * kMiB));
-  // The measured times hold the steps: no latency on top for NCCL; the movers keep theirs.
-  EXPECT_TRUE(p.measured_nccl(CommAlgo::kNcclRing, kMiB));
-  EXPECT_FALSE(p.measured_nccl(CommAlgo::kTmaPush, kMiB));
-  // A call the table does not hold (call_bytes 0: an ncclReduce / ncclBroadcast per owner): the per-CTA rule.
-  EXPECT_FALSE(p.measured_nccl(CommAlgo::kNcclRing, 0));
+  // Each transport by its own table (the SIMT collective has none).
+  EXPECT_EQ(p.measured_table(CommAlgo::kNcclRing, kMiB), &*p.nccl_busbw);
+  EXPECT_EQ(p.measured_table(CommAlgo::kTmaPush, kMiB), &*p.tma_push_busbw);
+  EXPECT_EQ(p.measured_table(CommAlgo::kTmaPull, kMiB), &*p.tma_pull_busbw);
+  EXPECT_EQ(p.measured_table(CommAlgo::kSimt, kMiB), nullptr);
+  // NCCL's measured calls hold their steps: no latency on top; the TMA movers' streams keep theirs (each group
+  // arrives a latency after it is sent).
+  EXPECT_TRUE(p.latency_measured(CommAlgo::kNcclRing, kMiB));
+  EXPECT_FALSE(p.latency_measured(CommAlgo::kTmaPush, kMiB));
+  // A call no table holds (call_bytes 0: an ncclReduce / ncclBroadcast per owner): the per-CTA rule.
+  EXPECT_EQ(p.measured_table(CommAlgo::kNcclRing, 0), nullptr);
+  EXPECT_FALSE(p.latency_measured(CommAlgo::kNcclRing, 0));
   EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8, Collective::kReduceScatter, 0), p.nccl_per_cta_GBps);
-  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8, Collective::kAllReduce, kMiB), p.tma_push_per_cta_GBps);
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8, Collective::kAllReduce, 0), p.tma_push_per_cta_GBps);
+  // The TMA movers by their own tables (coll/tma-push and coll/tma-pull of the same file): AllReduce of 1 GiB on 16
+  // CTAs 273.4 GB/s (17.1 a CTA, where the per-CTA rule gave min(345.8 / 16, 23.0) = 21.6), ReduceScatter of 64 MiB
+  // on 8 CTAs 92.7 by pull.
+  EXPECT_NEAR(p.paced_cta_GBps(CommAlgo::kTmaPush, 16, Collective::kAllReduce, 1024 * kMiB), 273.4 / 16, 1e-9);
+  EXPECT_NEAR(p.paced_cta_GBps(CommAlgo::kTmaPull, 8, Collective::kReduceScatter, 64 * kMiB), 92.7 / 8, 1e-9);
   // The model prices the stand-in's call so: an AllReduce of 64 MiB on 32 CTAs, its link bytes (the buffer, at W = 2)
   // at 286.9 GB/s after the kernel's launch, no step latency.
   const Hardware h200 = builtin_hardware("h200");
@@ -138,7 +151,7 @@ TEST(LinkProfile, NcclCallsFollowTheMeasuredBusbw) {
               h200.fit.tma_launch_us + s / 286.9e3, 1e-6);
 }
 
-TEST(LinkProfile, NcclBusbwErrorsNameTheField) {
+TEST(LinkProfile, BusbwTableErrorsNameTheField) {
   const nlohmann::json good = builtin_link_profile("h200x2");
   auto with = [&](const std::string& key, nlohmann::json v) {
     nlohmann::json j = good;
@@ -158,13 +171,27 @@ TEST(LinkProfile, NcclBusbwErrorsNameTheField) {
   missing["nccl_busbw"].erase("allgather");
   test::expect_error_naming([&] { (void)missing.get<LinkProfile>(); }, "allgather");
   test::expect_error_naming([&] { (void)with("broadcast", {{1.0}}).get<LinkProfile>(); }, "broadcast");
+  // The TMA tables are checked alike, the error naming the table.
+  nlohmann::json tma = good;
+  tma["tma_pull_busbw"]["allreduce"][0][0] = 0;
+  test::expect_error_naming([&] { (void)tma.get<LinkProfile>(); }, "tma_pull_busbw.allreduce");
+  tma = good;
+  tma["tma_push_busbw"] = 3;
+  test::expect_error_naming([&] { (void)tma.get<LinkProfile>(); }, "tma_push_busbw");
   EXPECT_NO_THROW((void)with("_note", "a note").get<LinkProfile>());
   // Without the table, the parametric rule.
   nlohmann::json none = good;
   none.erase("nccl_busbw");
+  none.erase("tma_push_busbw");
   const LinkProfile p = none.get<LinkProfile>();
   EXPECT_FALSE(p.nccl_busbw.has_value());
   EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kNcclRing, 8, Collective::kAllReduce, kMiB), p.nccl_per_cta_GBps);
+  EXPECT_DOUBLE_EQ(p.paced_cta_GBps(CommAlgo::kTmaPush, 8, Collective::kAllReduce, kMiB), p.tma_push_per_cta_GBps);
+  EXPECT_NE(p.measured_table(CommAlgo::kTmaPull, kMiB), nullptr);
+  // A round trip keeps every table.
+  const LinkProfile back = nlohmann::json(builtin_link_profile("h200x2")).get<LinkProfile>();
+  ASSERT_TRUE(back.tma_push_busbw && back.tma_pull_busbw);
+  EXPECT_EQ(back.tma_pull_busbw->reducescatter, builtin_link_profile("h200x2").tma_pull_busbw->reducescatter);
 }
 
 TEST(PacedLoopback, HardwareTakesTheLinkAndNcclsCtaCount) {

@@ -199,8 +199,9 @@ double tma_mover_link_load(const Problem& problem, int64_t row_begin, int64_t ro
 // on a TMA mover's call its tma_mover_link_load on the plan's comm_ctas (mode tma off a partition: at most
 // sm_count - 1, as the executor launches it). In a real world: factor W / (W - 1) on an NCCL unit moved owner by
 // owner (each link carries the unit's bytes). Elsewhere factor 1, no extra time and link_load 1 (unpaced, no timer
-// holds a CTA to its share, and the even share stays: docs/model.md, "The TMA movers' units"). call_bytes: an NCCL
-// unit's nccl_unit_call_bytes (0 elsewhere).
+// holds a CTA to its share, and the even share stays: docs/model.md, "The TMA movers' units"). call_bytes, by which
+// a paced profile's measured tables go (LinkProfile::measured_table): an NCCL unit's nccl_unit_call_bytes; a TMA
+// mover's in a paced loopback, the buffer's comm_bytes (one streaming call); 0 elsewhere.
 struct CallAdjust {
   double factor = 1;
   double extra_us = 0;

@@ -17,12 +17,13 @@ namespace ovl {
 // Rates count link bytes: the bytes that cross one direction of a GPU's links (what busbw measures: busbw = algbw x
 // 2(W-1)/W for AllReduce, x (W-1)/W for ReduceScatter / AllGather, nccl-tests' rule).
 
-// NCCL's bus bandwidth as measured on the profile's world (bench_collectives' coll/nccl cases): per collective, a row
-// per CTA count and a column per buffer size (nccl-tests' size: the whole buffer of an AllReduce, the W parts of a
-// ReduceScatter's input or an AllGather's output). A call's time is its link bytes at this rate: the measured times
-// hold the ring steps' latencies and NCCL's rate on calls of a few MiB, which min(link, CTAs x a per-CTA rate) does
-// not (docs/overlap.md, "Paced loopback").
-struct NcclBusbw {
+// A transport's bus bandwidth as measured on the profile's world (bench_collectives' coll/<algo> cases): per
+// collective, a row per CTA count and a column per buffer size (nccl-tests' size: the whole buffer of an AllReduce,
+// the W parts of a ReduceScatter's input or an AllGather's output). A call's time is its link bytes at this rate: the
+// measured times hold the steps' latencies, a transport's rate on calls of a few MiB and how its CTAs share the link
+// (TMA push reaches 29 GB/s on 1 CTA and 17 GB/s a CTA on 16 on two H200s), which min(link, CTAs x a per-CTA rate)
+// does not (docs/overlap.md, "Paced loopback").
+struct BusbwTable {
   std::vector<double> sizes_MiB;                                         // strictly increasing, positive
   std::vector<int> ctas;                                                 // strictly increasing, at least 1
   std::vector<std::vector<double>> allreduce, reducescatter, allgather;  // GB/s [ctas][size], positive
@@ -31,7 +32,7 @@ struct NcclBusbw {
   // measured points; below the smallest size, that size's time (a rate in proportion to the bytes); beyond the
   // largest size or CTA count, the edge's. Throws ovl::Error on ctas < 1 or bytes <= 0.
   double GBps(Collective c, int ctas, double bytes) const;
-  void validate(const std::string& profile) const;  // throws ovl::Error naming the field
+  void validate(const std::string& profile, std::string_view field) const;  // throws ovl::Error naming the field
 };
 
 struct LinkProfile {
@@ -44,19 +45,25 @@ struct LinkProfile {
   double tma_pull_per_cta_GBps = 0;  // ... one CTA of the TMA pull collective
   double simt_per_cta_GBps = 0;      // ... one CTA of the SIMT collective (bench_collectives' simt)
   double latency_us = 0;             // per step of a collective (a ring step, a flag round trip)
-  std::optional<NcclBusbw> nccl_busbw;  // optional: NCCL measured on this link, which then prices NCCL's calls
+  // Optional: each transport measured on this link, which then prices its calls (NCCL's algorithms: nccl_busbw).
+  std::optional<BusbwTable> nccl_busbw, tma_push_busbw, tma_pull_busbw;
 
   // Throws ovl::Error naming the field: rates must be positive and finite, nccl_ctas >= 1, latency >= 0, a name.
   void validate() const;
   // The link bytes per second one CTA of `algo` may move in a call of collective `c` over `call_bytes` buffer bytes
-  // when `ctas` CTAs share the link. A call measured_nccl prices: the table's busbw for the call, over `ctas`; any
+  // when `ctas` CTAs share the link. A call `measured` prices: the table's busbw for the call, over `ctas`; any
   // other: min(link_GBps / ctas, the algorithm's per-CTA rate; NCCL algorithms and the copy engine:
   // nccl_per_cta_GBps). The paced movers, the model and the simulator use this one.
   double paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const;
-  // Whether nccl_busbw prices a call of `algo` over `call_bytes`: an NCCL algorithm, the table there, and a call of
-  // its collectives (call_bytes > 0; 0 stands for an ncclReduce / ncclBroadcast per owner, which it does not hold).
-  // Its measured times hold the ring steps' latencies, so such a call waits no latency_us per step; any other does.
-  bool measured_nccl(CommAlgo algo, double call_bytes) const;
+  // The table that prices a call of `algo` over `call_bytes`: nccl_busbw for an NCCL algorithm, tma_push_busbw /
+  // tma_pull_busbw for the TMA movers; none without that table or for call_bytes = 0 (an ncclReduce / ncclBroadcast
+  // per owner, which no table holds).
+  const BusbwTable* measured_table(CommAlgo algo, double call_bytes) const;
+  // Whether the call's steps' latencies are in its measured time, so that it waits no latency_us per step on top:
+  // an NCCL call the table prices (each such call is one of the table's calls). A TMA mover keeps its latency: it
+  // streams a call's groups, and each group arrives a latency after it is sent (the release of its rows), which the
+  // table's whole-buffer rate does not say.
+  bool latency_measured(CommAlgo algo, double call_bytes) const;
   std::string summary() const;  // one line
 };
 
