@@ -155,7 +155,7 @@ bool LinkProfile::latency_measured(CommAlgo algo, double call_bytes) const {
 }
 
 namespace {
-// "; measured busbw: nccl (6 sizes 1-1024 MiB x 7 CTA counts), tma-push (...)", or "" without tables.
+// "; calls at measured busbw: nccl (6 sizes 1-1024 MiB x 7 CTA counts), tma_push (...)", or "" without tables.
 std::string measured_summary(const LinkProfile& p) {
   std::vector<std::string> parts;
   for (const auto& t : kTables) {
