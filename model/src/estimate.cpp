@@ -378,27 +378,21 @@ ModeEstimate estimate_sequential(const Problem& problem, const Plan& plan, const
 // An overlapped mode's collective, at its per-CTA rates (comm_hardware, the simulator's choice too): beside the GEMM
 // (busy: the rates beside the GEMM, on the `busy_ctas` CTAs that get SMs then, and the HBM bandwidth the GEMM leaves
 // it) and after the GEMM (idle: all its CTAs, all of HBM). A call's size-dependent rates (coll_cost's call_bytes) are
-// those of the plan's mean unit (the simulator prices each call at its own bytes), none for units NCCL moves owner by
-// owner (CallAdjust::call_bytes); a TMA mover's, the whole buffer's.
+// those of the plan's mean call (`adj`, call_adjustments: an NCCL unit's bytes, a TMA mover's whole buffer; the
+// simulator prices each call at its own), none where no call has them (units NCCL moves owner by owner).
 struct CollCosts {
   CollCost busy, idle;
 };
 CollCosts overlapped_coll_costs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw,
-                                double busy_hbm_GBps, int busy_ctas) {
-  // The mean nccl_unit_call_bytes of the units with rows that NCCL moves as one call of its collective (none: 0).
+                                const std::vector<CallAdjust>& adj, double busy_hbm_GBps, int busy_ctas) {
   double bytes = 0;
   int calls = 0;
-  for (const UnitRows& u : unit_rows(problem, plan)) {
-    const double b = u.end > u.begin ? nccl_unit_call_bytes(problem, u.begin, u.end) : 0.0;
-    bytes += b;
-    calls += b > 0;
+  for (const CallAdjust& a : adj) {
+    bytes += a.call_bytes;
+    calls += a.call_bytes > 0;
   }
   const int launched = collective_ctas(plan, coll);
-  // A TMA mover is one call over the whole buffer, streaming group by group (as the executor paces it).
-  const detail::PacedCall call{is_tma_mover(plan.comm_algo) ? double(problem.comm_bytes())
-                               : calls > 0                  ? bytes / calls
-                                                            : 0.0,
-                               launched};
+  const detail::PacedCall call{calls > 0 ? bytes / calls : 0.0, launched};
   auto cost = [&](bool beside_gemm, int ctas, double hbm_GBps) {
     return detail::coll_cost(coll, plan.comm_algo, problem.world, problem.nodes(), ctas, call,
                              comm_hardware(hw, plan.mode, beside_gemm), hbm_GBps);
@@ -427,9 +421,8 @@ ModeEstimate estimate_decomposed(const Problem& problem, const Plan& plan, const
   const int conflict = std::max(0, plan.gemm_sms + ctas - hw.spec.sm_count);
   const double bytes = double(problem.comm_bytes());
   const double chunk_bytes = bytes / chunks;
-  const auto [busy, idle] =
-      overlapped_coll_costs(coll, problem, plan, hw, comm_hbm_share(chunk, hw), ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, adj, comm_hbm_share(chunk, hw), ctas);
   const detail::CollCoeffs k = plan_coeffs(coll, problem, plan, hw);
   const Contention contention =
       make_contention(chunk, cublas_lost_sms_slowdown(chunk.tiles, plan.gemm_sms, conflict), k.hbm_bytes * bytes, hw);
@@ -471,8 +464,8 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
   const double bytes_per_tile = bytes / double(gemm.tiles);
   const detail::CollCoeffs k = plan_coeffs(coll, problem, plan, hw);
   const double share = comm_hbm_share(gemm, hw);  // the HBM bandwidth the GEMM leaves the collective
-  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, share, busy_ctas);
   const std::vector<CallAdjust> adj = call_adjustments(problem, plan, hw);
+  const auto [busy, idle] = overlapped_coll_costs(coll, problem, plan, hw, adj, share, busy_ctas);
   // Tile-major output with NCCL: a reorder kernel on `ctas` CTAs reads and writes each byte (per_cta_copy_GBps counts
   // both), within `hbm_GBps`.
   const auto reorder_per_byte = [&](double hbm_GBps, int ctas) {
@@ -544,7 +537,7 @@ ModeEstimate estimate_signaled(const Problem& problem, const Plan& plan, const H
                                    std::max(busy_ctas, collective_ctas(plan, coll)));
   if (tail_ctas > busy_ctas && plan.comm_algo != CommAlgo::kCopyEngine) {  // ce's copies take no CTA
     gc.tail_first_tile = last_wave_first;
-    gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, share, tail_ctas).busy.per_byte;
+    gc.per_byte_tail = overlapped_coll_costs(coll, problem, plan, hw, adj, share, tail_ctas).busy.per_byte;
     if (gc.reorder_per_byte_busy > 0) gc.reorder_per_byte_tail = reorder_per_byte(share, tail_ctas);
   }
   const Contention contention = make_contention(gemm, 0.0, comm_hbm_bytes, hw);

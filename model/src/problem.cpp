@@ -24,9 +24,9 @@ void Problem::validate() const {
   OVL_CHECK(n > 0, "problem field \"n\" = {} must be positive", n);
   OVL_CHECK(k > 0, "problem field \"k\" = {} must be positive", k);
   // Each size fits the kernels' 32-bit indices, and every matrix's bytes fit in 64 bits (no overflow downstream).
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
   for (const auto& [name, v] : {std::pair{"m", m}, std::pair{"n", n}, std::pair{"k", k}}) {
-    OVL_CHECK(v < kMaxDim, "problem field \"{}\" = {} exceeds the largest supported size {}", name, v, kMaxDim - 1);
+    OVL_CHECK(v < kMaxProblemDim, "problem field \"{}\" = {} exceeds the largest supported size {}", name, v,
+              kMaxProblemDim - 1);
   }
   constexpr int64_t kMaxElements = int64_t{1} << 40;  // 2 TB of bf16: larger than any GPU's memory
   OVL_CHECK(m * n <= kMaxElements && m * k <= kMaxElements && n * k <= kMaxElements,

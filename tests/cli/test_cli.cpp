@@ -93,22 +93,15 @@ TEST(Cli, PlanWritesAChromeTrace) {
   std::remove(path.c_str());
 }
 
-// `ovl plan --json` of kDefault on the built-in `gpu`, written to a temporary file (the caller removes it).
-std::string plan_file(const std::string& gpu, nlohmann::json* planned) {
+TEST(Cli, SimulateRunsThePlannersOutputOnItsProfileOnly) {
   std::vector<std::string> argv = kDefault;
-  argv.back() = gpu;
+  argv.back() = "a100";
   argv.push_back("--json");
   const CliRun r = invoke(argv);
-  EXPECT_EQ(r.status, 0) << r.err;
-  *planned = nlohmann::json::parse(r.out);
-  const std::string path = testing::TempDir() + "ovl_cli_plan_" + gpu + ".json";
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json planned = nlohmann::json::parse(r.out);
+  const std::string path = testing::TempDir() + "ovl_cli_plan_a100.json";
   std::ofstream(path) << r.out;
-  return path;
-}
-
-TEST(Cli, SimulateRunsThePlannersOutputOnItsProfileOnly) {
-  nlohmann::json planned;
-  const std::string path = plan_file("a100", &planned);
   // The planner ranked by the simulator, so simulating its best plan on its profile gives its predicted time.
   const CliRun same = invoke({"simulate", "--plan", path, "--gpu", "a100", "--json"});
   ASSERT_EQ(same.status, 0) << same.err;

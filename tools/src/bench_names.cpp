@@ -44,9 +44,9 @@ bool parse_mnk(std::string_view s, BenchCase& c) {
   const auto parts = split(s, 'x');
   if (parts.size() != 3) return false;
   const auto m = to_int(parts[0]), n = to_int(parts[1]), k = to_int(parts[2]);
-  // Each size as Problem::validate bounds it (the kernels' 32-bit indices): a larger one is no benchmark's.
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
-  if (!m || !n || !k || *m == 0 || *n == 0 || *k == 0 || *m >= kMaxDim || *n >= kMaxDim || *k >= kMaxDim) return false;
+  // Each size as Problem::validate bounds it (kMaxProblemDim): a larger one is no benchmark's.
+  for (const auto& v : {m, n, k})
+    if (!v || *v == 0 || *v >= kMaxProblemDim) return false;
   c.m = *m;
   c.n = *n;
   c.k = *k;

@@ -40,6 +40,8 @@ BLayout parse_b_layout(std::string_view text);
 //   GemmAllReduce / GemmReduceScatter: A is M x K (the rank's K-slice), the partial product M x N.
 //   AllGatherGemm: M is the gathered row count (the rank holds M / world rows of A before the gather).
 inline constexpr int kMaxWorld = 1 << 16;  // Problem::validate's bound on world
+// Problem::validate's bound on m, n and k (exclusive): each size fits the kernels' 32-bit indices.
+inline constexpr int64_t kMaxProblemDim = int64_t{1} << 31;
 
 struct Problem {
   Op op = Op::kGemmAllReduce;
