@@ -200,6 +200,11 @@ inline void add_device_context() {
   benchmark::AddCustomContext("cuda_runtime_version", version(runtime));
   benchmark::AddCustomContext("nccl_version", std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) +
                                                   "." + std::to_string(nccl % 100));
+  // The CTAs per thread-block cluster NCCL launches the kernels of ovl's communicators with: 1 (nccl_config in
+  // core/src/world_internal.hpp) unless NCCL_CGA_CLUSTER_SIZE overrides it (runs before this key: NCCL's default, 4
+  // on Hopper).
+  const char* cluster = std::getenv("NCCL_CGA_CLUSTER_SIZE");
+  benchmark::AddCustomContext("nccl_cga_cluster_size", cluster != nullptr && *cluster != '\0' ? cluster : "1");
 }
 
 }  // namespace ovl::bench

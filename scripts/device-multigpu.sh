@@ -4,7 +4,7 @@
 # the benchmarks named, each on a real World of every visible GPU in one process (OVL_BENCH_WORLD=threads):
 #
 #   scripts/device-multigpu.sh [collectives] [overlap | overlap-nccl | overlap-ag | overlap-swizzle |
-#                               overlap-symmetric] [paced] [autoplan] [python] [mpi]
+#                               overlap-symmetric] [paced] [cluster4] [autoplan] [python] [mpi]
 #
 #   collectives   bench_collectives: NCCL (its own CTA choice and 1-32 CTAs) and NCCL's symmetric kernels (1-32 CTAs;
 #                 AllGather also on the copy engines, CTA policy zero) versus tma-push, tma-pull and simt on 1-32 CTAs,
@@ -29,6 +29,13 @@
 #                 its GPU 0 (OVL_BENCH_LOOPBACK_WORLD = the GPU count, link profile h200x2 on 2 GPUs, else
 #                 nvlink4-node8) -> bench_overlap-paced.json, and the emulation against the real world case by case
 #                 (scripts/results.py overlap bench_overlap-paced.json --compare bench_overlap.json)
+#   cluster4      NCCL's thread-block clusters against ovl's setting: ovl makes its communicators with cgaClusterSize
+#                 1 (core/src/world_internal.hpp; NCCL's default on Hopper is 4, whose clusters wait for SMs a GEMM
+#                 holds). NCCL's AllReduce / ReduceScatter alone (16 and 256 MiB, its own CTAs and 8-32) with 1 and
+#                 with NCCL_CGA_CLUSTER_SIZE=4 -> bench_collectives-cluster1.json, -cluster4.json; then bench_overlap's
+#                 NCCL modes at comm_sms 8 and 16 (default and 4 groups) and sequential, GEMM+AR and GEMM+RS on the
+#                 shapes of the overlap sets, with NCCL_CGA_CLUSTER_SIZE=4 -> bench_overlap-cluster4.json and with
+#                 1 -> bench_overlap-cluster1.json, compared case by case (scripts/results.py overlap --compare)
 #   autoplan      bench_autoplan on the real World: the 14 held-out problems, the automatic plan (predicted and
 #                 measured tuning) against sequential and the best measured candidate, every timing the slowest
 #                 rank's -> bench_autoplan.json
@@ -89,6 +96,21 @@ for what in "$@"; do
           --benchmark_out=\"\$OUT/bench_overlap-paced.json\" --benchmark_out_format=json > /dev/null; rc=\$?;
         python3 scripts/results.py overlap \"\$OUT/bench_overlap-paced.json\" --compare \"\$OUT/bench_overlap.json\" |
           tail -12; exit \$rc") ;;
+    cluster4)
+      shape=${OVL_MULTIGPU_SHAPES:-'(8192x8192x(1024|2048|4096|8192)|4096x8192x(4096|8192)|16384x8192x2048|8192x4096x8192)'}
+      cf="overlap/(sequential|decomposed|tile-signal|green-context)/gemm-(allreduce|reducescatter)/$shape/[^/]+/comm_sms:(8|16|132)(/groups:4)?/iterations"
+      ccf='^coll/nccl/(allreduce|reducescatter)/(16777216|268435456)/world:[0-9]+/ctas:(0|8|16|32)/'
+      cmds+=(--cmd "rc=0; for c in 1 4; do
+          NCCL_CGA_CLUSTER_SIZE=\$c timeout -k 15 \$(call_left) build-device/bench/bench_collectives \
+            --benchmark_filter='$ccf' --benchmark_out=\"\$OUT/bench_collectives-cluster\$c.json\" \
+            --benchmark_out_format=json > /dev/null || rc=\$?; done;
+        for c in 4 1; do
+          NCCL_CGA_CLUSTER_SIZE=\$c timeout -k 15 \$(call_left) build-device/bench/bench_overlap \
+            --benchmark_filter='$cf' --benchmark_out=\"\$OUT/bench_overlap-cluster\$c.json\" \
+            --benchmark_out_format=json > /dev/null || rc=\$?; done;
+        for c in 1 4; do python3 scripts/results.py coll \"\$OUT/bench_collectives-cluster\$c.json\" | tail -8; done;
+        python3 scripts/results.py overlap \"\$OUT/bench_overlap-cluster1.json\" \
+          --compare \"\$OUT/bench_overlap-cluster4.json\" | tail -12; exit \$rc") ;;
     autoplan)
       targets+=" bench_autoplan"
       # Its candidates include tma plans, which it cannot leave out: it runs only when the real-world tma tests passed.
@@ -111,7 +133,7 @@ for what in "$@"; do
           --benchmark_filter='^coll/[^/]+/[^/]+/(16777216|67108864|268435456|1073741824)/' \
           --benchmark_out=\"\$OUT/bench_collectives-mpi.json\" --benchmark_out_format=json || rc=\$?;
         python3 scripts/results.py coll \"\$OUT/bench_collectives-mpi.json\"; exit \$rc") ;;
-    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, paced, autoplan, python, mpi)" >&2
+    *) echo "unknown run '$what' (collectives, overlap, overlap-nccl, overlap-ag, overlap-swizzle, overlap-symmetric, paced, cluster4, autoplan, python, mpi)" >&2
        exit 2 ;;
   esac
 done

@@ -13,6 +13,7 @@
 #include "ovl/core/driver_api.hpp"
 #include "ovl/core/nccl_check.hpp"
 #include "ovl/cuda_check.hpp"
+#include "world_internal.hpp"
 
 // The window API (ncclMemAlloc, ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC, ncclConfig_t::CTAPolicy) came with
 // NCCL 2.27, CTA policy zero (the copy-engine collectives) with 2.28.
@@ -158,10 +159,7 @@ NcclSymmetricComm::NcclSymmetricComm(ncclComm_t parent, CtaPolicy policy, int ct
   OVL_CHECK(ctas >= 1 && ctas <= kNcclSymmetricMaxCtas, "NcclSymmetricComm: ctas = {} must be in [1, {}]", ctas,
             kNcclSymmetricMaxCtas);
 #if OVL_NCCL_WINDOWS
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 1;
-  config.minCTAs = ctas;
-  config.maxCTAs = ctas;
+  ncclConfig_t config = detail::nccl_config(ctas);
   config.CTAPolicy = nccl_cta_policy(policy);
   int rank = 0;
   OVL_NCCL_CHECK(ncclCommUserRank(parent, &rank));

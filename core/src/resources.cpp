@@ -14,6 +14,7 @@
 #include "ovl/kernels/reduce.hpp"
 #include "ovl/kernels/wait.hpp"
 #include "ovl/model/estimate.hpp"
+#include "world_internal.hpp"
 
 namespace ovl::detail {
 namespace {
@@ -173,8 +174,11 @@ ncclComm_t Resources::nccl(int ctas) {
               "this Context's World of {} ranks has no NCCL communicator (made with WorldOptions::create_nccl = false "
               "or without the bound 0): only ovl's TMA collective runs on it (mode tma, sequential with tma-push)",
               id.world);
-    int dev = id.device;
-    OVL_NCCL_CHECK(ncclCommInitAll(&comm, 1, &dev));
+    OVL_CUDA_CHECK(cudaSetDevice(id.device));
+    ncclUniqueId uid;
+    OVL_NCCL_CHECK(ncclGetUniqueId(&uid));
+    ncclConfig_t config = nccl_config(0);
+    OVL_NCCL_CHECK(ncclCommInitRankConfig(&comm, 1, uid, 0, &config));
     own_comm = true;
   }
   return comm;

@@ -99,19 +99,20 @@ WorldState::~WorldState() {
 #endif
 }
 
-}  // namespace detail
-
-namespace {
-
-ncclConfig_t make_config(int cta_bound) {
+ncclConfig_t nccl_config(int cta_bound) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
+  config.cgaClusterSize = 1;
   if (cta_bound > 0) {
     config.minCTAs = cta_bound;
     config.maxCTAs = cta_bound;
   }
   return config;
 }
+
+}  // namespace detail
+
+namespace {
 
 std::vector<int> checked_bounds(const WorldOptions& options) {
   std::vector<int> bounds;
@@ -147,7 +148,7 @@ World World::loopback(int ranks, int device, const WorldOptions& options) {
     for (int bound : state->cta_bounds) {
       ncclUniqueId id;
       OVL_NCCL_CHECK(ncclGetUniqueId(&id));
-      ncclConfig_t config = make_config(bound);
+      ncclConfig_t config = detail::nccl_config(bound);
       ncclComm_t comm = nullptr;
       OVL_NCCL_CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config));
       state->comms[0][bound] = comm;
@@ -188,7 +189,7 @@ std::vector<World> World::threads(const std::vector<int>& devices, const WorldOp
     ncclUniqueId id;
     OVL_NCCL_CHECK(ncclGetUniqueId(&id));
     std::vector<ncclComm_t> comms(n, nullptr);
-    ncclConfig_t config = make_config(bound);
+    ncclConfig_t config = detail::nccl_config(bound);
     detail::NcclGroup group;
     for (int i = 0; i < n; ++i) {
       OVL_CUDA_CHECK(cudaSetDevice(devices[i]));
@@ -235,7 +236,7 @@ World World::mpi(MPI_Comm comm, const WorldOptions& options) {
     ncclUniqueId id;
     if (me == 0) OVL_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, state->mpi_comm);
-    ncclConfig_t config = make_config(bound);
+    ncclConfig_t config = detail::nccl_config(bound);
     ncclComm_t c = nullptr;
     OVL_NCCL_CHECK(ncclCommInitRankConfig(&c, n, id, me, &config));
     state->comms[me][bound] = c;
@@ -279,7 +280,7 @@ World World::from_nccl_id(std::span<const std::byte> id, int rank, int size, int
       uid = *reinterpret_cast<const ncclUniqueId*>(
           state->nccl_all_gather(rank, std::as_bytes(std::span(&uid, 1)))[0].data());
     }
-    ncclConfig_t config = make_config(bound);
+    ncclConfig_t config = detail::nccl_config(bound);
     ncclComm_t c = nullptr;
     OVL_NCCL_CHECK(ncclCommInitRankConfig(&c, size, uid, rank, &config));
     state->comms[std::size_t(rank)][bound] = c;

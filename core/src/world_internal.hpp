@@ -17,6 +17,14 @@
 
 namespace ovl::detail {
 
+// The configuration of every NCCL communicator ovl makes (a World's, the nccl-symmetric ones split off it, a Context's
+// own for a world of one): blocking; cta_bound > 0: minCTAs = maxCTAs = cta_bound. cgaClusterSize = 1: NCCL launches
+// its CTAs one by one, not in clusters of 4 (its default on Hopper). A cluster is placed on SMs of one GPC all at
+// once, and beside a GEMM whose persistent CTAs hold all SMs but a few, no GPC has 4 free: the collective then waited
+// for the GEMM's end (the 2-H200 runs of tile-signal on 8 and 16 comm SMs overlapped nothing, docs/overlap.md).
+// NCCL_CGA_CLUSTER_SIZE in the environment overrides it (NCCL's rule).
+ncclConfig_t nccl_config(int cta_bound);
+
 struct WorldState {
   World::Backend backend = World::Backend::kLoopback;
   int size = 1;

@@ -64,7 +64,9 @@ class World {
 
   // This process's rank of a world whose NCCL communicator the caller made (torch.distributed, an application's own):
   // borrowed, not destroyed with the World, and NCCL's own CTA choice (WorldOptions do not apply). Collective: every
-  // rank calls it at about the same time (the ranks' devices are exchanged over the communicator).
+  // rank calls it at about the same time (the ranks' devices are exchanged over the communicator). Its thread-block
+  // clusters are the caller's too: make it with ncclConfig_t::cgaClusterSize = 1, as ovl makes its own, or NCCL's
+  // default clusters of 4 wait beside the GEMM for SMs it holds (docs/overlap.md, "NCCL's thread-block clusters").
   static World from_nccl_comm(ncclComm_t comm);
 
   World() = default;  // an empty World (valid() is false)
