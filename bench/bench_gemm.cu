@@ -37,6 +37,15 @@
 // tile's stamp after the opening stamp; tl_last_us, the closing stamp after the last tile's; tl_rounds, the most tiles
 // a CTA ran. So tl_total_us - tl_rounds x tl_tile_us is what the kernel spends beyond its steady tiles (start, tail,
 // launch), which cuBLAS's tl_total_us bounds from the other side.
+// OVL_BENCH_GEMM_PROBE="<ctas>,<cluster>" (`ovl`, whole-device cases) asks where a kernel finds SMs beside our GEMM,
+// as a collective's kernel must: after the timed loop, 5 trials of our GEMM on sms - <ctas> CTAs (tune_gemm's plan for
+// that grid) with, on another stream, a 20 us one-thread delay kernel (so the GEMM's CTAs are resident), then a probe
+// of <ctas> CTAs of 640 threads (NCCL's block size: none fits on an SM beside a GEMM CTA) launched in thread-block
+// clusters of <cluster> CTAs (spread, NCCL's policy), each stamping %globaltimer when it starts and spinning 10 us.
+// Counters (medians over the trials): probe_ctas, probe_cluster, probe_gemm_us (the GEMM between its two stamps),
+// probe_wait_us (the probe's last CTA's start after the delay kernel's end) and probe_waited (that wait over the
+// GEMM's time left then: 0 = the probe ran at once, 1 = it waited for the GEMM's end). NCCL launches its kernels in
+// clusters of 4 on Hopper unless told otherwise (docs/overlap.md, "NCCL's thread-block clusters").
 // OVL_BENCH_GEMM_BESIDE=ce|d2d runs traffic on other streams through the timed loop, to measure what it costs the
 // GEMM: ce copies device -> pinned host and pinned host -> device (32 MiB each, on two streams of the primary context:
 // the copy engines, no SM), d2d device -> device copies of the same size on one stream (a same-device copy runs on
@@ -176,6 +185,36 @@ __global__ void stamp_kernel(unsigned long long* out) {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   *out = t;
+}
+
+// OVL_BENCH_GEMM_PROBE's kernel: thread 0 of each CTA stamps its start into starts[blockIdx.x], then spins spin_ns.
+__global__ void probe_kernel(unsigned long long* starts, unsigned long long spin_ns) {
+  if (threadIdx.x != 0) return;
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  starts[blockIdx.x] = t0;
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < spin_ns);
+}
+
+void launch_probe(unsigned long long* starts, int ctas, int threads, int cluster, unsigned long long spin_ns,
+                  cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(ctas));
+  config.blockDim = dim3(unsigned(threads));
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2]{};
+  if (cluster > 1) {
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = unsigned(cluster);
+    attrs[0].val.clusterDim.y = attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+    attrs[1].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
+    config.attrs = attrs;
+    config.numAttrs = 2;
+  }
+  OVL_CUDA_CHECK(cudaLaunchKernelEx(&config, probe_kernel, starts, spin_ns));
 }
 
 // The visiting order of the swizzle order (position -> tile id), as the kernel computes it.
@@ -650,6 +689,53 @@ void timeline(benchmark::State& state, const Case& c, const GemmArguments* ovl, 
   }
 }
 
+// OVL_BENCH_GEMM_PROBE (see the top of the file): `probe` is our GEMM's arguments for sms - ctas CTAs.
+void cluster_probe(benchmark::State& state, const GemmArguments& probe, void* workspace, int ctas, int cluster,
+                   cudaStream_t stream) {
+  constexpr int kTrials = 5;
+  constexpr unsigned long long kDelayNs = 20000, kSpinNs = 10000;
+  // Per trial: the GEMM's two stamps, the delay kernel's start, then each probe CTA's start.
+  const size_t per_trial = 3 + size_t(ctas);
+  const DeviceBuffer stamps_buffer(kTrials * per_trial * sizeof(unsigned long long));
+  auto* stamps = stamps_buffer.as<unsigned long long>();
+  cudaStream_t side = nullptr;
+  cudaEvent_t opened = nullptr;
+  OVL_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  OVL_CUDA_CHECK(cudaEventCreateWithFlags(&opened, cudaEventDisableTiming));
+  for (int trial = 0; trial < kTrials; ++trial) {
+    unsigned long long* st = stamps + trial * per_trial;
+    for (int w = 0; w < 2; ++w) ovl::kernels::gemm_run(probe, workspace, stream);
+    stamp_kernel<<<1, 1, 0, stream>>>(st);
+    OVL_CUDA_CHECK(cudaEventRecord(opened, stream));
+    ovl::kernels::gemm_run(probe, workspace, stream);
+    stamp_kernel<<<1, 1, 0, stream>>>(st + 1);
+    OVL_CUDA_CHECK(cudaStreamWaitEvent(side, opened, 0));
+    launch_probe(st + 2, 1, 32, 1, kDelayNs, side);
+    launch_probe(st + 3, ctas, 640, cluster, kSpinNs, side);
+    OVL_CUDA_CHECK_LAST();
+    OVL_CUDA_CHECK(cudaStreamSynchronize(side));
+    OVL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  std::vector<unsigned long long> s(kTrials * per_trial);
+  OVL_CUDA_CHECK(cudaMemcpy(s.data(), stamps, s.size() * 8, cudaMemcpyDeviceToHost));
+  OVL_CUDA_CHECK(cudaEventDestroy(opened));
+  OVL_CUDA_CHECK(cudaStreamDestroy(side));
+  std::vector<double> gemm, wait, waited;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const unsigned long long* st = s.data() + trial * per_trial;
+    const double open = double(st[0]), close = double(st[1]), ready = double(st[2] + kDelayNs);
+    const double last = double(*std::max_element(st + 3, st + 3 + ctas));
+    gemm.push_back((close - open) * 1e-3);
+    wait.push_back((last - ready) * 1e-3);
+    waited.push_back(close > ready ? (last - ready) / (close - ready) : 0.0);
+  }
+  state.counters["probe_ctas"] = ctas;
+  state.counters["probe_cluster"] = cluster;
+  state.counters["probe_gemm_us"] = median(gemm);
+  state.counters["probe_wait_us"] = median(wait);
+  state.counters["probe_waited"] = median(waited);
+}
+
 void bench_gemm(benchmark::State& state, Case c) {
   try {
     int device_sms = 0, major = 0, minor = 0;
@@ -740,6 +826,18 @@ void bench_gemm(benchmark::State& state, Case c) {
     if (ovl::bench::env_int("OVL_BENCH_GEMM_TIMELINE", 0, 1, 0) == 1 &&
         (c.impl == Impl::kCublas || c.impl == Impl::kOvlNoStreamK || c.impl == Impl::kOvlSplit)) {
       timeline(state, c, args.empty() ? nullptr : &args[0], workspace, run_gemm, stream);
+    }
+    if (const char* p = std::getenv("OVL_BENCH_GEMM_PROBE"); p != nullptr && c.impl == Impl::kOvl && !partitioned) {
+      int ctas = 0, cluster = 0;
+      OVL_CHECK(std::sscanf(p, "%d,%d", &ctas, &cluster) == 2 && ctas >= 1 && ctas < c.sms && cluster >= 1 &&
+                    cluster <= 8 && ctas % cluster == 0,
+                "OVL_BENCH_GEMM_PROBE = '{}' is not ctas,cluster with 1 <= ctas < {} and a cluster of 1-8 CTAs "
+                "dividing ctas",
+                p, c.sms);
+      Case beside = c;
+      beside.sms = c.sms - ctas;
+      const GemmArguments probe = gemm_arguments(beside, buf, 0);
+      cluster_probe(state, probe, buf.workspace_for(ovl::kernels::gemm_workspace_bytes(probe)), ctas, cluster, stream);
     }
     if (c.impl == Impl::kCublas) {
       cublasSetSmCountTarget(cublas_handle(), 0);
