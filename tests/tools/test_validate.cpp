@@ -127,4 +127,24 @@ TEST(Validate, RejectsFilesWithoutAGpuOrCases) {
   EXPECT_THROW(ovl::sim::validate({unknown}, std::nullopt), ovl::Error);
 }
 
+// A case the model cannot run on the profile (more SMs than the device has, a comm SM count beyond it) is left out
+// of the statistics with a note that names the value and the bound, never predicted.
+TEST(Validate, NotesNameWhatTheModelRefused) {
+  nlohmann::json file = {
+      {"context", {{"gpu", "NVIDIA H200"}}},
+      {"benchmarks",
+       {bench("gemm/ovl/8192x8192x8192/nt/sms:5000", 1500.0), bench("gemm/ovl/8192x8192x8192/nt/sms:132", 1500.0),
+        bench("overlap/tile-signal/gemm-allreduce/8192x8192x2048/world:2/comm_sms:5000", 1500.0)}}};
+  const ovl::sim::ValidationResult r = ovl::sim::validate({file}, std::nullopt);
+  EXPECT_EQ(r.model.cases, 1);  // the 132-SM GEMM only
+  const auto noted = [&](const std::string& text) {
+    for (const std::string& n : r.notes)
+      if (n.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(
+      noted("sms:5000: the model cannot predict it on H200 SXM: sms = 5000 is more than the profile's 132 SMs"));
+  EXPECT_TRUE(noted("comm_sms = 5000 must be in [0, 132]"));
+}
+
 }  // namespace

@@ -887,11 +887,14 @@ Hardware measurement_hardware(const Measurement& m, const Hardware& hw) {
   return m.loopback ? loopback_hardware(hw, m.bench.world, *m.loopback, m.link_profile) : hw;
 }
 
-std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
+std::optional<double> predict_us(const BenchCase& b, const Hardware& hw, std::string* why) {
   try {
     switch (b.kind) {
       case BenchKind::kGemm:
-        if (b.sms > hw.spec.sm_count) return std::nullopt;
+        if (b.sms > hw.spec.sm_count) {
+          if (why) *why = fmt::format("sms = {} is more than the profile's {} SMs", b.sms, hw.spec.sm_count);
+          return std::nullopt;
+        }
         return estimate_gemm(shape_of(b), b.gemm_impl(), b.sms, TileShape{}, TileOrder::kSwizzle, hw,
                              GemmRegime::kSustained, b.stream_k)
             .us;
@@ -902,7 +905,8 @@ std::optional<double> predict_us(const BenchCase& b, const Hardware& hw) {
       case BenchKind::kOverlap:
         return estimate(b.problem(), b.plan(hw), hw).total_us;
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (why) *why = e.message();
     return std::nullopt;
   }
   return std::nullopt;

@@ -102,7 +102,8 @@ ValidationResult validate(const std::vector<nlohmann::json>& files, const std::o
       c.measured_us = m.us;
       c.loopback = m.loopback.has_value();
       const Hardware case_hw = measurement_hardware(m, hw);
-      c.model_us = predict_us(b, case_hw);
+      std::string why;
+      c.model_us = predict_us(b, case_hw, &why);
       if (b.kind == BenchKind::kOverlap) {
         c.problem = problem_key(b) + (c.loopback ? " (loopback)" : "");
         try {
@@ -115,7 +116,8 @@ ValidationResult validate(const std::vector<nlohmann::json>& files, const std::o
           r.notes.push_back(fmt::format("{}: the simulator cannot run it: {}", m.name, e.message()));
         }
       }
-      if (!c.model_us) r.notes.push_back(fmt::format("{}: the model cannot predict it on {}", m.name, case_hw.name));
+      if (!c.model_us)
+        r.notes.push_back(fmt::format("{}: the model cannot predict it on {}: {}", m.name, case_hw.name, why));
       const auto ape = [&](double p) { return 100.0 * std::abs(p - c.measured_us) / c.measured_us; };
       if (c.model_us) model_ape.push_back(ape(*c.model_us));
       if (c.sim_us) {

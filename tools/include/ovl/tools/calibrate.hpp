@@ -53,9 +53,10 @@ Hardware calibration_base(const std::vector<nlohmann::json>& benchmark_files,
                           const std::vector<std::string>& names = {});
 
 // The model's prediction of one case, in microseconds; nullopt when the model cannot run it on `hw` (e.g. more
-// SMs than the profile has). GEMM cases use our default tile (128x256) in swizzled order; overlap cases use
-// default_plan(mode, problem, hw, comm_sms) (bf16, B as N x K, one node).
-std::optional<double> predict_us(const BenchCase& bench, const Hardware& hw);
+// SMs than the profile has), and then *why (when given) says what it refused. GEMM cases use our default tile
+// (128x256) in swizzled order; overlap cases use default_plan(mode, problem, hw, comm_sms) (bf16, B as N x K, one
+// node).
+std::optional<double> predict_us(const BenchCase& bench, const Hardware& hw, std::string* why = nullptr);
 
 struct FittedParameter {
   std::string name;          // the ModelParams field
