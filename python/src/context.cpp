@@ -107,7 +107,8 @@ void enqueue(Context& ctx, const Call& call, const std::optional<Plan>& plan) {
 }
 
 void bind_world(nb::module_& m) {
-  nb::class_<World> world(m, "World");
+  nb::class_<World> world(m, "World",
+                          "The ranks a Context serves: loopback (ranks on one GPU) or a real world over NCCL.");
   world
       .def_static(
           "loopback", [](int ranks, int device) { return World::loopback(ranks, device); }, "ranks"_a, "device"_a = 0)
@@ -175,7 +176,7 @@ void bind_context(nb::module_& m) {
       },
       "kind"_a, "device"_a);
 
-  nb::class_<Context>(m, "_Context")
+  nb::class_<Context>(m, "_Context", "The C++ Context behind ovl.Context (python/ovl/context.py).")
       .def(
           "__init__",
           [](Context* self, int loopback_world, int device, std::optional<Hardware> hardware, bool trace,
@@ -189,8 +190,8 @@ void bind_context(nb::module_& m) {
             o.tuning_min_gain = tuning_min_gain;
             o.tuning_budget_ms = tuning_budget_ms;
             o.plan_cache = std::move(plan_cache);
-            OVL_CHECK(!(world && loopback_world > 0),
-                      "Context: give loopback_world ({}) or world, not both", loopback_world);
+            OVL_CHECK(!(world && loopback_world > 0), "Context: give loopback_world ({}) or world, not both",
+                      loopback_world);
             OVL_CHECK(loopback_world >= 0, "Context: loopback_world = {} is negative", loopback_world);
             o.device = device;
             o.hardware = std::move(hardware);

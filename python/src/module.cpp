@@ -143,7 +143,7 @@ void bind_problem(nb::module_& m) {
 }
 
 void bind_plan(nb::module_& m) {
-  nb::class_<TileShape>(m, "TileShape")
+  nb::class_<TileShape>(m, "TileShape", "The GEMM tile a plan runs: m x n x k elements (128 x 256 x 64 by default).")
       .def(nb::init<>())
       .def_rw("m", &TileShape::m)
       .def_rw("n", &TileShape::n)
@@ -202,7 +202,9 @@ void bind_hardware(nb::module_& m) {
                               "The model's parameters (what ovl calibrate fits): a Hardware profile's fit part.");
   fit.def(nb::init<>());
   for (const auto& f : hardware_fields::kFitFields) fit.def_rw(f.name, f.member);
-  nb::class_<Emulation>(m, "Emulation")
+  nb::class_<Emulation>(
+      m, "Emulation",
+      "How a loopback profile plays the world's peers on one device (read-only; all off on a real device).")
       .def_ro("loopback", &Emulation::loopback)
       .def_ro("loopback_rank0", &Emulation::loopback_rank0);
   nb::class_<Hardware> hw(m, "Hardware",
@@ -242,7 +244,7 @@ void bind_hardware(nb::module_& m) {
 }
 
 void bind_timeline(nb::module_& m) {
-  nb::class_<Interval>(m, "Interval")
+  nb::class_<Interval>(m, "Interval", "One span of a Timeline: a lane of one GPU busy from start_ns to end_ns.")
       .def_ro("gpu", &Interval::gpu)
       .def_ro("lane", &Interval::lane)
       .def_ro("name", &Interval::name)
@@ -252,7 +254,7 @@ void bind_timeline(nb::module_& m) {
       .def("__repr__", [](const Interval& i) {
         return fmt::format("ovl.Interval(gpu {}, {}, {}, [{}, {}) ns)", i.gpu, i.lane, i.name, i.start_ns, i.end_ns);
       });
-  nb::class_<CounterSample>(m, "CounterSample")
+  nb::class_<CounterSample>(m, "CounterSample", "One sample of a Timeline counter (a resource's use at a time).")
       .def_ro("gpu", &CounterSample::gpu)
       .def_ro("track", &CounterSample::track)
       .def_ro("t_ns", &CounterSample::t_ns)
@@ -286,7 +288,8 @@ void bind_estimate(nb::module_& m) {
            [](const ModeEstimate& e) { return fmt::format("ovl.ModeEstimate(total {:.2f} us)", e.total_us); });
   m.def("_estimate", &estimate, "problem"_a, "plan"_a, "hardware"_a);
 
-  nb::class_<sim::ResourceUsage>(m, "ResourceUsage")
+  nb::class_<sim::ResourceUsage>(m, "ResourceUsage",
+                                 "How busy one simulated resource (SMs, HBM, a link) was over a run.")
       .def_ro("name", &sim::ResourceUsage::name)
       .def_prop_ro("kind", [](const sim::ResourceUsage& r) { return std::string(sim::to_string(r.kind)); })
       .def_ro("gpu", &sim::ResourceUsage::gpu)
@@ -350,7 +353,7 @@ void bind_planner(nb::module_& m) {
       .def_rw("use_simulator", &sim::PlannerOptions::use_simulator)
       .def_rw("runnable_only", &sim::PlannerOptions::runnable_only)
       .def_rw("min_gain", &sim::PlannerOptions::min_gain);
-  nb::class_<sim::PlanAlternative>(m, "PlanAlternative")
+  nb::class_<sim::PlanAlternative>(m, "PlanAlternative", "A plan the planner ranked, with its predicted time.")
       .def_ro("plan", &sim::PlanAlternative::plan)
       .def_ro("predicted_us", &sim::PlanAlternative::predicted_us)
       .def_ro("model_us", &sim::PlanAlternative::model_us)
@@ -358,7 +361,8 @@ void bind_planner(nb::module_& m) {
       .def("__repr__", [](const sim::PlanAlternative& a) {
         return fmt::format("ovl.PlanAlternative({}, {:.2f} us)", a.plan.summary(), a.predicted_us);
       });
-  nb::class_<TunedCandidate>(m, "TunedCandidate")
+  nb::class_<TunedCandidate>(m, "TunedCandidate",
+                             "A plan measured tuning timed, with its predicted and measured times.")
       .def_ro("plan", &TunedCandidate::plan)
       .def_ro("predicted_us", &TunedCandidate::predicted_us)
       .def_ro("measured_us", &TunedCandidate::measured_us)
@@ -368,7 +372,8 @@ void bind_planner(nb::module_& m) {
                            c.predicted_us, c.measured_us);
       });
   // How a Context chose the plan of a call without one (model/plan_cache.hpp).
-  nb::class_<PlanChoice>(m, "PlanChoice")
+  nb::class_<PlanChoice>(m, "PlanChoice",
+                         "The plan a Context chose for a problem, how it was chosen, and the times behind it.")
       .def_ro("plan", &PlanChoice::plan)
       .def_prop_ro("chosen_by", [](const PlanChoice& c) { return std::string(to_string(c.chosen_by)); })
       .def_ro("predicted_us", &PlanChoice::predicted_us)
@@ -413,7 +418,8 @@ void bind_planner(nb::module_& m) {
 }
 
 void bind_calibration(nb::module_& m) {
-  nb::class_<FittedParameter>(m, "FittedParameter")
+  nb::class_<FittedParameter>(m, "FittedParameter",
+                              "One profile value `ovl calibrate` fitted: before, after, and on what.")
       .def_ro("name", &FittedParameter::name)
       .def_ro("value", &FittedParameter::value)
       .def_ro("base_value", &FittedParameter::base_value)
@@ -441,17 +447,18 @@ void bind_calibration(nb::module_& m) {
       },
       "paths"_a, "base"_a = nb::none());
 
-  nb::class_<sim::ErrorStats>(m, "ErrorStats")
+  nb::class_<sim::ErrorStats>(m, "ErrorStats", "Absolute percentage errors over cases: count, mean (MAPE), P90, max.")
       .def_ro("cases", &sim::ErrorStats::cases)
       .def_ro("mape", &sim::ErrorStats::mape)
       .def_ro("p90_ape", &sim::ErrorStats::p90_ape)
       .def_ro("max_ape", &sim::ErrorStats::max_ape);
-  nb::class_<sim::RankingStats>(m, "RankingStats")
+  nb::class_<sim::RankingStats>(
+      m, "RankingStats", "How often a predictor's fastest plan was the measured fastest, and the regret when not.")
       .def_ro("problems", &sim::RankingStats::problems)
       .def_ro("top1", &sim::RankingStats::top1)
       .def_ro("regret_mean", &sim::RankingStats::regret_mean)
       .def_ro("regret_max", &sim::RankingStats::regret_max);
-  nb::class_<sim::CaseResult>(m, "CaseResult")
+  nb::class_<sim::CaseResult>(m, "CaseResult", "One measured case with the model's and the simulator's predictions.")
       .def_ro("name", &sim::CaseResult::name)
       .def_prop_ro("kind", [](const sim::CaseResult& c) { return std::string(to_string(c.kind)); })
       .def_ro("problem", &sim::CaseResult::problem)
@@ -493,6 +500,8 @@ NB_MODULE(_ovl, m) {
   // replacement characters rather than raising UnicodeDecodeError in place of the error.
   static PyObject* error_type = nullptr;  // held for the process's life (a module's exception type)
   error_type = nb::exception<ovl::Error>(m, "Error", PyExc_RuntimeError).inc_ref().ptr();
+  nb::setattr(nb::handle(error_type), "__doc__",
+              nb::str("What the library refused or failed at, with the bad value named (a RuntimeError)."));
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

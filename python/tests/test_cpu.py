@@ -238,6 +238,14 @@ def test_type_stubs_beside_the_extension():
     assert {"default_plan", "load_plan", "modes"} <= functions, functions
 
 
+def test_every_public_class_and_function_says_what_it_is():
+    import inspect
+
+    missing = [name for name, x in vars(ovl._ovl).items()
+               if not name.startswith("_") and (inspect.isclass(x) or callable(x)) and not (x.__doc__ or "").strip()]
+    assert not missing, missing
+
+
 def test_paced_loopback_planning(tmp_path):
     """link_profile (a built-in name or a file) paces the loopback as `ovl plan --loopback rank0 --link-profile`
     does: the sequential baseline's collective crosses the slower link, so it is priced slower than unpaced."""
