@@ -138,6 +138,7 @@ for what in "$@"; do
   esac
 done
 export OUT=${OUT:-out}
-exec scripts/device-run.sh --targets "$targets" \
+# OVL_DEVICE_RUN: another runner of the same arguments (the tests give one that checks every --cmd parses as bash).
+exec "${OVL_DEVICE_RUN:-scripts/device-run.sh}" --targets "$targets" \
   --tests 'ThreadsWorld|RealWorld' --bench-args '--benchmark_min_time=0.02s' \
   --cmd 'nvidia-smi topo -m; nvidia-smi -L' "${cmds[@]}" "${benches[@]}"
