@@ -51,7 +51,9 @@
 // to a link (docs/overlap.md, "Paced loopback"; rank 0's share only): the JSON context records it ("link_profile",
 // the LinkProfile's JSON), so `ovl calibrate` / `ovl validate` price the cases on the paced profile, and the
 // sequential baseline's collective runs on the profile's NCCL CTA count (default_plan on the paced profile), under
-// the same name. OVL_BENCH_LOOPBACK_WORLD=2 OVL_LINK_PROFILE=h200x2 gives cases named as a real 2-GPU run's.
+// the same name. OVL_BENCH_LOOPBACK_WORLD=2 OVL_LINK_PROFILE=h200x2 gives cases named as a real 2-GPU run's. In a
+// real world OVL_LINK_PROFILE names the link the machine measured (recorded alike): the validation prices the cases'
+// calls by its tables.
 // Counters (all measured in the same process, each part alone: 1 warm-up run, then the mean of kReps back-to-back
 // runs, a short burst after the host's setup; OVL_BENCH_SUSTAIN_MS=<ms> instead runs ~ms of back-to-back warm-up and
 // times back-to-back runs filling ~ms, the sustained regime of bench_gemm. On the H200 a GEMM that starts on an idle
@@ -665,13 +667,12 @@ int main(int argc, char** argv) {
     OVL_CHECK(bench::world_kind() != bench::WorldKind::kMpi,
               "OVL_BENCH_WORLD = mpi: bench_overlap drives a real world from one process (threads)");
     ::benchmark::AddCustomContext("world_backend", bench::to_string(bench::world_kind()));
-    if (!real_world()) {
-      ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
-      // The paced loopback's link (the Context reads the same variable): its name and every field, as JSON text.
-      if (const auto link = link_profile_from_env()) {
-        ::benchmark::AddCustomContext("link_profile_name", link->name);
-        ::benchmark::AddCustomContext("link_profile", nlohmann::json(*link).dump());
-      }
+    if (!real_world()) ::benchmark::AddCustomContext("loopback_share", std::string(::ovl::to_string(bench_share())));
+    // The link (the Context reads the same variable): its name and every field, as JSON text. A paced loopback ran
+    // at it; a real world's cases are priced over it by `ovl validate` and `ovl calibrate` (its measured tables).
+    if (const auto link = link_profile_from_env()) {
+      ::benchmark::AddCustomContext("link_profile_name", link->name);
+      ::benchmark::AddCustomContext("link_profile", nlohmann::json(*link).dump());
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_overlap: {}\n", e.what());

@@ -9,7 +9,10 @@
 #    8192x4096x8192 (every mode, comm_sms, groups; both ops) and the collective sizes 4 MiB, 64 MiB and 1 GiB
 #    (validation/overlap-fit.json, overlap-heldout.json, coll-fit.json, coll-heldout.json);
 # 2. calibrates a profile (base: the built-in H200) on the GEMM sweep plus the fit side;
-# 3. validates it on the held-out side; per mode errors and the ranking go to headline.md.
+# 3. validates it on the held-out side; per mode errors and the ranking go to headline.md;
+# 4. the same over the link as measured on the fit sizes (validation/link-fit.json: `scripts/results.py link-profile`
+#    of coll-fit.json, sizes 1, 16 and 256 MiB): its tables price the calls they hold (ovl calibrate / validate
+#    --link-profile; profile-link.json, validate-link.json).
 # Everything goes to results/h200x2/validation/.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; fi
@@ -32,6 +35,12 @@ python3 scripts/results.py split $R/bench_collectives.json --held-out "$HELD_CO"
   > "$OUT/validate.txt"
 "$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" --profile "$OUT/profile.json" \
   --json > "$OUT/validate.json"
+# Over the link as measured, its tables from the fit sizes only.
+python3 scripts/results.py link-profile "$OUT/coll-fit.json" --name h200x2-fit > "$OUT/link-fit.json"
+"$OVL" calibrate $R/bench_gemm-1gpu.json "$OUT/coll-fit.json" "$OUT/overlap-fit.json" --gpu h200 \
+  --link-profile "$OUT/link-fit.json" -o "$OUT/profile-link.json" | grep -v '^note:' > "$OUT/calibrate-link.txt"
+"$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" --profile "$OUT/profile-link.json" \
+  --link-profile "$OUT/link-fit.json" --json > "$OUT/validate-link.json"
 # The profile this script fitted before the model had nccl_group_us (kept as committed; its field is absent, so 0):
 # the held-out error without that term.
 "$OVL" validate --measured "$OUT/overlap-heldout.json" "$OUT/coll-heldout.json" \
@@ -45,5 +54,6 @@ python3 scripts/results.py split $R/bench_collectives.json --held-out "$HELD_CO"
 python3 scripts/results.py headline "$OUT/headline.md" --sets coll,all,mode+groups --prefix overlap --top1-percent \
   --more-sets "built-in, all=overlapped+groups+op" --rank-without tma \
   "calibrated, held-out=$OUT/validate.json" \
+  "calibrated over the measured link, held-out=$OUT/validate-link.json" \
   "calibrated without nccl_group_us, held-out=$OUT/validate-without-nccl_group_us.json" \
   "built-in, all=$OUT/builtin.json"

@@ -15,7 +15,8 @@ commands:
   plan       choose the overlap mode, SM split and tile groups for a problem
              --op gemm-allreduce|gemm-reducescatter|allgather-gemm --m M --n N --k K --world W
              [--gpu h100|h200|a100 | --profile FILE (default: env OVL_PROFILE, else h200)]
-             [--loopback rank0|whole-world] [--link-profile nvlink4-node8|h200x2|FILE (paced loopback)]
+             [--loopback rank0|whole-world] [--link-profile nvlink4-node8|h200x2|FILE (the world's link: paces
+             a loopback; without --loopback its measured tables price a real world's calls)]
              [--dtype bf16|fp16|e4m3] [--layout nt|nn] [--gpus-per-node G] [--modes M1,M2] [--min-gain F] [--top N]
              [--model-only (rank by the closed-form model, no simulator)] [--json] [--trace FILE]
   tune       on a GPU: a short benchmark sweep, the profile fitted to it, then measured tuning of the shapes:
@@ -26,8 +27,9 @@ commands:
              problem options of `plan`, [--json] [--trace FILE]
   calibrate  fit a hardware profile to benchmark JSON: ovl calibrate FILE.json... -o profile.json
              [--gpu NAME | --profile FILE (the base; default: the GPU the files name)]
+             [--link-profile NAME|FILE (the link real-world runs went over: its measured tables price them)]
   validate   predicted versus measured: ovl validate --measured FILE.json... [--gpu NAME | --profile FILE]
-             [--json] [--plot DIR]
+             [--link-profile NAME|FILE (as calibrate's)] [--json] [--plot DIR]
 )";
 
 }  // namespace

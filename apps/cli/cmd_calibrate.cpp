@@ -20,11 +20,13 @@ int cmd_calibrate(const std::vector<std::string>& argv, std::ostream& out, std::
     std::vector<std::string> expanded;
     for (const std::string& a : argv)
       expanded.push_back(a == "-o" ? "--output" : a.rfind("-o=", 0) == 0 ? "--output=" + a.substr(3) : a);
-    const Args args(expanded, {"output", "gpu", "profile"}, {});
+    const Args args(expanded, {"output", "gpu", "profile", "link-profile"}, {});
     if (args.positionals().empty()) throw UsageError("give at least one benchmark JSON file");
     const auto output = args.value("output");
     if (!output) throw UsageError("missing -o FILE (where to write the fitted profile)");
-    const std::vector<nlohmann::json> files = read_json_files(args.positionals());
+    const std::optional<LinkProfile> link = link_profile_from_args(args);
+    std::vector<nlohmann::json> files = read_json_files(args.positionals());
+    add_link_profile(files, link);
     // The base profile: --profile / --gpu, else the built-in profile of the GPU the files name, else the H200's.
     const bool given = args.has("profile") || args.has("gpu");
     Hardware base;

@@ -92,11 +92,13 @@ void write_plots(const sim::ValidationResult& r, const std::filesystem::path& di
 
 int cmd_validate(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   return guarded("validate", err, [&] {
-    const Args args(argv, {"measured", "profile", "plot", "gpu"}, {"json"});
+    const Args args(argv, {"measured", "profile", "plot", "gpu", "link-profile"}, {"json"});
     std::vector<std::string> paths = args.values("measured");
     paths.insert(paths.end(), args.positionals().begin(), args.positionals().end());
     if (paths.empty()) throw UsageError("give the measurements: --measured FILE.json...");
-    const std::vector<nlohmann::json> files = read_json_files(paths);
+    const std::optional<LinkProfile> link = link_profile_from_args(args);
+    std::vector<nlohmann::json> files = read_json_files(paths);
+    add_link_profile(files, link);
     try {
       (void)benchmark_files_gpu(files, paths);  // named by path here; sim::validate checks again by index
     } catch (const Error& e) {

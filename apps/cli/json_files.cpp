@@ -79,4 +79,17 @@ std::vector<nlohmann::json> read_json_files(const std::vector<std::string>& path
   return docs;
 }
 
+void add_link_profile(std::vector<nlohmann::json>& files, const std::optional<LinkProfile>& link) {
+  if (!link) return;
+  for (nlohmann::json& f : files) {
+    if (!f.is_object() || !f.contains("context") || !f["context"].is_object()) continue;
+    nlohmann::json& ctx = f["context"];
+    const bool real =
+        ctx.contains("world_backend") && (ctx["world_backend"] == "threads" || ctx["world_backend"] == "mpi");
+    if (!real || ctx.contains("link_profile")) continue;
+    ctx["link_profile_name"] = link->name;
+    ctx["link_profile"] = nlohmann::json(*link).dump();
+  }
+}
+
 }  // namespace ovl::cli

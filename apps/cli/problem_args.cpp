@@ -77,24 +77,23 @@ Hardware hardware_from_args(const Args& args, const std::string& fallback) {
 Hardware planning_hardware_from_args(const Args& args, const Problem& problem) {
   const Hardware hw = hardware_from_args(args);
   const auto share = args.value("loopback");
-  const auto link_arg = args.value("link-profile");
-  if (!share) {
-    if (link_arg)
-      throw UsageError(fmt::format("--link-profile {}: paces a loopback; give --loopback rank0", *link_arg));
-    return hw;
-  }
-  std::optional<LinkProfile> link;
-  if (link_arg) {
-    try {
-      link = link_profile_from_arg(*link_arg);
-    } catch (const Error& e) {
-      throw UsageError(fmt::format("--link-profile {}: {}", *link_arg, e.message()));
-    }
-  }
+  const std::optional<LinkProfile> link = link_profile_from_args(args);
+  // A real world over the link as measured (its tables price the calls they hold), or none.
+  if (!share) return link ? with_link(hw, *link) : hw;
   try {
     return loopback_hardware(hw, problem.world, parse_loopback_share(*share), link);
   } catch (const Error& e) {
     throw UsageError(fmt::format("--loopback {}: {}", *share, e.message()));
+  }
+}
+
+std::optional<LinkProfile> link_profile_from_args(const Args& args) {
+  const auto arg = args.value("link-profile");
+  if (!arg) return std::nullopt;
+  try {
+    return link_profile_from_arg(*arg);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--link-profile {}: {}", *arg, e.message()));
   }
 }
 

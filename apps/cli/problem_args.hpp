@@ -21,8 +21,11 @@ Problem problem_from_args(const Args& args, const Problem* base = nullptr, int d
 // Throws UsageError naming the bad value.
 Hardware hardware_from_args(const Args& args, const std::string& fallback = "h200");
 // hardware_from_args, and with --loopback rank0|whole-world the profile a loopback Context of the problem's world
-// plans with (loopback_hardware); --link-profile NAME|FILE (with --loopback rank0) paces it to a link profile.
+// plans with (loopback_hardware); --link-profile NAME|FILE paces that loopback (rank0) to the link, or without
+// --loopback prices a real world over it (with_link: its measured tables price the calls they hold).
 Hardware planning_hardware_from_args(const Args& args, const Problem& problem);
+// --link-profile NAME|FILE (a built-in link or a LinkProfile JSON file), or nullopt; a bad one is a UsageError.
+std::optional<LinkProfile> link_profile_from_args(const Args& args);
 // The problem options plus `extra`.
 std::set<std::string> with_problem_options(std::set<std::string> extra);
 // A UsageError naming the first positional argument, if any.

@@ -120,13 +120,12 @@ detail::ContextIdentity identity_of(const ContextOptions& options) {
   id.hw.spec.sm_count = id.sms;  // Plan::validate checks SM counts and the architecture against the device we run on
   id.hw.spec.compute_capability = prop.major * 10 + prop.minor;
   id.hw.validate();
-  // The paced loopback (docs/overlap.md, "Paced loopback"): the option, else OVL_LINK_PROFILE; a real world has a
-  // real link, so the environment is ignored there and the option refused.
-  OVL_CHECK(!options.link_profile || id.loopback,
-            "ContextOptions::link_profile ({}) paces a loopback world; this context has a real world of {}",
-            options.link_profile ? options.link_profile->name : "", id.world);
-  id.link = options.link_profile ? options.link_profile : id.loopback ? link_profile_from_env() : std::nullopt;
-  id.plan_hw = id.loopback ? loopback_hardware(id.hw, id.world, id.share, id.link) : id.hw;
+  // The link (the option, else OVL_LINK_PROFILE): a loopback is paced to it (docs/overlap.md, "Paced loopback"); a
+  // real world's planner prices the calls its measured tables hold by them (with_link).
+  id.link = options.link_profile ? options.link_profile : link_profile_from_env();
+  id.plan_hw = id.loopback ? loopback_hardware(id.hw, id.world, id.share, id.link)
+               : id.link   ? with_link(id.hw, *id.link)
+                           : id.hw;
   OVL_CHECK(std::isfinite(options.wait_timeout_ms) && options.wait_timeout_ms >= 0 &&
                 options.wait_timeout_ms <= 3.6e6,
             "ContextOptions::wait_timeout_ms = {} must be between 0 (the default) and 3600000 (one hour)",

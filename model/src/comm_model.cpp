@@ -140,7 +140,7 @@ PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int 
     const double copies = k.link_bytes > 0 ? k.link_bytes / copy_engine_GBps(hw) : 0.0;
     const double sum = k.cta_bytes > 0 ? k.cta_bytes / std::min(hbm_GBps, ctas * hw.fit.per_cta_copy_GBps) : 0.0;
     t.shared = std::max(t.shared, copies) + sum;
-  } else if (hw.emulation.link_profile && world > 1) {
+  } else if (hw.emulation.paced && world > 1) {
     // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
     // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
     // paced_cta_GBps for the call (its bytes, its launched CTAs), so together min(link, ctas x the transport's
@@ -148,8 +148,13 @@ PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int 
     const double moved = is_nccl(algo) ? hw.fit.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
     t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
     if (k.link_bytes > 0)
-      t.link =
-          k.link_bytes / (ctas * hw.emulation.link_profile->paced_cta_GBps(algo, call.launched_ctas, c, call.bytes));
+      t.link = k.link_bytes / (ctas * hw.link->paced_cta_GBps(algo, call.launched_ctas, c, call.bytes));
+  } else if (world > 1 && measured_link_call(hw, algo, call.bytes)) {
+    // A real world over a measured link: the call at its table's busbw for its size and CTAs (the kernel's; the
+    // rate factors of an overlapped mode applied to the table, Hardware::overlapped_comm), which holds the
+    // transport's own CTA and protocol limits; its HBM traffic stays shared with the GEMM.
+    if (k.link_bytes > 0)
+      t.link = k.link_bytes / (ctas * hw.link->paced_cta_GBps(algo, call.launched_ctas, c, call.bytes));
   } else if (is_nccl(algo)) {
     // NCCL's CTAs (ring channels, or the symmetric kernels' blocks) each move their per-CTA rate until the link (at
     // NCCL's protocol efficiency) caps them.
@@ -190,11 +195,13 @@ CollCost coll_cost(Collective c, CommAlgo algo, int world, int nodes, int ctas, 
   if (nodes == 1) {
     // Copy engines: ce's copies of an AllGather (the own rows' copy included), between NCCL's ready and completion
     // flags.
-    const CollCoeffs k =
-        priced_coeffs(c, algo, ctas, world, hw.emulation.loopback_rank0, hw.emulation.link_profile.has_value());
+    const CollCoeffs k = priced_coeffs(c, algo, ctas, world, hw.emulation.loopback_rank0, hw.emulation.paced);
     const CommAlgo priced = priced_algo(algo, ctas);
-    const auto& link = hw.emulation.link_profile;
-    cost.latency_us = link && link->latency_measured(priced, call.bytes) ? 0.0 : k.steps * hw.fit.link_latency_us;
+    const auto& link = hw.link;
+    const bool measured = measured_link_call(hw, priced, call.bytes);
+    if (measured) cost.launch_us = 0;  // the table's time holds it
+    cost.latency_us =
+        measured || (link && link->latency_measured(priced, call.bytes)) ? 0.0 : k.steps * hw.fit.link_latency_us;
     cost.per_byte = per_byte_one_node(k, c, priced, world, ctas, call, hw, hbm_GBps);
     return cost;
   }
@@ -370,12 +377,18 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     return out;
   };
   if (!hw.emulation.loopback && problem.world > 1 && nccl) return nccl_units(&CallAdjust::factor);
+  if (!hw.emulation.loopback && problem.world > 1 && mover) {
+    // A real world's TMA collective is one streaming call over the buffer (the tma executor's run_ranges): a measured
+    // link's table prices it at that call's busbw.
+    for (CallAdjust& a : out) a.call_bytes = double(problem.comm_bytes());
+    return out;
+  }
   if (!hw.emulation.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
   for (size_t i = 0; i < calls.size(); ++i) {
     out[i].factor = calls[i].factor;
     if (nccl) out[i].extra_us = calls[i].pieces * hw.fit.loopback_piece_us;
   }
-  if (!hw.emulation.link_profile) return out;
+  if (!hw.emulation.paced) return out;
   if (nccl) return nccl_units(&CallAdjust::link_load);
   if (!mover) return out;
   const int ctas = signaled_comm_ctas(plan, hw);  // the CTAs the executor launches the mover with
@@ -393,6 +406,10 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     last = rows;
   }
   return out;
+}
+
+bool measured_link_call(const Hardware& hw, CommAlgo algo, double call_bytes) {
+  return hw.link && !hw.emulation.loopback && hw.link->measured_table(algo, call_bytes) != nullptr;
 }
 
 double link_steps(Collective c, CommAlgo algo, int world) {

@@ -349,8 +349,7 @@ GemmShape shape_of(const Problem& p) { return GemmShape{p.m, p.n, p.k, p.dtype};
 // The per-byte coefficients of the plan's collective, priced as coll_cost prices it.
 detail::CollCoeffs plan_coeffs(Collective coll, const Problem& problem, const Plan& plan, const Hardware& hw) {
   return detail::priced_coeffs(coll, plan.comm_algo, collective_ctas(plan, coll), problem.world,
-                               hw.emulation.loopback_rank0 && problem.nodes() == 1,
-                               hw.emulation.link_profile.has_value());
+                               hw.emulation.loopback_rank0 && problem.nodes() == 1, hw.emulation.paced);
 }
 
 // Every GEMM an overlap mode runs is timed in the operator regime (ModelParams::operator_gemm_factor), sequential's

@@ -110,7 +110,11 @@ void Hardware::validate() const {
   for (const auto& f : kFitFields) check_double(kFit, f.name, fit.*f.member, f.rule);
   OVL_CHECK(fit.clock_knee_sms <= spec.sm_count,
             "hardware field \"fit.clock_knee_sms\" = {} exceeds spec.sm_count = {}", fit.clock_knee_sms, spec.sm_count);
-  if (emulation.link_profile) emulation.link_profile->validate();  // its rates price every paced call
+  OVL_CHECK(!emulation.paced || (emulation.loopback_rank0 && link),
+            "hardware \"{}\": a paced loopback needs rank 0's "
+            "share and a link",
+            name);
+  if (link) link->validate();  // its rates price every paced call, its tables a real world's calls
 }
 
 std::string Hardware::summary() const {
@@ -138,19 +142,30 @@ std::string Hardware::summary() const {
       fit.hbm_contention, fit.shared_sm_penalty);
 }
 
+namespace {
+// The rates an overlapped mode's collective runs at, scaled: NCCL's (its per-CTA rates; in a real world over a measured
+// link also the link's NCCL table) by `nccl`, the TMA push's by `tma`. A paced loopback's tables are its pace, which
+// the movers keep whatever runs beside them: not scaled.
+void scale_comm_rates(Hardware& h, double nccl, double tma) {
+  h.fit.nccl_per_cta_GBps *= nccl;
+  h.fit.nccl_symmetric_per_cta_GBps *= nccl;
+  h.fit.tma_push_per_cta_GBps *= tma;
+  if (h.link && !h.emulation.loopback) {
+    if (h.link->nccl_busbw) h.link->nccl_busbw->scale(nccl);
+    if (h.link->tma_push_busbw) h.link->tma_push_busbw->scale(tma);
+  }
+}
+}  // namespace
+
 Hardware Hardware::overlapped_comm() const {
   Hardware h = *this;
-  h.fit.nccl_per_cta_GBps *= fit.overlap_nccl_rate_factor;
-  h.fit.nccl_symmetric_per_cta_GBps *= fit.overlap_nccl_rate_factor;
-  h.fit.tma_push_per_cta_GBps *= fit.overlap_tma_rate_factor;
+  scale_comm_rates(h, fit.overlap_nccl_rate_factor, fit.overlap_tma_rate_factor);
   return h;
 }
 
 Hardware Hardware::beside_gemm_comm() const {
   Hardware h = overlapped_comm();
-  h.fit.nccl_per_cta_GBps *= fit.beside_gemm_rate_factor;
-  h.fit.nccl_symmetric_per_cta_GBps *= fit.beside_gemm_rate_factor;
-  h.fit.tma_push_per_cta_GBps *= fit.beside_gemm_rate_factor;
+  scale_comm_rates(h, fit.beside_gemm_rate_factor, fit.beside_gemm_rate_factor);
   return h;
 }
 
@@ -237,16 +252,26 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
     // Paced: the peers' bytes cross a link of the profile's rate, with its latency per step (comm_model.cpp).
     link->validate();
     h.name = fmt::format("{} loopback x{} (rank0, paced: {})", base.name, world, link->name);
-    h.emulation.link_profile = link;
+    h.link = link;
+    h.emulation.paced = true;
     h.spec.link_GBps = link->link_GBps;
     h.fit.link_latency_us = link->latency_us;
   }
   return h;
 }
 
-int nccl_default_ctas(const Hardware& hw) {
-  return hw.emulation.link_profile ? hw.emulation.link_profile->nccl_ctas : kDefaultNcclCtas;
+Hardware with_link(const Hardware& base, const LinkProfile& link) {
+  OVL_CHECK(!base.emulation.loopback,
+            "with_link: \"{}\" is a loopback profile; a loopback plays a link with loopback_hardware's link",
+            base.name);
+  link.validate();
+  Hardware h = base;
+  h.name = fmt::format("{} over {}", base.name, link.name);
+  h.link = link;
+  return h;
 }
+
+int nccl_default_ctas(const Hardware& hw) { return hw.link ? hw.link->nccl_ctas : kDefaultNcclCtas; }
 
 void to_json(nlohmann::json& j, const Hardware& h) {
   j = nlohmann::json::object();

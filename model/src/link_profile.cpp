@@ -121,15 +121,29 @@ double BusbwTable::GBps(Collective c, int call_ctas, double bytes) const {
   OVL_CHECK(std::isfinite(bytes) && bytes > 0, "busbw table: call bytes = {} must be positive", bytes);
   const auto& rows = table_rows(*this, c);
   const double mib = bytes / double(1 << 20);
-  const Segment s = bracket(
-      sizes_MiB.size(), [&](size_t k) { return std::log2(sizes_MiB[k]); }, std::log2(mib));
   const Segment t = bracket(
       ctas.size(), [&](size_t k) { return double(ctas[k]); }, double(call_ctas));
-  const auto row = [&](size_t r) { return (1 - s.u) * rows[r][s.lo] + s.u * rows[r][s.hi]; };
-  double GBps = (1 - t.u) * row(t.lo) + t.u * row(t.hi);
-  // Below the smallest size measured, that size's time: the rate falls with the bytes.
-  if (mib < sizes_MiB.front()) GBps *= mib / sizes_MiB.front();
-  return GBps;
+  // A row's rate at `mib`: the time (size / busbw, up to the collective's factor) linear in the size between the
+  // measured sizes, as a call's time is its latency plus its bytes at a rate; beyond the largest size that size's
+  // rate; below the smallest, that size's time (the rate falls with the bytes).
+  const size_t n = sizes_MiB.size();
+  const auto row = [&](size_t r) {
+    const auto time = [&](size_t k) { return sizes_MiB[k] / rows[r][k]; };
+    if (mib >= sizes_MiB[n - 1]) return rows[r][n - 1];
+    if (mib <= sizes_MiB[0]) return mib / time(0);
+    size_t k = 0;
+    while (sizes_MiB[k + 1] < mib) ++k;
+    const double u = (mib - sizes_MiB[k]) / (sizes_MiB[k + 1] - sizes_MiB[k]);
+    return mib / ((1 - u) * time(k) + u * time(k + 1));
+  };
+  return (1 - t.u) * row(t.lo) + t.u * row(t.hi);
+}
+
+void BusbwTable::scale(double factor) {
+  OVL_CHECK(std::isfinite(factor) && factor > 0, "busbw table: scale factor {} must be positive", factor);
+  for (const auto& op : kTableOps)
+    for (auto& row : this->*op.rows)
+      for (double& v : row) v *= factor;
 }
 
 double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const {
@@ -143,7 +157,7 @@ double LinkProfile::paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double
 }
 
 const BusbwTable* LinkProfile::measured_table(CommAlgo algo, double call_bytes) const {
-  const std::optional<BusbwTable>* t = is_nccl(algo)                ? &nccl_busbw
+  const std::optional<BusbwTable>* t = algo == CommAlgo::kNcclRing  ? &nccl_busbw
                                        : algo == CommAlgo::kTmaPush ? &tma_push_busbw
                                        : algo == CommAlgo::kTmaPull ? &tma_pull_busbw
                                                                     : nullptr;

@@ -60,7 +60,7 @@ struct CollCoeffs {
 // loopback_rank0: the bytes the loopback emulation of rank 0's share moves (Emulation::loopback_rank0), which for
 // tma-push differ from a real rank's (the emulation zeroes rank 0's pieces and adds all W sources into them, and
 // copies the other owners' pieces in, as rank 0's pull would).
-// paced (with loopback_rank0: Emulation::link_profile): an NCCL-algorithm call's SIMT play counts the ring's link
+// paced (with loopback_rank0: Emulation::paced): an NCCL-algorithm call's SIMT play counts the ring's link
 // bytes and steps (its peers' bytes cross the paced link) beside the bytes it moves in HBM (cta_bytes).
 CollCoeffs coll_coeffs(Collective c, CommAlgo algo, int world, bool loopback_rank0, bool paced = false);
 // The algorithm a call on `ctas` CTAs is priced as: nccl-symmetric on no CTA (CtaPolicy::kZero, collective_ctas) is

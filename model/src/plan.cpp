@@ -425,7 +425,7 @@ Plan default_plan(Mode mode, const Problem& problem, const Hardware& hw, int com
   const int nccl_ctas = nccl_default_ctas(hw);
   // A paced loopback's sequential collective runs on NCCL's CTA count whatever comm_sms says: that is what a node's
   // NCCL does alone after the GEMM (docs/overlap.md, "Paced loopback"); on every SM it would be no node's baseline.
-  const bool nccl_own = comm_sms == 0 || (mode == Mode::kSequential && hw.emulation.link_profile.has_value());
+  const bool nccl_own = comm_sms == 0 || (mode == Mode::kSequential && hw.emulation.paced);
   const int ctas = nccl_own ? nccl_ctas : comm_sms;
   p.comm_algo = CommAlgo::kNcclRing;
   p.comm_ctas = std::min(ctas, hw.spec.sm_count);

@@ -136,11 +136,10 @@ def _modes(modes) -> list:
 
 def _loopback(hw: Hardware, world: int, loopback: Union[bool, str], link_profile=None) -> Hardware:
     # loopback=True plans for rank 0's share on one GPU, as Context(loopback_world=W) runs it; link_profile paces it
-    # (as Context(link_profile=...) or env OVL_LINK_PROFILE runs it).
+    # (as Context(link_profile=...) or env OVL_LINK_PROFILE runs it). Without a loopback, link_profile is the real
+    # world's link as measured: its tables price the calls they hold (Hardware.with_link).
     if not loopback:
-        if link_profile is not None:
-            raise Error(f"link_profile {os.fspath(link_profile)!r} paces a loopback; give loopback=True")
-        return hw
+        return hw if link_profile is None else hw.with_link(link_profile)
     return hw.loopback(world, "rank0" if loopback is True else loopback, link_profile)
 
 
@@ -154,8 +153,8 @@ def plan(op: str, m: int, n: int, k: int, world: int, *, gpu: Optional[str] = No
     """The planner's choice for one problem: ``result.best`` (a Plan), ``predicted_us``, the baseline
     (``sequential``, ``sequential_us``; ``sequential_best`` when the baseline itself is the answer), ``speedup`` and the
     ranked ``alternatives`` (sim/planner.hpp). ``loopback`` plans for a loopback world, ``link_profile`` (a built-in
-    name or a JSON file) for a paced one; an overlapped plan must be predicted faster than the baseline by
-    ``min_gain`` (a fraction)."""
+    name or a JSON file) for a paced one, or without ``loopback`` for a real world over that measured link; an
+    overlapped plan must be predicted faster than the baseline by ``min_gain`` (a fraction)."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
     hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     o = PlannerOptions()

@@ -114,8 +114,9 @@ class Context:
         """``tuning``: "measured" (time the best candidates on the first call of a shape) or "predicted" (the
         planner alone); default: env OVL_TUNING, else measured. An overlapped plan is chosen only when faster than
         the best sequential one by ``tuning_min_gain`` (a fraction). ``plan_cache``: a file of chosen plans (default: env
-        OVL_PLAN_CACHE; "" for none). ``link_profile``: paces a loopback world's link (a built-in name, "nvlink4-node8"
-        or "h200x2", or a JSON file; default: env OVL_LINK_PROFILE, else unpaced); ``planning_hardware`` prices it."""
+        OVL_PLAN_CACHE; "" for none). ``link_profile``: the world's link (a built-in name, "nvlink4-node8" or "h200x2",
+        or a JSON file; default: env OVL_LINK_PROFILE, else none): a loopback world is paced to it, a real world's
+        planner prices the calls its measured tables hold by them; ``planning_hardware`` prices it."""
         if device is None:
             device = world.device if world is not None else 0
         self._ctx = _ovl._Context(loopback_world, int(device), _profile(hardware), bool(trace), world, loopback_share,
@@ -131,7 +132,7 @@ class Context:
     rank = property(lambda self: self._ctx.rank)
     world_size = property(lambda self: self._world_size)
     loopback = property(lambda self: self._ctx.loopback)
-    link_profile = property(lambda self: self._ctx.link_profile)  # the paced loopback's link profile name, or None
+    link_profile = property(lambda self: self._ctx.link_profile)  # the world's link profile name, or None
     sm_count = property(lambda self: self._ctx.sm_count)
     hardware = property(lambda self: self._ctx.hardware)
     planning_hardware = property(lambda self: self._ctx.planning_hardware)

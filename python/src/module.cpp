@@ -206,7 +206,8 @@ void bind_hardware(nb::module_& m) {
       m, "Emulation",
       "How a loopback profile plays the world's peers on one device (read-only; all off on a real device).")
       .def_ro("loopback", &Emulation::loopback)
-      .def_ro("loopback_rank0", &Emulation::loopback_rank0);
+      .def_ro("loopback_rank0", &Emulation::loopback_rank0)
+      .def_ro("paced", &Emulation::paced);
   nb::class_<Hardware> hw(m, "Hardware",
                           "A hardware profile: spec, fit and (loopback only) emulation. Hardware.builtin('h200'), "
                           "Hardware.load(path), or ovl.calibrate(...).hardware.");
@@ -239,6 +240,14 @@ void bind_hardware(nb::module_& m) {
           "world"_a, "share"_a = "rank0", "link_profile"_a = nb::none(),
           "The profile a loopback world of `world` ranks on this GPU runs with; `link_profile` (a built-in name, "
           "nvlink4-node8 or h200x2, or a JSON file) paces rank 0's share to that link (ovl plan --link-profile).")
+      .def(
+          "with_link",
+          [](const Hardware& h, const std::filesystem::path& link_profile) {
+            return with_link(h, link_profile_from_arg(link_profile.string()));
+          },
+          "link_profile"_a,
+          "This profile in a real world over a measured link (a built-in name or a JSON file): the calls its tables "
+          "hold are priced at their measured busbw (ovl plan --link-profile without --loopback).")
       .def("__repr__", [](const Hardware& h) { return "ovl.Hardware(" + h.name + ")"; });
   json_methods(hw);
 }

@@ -257,8 +257,13 @@ def test_paced_loopback_planning(tmp_path):
     assert hw.emulation.loopback_rank0 and hw.name == paced.hardware
     est = ovl.estimate(**SHAPE, plan="sequential", loopback=True, link_profile="h200x2")
     assert est.total_us > ovl.estimate(**SHAPE, plan="sequential", loopback=True).total_us
-    with pytest.raises(ovl.Error, match="give loopback=True"):
-        ovl.plan(**SHAPE, link_profile="nvlink4-node8")
+    # Without a loopback the link is a real world's as measured: its tables price the calls they hold (SHAPE is a
+    # world of 8; h200x2 measured NCCL on 2 GPUs: the same AllReduce at world 2).
+    real = dict(SHAPE, world=2, op="gemm-allreduce")
+    linked = ovl.estimate(**real, plan="sequential", link_profile="h200x2")
+    assert linked.total_us != ovl.estimate(**real, plan="sequential").total_us
+    assert ovl.Hardware.builtin("h200").with_link("h200x2").name == "H200 SXM over h200x2"
+    assert "over h200x2" in ovl.plan(**real, link_profile="h200x2").hardware
     with pytest.raises(ovl.Error, match="no-such-link"):
         ovl.plan(**SHAPE, loopback=True, link_profile="no-such-link")
     bad = tmp_path / "link.json"

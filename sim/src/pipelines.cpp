@@ -412,7 +412,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     return out;
   }
   const int nodes = p.nodes();
-  if (hw.emulation.loopback_rank0 && hw.emulation.link_profile && is_nccl(algo) && nodes == 1) {
+  if (hw.emulation.paced && is_nccl(algo) && nodes == 1) {
     // The paced loopback play of an NCCL-algorithm call (comm_model.cpp, coll_coeffs' paced case): one SIMT kernel
     // over rank 0's pieces whose peers' bytes (the ring's link bytes) are paced to the link profile, after the
     // ring's steps' latencies. Progress is counted in link bytes: per CTA at most the profile's paced rate for a call
@@ -422,7 +422,7 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     const double moved = loopback_rank0_nccl_bytes(c, p.world);
     const double link_f = (c == Collective::kAllReduce ? 2.0 : 1.0) * (p.world - 1) / p.world * link_load;
     const double steps = link_steps(c, algo, p.world);
-    const LinkProfile& lp = *hw.emulation.link_profile;
+    const LinkProfile& lp = *hw.link;
     const int ctas = std::max(1, ctx.comm_ctas);
     const double paced = lp.paced_cta_GBps(algo, ctas, c, call_bytes);
     Step st;
@@ -467,23 +467,27 @@ std::vector<Step> collective_steps(const Context& ctx, Collective c, double byte
     return out;
   }
   const int local = nodes > 1 ? p.gpus_per_node : p.world;
+  // A real world over a measured link: the call's link bytes at the table's busbw for its size and the kernel's CTAs
+  // (comm_model.cpp; comm_hw's table after the GEMM, comm_hw_beside's beside it), spread over the ring's steps; the
+  // table's time holds the steps' latencies (and the launch: call_overhead).
+  const bool measured = nodes == 1 && measured_link_call(hw, algo, call_bytes);
   // Per CTA after the GEMM (comm_hw) and beside it (comm_hw_beside); NCCL is also bound by its link efficiency.
   auto link_rate = [&](const Hardware& h) {
+    if (measured) return h.link->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas), c, call_bytes);
     const double r =
         is_nccl(algo) ? per_cta_GBps(algo, h)
                       : per_cta_GBps(algo, h) / cta_bytes_per_link_byte(c, algo, p.world, h.emulation.loopback_rank0);
     // A paced loopback: each CTA paces its own link bytes to the profile's rate per CTA for the kernel's CTAs, so the
     // call's busiest CTA, link_load times an even share, sets the rate of them all.
-    return h.emulation.link_profile
-               ? std::min(r, h.emulation.link_profile->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas), c, call_bytes) /
-                                 link_load)
+    return h.emulation.paced
+               ? std::min(r, h.link->paced_cta_GBps(algo, std::max(1, ctx.comm_ctas), c, call_bytes) / link_load)
                : r;
   };
   Step link;
   link.cta_rate = link_rate(hw);
   link.cta_rate_beside = link_rate(ctx.comm_hw_beside);
-  if (is_nccl(algo)) link.bound = hw.fit.nccl_efficiency * hw.effective_link_GBps();
-  link.latency = us_to_ns(hw.fit.link_latency_us);
+  if (is_nccl(algo) && !measured) link.bound = hw.fit.nccl_efficiency * hw.effective_link_GBps();
+  link.latency = measured ? TimeNs(0) : us_to_ns(hw.fit.link_latency_us);
   Step netw;
   netw.network = true;
   netw.cta_rate = hw.fit.nccl_per_cta_GBps;

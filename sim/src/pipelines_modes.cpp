@@ -16,8 +16,10 @@ double tile_bytes(const Problem& p, const std::vector<Tile>& tiles, size_t begin
   return bytes * dtype_bytes(p.output_dtype());  // output tiles: bf16 or fp16 for FP8 inputs
 }
 
-// A separate collective call: NCCL's per-call overhead, or a TMA kernel's launch.
-TimeNs call_overhead(const Context& ctx) {
+// A separate collective call: NCCL's per-call overhead, or a TMA kernel's launch; none for a call a real world's
+// measured link prices (its table's time holds it).
+TimeNs call_overhead(const Context& ctx, const CallAdjust& adj) {
+  if (ctx.problem.nodes() == 1 && measured_link_call(ctx.hw, ctx.plan.comm_algo, adj.call_bytes)) return 0;
   return us_to_ns(is_nccl(ctx.plan.comm_algo) ? ctx.hw.fit.nccl_launch_us : ctx.hw.fit.tma_launch_us);
 }
 
@@ -55,9 +57,9 @@ TimeNs run_sequential(Context& ctx) {
   ctx.groups = 1;
   CommQueue::Call call;
   call.name = std::string(to_string(c));
-  call.overhead = call_overhead(ctx);
   // One call over every row, at its mover's link load (as the model: its factor is 1, no per-piece time).
   const CallAdjust adj = call_adjustments(p, ctx.plan, ctx.hw).front();
+  call.overhead = call_overhead(ctx, adj);
   call.steps = collective_steps(ctx, c, static_cast<double>(p.comm_bytes()), adj);
   const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   if (c == Collective::kAllGather) {
@@ -95,7 +97,7 @@ TimeNs run_decomposed(Context& ctx) {
   auto make_call = [&](int i) {
     CommQueue::Call call;
     call.name = call_name(c, "chunk", i);
-    call.overhead = call_overhead(ctx) + us_to_ns(adj[static_cast<size_t>(i)].extra_us);
+    call.overhead = call_overhead(ctx, adj[static_cast<size_t>(i)]) + us_to_ns(adj[static_cast<size_t>(i)].extra_us);
     call.steps = collective_steps(ctx, c, bytes[static_cast<size_t>(i)], adj[static_cast<size_t>(i)]);
     return call;
   };
@@ -275,8 +277,10 @@ TimeNs run_signaled(Context& ctx) {
   const TimeNs launch = us_to_ns(ctx.hw.fit.launch_us);
   // Per group: an NCCL call's launch plus the group's counter kernel and gap (signaled_group_us); the persistent TMA
   // kernel its own per-group work (tma_group_us), as the model's per-group cost.
-  const TimeNs overhead = tma_kernel ? us_to_ns(ctx.hw.fit.tma_group_us)
-                                     : call_overhead(ctx) + (nccl ? us_to_ns(signaled_group_us(ctx.hw)) : TimeNs(0));
+  const auto overhead = [&](const CallAdjust& a) {
+    return tma_kernel ? us_to_ns(ctx.hw.fit.tma_group_us)
+                      : call_overhead(ctx, a) + (nccl ? us_to_ns(signaled_group_us(ctx.hw)) : TimeNs(0));
+  };
   // The persistent TMA kernel starts with the GEMM; calls cannot begin before it is up.
   const TimeNs comm_ready = tma_kernel ? us_to_ns(ctx.hw.fit.tma_launch_us) : 0;
   const bool holds_sms = tma_kernel && !ctx.partitioned;
@@ -309,7 +313,7 @@ TimeNs run_signaled(Context& ctx) {
     for (size_t g = 0; g < group_end.size(); ++g) {
       CommQueue::Call& call = calls[g];
       call.name = call_name(c, "group", static_cast<int>(g));
-      call.overhead = overhead + us_to_ns(adj[g].extra_us);
+      call.overhead = overhead(adj[g]) + us_to_ns(adj[g].extra_us);
       call.steps =
           collective_steps(ctx, c, adj[g].factor * total * (rows_done[g] - (g == 0 ? 0.0 : rows_done[g - 1])), adj[g]);
       // The persistent kernel streams the groups: a group's rows arrive its link latencies after its bytes are sent,
@@ -339,7 +343,7 @@ TimeNs run_signaled(Context& ctx) {
       const double bytes = tile_bytes(p, tiles, begin, static_cast<size_t>(group_end[g]));
       CommQueue::Call call;
       call.name = call_name(c, "group", static_cast<int>(g));
-      call.overhead = overhead + us_to_ns(adj[g].extra_us);
+      call.overhead = overhead(adj[g]) + us_to_ns(adj[g].extra_us);
       // NCCL needs each group contiguous: a tile-major output is reordered into rows first, by a kernel of its own
       // (its launch, as the model's reorder term).
       if (nccl && plan.output == OutputLayout::kTileMajor) {

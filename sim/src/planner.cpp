@@ -129,7 +129,7 @@ std::vector<int> predictive_groups(const Problem& problem, const Plan& plan, con
 std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& hw) {
   std::vector<Plan> out{default_plan(Mode::kSequential, problem, hw, 0)};
   // A paced loopback link behaves like a node's: the collective on every SM is no node's way of not overlapping.
-  if (hw.emulation.loopback && !hw.emulation.link_profile && out.front().comm_ctas != hw.spec.sm_count)
+  if (hw.emulation.loopback && !hw.emulation.paced && out.front().comm_ctas != hw.spec.sm_count)
     out.push_back(default_plan(Mode::kSequential, problem, hw, hw.spec.sm_count));
   return out;
 }

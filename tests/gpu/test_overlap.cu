@@ -627,7 +627,7 @@ void check_paced(Op op) {
   options.link_profile = slow;
   Context ctx(options);
   ASSERT_TRUE(ctx.link_profile().has_value());
-  ASSERT_TRUE(ctx.planning_hardware().emulation.link_profile.has_value());
+  ASSERT_TRUE(ctx.planning_hardware().emulation.paced && ctx.planning_hardware().link.has_value());
   const bool ag = op == Op::kAllGatherGemm;
   if (ag) testing::set_fault(ctx, testing::Fault::kPoisonGather);
   const int w = ctx.world_size();
@@ -727,10 +727,14 @@ TEST_F(OverlapTest, PacedLoopbackGemmReduceScatter) { check_paced(Op::kGemmReduc
 TEST_F(OverlapTest, PacedLoopbackGemmAllReduce) { check_paced(Op::kGemmAllReduce); }
 TEST_F(OverlapTest, PacedLoopbackAllGatherGemm) { check_paced(Op::kAllGatherGemm); }
 
-TEST_F(OverlapTest, LinkProfileNeedsALoopbackWorld) {
+TEST_F(OverlapTest, LinkProfileOfARealWorldPricesItsPlans) {
   ContextOptions options;
   options.link_profile = builtin_link_profile("h200x2");
-  test::expect_error_naming([&] { Context ctx(options); }, "link_profile");
+  {
+    Context ctx(options);  // a real world of one: planned over the measured link, nothing paced
+    EXPECT_NE(ctx.planning_hardware().name.find("over h200x2"), std::string::npos) << ctx.planning_hardware().name;
+    EXPECT_FALSE(ctx.planning_hardware().emulation.paced);
+  }
   options.world = World::loopback(2);
   options.loopback_share = LoopbackShare::kWholeWorld;
   test::expect_error_naming([&] { Context ctx(options); }, "rank 0");

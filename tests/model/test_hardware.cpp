@@ -37,7 +37,7 @@ TEST(Hardware, BuiltinProfiles) {
   EXPECT_DOUBLE_EQ(h200.spec.link_GBps, 450);
   EXPECT_DOUBLE_EQ(h200.effective_link_GBps(), 450);  // link_efficiency 1
   EXPECT_DOUBLE_EQ(h200.fit.per_cta_copy_GBps, 100);
-  EXPECT_FALSE(h200.emulation.loopback || h200.emulation.loopback_rank0 || h200.emulation.link_profile);
+  EXPECT_FALSE(h200.emulation.loopback || h200.emulation.loopback_rank0 || h200.emulation.paced || h200.link);
   const Hardware h100 = builtin_hardware("H100-SXM");
   EXPECT_DOUBLE_EQ(h100.spec.l2_bytes, 50.0 * 1024 * 1024);
   EXPECT_LT(h100.spec.hbm_GBps, h200.spec.hbm_GBps);

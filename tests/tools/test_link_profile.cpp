@@ -8,10 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "expect_error.hpp"
-#include "ovl/tools/calibrate.hpp"
 #include "ovl/model/estimate.hpp"
 #include "ovl/model/link_profile.hpp"
 #include "ovl/model/plan.hpp"
+#include "ovl/sim/simulate.hpp"
+#include "ovl/tools/calibrate.hpp"
 
 namespace ovl {
 namespace {
@@ -66,7 +67,7 @@ TEST(LinkProfile, JsonErrorsNameTheField) {
 TEST(LinkProfile, AHardwareProfileValidatesItsLink) {
   Hardware h = loopback_hardware(builtin_hardware("h200"), 8, LoopbackShare::kRank0, builtin_link_profile("h200x2"));
   EXPECT_NO_THROW(h.validate());
-  h.emulation.link_profile->tma_pull_per_cta_GBps = 0;  // was priced as an unlimited rate
+  h.link->tma_pull_per_cta_GBps = 0;  // was priced as an unlimited rate
   test::expect_error_naming([&] { h.validate(); }, "\"tma_pull_per_cta_GBps\" = 0");
 }
 
@@ -113,8 +114,10 @@ TEST(LinkProfile, CallsFollowTheMeasuredBusbw) {
   EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 1024 * kMiB), 345.8, 1e-9);
   EXPECT_NEAR(p.paced_cta_GBps(CommAlgo::kNcclRing, 16, Collective::kReduceScatter, 64 * kMiB), 184.3 / 16, 1e-9);
   EXPECT_NEAR(t.GBps(Collective::kAllGather, 24, 4 * kMiB), 80.9, 1e-9);
-  // Between points: linear in log2(size) (32 MiB: halfway from 16 to 64) and in CTAs (12: halfway from 8 to 16).
-  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 32 * kMiB), (228.0 + 286.9) / 2, 1e-9);
+  // Between points: the time linear in the size (32 MiB: a third of the way from 16 to 64, each size's time its
+  // size over its busbw) and the rate linear in CTAs (12: halfway from 8 to 16).
+  EXPECT_NEAR(t.GBps(Collective::kAllReduce, 32, 32 * kMiB), 32 / (2.0 / 3 * 16 / 228.0 + 1.0 / 3 * 64 / 286.9), 1e-9);
+  EXPECT_GT(t.GBps(Collective::kAllReduce, 32, 32 * kMiB), (228.0 + 286.9) / 2);  // above the mean of the rates
   EXPECT_NEAR(t.GBps(Collective::kAllReduce, 12, 64 * kMiB), (156.2 + 240.6) / 2, 1e-9);
   // Beyond the table: the edge's rate; below its smallest size, that size's time.
   EXPECT_NEAR(t.GBps(Collective::kAllReduce, 64, 4096 * kMiB), 345.8, 1e-9);
@@ -198,13 +201,13 @@ TEST(PacedLoopback, HardwareTakesTheLinkAndNcclsCtaCount) {
   const Hardware h200 = builtin_hardware("h200");
   const LinkProfile link = builtin_link_profile("nvlink4-node8");
   const Hardware paced = loopback_hardware(h200, 8, LoopbackShare::kRank0, link);
-  ASSERT_TRUE(paced.emulation.link_profile.has_value());
+  ASSERT_TRUE(paced.link.has_value() && paced.emulation.paced);
   EXPECT_DOUBLE_EQ(paced.spec.link_GBps, 450);
   EXPECT_DOUBLE_EQ(paced.fit.link_latency_us, 0.7);
   EXPECT_TRUE(paced.emulation.loopback_rank0);
   EXPECT_EQ(nccl_default_ctas(paced), 24);
   EXPECT_EQ(nccl_default_ctas(h200), kDefaultNcclCtas);
-  EXPECT_FALSE(loopback_hardware(h200, 8, LoopbackShare::kRank0).emulation.link_profile.has_value());
+  EXPECT_FALSE(loopback_hardware(h200, 8, LoopbackShare::kRank0).emulation.paced);
   test::expect_error_naming([&] { loopback_hardware(h200, 8, LoopbackShare::kWholeWorld, link); }, "whole-world");
   // JSON never carries it (a measurement's context does).
   EXPECT_FALSE(nlohmann::json(paced).contains("link_profile"));
@@ -269,10 +272,10 @@ TEST(PacedLoopback, CalibrationReadsTheLinkFromTheContext) {
          {"time_unit", "us"}}}}};
   const std::vector<Measurement> ms = read_measurements({doc});
   ASSERT_EQ(ms.size(), 1u);
-  ASSERT_TRUE(ms[0].link_profile.has_value());
-  EXPECT_EQ(ms[0].link_profile->name, "h200x2");
+  ASSERT_TRUE(ms[0].link.has_value());
+  EXPECT_EQ(ms[0].link->name, "h200x2");
   const Hardware h = measurement_hardware(ms[0], builtin_hardware("h200"));
-  ASSERT_TRUE(h.emulation.link_profile.has_value());
+  ASSERT_TRUE(h.link.has_value());
   EXPECT_DOUBLE_EQ(h.spec.link_GBps, link.link_GBps);
   // The baseline is predicted with its collective on NCCL's CTA count.
   const auto predicted = predict_us(ms[0].bench, h);
@@ -285,6 +288,55 @@ TEST(PacedLoopback, CalibrationReadsTheLinkFromTheContext) {
   // So is one nested past the loaders' depth limit (it overflowed the parser's stack before).
   doc["context"]["link_profile"] = std::string(100000, '[') + std::string(100000, ']');
   test::expect_error_naming_all([&] { read_measurements({doc}); }, {"link_profile", "100000 levels deep"});
+}
+
+// A real world over a measured link (with_link): the calls its tables hold take the table's time, no launch or step
+// latency on top (the measured time holds them); an overlapped mode's rate factors scale the tables; every call
+// the tables do not hold keeps the profile's rules.
+TEST(MeasuredLink, RealWorldCallsTakeTheTablesTime) {
+  const Hardware h200 = builtin_hardware("h200");
+  const LinkProfile link = builtin_link_profile("h200x2");
+  const Hardware linked = with_link(h200, link);
+  EXPECT_EQ(linked.name, "H200 SXM over h200x2");
+  EXPECT_FALSE(linked.emulation.loopback || linked.emulation.paced);
+  test::expect_error_naming([&] { (void)with_link(loopback_hardware(h200, 2), link); }, "loopback");
+  // NCCL's AllReduce of 64 MiB on 16 CTAs at world 2 (link bytes = the buffer): 240.6 GB/s measured.
+  const double s = 64 * kMiB;
+  EXPECT_NEAR(estimate_collective(Collective::kAllReduce, int64_t(s), 2, CommAlgo::kNcclRing, 16, linked).us,
+              s / 240.6e3, 1e-6);
+  EXPECT_GT(std::abs(estimate_collective(Collective::kAllReduce, int64_t(s), 2, CommAlgo::kNcclRing, 16, h200).us -
+                     s / 240.6e3),
+            1.0);
+  // TMA push's AllReduce of 1 GiB on 16 CTAs: 273.4 GB/s.
+  EXPECT_NEAR(estimate_collective(Collective::kAllReduce, int64_t(1024 * kMiB), 2, CommAlgo::kTmaPush, 16, linked).us,
+              1024 * kMiB / 273.4e3, 1e-6);
+  // No table for the SIMT collective or NCCL's symmetric kernels: the profile's rules, as without the link.
+  for (CommAlgo a : {CommAlgo::kSimt, CommAlgo::kNcclSymmetric})
+    EXPECT_DOUBLE_EQ(estimate_collective(Collective::kAllReduce, int64_t(s), 2, a, 16, linked).us,
+                     estimate_collective(Collective::kAllReduce, int64_t(s), 2, a, 16, h200).us);
+  // The overlapped modes' factors scale a real world's tables (not a paced loopback's, whose tables are its pace).
+  Hardware slow = linked;
+  slow.fit.overlap_nccl_rate_factor = 0.8;
+  slow.fit.beside_gemm_rate_factor = 0.5;
+  const Hardware beside = comm_hardware(slow, Mode::kTileSignal, true);
+  EXPECT_NEAR(beside.link->nccl_busbw->GBps(Collective::kAllReduce, 16, s), 240.6 * 0.8 * 0.5, 1e-9);
+  EXPECT_NEAR(beside.link->tma_push_busbw->GBps(Collective::kAllReduce, 16, 1024 * kMiB), 273.4 * 0.5, 1e-9);
+  Hardware paced = loopback_hardware(h200, 2, LoopbackShare::kRank0, link);
+  paced.fit.beside_gemm_rate_factor = 0.5;
+  EXPECT_NEAR(comm_hardware(paced, Mode::kTileSignal, true).link->nccl_busbw->GBps(Collective::kAllReduce, 16, s),
+              240.6, 1e-9);
+}
+
+// The simulator prices the sequential plan's call as the model does: the table's time after the GEMM.
+TEST(MeasuredLink, SimulatorAndModelAgreeOnTheSequentialCall) {
+  const Hardware linked = with_link(builtin_hardware("h200"), builtin_link_profile("h200x2"));
+  const Problem p = make_problem(Op::kGemmAllReduce, 8192, 8192, 4096, 2);
+  const Plan plan = default_plan(Mode::kSequential, p, linked, 0);
+  const double model = estimate(p, plan, linked).total_us;
+  const double sim = sim::simulate(p, plan, linked).total_us;
+  EXPECT_NEAR(sim, model, 0.01 * model);
+  const Hardware plain = builtin_hardware("h200");
+  EXPECT_GT(std::abs(sim - sim::simulate(p, default_plan(Mode::kSequential, p, plain, 0), plain).total_us), 1.0);
 }
 
 }  // namespace

@@ -864,7 +864,8 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
         it->second.m.counters = counters;
         if (loopback)
           it->second.m.loopback = bench->kind == BenchKind::kOverlap && share ? *share : LoopbackShare::kWholeWorld;
-        if (loopback && it->second.m.loopback == LoopbackShare::kRank0) it->second.m.link_profile = link;
+        if (loopback ? it->second.m.loopback == LoopbackShare::kRank0 : communicates && bench->world > 1)
+          it->second.m.link = link;
       }
       if (agg == "median")
         it->second.median = us;
@@ -884,7 +885,8 @@ std::vector<Measurement> read_measurements(const std::vector<nlohmann::json>& fi
 }
 
 Hardware measurement_hardware(const Measurement& m, const Hardware& hw) {
-  return m.loopback ? loopback_hardware(hw, m.bench.world, *m.loopback, m.link_profile) : hw;
+  if (m.loopback) return loopback_hardware(hw, m.bench.world, *m.loopback, m.link);
+  return m.link ? with_link(hw, *m.link) : hw;
 }
 
 std::optional<double> predict_us(const BenchCase& b, const Hardware& hw, std::string* why) {

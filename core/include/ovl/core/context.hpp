@@ -100,11 +100,12 @@ struct ContextOptions {
   // the other ranks own from the old data. Measured tuning's candidates of one call share that call's pieces either
   // way.
   bool loopback_fixed_inputs = false;
-  // Loopback with kRank0 only: pace the emulated link (docs/overlap.md, "Paced loopback"): every mover's CTAs move
-  // rank 0's peer traffic at most at the link's rate (LinkProfile::paced_cta_GBps), NCCL's stand-in runs on the
-  // profile's NCCL CTA count, and the planner prices the same link (planning_hardware()). Default: env
-  // OVL_LINK_PROFILE (a built-in name, "nvlink4-node8" or "h200x2", or a JSON file), else unpaced. Refused in a real
-  // world (the environment is ignored there).
+  // The world's link (a built-in name, "nvlink4-node8" or "h200x2", or a JSON file; default: env OVL_LINK_PROFILE,
+  // else none). Loopback with kRank0 only: the emulated link is paced to it (docs/overlap.md, "Paced loopback"):
+  // every mover's CTAs move rank 0's peer traffic at most at the link's rate (LinkProfile::paced_cta_GBps), NCCL's
+  // stand-in runs on the profile's NCCL CTA count, and the planner prices the same link (planning_hardware()). A real
+  // world: the link as measured on this machine; the planner prices the calls its tables hold by them (with_link),
+  // the executors are unchanged.
   std::optional<LinkProfile> link_profile;
   // How calls without a plan choose one (default: env OVL_TUNING = predicted | measured, else kMeasured).
   std::optional<Tuning> tuning;
@@ -143,7 +144,7 @@ class Context {
   // The device's profile (Plan::validate uses it) and the one the planner uses (loopback: loopback_hardware()).
   const Hardware& hardware() const;
   const Hardware& planning_hardware() const;
-  // The paced loopback's link profile (ContextOptions::link_profile or OVL_LINK_PROFILE); nullopt: unpaced.
+  // The world's link (ContextOptions::link_profile or OVL_LINK_PROFILE); nullopt: none (an unpaced loopback).
   const std::optional<LinkProfile>& link_profile() const;
 
   // Enqueue the operator on `stream`. `plan`: a Plan (validated against the problem and the device), or

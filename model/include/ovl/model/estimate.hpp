@@ -158,6 +158,11 @@ double loopback_rank0_nccl_bytes(Collective c, int world);
 // (NCCL ring AR 2(W-1), RS / AG W-1; tma-push 2 / 1; tma-pull 4 / 2): a paced loopback waits that many
 // LinkProfile::latency_us at the start of every call or tile group, and the model and the simulator price them.
 double link_steps(Collective c, CommAlgo algo, int world);
+// Whether a real world's measured link prices a call of `algo` over `call_bytes` buffer bytes (with_link: the link's
+// LinkProfile::measured_table holds such calls). Such a call takes the table's time for its size and CTAs, which holds
+// its launch and its steps' latencies: no launch or step latency is added to it (coll_cost, the simulator's steps and
+// call overheads).
+bool measured_link_call(const Hardware& hw, CommAlgo algo, double call_bytes);
 // What the loopback emulation of rank 0's share (Emulation::loopback_rank0) does in each call of a plan (decomposed:
 // its row chunks; the signaling modes: its tile groups, whole tile rows as the executor's range table counts them;
 // sequential: one call):

@@ -128,11 +128,11 @@ struct Emulation {
   // kRank0 only: the collective is rank 0's share as the loopback emulation plays it, so the TMA movers' bytes are
   // what the emulation moves (coll_coeffs).
   bool loopback_rank0 = false;
-  // kRank0 with a link profile only: the loopback's peer traffic is paced to this link (docs/overlap.md, "Paced
-  // loopback"); the spec's link_GBps and the fit's link_latency_us are the profile's, the collectives' link bytes move
-  // at most at LinkProfile::paced_cta_GBps per CTA, and NCCL-algorithm collectives that a plan leaves to NCCL's
-  // choice run on its nccl_ctas (nccl_default_ctas).
-  std::optional<LinkProfile> link_profile;
+  // kRank0 with Hardware::link only: the loopback's peer traffic is paced to that link (docs/overlap.md, "Paced
+  // loopback"); the spec's link_GBps and the fit's link_latency_us are the link's, the collectives' link bytes move at
+  // most at LinkProfile::paced_cta_GBps per CTA, and NCCL-algorithm collectives that a plan leaves to NCCL's choice
+  // run on its nccl_ctas (nccl_default_ctas).
+  bool paced = false;
 };
 
 struct Hardware {
@@ -140,6 +140,11 @@ struct Hardware {
   DeviceSpec spec;
   ModelParams fit;
   Emulation emulation;
+  // The world's link as measured (never in the profile's JSON): a paced loopback plays it (loopback_hardware,
+  // Emulation::paced), and in a real world (with_link) the calls its measured tables hold are priced at the table's
+  // busbw (docs/model.md, "A measured link in a real world"); nullopt: the spec's link and the fit's rates price every
+  // call.
+  std::optional<LinkProfile> link;
 
   // Throws ovl::Error naming the field ("spec.sm_count") and value: non-positive sizes or rates, a granularity
   // larger than the device, efficiencies outside (0, 1], negative latencies or weights. (sm_count need not be a
@@ -182,7 +187,13 @@ LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error
 Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld,
                            const std::optional<LinkProfile>& link = std::nullopt);
 
-// The CTAs NCCL runs a collective on when a plan leaves it to NCCL (comm_sms 0): the link profile's nccl_ctas, else
+// `base` (a real device's profile) in a real world over `link`: the calls that the link's measured tables hold
+// (LinkProfile::measured_table) are priced at the table's busbw for the call's size and CTAs, the overlapped modes'
+// rate factors applied (overlapped_comm, beside_gemm_comm); every other call as on `base`. Throws ovl::Error on a
+// loopback profile or a link that fails LinkProfile::validate.
+Hardware with_link(const Hardware& base, const LinkProfile& link);
+
+// The CTAs NCCL runs a collective on when a plan leaves it to NCCL (comm_sms 0): the link's nccl_ctas, else
 // kDefaultNcclCtas.
 int nccl_default_ctas(const Hardware& hw);
 

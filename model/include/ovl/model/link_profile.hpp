@@ -28,10 +28,12 @@ struct BusbwTable {
   std::vector<int> ctas;                                                 // strictly increasing, at least 1
   std::vector<std::vector<double>> allreduce, reducescatter, allgather;  // GB/s [ctas][size], positive
 
-  // The busbw of a call of `bytes` buffer bytes on `ctas` CTAs: linear in log2(size) and in CTAs between the
-  // measured points; below the smallest size, that size's time (a rate in proportion to the bytes); beyond the
-  // largest size or CTA count, the edge's. Throws ovl::Error on ctas < 1 or bytes <= 0.
+  // The busbw of a call of `bytes` buffer bytes on `ctas` CTAs: between two measured sizes the call's time is linear
+  // in its bytes (a latency plus the bytes at a rate), and the rate linear in CTAs between measured counts; below the
+  // smallest size, that size's time (a rate in proportion to the bytes); beyond the largest size or CTA count, the
+  // edge's rate. Throws ovl::Error on ctas < 1 or bytes <= 0.
   double GBps(Collective c, int ctas, double bytes) const;
+  void scale(double factor);  // every rate times factor (an overlapped mode's rate factors); throws on factor <= 0
   void validate(const std::string& profile, std::string_view field) const;  // throws ovl::Error naming the field
 };
 
@@ -55,7 +57,8 @@ struct LinkProfile {
   // other: min(link_GBps / ctas, the algorithm's per-CTA rate; NCCL algorithms and the copy engine:
   // nccl_per_cta_GBps). The paced movers, the model and the simulator use this one.
   double paced_cta_GBps(CommAlgo algo, int ctas, Collective c, double call_bytes) const;
-  // The table that prices a call of `algo` over `call_bytes`: nccl_busbw for an NCCL algorithm, tma_push_busbw /
+  // The table that prices a call of `algo` over `call_bytes`: nccl_busbw for NCCL (kNcclRing: NCCL's own algorithm
+  // choice, as bench_collectives' coll/nccl measures it; not NVLS or the symmetric kernels), tma_push_busbw /
   // tma_pull_busbw for the TMA movers; none without that table or for call_bytes = 0 (an ncclReduce / ncclBroadcast
   // per owner, which no table holds).
   const BusbwTable* measured_table(CommAlgo algo, double call_bytes) const;

@@ -85,7 +85,7 @@ std::vector<Plan> candidate_plans(const Problem& problem, const Hardware& hw, co
 
 // The ways of not overlapping that the executor runs, in the order plan() lists them: cuBLAS on the whole device,
 // then the collective on NCCL's own CTA count (nccl_default_ctas: kDefaultNcclCtas, or a link profile's); in an
-// unpaced loopback (Emulation::loopback without a link_profile) also the collective on every SM, since nothing else
+// unpaced loopback (Emulation::loopback, not paced) also the collective on every SM, since nothing else
 // runs beside it there. A paced loopback's link behaves like a node's: NCCL's CTA count only.
 std::vector<Plan> sequential_candidates(const Problem& problem, const Hardware& hw);
 

@@ -26,13 +26,14 @@ struct Measurement {
   // world. The value is the share of the collective the benchmark played ("loopback_share" in the context; every
   // rank's when absent). "world_backend": "threads" or "mpi" marks real ranks on distinct GPUs.
   std::optional<LoopbackShare> loopback;
-  // A paced loopback (an overlap case of rank 0's share whose file's context has "link_profile": the LinkProfile's
-  // JSON, as bench_overlap records OVL_LINK_PROFILE): the link the peers' traffic was paced to.
-  std::optional<LinkProfile> link_profile;
+  // The link its world ran over, where the file's context has "link_profile" (the LinkProfile's JSON, as
+  // bench_overlap records OVL_LINK_PROFILE): for an overlap case of rank 0's loopback share, the link its peers'
+  // traffic was paced to; for a collective or overlap case of real ranks, the link as measured on that machine.
+  std::optional<LinkProfile> link;
 };
 
-// The profile a measurement ran on: `hw`, or loopback_hardware(hw, world, share, link_profile) for a loopback
-// measurement.
+// The profile a measurement ran on: `hw`, loopback_hardware(hw, world, share, link) for a loopback measurement, or
+// with_link(hw, link) for real ranks over a measured link.
 Hardware measurement_hardware(const Measurement& m, const Hardware& hw);
 
 // Reads every benchmark whose name parse_bench_name() knows, from any number of Google Benchmark JSON documents
