@@ -228,6 +228,10 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
   Hardware h = base;
   h.name = fmt::format("{} loopback x{} ({})", base.name, world, to_string(share));
   h.emulation.loopback = true;
+  // The SIMT kernel's rate in this world: it keeps 8 16-byte loads in flight per thread up to W = 8 (kIlp = 8 / W
+  // vectors of W sources each, kernels/src/loopback.cu) and stores kIlp results per memory latency, so it moves 8 +
+  // 8 / W vectors a latency against the 9 of W = 8, where the profiles' simt_per_cta_GBps was measured.
+  const double simt = base.fit.simt_per_cta_GBps * simt_world_factor(world);
   h.fit.copy_engine_GBps = 0;  // same-device copies (on SMs): the loopback's link rate
   h.fit.link_efficiency = 1;   // the "link" is the memory system (or the paced link), at its rate
   if (share == LoopbackShare::kWholeWorld) {
@@ -237,13 +241,14 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
     h.fit.per_cta_copy_GBps = base.fit.per_cta_copy_GBps / world;
     h.fit.tma_push_per_cta_GBps = base.fit.tma_push_per_cta_GBps / world;
     h.fit.tma_pull_per_cta_GBps = base.fit.tma_pull_per_cta_GBps / world;
-    h.fit.simt_per_cta_GBps = base.fit.simt_per_cta_GBps / world;
+    h.fit.simt_per_cta_GBps = simt / world;
   } else {
     h.spec.link_GBps = base.spec.hbm_GBps;
     h.emulation.loopback_rank0 = true;
     // An NCCL-algorithm call is the SIMT loopback kernel here (coll_coeffs): its CTAs move bytes at the SIMT
     // kernel's per-CTA rate, and it launches as a plain kernel.
-    h.fit.nccl_per_cta_GBps = base.fit.simt_per_cta_GBps;
+    h.fit.simt_per_cta_GBps = simt;
+    h.fit.nccl_per_cta_GBps = simt;
     h.fit.nccl_launch_us = base.fit.tma_launch_us;
   }
   h.fit.link_latency_us = std::min(base.fit.link_latency_us, 0.5);
@@ -258,6 +263,12 @@ Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share,
     h.fit.link_latency_us = link->latency_us;
   }
   return h;
+}
+
+double simt_world_factor(int world) {
+  OVL_CHECK(world >= 1, "loopback world = {} must be at least 1", world);
+  const double w = std::min(world, 8);
+  return (8 + 8 / w) / 9;
 }
 
 Hardware with_link(const Hardware& base, const LinkProfile& link) {

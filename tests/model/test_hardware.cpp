@@ -254,5 +254,19 @@ TEST(Hardware, Loopback) {
   EXPECT_THROW(loopback_hardware(builtin_hardware("h200"), 0), Error);
 }
 
+// The loopback SIMT kernel keeps 8 loads in flight per thread up to W = 8 and stores 8 / W results per memory
+// latency: its rate relative to W = 8 (where the profiles measured it) is (8 + 8 / W) / 9.
+TEST(Hardware, LoopbackSimtRatePerWorld) {
+  const Hardware base = builtin_hardware("h200");  // simt_per_cta_GBps 32, measured at W = 8
+  EXPECT_DOUBLE_EQ(simt_world_factor(8), 1.0);
+  EXPECT_DOUBLE_EQ(simt_world_factor(2), 12.0 / 9);
+  const Hardware w2 = loopback_hardware(base, 2, LoopbackShare::kRank0);
+  EXPECT_DOUBLE_EQ(w2.fit.simt_per_cta_GBps, 32 * 12.0 / 9);
+  EXPECT_DOUBLE_EQ(w2.fit.nccl_per_cta_GBps, 32 * 12.0 / 9);  // the NCCL stand-in is that kernel
+  EXPECT_DOUBLE_EQ(loopback_hardware(base, 8, LoopbackShare::kRank0).fit.nccl_per_cta_GBps, 32);
+  EXPECT_DOUBLE_EQ(loopback_hardware(base, 4).fit.simt_per_cta_GBps, 32 * 10.0 / 9 / 4);  // each of 4 shares
+  EXPECT_THROW((void)simt_world_factor(0), Error);
+}
+
 }  // namespace
 }  // namespace ovl

@@ -187,6 +187,11 @@ LoopbackShare parse_loopback_share(std::string_view text);  // throws ovl::Error
 Hardware loopback_hardware(const Hardware& base, int world, LoopbackShare share = LoopbackShare::kWholeWorld,
                            const std::optional<LinkProfile>& link = std::nullopt);
 
+// The loopback SIMT kernel's per-CTA rate in a world of `world` ranks relative to a world of 8 (where the built-in
+// simt_per_cta_GBps was measured): (8 + 8 / W) / 9 for W <= 8, 1 beyond (its loads in flight per thread are 8 up to
+// W = 8, and it stores 8 / W results per memory latency). loopback_hardware scales the SIMT rates by it.
+double simt_world_factor(int world);
+
 // `base` (a real device's profile) in a real world over `link`: the calls that the link's measured tables hold
 // (LinkProfile::measured_table) are priced at the table's busbw for the call's size and CTAs, the overlapped modes'
 // rate factors applied (overlapped_comm, beside_gemm_comm); every other call as on `base`. Throws ovl::Error on a
