@@ -1,7 +1,8 @@
-// `ovl calibrate FILE.json... -o profile.json [--gpu NAME | --profile FILE]`: fits the hardware profile's model
-// parameters (its "fit"; the "spec" written is the base's) to Google Benchmark JSON (bench_gemm, bench_collectives,
-// bench_overlap; any subset) by least squares and prints each parameter with its fit residual. docs/model.md lists
-// the names and counters read.
+// `ovl calibrate FILE.json... -o profile.json [--gpu NAME | --profile FILE] [--link-profile L]`: fits the hardware
+// profile's model parameters (its "fit"; the "spec" written is the base's) to Google Benchmark JSON (bench_gemm,
+// bench_collectives, bench_overlap; any subset) by least squares and prints each parameter with its fit residual
+// (--link-profile: the link the real-world runs went over, json_files.hpp). docs/model.md lists the names and counters
+// read.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 

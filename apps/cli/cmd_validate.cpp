@@ -1,4 +1,5 @@
-// `ovl validate --measured FILE.json... [--profile FILE] [--json] [--plot DIR]`: predicted versus measured.
+// `ovl validate --measured FILE.json... [--profile FILE] [--link-profile L] [--json] [--plot DIR]`: predicted versus
+// measured (--link-profile: the link the real-world runs went over, json_files.hpp).
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 

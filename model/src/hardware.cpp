@@ -111,9 +111,7 @@ void Hardware::validate() const {
   OVL_CHECK(fit.clock_knee_sms <= spec.sm_count,
             "hardware field \"fit.clock_knee_sms\" = {} exceeds spec.sm_count = {}", fit.clock_knee_sms, spec.sm_count);
   OVL_CHECK(!emulation.paced || (emulation.loopback_rank0 && link),
-            "hardware \"{}\": a paced loopback needs rank 0's "
-            "share and a link",
-            name);
+            "hardware \"{}\": a paced loopback needs rank 0's share and a link", name);
   if (link) link->validate();  // its rates price every paced call, its tables a real world's calls
 }
 
