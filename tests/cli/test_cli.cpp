@@ -96,6 +96,37 @@ TEST(Cli, PlanOverAMeasuredLinkPricesItsCalls) {
   EXPECT_GT(std::abs(linked - unlinked), 1.0) << linked << " " << unlinked;
 }
 
+// validate --link-profile: a file of real ranks (world_backend threads) is priced over the link, its measured calls
+// at the table's time (NCCL's AllReduce of 64 MiB on 16 CTAs at world 2: 240.6 GB/s in h200x2); a loopback file is
+// left as it was (its context names no link: unpaced).
+TEST(Cli, ValidateOverAMeasuredLink) {
+  const double us = 123.0;
+  const auto file = [&](const std::string& backend) {
+    nlohmann::json doc = {{"context", {{"gpu", "NVIDIA H200"}, {"gpu_count", "2"}, {"world_backend", backend}}},
+                          {"benchmarks",
+                           {{{"name", "coll/nccl/allreduce/67108864/world:2/ctas:16/manual_time"},
+                             {"run_type", "iteration"},
+                             {"real_time", us},
+                             {"time_unit", "us"}}}}};
+    const std::string path = testing::TempDir() + "ovl_cli_link_" + backend + ".json";
+    std::ofstream(path) << doc.dump();
+    return path;
+  };
+  const auto model_us = [&](const std::string& path, bool link) {
+    std::vector<std::string> argv = {"validate", "--measured", path, "--gpu", "h200", "--json"};
+    if (link) argv.insert(argv.end(), {"--link-profile", "h200x2"});
+    const CliRun r = invoke(argv);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return nlohmann::json::parse(r.out)["rows"][0]["model_us"].get<double>();
+  };
+  const std::string real = file("threads"), loopback = file("loopback");
+  EXPECT_NEAR(model_us(real, true), 64 * 1024.0 * 1024.0 / 240.6e3, 1e-6);
+  EXPECT_GT(std::abs(model_us(real, false) - model_us(real, true)), 1.0);
+  EXPECT_DOUBLE_EQ(model_us(loopback, true), model_us(loopback, false));
+  std::remove(real.c_str());
+  std::remove(loopback.c_str());
+}
+
 TEST(Cli, PlanWritesAChromeTrace) {
   const std::string path = testing::TempDir() + "ovl_cli_trace.json";
   std::vector<std::string> argv = kDefault;
