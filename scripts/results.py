@@ -193,7 +193,9 @@ def cmd_overlap(argv):
         case's `us` counter (bench_overlap's mean of back-to-back runs); speedup is the `speedup` counter (t_seq_us / us,
         the baseline measured in the same process). Then the median over problems of the best mode's speedup, and per op
         and mode the speedups by time over the one sequential plan without /algo: (t_seq / us of the mode's fastest
-        case) and how often that case is its problem's fastest.
+        case) and how often that case is its problem's fastest; per NCCL mode and comm SMs the overlap efficiency
+        (median, and the plans at most 0.05: nothing overlapped), and tile-signal's time over the same plan on a
+        green-context partition.
     scripts/results.py overlap bench_overlap.json --orders [--markdown]
         Row-band against swizzle order for the same plan (the /groups:<g> and /groups:<g>/order:swizzle cases): per
         pair the operator time (`us`), the GEMM alone (`t_gemm_us`) and the ratio row-band / swizzle (> 1: swizzle
@@ -209,8 +211,9 @@ def cmd_overlap(argv):
         Case by case over the names both files hold (e.g. a paced loopback run, OVL_LINK_PROFILE=h200x2
         OVL_BENCH_LOOPBACK_WORLD=2, against results/h200x2/bench_overlap.json): each file's time (`us`), A / B, and
         each file's speedup; then per problem each file's best mode and speedup among the cases both ran; last the medians (A / B of the times,
-        the best speedups), how many problems pick the same best mode, A / B per mode, and the collective alone
-        (t_comm_us) A / B per mode and comm SMs."""
+        the best speedups), how many problems pick the same best mode, A / B per mode, the collective alone
+        (t_comm_us) A / B per mode and comm SMs, and per mode and comm SMs the operator's A / B and each side's overlap
+        efficiency (medians)."""
     sys.argv = ['results.py overlap'] + argv
     def print_table(header, rows, markdown):
         sep = " | " if markdown else "  "
@@ -307,6 +310,26 @@ def cmd_overlap(argv):
                   and "/algo:" not in n and "speedup" in b]
             if sp:
                 print(f"{m} default plans: speedup {min(sp):.2f}-{max(sp):.2f} over {len(sp)} cases")
+        # The overlap efficiency per mode and comm SMs (every plan of the NCCL modes): where the collective overlapped
+        # nothing (at most 0.05); and tile-signal's time over the same plan on a green-context partition.
+        eff = collections.defaultdict(list)
+        for n, b in cases(doc):
+            c = re.search(r"/comm_sms:(\d+)", n)
+            if n.split("/")[1] in ("decomposed", "tile-signal", "green-context") and "efficiency" in b and c:
+                eff[(n.split("/")[1], int(c.group(1)))].append(b["efficiency"])
+        for (m, c), e in sorted(eff.items()):
+            print(f"{m} comm_sms {c}: efficiency median {statistics.median(e):.2f} ({min(e):.2f}-{max(e):.2f}), at "
+                  f"most 0.05 in {sum(x <= 0.05 for x in e)} of {len(e)}")
+        by_name = dict(cases(doc))
+        ts_gc = collections.defaultdict(list)
+        for n, b in by_name.items():
+            gc = n.replace("/tile-signal/", "/green-context/", 1)
+            c = re.search(r"/comm_sms:(\d+)", n)
+            if n.split("/")[1] == "tile-signal" and gc in by_name and c:
+                ts_gc[int(c.group(1))].append(b["us"] / by_name[gc]["us"])
+        for c, r in sorted(ts_gc.items()):
+            print(f"tile-signal / green-context, same plan, comm_sms {c}: median {statistics.median(r):.2f} "
+                  f"({min(r):.2f}-{max(r):.2f}) over {len(r)}")
         wrong = [b.get("wrong", 0.0) for _, b in cases(doc)]
         if wrong:
             print(f"wrong: at most {max(wrong):.0f} elements in one case, {sum(w > 0 for w in wrong)} cases with any")
@@ -414,6 +437,17 @@ def cmd_overlap(argv):
             for (mode, c), rs in sorted(alone.items()):
                 print(f"  collective alone (t_comm_us), {mode} comm_sms {c}: A / B median {statistics.median(rs):.3f} "
                       f"(min {min(rs):.3f}, max {max(rs):.3f}) over {len(rs)}")
+            # The operator per mode and comm SMs: A / B of the times and each side's overlap efficiency (medians).
+            per = collections.defaultdict(list)
+            for n, r in zip(common, ratios):
+                c = re.search(r"/comm_sms:(\d+)", n)
+                if c and "efficiency" in a[n] and "efficiency" in b[n]:
+                    per[(n.split("/")[1], int(c.group(1)))].append((r, a[n]["efficiency"], b[n]["efficiency"]))
+            for (mode, c), v in sorted(per.items()):
+                rs = [x[0] for x in v]
+                print(f"  {mode} comm_sms {c}: A / B median {statistics.median(rs):.3f}, within 15% {within(rs)} of "
+                      f"{len(v)}; efficiency median A {statistics.median([x[1] for x in v]):.2f}, "
+                      f"B {statistics.median([x[2] for x in v]):.2f}")
         else:
             print("no case name in common")
 

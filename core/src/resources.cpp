@@ -175,10 +175,7 @@ ncclComm_t Resources::nccl(int ctas) {
               "or without the bound 0): only ovl's TMA collective runs on it (mode tma, sequential with tma-push)",
               id.world);
     OVL_CUDA_CHECK(cudaSetDevice(id.device));
-    ncclUniqueId uid;
-    OVL_NCCL_CHECK(ncclGetUniqueId(&uid));
-    ncclConfig_t config = nccl_config(0);
-    OVL_NCCL_CHECK(ncclCommInitRankConfig(&comm, 1, uid, 0, &config));
+    comm = one_rank_nccl_comm(0);
     own_comm = true;
   }
   return comm;

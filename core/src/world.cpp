@@ -110,6 +110,15 @@ ncclConfig_t nccl_config(int cta_bound) {
   return config;
 }
 
+ncclComm_t one_rank_nccl_comm(int cta_bound) {
+  ncclUniqueId id;
+  OVL_NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclConfig_t config = nccl_config(cta_bound);
+  ncclComm_t comm = nullptr;
+  OVL_NCCL_CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config));
+  return comm;
+}
+
 }  // namespace detail
 
 namespace {
@@ -145,14 +154,7 @@ World World::loopback(int ranks, int device, const WorldOptions& options) {
   if (ranks == 1) {
     state->cta_bounds = checked_bounds(options);
     OVL_CUDA_CHECK(cudaSetDevice(device));
-    for (int bound : state->cta_bounds) {
-      ncclUniqueId id;
-      OVL_NCCL_CHECK(ncclGetUniqueId(&id));
-      ncclConfig_t config = detail::nccl_config(bound);
-      ncclComm_t comm = nullptr;
-      OVL_NCCL_CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config));
-      state->comms[0][bound] = comm;
-    }
+    for (int bound : state->cta_bounds) state->comms[0][bound] = detail::one_rank_nccl_comm(bound);
   }
   return World(std::move(state), 0);
 }

@@ -24,6 +24,8 @@ namespace ovl::detail {
 // for the GEMM's end (the 2-H200 runs of tile-signal on 8 and 16 comm SMs overlapped nothing, docs/overlap.md).
 // NCCL_CGA_CLUSTER_SIZE in the environment overrides it (NCCL's rule).
 ncclConfig_t nccl_config(int cta_bound);
+// A communicator of one rank on the current device, made with nccl_config(cta_bound).
+ncclComm_t one_rank_nccl_comm(int cta_bound);
 
 struct WorldState {
   World::Backend backend = World::Backend::kLoopback;

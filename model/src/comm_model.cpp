@@ -140,19 +140,17 @@ PerByte per_byte_one_node(const CollCoeffs& k, Collective c, CommAlgo algo, int 
     const double copies = k.link_bytes > 0 ? k.link_bytes / copy_engine_GBps(hw) : 0.0;
     const double sum = k.cta_bytes > 0 ? k.cta_bytes / std::min(hbm_GBps, ctas * hw.fit.per_cta_copy_GBps) : 0.0;
     t.shared = std::max(t.shared, copies) + sum;
-  } else if (hw.emulation.paced && world > 1) {
-    // The paced loopback: the CTAs move their HBM bytes at their own rate (an NCCL algorithm is the SIMT kernel,
-    // nccl_per_cta_GBps = its rate on a kRank0 profile), and each paces its link bytes to the profile's
-    // paced_cta_GBps for the call (its bytes, its launched CTAs), so together min(link, ctas x the transport's
-    // per-CTA rate), or NCCL's measured busbw for such a call, when the CTAs' shares are even and all of them run.
-    const double moved = is_nccl(algo) ? hw.fit.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
-    t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
-    if (k.link_bytes > 0)
-      t.link = k.link_bytes / (ctas * hw.link->paced_cta_GBps(algo, call.launched_ctas, c, call.bytes));
-  } else if (world > 1 && measured_link_call(hw, algo, call.bytes)) {
-    // A real world over a measured link: the call at its table's busbw for its size and CTAs (the kernel's; the
-    // rate factors of an overlapped mode applied to the table, Hardware::overlapped_comm), which holds the
-    // transport's own CTA and protocol limits; its HBM traffic stays shared with the GEMM.
+  } else if (world > 1 && (hw.emulation.paced || measured_link_call(hw, algo, call.bytes))) {
+    // The link's rate for the call (its bytes, its launched CTAs: LinkProfile::paced_cta_GBps), so together min(link,
+    // ctas x the transport's per-CTA rate), or the measured busbw of such a call, when the CTAs' shares are even and
+    // all of them run. A paced loopback: each CTA paces its link bytes so, and moves its HBM bytes at its own rate (an
+    // NCCL algorithm is the SIMT kernel, nccl_per_cta_GBps = its rate on a kRank0 profile). A real world over a
+    // measured link: the table's busbw (an overlapped mode's rate factors applied to it, Hardware::overlapped_comm)
+    // holds the transport's own CTA and protocol limits; its HBM traffic stays shared with the GEMM.
+    if (hw.emulation.paced) {
+      const double moved = is_nccl(algo) ? hw.fit.nccl_per_cta_GBps : per_cta_GBps(algo, hw);
+      t.shared = std::max(t.shared, k.cta_bytes / (ctas * moved));
+    }
     if (k.link_bytes > 0)
       t.link = k.link_bytes / (ctas * hw.link->paced_cta_GBps(algo, call.launched_ctas, c, call.bytes));
   } else if (is_nccl(algo)) {
@@ -376,13 +374,11 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     }
     return out;
   };
-  if (!hw.emulation.loopback && problem.world > 1 && nccl) return nccl_units(&CallAdjust::factor);
-  if (!hw.emulation.loopback && problem.world > 1 && mover) {
-    // A real world's TMA collective is one streaming call over the buffer (the tma executor's run_ranges): a measured
-    // link's table prices it at that call's busbw.
+  // A TMA mover's call is one streaming launch over the buffer (the tma executor's run_ranges in a real world,
+  // Resources::loopback_args in loopback): a link's table prices it at that call's busbw.
+  if (mover && problem.world > 1)
     for (CallAdjust& a : out) a.call_bytes = double(problem.comm_bytes());
-    return out;
-  }
+  if (!hw.emulation.loopback && problem.world > 1 && nccl) return nccl_units(&CallAdjust::factor);
   if (!hw.emulation.loopback_rank0 || problem.nodes() > 1 || !(nccl || mover)) return out;
   for (size_t i = 0; i < calls.size(); ++i) {
     out[i].factor = calls[i].factor;
@@ -402,7 +398,6 @@ std::vector<CallAdjust> call_adjustments(const Problem& problem, const Plan& pla
     out[i].link_load = i > 0 && rows == last
                            ? out[i - 1].link_load
                            : tma_mover_link_load(problem, units[i].begin, units[i].end, plan.comm_algo, ctas);
-    out[i].call_bytes = double(problem.comm_bytes());  // one streaming call over the buffer (Resources::loopback_args)
     last = rows;
   }
   return out;

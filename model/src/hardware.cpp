@@ -148,7 +148,7 @@ void scale_comm_rates(Hardware& h, double nccl, double tma) {
   h.fit.nccl_per_cta_GBps *= nccl;
   h.fit.nccl_symmetric_per_cta_GBps *= nccl;
   h.fit.tma_push_per_cta_GBps *= tma;
-  if (h.link && !h.emulation.loopback) {
+  if (h.link && !h.emulation.paced) {
     if (h.link->nccl_busbw) h.link->nccl_busbw->scale(nccl);
     if (h.link->tma_push_busbw) h.link->tma_push_busbw->scale(tma);
   }

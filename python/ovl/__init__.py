@@ -134,7 +134,7 @@ def _modes(modes) -> list:
     return names
 
 
-def _loopback(hw: Hardware, world: int, loopback: Union[bool, str], link_profile=None) -> Hardware:
+def _world_hardware(hw: Hardware, world: int, loopback: Union[bool, str], link_profile=None) -> Hardware:
     # loopback=True plans for rank 0's share on one GPU, as Context(loopback_world=W) runs it; link_profile paces it
     # (as Context(link_profile=...) or env OVL_LINK_PROFILE runs it). Without a loopback, link_profile is the real
     # world's link as measured: its tables price the calls they hold (Hardware.with_link).
@@ -156,7 +156,7 @@ def plan(op: str, m: int, n: int, k: int, world: int, *, gpu: Optional[str] = No
     name or a JSON file) for a paced one, or without ``loopback`` for a real world over that measured link; an
     overlapped plan must be predicted faster than the baseline by ``min_gain`` (a fraction)."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
-    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
+    hw = _world_hardware(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     o = PlannerOptions()
     if modes is not None:
         o.modes = _modes(modes)
@@ -184,7 +184,7 @@ def simulate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str,
     """Simulates ``plan`` (a Plan, a mode name for its default plan, or None for the planner's best) and returns
     the SimResult (``total_us``, ``timeline.intervals`` ...); ``trace`` writes its Chrome trace (Perfetto) there."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
-    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
+    hw = _world_hardware(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     result = _ovl._simulate(p, _plan_for(p, hw, plan), hw, True, counters, steps, _int("trace_ranks", trace_ranks, 32))
     if trace is not None:
         result.timeline.write_chrome_trace(os.fspath(trace))
@@ -198,7 +198,7 @@ def estimate(op: str, m: int, n: int, k: int, world: int, plan: Union[Plan, str,
              link_profile: Optional[Union[str, os.PathLike]] = None) -> ModeEstimate:
     """The closed-form model's estimate (model/estimate.hpp) of ``plan`` (as for simulate)."""
     p = problem(op, m, n, k, world, dtype, b_layout, gpus_per_node, out_dtype)
-    hw = _loopback(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
+    hw = _world_hardware(_hw(gpu, profile, hardware), p.world, loopback, link_profile)
     return _ovl._estimate(p, _plan_for(p, hw, plan), hw)
 
 
